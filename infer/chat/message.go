@@ -1,0 +1,19 @@
+// Package chat holds conversation turns and renders them into a model's prompt
+// (the chat template).
+package chat
+
+// Roles used in Message.Role.
+const (
+	RoleSystem    = "system"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+)
+
+// Message is one turn of a conversation. Thinking holds an assistant turn's
+// reasoning (the text between <think> and </think>), kept apart from Content so
+// that templates can strip it from earlier turns and the UI can fold it.
+type Message struct {
+	Role     string
+	Content  string
+	Thinking string
+}

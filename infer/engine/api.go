@@ -1,0 +1,134 @@
+// Package engine runs a model on its own goroutine. That goroutine is the only
+// owner of the model and its KV cache; clients (the TUI, `bonsai run`, tests)
+// send requests and receive events, so everything the TUI shows is also
+// testable without a terminal.
+package engine
+
+import (
+	"time"
+
+	"github.com/bonsai-chat/bonsai/infer/chat"
+	"github.com/bonsai-chat/bonsai/infer/profile"
+)
+
+// Client is what a front end needs from an engine. The real engine and the
+// TUI tests' fake both implement it. Methods never block on inference: results
+// arrive on Events.
+type Client interface {
+	// Events delivers everything the engine reports, in order. It is closed
+	// after Close.
+	Events() <-chan Event
+	// Generate starts a reply to the conversation. The engine reuses the KV
+	// cache for the longest prefix it already holds, so resuming or
+	// continuing a chat only prefills what is new.
+	Generate(req GenerateRequest)
+	// Stop ends the current generation; a Done event with Reason "stopped"
+	// follows, after the partial reply's tokens.
+	Stop()
+	// SwitchBackend reloads the model on another backend ("cpu", "gpu",
+	// "auto"), reporting LoadProgress and then Loaded (or Error and staying on
+	// the old one).
+	SwitchBackend(name string)
+	// Reset forgets the KV cache (a new conversation).
+	Reset()
+	// Close stops the engine and releases the model.
+	Close()
+}
+
+// Sampling parameters. Zero Temperature means greedy.
+type Sampling struct {
+	Temperature   float32
+	TopK          int
+	TopP          float32
+	MinP          float32
+	RepeatPenalty float32
+	RepeatLastN   int
+	Seed          uint64
+}
+
+// GenerateRequest asks for the next assistant turn.
+type GenerateRequest struct {
+	Messages  []chat.Message
+	Think     bool // thinking on: the model may reason in <think> before answering
+	MaxTokens int  // 0: until end of turn or context
+	Sampling  *Sampling
+}
+
+// Event is one of the types below.
+type Event interface{ isEvent() }
+
+// LoadProgress reports model loading (mapping, uploading to the GPU, ...).
+type LoadProgress struct {
+	Stage       string
+	Done, Total int64
+}
+
+// Loaded says a model is ready on a backend.
+type Loaded struct{ Info ModelInfo }
+
+// PrefillProgress reports prompt processing of long inputs (resumed chats).
+type PrefillProgress struct{ Done, Total int }
+
+// Token is one piece of streamed text. Thinking marks text inside <think>.
+type Token struct {
+	ID       int32
+	Text     string
+	Thinking bool
+}
+
+// Stats is sent during decoding (about every token) and with Done.
+type Stats struct {
+	PrefillTokens int
+	DecodeTokens  int
+	PrefillTPS    float64
+	DecodeTPS     float64
+	TTFT          time.Duration
+	ContextUsed   int
+	ContextSize   int
+	KVUsedBytes   int64
+	KVAllocBytes  int64
+}
+
+// ProfileSample carries per-phase timings (only while profiling is on).
+type ProfileSample struct{ Sample profile.Sample }
+
+// Done ends a generation. Reason is "stop" (end of turn), "length"
+// (MaxTokens or context full), or "stopped" (Stop was called).
+type Done struct {
+	Reason string
+	Stats  Stats
+}
+
+// Error reports a failure; the engine stays usable unless Fatal.
+type Error struct {
+	Err   error
+	Fatal bool
+}
+
+func (LoadProgress) isEvent()    {}
+func (Loaded) isEvent()          {}
+func (PrefillProgress) isEvent() {}
+func (Token) isEvent()           {}
+func (Stats) isEvent()           {}
+func (ProfileSample) isEvent()   {}
+func (Done) isEvent()            {}
+func (Error) isEvent()           {}
+
+// ModelInfo describes the loaded model and where it runs (the status line and
+// the backend panel show it).
+type ModelInfo struct {
+	Path         string
+	Name         string // general.name, or the file name
+	Arch         string // general.architecture
+	Variant      string // e.g. "Bonsai-1.7B", "Ternary-Bonsai-8B", "Qwen3 (other)"
+	Params       int64
+	FileBytes    int64
+	WeightBytes  int64
+	ContextSize  int
+	KVAllocBytes int64
+	Backend      string // "cpu" or "gpu"
+	Adapter      string // GPU adapter name and driver; CPU model on cpu
+	Threads      int
+	SIMD         string   // "avx512-vnni", "avx2", "generic"
+	Details      []string // backend specifics (limits, memory estimate), one line each
+}
