@@ -1,0 +1,62 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/bonsai-chat/bonsai/config"
+	"github.com/bonsai-chat/bonsai/session"
+)
+
+func init() {
+	register(command{
+		name:    "config",
+		summary: "print the effective configuration and where each value came from",
+		run:     runConfig,
+	})
+}
+
+func runConfig(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("config", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	flags := config.RegisterFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: bonsai config [chat flags]")
+		fmt.Fprintln(stderr, "Prints every setting after defaults, the config file, BONSAI_* variables and the flags given.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: config: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	cfg, err := config.Load(config.LoadOptions{Flags: flags})
+	if err != nil {
+		return err
+	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
+	fmt.Fprintf(stdout, "# config file: %s\n", cfg.Path)
+	if p, err := session.DefaultPath(); err == nil {
+		fmt.Fprintf(stdout, "# conversations: %s\n", p)
+	}
+	if p, err := config.StatePath(); err == nil {
+		fmt.Fprintf(stdout, "# UI state: %s\n", p)
+	}
+	if p, err := config.LogPath(); err == nil {
+		fmt.Fprintf(stdout, "# log: %s\n", p)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	for _, e := range cfg.Entries() {
+		fmt.Fprintf(tw, "%s = %s\t# %s\n", e.Key, e.Value, e.Source)
+	}
+	return tw.Flush()
+}

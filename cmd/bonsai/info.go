@@ -1,0 +1,164 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"text/tabwriter"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer"
+)
+
+func init() {
+	register(command{
+		name:    "info",
+		summary: "describe a model file: architecture, variant, shapes, tensor types, memory",
+		run:     runInfo,
+	})
+}
+
+func runInfo(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("info", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	ctx := fs.Int("ctx", infer.DefaultContext, "context size for the memory estimate")
+	model := fs.String("model", "", "model (or give it as the argument)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: bonsai info [--ctx N] MODEL")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	name := *model
+	switch {
+	case fs.NArg() == 1 && name == "":
+		name = fs.Arg(0)
+	case fs.NArg() > 1 || (fs.NArg() == 1 && name != ""):
+		return fmt.Errorf("%w: info takes one MODEL", errUsage)
+	}
+	if *ctx < 1 {
+		return fmt.Errorf("%w: --ctx %d must be positive", errUsage, *ctx)
+	}
+	f, err := openModel(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return describe(f, *ctx, stdout)
+}
+
+func describe(f *gguf.File, ctx int, out io.Writer) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	row := func(k, format string, a ...any) { fmt.Fprintf(w, "%s\t"+format+"\n", append([]any{k}, a...)...) }
+
+	fileBytes := int64(len(f.Bytes()))
+	row("file", "%s (%s, GGUF v%d, %d tensors)", f.Path, humanBytes(fileBytes), f.Version, len(f.Tensors))
+	if n, ok := f.KV.String("general.name"); ok {
+		row("name", "%s", n)
+	}
+	arch, err := infer.ArchOf(f)
+	if err != nil {
+		w.Flush()
+		return err
+	}
+	row("architecture", "%s", arch)
+	row("variant", "%s", infer.DetectVariant(f).Name)
+	row("parameters", "%s", humanCount(infer.Params(f)))
+
+	var hp infer.Hyperparams
+	a, archErr := infer.LookupArch(arch)
+	if archErr == nil {
+		hp, archErr = a.Hyperparams(f)
+	}
+	if archErr == nil {
+		output := "separate output"
+		if hp.TiedOutput {
+			output = "tied output (token_embd)"
+		}
+		row("shape", "%d layers, hidden %d, heads %d / kv %d, head_dim %d, ffn %d, vocab %d, %s",
+			hp.Layers, hp.Embed, hp.Heads, hp.KVHeads, hp.HeadDim, hp.FFN, hp.Vocab, output)
+		rope := fmt.Sprintf("theta %g", hp.Rope.Base)
+		if hp.Rope.ExtFactor != 0 {
+			rope += fmt.Sprintf(", YaRN ×%g over %d", 1/hp.Rope.FreqScale, hp.Rope.OrigContext)
+		} else if hp.Rope.FreqScale != 1 {
+			rope += fmt.Sprintf(", linear ×%g", 1/hp.Rope.FreqScale)
+		}
+		row("context", "%d trained; RoPE %s; rms eps %g", hp.ContextTrain, rope, hp.RMSEps)
+	} else {
+		row("shape", "unavailable: %v", archErr)
+	}
+
+	type typeUse struct {
+		t     gguf.Type
+		count int
+		bytes int64
+	}
+	uses := map[gguf.Type]*typeUse{}
+	for i := range f.Tensors {
+		t := &f.Tensors[i]
+		u := uses[t.Type]
+		if u == nil {
+			u = &typeUse{t: t.Type}
+			uses[t.Type] = u
+		}
+		u.count++
+		u.bytes += t.Size
+	}
+	list := make([]*typeUse, 0, len(uses))
+	for _, u := range uses {
+		list = append(list, u)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].bytes > list[j].bytes })
+	for i, u := range list {
+		k := ""
+		if i == 0 {
+			k = "tensor types"
+		}
+		row(k, "%-9s %4d tensors  %10s", u.t, u.count, humanBytes(u.bytes))
+	}
+
+	if archErr == nil {
+		mem := infer.EstimateMemory(f, hp, ctx)
+		row("memory", "%s weights (mapped) + %s KV cache for %d tokens (%s per token, f16) = %s",
+			humanBytes(mem.WeightBytes), humanBytes(mem.KVAlloc), ctx, humanBytes(infer.KVBytesPerToken(hp)),
+			humanBytes(mem.WeightBytes+mem.KVAlloc))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if archErr != nil {
+		return archErr
+	}
+	return nil
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func humanCount(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2f B", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1f M", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1f K", float64(n)/1e3)
+	}
+	return fmt.Sprint(n)
+}

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/bonsai-chat/bonsai/session"
+)
+
+func init() {
+	register(command{
+		name:    "sessions",
+		summary: "list, search, rename or delete saved conversations",
+		run:     runSessions,
+	})
+}
+
+func runSessions(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sessions", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	search := fs.String("search", "", "full-text search of every message for these `words`")
+	asJSON := fs.Bool("json", false, "print JSON")
+	dbPath := fs.String("db", "", "conversation database `file` (default: $XDG_DATA_HOME/bonsai/bonsai.db)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: bonsai sessions [--search WORDS] [--json]")
+		fmt.Fprintln(stderr, "       bonsai sessions rename ID TITLE")
+		fmt.Fprintln(stderr, "       bonsai sessions delete ID...")
+		fs.PrintDefaults()
+	}
+	rest, err := parseInterspersed(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	path, err := sessionDBPath(*dbPath)
+	if err != nil {
+		return err
+	}
+	if len(rest) == 0 {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			// Listing must not create a database as a side effect.
+			if *asJSON {
+				fmt.Fprintln(stdout, "[]")
+			} else {
+				fmt.Fprintln(stdout, "no saved conversations yet")
+			}
+			return nil
+		}
+	}
+	store, err := session.Open(path)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	ctx := context.Background()
+
+	if len(rest) > 0 {
+		switch rest[0] {
+		case "rename":
+			if len(rest) != 3 {
+				return fmt.Errorf("%w: sessions rename ID TITLE", errUsage)
+			}
+			id, err := parseSessionID(rest[1])
+			if err != nil {
+				return err
+			}
+			return store.Rename(ctx, id, rest[2])
+		case "delete", "rm":
+			if len(rest) < 2 {
+				return fmt.Errorf("%w: sessions delete ID...", errUsage)
+			}
+			for _, a := range rest[1:] {
+				id, err := parseSessionID(a)
+				if err != nil {
+					return err
+				}
+				if err := store.Delete(ctx, id); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		return fmt.Errorf("%w: sessions: unknown action %q (rename, delete)", errUsage, rest[0])
+	}
+
+	if *search != "" {
+		hits, err := store.Search(ctx, *search, session.SearchOptions{})
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(stdout, hitsJSON(hits))
+		}
+		if len(hits) == 0 {
+			fmt.Fprintf(stdout, "no messages match %q\n", *search)
+			return nil
+		}
+		for _, h := range hits {
+			fmt.Fprintf(stdout, "%d  %s  %s\n    %s: %s\n", h.SessionID, h.Created.Format("2006-01-02 15:04"),
+				titleOrUntitled(h.Title), h.Role, oneLine(h.Snippet))
+		}
+		return nil
+	}
+
+	list, err := store.List(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(stdout, sessionsJSON(list))
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(stdout, "no saved conversations yet")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tUPDATED\tMSGS\tTITLE")
+	for _, s := range list {
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\n", s.ID, s.Updated.Format("2006-01-02 15:04"), s.Messages, titleOrUntitled(s.Title))
+	}
+	return tw.Flush()
+}
+
+// sessionDBPath resolves the database path: the --db flag, else the XDG
+// default.
+func sessionDBPath(flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	return session.DefaultPath()
+}
+
+func parseSessionID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, fmt.Errorf("%w: %q is not a session id (a positive number; see 'bonsai sessions')", errUsage, s)
+	}
+	return id, nil
+}
+
+// parseInterspersed parses flags that may come after positional arguments
+// ("export 3 --format md"), returning the positional ones in order.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return positional, nil
+		}
+		positional = append(positional, args[0])
+		args = args[1:]
+	}
+}
+
+func titleOrUntitled(t string) string {
+	if t == "" {
+		return "(untitled)"
+	}
+	return t
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+type sessionJSON struct {
+	ID       int64     `json:"id"`
+	Title    string    `json:"title"`
+	Messages int       `json:"messages"`
+	Model    string    `json:"model,omitempty"`
+	Created  time.Time `json:"created"`
+	Updated  time.Time `json:"updated"`
+}
+
+func sessionsJSON(list []session.Info) []sessionJSON {
+	out := []sessionJSON{}
+	for _, s := range list {
+		out = append(out, sessionJSON{ID: s.ID, Title: s.Title, Messages: s.Messages, Model: s.Model,
+			Created: s.Created.UTC(), Updated: s.Updated.UTC()})
+	}
+	return out
+}
+
+type hitJSON struct {
+	Session int64     `json:"session"`
+	Title   string    `json:"title"`
+	Message int64     `json:"message"`
+	Role    string    `json:"role"`
+	Snippet string    `json:"snippet"`
+	Created time.Time `json:"created"`
+}
+
+func hitsJSON(hits []session.Hit) []hitJSON {
+	out := []hitJSON{}
+	for _, h := range hits {
+		out = append(out, hitJSON{Session: h.SessionID, Title: h.Title, Message: h.MessageID, Role: h.Role,
+			Snippet: h.Snippet, Created: h.Created.UTC()})
+	}
+	return out
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/bonsai-chat/bonsai/infer/synth"
+)
+
+func init() {
+	register(command{
+		name:    "synth",
+		summary: "write a synthetic Qwen3/Bonsai GGUF model with random weights",
+		run:     runSynth,
+	})
+}
+
+func runSynth(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("synth", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	shapeName := fs.String("shape", "tiny", "model shape: tiny, 1.7b, 4b or 8b")
+	typeName := fs.String("type", "q1_0", "type of every 2-D weight: q1_0, q2_0, q2_0_g128, q4_0, q8_0, q4_k, q5_k, q6_k, f16, bf16, f32")
+	seed := fs.Uint64("seed", 1, "random seed (the same seed writes the same file)")
+	layers := fs.Int("layers", 0, "number of layers (0: the shape's)")
+	vocab := fs.Int("vocab", 0, "vocabulary size (0: the full Qwen vocab of 151936; smaller keeps the first tokens)")
+	logitStd := fs.Float64("logit-std", synth.DefaultLogitStd, "spread of the logits")
+	out := fs.String("o", "", "output GGUF file (required)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: bonsai synth --shape tiny|1.7b|4b|8b --type q1_0 [--seed N] [--layers N] -o FILE")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: synth: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if *out == "" {
+		return fmt.Errorf("%w: synth: -o FILE is required", errUsage)
+	}
+	shape, err := synth.ShapeByName(*shapeName)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	typ, err := synth.ParseType(*typeName)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if *layers < 0 || *vocab < 0 {
+		return fmt.Errorf("%w: synth: --layers and --vocab must not be negative", errUsage)
+	}
+	if *layers > 0 {
+		shape.Layers = *layers
+	}
+	if *vocab > 0 {
+		shape.Vocab = *vocab
+	}
+	opts := synth.Options{Shape: shape, Type: typ, Seed: *seed, LogitStd: *logitStd}
+	size, err := opts.Size()
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	start := time.Now()
+	fmt.Fprintf(stderr, "writing %s: %s %s, %d layers, vocab %d, seed %d, ~%.1f MiB\n",
+		*out, shape.Name, typ, shape.Layers, shape.Vocab, *seed, float64(size)/(1<<20))
+	if err := synth.Write(*out, opts); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s (%.1fs)\n", *out, time.Since(start).Seconds())
+	return nil
+}

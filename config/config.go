@@ -1,0 +1,344 @@
+// Package config resolves bonsai's settings and says where each came from:
+// built-in defaults, then the TOML file ($XDG_CONFIG_HOME/bonsai/config.toml),
+// then BONSAI_* environment variables, then command-line flags (RegisterFlags),
+// each later one winning. It also keeps the small UI state file and the log
+// file under $XDG_STATE_HOME/bonsai.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+	"github.com/adrg/xdg"
+)
+
+// Config is the effective configuration. Field tags are the TOML keys.
+type Config struct {
+	Model        string   `toml:"model"`   // GGUF file to load
+	Backend      string   `toml:"backend"` // "cpu", "gpu" or "auto"
+	Adapter      string   `toml:"adapter"` // GPU adapter name (substring); "" picks the best
+	Threads      int      `toml:"threads"` // CPU threads; 0 uses every core
+	ContextSize  int      `toml:"context_size"`
+	Think        bool     `toml:"think"` // thinking mode on by default
+	Theme        string   `toml:"theme"` // "auto", "dark" or "light"
+	SystemPrompt string   `toml:"system_prompt"`
+	Sampling     Sampling `toml:"sampling"`
+	// Keys overrides key bindings: action name → key (as the TUI spells
+	// them, e.g. "ctrl+j"). The TUI validates the names.
+	Keys map[string]string `toml:"keys"`
+
+	// Path is the config file that was read (it may not exist).
+	Path string `toml:"-"`
+	// Sources says where each setting came from, by TOML key ("model",
+	// "sampling.temperature", "keys.send").
+	Sources map[string]Source `toml:"-"`
+	// Warnings are problems that did not stop loading, such as unknown keys
+	// in the file ("config.toml:7: unknown key \"temprature\"").
+	Warnings []string `toml:"-"`
+}
+
+// Sampling holds the sampler settings. Seed -1 draws a new seed per reply.
+type Sampling struct {
+	Temperature   float64 `toml:"temperature"` // 0: greedy
+	TopK          int     `toml:"top_k"`       // 0: off
+	TopP          float64 `toml:"top_p"`       // 1: off
+	MinP          float64 `toml:"min_p"`       // 0: off
+	RepeatPenalty float64 `toml:"repeat_penalty"`
+	RepeatLastN   int     `toml:"repeat_last_n"`
+	Seed          int64   `toml:"seed"`
+}
+
+// Defaults are the built-in settings: Qwen3's recommended sampling for chat,
+// thinking on (as Qwen3's template defaults), 4096 tokens of context.
+func Defaults() Config {
+	return Config{
+		Backend:     "auto",
+		Threads:     0,
+		ContextSize: 4096,
+		Think:       true,
+		Theme:       "auto",
+		Sampling: Sampling{
+			Temperature:   0.6,
+			TopK:          20,
+			TopP:          0.95,
+			MinP:          0,
+			RepeatPenalty: 1,
+			RepeatLastN:   64,
+			Seed:          -1,
+		},
+		Keys: map[string]string{},
+	}
+}
+
+// Origin is the kind of place a setting came from.
+type Origin int
+
+// Origins, weakest first.
+const (
+	FromDefault Origin = iota
+	FromFile
+	FromEnv
+	FromFlag
+)
+
+// Source is where one setting came from.
+type Source struct {
+	Origin Origin
+	File   string // FromFile
+	Line   int    // FromFile; 0 when not found
+	Name   string // FromEnv: the variable; FromFlag: the flag, with dashes
+}
+
+func (s Source) String() string {
+	switch s.Origin {
+	case FromFile:
+		if s.Line > 0 {
+			return fmt.Sprintf("file:%s:%d", s.File, s.Line)
+		}
+		return "file:" + s.File
+	case FromEnv:
+		return "env " + s.Name
+	case FromFlag:
+		return "flag " + s.Name
+	}
+	return "default"
+}
+
+// Errors callers branch on.
+var (
+	// ErrInvalid: a setting has a bad value, or the file is not valid TOML.
+	// The message names the file and line, the variable or the flag.
+	ErrInvalid = errors.New("invalid configuration")
+)
+
+// DefaultPath is the config file: $BONSAI_CONFIG_DIR/config.toml when that
+// is set, else $XDG_CONFIG_HOME/bonsai/config.toml (~/.config on Linux). It
+// creates the directory.
+func DefaultPath() (string, error) {
+	if dir := os.Getenv("BONSAI_CONFIG_DIR"); dir != "" {
+		return filepath.Join(dir, "config.toml"), nil
+	}
+	p, err := xdg.ConfigFile("bonsai/config.toml")
+	if err != nil {
+		return "", fmt.Errorf("config path: %w", err)
+	}
+	return p, nil
+}
+
+// LoadOptions say where to look; the zero value reads the default file and
+// the process environment, with no flags.
+type LoadOptions struct {
+	Path   string                          // "" means Flags.ConfigPath, else DefaultPath()
+	Env    func(key string) (string, bool) // nil means os.LookupEnv
+	Flags  *Flags                          // from RegisterFlags, after Parse; may be nil
+	NoFile bool                            // skip the file (tests, --no-config)
+}
+
+// Load resolves the configuration: defaults < file < environment < flags.
+// A missing file is not an error.
+func Load(opts LoadOptions) (*Config, error) {
+	c := Defaults()
+	c.Sources = map[string]Source{}
+	for _, s := range settings {
+		c.Sources[s.key] = Source{Origin: FromDefault}
+	}
+	if !opts.NoFile {
+		path := opts.Path
+		if path == "" && opts.Flags != nil {
+			path = opts.Flags.ConfigPath
+		}
+		if path == "" {
+			p, err := DefaultPath()
+			if err != nil {
+				return nil, err
+			}
+			path = p
+		}
+		c.Path = path
+		if err := c.readFile(path); err != nil {
+			return nil, err
+		}
+	}
+	env := opts.Env
+	if env == nil {
+		env = os.LookupEnv
+	}
+	for _, s := range settings {
+		v, ok := env(s.env)
+		if !ok || v == "" {
+			continue
+		}
+		src := Source{Origin: FromEnv, Name: s.env}
+		if err := s.set(&c, v); err != nil {
+			return nil, fmt.Errorf("%s=%q: %w: %w", s.env, v, ErrInvalid, err)
+		}
+		c.Sources[s.key] = src
+	}
+	if opts.Flags != nil {
+		if err := opts.Flags.apply(&c); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// readFile overlays the TOML file at path, if it exists.
+func (c *Config) readFile(path string) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read config: %w", err)
+	}
+	md, err := toml.Decode(string(data), c)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return fmt.Errorf("%s:%d:%d: %s: %w", path, pe.Position.Line, pe.Position.Col, pe.Message, ErrInvalid)
+		}
+		return fmt.Errorf("%s: %w: %w", path, ErrInvalid, err)
+	}
+	lines := keyLines(data)
+	for _, k := range md.Keys() {
+		key := k.String()
+		if md.Type(k...) == "Hash" {
+			continue
+		}
+		c.Sources[key] = Source{Origin: FromFile, File: path, Line: lines[key]}
+	}
+	for _, k := range md.Undecoded() {
+		if md.Type(k...) == "Hash" && len(k) == 1 {
+			// An unknown table: report it once, not each key inside.
+			c.Warnings = append(c.Warnings, fmt.Sprintf("%s:%d: unknown table [%s]", path, lines["["+k.String()+"]"], k))
+			continue
+		}
+		if parentUndecodedTable(md, k) {
+			continue
+		}
+		c.Warnings = append(c.Warnings, fmt.Sprintf("%s:%d: unknown key %q", path, lines[k.String()], k.String()))
+	}
+	return nil
+}
+
+func parentUndecodedTable(md toml.MetaData, k toml.Key) bool {
+	if len(k) < 2 {
+		return false
+	}
+	for _, u := range md.Undecoded() {
+		if len(u) == 1 && u[0] == k[0] && md.Type(u...) == "Hash" {
+			return true
+		}
+	}
+	return false
+}
+
+// keyLines maps each "table.key" (and "[table]" header) in a TOML document to
+// its line number, for telling users where a value came from. BurntSushi/toml
+// keeps key positions private, so scan the lines: good enough for the flat
+// files bonsai uses, and a miss only loses the line number.
+func keyLines(data []byte) map[string]int {
+	out := map[string]int{}
+	table := ""
+	inMultiline := ""
+	for i, line := range strings.Split(string(data), "\n") {
+		n := i + 1
+		t := strings.TrimSpace(line)
+		if inMultiline != "" {
+			if strings.Count(t, inMultiline)%2 == 1 {
+				inMultiline = ""
+			}
+			continue
+		}
+		if t == "" || t[0] == '#' {
+			continue
+		}
+		if strings.HasPrefix(t, "[") && !strings.HasPrefix(t, "[[") {
+			end := strings.IndexByte(t, ']')
+			if end > 0 {
+				table = unquoteKey(t[1:end])
+				out["["+table+"]"] = n
+			}
+			continue
+		}
+		eq := strings.IndexByte(t, '=')
+		if eq <= 0 {
+			continue
+		}
+		key := unquoteKey(t[:eq])
+		if table != "" {
+			key = table + "." + key
+		}
+		if _, seen := out[key]; !seen {
+			out[key] = n
+		}
+		rest := t[eq+1:]
+		for _, delim := range []string{`"""`, `'''`} {
+			if strings.Count(rest, delim)%2 == 1 {
+				inMultiline = delim
+			}
+		}
+	}
+	return out
+}
+
+func unquoteKey(k string) string {
+	parts := strings.Split(k, ".")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if u, err := strconv.Unquote(p); err == nil {
+			p = u
+		} else {
+			p = strings.Trim(p, `'`)
+		}
+		parts[i] = p
+	}
+	return strings.Join(parts, ".")
+}
+
+// validate checks every setting's value and names its source on failure.
+func (c *Config) validate() error {
+	for _, s := range settings {
+		if s.check == nil {
+			continue
+		}
+		if err := s.check(c); err != nil {
+			return fmt.Errorf("%s = %s (%s): %w: %w", s.key, s.format(c), c.Sources[s.key], ErrInvalid, err)
+		}
+	}
+	return nil
+}
+
+// Entry is one effective setting for display.
+type Entry struct {
+	Key    string
+	Value  string // as TOML would write it
+	Source Source
+}
+
+// Entries lists every setting with its value and source, in a fixed order,
+// key overrides last.
+func (c *Config) Entries() []Entry {
+	var out []Entry
+	for _, s := range settings {
+		out = append(out, Entry{Key: s.key, Value: s.format(c), Source: c.Sources[s.key]})
+	}
+	names := make([]string, 0, len(c.Keys))
+	for k := range c.Keys {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		out = append(out, Entry{Key: "keys." + k, Value: strconv.Quote(c.Keys[k]), Source: c.Sources["keys."+k]})
+	}
+	return out
+}

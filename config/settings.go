@@ -1,0 +1,150 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// setting is one configurable value: its TOML key, environment variable,
+// flag, and where it lives in Config.
+type setting struct {
+	key   string
+	env   string
+	flag  string // without dashes; "" when there is no flag
+	usage string
+	field func(*Config) any // pointer to the field: *string, *int, *int64, *float64 or *bool
+	check func(*Config) error
+}
+
+var settings = []setting{
+	{key: "model", env: "BONSAI_MODEL", flag: "model", usage: "GGUF model `file`",
+		field: func(c *Config) any { return &c.Model }},
+	{key: "backend", env: "BONSAI_BACKEND", flag: "backend", usage: "compute backend: cpu, gpu or auto",
+		field: func(c *Config) any { return &c.Backend },
+		check: func(c *Config) error { return oneOf(c.Backend, "cpu", "gpu", "auto") }},
+	{key: "adapter", env: "BONSAI_ADAPTER", flag: "adapter", usage: "GPU adapter `name` (substring match)",
+		field: func(c *Config) any { return &c.Adapter }},
+	{key: "threads", env: "BONSAI_THREADS", flag: "threads", usage: "CPU threads (0: all cores)",
+		field: func(c *Config) any { return &c.Threads },
+		check: func(c *Config) error { return atLeast(float64(c.Threads), 0) }},
+	{key: "context_size", env: "BONSAI_CTX", flag: "ctx", usage: "context size in tokens",
+		field: func(c *Config) any { return &c.ContextSize },
+		check: func(c *Config) error { return atLeast(float64(c.ContextSize), 16) }},
+	{key: "think", env: "BONSAI_THINK", flag: "think", usage: "let the model think before answering",
+		field: func(c *Config) any { return &c.Think }},
+	{key: "theme", env: "BONSAI_THEME", flag: "", usage: "colour theme: auto, dark or light",
+		field: func(c *Config) any { return &c.Theme },
+		check: func(c *Config) error { return oneOf(c.Theme, "auto", "dark", "light") }},
+	{key: "system_prompt", env: "BONSAI_SYSTEM_PROMPT", flag: "system", usage: "system prompt `text`",
+		field: func(c *Config) any { return &c.SystemPrompt }},
+	{key: "sampling.temperature", env: "BONSAI_TEMPERATURE", flag: "temp", usage: "sampling temperature (0: greedy)",
+		field: func(c *Config) any { return &c.Sampling.Temperature },
+		check: func(c *Config) error { return atLeast(c.Sampling.Temperature, 0) }},
+	{key: "sampling.top_k", env: "BONSAI_TOP_K", flag: "top-k", usage: "keep the k most likely tokens (0: off)",
+		field: func(c *Config) any { return &c.Sampling.TopK },
+		check: func(c *Config) error { return atLeast(float64(c.Sampling.TopK), 0) }},
+	{key: "sampling.top_p", env: "BONSAI_TOP_P", flag: "top-p", usage: "nucleus sampling mass (1: off)",
+		field: func(c *Config) any { return &c.Sampling.TopP },
+		check: func(c *Config) error { return probability(c.Sampling.TopP, false) }},
+	{key: "sampling.min_p", env: "BONSAI_MIN_P", flag: "min-p", usage: "drop tokens below min-p × the top probability (0: off)",
+		field: func(c *Config) any { return &c.Sampling.MinP },
+		check: func(c *Config) error { return probability(c.Sampling.MinP, true) }},
+	{key: "sampling.repeat_penalty", env: "BONSAI_REPEAT_PENALTY", flag: "repeat-penalty", usage: "penalty for repeated tokens (1: off)",
+		field: func(c *Config) any { return &c.Sampling.RepeatPenalty },
+		check: func(c *Config) error {
+			if c.Sampling.RepeatPenalty <= 0 {
+				return errors.New("must be positive")
+			}
+			return nil
+		}},
+	{key: "sampling.repeat_last_n", env: "BONSAI_REPEAT_LAST_N", flag: "", usage: "how many recent tokens the repeat penalty looks at",
+		field: func(c *Config) any { return &c.Sampling.RepeatLastN },
+		check: func(c *Config) error { return atLeast(float64(c.Sampling.RepeatLastN), 0) }},
+	{key: "sampling.seed", env: "BONSAI_SEED", flag: "seed", usage: "sampling seed (-1: random per reply)",
+		field: func(c *Config) any { return &c.Sampling.Seed },
+		check: func(c *Config) error { return atLeast(float64(c.Sampling.Seed), -1) }},
+}
+
+// set parses text into the setting's field.
+func (s setting) set(c *Config, text string) error {
+	switch p := s.field(c).(type) {
+	case *string:
+		*p = text
+	case *int:
+		v, err := strconv.Atoi(text)
+		if err != nil {
+			return fmt.Errorf("not an integer")
+		}
+		*p = v
+	case *int64:
+		v, err := strconv.ParseInt(text, 10, 64)
+		if err != nil {
+			return fmt.Errorf("not an integer")
+		}
+		*p = v
+	case *float64:
+		v, err := strconv.ParseFloat(text, 64)
+		if err != nil {
+			return fmt.Errorf("not a number")
+		}
+		*p = v
+	case *bool:
+		v, err := strconv.ParseBool(text)
+		if err != nil {
+			return fmt.Errorf("not a boolean (true or false)")
+		}
+		*p = v
+	default:
+		panic(fmt.Sprintf("config: setting %s has unsupported field type %T", s.key, p))
+	}
+	return nil
+}
+
+// format writes the setting's value as TOML would.
+func (s setting) format(c *Config) string {
+	switch p := s.field(c).(type) {
+	case *string:
+		return strconv.Quote(*p)
+	case *int:
+		return strconv.Itoa(*p)
+	case *int64:
+		return strconv.FormatInt(*p, 10)
+	case *float64:
+		return strconv.FormatFloat(*p, 'g', -1, 64)
+	case *bool:
+		return strconv.FormatBool(*p)
+	}
+	return fmt.Sprint(s.field(c))
+}
+
+func (s setting) isBool() bool {
+	_, ok := s.field(&Config{}).(*bool)
+	return ok
+}
+
+func oneOf(v string, allowed ...string) error {
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
+	}
+	return fmt.Errorf("must be one of %q", allowed)
+}
+
+func atLeast(v, min float64) error {
+	if v < min {
+		return fmt.Errorf("must be at least %g", min)
+	}
+	return nil
+}
+
+func probability(v float64, zeroOK bool) error {
+	if v > 1 || v < 0 || (v == 0 && !zeroOK) {
+		if zeroOK {
+			return errors.New("must be between 0 and 1")
+		}
+		return errors.New("must be above 0 and at most 1")
+	}
+	return nil
+}

@@ -1,0 +1,49 @@
+package gguf
+
+import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// Open memory-maps the file at path read-only and parses it. The tensor data
+// is never copied: Data returns views of the mapping until Close.
+func Open(path string) (*File, error) {
+	fd, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("gguf: %w", err)
+	}
+	defer fd.Close() // the mapping outlives the descriptor
+	st, err := fd.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("gguf: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("gguf: %s is not a regular file: %w", path, ErrNotGGUF)
+	}
+	size := st.Size()
+	if size < 8 {
+		return nil, fmt.Errorf("gguf: %s: %d-byte file: %w", path, size, ErrNotGGUF)
+	}
+	if size != int64(int(size)) {
+		return nil, fmt.Errorf("gguf: %s: %d bytes do not fit the address space", path, size)
+	}
+	data, err := unix.Mmap(int(fd.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("gguf: mapping %s: %w", path, err)
+	}
+	f, err := Parse(data)
+	if err != nil {
+		_ = unix.Munmap(data)
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	f.Path = path
+	f.unmap = func() error {
+		if err := unix.Munmap(data); err != nil {
+			return fmt.Errorf("gguf: unmapping %s: %w", path, err)
+		}
+		return nil
+	}
+	return f, nil
+}

@@ -1,0 +1,261 @@
+package infer
+
+import (
+	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer/profile"
+)
+
+// Backend runs the operations of a transformer forward pass. The CPU backend
+// (infer/cpu) executes each op as it is called; the GPU backend (infer/gpu)
+// records the ops of one pass into a single command buffer and submits it at
+// Commit. The forward pass (qwen3.go) is written once against this interface
+// and reads like the math.
+//
+// # Data model
+//
+//   - Weights are tensors of the GGUF file, bound once with LoadWeight and
+//     never copied per token. The CPU backend keeps the mapped bytes
+//     (gguf.File.Data); the GPU backend uploads them. Any type that
+//     infer/quant knows may be bound; F32 is what norms use.
+//   - Activations live in backend-owned Tensors made by NewTensor: row-major
+//     float32 matrices of Rows() × Cols(), one row per token of the batch.
+//     They are allocated once at load with the largest batch size and reused
+//     for every pass, so a pass allocates nothing.
+//   - The KV cache is backend-owned (NewKVCache), stored as f16 like
+//     llama.cpp's default cache type: K and V are rounded to f16 when stored.
+//
+// # A pass
+//
+// Every op is called between Begin and Commit:
+//
+//	b.Begin(infer.Batch{Tokens: toks, Pos: pos})
+//	b.Phase(profile.Embed)
+//	b.Embed(x, tokenEmbd)
+//	... ops ...
+//	b.LastRow(last, x)
+//	b.MatMul(logits, output, last)
+//	b.Read(logits, dst)
+//	err := b.Commit()
+//
+// The batch holds n = len(Tokens) tokens at positions Pos, Pos+1, …,
+// Pos+n−1. An op acts on the batch's active rows of each Tensor it touches:
+// the first min(Rows(), n) rows. A Tensor of one row therefore acts on one row
+// whatever the batch size; that is how the output head runs only on the last
+// token (LastRow). Rows beyond the active ones are left as they were.
+//
+// Ops return nothing, so a pass reads like the math. A backend checks each
+// op's operands (shapes, types, positions) and keeps the first error, which
+// Commit returns (then resets); after an error the remaining ops of the pass
+// are skipped. A backend may check lazily, but never panics on bad operands.
+//
+// Unless an op says otherwise, dst may not alias an input. Ops that say
+// "in place" modify their operand.
+//
+// # Numerics
+//
+// Results must match llama.cpp's CPU build within rounding: before a MatMul
+// the activations are quantized to the weight's vec-dot type
+// (quant.VecDotType: Q8_0 for Q1_0/Q2_0/Q4_0/Q8_0, Q8_K for K-quants, F16 for
+// F16, …) exactly as llama.cpp does; norms, RoPE, softmax and SwiGLU run in
+// f32; K and V are rounded to f16 when stored. A faster kernel that changes
+// the result beyond rounding needs the parity tests' approval.
+//
+// # Profiling
+//
+// Phase(p) says the ops that follow belong to profile phase p, until the next
+// Phase call or Commit. While profiling is on (SetProfiling), the backend
+// accumulates the time of each phase — wall-clock timers on the CPU,
+// timestamp queries on the GPU — and TakeProfile returns and resets it. With
+// profiling off, Phase should cost next to nothing.
+//
+// A Backend is used from one goroutine at a time (the engine goroutine).
+type Backend interface {
+	// Name is the registry name ("cpu", "gpu").
+	Name() string
+	// Info describes the device for `bonsai info` and the TUI's backend
+	// panel.
+	Info() BackendInfo
+
+	// LoadWeight binds a model tensor (infer.Load passes each tensor of the
+	// file, data being its bytes in the file's mapping, gguf.File.Data). The
+	// bytes stay valid and unchanged until the backend is closed: the CPU
+	// keeps referring to them, the GPU uploads them here. Binding the same
+	// name twice returns the first Weight. It fails with an error wrapping
+	// ErrUnsupportedType for a tensor type the backend has no kernel for, and
+	// ErrBadShape when len(data) does not match type and shape.
+	LoadWeight(w WeightData) (Weight, error)
+	// NewTensor allocates a zeroed float32 activation buffer of rows × cols.
+	// name is for debugging and error messages only.
+	NewTensor(name string, rows, cols int) (Tensor, error)
+	// NewKVCache allocates the f16 K and V caches: for each of spec.Layers
+	// layers, spec.Context positions of spec.KVHeads × spec.HeadDim values
+	// each for K and for V. A backend holds one cache; calling it again
+	// replaces (frees) the previous one.
+	NewKVCache(spec KVSpec) error
+
+	// Begin starts a pass over the batch. len(b.Tokens) must be at least 1
+	// and at most the rows of the Tensors the pass uses; positions
+	// b.Pos … b.Pos+len(b.Tokens)−1 must fit the KV cache (else Commit
+	// returns an error wrapping ErrContextFull). Positions ≥ b.Pos in the
+	// cache are overwritten by this pass; earlier ones are what attention
+	// sees as the past, so reusing a cached prompt prefix is just starting at
+	// a later Pos.
+	Begin(b Batch)
+	// Commit runs (GPU: submits) everything since Begin and waits until it is
+	// done and every Read/Argmax destination is filled. It returns the first
+	// error of the pass.
+	Commit() error
+
+	// Phase marks the start of profile phase p for the ops that follow.
+	Phase(p profile.Phase)
+
+	// Embed sets row i of dst to row Tokens[i] of the embedding matrix w
+	// (token_embd.weight, shape [n_embd, n_vocab], any quantized type),
+	// dequantized to f32. dst is n × n_embd.
+	Embed(dst Tensor, w Weight)
+	// MatMul sets row i of dst to W·x_i for each active row: w has shape
+	// [k, m] (ne0 = k inputs, m outputs), x is rows × k, dst is rows × m.
+	// x is first quantized to quant.VecDotType(w.Type()), as llama.cpp does.
+	MatMul(dst Tensor, w Weight, x Tensor)
+	// RMSNorm sets dst to x/rms(x) ⊙ w over each group of len(w) consecutive
+	// values of each row: rms(x) = sqrt(mean(x²) + eps), computed in f32 as
+	// ggml_rms_norm does, then multiplied by the F32 weight w. With len(w) =
+	// Cols() it is the usual per-token norm; with len(w) = head_dim it is the
+	// per-head Q/K norm. dst may equal x (in place).
+	RMSNorm(dst, x Tensor, w Weight, eps float32)
+	// Rope rotates x in place with NEOX-style RoPE (llama.cpp's
+	// GGML_ROPE_TYPE_NEOX): each row holds heads of r.HeadDim values; within
+	// a head the pairs (j, j+Dims/2), j < Dims/2, are rotated by the angles
+	// of Rope.Angles at the row's position (Pos+i); values at index ≥ Dims
+	// are left alone. Rope.Angles is the reference: a backend may precompute
+	// it, but must reproduce it within rounding, YaRN included.
+	Rope(x Tensor, r Rope)
+	// StoreKV writes the active rows of k and v (each n × KVHeads·HeadDim,
+	// after norm and RoPE for k) into the cache of layer at positions
+	// Pos … Pos+n−1, rounded to f16.
+	StoreKV(layer int, k, v Tensor)
+	// Attention is causal grouped-query attention of q against the cache of
+	// layer: for each active row i (position p = Pos+i) and each query head
+	// h, with kv head g = h / (Heads/KVHeads) as in ggml's broadcasting,
+	//	s_t   = scale · q_{i,h} · K_{g,t}   for t = 0 … p
+	//	a     = softmax(s)                  (f32, max-subtracted)
+	//	dst_{i,h} = Σ_t a_t V_{g,t}
+	// q and dst are n × Heads·HeadDim. K and V come from the f16 cache, so
+	// StoreKV of this layer must precede it in the pass.
+	Attention(dst, q Tensor, layer int, a Attn)
+	// SwiGLU sets dst = silu(gate) ⊙ up, silu(x) = x/(1+e^−x), in f32.
+	// dst may equal gate or up.
+	SwiGLU(dst, gate, up Tensor)
+	// Add sets dst = a + b element-wise. dst may equal a or b (the residual
+	// add is Add(x, x, y)).
+	Add(dst, a, b Tensor)
+	// LastRow copies the batch's last active row of src (row n−1) into the
+	// first row of dst, which has src.Cols() columns (usually one row).
+	LastRow(dst, src Tensor)
+
+	// Read copies the active rows of t into dst (row-major, len(dst) ≥
+	// active rows × Cols()). dst is filled when Commit returns, not before;
+	// it must stay valid until then.
+	Read(t Tensor, dst []float32)
+	// Argmax sets dst[i] to the index of the largest value in active row i
+	// of t (the first one on ties, as llama.cpp's greedy sampler). Filled at
+	// Commit, like Read. It lets the GPU skip reading back whole logits when
+	// decoding greedily.
+	Argmax(t Tensor, dst []int32)
+
+	// SetProfiling turns phase timing on or off (and resets it).
+	SetProfiling(on bool)
+	// TakeProfile returns the phase times accumulated since the last call
+	// (Tokens counts the tokens of the passes) and resets them.
+	TakeProfile() profile.Sample
+
+	// Memory reports what the backend holds.
+	Memory() BackendMemory
+
+	// Close releases device memory and the weights' bindings. The Backend is
+	// unusable afterwards.
+	Close() error
+}
+
+// Weight is a bound model tensor. Its shape is GGUF's: ne0 (the row length,
+// the input width of a matmul) first.
+type Weight interface {
+	Name() string
+	Type() gguf.Type
+	Shape() []int64
+}
+
+// WeightData is a model tensor to bind: GGUF's name, type, shape (ne0
+// first) and bytes.
+type WeightData struct {
+	Name  string
+	Type  gguf.Type
+	Shape []int64
+	Data  []byte
+}
+
+// Tensor is a backend-owned float32 activation buffer of Rows() × Cols(),
+// row-major, one row per token.
+type Tensor interface {
+	Name() string
+	Rows() int
+	Cols() int
+}
+
+// Batch is the input of one pass: the tokens at positions Pos, Pos+1, ….
+type Batch struct {
+	Tokens []int32
+	Pos    int
+}
+
+// KVSpec sizes a KV cache. Bytes = 2 (K and V) × Layers × Context × KVHeads ×
+// HeadDim × 2 (f16).
+type KVSpec struct {
+	Layers  int
+	Context int
+	KVHeads int
+	HeadDim int
+}
+
+// Bytes is the cache's size in memory.
+func (s KVSpec) Bytes() int64 {
+	return 2 * int64(s.Layers) * int64(s.Context) * int64(s.KVHeads) * int64(s.HeadDim) * 2
+}
+
+// Attn describes the attention of one layer.
+type Attn struct {
+	Heads   int     // query heads
+	KVHeads int     // key/value heads; Heads is a multiple of it
+	HeadDim int     // values per head (key_length = value_length for qwen3)
+	Scale   float32 // 1/sqrt(HeadDim) for qwen3, as llama.cpp's kq_scale
+}
+
+// BackendOptions configures a backend when it is created.
+type BackendOptions struct {
+	// Threads is the CPU worker count; 0 means one per core.
+	Threads int
+	// Profile turns phase timing on from the start.
+	Profile bool
+}
+
+// BackendInfo describes where a backend runs (engine.ModelInfo's fields).
+type BackendInfo struct {
+	Name    string   // "cpu", "gpu"
+	Adapter string   // GPU adapter and driver; the CPU model on cpu
+	Threads int      // CPU worker threads (the host threads on gpu)
+	SIMD    string   // "avx512-vnni", "avx2", "generic"; empty on gpu
+	Details []string // backend specifics (limits, memory estimate), one line each
+}
+
+// BackendMemory is what a backend holds, in bytes.
+type BackendMemory struct {
+	// Weights: bytes of bound weights. On the CPU they are the file's
+	// mapping, referred to and not copied; on the GPU, device memory.
+	Weights int64
+	// Repacked: extra copies a fast kernel made of weights (CPU heap).
+	Repacked int64
+	// Activations: the Tensors' buffers.
+	Activations int64
+	// KV: the allocated KV cache (KVSpec.Bytes).
+	KV int64
+}

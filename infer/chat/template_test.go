@@ -1,0 +1,132 @@
+package chat
+
+import (
+	"testing"
+)
+
+func TestRenderQwen3(t *testing.T) {
+	tests := []struct {
+		name     string
+		msgs     []Message
+		genPromt bool
+		think    bool
+		want     string
+	}{
+		{
+			name:     "user only, thinking off",
+			msgs:     []Message{{Role: RoleUser, Content: "Hi"}},
+			genPromt: true,
+			want:     "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n",
+		},
+		{
+			name:     "user only, thinking on",
+			msgs:     []Message{{Role: RoleUser, Content: "Hi"}},
+			genPromt: true,
+			think:    true,
+			want:     "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+		},
+		{
+			name: "system prompt and earlier reasoning stripped",
+			msgs: []Message{
+				{Role: RoleSystem, Content: "Be brief."},
+				{Role: RoleUser, Content: "2+2?"},
+				{Role: RoleAssistant, Thinking: "Add them.", Content: "4"},
+				{Role: RoleUser, Content: "3+3?"},
+			},
+			genPromt: true,
+			want: "<|im_start|>system\nBe brief.<|im_end|>\n" +
+				"<|im_start|>user\n2+2?<|im_end|>\n" +
+				"<|im_start|>assistant\n4<|im_end|>\n" +
+				"<|im_start|>user\n3+3?<|im_end|>\n" +
+				"<|im_start|>assistant\n<think>\n\n</think>\n\n",
+		},
+		{
+			name: "inline think block in earlier content is stripped",
+			msgs: []Message{
+				{Role: RoleUser, Content: "a"},
+				{Role: RoleAssistant, Content: "<think>\nhmm\n</think>\n\nb"},
+				{Role: RoleUser, Content: "c"},
+			},
+			genPromt: false,
+			want: "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\nb<|im_end|>\n" +
+				"<|im_start|>user\nc<|im_end|>\n",
+		},
+		{
+			name: "last assistant turn after the last user keeps its reasoning",
+			msgs: []Message{
+				{Role: RoleUser, Content: "a"},
+				{Role: RoleAssistant, Thinking: "\nweigh it\n", Content: "b"},
+			},
+			want: "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\n<think>\nweigh it\n</think>\n\nb<|im_end|>\n",
+		},
+		{
+			name: "last assistant turn without reasoning gets an empty block",
+			msgs: []Message{
+				{Role: RoleUser, Content: "a"},
+				{Role: RoleAssistant, Content: "b"},
+			},
+			want: "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nb<|im_end|>\n",
+		},
+		{
+			name:     "empty conversation",
+			genPromt: true,
+			want:     "<|im_start|>assistant\n<think>\n\n</think>\n\n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Qwen3().Render(tt.msgs, tt.genPromt, tt.think); got != tt.want {
+				t.Errorf("got\n%q\nwant\n%q", got, tt.want)
+			}
+		})
+	}
+}
+
+// qwen2Template is the chat template of llama.cpp's ggml-vocab-qwen2.gguf.
+const qwen2Template = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful assistant<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+
+func TestFromSource(t *testing.T) {
+	tests := []struct {
+		name       string
+		src        string
+		kind       Kind
+		system     string
+		recognized bool
+	}{
+		{"qwen2 chatml with default system", qwen2Template, KindChatML, "You are a helpful assistant", true},
+		{"qwen2 with escaped newlines", `{{ '<|im_start|>system\nYou are Qwen.<|im_end|>\n' }}{{ '<|im_start|>user' }}`, KindChatML, "You are Qwen.", true},
+		{"qwen3", "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}<|im_start|><|im_end|>", KindQwen3, "", true},
+		{"bonsai built-in", Qwen3Source, KindQwen3, "", true},
+		{"llama3 falls back", "{{ '<|start_header_id|>' + role + '<|end_header_id|>' }}", KindQwen3, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := FromSource(tt.src)
+			if got.Kind != tt.kind || got.DefaultSystem != tt.system || got.Recognized != tt.recognized {
+				t.Errorf("got kind %q system %q recognized %v; want %q %q %v", got.Kind, got.DefaultSystem, got.Recognized, tt.kind, tt.system, tt.recognized)
+			}
+		})
+	}
+}
+
+func TestRenderChatMLDefaultSystem(t *testing.T) {
+	tpl := FromSource(qwen2Template)
+	got := tpl.Render([]Message{{Role: RoleUser, Content: "Hi"}}, true, false)
+	want := "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+	if got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	got = tpl.Render([]Message{{Role: RoleSystem, Content: "S"}, {Role: RoleUser, Content: "Hi"}}, false, false)
+	want = "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+	if got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestStopIDs(t *testing.T) {
+	vocab := map[string]int32{"<|im_end|>": 151645, "<|endoftext|>": 151643}
+	got := Qwen3().StopIDs(func(s string) (int32, bool) { id, ok := vocab[s]; return id, ok })
+	if len(got) != 2 || got[0] != 151645 || got[1] != 151643 {
+		t.Errorf("StopIDs = %v", got)
+	}
+}

@@ -1,0 +1,322 @@
+// Package cpu is the CPU backend: it runs each op of a forward pass as it is
+// called, with the matrix products spread over a fixed pool of worker
+// goroutines. Weights stay in the GGUF file's mapping; activations and the
+// f16 KV cache are allocated once, so a pass allocates nothing.
+package cpu
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/profile"
+	"github.com/bonsai-chat/bonsai/infer/quant"
+	"golang.org/x/sys/cpu"
+)
+
+func init() {
+	infer.RegisterBackend("cpu", func(o infer.BackendOptions) (infer.Backend, error) { return New(o) })
+}
+
+// Backend implements infer.Backend on the CPU.
+type Backend struct {
+	pool    *pool
+	weights map[string]*weight
+	kv      kvCache
+	closed  bool
+
+	// The pass in progress.
+	batch  infer.Batch
+	n      int
+	inPass bool
+	err    error
+
+	// Phase timing.
+	profiling  bool
+	phase      profile.Phase
+	phaseStart time.Time
+	inPhase    bool
+	sample     profile.Sample
+
+	// Memory accounting.
+	weightBytes, activationBytes int64
+
+	// Scratch reused by every pass (grown, never shrunk).
+	xq       []byte      // activations quantized for a matmul
+	matmul   matmulJob   // the job value handed to the pool
+	attn     attnJob     // likewise
+	scores   [][]float32 // per worker: attention scores over the context
+	ropeCos  []float32
+	ropeSin  []float32
+	qf16     [][]float32 // per worker: a query head rounded to f16
+	accum    [][]float32 // per worker: a head's output sum
+	lastRope infer.Rope
+}
+
+// New starts a CPU backend with opts.Threads workers (one per core when 0).
+func New(opts infer.BackendOptions) (*Backend, error) {
+	threads := opts.Threads
+	if threads <= 0 {
+		threads = runtime.NumCPU()
+	}
+	b := &Backend{
+		pool:      newPool(threads),
+		weights:   map[string]*weight{},
+		profiling: opts.Profile,
+	}
+	b.sample.Source = "cpu timers"
+	b.scores = make([][]float32, threads)
+	b.qf16 = make([][]float32, threads)
+	b.accum = make([][]float32, threads)
+	return b, nil
+}
+
+func (b *Backend) Name() string { return "cpu" }
+
+func (b *Backend) Info() infer.BackendInfo {
+	return infer.BackendInfo{
+		Name:    "cpu",
+		Adapter: cpuModel(),
+		Threads: b.pool.size,
+		SIMD:    simdLevel(),
+		Details: []string{fmt.Sprintf("%d worker threads, weights read from the file mapping", b.pool.size)},
+	}
+}
+
+// weight is a bound tensor: a view of the file's mapping.
+type weight struct {
+	name     string
+	typ      gguf.Type
+	shape    []int64
+	data     []byte
+	cols     int // ne0: elements per row
+	rows     int
+	rowBytes int
+}
+
+func (w *weight) Name() string     { return w.name }
+func (w *weight) Type() gguf.Type  { return w.typ }
+func (w *weight) Shape() []int64   { return w.shape }
+func (w *weight) row(i int) []byte { return w.data[i*w.rowBytes : (i+1)*w.rowBytes] }
+
+func (b *Backend) LoadWeight(d infer.WeightData) (infer.Weight, error) {
+	if w, ok := b.weights[d.Name]; ok {
+		return w, nil
+	}
+	if !quant.Supported(d.Type) {
+		return nil, fmt.Errorf("%w: %s is %s", infer.ErrUnsupportedType, d.Name, d.Type)
+	}
+	if len(d.Shape) == 0 || len(d.Shape) > gguf.MaxDims {
+		return nil, fmt.Errorf("%w: %s has shape %v", infer.ErrBadShape, d.Name, d.Shape)
+	}
+	rows := int64(1)
+	for _, n := range d.Shape[1:] {
+		if n <= 0 {
+			return nil, fmt.Errorf("%w: %s has shape %v", infer.ErrBadShape, d.Name, d.Shape)
+		}
+		rows *= n
+	}
+	rowBytes, err := d.Type.RowBytes(d.Shape[0])
+	if err != nil || d.Shape[0] <= 0 {
+		return nil, fmt.Errorf("%w: %s: %d %s elements per row: %v", infer.ErrBadShape, d.Name, d.Shape[0], d.Type, err)
+	}
+	if int64(len(d.Data)) != rows*rowBytes {
+		return nil, fmt.Errorf("%w: %s (%v %s) needs %d bytes, has %d", infer.ErrBadShape, d.Name, d.Shape, d.Type, rows*rowBytes, len(d.Data))
+	}
+	w := &weight{
+		name: d.Name, typ: d.Type, shape: append([]int64(nil), d.Shape...), data: d.Data,
+		cols: int(d.Shape[0]), rows: int(rows), rowBytes: int(rowBytes),
+	}
+	b.weights[d.Name] = w
+	b.weightBytes += int64(len(d.Data))
+	return w, nil
+}
+
+// tensor is an activation buffer.
+type tensor struct {
+	name       string
+	rows, cols int
+	data       []float32
+}
+
+func (t *tensor) Name() string        { return t.name }
+func (t *tensor) Rows() int           { return t.rows }
+func (t *tensor) Cols() int           { return t.cols }
+func (t *tensor) row(i int) []float32 { return t.data[i*t.cols : (i+1)*t.cols] }
+
+func (b *Backend) NewTensor(name string, rows, cols int) (infer.Tensor, error) {
+	if rows <= 0 || cols <= 0 || rows > 1<<20 || cols > 1<<24 {
+		return nil, fmt.Errorf("%w: tensor %s of %d×%d", infer.ErrBadShape, name, rows, cols)
+	}
+	b.activationBytes += int64(rows) * int64(cols) * 4
+	return &tensor{name: name, rows: rows, cols: cols, data: make([]float32, rows*cols)}, nil
+}
+
+// kvCache holds f16 K and V: for each layer, Context rows of KVHeads·HeadDim.
+type kvCache struct {
+	spec infer.KVSpec
+	k, v [][]uint16
+}
+
+func (b *Backend) NewKVCache(spec infer.KVSpec) error {
+	if spec.Layers <= 0 || spec.Context <= 0 || spec.KVHeads <= 0 || spec.HeadDim <= 0 {
+		return fmt.Errorf("%w: KV cache %+v", infer.ErrBadShape, spec)
+	}
+	b.kv = kvCache{}
+	per := spec.Context * spec.KVHeads * spec.HeadDim
+	kv := kvCache{spec: spec, k: make([][]uint16, spec.Layers), v: make([][]uint16, spec.Layers)}
+	for l := range spec.Layers {
+		kv.k[l] = make([]uint16, per)
+		kv.v[l] = make([]uint16, per)
+	}
+	b.kv = kv
+	for w := range b.scores {
+		b.scores[w] = make([]float32, spec.Context)
+		b.qf16[w] = make([]float32, spec.HeadDim)
+		b.accum[w] = make([]float32, spec.HeadDim)
+	}
+	return nil
+}
+
+func (b *Backend) Begin(batch infer.Batch) {
+	b.batch, b.n, b.inPass, b.err = batch, len(batch.Tokens), true, nil
+	switch {
+	case b.closed:
+		b.fail(errors.New("cpu backend: used after Close"))
+	case b.n == 0:
+		b.fail(fmt.Errorf("%w: empty batch", infer.ErrBadShape))
+	case batch.Pos < 0:
+		b.fail(fmt.Errorf("%w: negative position %d", infer.ErrBadShape, batch.Pos))
+	case b.kv.spec.Context > 0 && batch.Pos+b.n > b.kv.spec.Context:
+		b.fail(fmt.Errorf("%w: positions %d…%d past the cache's %d", infer.ErrContextFull, batch.Pos, batch.Pos+b.n-1, b.kv.spec.Context))
+	}
+	if b.profiling {
+		b.phaseStart, b.inPhase = time.Now(), false
+	}
+}
+
+func (b *Backend) Commit() error {
+	if !b.inPass {
+		return errors.New("cpu backend: Commit without Begin")
+	}
+	b.endPhase(time.Now())
+	if b.profiling && b.err == nil {
+		b.sample.Tokens += b.n
+	}
+	err := b.err
+	b.inPass, b.err = false, nil
+	return err
+}
+
+func (b *Backend) Phase(p profile.Phase) {
+	if !b.profiling {
+		return
+	}
+	now := time.Now()
+	b.endPhase(now)
+	b.phase, b.phaseStart, b.inPhase = p, now, true
+}
+
+func (b *Backend) endPhase(now time.Time) {
+	if b.profiling && b.inPhase {
+		b.sample.Add(b.phase, now.Sub(b.phaseStart))
+		b.inPhase = false
+	}
+}
+
+func (b *Backend) SetProfiling(on bool) {
+	b.profiling, b.inPhase = on, false
+	b.sample = profile.Sample{Source: "cpu timers"}
+}
+
+func (b *Backend) TakeProfile() profile.Sample {
+	s := b.sample
+	b.sample = profile.Sample{Source: "cpu timers"}
+	return s
+}
+
+func (b *Backend) Memory() infer.BackendMemory {
+	return infer.BackendMemory{
+		Weights:     b.weightBytes,
+		Activations: b.activationBytes,
+		KV:          b.kv.spec.Bytes(),
+	}
+}
+
+func (b *Backend) Close() error {
+	if !b.closed {
+		b.closed = true
+		b.pool.close()
+		b.weights, b.kv = nil, kvCache{}
+	}
+	return nil
+}
+
+// fail keeps the first error of the pass.
+func (b *Backend) fail(err error) {
+	if b.err == nil {
+		b.err = err
+	}
+}
+
+// ok reports whether the pass can go on.
+func (b *Backend) ok() bool {
+	if !b.inPass {
+		b.fail(errors.New("cpu backend: op outside Begin/Commit"))
+		b.inPass = true
+	}
+	return b.err == nil
+}
+
+// active is the number of rows an op touches in t.
+func (b *Backend) active(t *tensor) int { return min(t.rows, b.n) }
+
+func (b *Backend) tensorOf(op string, t infer.Tensor) *tensor {
+	ct, ok := t.(*tensor)
+	if !ok || ct == nil {
+		b.fail(fmt.Errorf("cpu backend: %s: operand %v is not a CPU tensor", op, t))
+		return nil
+	}
+	return ct
+}
+
+func (b *Backend) weightOf(op string, w infer.Weight) *weight {
+	cw, ok := w.(*weight)
+	if !ok || cw == nil {
+		b.fail(fmt.Errorf("cpu backend: %s: operand %v is not a CPU weight", op, w))
+		return nil
+	}
+	return cw
+}
+
+func simdLevel() string {
+	switch {
+	case cpu.X86.HasAVX512F && cpu.X86.HasAVX512VNNI:
+		return "avx512-vnni"
+	case cpu.X86.HasAVX2:
+		return "avx2"
+	}
+	return "generic"
+}
+
+// cpuModel reads the processor's name from /proc/cpuinfo (Linux), or
+// falls back to the architecture.
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err == nil {
+		defer f.Close()
+		s := bufio.NewScanner(f)
+		for s.Scan() {
+			if k, v, ok := strings.Cut(s.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
+	return runtime.GOARCH
+}

@@ -1,0 +1,292 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/quant"
+)
+
+// halfToFloat converts every f16 bit pattern, as ggml's CPU backend does
+// with its table.
+var halfToFloat = func() *[1 << 16]float32 {
+	var t [1 << 16]float32
+	for i := range t {
+		t[i] = quant.F16ToF32(uint16(i))
+	}
+	return &t
+}()
+
+// roundF16 rounds x to the nearest f16 and back.
+func roundF16(x float32) float32 { return halfToFloat[quant.F32ToF16(x)] }
+
+func (b *Backend) Embed(dst infer.Tensor, w infer.Weight) {
+	if !b.ok() {
+		return
+	}
+	d, cw := b.tensorOf("Embed", dst), b.weightOf("Embed", w)
+	if d == nil || cw == nil {
+		return
+	}
+	if cw.cols != d.cols || d.rows < b.n {
+		b.fail(fmt.Errorf("%w: Embed of %s (%v) into %s (%d×%d) for %d tokens", infer.ErrBadShape, cw.name, cw.shape, d.name, d.rows, d.cols, b.n))
+		return
+	}
+	for i, id := range b.batch.Tokens {
+		if id < 0 || int(id) >= cw.rows {
+			b.fail(fmt.Errorf("%w: token %d outside the %d rows of %s", infer.ErrBadShape, id, cw.rows, cw.name))
+			return
+		}
+		if err := quant.DequantizeRow(cw.typ, cw.row(int(id)), d.row(i)); err != nil {
+			b.fail(fmt.Errorf("Embed %s: %w", cw.name, err))
+			return
+		}
+	}
+}
+
+// matmulJob computes dst rows of W·x for output features [lo, hi): one
+// weight row at a time against every token, so each weight row is read
+// once per pass.
+type matmulJob struct {
+	w        *weight
+	dst      *tensor
+	rows     int
+	xq       []byte
+	xqStride int
+}
+
+func (j *matmulJob) run(lo, hi, _ int) {
+	w, k := j.w, j.w.cols
+	for o := lo; o < hi; o++ {
+		wr := w.row(o)
+		for r := range j.rows {
+			j.dst.data[r*j.dst.cols+o] = quant.Dot(w.typ, k, wr, j.xq[r*j.xqStride:(r+1)*j.xqStride])
+		}
+	}
+}
+
+func (b *Backend) MatMul(dst infer.Tensor, w infer.Weight, x infer.Tensor) {
+	if !b.ok() {
+		return
+	}
+	d, cw, cx := b.tensorOf("MatMul", dst), b.weightOf("MatMul", w), b.tensorOf("MatMul", x)
+	if d == nil || cw == nil || cx == nil {
+		return
+	}
+	rows := b.active(cx)
+	if cw.cols != cx.cols || cw.rows != d.cols || b.active(d) != rows || d == cx {
+		b.fail(fmt.Errorf("%w: MatMul %s (%v) · %s (%d×%d) → %s (%d×%d)", infer.ErrBadShape, cw.name, cw.shape, cx.name, cx.rows, cx.cols, d.name, d.rows, d.cols))
+		return
+	}
+	stride, err := quant.ActivationBytes(cw.typ, cw.cols)
+	if err != nil {
+		b.fail(fmt.Errorf("MatMul %s: %w", cw.name, err))
+		return
+	}
+	if need := rows * stride; len(b.xq) < need {
+		b.xq = make([]byte, need)
+	}
+	vt := quant.VecDotType(cw.typ)
+	for r := range rows {
+		quant.QuantizeActivations(vt, cx.row(r), b.xq[r*stride:(r+1)*stride])
+	}
+	b.matmul = matmulJob{w: cw, dst: d, rows: rows, xq: b.xq, xqStride: stride}
+	b.pool.parallel(cw.rows, 64, &b.matmul)
+}
+
+func (b *Backend) RMSNorm(dst, x infer.Tensor, w infer.Weight, eps float32) {
+	if !b.ok() {
+		return
+	}
+	d, cx, cw := b.tensorOf("RMSNorm", dst), b.tensorOf("RMSNorm", x), b.weightOf("RMSNorm", w)
+	if d == nil || cx == nil || cw == nil {
+		return
+	}
+	g := cw.cols
+	if cw.typ != gguf.F32 || cw.rows != 1 || cx.cols%g != 0 || d.cols != cx.cols || b.active(d) != b.active(cx) {
+		b.fail(fmt.Errorf("%w: RMSNorm of %s (%d×%d) by %s (%v %s) into %s", infer.ErrBadShape, cx.name, cx.rows, cx.cols, cw.name, cw.shape, cw.typ, d.name))
+		return
+	}
+	wf := f32s(cw.data)
+	for r := range b.active(cx) {
+		xr, dr := cx.row(r), d.row(r)
+		for s := 0; s < len(xr); s += g {
+			rmsNorm(dr[s:s+g], xr[s:s+g], wf, eps)
+		}
+	}
+}
+
+// rmsNorm is ggml_rms_norm followed by the weight: the sum of squares in
+// f64 of f32 products, mean and scale in f32, then x·scale·w.
+func rmsNorm(dst, x, w []float32, eps float32) {
+	var sum float64
+	for _, v := range x {
+		sum += float64(v * v)
+	}
+	mean := float32(sum / float64(len(x)))
+	scale := 1 / float32(math.Sqrt(float64(mean+eps)))
+	for i, v := range x {
+		dst[i] = v * scale * w[i]
+	}
+}
+
+func (b *Backend) Rope(x infer.Tensor, r infer.Rope) {
+	if !b.ok() {
+		return
+	}
+	cx := b.tensorOf("Rope", x)
+	if cx == nil {
+		return
+	}
+	if r.HeadDim <= 0 || r.Dims <= 0 || r.Dims > r.HeadDim || r.Dims%2 != 0 || cx.cols%r.HeadDim != 0 {
+		b.fail(fmt.Errorf("%w: Rope of %s (%d cols) with head %d, %d rotated dims", infer.ErrBadShape, cx.name, cx.cols, r.HeadDim, r.Dims))
+		return
+	}
+	half := r.Dims / 2
+	if len(b.ropeCos) < half {
+		b.ropeCos, b.ropeSin = make([]float32, half), make([]float32, half)
+	}
+	cos, sin := b.ropeCos[:half], b.ropeSin[:half]
+	for i := range b.active(cx) {
+		r.Angles(b.batch.Pos+i, cos, sin)
+		row := cx.row(i)
+		for h := 0; h < len(row); h += r.HeadDim {
+			head := row[h : h+r.Dims]
+			for j := range half {
+				x0, x1 := head[j], head[j+half]
+				head[j] = x0*cos[j] - x1*sin[j]
+				head[j+half] = x0*sin[j] + x1*cos[j]
+			}
+		}
+	}
+}
+
+func (b *Backend) StoreKV(layer int, k, v infer.Tensor) {
+	if !b.ok() {
+		return
+	}
+	ck, cv := b.tensorOf("StoreKV", k), b.tensorOf("StoreKV", v)
+	if ck == nil || cv == nil {
+		return
+	}
+	s := b.kv.spec
+	width := s.KVHeads * s.HeadDim
+	if layer < 0 || layer >= s.Layers || ck.cols != width || cv.cols != width || b.active(ck) != b.n || b.active(cv) != b.n {
+		b.fail(fmt.Errorf("%w: StoreKV layer %d of %s (%d×%d), %s (%d×%d) into a cache of %+v", infer.ErrBadShape, layer, ck.name, ck.rows, ck.cols, cv.name, cv.rows, cv.cols, s))
+		return
+	}
+	for i := range b.n {
+		at := (b.batch.Pos + i) * width
+		kc, vc := b.kv.k[layer][at:at+width], b.kv.v[layer][at:at+width]
+		for j, x := range ck.row(i) {
+			kc[j] = quant.F32ToF16(x)
+		}
+		for j, x := range cv.row(i) {
+			vc[j] = quant.F32ToF16(x)
+		}
+	}
+}
+
+func (b *Backend) SwiGLU(dst, gate, up infer.Tensor) {
+	if !b.ok() {
+		return
+	}
+	d, g, u := b.tensorOf("SwiGLU", dst), b.tensorOf("SwiGLU", gate), b.tensorOf("SwiGLU", up)
+	if d == nil || g == nil || u == nil {
+		return
+	}
+	if g.cols != u.cols || d.cols != g.cols || b.active(d) != b.active(g) || b.active(g) != b.active(u) {
+		b.fail(fmt.Errorf("%w: SwiGLU of %s, %s into %s", infer.ErrBadShape, g.name, u.name, d.name))
+		return
+	}
+	n := b.active(g) * g.cols
+	gd, ud, dd := g.data[:n], u.data[:n], d.data[:n]
+	for i, x := range gd {
+		dd[i] = x / (1 + float32(math.Exp(float64(-x)))) * ud[i]
+	}
+}
+
+func (b *Backend) Add(dst, x, y infer.Tensor) {
+	if !b.ok() {
+		return
+	}
+	d, cx, cy := b.tensorOf("Add", dst), b.tensorOf("Add", x), b.tensorOf("Add", y)
+	if d == nil || cx == nil || cy == nil {
+		return
+	}
+	if cx.cols != cy.cols || d.cols != cx.cols || b.active(d) != b.active(cx) || b.active(cx) != b.active(cy) {
+		b.fail(fmt.Errorf("%w: Add of %s, %s into %s", infer.ErrBadShape, cx.name, cy.name, d.name))
+		return
+	}
+	n := b.active(cx) * cx.cols
+	xd, yd, dd := cx.data[:n], cy.data[:n], d.data[:n]
+	for i := range dd {
+		dd[i] = xd[i] + yd[i]
+	}
+}
+
+func (b *Backend) LastRow(dst, src infer.Tensor) {
+	if !b.ok() {
+		return
+	}
+	d, s := b.tensorOf("LastRow", dst), b.tensorOf("LastRow", src)
+	if d == nil || s == nil {
+		return
+	}
+	if d.cols != s.cols || b.active(s) != b.n || d == s {
+		b.fail(fmt.Errorf("%w: LastRow of %s (%d×%d) into %s (%d×%d)", infer.ErrBadShape, s.name, s.rows, s.cols, d.name, d.rows, d.cols))
+		return
+	}
+	copy(d.row(0), s.row(b.n-1))
+}
+
+func (b *Backend) Read(t infer.Tensor, dst []float32) {
+	if !b.ok() {
+		return
+	}
+	ct := b.tensorOf("Read", t)
+	if ct == nil {
+		return
+	}
+	n := b.active(ct) * ct.cols
+	if len(dst) < n {
+		b.fail(fmt.Errorf("%w: Read of %s needs %d floats, got %d", infer.ErrBadShape, ct.name, n, len(dst)))
+		return
+	}
+	copy(dst, ct.data[:n])
+}
+
+func (b *Backend) Argmax(t infer.Tensor, dst []int32) {
+	if !b.ok() {
+		return
+	}
+	ct := b.tensorOf("Argmax", t)
+	if ct == nil {
+		return
+	}
+	rows := b.active(ct)
+	if len(dst) < rows {
+		b.fail(fmt.Errorf("%w: Argmax of %s needs %d slots, got %d", infer.ErrBadShape, ct.name, rows, len(dst)))
+		return
+	}
+	for r := range rows {
+		row := ct.row(r)
+		best := 0
+		for i, v := range row {
+			if v > row[best] {
+				best = i
+			}
+		}
+		dst[r] = int32(best)
+	}
+}
+
+// f32s views F32 weight bytes as floats (little-endian host).
+func f32s(b []byte) []float32 {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafeFloats(b)
+}

@@ -1,0 +1,10 @@
+package cpu
+
+import "unsafe"
+
+// unsafeFloats reinterprets little-endian f32 bytes in place, so that F32
+// norm weights are read from the mapping without a copy. GGUF aligns tensor
+// data to at least 32 bytes, which satisfies float32 alignment.
+func unsafeFloats(b []byte) []float32 {
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
+}

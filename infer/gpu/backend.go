@@ -1,0 +1,936 @@
+package gpu
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/profile"
+	"github.com/bonsai-chat/bonsai/shaders"
+	"github.com/cogentcore/webgpu/wgpu"
+)
+
+// AdapterEnv names the environment variable holding the --adapter filter
+// (infer.BackendOptions has no field for it yet).
+const AdapterEnv = "BONSAI_GPU_ADAPTER"
+
+// maxBatchTokens bounds one pass's batch (the token buffer is fixed so
+// bind groups never change).
+const maxBatchTokens = 8192
+
+// maxSplits bounds the split-KV attention partials per (row, head).
+const maxSplits = 32
+
+func init() {
+	infer.RegisterBackend("gpu", func(opts infer.BackendOptions) (infer.Backend, error) {
+		b, err := New(DeviceOptions{Adapter: os.Getenv(AdapterEnv)}, opts)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", infer.ErrBackendUnavailable, err)
+		}
+		return b, nil
+	})
+}
+
+// Backend implements infer.Backend on a WebGPU device: ops between Begin
+// and Commit are recorded into one command encoder and submitted at Commit.
+// Each distinct op (kernel, operands) gets its pipeline and bind group once;
+// later passes only re-encode, so a pass allocates no device memory.
+type Backend struct {
+	d       *Device
+	opts    infer.BackendOptions
+	weights map[string]*weight
+	tensors []*tensor
+	kv      *kvCache
+	ropes   map[infer.Rope]*wgpu.Buffer
+	ops     map[opKey]*op
+
+	batchBuf  *wgpu.Buffer // uniform {n, pos, splits, chunk}
+	tokensBuf *wgpu.Buffer
+
+	// the pass in progress
+	enc     *wgpu.CommandEncoder
+	pass    *wgpu.ComputePassEncoder
+	batch   infer.Batch
+	n       int
+	splits  int
+	err     error
+	reads   []pendingRead
+	touched []*tensor // tensors read in this pass
+	phase   profile.Phase
+
+	prof profiler
+}
+
+type tensor struct {
+	name       string
+	rows, cols int
+	buf        *wgpu.Buffer
+	scratch    *wgpu.Buffer   // activations rounded to a vec-dot type
+	part       *wgpu.Buffer   // split attention partials (q tensors)
+	stagings   []*wgpu.Buffer // MapRead copies for Read, one per Read of a pass
+	passReads  int
+	argmax     *wgpu.Buffer
+	argStaging *wgpu.Buffer
+	embedRows  *wgpu.Buffer // CPU-dequantized embedding rows
+}
+
+func (t *tensor) Name() string { return t.name }
+func (t *tensor) Rows() int    { return t.rows }
+func (t *tensor) Cols() int    { return t.cols }
+
+type kvCache struct {
+	spec infer.KVSpec
+	k, v *wgpu.Buffer
+}
+
+type pendingRead struct {
+	staging *wgpu.Buffer
+	bytes   int
+	floats  []float32
+	ints    []int32
+}
+
+// op is a prepared dispatch: pipeline plus bind group.
+type op struct {
+	k  *kernel
+	bg *wgpu.BindGroup
+}
+
+// opKey identifies an op by kernel variant and operands (pointers), so a
+// forward pass finds its prepared dispatches without building strings.
+type opKey struct {
+	kind    string
+	a, b, c any
+	i       int
+	f       float32
+}
+
+// New opens a device and returns an empty backend.
+func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
+	d, err := OpenDevice(dopts)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{
+		d:       d,
+		opts:    opts,
+		weights: map[string]*weight{},
+		ropes:   map[infer.Rope]*wgpu.Buffer{},
+		ops:     map[opKey]*op{},
+	}
+	if b.batchBuf, err = d.newBuffer("batch", 16, wgpu.BufferUsageUniform|wgpu.BufferUsageCopyDst); err != nil {
+		d.Close()
+		return nil, err
+	}
+	if b.tokensBuf, err = d.newBuffer("tokens", 4*maxBatchTokens, storageUsage); err != nil {
+		d.Close()
+		return nil, err
+	}
+	b.SetProfiling(opts.Profile)
+	return b, nil
+}
+
+func (b *Backend) Name() string { return "gpu" }
+
+func (b *Backend) Info() infer.BackendInfo {
+	l := b.d.Limits
+	return infer.BackendInfo{
+		Name:    "gpu",
+		Adapter: b.d.Name(),
+		Threads: runtime.GOMAXPROCS(0),
+		Details: []string{
+			fmt.Sprintf("max storage binding %d MiB, max buffer %d MiB", l.MaxStorageBufferBindingSize>>20, l.MaxBufferSize>>20),
+			fmt.Sprintf("workgroup storage %d KiB, %d invocations", l.MaxComputeWorkgroupStorageSize>>10, l.MaxComputeInvocationsPerWorkgroup),
+			fmt.Sprintf("timestamp queries: %v", b.d.Timestamps),
+			"Q1_0 native (repacked sign words); other types dequantized to f32 at load",
+		},
+	}
+}
+
+func (b *Backend) LoadWeight(wd infer.WeightData) (infer.Weight, error) {
+	if w, ok := b.weights[wd.Name]; ok {
+		return w, nil
+	}
+	w, err := loadWeight(b.d, wd)
+	if err != nil {
+		return nil, err
+	}
+	b.weights[wd.Name] = w
+	return w, nil
+}
+
+func (b *Backend) NewTensor(name string, rows, cols int) (infer.Tensor, error) {
+	if rows <= 0 || cols <= 0 {
+		return nil, fmt.Errorf("gpu: tensor %s: %d×%d: %w", name, rows, cols, infer.ErrBadShape)
+	}
+	buf, err := b.d.newBuffer(name, uint64(rows*cols*4), storageUsage)
+	if err != nil {
+		return nil, err
+	}
+	t := &tensor{name: name, rows: rows, cols: cols, buf: buf}
+	b.tensors = append(b.tensors, t)
+	return t, nil
+}
+
+func (b *Backend) NewKVCache(spec infer.KVSpec) error {
+	if spec.Layers <= 0 || spec.Context <= 0 || spec.KVHeads <= 0 || spec.HeadDim <= 0 || spec.HeadDim%2 != 0 {
+		return fmt.Errorf("gpu: KV cache %+v: %w", spec, infer.ErrBadShape)
+	}
+	if b.kv != nil {
+		b.kv.k.Release()
+		b.kv.v.Release()
+		b.kv = nil
+		// ops bound to the old cache are stale
+		for k, o := range b.ops {
+			if k.kind == "attn" || k.kind == "storekv" {
+				o.bg.Release()
+				delete(b.ops, k)
+			}
+		}
+	}
+	half := uint64(spec.Bytes() / 2)
+	if half > b.d.Limits.MaxStorageBufferBindingSize {
+		return fmt.Errorf("gpu: KV cache of %d MiB per K/V exceeds the %d MiB storage binding: %w",
+			half>>20, b.d.Limits.MaxStorageBufferBindingSize>>20, ErrOutOfMemory)
+	}
+	k, err := b.d.newBuffer("kcache", half, storageUsage)
+	if err != nil {
+		return err
+	}
+	v, err := b.d.newBuffer("vcache", half, storageUsage)
+	if err != nil {
+		k.Release()
+		return err
+	}
+	b.kv = &kvCache{spec: spec, k: k, v: v}
+	return nil
+}
+
+// fail keeps the first error of the pass.
+func (b *Backend) fail(err error) {
+	if b.err == nil {
+		b.err = err
+	}
+}
+
+func (b *Backend) Begin(batch infer.Batch) {
+	b.err = nil
+	b.reads = b.reads[:0]
+	for _, t := range b.touched {
+		t.passReads = 0
+	}
+	b.touched = b.touched[:0]
+	b.batch = batch
+	b.n = len(batch.Tokens)
+	b.phase = profile.Embed
+	switch {
+	case b.n == 0:
+		b.fail(fmt.Errorf("gpu: empty batch: %w", infer.ErrBadShape))
+	case b.n > maxBatchTokens:
+		b.fail(fmt.Errorf("gpu: batch of %d tokens exceeds %d: %w", b.n, maxBatchTokens, infer.ErrBadShape))
+	case batch.Pos < 0:
+		b.fail(fmt.Errorf("gpu: negative position %d: %w", batch.Pos, infer.ErrBadShape))
+	case b.kv != nil && batch.Pos+b.n > b.kv.spec.Context:
+		b.fail(fmt.Errorf("gpu: positions %d..%d past the %d-token cache: %w", batch.Pos, batch.Pos+b.n-1, b.kv.spec.Context, infer.ErrContextFull))
+	}
+	if b.err != nil {
+		return
+	}
+	seq := batch.Pos + b.n
+	b.splits = 1
+	if b.n == 1 {
+		b.splits = min(maxSplits, (seq+255)/256)
+	}
+	chunk := (seq + b.splits - 1) / b.splits
+	var u [16]byte
+	binary.LittleEndian.PutUint32(u[0:], uint32(b.n))
+	binary.LittleEndian.PutUint32(u[4:], uint32(batch.Pos))
+	binary.LittleEndian.PutUint32(u[8:], uint32(b.splits))
+	binary.LittleEndian.PutUint32(u[12:], uint32(chunk))
+	if err := b.d.queue.WriteBuffer(b.batchBuf, 0, u[:]); err != nil {
+		b.fail(fmt.Errorf("gpu: writing batch: %w", err))
+		return
+	}
+	toks := make([]byte, 4*b.n)
+	for i, t := range batch.Tokens {
+		binary.LittleEndian.PutUint32(toks[4*i:], uint32(t))
+	}
+	if err := b.d.queue.WriteBuffer(b.tokensBuf, 0, toks); err != nil {
+		b.fail(fmt.Errorf("gpu: writing tokens: %w", err))
+		return
+	}
+	enc, err := b.d.dev.CreateCommandEncoder(nil)
+	if err != nil {
+		b.fail(fmt.Errorf("gpu: %w: %w", ErrDeviceLost, err))
+		return
+	}
+	b.enc = enc
+	b.prof.begin(b)
+	b.beginPass()
+}
+
+func (b *Backend) beginPass() {
+	b.pass = b.enc.BeginComputePass(nil)
+}
+
+func (b *Backend) endPass() {
+	if b.pass == nil {
+		return
+	}
+	if err := b.pass.End(); err != nil {
+		b.fail(fmt.Errorf("gpu: encoding: %w", err))
+	}
+	b.pass.Release()
+	b.pass = nil
+}
+
+func (b *Backend) Commit() error {
+	defer func() {
+		b.reads = b.reads[:0]
+		b.err = nil
+	}()
+	if b.enc == nil {
+		if b.err != nil {
+			return b.err
+		}
+		return errors.New("gpu: Commit without Begin")
+	}
+	b.endPass()
+	b.prof.end(b)
+	enc := b.enc
+	b.enc = nil
+	if b.err != nil {
+		enc.Release()
+		return b.err
+	}
+	cmd, err := enc.Finish(nil)
+	enc.Release()
+	if err != nil {
+		return fmt.Errorf("gpu: finishing the pass: %w", err)
+	}
+	start := time.Now()
+	b.d.queue.Submit(cmd)
+	cmd.Release()
+	var scratch []byte
+	for _, r := range b.reads {
+		if cap(scratch) < r.bytes {
+			scratch = make([]byte, r.bytes)
+		}
+		s := scratch[:r.bytes]
+		if err := readBuffer(b.d.dev, r.staging, 0, s); err != nil {
+			return err
+		}
+		if r.floats != nil {
+			bytesToFloats(s, r.floats)
+		} else {
+			for i := range r.ints {
+				r.ints[i] = int32(binary.LittleEndian.Uint32(s[4*i:]))
+			}
+		}
+	}
+	if len(b.reads) == 0 {
+		b.d.dev.Poll(true, nil)
+	}
+	if err := b.prof.collect(b, time.Since(start)); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (b *Backend) Phase(p profile.Phase) {
+	if b.err != nil || b.enc == nil {
+		return
+	}
+	b.prof.phase(b, p)
+	b.phase = p
+}
+
+// active is the number of rows an op acts on for a tensor.
+func (b *Backend) active(t *tensor) int { return min(t.rows, b.n) }
+
+// prepared returns the op for key, creating it with make on first use.
+func (b *Backend) prepared(key opKey, make func() (*kernel, []binding, error)) *op {
+	if o, ok := b.ops[key]; ok {
+		return o
+	}
+	k, bufs, err := make()
+	if err != nil {
+		b.fail(err)
+		return nil
+	}
+	bg, err := b.d.bindGroup(k, bufs...)
+	if err != nil {
+		b.fail(err)
+		return nil
+	}
+	o := &op{k: k, bg: bg}
+	b.ops[key] = o
+	return o
+}
+
+func (b *Backend) dispatch(o *op, x, y, z int) {
+	if o == nil || b.err != nil || x == 0 || y == 0 || z == 0 {
+		return
+	}
+	b.pass.SetPipeline(o.k.pipe)
+	b.pass.SetBindGroup(0, o.bg, nil)
+	b.pass.DispatchWorkgroups(uint32(x), uint32(y), uint32(z))
+}
+
+// ready reports whether ops can be encoded now.
+func (b *Backend) ready() bool { return b.err == nil && b.enc != nil }
+
+func (b *Backend) tensorArg(name string, t infer.Tensor) *tensor {
+	gt, ok := t.(*tensor)
+	if !ok || gt == nil {
+		b.fail(fmt.Errorf("gpu: %s: not a GPU tensor: %w", name, infer.ErrBadShape))
+		return nil
+	}
+	return gt
+}
+
+func (b *Backend) weightArg(name string, w infer.Weight) *weight {
+	gw, ok := w.(*weight)
+	if !ok || gw == nil {
+		b.fail(fmt.Errorf("gpu: %s: not a GPU weight: %w", name, infer.ErrBadShape))
+		return nil
+	}
+	return gw
+}
+
+func (b *Backend) shapeErr(format string, args ...any) {
+	b.fail(fmt.Errorf("gpu: "+format+": %w", append(args, infer.ErrBadShape)...))
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+func (b *Backend) Embed(dstT infer.Tensor, wI infer.Weight) {
+	if !b.ready() {
+		return
+	}
+	dst, w := b.tensorArg("Embed dst", dstT), b.weightArg("Embed", wI)
+	if dst == nil || w == nil {
+		return
+	}
+	if dst.cols != w.k {
+		b.shapeErr("Embed: dst has %d columns, %s rows have %d", dst.cols, w.name, w.k)
+		return
+	}
+	for _, t := range b.batch.Tokens {
+		if t < 0 || int(t) >= w.m {
+			b.shapeErr("Embed: token %d outside the vocabulary of %d", t, w.m)
+			return
+		}
+	}
+	n := b.active(dst)
+	if w.q1() {
+		o := b.prepared(opKey{kind: "embed", a: dst, b: w}, func() (*kernel, []binding, error) {
+			k, err := b.d.kernel("embed", map[string]shaders.Const{
+				"K": shaders.U32(w.k), "VOCAB": shaders.U32(w.m), "XROWS": shaders.U32(dst.rows), "Q1": shaders.Flag(true)})
+			return k, []binding{whole(b.batchBuf), whole(b.tokensBuf), whole(w.bits), whole(w.scales), whole(dst.buf)}, err
+		})
+		b.dispatch(o, ceilDiv(w.k, 256), n, 1)
+		return
+	}
+	// Other types: dequantize the few rows on the CPU (the file's bytes
+	// stay mapped) and copy them in order with the pass.
+	if dst.embedRows == nil {
+		buf, err := b.d.newBuffer(dst.name+".embed", uint64(dst.rows*dst.cols*4), storageUsage)
+		if err != nil {
+			b.fail(err)
+			return
+		}
+		dst.embedRows = buf
+	}
+	rows := make([]byte, n*w.k*4)
+	if err := w.embedRows(b.batch.Tokens[:n], rows); err != nil {
+		b.fail(err)
+		return
+	}
+	if err := b.d.queue.WriteBuffer(dst.embedRows, 0, rows); err != nil {
+		b.fail(fmt.Errorf("gpu: writing embeddings: %w", err))
+		return
+	}
+	o := b.prepared(opKey{kind: "embedcopy", a: dst}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("elementwise", map[string]shaders.Const{
+			"COLS": shaders.U32(dst.cols), "XROWS": shaders.U32(dst.rows), "ALIAS_A": shaders.Flag(true), "COPY": shaders.Flag(true)})
+		return k, []binding{whole(b.batchBuf), whole(dst.embedRows), whole(dst.buf)}, err
+	})
+	b.dispatch(o, ceilDiv(dst.cols, 256), n, 1)
+}
+
+func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
+	if !b.ready() {
+		return
+	}
+	dst, w, x := b.tensorArg("MatMul dst", dstT), b.weightArg("MatMul", wI), b.tensorArg("MatMul x", xT)
+	if dst == nil || w == nil || x == nil {
+		return
+	}
+	if x.cols != w.k || dst.cols != w.m {
+		b.shapeErr("MatMul: %s is %d×%d, x has %d columns and dst %d", w.name, w.m, w.k, x.cols, dst.cols)
+		return
+	}
+	if dst == x {
+		b.shapeErr("MatMul: dst %s aliases x", dst.name)
+		return
+	}
+	rows := min(x.rows, dst.rows)
+	n := min(rows, b.n)
+	decode := n == 1
+	rpw, tt, wg := 4, 8, 64
+	if decode {
+		rpw, tt = 8, 1
+		wg = 128
+	}
+	if w.q1() {
+		words := w.k / 32
+		if words < wg {
+			wg = 32
+			for wg*2 <= words && wg < 128 {
+				wg *= 2
+			}
+		}
+		for w.m%rpw != 0 {
+			rpw /= 2
+		}
+		o := b.prepared(opKey{kind: "q1mm", a: dst, b: w, c: x, i: boolInt(decode)}, func() (*kernel, []binding, error) {
+			k, err := b.d.kernel("q1_matmul", map[string]shaders.Const{
+				"K": shaders.U32(w.k), "M": shaders.U32(w.m), "WORDS": shaders.U32(words), "RPW": shaders.U32(rpw),
+				"TT": shaders.U32(tt), "WG": shaders.U32(wg), "XROWS": shaders.U32(rows),
+				"ACC": shaders.U32(rpw * tt), "RED": shaders.U32(wg * rpw * tt)})
+			return k, []binding{whole(b.batchBuf), whole(w.bits), whole(w.scales), whole(x.buf), whole(dst.buf)}, err
+		})
+		b.dispatch(o, w.m/rpw, ceilDiv(n, tt), 1)
+		return
+	}
+	xin := b.roundActivations(x, w, rows, n)
+	if xin == nil {
+		return
+	}
+	for ci, c := range w.chunks {
+		crpw := rpw
+		for c.rows%crpw != 0 {
+			crpw /= 2
+		}
+		o := b.prepared(opKey{kind: "f32mm", a: dst, b: w, c: x, i: boolInt(decode) + 2*ci}, func() (*kernel, []binding, error) {
+			k, err := b.d.kernel("f32_matmul", map[string]shaders.Const{
+				"K": shaders.U32(w.k), "M": shaders.U32(w.m), "ROW0": shaders.U32(c.row0), "RPW": shaders.U32(crpw),
+				"TT": shaders.U32(tt), "WG": shaders.U32(64), "XROWS": shaders.U32(rows),
+				"ACC": shaders.U32(crpw * tt), "RED": shaders.U32(64 * crpw * tt)})
+			return k, []binding{whole(b.batchBuf), whole(c.buf), whole(xin), whole(dst.buf)}, err
+		})
+		b.dispatch(o, c.rows/crpw, ceilDiv(n, tt), 1)
+	}
+}
+
+func boolInt(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// roundActivations rounds x to w's vec-dot type into x's scratch buffer
+// (F32 weights use x as is).
+func (b *Backend) roundActivations(x *tensor, w *weight, rows, n int) *wgpu.Buffer {
+	mode, block := activationMode(w.typ)
+	if mode == "" {
+		return x.buf
+	}
+	if w.k%block != 0 {
+		b.shapeErr("MatMul: %s rows of %d are not a multiple of the %d-value activation block", w.name, w.k, block)
+		return nil
+	}
+	if x.scratch == nil {
+		buf, err := b.d.newBuffer(x.name+".q", uint64(x.rows*x.cols*4), storageUsage)
+		if err != nil {
+			b.fail(err)
+			return nil
+		}
+		x.scratch = buf
+	}
+	o := b.prepared(opKey{kind: "quant", a: x, i: block, b: mode}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("quantize", map[string]shaders.Const{
+			"K": shaders.U32(x.cols), "BLOCK": shaders.U32(block), "XROWS": shaders.U32(rows), mode: shaders.Flag(true)})
+		return k, []binding{whole(b.batchBuf), whole(x.buf), whole(x.scratch)}, err
+	})
+	b.dispatch(o, ceilDiv(x.cols/block, 64), n, 1)
+	return x.scratch
+}
+
+// activationMode maps a weight type to how llama.cpp quantizes the
+// activations it meets (quant.VecDotType).
+func activationMode(t gguf.Type) (mode string, block int) {
+	switch t {
+	case gguf.F32:
+		return "", 1
+	case gguf.F16:
+		return "F16", 1
+	case gguf.BF16:
+		return "BF16", 1
+	case gguf.Q2_K, gguf.Q3_K, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K:
+		return "Q8_K", 256
+	}
+	return "Q8_0", 32
+}
+
+func (b *Backend) RMSNorm(dstT, xT infer.Tensor, wI infer.Weight, eps float32) {
+	if !b.ready() {
+		return
+	}
+	dst, x, w := b.tensorArg("RMSNorm dst", dstT), b.tensorArg("RMSNorm x", xT), b.weightArg("RMSNorm", wI)
+	if dst == nil || x == nil || w == nil {
+		return
+	}
+	g := w.k * w.m
+	if w.typ != gguf.F32 || g == 0 || x.cols%g != 0 || dst.cols != x.cols {
+		b.shapeErr("RMSNorm: weight %s (%s, %d values) against rows of %d", w.name, w.typ, g, x.cols)
+		return
+	}
+	rows := min(x.rows, dst.rows)
+	n := min(rows, b.n)
+	wg := 32
+	for wg*2 <= g && wg < 256 {
+		wg *= 2
+	}
+	inplace := dst == x
+	o := b.prepared(opKey{kind: "rmsnorm", a: dst, b: x, c: w, f: eps}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("rmsnorm", map[string]shaders.Const{
+			"COLS": shaders.U32(x.cols), "G": shaders.U32(g), "EPS": shaders.F32(eps), "WG": shaders.U32(wg),
+			"XROWS": shaders.U32(rows), "INPLACE": shaders.Flag(inplace)})
+		bufs := []binding{whole(b.batchBuf), whole(w.chunks[0].buf)}
+		if !inplace {
+			bufs = append(bufs, whole(x.buf))
+		}
+		return k, append(bufs, whole(dst.buf)), err
+	})
+	b.dispatch(o, x.cols/g, n, 1)
+}
+
+func (b *Backend) Rope(xT infer.Tensor, r infer.Rope) {
+	if !b.ready() {
+		return
+	}
+	x := b.tensorArg("Rope", xT)
+	if x == nil {
+		return
+	}
+	if r.HeadDim <= 0 || r.Dims <= 0 || r.Dims > r.HeadDim || r.Dims%2 != 0 || x.cols%r.HeadDim != 0 {
+		b.shapeErr("Rope: head %d, dims %d over rows of %d", r.HeadDim, r.Dims, x.cols)
+		return
+	}
+	if b.kv == nil {
+		b.fail(errors.New("gpu: Rope before NewKVCache (the angle table spans the cache's context)"))
+		return
+	}
+	ctx := b.kv.spec.Context
+	table, ok := b.ropes[r]
+	if !ok {
+		half := r.Dims / 2
+		vals := make([]float32, 2*half*ctx)
+		cos, sin := make([]float32, half), make([]float32, half)
+		for p := 0; p < ctx; p++ {
+			r.Angles(p, cos, sin)
+			for j := 0; j < half; j++ {
+				vals[2*(p*half+j)] = cos[j]
+				vals[2*(p*half+j)+1] = sin[j]
+			}
+		}
+		buf, err := b.d.upload("rope", floatsToBytes(vals))
+		if err != nil {
+			b.fail(err)
+			return
+		}
+		b.ropes[r] = buf
+		table = buf
+	}
+	n := b.active(x)
+	o := b.prepared(opKey{kind: "rope", a: x, b: r}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("rope", map[string]shaders.Const{
+			"COLS": shaders.U32(x.cols), "HEAD_DIM": shaders.U32(r.HeadDim), "DIMS": shaders.U32(r.Dims),
+			"XROWS": shaders.U32(x.rows), "CTX": shaders.U32(ctx)})
+		return k, []binding{whole(b.batchBuf), whole(table), whole(x.buf)}, err
+	})
+	b.dispatch(o, ceilDiv(x.cols/r.HeadDim*r.Dims/2, 64), n, 1)
+}
+
+func (b *Backend) StoreKV(layer int, kT, vT infer.Tensor) {
+	if !b.ready() {
+		return
+	}
+	k, v := b.tensorArg("StoreKV k", kT), b.tensorArg("StoreKV v", vT)
+	if k == nil || v == nil {
+		return
+	}
+	if b.kv == nil {
+		b.fail(errors.New("gpu: StoreKV before NewKVCache"))
+		return
+	}
+	s := b.kv.spec
+	kvd := s.KVHeads * s.HeadDim
+	if layer < 0 || layer >= s.Layers || k.cols != kvd || v.cols != kvd {
+		b.shapeErr("StoreKV: layer %d of %d, k/v of %d/%d columns, cache rows of %d", layer, s.Layers, k.cols, v.cols, kvd)
+		return
+	}
+	rows := min(k.rows, v.rows)
+	n := min(rows, b.n)
+	o := b.prepared(opKey{kind: "storekv", a: k, b: v, i: layer}, func() (*kernel, []binding, error) {
+		kern, err := b.d.kernel("store_kv", map[string]shaders.Const{
+			"KVD": shaders.U32(kvd), "XROWS": shaders.U32(rows), "CTX": shaders.U32(s.Context),
+			"LAYER_OFF": shaders.U32(layer * s.Context * kvd / 2)})
+		return kern, []binding{whole(b.batchBuf), whole(k.buf), whole(v.buf), whole(b.kv.k), whole(b.kv.v)}, err
+	})
+	b.dispatch(o, ceilDiv(kvd/2, 64), n, 1)
+}
+
+func (b *Backend) Attention(dstT, qT infer.Tensor, layer int, a infer.Attn) {
+	if !b.ready() {
+		return
+	}
+	dst, q := b.tensorArg("Attention dst", dstT), b.tensorArg("Attention q", qT)
+	if dst == nil || q == nil {
+		return
+	}
+	if b.kv == nil {
+		b.fail(errors.New("gpu: Attention before NewKVCache"))
+		return
+	}
+	s := b.kv.spec
+	if a.Heads <= 0 || a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 || a.KVHeads != s.KVHeads || a.HeadDim != s.HeadDim ||
+		q.cols != a.Heads*a.HeadDim || dst.cols != q.cols || layer < 0 || layer >= s.Layers || dst == q {
+		b.shapeErr("Attention: %+v on q %d cols, cache %+v, layer %d", a, q.cols, s, layer)
+		return
+	}
+	rows := min(q.rows, dst.rows)
+	n := min(rows, b.n)
+	slots := max(rows, maxSplits)
+	if q.part == nil {
+		buf, err := b.d.newBuffer(q.name+".part", uint64(slots*a.Heads*(a.HeadDim+2)*4), storageUsage)
+		if err != nil {
+			b.fail(err)
+			return
+		}
+		q.part = buf
+	}
+	const wg = 128
+	kvd := s.KVHeads * s.HeadDim
+	o := b.prepared(opKey{kind: "attn", a: q, b: a, i: layer}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("attention", map[string]shaders.Const{
+			"HEADS": shaders.U32(a.Heads), "KVHEADS": shaders.U32(a.KVHeads), "D": shaders.U32(a.HeadDim),
+			"KVD": shaders.U32(kvd), "QROWS": shaders.U32(rows), "LAYER_OFF": shaders.U32(layer * s.Context * kvd / 2),
+			"SCALE": shaders.F32(a.Scale), "WG": shaders.U32(wg), "DPT": shaders.U32(ceilDiv(a.HeadDim, wg))})
+		return k, []binding{whole(b.batchBuf), whole(q.buf), whole(b.kv.k), whole(b.kv.v), whole(q.part)}, err
+	})
+	b.dispatch(o, a.Heads, n, b.splits)
+	r := b.prepared(opKey{kind: "attnreduce", a: q, b: dst, c: a}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("attn_reduce", map[string]shaders.Const{
+			"HEADS": shaders.U32(a.Heads), "D": shaders.U32(a.HeadDim), "QROWS": shaders.U32(rows)})
+		return k, []binding{whole(b.batchBuf), whole(q.part), whole(dst.buf)}, err
+	})
+	b.dispatch(r, a.Heads, n, 1)
+}
+
+// elementwise encodes dst = f(a, b) with the aliasing variant the operands
+// need.
+func (b *Backend) elementwise(kind string, dst, x, y *tensor) {
+	if x.cols != y.cols || dst.cols != x.cols {
+		b.shapeErr("%s: %d, %d and %d columns", kind, dst.cols, x.cols, y.cols)
+		return
+	}
+	rows := min(dst.rows, x.rows, y.rows)
+	n := min(rows, b.n)
+	variant := "NOALIAS"
+	bufs := []binding{whole(b.batchBuf)}
+	switch {
+	case dst == x:
+		variant = "ALIAS_A"
+		bufs = append(bufs, whole(y.buf), whole(dst.buf))
+	case dst == y:
+		variant = "ALIAS_B"
+		bufs = append(bufs, whole(x.buf), whole(dst.buf))
+	default:
+		bufs = append(bufs, whole(x.buf), whole(y.buf), whole(dst.buf))
+	}
+	o := b.prepared(opKey{kind: kind, a: dst, b: x, c: y}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("elementwise", map[string]shaders.Const{
+			"COLS": shaders.U32(dst.cols), "XROWS": shaders.U32(rows), variant: shaders.Flag(true), kind: shaders.Flag(true)})
+		return k, bufs, err
+	})
+	b.dispatch(o, ceilDiv(dst.cols, 256), n, 1)
+}
+
+func (b *Backend) SwiGLU(dstT, gateT, upT infer.Tensor) {
+	if !b.ready() {
+		return
+	}
+	dst, g, u := b.tensorArg("SwiGLU dst", dstT), b.tensorArg("SwiGLU gate", gateT), b.tensorArg("SwiGLU up", upT)
+	if dst == nil || g == nil || u == nil {
+		return
+	}
+	if g == u {
+		b.shapeErr("SwiGLU: gate and up are the same tensor")
+		return
+	}
+	b.elementwise("SWIGLU", dst, g, u)
+}
+
+func (b *Backend) Add(dstT, aT, bT infer.Tensor) {
+	if !b.ready() {
+		return
+	}
+	dst, x, y := b.tensorArg("Add dst", dstT), b.tensorArg("Add a", aT), b.tensorArg("Add b", bT)
+	if dst == nil || x == nil || y == nil {
+		return
+	}
+	if dst == x && dst == y {
+		b.shapeErr("Add: dst, a and b are the same tensor")
+		return
+	}
+	b.elementwise("ADD", dst, x, y)
+}
+
+func (b *Backend) LastRow(dstT, srcT infer.Tensor) {
+	if !b.ready() {
+		return
+	}
+	dst, src := b.tensorArg("LastRow dst", dstT), b.tensorArg("LastRow src", srcT)
+	if dst == nil || src == nil {
+		return
+	}
+	if dst.cols != src.cols || dst == src {
+		b.shapeErr("LastRow: %d vs %d columns", dst.cols, src.cols)
+		return
+	}
+	o := b.prepared(opKey{kind: "lastrow", a: dst, b: src}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("lastrow", map[string]shaders.Const{"COLS": shaders.U32(src.cols), "SROWS": shaders.U32(src.rows)})
+		return k, []binding{whole(b.batchBuf), whole(src.buf), whole(dst.buf)}, err
+	})
+	b.dispatch(o, ceilDiv(src.cols, 256), 1, 1)
+}
+
+// copyOut ends the pass, copies size bytes of src into staging and resumes.
+func (b *Backend) copyOut(src, staging *wgpu.Buffer, size int) {
+	b.endPass()
+	if err := b.enc.CopyBufferToBuffer(src, 0, staging, 0, uint64((size+3)&^3)); err != nil {
+		b.fail(fmt.Errorf("gpu: copying results: %w", err))
+	}
+	b.beginPass()
+}
+
+func (b *Backend) Read(tT infer.Tensor, dst []float32) {
+	if !b.ready() {
+		return
+	}
+	t := b.tensorArg("Read", tT)
+	if t == nil {
+		return
+	}
+	n := b.active(t)
+	if len(dst) < n*t.cols {
+		b.shapeErr("Read: %d floats for %d×%d", len(dst), n, t.cols)
+		return
+	}
+	if t.passReads == 0 {
+		b.touched = append(b.touched, t)
+	}
+	if t.passReads == len(t.stagings) {
+		buf, err := b.d.newBuffer(t.name+".read", t.buf.GetSize(), readUsage)
+		if err != nil {
+			b.fail(err)
+			return
+		}
+		t.stagings = append(t.stagings, buf)
+	}
+	staging := t.stagings[t.passReads]
+	t.passReads++
+	b.copyOut(t.buf, staging, n*t.cols*4)
+	b.reads = append(b.reads, pendingRead{staging: staging, bytes: n * t.cols * 4, floats: dst[:n*t.cols]})
+}
+
+func (b *Backend) Argmax(tT infer.Tensor, dst []int32) {
+	if !b.ready() {
+		return
+	}
+	t := b.tensorArg("Argmax", tT)
+	if t == nil {
+		return
+	}
+	n := b.active(t)
+	if len(dst) < n {
+		b.shapeErr("Argmax: %d slots for %d rows", len(dst), n)
+		return
+	}
+	if t.argmax == nil {
+		a, err := b.d.newBuffer(t.name+".argmax", uint64(4*t.rows), storageUsage)
+		if err != nil {
+			b.fail(err)
+			return
+		}
+		s, err := b.d.newBuffer(t.name+".argmax.read", uint64(4*t.rows), readUsage)
+		if err != nil {
+			a.Release()
+			b.fail(err)
+			return
+		}
+		t.argmax, t.argStaging = a, s
+	}
+	o := b.prepared(opKey{kind: "argmax", a: t}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("argmax", map[string]shaders.Const{"COLS": shaders.U32(t.cols), "XROWS": shaders.U32(t.rows)})
+		return k, []binding{whole(b.batchBuf), whole(t.buf), whole(t.argmax)}, err
+	})
+	b.dispatch(o, n, 1, 1)
+	b.copyOut(t.argmax, t.argStaging, 4*n)
+	b.reads = append(b.reads, pendingRead{staging: t.argStaging, bytes: 4 * n, ints: dst[:n]})
+}
+
+func (b *Backend) Memory() infer.BackendMemory {
+	var m infer.BackendMemory
+	for _, w := range b.weights {
+		m.Weights += w.bytes
+	}
+	for _, t := range b.tensors {
+		m.Activations += int64(t.rows * t.cols * 4)
+	}
+	if b.kv != nil {
+		m.KV = b.kv.spec.Bytes()
+	}
+	return m
+}
+
+func (b *Backend) Close() error {
+	if b.d == nil {
+		return nil
+	}
+	for _, o := range b.ops {
+		o.bg.Release()
+	}
+	for _, w := range b.weights {
+		w.release()
+	}
+	for _, t := range b.tensors {
+		for _, buf := range append([]*wgpu.Buffer{t.buf, t.scratch, t.part, t.argmax, t.argStaging, t.embedRows}, t.stagings...) {
+			if buf != nil {
+				buf.Release()
+			}
+		}
+	}
+	for _, r := range b.ropes {
+		r.Release()
+	}
+	if b.kv != nil {
+		b.kv.k.Release()
+		b.kv.v.Release()
+	}
+	b.prof.release()
+	b.batchBuf.Release()
+	b.tokensBuf.Release()
+	b.d.Close()
+	b.d = nil
+	return nil
+}

@@ -1,0 +1,381 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/quant"
+)
+
+// newTestBackend opens the GPU backend or skips when there is no adapter,
+// except in CI (CI=true), where lavapipe must be installed and a missing
+// adapter is a failure.
+func newTestBackend(t *testing.T) *Backend {
+	t.Helper()
+	b, err := New(DeviceOptions{Adapter: os.Getenv(AdapterEnv)}, infer.BackendOptions{})
+	if err != nil {
+		if errors.Is(err, ErrNoAdapter) && os.Getenv("CI") != "true" {
+			t.Skipf("no GPU adapter: %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func randFloats(r *rand.Rand, n int, scale float64) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = float32(r.NormFloat64() * scale)
+	}
+	return out
+}
+
+func quantizeMatrix(t *testing.T, typ gguf.Type, rows, k int, vals []float32) []byte {
+	t.Helper()
+	rb, err := typ.RowBytes(int64(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]byte, int(rb)*rows)
+	for r := 0; r < rows; r++ {
+		if err := quant.QuantizeRow(typ, vals[r*k:(r+1)*k], out[r*int(rb):(r+1)*int(rb)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// refMatMul is llama.cpp's CPU matmul: activations quantized to the vec-dot
+// type, then quant.Dot per row.
+func refMatMul(typ gguf.Type, w []byte, m, k int, x []float32, n int) []float32 {
+	rb, _ := typ.RowBytes(int64(k))
+	ab, _ := quant.ActivationBytes(typ, k)
+	out := make([]float32, n*m)
+	xq := make([]byte, ab)
+	for i := 0; i < n; i++ {
+		quant.QuantizeActivations(typ, x[i*k:(i+1)*k], xq)
+		for r := 0; r < m; r++ {
+			out[i*m+r] = quant.Dot(typ, k, w[r*int(rb):(r+1)*int(rb)], xq)
+		}
+	}
+	return out
+}
+
+func maxRelErr(got, want []float32) float64 {
+	var num, den float64
+	for i := range want {
+		num = math.Max(num, math.Abs(float64(got[i]-want[i])))
+		den = math.Max(den, math.Abs(float64(want[i])))
+	}
+	if den == 0 {
+		return num
+	}
+	return num / den
+}
+
+func (b *Backend) mustTensor(t *testing.T, name string, rows, cols int) *tensor {
+	t.Helper()
+	x, err := b.NewTensor(name, rows, cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x.(*tensor)
+}
+
+func (b *Backend) write(t *testing.T, x *tensor, vals []float32) {
+	t.Helper()
+	if err := b.d.queue.WriteBuffer(x.buf, 0, floatsToBytes(vals)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func batchOf(n, pos int) infer.Batch {
+	return infer.Batch{Tokens: make([]int32, n), Pos: pos}
+}
+
+func TestMatMulMatchesCPU(t *testing.T) {
+	b := newTestBackend(t)
+	r := rand.New(rand.NewPCG(1, 2))
+	cases := []struct {
+		typ  gguf.Type
+		m, k int
+		n    int
+		tol  float64
+	}{
+		{gguf.Q1_0, 64, 512, 1, 1e-5},
+		{gguf.Q1_0, 96, 1024, 5, 1e-5},
+		{gguf.Q1_0, 40, 128, 9, 1e-5},
+		{gguf.Q8_0, 32, 256, 1, 1e-5},
+		{gguf.Q4_0, 48, 256, 3, 1e-5},
+		{gguf.Q2_0, 16, 256, 2, 1e-5},
+		{gguf.Q4_K, 16, 512, 2, 1e-5},
+		{gguf.Q6_K, 16, 256, 1, 1e-5},
+		{gguf.F16, 16, 64, 3, 1e-5},
+		{gguf.BF16, 16, 64, 1, 1e-5},
+		{gguf.F32, 8, 64, 2, 1e-5},
+	}
+	for _, c := range cases {
+		t.Run(c.typ.String(), func(t *testing.T) {
+			wv := randFloats(r, c.m*c.k, 1)
+			wb := quantizeMatrix(t, c.typ, c.m, c.k, wv)
+			w, err := b.LoadWeight(infer.WeightData{Name: fmt.Sprintf("w%s-%d-%d", c.typ, c.m, c.k), Type: c.typ, Shape: []int64{int64(c.k), int64(c.m)}, Data: wb})
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := b.mustTensor(t, "x", c.n, c.k)
+			y := b.mustTensor(t, "y", c.n, c.m)
+			xv := randFloats(r, c.n*c.k, 1)
+			b.write(t, x, xv)
+			got := make([]float32, c.n*c.m)
+			b.Begin(batchOf(c.n, 0))
+			b.MatMul(y, w, x)
+			b.Read(y, got)
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			want := refMatMul(c.typ, wb, c.m, c.k, xv, c.n)
+			if e := maxRelErr(got, want); e > c.tol {
+				t.Errorf("%s %d×%d n=%d: max error %.3g of the largest value (tolerance %g); got[0:4] %v want %v",
+					c.typ, c.m, c.k, c.n, e, c.tol, got[:4], want[:4])
+			}
+		})
+	}
+}
+
+func TestNormRopeElementwise(t *testing.T) {
+	b := newTestBackend(t)
+	r := rand.New(rand.NewPCG(3, 4))
+	const n, heads, hd = 3, 4, 16
+	cols := heads * hd
+	if err := b.NewKVCache(infer.KVSpec{Layers: 1, Context: 64, KVHeads: 1, HeadDim: hd}); err != nil {
+		t.Fatal(err)
+	}
+	nw := randFloats(r, cols, 1)
+	hw := randFloats(r, hd, 1)
+	norm, err := b.LoadWeight(infer.WeightData{Name: "norm", Type: gguf.F32, Shape: []int64{int64(cols)}, Data: floatsToBytes(nw)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hnorm, err := b.LoadWeight(infer.WeightData{Name: "hnorm", Type: gguf.F32, Shape: []int64{hd}, Data: floatsToBytes(hw)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	xv := randFloats(r, n*cols, 2)
+	yv := randFloats(r, n*cols, 2)
+	x, y := b.mustTensor(t, "x", n, cols), b.mustTensor(t, "y", n, cols)
+	z, last := b.mustTensor(t, "z", n, cols), b.mustTensor(t, "last", 1, cols)
+	b.write(t, x, xv)
+	b.write(t, y, yv)
+	rope := infer.Rope{HeadDim: hd, Dims: hd, Base: 10000, FreqScale: 0.25, ExtFactor: 1, AttnFactor: 1, BetaFast: 32, BetaSlow: 1, OrigContext: 16}
+	const eps = 1e-6
+	const pos = 7
+
+	gotNorm := make([]float32, n*cols)
+	gotHead := make([]float32, n*cols)
+	gotSwi := make([]float32, n*cols)
+	gotAdd := make([]float32, n*cols)
+	gotLast := make([]float32, cols)
+	gotArg := make([]int32, n)
+	b.Begin(batchOf(n, pos))
+	b.RMSNorm(z, x, norm, eps)
+	b.Read(z, gotNorm)
+	b.RMSNorm(z, z, hnorm, eps) // in place, per head
+	b.Rope(z, rope)
+	b.Read(z, gotHead)
+	b.SwiGLU(z, x, y)
+	b.Read(z, gotSwi)
+	b.Add(z, z, y)
+	b.Read(z, gotAdd)
+	b.LastRow(last, z)
+	b.Read(last, gotLast)
+	b.Argmax(z, gotArg)
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	rms := func(v, w []float32) []float32 {
+		out := make([]float32, len(v))
+		g := len(w)
+		for s := 0; s < len(v); s += g {
+			var ss float32
+			for _, a := range v[s : s+g] {
+				ss += a * a
+			}
+			sc := float32(1 / math.Sqrt(float64(ss/float32(g)+eps)))
+			for j := 0; j < g; j++ {
+				out[s+j] = v[s+j] * sc * w[j]
+			}
+		}
+		return out
+	}
+	wantNorm := rms(xv, nw)
+	check := func(name string, got, want []float32, tol float64) {
+		t.Helper()
+		if e := maxRelErr(got, want); e > tol {
+			t.Errorf("%s: max error %.3g (tolerance %g): got[0:4] %v want %v", name, e, tol, got[:4], want[:4])
+		}
+	}
+	check("RMSNorm", gotNorm, wantNorm, 1e-5)
+	wantHead := rms(wantNorm, hw)
+	cs, sn := make([]float32, hd/2), make([]float32, hd/2)
+	for i := 0; i < n; i++ {
+		rope.Angles(pos+i, cs, sn)
+		for h := 0; h < heads; h++ {
+			o := i*cols + h*hd
+			for j := 0; j < hd/2; j++ {
+				a, c := wantHead[o+j], wantHead[o+j+hd/2]
+				wantHead[o+j] = a*cs[j] - c*sn[j]
+				wantHead[o+j+hd/2] = a*sn[j] + c*cs[j]
+			}
+		}
+	}
+	check("head RMSNorm + RoPE", gotHead, wantHead, 1e-5)
+	wantSwi := make([]float32, n*cols)
+	wantAdd := make([]float32, n*cols)
+	for i := range wantSwi {
+		g := float64(xv[i])
+		wantSwi[i] = float32(g / (1 + math.Exp(-g)) * float64(yv[i]))
+		wantAdd[i] = wantSwi[i] + yv[i]
+	}
+	check("SwiGLU", gotSwi, wantSwi, 1e-5)
+	check("Add", gotAdd, wantAdd, 1e-5)
+	check("LastRow", gotLast, wantAdd[(n-1)*cols:], 1e-6)
+	for i := 0; i < n; i++ {
+		best := 0
+		for j, v := range wantAdd[i*cols : (i+1)*cols] {
+			if v > wantAdd[i*cols+best] {
+				best = j
+			}
+		}
+		if int(gotArg[i]) != best {
+			t.Errorf("Argmax row %d: got %d want %d", i, gotArg[i], best)
+		}
+	}
+}
+
+func TestAttentionMatchesReference(t *testing.T) {
+	b := newTestBackend(t)
+	r := rand.New(rand.NewPCG(5, 6))
+	const heads, kvHeads, hd, ctx = 4, 2, 32, 1024
+	a := infer.Attn{Heads: heads, KVHeads: kvHeads, HeadDim: hd, Scale: float32(1 / math.Sqrt(hd))}
+	kvd := kvHeads * hd
+	if err := b.NewKVCache(infer.KVSpec{Layers: 2, Context: ctx, KVHeads: kvHeads, HeadDim: hd}); err != nil {
+		t.Fatal(err)
+	}
+	// Fill positions 0..599 of layer 1 by a prefill of 600, then decode
+	// one more at 600 (which uses several splits).
+	const pre = 600
+	kvals := randFloats(r, (pre+1)*kvd, 1)
+	vvals := randFloats(r, (pre+1)*kvd, 1)
+	qvals := randFloats(r, (pre+1)*heads*hd, 1)
+	k, v := b.mustTensor(t, "k", pre, kvd), b.mustTensor(t, "v", pre, kvd)
+	q, out := b.mustTensor(t, "q", pre, heads*hd), b.mustTensor(t, "out", pre, heads*hd)
+	b.write(t, k, kvals[:pre*kvd])
+	b.write(t, v, vvals[:pre*kvd])
+	b.write(t, q, qvals[:pre*heads*hd])
+	gotPre := make([]float32, pre*heads*hd)
+	b.Begin(batchOf(pre, 0))
+	b.StoreKV(1, k, v)
+	b.Attention(out, q, 1, a)
+	b.Read(out, gotPre)
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	k1, v1 := b.mustTensor(t, "k1", 1, kvd), b.mustTensor(t, "v1", 1, kvd)
+	q1, out1 := b.mustTensor(t, "q1", 1, heads*hd), b.mustTensor(t, "out1", 1, heads*hd)
+	b.write(t, k1, kvals[pre*kvd:])
+	b.write(t, v1, vvals[pre*kvd:])
+	b.write(t, q1, qvals[pre*heads*hd:])
+	gotDec := make([]float32, heads*hd)
+	b.Begin(batchOf(1, pre))
+	b.StoreKV(1, k1, v1)
+	b.Attention(out1, q1, 1, a)
+	b.Read(out1, gotDec)
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	f16 := func(x float32) float32 { return quant.F16ToF32(quant.F32ToF16(x)) }
+	ref := func(p int) []float32 {
+		out := make([]float32, heads*hd)
+		for h := 0; h < heads; h++ {
+			g := h / (heads / kvHeads)
+			s := make([]float64, p+1)
+			mx := math.Inf(-1)
+			for tt := 0; tt <= p; tt++ {
+				var d float64
+				for j := 0; j < hd; j++ {
+					d += float64(qvals[p*heads*hd+h*hd+j]) * float64(f16(kvals[tt*kvd+g*hd+j]))
+				}
+				s[tt] = d * float64(a.Scale)
+				mx = math.Max(mx, s[tt])
+			}
+			var sum float64
+			for tt := range s {
+				s[tt] = math.Exp(s[tt] - mx)
+				sum += s[tt]
+			}
+			for j := 0; j < hd; j++ {
+				var acc float64
+				for tt := range s {
+					acc += s[tt] * float64(f16(vvals[tt*kvd+g*hd+j]))
+				}
+				out[h*hd+j] = float32(acc / sum)
+			}
+		}
+		return out
+	}
+	for _, p := range []int{0, 1, 255, 256, 599} {
+		want := ref(p)
+		if e := maxRelErr(gotPre[p*heads*hd:(p+1)*heads*hd], want); e > 1e-4 {
+			t.Errorf("prefill row %d: max error %.3g", p, e)
+		}
+	}
+	if e := maxRelErr(gotDec, ref(pre)); e > 1e-4 {
+		t.Errorf("decode at %d: max error %.3g", pre, e)
+	}
+}
+
+func TestEmbed(t *testing.T) {
+	b := newTestBackend(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q4_0} {
+		const vocab, k = 50, 256
+		wb := quantizeMatrix(t, typ, vocab, k, randFloats(r, vocab*k, 1))
+		w, err := b.LoadWeight(infer.WeightData{Name: "emb" + typ.String(), Type: typ, Shape: []int64{k, vocab}, Data: wb})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := b.mustTensor(t, "x", 4, k)
+		toks := []int32{3, 49, 0, 3}
+		got := make([]float32, 4*k)
+		b.Begin(infer.Batch{Tokens: toks})
+		b.Embed(x, w)
+		b.Read(x, got)
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		rb, _ := typ.RowBytes(k)
+		want := make([]float32, 4*k)
+		for i, tok := range toks {
+			if err := quant.DequantizeRow(typ, wb[int(rb)*int(tok):int(rb)*int(tok+1)], want[i*k:(i+1)*k]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if e := maxRelErr(got, want); e != 0 {
+			t.Errorf("%s: embedding differs (max error %g)", typ, e)
+		}
+		b.Begin(infer.Batch{Tokens: []int32{vocab}})
+		b.Embed(x, w)
+		if err := b.Commit(); !errors.Is(err, infer.ErrBadShape) {
+			t.Errorf("%s: token past the vocabulary: got %v, want ErrBadShape", typ, err)
+		}
+	}
+}

@@ -1,0 +1,149 @@
+package gpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/bonsai-chat/bonsai/infer/profile"
+	"github.com/cogentcore/webgpu/wgpu"
+)
+
+// maxQueries bounds the timestamps of one pass (≈4 phases per layer).
+const maxQueries = 1024
+
+// profiler times phases with encoder timestamps written between compute
+// passes: each Phase call ends the pass and writes a timestamp, so the
+// interval between two timestamps belongs to the phase that began it.
+// Splitting the pass adds barriers, so profiling costs a little speed;
+// with profiling off nothing is written.
+type profiler struct {
+	on       bool
+	qs       *wgpu.QuerySet
+	resolve  *wgpu.Buffer
+	staging  *wgpu.Buffer
+	count    int
+	phases   []profile.Phase
+	sample   profile.Sample
+	disabled bool // no timestamp queries on this adapter
+}
+
+func (b *Backend) SetProfiling(on bool) {
+	p := &b.prof
+	p.on = on
+	p.sample = profile.Sample{Source: "gpu timestamps"}
+	if !b.d.Timestamps {
+		p.sample.Source = "gpu (adapter has no timestamp queries)"
+		p.disabled = true
+	}
+	if on && !p.disabled && p.qs == nil {
+		qs, err := b.d.dev.CreateQuerySet(&wgpu.QuerySetDescriptor{Label: "phases", Type: wgpu.QueryTypeTimestamp, Count: maxQueries})
+		if err != nil {
+			p.disabled = true
+			p.sample.Source = fmt.Sprintf("gpu (timestamp query set failed: %v)", err)
+			return
+		}
+		p.qs = qs
+		if p.resolve, err = b.d.newBuffer("timestamps", 8*maxQueries, wgpu.BufferUsageQueryResolve|wgpu.BufferUsageCopySrc); err == nil {
+			p.staging, err = b.d.newBuffer("timestamps.read", 8*maxQueries, readUsage)
+		}
+		if err != nil {
+			p.disabled = true
+			p.sample.Source = fmt.Sprintf("gpu (timestamp buffers failed: %v)", err)
+		}
+	}
+}
+
+func (b *Backend) TakeProfile() profile.Sample {
+	s := b.prof.sample
+	b.prof.sample = profile.Sample{Source: s.Source}
+	return s
+}
+
+func (p *profiler) active() bool { return p.on && !p.disabled }
+
+func (p *profiler) mark(b *Backend, ph profile.Phase) {
+	if p.count >= maxQueries-1 {
+		return // the rest of the pass counts towards the last phase
+	}
+	if err := b.enc.WriteTimestamp(p.qs, uint32(p.count)); err != nil {
+		b.fail(fmt.Errorf("gpu: timestamp: %w", err))
+		return
+	}
+	p.count++
+	p.phases = append(p.phases, ph)
+}
+
+func (p *profiler) begin(b *Backend) {
+	p.count = 0
+	p.phases = p.phases[:0]
+	if p.active() {
+		p.mark(b, b.phase)
+	}
+}
+
+func (p *profiler) phase(b *Backend, ph profile.Phase) {
+	if !p.active() || ph == b.phase {
+		return
+	}
+	b.endPass()
+	p.mark(b, ph)
+	b.beginPass()
+}
+
+// end writes the closing timestamp and the resolve; the pass is ended.
+func (p *profiler) end(b *Backend) {
+	if !p.active() || p.count == 0 {
+		return
+	}
+	if p.count < maxQueries {
+		if err := b.enc.WriteTimestamp(p.qs, uint32(p.count)); err != nil {
+			b.fail(fmt.Errorf("gpu: timestamp: %w", err))
+			return
+		}
+		p.count++
+	}
+	if err := b.enc.ResolveQuerySet(p.qs, 0, uint32(p.count), p.resolve, 0); err != nil {
+		b.fail(fmt.Errorf("gpu: resolving timestamps: %w", err))
+		return
+	}
+	if err := b.enc.CopyBufferToBuffer(p.resolve, 0, p.staging, 0, uint64(8*p.count)); err != nil {
+		b.fail(fmt.Errorf("gpu: copying timestamps: %w", err))
+	}
+}
+
+// collect reads the ticks (1 ns on Vulkan, lavapipe and llvmpipe) after
+// the pass has finished.
+func (p *profiler) collect(b *Backend, wall time.Duration) error {
+	if !p.on {
+		return nil
+	}
+	p.sample.Tokens += b.n
+	if p.disabled || p.count < 2 {
+		return nil
+	}
+	raw := make([]byte, 8*p.count)
+	if err := readBuffer(b.d.dev, p.staging, 0, raw); err != nil {
+		return err
+	}
+	prev := binary.LittleEndian.Uint64(raw)
+	for i := 1; i < p.count; i++ {
+		t := binary.LittleEndian.Uint64(raw[8*i:])
+		if t >= prev {
+			p.sample.Add(p.phases[i-1], time.Duration(t-prev))
+		}
+		prev = t
+	}
+	return nil
+}
+
+func (p *profiler) release() {
+	if p.qs != nil {
+		p.qs.Release()
+	}
+	for _, b := range []*wgpu.Buffer{p.resolve, p.staging} {
+		if b != nil {
+			b.Release()
+		}
+	}
+}

@@ -1,0 +1,168 @@
+package gpu
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/quant"
+	"github.com/cogentcore/webgpu/wgpu"
+)
+
+// weight is a model tensor on the device. Q1_0 matrices are repacked into
+// sign words and f32 scales; every other type is dequantized to f32 at load
+// (a first version for the less common types: 32/bits times the memory),
+// split into row chunks that each fit one storage binding.
+type weight struct {
+	name  string
+	typ   gguf.Type
+	shape []int64
+	k, m  int // ne0 (inputs) and rows
+
+	// Q1_0
+	bits, scales *wgpu.Buffer
+	// everything else: dense f32 rows, chunked
+	chunks []f32Chunk
+
+	data  []byte // the file's bytes (valid until Close): CPU-side embedding rows
+	bytes int64  // device bytes
+}
+
+type f32Chunk struct {
+	buf  *wgpu.Buffer
+	row0 int
+	rows int
+}
+
+func (w *weight) Name() string    { return w.name }
+func (w *weight) Type() gguf.Type { return w.typ }
+func (w *weight) Shape() []int64  { return w.shape }
+func (w *weight) q1() bool        { return w.typ == gguf.Q1_0 }
+func (w *weight) release() {
+	for _, b := range []*wgpu.Buffer{w.bits, w.scales} {
+		if b != nil {
+			b.Release()
+		}
+	}
+	for _, c := range w.chunks {
+		c.buf.Release()
+	}
+}
+
+func loadWeight(d *Device, wd infer.WeightData) (*weight, error) {
+	if len(wd.Shape) == 0 || len(wd.Shape) > 2 {
+		return nil, fmt.Errorf("gpu: weight %s: %d dimensions: %w", wd.Name, len(wd.Shape), infer.ErrBadShape)
+	}
+	k := int(wd.Shape[0])
+	m := 1
+	if len(wd.Shape) == 2 {
+		m = int(wd.Shape[1])
+	}
+	if k <= 0 || m <= 0 {
+		return nil, fmt.Errorf("gpu: weight %s: shape %v: %w", wd.Name, wd.Shape, infer.ErrBadShape)
+	}
+	if wd.Type != gguf.Q1_0 && !quant.Supported(wd.Type) {
+		return nil, fmt.Errorf("gpu: weight %s: %w %s", wd.Name, infer.ErrUnsupportedType, wd.Type)
+	}
+	rowBytes, err := wd.Type.RowBytes(int64(k))
+	if err != nil {
+		return nil, fmt.Errorf("gpu: weight %s: %w: %w", wd.Name, infer.ErrBadShape, err)
+	}
+	if int64(len(wd.Data)) != rowBytes*int64(m) {
+		return nil, fmt.Errorf("gpu: weight %s: %d bytes, want %d for %s %v: %w",
+			wd.Name, len(wd.Data), rowBytes*int64(m), wd.Type, wd.Shape, infer.ErrBadShape)
+	}
+	w := &weight{name: wd.Name, typ: wd.Type, shape: append([]int64(nil), wd.Shape...), k: k, m: m, data: wd.Data}
+	if wd.Type == gguf.Q1_0 {
+		err = w.repackQ1(d, int(rowBytes))
+	} else {
+		err = w.dequantize(d, int(rowBytes))
+	}
+	if err != nil {
+		w.release()
+		return nil, err
+	}
+	return w, nil
+}
+
+// repackQ1 splits 18-byte blocks {f16 d; u8 qs[16]} into the sign words
+// (qs read as 4 little-endian u32: bit i of word j is weight 32j+i) and
+// the scales as f32, so the kernel reads aligned, coalesced words.
+func (w *weight) repackQ1(d *Device, rowBytes int) error {
+	blocks := w.k / 128
+	bits := make([]byte, w.m*blocks*16)
+	scales := make([]byte, w.m*blocks*4)
+	for r := 0; r < w.m; r++ {
+		row := w.data[r*rowBytes : (r+1)*rowBytes]
+		for b := 0; b < blocks; b++ {
+			blk := row[b*18 : b*18+18]
+			copy(bits[(r*blocks+b)*16:], blk[2:18])
+			s := quant.F16ToF32(binary.LittleEndian.Uint16(blk))
+			binary.LittleEndian.PutUint32(scales[(r*blocks+b)*4:], mathFloat32bits(s))
+		}
+	}
+	var err error
+	if w.bits, err = d.upload(w.name+".bits", bits); err != nil {
+		return err
+	}
+	if w.scales, err = d.upload(w.name+".scales", scales); err != nil {
+		return err
+	}
+	w.bytes = int64(len(bits) + len(scales))
+	return nil
+}
+
+// dequantize expands the rows to f32 in chunks that each fit a storage
+// binding (lavapipe allows 128 MiB; a tied Qwen vocab of 151936 rows is
+// larger than that at f32).
+func (w *weight) dequantize(d *Device, rowBytes int) error {
+	maxRows := int(d.Limits.MaxStorageBufferBindingSize / uint64(4*w.k))
+	maxRows -= maxRows % 8
+	if maxRows < 8 {
+		return fmt.Errorf("gpu: weight %s: rows of %d values exceed a storage binding: %w", w.name, w.k, ErrOutOfMemory)
+	}
+	row := make([]float32, w.k)
+	for r0 := 0; r0 < w.m; r0 += maxRows {
+		rows := min(maxRows, w.m-r0)
+		buf := make([]byte, rows*w.k*4)
+		for r := 0; r < rows; r++ {
+			src := w.data[(r0+r)*rowBytes : (r0+r+1)*rowBytes]
+			if err := quant.DequantizeRow(w.typ, src, row); err != nil {
+				return fmt.Errorf("gpu: weight %s row %d: %w", w.name, r0+r, err)
+			}
+			for j, v := range row {
+				binary.LittleEndian.PutUint32(buf[(r*w.k+j)*4:], mathFloat32bits(v))
+			}
+		}
+		b, err := d.upload(fmt.Sprintf("%s.f32[%d]", w.name, r0), buf)
+		if err != nil {
+			return err
+		}
+		w.chunks = append(w.chunks, f32Chunk{buf: b, row0: r0, rows: rows})
+		w.bytes += int64(len(buf))
+	}
+	return nil
+}
+
+// embedRows dequantizes rows tokens of w on the CPU into dst (len(tokens)·k).
+func (w *weight) embedRows(tokens []int32, dst []byte) error {
+	rowBytes, err := w.typ.RowBytes(int64(w.k))
+	if err != nil {
+		return err
+	}
+	row := make([]float32, w.k)
+	for i, t := range tokens {
+		if t < 0 || int(t) >= w.m {
+			return fmt.Errorf("gpu: token %d outside the vocabulary of %d: %w", t, w.m, infer.ErrBadShape)
+		}
+		src := w.data[int64(t)*rowBytes : int64(t+1)*rowBytes]
+		if err := quant.DequantizeRow(w.typ, src, row); err != nil {
+			return err
+		}
+		for j, v := range row {
+			binary.LittleEndian.PutUint32(dst[(i*w.k+j)*4:], mathFloat32bits(v))
+		}
+	}
+	return nil
+}

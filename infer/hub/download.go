@@ -1,0 +1,441 @@
+package hub
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+	"golang.org/x/sys/unix"
+)
+
+// PartialSuffix marks a download in progress, beside its final name.
+const PartialSuffix = ".partial"
+
+// Phase says what a Progress report is about.
+type Phase string
+
+const (
+	PhaseDownload Phase = "download"
+	PhaseVerify   Phase = "verify"
+)
+
+// Progress is reported during a pull.
+type Progress struct {
+	Phase   Phase
+	Done    int64 // bytes downloaded (or hashed) so far, resumed bytes included
+	Total   int64 // expected bytes; 0 when unknown
+	Resumed int64 // bytes already on disk when this transfer began
+}
+
+// Options tune Download and Pull. The zero value works.
+type Options struct {
+	Client   *http.Client    // nil: a client without an overall timeout
+	Progress func(Progress)  // called from the downloading goroutine
+	Retries  int             // automatic resumptions after a cut connection
+	Retried  func(err error) // told about each automatic retry, if set
+	SHA256   string          // expected hash for a URL pull (registry entries carry their own)
+
+	// Test hooks: wrap the partial file's writer (to simulate a full disk)
+	// and report free space.
+	wrapWriter func(io.Writer) io.Writer
+	freeSpace  func(dir string) (int64, error)
+}
+
+// Result describes a finished pull.
+type Result struct {
+	Path           string
+	Size           int64
+	SHA256         string // of the file, when it was downloaded now
+	AlreadyPresent bool   // the file was there already; nothing downloaded
+}
+
+// Pull downloads a registry model by name, or any GGUF file by http(s) URL,
+// into dir.
+func Pull(ctx context.Context, nameOrURL, dir string, opts Options) (Result, error) {
+	if m, ok := Lookup(nameOrURL); ok {
+		if opts.SHA256 != "" {
+			m.SHA256 = opts.SHA256
+		}
+		return Download(ctx, m, dir, opts)
+	}
+	u, err := url.Parse(nameOrURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return Result{}, unknownModel(nameOrURL)
+	}
+	file := path.Base(u.Path)
+	if !strings.HasSuffix(strings.ToLower(file), ".gguf") {
+		return Result{}, fmt.Errorf("hub: URL %s does not name a .gguf file", nameOrURL)
+	}
+	return Download(ctx, Model{Name: strings.TrimSuffix(file, path.Ext(file)), File: file, Source: nameOrURL, SHA256: opts.SHA256}, dir, opts)
+}
+
+// Download fetches m into dir/m.File. Bytes go to dir/m.File+".partial",
+// which survives interruptions and is resumed with an HTTP Range request
+// (restarting when the server ignores Range). The finished file is checked
+// (size, SHA256 when known, GGUF structure) and only then renamed to its
+// final name, so a file under that name is always complete.
+func Download(ctx context.Context, m Model, dir string, opts Options) (Result, error) {
+	if err := checkFileName(m.File); err != nil {
+		return Result{}, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Result{}, fmt.Errorf("hub: cannot create models directory: %w", err)
+	}
+	final := filepath.Join(dir, m.File)
+	if st, err := os.Stat(final); err == nil {
+		if m.Size > 0 && st.Size() != m.Size {
+			return Result{}, fmt.Errorf("hub: %s exists with %d bytes, expected %d; delete it to download again: %w", final, st.Size(), m.Size, ErrSizeMismatch)
+		}
+		return Result{Path: final, Size: st.Size(), AlreadyPresent: true}, nil
+	}
+	d := downloader{m: m, dir: dir, partial: final + PartialSuffix, opts: opts}
+	if d.opts.Client == nil {
+		d.opts.Client = &http.Client{}
+	}
+	if d.opts.freeSpace == nil {
+		d.opts.freeSpace = freeSpace
+	}
+	for attempt := 0; ; attempt++ {
+		err := d.transfer(ctx)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrInterrupted) || attempt >= opts.Retries || ctx.Err() != nil {
+			return Result{}, err
+		}
+		if opts.Retried != nil {
+			opts.Retried(err)
+		}
+		select {
+		case <-ctx.Done():
+			return Result{}, err
+		case <-time.After(retryDelay(attempt)):
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, fmt.Errorf("hub: %w", err)
+	}
+	sum, size, err := d.verify()
+	if err != nil {
+		return Result{}, err
+	}
+	if err := os.Rename(d.partial, final); err != nil {
+		return Result{}, fmt.Errorf("hub: %w", err)
+	}
+	syncDir(dir)
+	return Result{Path: final, Size: size, SHA256: sum}, nil
+}
+
+func retryDelay(attempt int) time.Duration {
+	return min(time.Duration(attempt+1)*500*time.Millisecond, 5*time.Second)
+}
+
+// checkFileName refuses names that would escape the models directory.
+func checkFileName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, `/\`) || filepath.Base(name) != name {
+		return fmt.Errorf("hub: bad model file name %q", name)
+	}
+	return nil
+}
+
+type downloader struct {
+	m       Model
+	dir     string
+	partial string
+	opts    Options
+}
+
+func (d *downloader) report(p Progress) {
+	if d.opts.Progress != nil {
+		d.opts.Progress(p)
+	}
+}
+
+// transfer brings the partial file up to the full size, resuming what is
+// there. Errors worth retrying wrap ErrInterrupted.
+func (d *downloader) transfer(ctx context.Context) error {
+	f, err := os.OpenFile(d.partial, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("hub: cannot write to the models directory: %w", err)
+	}
+	defer func() {
+		// An empty partial file records nothing worth resuming.
+		if st, err := f.Stat(); err == nil && st.Size() == 0 {
+			os.Remove(d.partial)
+		}
+		f.Close()
+	}()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("hub: %w", err)
+	}
+	offset := st.Size()
+	if d.m.Size > 0 && offset > d.m.Size { // not ours to resume
+		offset = 0
+	}
+	if d.m.Size > 0 && offset == d.m.Size {
+		return nil // complete from an earlier run; verify decides
+	}
+	resp, offset, err := d.request(ctx, offset)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusRequestedRangeNotSatisfiable {
+		return nil // the partial already holds the whole file
+	}
+	if err := f.Truncate(offset); err != nil {
+		return fmt.Errorf("hub: %w", err)
+	}
+	total := d.m.Size
+	if announced := announcedTotal(resp, offset); announced > 0 {
+		if total > 0 && announced != total {
+			return fmt.Errorf("hub: %s: the server offers %d bytes, expected %d: %w", d.m.URL(), announced, total, ErrSizeMismatch)
+		}
+		total = announced
+	}
+	if total > 0 {
+		free, err := d.opts.freeSpace(d.dir)
+		if err == nil && free < total-offset {
+			return fmt.Errorf("hub: %s needs %s more but %s holds only %s free: %w", d.m.File, humanBytes(total-offset), d.dir, humanBytes(free), ErrDiskFull)
+		}
+	}
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return fmt.Errorf("hub: %w", err)
+	}
+	var w io.Writer = f
+	if d.opts.wrapWriter != nil {
+		w = d.opts.wrapWriter(w)
+	}
+	done, err := d.copy(ctx, w, resp.Body, offset, total)
+	if serr := f.Sync(); err == nil && serr != nil {
+		err = writeError(serr)
+	}
+	if err != nil {
+		return err
+	}
+	if total > 0 && done < total {
+		return fmt.Errorf("hub: connection closed after %d of %d bytes (run pull again to resume): %w", done, total, ErrInterrupted)
+	}
+	return nil
+}
+
+// request asks for the bytes from offset on. It returns the offset the
+// response actually starts at: 0 when the server ignored Range.
+func (d *downloader) request(ctx context.Context, offset int64) (*http.Response, int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.m.URL(), nil)
+	if err != nil {
+		return nil, 0, fmt.Errorf("hub: bad URL %q: %w", d.m.URL(), err)
+	}
+	req.Header.Set("User-Agent", "bonsai")
+	if offset > 0 {
+		req.Header.Set("Range", "bytes="+strconv.FormatInt(offset, 10)+"-")
+	}
+	resp, err := d.opts.Client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, 0, fmt.Errorf("hub: %w", ctx.Err())
+		}
+		return nil, 0, fmt.Errorf("hub: %s: %w: %w", d.m.URL(), ErrInterrupted, err)
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return resp, 0, nil // whole file: Range not asked for, or ignored
+	case http.StatusPartialContent:
+		if start, ok := contentRangeStart(resp.Header.Get("Content-Range")); ok && start == offset {
+			return resp, offset, nil
+		}
+		resp.Body.Close()
+		if offset == 0 {
+			return nil, 0, fmt.Errorf("hub: %s: the server sent a range (%s) that was not asked for: %w", d.m.URL(), resp.Header.Get("Content-Range"), ErrHTTP)
+		}
+		return d.request(ctx, 0) // a range we did not ask for: start over
+	case http.StatusRequestedRangeNotSatisfiable:
+		if offset > 0 && contentRangeTotal(resp.Header.Get("Content-Range")) == offset {
+			return resp, offset, nil
+		}
+		resp.Body.Close()
+		if offset > 0 {
+			return d.request(ctx, 0)
+		}
+	}
+	resp.Body.Close()
+	err = fmt.Errorf("hub: %s: %s: %w", d.m.URL(), resp.Status, ErrHTTP)
+	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
+		err = fmt.Errorf("%w (%w)", err, ErrInterrupted)
+	}
+	return nil, 0, err
+}
+
+// announcedTotal is the full file size the response implies, 0 if unknown.
+func announcedTotal(resp *http.Response, offset int64) int64 {
+	if resp.StatusCode == http.StatusPartialContent {
+		if t := contentRangeTotal(resp.Header.Get("Content-Range")); t > 0 {
+			return t
+		}
+	}
+	if resp.ContentLength >= 0 {
+		return offset + resp.ContentLength
+	}
+	return 0
+}
+
+// contentRangeStart parses the first byte of "bytes START-END/TOTAL".
+func contentRangeStart(h string) (int64, bool) {
+	rest, ok := strings.CutPrefix(h, "bytes ")
+	if !ok {
+		return 0, false
+	}
+	start, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(start, 10, 64)
+	return n, err == nil && n >= 0
+}
+
+// contentRangeTotal parses TOTAL of "bytes START-END/TOTAL" or "bytes */TOTAL"; 0 if absent.
+func contentRangeTotal(h string) int64 {
+	_, total, ok := strings.Cut(h, "/")
+	if !ok {
+		return 0
+	}
+	n, err := strconv.ParseInt(total, 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// copy moves the body into w, reporting progress. It returns the bytes now
+// in the partial file.
+func (d *downloader) copy(ctx context.Context, w io.Writer, body io.Reader, offset, total int64) (int64, error) {
+	buf := make([]byte, 256<<10)
+	done := offset
+	d.report(Progress{Phase: PhaseDownload, Done: done, Total: total, Resumed: offset})
+	for {
+		if err := ctx.Err(); err != nil {
+			return done, fmt.Errorf("hub: download stopped after %d bytes (run pull again to resume): %w", done, err)
+		}
+		n, rerr := body.Read(buf)
+		if n > 0 {
+			if total > 0 && done+int64(n) > total {
+				return done, fmt.Errorf("hub: the server sent more than the %d bytes it announced: %w", total, ErrSizeMismatch)
+			}
+			if _, err := w.Write(buf[:n]); err != nil {
+				return done, writeError(err)
+			}
+			done += int64(n)
+			d.report(Progress{Phase: PhaseDownload, Done: done, Total: total, Resumed: offset})
+		}
+		if rerr == io.EOF {
+			return done, nil
+		}
+		if rerr != nil {
+			return done, fmt.Errorf("hub: transfer stopped after %d bytes (run pull again to resume): %w: %w", done, ErrInterrupted, rerr)
+		}
+	}
+}
+
+func writeError(err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return fmt.Errorf("hub: disk full while writing the download (the partial file is kept; free space and pull again): %w: %w", ErrDiskFull, err)
+	}
+	return fmt.Errorf("hub: writing the download: %w", err)
+}
+
+// verify checks the finished partial file: size, SHA256 and GGUF structure.
+// A partial file that cannot become valid by resuming is removed.
+func (d *downloader) verify() (string, int64, error) {
+	f, err := os.Open(d.partial)
+	if err != nil {
+		return "", 0, fmt.Errorf("hub: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", 0, fmt.Errorf("hub: %w", err)
+	}
+	size := st.Size()
+	if d.m.Size > 0 && size != d.m.Size {
+		if size > d.m.Size {
+			os.Remove(d.partial)
+		}
+		return "", 0, fmt.Errorf("hub: %s: downloaded %d bytes, expected %d: %w", d.m.File, size, d.m.Size, ErrSizeMismatch)
+	}
+	h := sha256.New()
+	pr := &progressReader{r: f, total: size, report: d.report}
+	if _, err := io.CopyBuffer(h, pr, make([]byte, 1<<20)); err != nil {
+		return "", 0, fmt.Errorf("hub: hashing %s: %w", d.partial, err)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	if d.m.SHA256 != "" && !strings.EqualFold(sum, d.m.SHA256) {
+		os.Remove(d.partial)
+		return "", 0, fmt.Errorf("hub: %s: sha256 %s, expected %s (the download was removed): %w", d.m.File, sum, d.m.SHA256, ErrChecksum)
+	}
+	g, err := gguf.Open(d.partial)
+	if err != nil {
+		os.Remove(d.partial)
+		return "", 0, fmt.Errorf("hub: %s (the download was removed): %w: %w", d.m.URL(), ErrNotGGUF, err)
+	}
+	g.Close()
+	return sum, size, nil
+}
+
+type progressReader struct {
+	r      io.Reader
+	done   int64
+	total  int64
+	report func(Progress)
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.done += int64(n)
+	p.report(Progress{Phase: PhaseVerify, Done: p.done, Total: p.total})
+	return n, err
+}
+
+func freeSpace(dir string) (int64, error) {
+	var s unix.Statfs_t
+	if err := unix.Statfs(dir, &s); err != nil {
+		return 0, err
+	}
+	return int64(s.Bavail) * int64(s.Bsize), nil
+}
+
+// syncDir makes a rename durable; failure only risks the rename, so it is
+// not reported.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+}
+
+// humanBytes renders a byte count for messages: "1.08 GiB".
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.2f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}

@@ -1,0 +1,465 @@
+package hub
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+)
+
+// testModelBytes is a small valid GGUF file.
+func testModelBytes(t *testing.T) []byte {
+	t.Helper()
+	w := gguf.NewWriter()
+	w.Set("general.architecture", "qwen3")
+	data := make([]byte, 18*64)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	if err := w.AddTensor("token_embd.weight", gguf.Q1_0, []int64{1024, 8}, data); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := w.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func hashOf(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+
+// server serves content at /m.gguf. cutAt > 0 makes the first cuts
+// responses drop the connection after cutAt bytes of body. ignoreRange
+// answers every request with the whole file.
+type server struct {
+	*httptest.Server
+	content     []byte
+	cutAt       int
+	cuts        int
+	ignoreRange bool
+
+	mu     sync.Mutex
+	ranges []string // the Range header of each request
+}
+
+func newServer(t *testing.T, content []byte) *server {
+	s := &server{content: content}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/m.gguf" {
+		http.NotFound(w, r)
+		return
+	}
+	s.mu.Lock()
+	s.ranges = append(s.ranges, r.Header.Get("Range"))
+	cut := s.cuts > 0
+	if cut {
+		s.cuts--
+	}
+	s.mu.Unlock()
+	if s.ignoreRange {
+		r.Header.Del("Range")
+	}
+	if !cut {
+		http.ServeContent(w, r, "m.gguf", time.Time{}, bytes.NewReader(s.content))
+		return
+	}
+	// Announce the whole file, send part of it, then drop the connection.
+	start := 0
+	if rg := r.Header.Get("Range"); rg != "" {
+		start, _ = strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(rg, "bytes="), "-"))
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, len(s.content)-1, len(s.content)))
+		w.Header().Set("Content-Length", strconv.Itoa(len(s.content)-start))
+		w.WriteHeader(http.StatusPartialContent)
+	} else {
+		w.Header().Set("Content-Length", strconv.Itoa(len(s.content)))
+	}
+	w.Write(s.content[start:min(start+s.cutAt, len(s.content))])
+	w.(http.Flusher).Flush()
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err == nil {
+		conn.Close()
+	}
+}
+
+func (s *server) requestRanges() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.ranges...)
+}
+
+func (s *server) model(content []byte) Model {
+	return Model{Name: "m", File: "m.gguf", Source: s.URL + "/m.gguf", Size: int64(len(content)), SHA256: hashOf(content)}
+}
+
+// checkDir asserts the invariant: the final name holds the complete file
+// or nothing, and says whether a partial file remains.
+func checkDir(t *testing.T, dir string, content []byte, wantFinal, wantPartial bool) {
+	t.Helper()
+	got, err := os.ReadFile(filepath.Join(dir, "m.gguf"))
+	switch {
+	case err == nil && !bytes.Equal(got, content):
+		t.Errorf("final file holds %d bytes that differ from the %d-byte model", len(got), len(content))
+	case err == nil && !wantFinal:
+		t.Error("final file present")
+	case err != nil && wantFinal:
+		t.Errorf("final file: %v", err)
+	}
+	_, err = os.Stat(filepath.Join(dir, "m.gguf"+PartialSuffix))
+	if (err == nil) != wantPartial {
+		t.Errorf("partial file present = %v, want %v", err == nil, wantPartial)
+	}
+}
+
+func TestDownload(t *testing.T) {
+	content := testModelBytes(t)
+	s := newServer(t, content)
+	dir := filepath.Join(t.TempDir(), "models") // created by Download
+	var last Progress
+	res, err := Download(context.Background(), s.model(content), dir, Options{Progress: func(p Progress) {
+		if p.Phase == PhaseDownload {
+			last = p
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDir(t, dir, content, true, false)
+	if res.SHA256 != hashOf(content) || res.Size != int64(len(content)) || res.AlreadyPresent {
+		t.Errorf("result %+v", res)
+	}
+	if last.Done != int64(len(content)) || last.Total != int64(len(content)) {
+		t.Errorf("last progress %+v", last)
+	}
+	res, err = Download(context.Background(), s.model(content), dir, Options{})
+	if err != nil || !res.AlreadyPresent {
+		t.Errorf("second download: %+v %v", res, err)
+	}
+	if n := len(s.requestRanges()); n != 1 {
+		t.Errorf("%d requests, want 1", n)
+	}
+}
+
+func TestResumeAfterCut(t *testing.T) {
+	content := testModelBytes(t)
+	s := newServer(t, content)
+	s.cutAt, s.cuts = 700, 1
+	dir := t.TempDir()
+	_, err := Download(context.Background(), s.model(content), dir, Options{})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("cut download: %v", err)
+	}
+	checkDir(t, dir, content, false, true)
+	if st, _ := os.Stat(filepath.Join(dir, "m.gguf"+PartialSuffix)); st.Size() != 700 {
+		t.Errorf("partial holds %d bytes, want 700", st.Size())
+	}
+	var resumed int64
+	if _, err := Download(context.Background(), s.model(content), dir, Options{Progress: func(p Progress) {
+		if p.Phase == PhaseDownload {
+			resumed = p.Resumed
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	checkDir(t, dir, content, true, false)
+	if r := s.requestRanges(); len(r) != 2 || r[1] != "bytes=700-" || resumed != 700 {
+		t.Errorf("requests %q, resumed %d", r, resumed)
+	}
+}
+
+func TestAutomaticRetries(t *testing.T) {
+	content := testModelBytes(t)
+	s := newServer(t, content)
+	s.cutAt, s.cuts = 500, 2
+	dir := t.TempDir()
+	retried := 0
+	if _, err := Download(context.Background(), s.model(content), dir, Options{Retries: 3, Retried: func(error) { retried++ }}); err != nil {
+		t.Fatal(err)
+	}
+	checkDir(t, dir, content, true, false)
+	if r := s.requestRanges(); retried != 2 || len(r) != 3 || r[1] != "bytes=500-" || r[2] != "bytes=1000-" {
+		t.Errorf("retried %d, requests %q", retried, r)
+	}
+}
+
+func TestServerIgnoresRange(t *testing.T) {
+	content := testModelBytes(t)
+	s := newServer(t, content)
+	s.ignoreRange = true
+	dir := t.TempDir()
+	// A partial file whose bytes are wrong: only a restart gives the right file.
+	os.WriteFile(filepath.Join(dir, "m.gguf"+PartialSuffix), bytes.Repeat([]byte{0xEE}, 300), 0o644)
+	if _, err := Download(context.Background(), s.model(content), dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	checkDir(t, dir, content, true, false)
+	if r := s.requestRanges(); len(r) != 1 || r[0] != "bytes=300-" {
+		t.Errorf("requests %q", r)
+	}
+}
+
+func TestCompletePartialOfUnknownSize(t *testing.T) {
+	content := testModelBytes(t)
+	s := newServer(t, content)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "m.gguf"+PartialSuffix), content, 0o644)
+	m := s.model(content)
+	m.Size, m.SHA256 = 0, ""
+	if _, err := Download(context.Background(), m, dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	checkDir(t, dir, content, true, false)
+}
+
+func TestPartialLongerThanModel(t *testing.T) {
+	content := testModelBytes(t)
+	s := newServer(t, content)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "m.gguf"+PartialSuffix), make([]byte, len(content)+5), 0o644)
+	if _, err := Download(context.Background(), s.model(content), dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	checkDir(t, dir, content, true, false)
+	if r := s.requestRanges(); len(r) != 1 || r[0] != "" {
+		t.Errorf("requests %q", r)
+	}
+}
+
+func TestRejectedDownloads(t *testing.T) {
+	content := testModelBytes(t)
+	corrupt := bytes.Clone(content)
+	corrupt[len(corrupt)-1] ^= 1
+	html := []byte("<!doctype html><title>Sign in</title>")
+	cases := []struct {
+		name        string
+		serve       []byte
+		model       func(Model) Model
+		want        error
+		keepPartial bool
+	}{
+		{"sha256 mismatch", corrupt, nil, ErrChecksum, false},
+		{"server size differs", content, func(m Model) Model { m.Size += 10; return m }, ErrSizeMismatch, false},
+		{"not gguf", html, func(m Model) Model { m.Size, m.SHA256 = 0, ""; return m }, ErrNotGGUF, false},
+		{"truncated gguf of unknown size", content[:len(content)-100], func(m Model) Model { m.Size, m.SHA256 = 0, ""; return m }, ErrNotGGUF, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := newServer(t, c.serve)
+			m := s.model(content)
+			if c.model != nil {
+				m = c.model(m)
+			}
+			dir := t.TempDir()
+			_, err := Download(context.Background(), m, dir, Options{})
+			if !errors.Is(err, c.want) {
+				t.Fatalf("error %v, want %v", err, c.want)
+			}
+			checkDir(t, dir, content, false, c.keepPartial)
+		})
+	}
+}
+
+func TestHTTPErrors(t *testing.T) {
+	content := testModelBytes(t)
+	s := newServer(t, content)
+	m := s.model(content)
+	m.Source = s.URL + "/missing.gguf"
+	m.File = "missing.gguf"
+	dir := t.TempDir()
+	_, err := Download(context.Background(), m, dir, Options{Retries: 2})
+	if !errors.Is(err, ErrHTTP) || errors.Is(err, ErrInterrupted) || !strings.Contains(err.Error(), "404") {
+		t.Errorf("404: %v", err)
+	}
+	m.Source = "http://127.0.0.1:1/m.gguf" // nothing listens on port 1
+	if _, err := Download(context.Background(), m, dir, Options{}); !errors.Is(err, ErrInterrupted) {
+		t.Errorf("refused: %v", err)
+	}
+}
+
+// failingWriter stands in for a disk that fills up after limit bytes.
+type failingWriter struct {
+	w     io.Writer
+	limit int
+}
+
+func (f *failingWriter) Write(p []byte) (int, error) {
+	if len(p) > f.limit {
+		n, _ := f.w.Write(p[:f.limit])
+		f.limit = 0
+		return n, &os.PathError{Op: "write", Path: "m.gguf.partial", Err: syscall.ENOSPC}
+	}
+	f.limit -= len(p)
+	return f.w.Write(p)
+}
+
+func TestDiskFull(t *testing.T) {
+	content := testModelBytes(t)
+	s := newServer(t, content)
+	dir := t.TempDir()
+	opts := Options{Retries: 3, wrapWriter: func(w io.Writer) io.Writer { return &failingWriter{w: w, limit: 400} }}
+	_, err := Download(context.Background(), s.model(content), dir, opts)
+	if !errors.Is(err, ErrDiskFull) || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("full disk: %v", err)
+	}
+	checkDir(t, dir, content, false, true)
+	if n := len(s.requestRanges()); n != 1 {
+		t.Errorf("a full disk was retried: %d requests", n)
+	}
+	// Space freed: the pull resumes.
+	if _, err := Download(context.Background(), s.model(content), dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	checkDir(t, dir, content, true, false)
+
+	// Too little free space is reported before anything is written.
+	dir = t.TempDir()
+	opts = Options{freeSpace: func(string) (int64, error) { return 100, nil }}
+	if _, err := Download(context.Background(), s.model(content), dir, opts); !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), "free") {
+		t.Fatalf("no space: %v", err)
+	}
+}
+
+func TestUnwritableDirectory(t *testing.T) {
+	content := testModelBytes(t)
+	s := newServer(t, content)
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o644)
+	if _, err := Download(context.Background(), s.model(content), filepath.Join(file, "models"), Options{}); !errors.Is(err, syscall.ENOTDIR) {
+		t.Errorf("directory under a file: %v", err)
+	}
+	if os.Geteuid() == 0 {
+		t.Log("running as root: permission bits do not stop writes; skipping the read-only directory case")
+		return
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o555)
+	defer os.Chmod(dir, 0o755)
+	if _, err := Download(context.Background(), s.model(content), dir, Options{}); !errors.Is(err, os.ErrPermission) {
+		t.Errorf("read-only directory: %v", err)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	content := testModelBytes(t)
+	s := newServer(t, content)
+	ctx, cancel := context.WithCancel(context.Background())
+	dir := t.TempDir()
+	_, err := Download(ctx, s.model(content), dir, Options{Retries: 5, Progress: func(p Progress) {
+		cancel()
+	}})
+	if err == nil {
+		t.Fatal("cancelled download succeeded")
+	}
+	_, statErr := os.Stat(filepath.Join(dir, "m.gguf"))
+	if statErr == nil {
+		t.Error("final file after cancel")
+	}
+}
+
+func TestPull(t *testing.T) {
+	content := testModelBytes(t)
+	s := newServer(t, content)
+	dir := t.TempDir()
+	res, err := Pull(context.Background(), s.URL+"/m.gguf", dir, Options{SHA256: hashOf(content)})
+	if err != nil || res.Path != filepath.Join(dir, "m.gguf") {
+		t.Fatalf("pull URL: %+v %v", res, err)
+	}
+	if _, err := Pull(context.Background(), s.URL+"/m.gguf", t.TempDir(), Options{SHA256: strings.Repeat("0", 64)}); !errors.Is(err, ErrChecksum) {
+		t.Errorf("pinned wrong sha: %v", err)
+	}
+	for _, bad := range []string{"bonsai-9b", "ftp://x/m.gguf", "https://x/model.bin", "https://x/"} {
+		if _, err := Pull(context.Background(), bad, dir, Options{}); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if _, err := Pull(context.Background(), "bonsai-9b", dir, Options{}); !errors.Is(err, ErrUnknownModel) {
+		t.Errorf("unknown name: %v", err)
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	seen := map[string]bool{}
+	for _, m := range Registry {
+		if seen[m.Name] || m.Name != strings.ToLower(m.Name) || checkFileName(m.File) != nil || !strings.HasSuffix(m.File, ".gguf") {
+			t.Errorf("bad entry %+v", m)
+		}
+		seen[m.Name] = true
+		if !strings.HasPrefix(m.URL(), "https://huggingface.co/prism-ml/") {
+			t.Errorf("%s: URL %s", m.Name, m.URL())
+		}
+	}
+	m, ok := Lookup("Bonsai-8B")
+	if !ok || m.URL() != "https://huggingface.co/prism-ml/Bonsai-8B-gguf/resolve/main/Bonsai-8B-Q1_0.gguf" || m.Size != 1_158_654_496 {
+		t.Errorf("bonsai-8b: %+v", m)
+	}
+	if _, ok := Lookup(DefaultModel); !ok {
+		t.Error("default model not in the registry")
+	}
+}
+
+func TestResolveAndList(t *testing.T) {
+	dir := t.TempDir()
+	m, _ := Lookup("bonsai-4b")
+	if _, err := Resolve("bonsai-4b", dir); !errors.Is(err, ErrNotDownloaded) || !strings.Contains(err.Error(), "bonsai pull bonsai-4b") {
+		t.Errorf("not downloaded: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, m.File), []byte("GGUF"), 0o644)
+	os.WriteFile(filepath.Join(dir, "own.gguf"), []byte("GGUF"), 0o644)
+	os.WriteFile(filepath.Join(dir, "Bonsai-8B-Q1_0.gguf"+PartialSuffix), []byte("GG"), 0o644)
+	os.WriteFile(filepath.Join(dir, "notes.txt"), nil, 0o644)
+	elsewhere := filepath.Join(t.TempDir(), "x.gguf")
+	os.WriteFile(elsewhere, nil, 0o644)
+	cases := []struct {
+		arg, want string
+		err       error
+	}{
+		{"bonsai-4b", filepath.Join(dir, m.File), nil},
+		{"BONSAI-4B", filepath.Join(dir, m.File), nil},
+		{"own", filepath.Join(dir, "own.gguf"), nil},
+		{"own.gguf", filepath.Join(dir, "own.gguf"), nil},
+		{elsewhere, elsewhere, nil},
+		{"bonsai-8b", "", ErrNotDownloaded},
+		{"nonesuch", "", ErrUnknownModel},
+		{"../own", "", os.ErrNotExist},
+		{"/no/such/model.gguf", "", os.ErrNotExist},
+		{"", "", ErrUnknownModel},
+	}
+	for _, c := range cases {
+		got, err := Resolve(c.arg, dir)
+		if got != c.want || (c.err == nil) != (err == nil) || (c.err != nil && !errors.Is(err, c.err)) {
+			t.Errorf("Resolve(%q) = %q, %v; want %q, %v", c.arg, got, err, c.want, c.err)
+		}
+	}
+	if _, err := Resolve(dir, dir); err == nil {
+		t.Error("a directory resolved")
+	}
+	list, err := List(dir)
+	if err != nil || len(list) != 3 {
+		t.Fatalf("List = %d entries, %v", len(list), err)
+	}
+	if list[0].Model == nil || list[0].Model.Name != "bonsai-4b" || list[1].Model == nil || !list[1].Partial || list[2].Model != nil {
+		t.Errorf("List: %+v", list)
+	}
+	if l, err := List(filepath.Join(dir, "absent")); err != nil || l != nil {
+		t.Errorf("absent dir: %v %v", l, err)
+	}
+}

@@ -1,0 +1,93 @@
+package hub
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Resolve turns --model's argument into a file path: an existing file is
+// used as is; otherwise a registry name ("bonsai-8b") or a file name or stem
+// in modelsDir ("Bonsai-8B-Q1_0.gguf", "Bonsai-8B-Q1_0") is looked up there.
+// Callers choose the default (DefaultModel, or an embedded model) for an
+// empty argument.
+func Resolve(nameOrPath, modelsDir string) (string, error) {
+	if nameOrPath == "" {
+		return "", fmt.Errorf("%w: no model given", ErrUnknownModel)
+	}
+	if st, err := os.Stat(nameOrPath); err == nil {
+		if st.IsDir() {
+			return "", fmt.Errorf("hub: %s is a directory, not a model file", nameOrPath)
+		}
+		return nameOrPath, nil
+	}
+	if m, ok := Lookup(nameOrPath); ok {
+		p := filepath.Join(modelsDir, m.File)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+		return "", fmt.Errorf("%w: %s is not in %s; run 'bonsai pull %s' first", ErrNotDownloaded, m.Name, modelsDir, m.Name)
+	}
+	looksLikePath := strings.ContainsAny(nameOrPath, `/\`)
+	if !looksLikePath && checkFileName(nameOrPath) == nil {
+		for _, name := range []string{nameOrPath, nameOrPath + ".gguf"} {
+			p := filepath.Join(modelsDir, name)
+			if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+				return p, nil
+			}
+		}
+	}
+	if looksLikePath || strings.HasSuffix(strings.ToLower(nameOrPath), ".gguf") {
+		_, err := os.Stat(nameOrPath)
+		return "", fmt.Errorf("hub: model file: %w", err)
+	}
+	return "", unknownModel(nameOrPath)
+}
+
+// Local is a model file in the models directory.
+type Local struct {
+	Path     string
+	Size     int64
+	Modified time.Time
+	Model    *Model // the registry entry with this file name, if any
+	Partial  bool   // an unfinished download (a .partial file)
+}
+
+// List returns the .gguf files (and unfinished downloads) in dir, sorted by
+// name. A directory that does not exist yet holds no models.
+func List(dir string) ([]Local, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hub: listing models: %w", err)
+	}
+	var out []Local
+	for _, e := range entries {
+		name := e.Name()
+		partial := strings.HasSuffix(name, ".gguf"+PartialSuffix)
+		if !partial && !strings.HasSuffix(strings.ToLower(name), ".gguf") {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || !info.Mode().IsRegular() {
+			continue
+		}
+		l := Local{Path: filepath.Join(dir, name), Size: info.Size(), Modified: info.ModTime(), Partial: partial}
+		file := strings.TrimSuffix(name, PartialSuffix)
+		for i := range Registry {
+			if Registry[i].File == file {
+				l.Model = &Registry[i]
+			}
+		}
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}

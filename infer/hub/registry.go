@@ -1,0 +1,106 @@
+// Package hub resolves model names to GGUF files: it knows PrismML's
+// published Bonsai files, downloads them resumably into the models directory
+// with size, checksum and format checks, and finds local models for
+// --model.
+package hub
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/adrg/xdg"
+)
+
+// Model is a downloadable model file.
+type Model struct {
+	Name    string // what users type: "bonsai-8b"
+	Repo    string // Hugging Face repository, "prism-ml/Bonsai-8B-gguf"
+	File    string // file name in the repository and in the models directory
+	Size    int64  // bytes; 0 when not known in advance
+	SHA256  string // lower-case hex; "" when the full hash is not known
+	Summary string
+	Source  string // download URL; empty means Hugging Face's URL for Repo and File
+}
+
+// URL is where the file is downloaded from.
+func (m Model) URL() string {
+	if m.Source != "" {
+		return m.Source
+	}
+	return "https://huggingface.co/" + m.Repo + "/resolve/main/" + m.File
+}
+
+// Registry lists the known models. Sizes are the published file sizes
+// (docs formats.md §5 and §8); only abbreviated hashes are known, so no
+// SHA256 is pinned and downloads are checked by size and GGUF structure.
+var Registry = []Model{
+	{Name: "bonsai-1.7b", Repo: "prism-ml/Bonsai-1.7B-gguf", File: "Bonsai-1.7B-Q1_0.gguf", Size: 248_302_272,
+		Summary: "1-bit Bonsai 1.7B (Q1_0, qwen3), the smallest"},
+	{Name: "bonsai-4b", Repo: "prism-ml/Bonsai-4B-gguf", File: "Bonsai-4B-Q1_0.gguf", Size: 572_270_624,
+		Summary: "1-bit Bonsai 4B (Q1_0, qwen3)"},
+	{Name: "bonsai-8b", Repo: "prism-ml/Bonsai-8B-gguf", File: "Bonsai-8B-Q1_0.gguf", Size: 1_158_654_496,
+		Summary: "1-bit Bonsai 8B (Q1_0, qwen3)"},
+	{Name: "bonsai-27b", Repo: "prism-ml/Bonsai-27B-gguf", File: "Bonsai-27B-Q1_0.gguf", Size: 3_803_452_480,
+		Summary: "1-bit Bonsai 27B (Q1_0, qwen35 hybrid)"},
+	{Name: "ternary-bonsai-1.7b", Repo: "prism-ml/Ternary-Bonsai-1.7B-gguf", File: "Ternary-Bonsai-1.7B-Q2_0_g64.gguf",
+		Summary: "ternary Bonsai 1.7B (Q2_0 group 64, qwen3)"},
+	{Name: "ternary-bonsai-4b", Repo: "prism-ml/Ternary-Bonsai-4B-gguf", File: "Ternary-Bonsai-4B-Q2_0_g64.gguf",
+		Summary: "ternary Bonsai 4B (Q2_0 group 64, qwen3)"},
+	{Name: "ternary-bonsai-8b", Repo: "prism-ml/Ternary-Bonsai-8B-gguf", File: "Ternary-Bonsai-8B-Q2_0_g64.gguf", Size: 2_310_125_920,
+		Summary: "ternary Bonsai 8B (Q2_0 group 64, qwen3)"},
+}
+
+// DefaultModel is the registry name used when none is given.
+const DefaultModel = "bonsai-1.7b"
+
+// Lookup finds a registry entry by name, ignoring case.
+func Lookup(name string) (Model, bool) {
+	for _, m := range Registry {
+		if strings.EqualFold(m.Name, name) {
+			return m, true
+		}
+	}
+	return Model{}, false
+}
+
+// Names lists the registry names.
+func Names() []string {
+	names := make([]string, len(Registry))
+	for i, m := range Registry {
+		names[i] = m.Name
+	}
+	return names
+}
+
+// DefaultDir is the models directory, $XDG_DATA_HOME/bonsai/models.
+func DefaultDir() string { return filepath.Join(xdg.DataHome, "bonsai", "models") }
+
+// Errors callers branch on.
+var (
+	// ErrUnknownModel: neither a file nor a registry name.
+	ErrUnknownModel = errors.New("unknown model")
+	// ErrNotDownloaded: a registry name whose file is not in the models
+	// directory yet.
+	ErrNotDownloaded = errors.New("model not downloaded")
+	// ErrInterrupted: the transfer stopped early; the partial file is kept
+	// and the next pull resumes it.
+	ErrInterrupted = errors.New("download interrupted")
+	// ErrSizeMismatch: the server's or the file's size differs from the
+	// expected one.
+	ErrSizeMismatch = errors.New("size mismatch")
+	// ErrChecksum: the downloaded bytes do not hash to the expected SHA256.
+	ErrChecksum = errors.New("sha256 mismatch")
+	// ErrNotGGUF: the downloaded file is not a valid GGUF file (an HTML
+	// error page, say).
+	ErrNotGGUF = errors.New("download is not a valid GGUF file")
+	// ErrDiskFull: no space left for the download.
+	ErrDiskFull = errors.New("not enough disk space")
+	// ErrHTTP: the server answered with an error status.
+	ErrHTTP = errors.New("HTTP error")
+)
+
+func unknownModel(name string) error {
+	return fmt.Errorf("%w %q: not a file, and not one of %s", ErrUnknownModel, name, strings.Join(Names(), ", "))
+}

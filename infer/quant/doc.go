@@ -1,0 +1,55 @@
+// Package quant holds the per-type tensor kernels of bonsai's CPU backend:
+// dequantization, llama.cpp's reference quantizers, activation quantization
+// and dot products, and the matrix products built on them.
+//
+// # Types
+//
+// F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q1_0, Q2_0 (ggml id 42,
+// group 64) and the legacy Prism Q2_0G128 layout. Q8_K is an activation type
+// only. Supported reports whether a type has kernels here.
+//
+// # Row functions
+//
+//	DequantizeRow(t, src, dst) error     // blocks → float32
+//	QuantizeRow(t, src, dst) error       // float32 → blocks, quantize_row_*_ref
+//	VecDotType(t) gguf.Type              // Q8_0 for Q1_0/Q2_0/Q4_0/Q8_0, Q8_K for K-quants, F16/BF16/F32 for themselves
+//	ActivationBytes(t, n) (int, error)   // size of n activations quantized for weight type t
+//	QuantizeActivations(t, x, dst)       // exactly as llama.cpp's x86 build (Q8_0: 127/amax, round half to even)
+//	Dot(t, n, w, xq) float32             // one row · quantized activations, llama.cpp's arithmetic order
+//	F16ToF32, F32ToF16, BF16ToF32, F32ToBF16
+//
+// Numerics follow ggml-cpu on x86 so logits match llama.cpp's within
+// rounding: activations are quantized to the same integers with the same
+// scales, integer sums are exact, and only the order of the final float
+// multiply-adds differs.
+//
+// # Matrix products
+//
+// A Matrix wraps a GGUF weight tensor in place (rows × cols, ne0 = cols).
+// Activations holds one or more tokens quantized for a weight type; it
+// reuses its buffers, and one Activations can feed every matrix that reads
+// the same input (q, k and v; gate and up). A Pool is a set of persistent
+// worker goroutines (default: one per core) that split a product by rows and
+// tiles of tokens:
+//
+//	pool := quant.NewPool(0)
+//	defer pool.Close()
+//	wq, err := quant.NewMatrix(info.Type, rows, cols, file.Data(info))
+//	var a quant.Activations
+//	err = pool.Quantize(&a, wq.Type, x, cols, tokens) // x: tokens × cols, row-major
+//	err = pool.MatVec(wq, &a, y)                       // one token: y[r] = row r · x
+//	err = pool.MatMul(wq, &a, y)                       // tokens: y[t·rows + r]
+//
+// MatVec and MatMul allocate nothing once the Activations buffers have grown
+// to the largest batch. The Pool and Activations are for one goroutine at a
+// time.
+//
+// # Kernels
+//
+// Each Matrix picks the fastest kernel the CPU supports when it is created
+// (golang.org/x/sys/cpu): AVX-512 VNNI assembly generated with avo
+// (infer/quant/asm, see go:generate in simd_amd64.go) for the types that have
+// it, the portable Go kernels otherwise. Tests compare every SIMD kernel with
+// the portable one on random inputs, odd sizes included. The kernels carry
+// no timing code; the CPU backend's profiler times whole phases.
+package quant

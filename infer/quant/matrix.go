@@ -1,0 +1,189 @@
+package quant
+
+import (
+	"fmt"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+)
+
+// Matrix is a weight matrix as GGUF stores it: Rows rows of Cols elements
+// (ne0 = Cols, ne1 = Rows), each row Type-encoded, rows back to back. Data
+// is typically the file's mapping and is never copied or written.
+type Matrix struct {
+	Type       gguf.Type
+	Rows, Cols int
+	Data       []byte
+
+	rowBytes int
+	format   *format
+	// packed is the weights re-laid for the SIMD kernel (nil if the kernel
+	// reads Data directly).
+	packed []byte
+	// kernel computes y[t·Rows + r] for rows [r0, r1) and tokens [t0, t1):
+	// the fastest implementation this CPU has for Type.
+	kernel func(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32)
+}
+
+// NewMatrix wraps data as a rows × cols matrix of type t.
+func NewMatrix(t gguf.Type, rows, cols int, data []byte) (*Matrix, error) {
+	f, err := lookup(t)
+	if err != nil {
+		return nil, err
+	}
+	if f.dot == nil {
+		return nil, fmt.Errorf("%w: %s is an activation type, not a weight type", ErrUnsupportedType, t)
+	}
+	if rows <= 0 || cols <= 0 {
+		return nil, fmt.Errorf("%w: %d × %d matrix", ErrLength, rows, cols)
+	}
+	rb, err := rowBytes(t, cols)
+	if err != nil {
+		return nil, err
+	}
+	if len(data)/rb < rows || len(data) != rows*rb {
+		return nil, fmt.Errorf("%w: %d × %d %s needs %d bytes, got %d", ErrLength, rows, cols, t, rows*rb, len(data))
+	}
+	m := &Matrix{Type: t, Rows: rows, Cols: cols, Data: data, rowBytes: rb, format: f, kernel: portableKernel}
+	if k := simdKernel(t); k != nil {
+		m.kernel = k
+		m.packed = simdRepack(m)
+	}
+	return m, nil
+}
+
+// Row is the bytes of row r.
+func (m *Matrix) Row(r int) []byte { return m.Data[r*m.rowBytes : (r+1)*m.rowBytes] }
+
+// portableKernel is the pure-Go product: one Dot per row and token.
+func portableKernel(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
+	for t := t0; t < t1; t++ {
+		x := a.Token(t)
+		yt := y[t*m.Rows:]
+		for r := r0; r < r1; r++ {
+			yt[r] = m.format.dot(m.Cols, m.Row(r), x)
+		}
+	}
+}
+
+// Activations is a batch of Tokens vectors of N activations quantized to
+// Type (a vec-dot type), laid out as llama.cpp lays them out, token after
+// token. Buffers grow to the largest batch seen and are then reused, so
+// quantizing allocates nothing in steady state.
+type Activations struct {
+	Type      gguf.Type
+	N, Tokens int
+	Data      []byte
+
+	rowBytes int
+	quantize func(x []float32, dst []byte)
+	// planes is extra per-token data the SIMD kernels read (see simd.go);
+	// nil when they are not in use for Type.
+	planes *planes
+}
+
+// Token is the quantized bytes of token t.
+func (a *Activations) Token(t int) []byte { return a.Data[t*a.rowBytes : (t+1)*a.rowBytes] }
+
+// prepare sizes a for tokens × n activations for weights of type wt.
+func (a *Activations) prepare(wt gguf.Type, n, tokens int) error {
+	f, err := lookup(wt)
+	if err != nil {
+		return err
+	}
+	act := f.vecDot
+	rb, err := rowBytes(act, n)
+	if err != nil {
+		return err
+	}
+	a.Type, a.N, a.Tokens, a.rowBytes = act, n, tokens, rb
+	a.quantize = activationQuantizers[act]
+	if need := rb * tokens; cap(a.Data) < need {
+		a.Data = make([]byte, need)
+	} else {
+		a.Data = a.Data[:need]
+	}
+	a.preparePlanes()
+	return nil
+}
+
+// quantizeTokens quantizes tokens [t0, t1) of x (row-major, N per token).
+func (a *Activations) quantizeTokens(x []float32, t0, t1 int) {
+	for t := t0; t < t1; t++ {
+		a.quantize(x[t*a.N:(t+1)*a.N], a.Token(t))
+		a.fillPlanes(t)
+	}
+}
+
+// Quantize quantizes tokens rows of x (row-major, n per token) for a
+// product with weights of type wt, on the pool's threads.
+func (p *Pool) Quantize(a *Activations, wt gguf.Type, x []float32, n, tokens int) error {
+	if tokens <= 0 || len(x) != n*tokens {
+		return fmt.Errorf("%w: %d activations for %d tokens of %d", ErrLength, len(x), tokens, n)
+	}
+	if err := a.prepare(wt, n, tokens); err != nil {
+		return err
+	}
+	if tokens < 4 {
+		a.quantizeTokens(x, 0, tokens)
+		return nil
+	}
+	per := (tokens + 4*p.threads - 1) / (4 * p.threads)
+	p.job = job{a: a, x: x, quantize: true, tokensPerChunk: per, chunks: (tokens + per - 1) / per}
+	p.run()
+	return nil
+}
+
+// MatVec computes y = m·x for one token: y[r] = row r · x. a holds x
+// quantized by Quantize for m's type (one token); len(y) = m.Rows.
+func (p *Pool) MatVec(m *Matrix, a *Activations, y []float32) error {
+	if err := check(m, a, y, 1); err != nil {
+		return err
+	}
+	p.matmul(m, a, 1, y)
+	return nil
+}
+
+// MatMul computes Y = X·mᵀ for a.Tokens tokens: y[t·m.Rows + r] = row r ·
+// token t. The weights are streamed once per tile of tokens, not once per
+// token. len(y) = a.Tokens·m.Rows.
+func (p *Pool) MatMul(m *Matrix, a *Activations, y []float32) error {
+	if err := check(m, a, y, a.Tokens); err != nil {
+		return err
+	}
+	p.matmul(m, a, a.Tokens, y)
+	return nil
+}
+
+func check(m *Matrix, a *Activations, y []float32, tokens int) error {
+	switch {
+	case a.Type != m.format.vecDot:
+		return fmt.Errorf("%w: activations are %s, %s weights need %s", ErrUnsupportedType, a.Type, m.Type, m.format.vecDot)
+	case a.N != m.Cols:
+		return fmt.Errorf("%w: %d activations for %d columns", ErrLength, a.N, m.Cols)
+	case tokens > a.Tokens || tokens <= 0:
+		return fmt.Errorf("%w: %d tokens, %d quantized", ErrLength, tokens, a.Tokens)
+	case len(y) != tokens*m.Rows:
+		return fmt.Errorf("%w: output has %d floats, want %d tokens × %d rows", ErrLength, len(y), tokens, m.Rows)
+	}
+	return nil
+}
+
+// Tiling: a chunk is rowsPerChunk rows × tokenTile tokens. Rows come in
+// multiples of 16 so SIMD kernels can work on row groups; the token tile
+// keeps a tile's activations in L2 while its rows stream through.
+const (
+	rowAlign  = 16
+	tokenTile = 64
+)
+
+func (p *Pool) matmul(m *Matrix, a *Activations, tokens int, y []float32) {
+	tt := min(tokens, tokenTile)
+	tokenChunks := (tokens + tt - 1) / tt
+	// Aim for ~8 chunks per thread, for balance on a shared machine.
+	rowChunksWanted := max(1, 8*p.threads/tokenChunks)
+	per := (m.Rows + rowChunksWanted - 1) / rowChunksWanted
+	per = (per + rowAlign - 1) / rowAlign * rowAlign
+	rowChunks := (m.Rows + per - 1) / per
+	p.job = job{m: m, a: a, y: y, rowsPerChunk: per, rowChunks: rowChunks, tokensPerChunk: tt, tokens: tokens, chunks: rowChunks * tokenChunks}
+	p.run()
+}

@@ -1,0 +1,131 @@
+package quant
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+)
+
+// randMatrix quantizes a random rows × cols matrix to typ.
+func randMatrix(t testing.TB, r *rand.Rand, typ gguf.Type, rows, cols int) *Matrix {
+	t.Helper()
+	rb, err := typ.RowBytes(int64(cols))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, rows*int(rb))
+	for i := 0; i < rows; i++ {
+		x := make([]float32, cols)
+		for j := range x {
+			x[j] = float32(r.NormFloat64())
+		}
+		if err := QuantizeRow(typ, x, data[i*int(rb):(i+1)*int(rb)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := NewMatrix(typ, rows, cols, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestMatMulMatchesDot checks every (type, shape, threads) product against
+// Dot row by row. Odd row counts (not multiples of the kernels' row groups)
+// and token counts (not multiples of the token tiles) are included.
+func TestMatMulMatchesDot(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, typ := range weightTypes {
+		for _, shape := range []struct{ rows, cols, tokens int }{{1, 256, 1}, {37, 512, 1}, {67, 256, 5}, {130, 768, 70}} {
+			if shape.cols%typ.BlockSize() != 0 {
+				continue
+			}
+			m := randMatrix(t, r, typ, shape.rows, shape.cols)
+			x := randVec(r, shape.cols*shape.tokens)
+			for _, threads := range []int{1, 3} {
+				p := NewPool(threads)
+				var a Activations
+				if err := p.Quantize(&a, typ, x, shape.cols, shape.tokens); err != nil {
+					t.Fatal(err)
+				}
+				y := make([]float32, shape.rows*shape.tokens)
+				if err := p.MatMul(m, &a, y); err != nil {
+					t.Fatal(err)
+				}
+				for tok := 0; tok < shape.tokens; tok++ {
+					for row := 0; row < shape.rows; row++ {
+						want := Dot(typ, shape.cols, m.Row(row), a.Token(tok))
+						got := y[tok*shape.rows+row]
+						if !closeTo(got, want, shape.cols) {
+							t.Fatalf("%s %v threads %d: y[%d][%d] = %v, Dot = %v", typ, shape, threads, tok, row, got, want)
+						}
+					}
+				}
+				p.Close()
+			}
+		}
+	}
+}
+
+// closeTo allows SIMD kernels a different float summation order than the
+// portable Dot: a few ulps of the result per block, relative to the
+// magnitude of the terms (bounded here by √n·max|y| for Gaussian data; in
+// practice SIMD and portable agree to ~1e-6 relative).
+func closeTo(got, want float32, n int) bool {
+	diff := math.Abs(float64(got - want))
+	return diff <= 1e-5*math.Max(1, math.Abs(float64(want)))*math.Sqrt(float64(n)/32)
+}
+
+func TestMatVecAllocatesNothing(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q4_K, gguf.F16} {
+		m := randMatrix(t, r, typ, 64, 512)
+		x := randVec(r, 512)
+		y := make([]float32, 64)
+		p := NewPool(2)
+		var a Activations
+		if err := p.Quantize(&a, typ, x, 512, 1); err != nil { // first call sizes the buffers
+			t.Fatal(err)
+		}
+		allocs := testing.AllocsPerRun(50, func() {
+			if err := p.Quantize(&a, typ, x, 512, 1); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.MatVec(m, &a, y); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %v allocations per token", typ, allocs)
+		}
+		p.Close()
+	}
+}
+
+func TestProductErrors(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	m := randMatrix(t, r, gguf.Q1_0, 8, 256)
+	p := NewPool(1)
+	defer p.Close()
+	var a Activations
+	if err := p.Quantize(&a, gguf.Q1_0, make([]float32, 128), 128, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.MatVec(m, &a, make([]float32, 8)); err == nil {
+		t.Error("128 activations against 256 columns: no error")
+	}
+	if err := p.Quantize(&a, gguf.Q1_0, make([]float32, 256), 256, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.MatVec(m, &a, make([]float32, 7)); err == nil {
+		t.Error("7 outputs for 8 rows: no error")
+	}
+	if _, err := NewMatrix(gguf.Q1_0, 8, 256, make([]byte, 100)); err == nil {
+		t.Error("short matrix data: no error")
+	}
+	if _, err := NewMatrix(gguf.Q8_K, 1, 256, make([]byte, 292)); err == nil {
+		t.Error("Q8_K weights: no error")
+	}
+}

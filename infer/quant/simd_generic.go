@@ -1,0 +1,19 @@
+//go:build !amd64
+
+package quant
+
+import "github.com/bonsai-chat/bonsai/gguf"
+
+// planes is extra per-token activation data for SIMD kernels; the portable
+// build has none.
+type planes struct{}
+
+func simdKernel(gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
+	return nil
+}
+
+func (a *Activations) preparePlanes() {}
+
+func (a *Activations) fillPlanes(int) {}
+
+func simdRepack(*Matrix) []byte { return nil }

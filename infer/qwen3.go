@@ -1,0 +1,244 @@
+package infer
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer/profile"
+)
+
+func init() {
+	RegisterArch(Architecture{
+		Name:        "qwen3",
+		Hyperparams: func(f *gguf.File) (Hyperparams, error) { return ReadHyperparams(f, "qwen3") },
+		Build:       buildQwen3,
+	})
+}
+
+// qwen3 is the Qwen3 dense transformer (Bonsai 1.x):
+//
+//	x = embed(tokens)
+//	for each layer:
+//	    h = rms(x)·attn_norm
+//	    q, k, v = Wq·h, Wk·h, Wv·h
+//	    q, k = rms_head(q)·q_norm, rms_head(k)·k_norm      (per head)
+//	    q, k = rope(q), rope(k)
+//	    x += Wo · attention(q, cache ∪ {k, v})
+//	    h = rms(x)·ffn_norm
+//	    x += Wdown · (silu(Wgate·h) ⊙ Wup·h)
+//	logits = Woutput · rms(x_last)·output_norm       (Woutput = token_embd when tied)
+type qwen3 struct {
+	hp      Hyperparams
+	b       Backend
+	attn    Attn
+	embd    Weight
+	outNorm Weight
+	output  Weight
+	layers  []qwen3Layer
+
+	// Activations, MaxBatch rows each but last and logits (one row).
+	x, h, q, k, v, att, gate, up, last, logits Tensor
+}
+
+type qwen3Layer struct {
+	attnNorm, wq, wk, wv, qNorm, kNorm, wo Weight
+	ffnNorm, wGate, wUp, wDown             Weight
+}
+
+func buildQwen3(f *gguf.File, b Backend, cfg BuildConfig) (Network, error) {
+	hp, err := ReadHyperparams(f, "qwen3")
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MaxBatch < 1 {
+		return nil, fmt.Errorf("%w: batch size %d", ErrBadShape, cfg.MaxBatch)
+	}
+	n := &qwen3{
+		hp: hp, b: b,
+		attn: Attn{Heads: hp.Heads, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim,
+			Scale: float32(1 / math.Sqrt(float64(hp.HeadDim)))},
+		layers: make([]qwen3Layer, hp.Layers),
+	}
+	E, F, V := int64(hp.Embed), int64(hp.FFN), int64(hp.Vocab)
+	qDim, kvDim := int64(hp.Heads*hp.HeadDim), int64(hp.KVHeads*hp.HeadDim)
+	D := int64(hp.HeadDim)
+
+	bind := newBinder(f, b, cfg.Progress)
+	n.embd = bind.weight("token_embd.weight", E, V)
+	n.outNorm = bind.weight("output_norm.weight", E)
+	if hp.TiedOutput {
+		n.output = n.embd
+	} else {
+		n.output = bind.weight("output.weight", E, V)
+	}
+	for i := range n.layers {
+		p := fmt.Sprintf("blk.%d.", i)
+		n.layers[i] = qwen3Layer{
+			attnNorm: bind.weight(p+"attn_norm.weight", E),
+			wq:       bind.weight(p+"attn_q.weight", E, qDim),
+			wk:       bind.weight(p+"attn_k.weight", E, kvDim),
+			wv:       bind.weight(p+"attn_v.weight", E, kvDim),
+			qNorm:    bind.weight(p+"attn_q_norm.weight", D),
+			kNorm:    bind.weight(p+"attn_k_norm.weight", D),
+			wo:       bind.weight(p+"attn_output.weight", qDim, E),
+			ffnNorm:  bind.weight(p+"ffn_norm.weight", E),
+			wGate:    bind.weight(p+"ffn_gate.weight", E, F),
+			wUp:      bind.weight(p+"ffn_up.weight", E, F),
+			wDown:    bind.weight(p+"ffn_down.weight", F, E),
+		}
+	}
+	if bind.err != nil {
+		return nil, bind.err
+	}
+
+	B := cfg.MaxBatch
+	alloc := tensorAllocator{b: b}
+	n.x = alloc.tensor("x", B, hp.Embed)
+	n.h = alloc.tensor("h", B, hp.Embed)
+	n.q = alloc.tensor("q", B, int(qDim))
+	n.k = alloc.tensor("k", B, int(kvDim))
+	n.v = alloc.tensor("v", B, int(kvDim))
+	n.att = alloc.tensor("attn", B, int(qDim))
+	n.gate = alloc.tensor("ffn_gate", B, hp.FFN)
+	n.up = alloc.tensor("ffn_up", B, hp.FFN)
+	n.last = alloc.tensor("last", 1, hp.Embed)
+	n.logits = alloc.tensor("logits", 1, hp.Vocab)
+	if alloc.err != nil {
+		return nil, alloc.err
+	}
+	return n, nil
+}
+
+func (n *qwen3) Hyperparams() Hyperparams { return n.hp }
+
+func (n *qwen3) KVSpec(ctx int) KVSpec {
+	return KVSpec{Layers: n.hp.Layers, Context: ctx, KVHeads: n.hp.KVHeads, HeadDim: n.hp.HeadDim}
+}
+
+// Forward runs the layers over the batch; see the type's comment for the
+// math.
+func (n *qwen3) Forward(batch Batch, logits []float32) error {
+	b, eps := n.b, n.hp.RMSEps
+	b.Begin(batch)
+
+	b.Phase(profile.Embed)
+	b.Embed(n.x, n.embd)
+
+	for l, L := range n.layers {
+		b.Phase(profile.QKV)
+		b.RMSNorm(n.h, n.x, L.attnNorm, eps)
+		b.MatMul(n.q, L.wq, n.h)
+		b.MatMul(n.k, L.wk, n.h)
+		b.MatMul(n.v, L.wv, n.h)
+		b.RMSNorm(n.q, n.q, L.qNorm, eps)
+		b.RMSNorm(n.k, n.k, L.kNorm, eps)
+		b.Rope(n.q, n.hp.Rope)
+		b.Rope(n.k, n.hp.Rope)
+
+		b.Phase(profile.Attention)
+		b.StoreKV(l, n.k, n.v)
+		b.Attention(n.att, n.q, l, n.attn)
+
+		b.Phase(profile.AttnOutput)
+		b.MatMul(n.h, L.wo, n.att)
+		b.Add(n.x, n.x, n.h)
+
+		b.Phase(profile.FFN)
+		b.RMSNorm(n.h, n.x, L.ffnNorm, eps)
+		b.MatMul(n.gate, L.wGate, n.h)
+		b.MatMul(n.up, L.wUp, n.h)
+		b.SwiGLU(n.gate, n.gate, n.up)
+		b.MatMul(n.h, L.wDown, n.gate)
+		b.Add(n.x, n.x, n.h)
+	}
+
+	b.Phase(profile.OutputHead)
+	b.LastRow(n.last, n.x)
+	b.RMSNorm(n.last, n.last, n.outNorm, eps)
+	b.MatMul(n.logits, n.output, n.last)
+	b.Read(n.logits, logits)
+	return b.Commit()
+}
+
+// binder binds weights by name, checking their shapes, and keeps the first
+// error so that a network's wiring reads as a list.
+type binder struct {
+	f        *gguf.File
+	b        Backend
+	progress func(done, total int64)
+	done     int64
+	total    int64
+	err      error
+}
+
+func newBinder(f *gguf.File, b Backend, progress func(done, total int64)) *binder {
+	var total int64
+	for i := range f.Tensors {
+		total += f.Tensors[i].Size
+	}
+	return &binder{f: f, b: b, progress: progress, total: total}
+}
+
+func (bd *binder) weight(name string, shape ...int64) Weight {
+	if bd.err != nil {
+		return nil
+	}
+	t, ok := bd.f.Tensor(name)
+	if !ok {
+		bd.err = fmt.Errorf("%w: %s", ErrMissingTensor, name)
+		return nil
+	}
+	if !equalShape(t.Shape, shape) {
+		bd.err = fmt.Errorf("%w: %s is %v, want %v", ErrBadShape, name, t.Shape, shape)
+		return nil
+	}
+	data := bd.f.Data(t)
+	if data == nil {
+		bd.err = fmt.Errorf("%w: %s: no data (file closed or out of range)", ErrMissingTensor, name)
+		return nil
+	}
+	w, err := bd.b.LoadWeight(WeightData{Name: name, Type: t.Type, Shape: t.Shape, Data: data})
+	if err != nil {
+		bd.err = fmt.Errorf("binding %s: %w", name, err)
+		return nil
+	}
+	bd.done += t.Size
+	if bd.progress != nil {
+		bd.progress(bd.done, bd.total)
+	}
+	return w
+}
+
+// equalShape compares a tensor's shape with the wanted one, ignoring
+// trailing ones (a vector may be stored as [n] or [n, 1]).
+func equalShape(got, want []int64) bool {
+	for len(got) > len(want) && got[len(got)-1] == 1 {
+		got = got[:len(got)-1]
+	}
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			return false
+		}
+	}
+	return true
+}
+
+type tensorAllocator struct {
+	b   Backend
+	err error
+}
+
+func (a *tensorAllocator) tensor(name string, rows, cols int) Tensor {
+	if a.err != nil {
+		return nil
+	}
+	t, err := a.b.NewTensor(name, rows, cols)
+	if err != nil {
+		a.err = fmt.Errorf("allocating %s (%d×%d): %w", name, rows, cols, err)
+	}
+	return t
+}

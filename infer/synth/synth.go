@@ -1,0 +1,153 @@
+// Package synth writes synthetic Qwen3 (Bonsai 1.x) GGUF models: the real
+// architecture, shapes and Qwen3 tokenizer with seeded random weights, every
+// 2-D weight in one chosen type and the norms in F32, as PrismML's files
+// store them. They exercise loaders, kernels and speed without downloading
+// a real model, and, being decisive by construction, they make good parity
+// tests against llama.cpp.
+package synth
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+)
+
+// DefaultLogitStd is the spread of a synthetic model's logits.
+const DefaultLogitStd = 8
+
+// Options choose the model.
+type Options struct {
+	Shape Shape
+	Type  gguf.Type // of every 2-D weight, token_embd and output included
+	Seed  uint64
+	// LogitStd is the standard deviation of the logits (DefaultLogitStd if
+	// zero). The gap between the two largest of V such values is about
+	// LogitStd/√(2 ln V), ~1.6 for 8 and the Qwen vocab: far above the 1e-3
+	// differences of summation order, so greedy decoding is decided by the
+	// model rather than by rounding.
+	LogitStd float64
+}
+
+func (o Options) validate() error {
+	if err := o.Shape.Validate(); err != nil {
+		return err
+	}
+	if !supported(o.Type) {
+		return fmt.Errorf("synth: %w: %s", ErrUnsupportedType, o.Type)
+	}
+	bs := int64(o.Type.BlockSize())
+	for _, n := range []int{o.Shape.Hidden, o.Shape.Heads * o.Shape.HeadDim, o.Shape.FFN} {
+		if int64(n)%bs != 0 {
+			return fmt.Errorf("synth: shape %s: width %d is not a multiple of the %s block size %d", o.Shape.Name, n, o.Type, bs)
+		}
+	}
+	if o.LogitStd < 0 {
+		return fmt.Errorf("synth: negative logit std %g", o.LogitStd)
+	}
+	return nil
+}
+
+// Size is the file size Write will produce, roughly (metadata excluded).
+func (o Options) Size() (int64, error) {
+	if err := o.validate(); err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, t := range plan(o.Shape, o.Type, 1) {
+		b, err := t.bytes()
+		if err != nil {
+			return 0, err
+		}
+		n += b
+	}
+	return n, nil
+}
+
+// Write generates the model into the file at path, atomically. Tensors are
+// generated one at a time into a scratch file next to path, which is then
+// memory-mapped for the GGUF writer, so memory use stays small whatever the
+// model's size.
+func Write(path string, o Options) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	if o.LogitStd == 0 {
+		o.LogitStd = DefaultLogitStd
+	}
+	voc, err := qwen3Vocab(o.Shape.Vocab)
+	if err != nil {
+		return err
+	}
+	tensors := plan(o.Shape, o.Type, o.LogitStd)
+
+	scratch, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".data*")
+	if err != nil {
+		return fmt.Errorf("synth: %w", err)
+	}
+	defer os.Remove(scratch.Name())
+	defer scratch.Close()
+
+	bw := bufio.NewWriterSize(scratch, 1<<20)
+	offsets := make([]int64, len(tensors)+1)
+	for i, t := range tensors {
+		if err := writeTensor(bw, t, o.Seed); err != nil {
+			return err
+		}
+		size, err := t.bytes()
+		if err != nil {
+			return err
+		}
+		offsets[i+1] = offsets[i] + size
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("synth: %w", err)
+	}
+	data, unmap, err := mapFile(scratch, offsets[len(tensors)])
+	if err != nil {
+		return err
+	}
+	defer unmap()
+
+	w := gguf.NewWriter()
+	setMetadata(w, o, voc)
+	for i, t := range tensors {
+		if err := w.AddTensor(t.name, t.typ, t.shape, data[offsets[i]:offsets[i+1]]); err != nil {
+			return fmt.Errorf("synth: %w", err)
+		}
+	}
+	if err := w.WriteFile(path); err != nil {
+		return fmt.Errorf("synth: %w", err)
+	}
+	return nil
+}
+
+// setMetadata writes the keys llama.cpp's qwen3 loader and tokenizer read.
+func setMetadata(w *gguf.Writer, o Options, v vocab) {
+	s := o.Shape
+	w.Set("general.architecture", "qwen3")
+	w.Set("general.name", fmt.Sprintf("bonsai-synth %s %s seed %d", s.Name, o.Type, o.Seed))
+	w.Set("general.alignment", uint32(32))
+	w.Set("qwen3.block_count", uint32(s.Layers))
+	w.Set("qwen3.context_length", uint32(s.Context))
+	w.Set("qwen3.embedding_length", uint32(s.Hidden))
+	w.Set("qwen3.feed_forward_length", uint32(s.FFN))
+	w.Set("qwen3.attention.head_count", uint32(s.Heads))
+	w.Set("qwen3.attention.head_count_kv", uint32(s.KVHeads))
+	w.Set("qwen3.attention.key_length", uint32(s.HeadDim))
+	w.Set("qwen3.attention.value_length", uint32(s.HeadDim))
+	w.Set("qwen3.attention.layer_norm_rms_epsilon", float32(s.RMSEps))
+	w.Set("qwen3.rope.freq_base", float32(s.RopeTheta))
+	w.Set("tokenizer.ggml.model", "gpt2")
+	w.Set("tokenizer.ggml.pre", "qwen2")
+	w.Set("tokenizer.ggml.tokens", v.tokens)
+	w.Set("tokenizer.ggml.token_type", v.types)
+	w.Set("tokenizer.ggml.merges", v.merges)
+	w.Set("tokenizer.ggml.bos_token_id", uint32(v.bos))
+	w.Set("tokenizer.ggml.eos_token_id", uint32(v.eos))
+	w.Set("tokenizer.ggml.padding_token_id", uint32(v.pad))
+	w.Set("tokenizer.ggml.add_bos_token", false)
+	w.Set("tokenizer.chat_template", qwen3ChatTemplate)
+}

@@ -1,0 +1,372 @@
+// Package tokenizer turns text into token ids and back for byte-level BPE
+// vocabularies (GPT-2 style, as Qwen2/Qwen3 and Bonsai use), matching
+// llama.cpp token for token.
+//
+// Encoding runs in three stages, as llama.cpp does: special tokens are cut out
+// of the text first (control tokens only when the caller allows it,
+// user-defined tokens always), each remaining fragment is split into words by
+// the pre-tokenizer regex, and each word's bytes are merged by BPE rank.
+package tokenizer
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// Token types, as ggml stores them in tokenizer.ggml.token_type.
+const (
+	TypeNormal      int32 = 1
+	TypeUnknown     int32 = 2
+	TypeControl     int32 = 3
+	TypeUserDefined int32 = 4
+	TypeUnused      int32 = 5
+	TypeByte        int32 = 6
+)
+
+// NoToken marks an absent special id.
+const NoToken int32 = -1
+
+var (
+	// ErrUnsupported is returned for tokenizer models or pre-tokenizers this
+	// package does not implement.
+	ErrUnsupported = errors.New("unsupported tokenizer")
+	// ErrInvalid is returned for vocabularies that contradict themselves.
+	ErrInvalid = errors.New("invalid tokenizer data")
+)
+
+// Config is a vocabulary as GGUF stores it (tokenizer.ggml.*).
+type Config struct {
+	Model  string   // tokenizer.ggml.model: only "gpt2" (byte-level BPE)
+	Pre    string   // tokenizer.ggml.pre: "qwen2", "qwen35", "llama-bpe", ...
+	Tokens []string // id → text, in byte-level spelling for normal tokens
+	Types  []int32  // id → Type*; nil means all normal
+	Merges []string // "left right" pairs, highest priority first
+
+	BOS, EOS, EOT, EOM, PAD int32 // NoToken when absent
+	AddBOS                  bool
+}
+
+// Tokenizer is immutable after construction and safe for concurrent use.
+type Tokenizer struct {
+	tokens    []string
+	types     []int32
+	pieces    []string // decoded bytes of each token
+	ids       map[string]int32
+	merges    map[uint64]merge
+	byteToken [256]int32
+	digitRun  int
+
+	// specials are the tokens cut out before pre-tokenizing, longest first.
+	specials []int32
+
+	bos, eos, eot, pad int32
+	addBOS             bool
+	eog                map[int32]bool
+
+	cacheMu sync.RWMutex
+	cache   map[string][]int32
+}
+
+// wordCacheLimit bounds the per-word BPE cache; chat text repeats words a lot.
+const wordCacheLimit = 1 << 16
+
+// New builds a tokenizer from a vocabulary.
+func New(c Config) (*Tokenizer, error) {
+	if c.Model != "gpt2" {
+		return nil, fmt.Errorf("%w: tokenizer model %q (only byte-level BPE \"gpt2\" is implemented)", ErrUnsupported, c.Model)
+	}
+	digitRun, err := preDigitRun(c.Pre)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.Tokens) == 0 {
+		return nil, fmt.Errorf("%w: empty vocabulary", ErrInvalid)
+	}
+	if c.Types != nil && len(c.Types) != len(c.Tokens) {
+		return nil, fmt.Errorf("%w: %d token types for %d tokens", ErrInvalid, len(c.Types), len(c.Tokens))
+	}
+	t := &Tokenizer{
+		tokens:   c.Tokens,
+		types:    c.Types,
+		ids:      make(map[string]int32, len(c.Tokens)),
+		merges:   make(map[uint64]merge, len(c.Merges)),
+		digitRun: digitRun,
+		addBOS:   c.AddBOS,
+		cache:    make(map[string][]int32),
+	}
+	if t.types == nil {
+		t.types = make([]int32, len(c.Tokens))
+		for i := range t.types {
+			t.types[i] = TypeNormal
+		}
+	}
+	for i, s := range c.Tokens {
+		if _, dup := t.ids[s]; !dup { // the first spelling wins, as in llama.cpp
+			t.ids[s] = int32(i)
+		}
+	}
+	for b := 0; b < 256; b++ {
+		id, ok := t.ids[string(byteRunes[b])]
+		if !ok {
+			return nil, fmt.Errorf("%w: no token for byte 0x%02x (%q)", ErrInvalid, b, string(byteRunes[b]))
+		}
+		t.byteToken[b] = id
+	}
+	for rank, line := range c.Merges {
+		left, right, ok := strings.Cut(line, " ")
+		if !ok {
+			return nil, fmt.Errorf("%w: merge %d %q has no space", ErrInvalid, rank, line)
+		}
+		l, lok := t.ids[left]
+		r, rok := t.ids[right]
+		res, resok := t.ids[left+right]
+		if !lok || !rok || !resok {
+			// Symbols are token ids here, so a merge whose parts or result
+			// are not tokens could never apply or be emitted.
+			return nil, fmt.Errorf("%w: merge %d %q: parts or result not in the vocabulary", ErrInvalid, rank, line)
+		}
+		key := mergeKey(l, r)
+		if _, dup := t.merges[key]; !dup {
+			t.merges[key] = merge{rank: int32(rank), result: res}
+		}
+	}
+	for _, id := range []int32{c.BOS, c.EOS, c.EOT, c.EOM, c.PAD} {
+		if id != NoToken && (id < 0 || int(id) >= len(c.Tokens)) {
+			return nil, fmt.Errorf("%w: special id %d outside the vocabulary of %d", ErrInvalid, id, len(c.Tokens))
+		}
+	}
+	t.bos, t.eos, t.pad = c.BOS, c.EOS, c.PAD
+	t.eot = c.EOT
+	if t.eot == NoToken {
+		t.eot = t.firstPresent("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>")
+	}
+	t.eog = map[int32]bool{}
+	for _, id := range []int32{t.eos, t.eot, c.EOM} {
+		if id != NoToken {
+			t.eog[id] = true
+		}
+	}
+	// llama.cpp also ends generation on these whenever the vocab has them.
+	for _, s := range []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>"} {
+		if id, ok := t.ids[s]; ok && t.types[id] != TypeNormal {
+			t.eog[id] = true
+		}
+	}
+
+	t.pieces = make([]string, len(c.Tokens))
+	for i, s := range c.Tokens {
+		switch t.types[i] {
+		case TypeNormal:
+			t.pieces[i] = string(rawBytes(s))
+		case TypeControl, TypeUserDefined, TypeUnknown:
+			t.pieces[i] = s
+		}
+		switch t.types[i] {
+		case TypeControl, TypeUserDefined, TypeUnknown:
+			if s != "" {
+				t.specials = append(t.specials, int32(i))
+			}
+		}
+	}
+	sort.SliceStable(t.specials, func(a, b int) bool {
+		return len(t.tokens[t.specials[a]]) > len(t.tokens[t.specials[b]])
+	})
+	return t, nil
+}
+
+// preDigitRun maps a pre-tokenizer name to the one knob that differs between
+// the regexes implemented here.
+func preDigitRun(pre string) (int, error) {
+	switch pre {
+	case "qwen2", "deepseek-r1-qwen":
+		return 1, nil
+	case "llama-bpe", "llama3", "smaug-bpe":
+		return 3, nil
+	}
+	return 0, fmt.Errorf("%w: pre-tokenizer %q (implemented: qwen2, llama-bpe)", ErrUnsupported, pre)
+}
+
+func (t *Tokenizer) firstPresent(texts ...string) int32 {
+	for _, s := range texts {
+		if id, ok := t.ids[s]; ok {
+			return id
+		}
+	}
+	return NoToken
+}
+
+// Vocab is the number of token ids.
+func (t *Tokenizer) Vocab() int { return len(t.tokens) }
+
+// Token is a token's text as the vocabulary spells it ("Ġhello" for " hello").
+func (t *Tokenizer) Token(id int32) string {
+	if id < 0 || int(id) >= len(t.tokens) {
+		return ""
+	}
+	return t.tokens[id]
+}
+
+// Type is a token's type (TypeNormal, TypeControl, ...); 0 for ids outside the
+// vocabulary.
+func (t *Tokenizer) Type(id int32) int32 {
+	if id < 0 || int(id) >= len(t.types) {
+		return 0
+	}
+	return t.types[id]
+}
+
+// ID looks a token up by its vocabulary spelling.
+func (t *Tokenizer) ID(text string) (int32, bool) {
+	id, ok := t.ids[text]
+	return id, ok
+}
+
+// BOS, EOS and EOT are the special ids (NoToken when the vocabulary has none).
+func (t *Tokenizer) BOS() int32 { return t.bos }
+func (t *Tokenizer) EOS() int32 { return t.eos }
+func (t *Tokenizer) EOT() int32 { return t.eot }
+
+// PAD is the padding id (NoToken when absent).
+func (t *Tokenizer) PAD() int32 { return t.pad }
+
+// AddBOS reports whether prompts should start with BOS (tokenizer.ggml.add_bos_token).
+func (t *Tokenizer) AddBOS() bool { return t.addBOS }
+
+// IsEOG reports whether id ends generation (end of turn or of text).
+func (t *Tokenizer) IsEOG(id int32) bool { return t.eog[id] }
+
+// EOGs lists the ids that end generation, ascending.
+func (t *Tokenizer) EOGs() []int32 {
+	out := make([]int32, 0, len(t.eog))
+	for id := range t.eog {
+		out = append(out, id)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a] < out[b] })
+	return out
+}
+
+// Encode tokenizes text. With allowSpecial, control tokens written in the
+// text (like "<|im_start|>") become their ids; without it they are encoded as
+// plain text. User-defined tokens (like "<think>") are matched either way, as
+// llama.cpp does. BOS is never added here: callers that want it check AddBOS.
+// Invalid UTF-8 bytes are encoded as U+FFFD, as llama.cpp does.
+func (t *Tokenizer) Encode(text string, allowSpecial bool) []int32 {
+	if !utf8.ValidString(text) {
+		text = replaceInvalid(text)
+	}
+	var out []int32
+	for _, f := range t.partition(text, allowSpecial) {
+		if f.special {
+			out = append(out, f.id)
+			continue
+		}
+		splitWords(f.text, t.digitRun, func(word string) {
+			out = t.encodeWord(word, out)
+		})
+	}
+	return out
+}
+
+func (t *Tokenizer) encodeWord(word string, out []int32) []int32 {
+	t.cacheMu.RLock()
+	ids, ok := t.cache[word]
+	t.cacheMu.RUnlock()
+	if ok {
+		return append(out, ids...)
+	}
+	ids = t.bpeWord(word, nil)
+	t.cacheMu.Lock()
+	if len(t.cache) >= wordCacheLimit {
+		clear(t.cache)
+	}
+	t.cache[word] = ids
+	t.cacheMu.Unlock()
+	return append(out, ids...)
+}
+
+// replaceInvalid spells each byte that is not part of valid UTF-8 as U+FFFD.
+func replaceInvalid(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b.WriteRune(utf8.RuneError)
+		} else {
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// fragment is a piece of text to pre-tokenize, or one special token.
+type fragment struct {
+	text    string
+	id      int32
+	special bool
+}
+
+// partition cuts special tokens out of text, longest token first and each
+// leftmost-first within the remaining text, like llama.cpp.
+func (t *Tokenizer) partition(text string, allowSpecial bool) []fragment {
+	frags := []fragment{{text: text}}
+	for _, id := range t.specials {
+		typ := t.types[id]
+		if !allowSpecial && (typ == TypeControl || typ == TypeUnknown) {
+			continue
+		}
+		tok := t.tokens[id]
+		var next []fragment
+		changed := false
+		for _, f := range frags {
+			if f.special || !strings.Contains(f.text, tok) {
+				next = append(next, f)
+				continue
+			}
+			changed = true
+			rest := f.text
+			for {
+				i := strings.Index(rest, tok)
+				if i < 0 {
+					break
+				}
+				if i > 0 {
+					next = append(next, fragment{text: rest[:i]})
+				}
+				next = append(next, fragment{id: id, special: true})
+				rest = rest[i+len(tok):]
+			}
+			if rest != "" {
+				next = append(next, fragment{text: rest})
+			}
+		}
+		if changed {
+			frags = next
+		}
+	}
+	return frags
+}
+
+// Piece is the text a token stands for, as raw bytes (possibly part of a
+// UTF-8 sequence). Control and user-defined tokens are their own text; byte
+// and unused tokens are empty, as in llama.cpp.
+func (t *Tokenizer) Piece(id int32) string {
+	if id < 0 || int(id) >= len(t.pieces) {
+		return ""
+	}
+	return t.pieces[id]
+}
+
+// Decode joins the pieces of ids. The result may contain invalid UTF-8 where
+// ids end inside a character; stream with a StreamDecoder to avoid that.
+func (t *Tokenizer) Decode(ids []int32) string {
+	var b strings.Builder
+	for _, id := range ids {
+		b.WriteString(t.Piece(id))
+	}
+	return b.String()
+}

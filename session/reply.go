@@ -1,0 +1,169 @@
+package session
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bonsai-chat/bonsai/infer/chat"
+)
+
+// ReplyWriter stores an assistant reply while it streams. Append is cheap
+// (memory only) and may be called per token from the UI goroutine; a
+// background goroutine writes the text so far at most once per FlushInterval
+// (1s by default), so a crash loses at most about that much. Finish writes the
+// final text and statistics.
+type ReplyWriter struct {
+	store     *Store
+	sessionID int64
+	id        int64
+
+	mu       sync.Mutex
+	content  strings.Builder
+	thinking strings.Builder
+	dirty    bool  // appended since the last write
+	err      error // the last background write's failure, if it has not succeeded since
+	done     bool
+
+	stop    chan struct{}
+	flusher sync.WaitGroup
+	writes  atomic.Int64 // successful writes, for tests of the write rate
+}
+
+// BeginReply creates an (incomplete) assistant message in the session and
+// returns a writer for its text.
+func (s *Store) BeginReply(ctx context.Context, sessionID int64, meta Meta) (*ReplyWriter, error) {
+	var id int64
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		id, err = insertMessage(ctx, tx, sessionID, Message{
+			Role: chat.RoleAssistant, Model: meta.Model, Variant: meta.Variant, Backend: meta.Backend,
+		}, false, s.opts.Now())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("session %d: begin reply: %w", sessionID, err)
+	}
+	w := &ReplyWriter{store: s, sessionID: sessionID, id: id, stop: make(chan struct{})}
+	w.flusher.Add(1)
+	go w.flushLoop(s.opts.FlushInterval)
+	return w, nil
+}
+
+// ID is the reply's message id.
+func (w *ReplyWriter) ID() int64 { return w.id }
+
+// Append adds streamed text to the reply's content and thinking parts.
+func (w *ReplyWriter) Append(text, thinking string) {
+	if text == "" && thinking == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return
+	}
+	w.content.WriteString(text)
+	w.thinking.WriteString(thinking)
+	w.dirty = true
+}
+
+// Err reports the last background write's failure (nil once a later write
+// succeeded), so the UI can warn that the reply is not being saved.
+func (w *ReplyWriter) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+func (w *ReplyWriter) flushLoop(every time.Duration) {
+	defer w.flusher.Done()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-tick.C:
+			w.Flush()
+		}
+	}
+}
+
+// Flush writes the text so far now, if anything was appended since the last
+// write.
+func (w *ReplyWriter) Flush() error {
+	w.mu.Lock()
+	if !w.dirty || w.done {
+		w.mu.Unlock()
+		return nil
+	}
+	content, thinking := w.content.String(), w.thinking.String()
+	w.dirty = false
+	w.mu.Unlock()
+
+	err := w.write(content, thinking, nil)
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.err = err
+	if err != nil {
+		w.dirty = true // try again next tick
+	}
+	return err
+}
+
+// finalState is what Finish adds to the last write.
+type finalState struct {
+	stats   Stats
+	stopped bool
+}
+
+func (w *ReplyWriter) write(content, thinking string, final *finalState) error {
+	s := w.store
+	ctx := context.Background()
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if final == nil {
+			// complete = 0: a flush that lost a race with Finish must not
+			// overwrite the final text with an older one.
+			_, err = tx.ExecContext(ctx, `UPDATE messages SET content = ?, thinking = ? WHERE id = ? AND complete = 0`, content, thinking, w.id)
+		} else {
+			st := final.stats
+			_, err = tx.ExecContext(ctx, `UPDATE messages SET content = ?, thinking = ?, stopped = ?, complete = 1,
+				prompt_tokens = ?, gen_tokens = ?, prefill_tps = ?, decode_tps = ?, ttft_ms = ? WHERE id = ?`,
+				content, thinking, final.stopped, st.PromptTokens, st.GenTokens, st.PrefillTPS, st.DecodeTPS,
+				float64(st.TTFT)/float64(time.Millisecond), w.id)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE sessions SET updated_at = ? WHERE id = ?`, millis(s.opts.Now()), w.sessionID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("session %d: save reply %d: %w", w.sessionID, w.id, err)
+	}
+	w.writes.Add(1)
+	return nil
+}
+
+// Finish writes the complete reply with its statistics; stopped records that
+// the user cut it short. The writer is closed afterwards, even on error (the
+// error says the final text could not be saved; the last flushed text stays).
+func (w *ReplyWriter) Finish(stats Stats, stopped bool) error {
+	w.mu.Lock()
+	if w.done {
+		w.mu.Unlock()
+		return fmt.Errorf("reply %d: %w", w.id, ErrClosed)
+	}
+	w.done = true
+	w.mu.Unlock()
+	close(w.stop)
+	w.flusher.Wait()
+	return w.write(w.content.String(), w.thinking.String(), &finalState{stats: stats, stopped: stopped})
+}

@@ -1,0 +1,222 @@
+// Package session keeps conversations in a SQLite database (pure Go,
+// modernc.org/sqlite): sessions, their messages with per-turn statistics, and a
+// full-text index over everything said.
+//
+// The database lives at DefaultPath ($XDG_DATA_HOME/bonsai/bonsai.db). It runs
+// in WAL mode with a busy timeout, so several bonsai processes can share it;
+// every message is written as it completes, and a streaming reply is flushed
+// about once a second (BeginReply), so a crash loses at most the last second.
+//
+// Open refuses a file that is not a bonsai database (ErrNotDatabase,
+// ErrForeignDatabase) before SQLite may write to it, and leaves it untouched.
+package session
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/adrg/xdg"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Errors callers branch on. Errors from Store methods wrap one of these when
+// the cause is known, together with the underlying error.
+var (
+	// ErrNotDatabase: the file at the database path is not a SQLite database,
+	// or it is corrupt.
+	ErrNotDatabase = errors.New("not a bonsai database (not SQLite, or corrupt)")
+	// ErrForeignDatabase: a SQLite database that belongs to another program.
+	ErrForeignDatabase = errors.New("a SQLite database that bonsai did not create")
+	// ErrTooNew: the database was written by a newer bonsai with a schema this
+	// build does not know.
+	ErrTooNew = errors.New("database schema is newer than this bonsai")
+	// ErrLocked: another process held the database longer than the busy
+	// timeout.
+	ErrLocked = errors.New("database is locked by another process")
+	// ErrDiskFull: the disk (or the database's size limit) is full.
+	ErrDiskFull = errors.New("disk full")
+	// ErrNotFound: no such session.
+	ErrNotFound = errors.New("no such session")
+	// ErrClosed: the Store or ReplyWriter was already closed.
+	ErrClosed = errors.New("closed")
+)
+
+// applicationID marks bonsai's databases in the SQLite header ("BnsI"), so a
+// foreign SQLite file is recognised before anything is written to it.
+const applicationID = 0x426e7349
+
+// DefaultPath is where conversations are kept: $XDG_DATA_HOME/bonsai/bonsai.db
+// (~/.local/share on Linux). It creates the directory.
+func DefaultPath() (string, error) {
+	p, err := xdg.DataFile("bonsai/bonsai.db")
+	if err != nil {
+		return "", fmt.Errorf("session database path: %w", err)
+	}
+	return p, nil
+}
+
+// Options tune a Store; the zero value gives the defaults.
+type Options struct {
+	// BusyTimeout is how long a writer waits for another process's
+	// transaction before failing with ErrLocked. Default 5s.
+	BusyTimeout time.Duration
+	// FlushInterval is how often a streaming reply is written. Default 1s.
+	FlushInterval time.Duration
+	// Now is the clock (tests); default time.Now.
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = 5 * time.Second
+	}
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Store is an open conversation database. It is safe for concurrent use.
+type Store struct {
+	db   *sql.DB
+	path string
+	opts Options
+}
+
+// Open opens (creating if needed) the database at path with default Options.
+func Open(path string) (*Store, error) { return OpenWith(path, Options{}) }
+
+// OpenWith opens (creating if needed) the database at path and brings its
+// schema up to date.
+func OpenWith(path string, opts Options) (*Store, error) {
+	opts = opts.withDefaults()
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := checkHeader(abs); err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", dsn(abs, opts.BusyTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", abs, err)
+	}
+	s := &Store{db: db, path: abs, opts: opts}
+	if err := s.migrate(context.Background()); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", abs, err)
+	}
+	return s, nil
+}
+
+// Path is the database file.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the database. ReplyWriters still open should be finished first.
+func (s *Store) Close() error { return s.db.Close() }
+
+// dsn builds a file: URI so that odd characters in the path survive. Every
+// pooled connection gets the busy timeout and foreign keys (both are per
+// connection); transactions begin IMMEDIATE so two writers queue on the busy
+// timeout instead of failing on a read-to-write lock upgrade.
+func dsn(abs string, busy time.Duration) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Set("_txlock", "immediate")
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: q.Encode()}
+	if u.Path[0] != '/' { // Windows drive letters
+		u.Path = "/" + u.Path
+	}
+	return u.String()
+}
+
+// sqliteMagic starts every SQLite 3 database file.
+const sqliteMagic = "SQLite format 3\x00"
+
+// checkHeader reads the file at path, if any, without SQLite, and decides
+// whether SQLite may open it read-write. A missing or empty file becomes a
+// new database.
+func checkHeader(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	if st.IsDir() {
+		return fmt.Errorf("open %s: is a directory: %w", path, ErrNotDatabase)
+	}
+	if st.Size() == 0 {
+		return nil
+	}
+	var header [100]byte
+	if _, err := io.ReadFull(f, header[:]); err != nil {
+		return fmt.Errorf("open %s: file too short for a database header: %w", path, ErrNotDatabase)
+	}
+	if string(header[:16]) != sqliteMagic {
+		return fmt.Errorf("open %s: no SQLite header: %w", path, ErrNotDatabase)
+	}
+	if id := binary.BigEndian.Uint32(header[68:72]); id != applicationID {
+		return fmt.Errorf("open %s: application id %#x, bonsai's is %#x: %w", path, id, applicationID, ErrForeignDatabase)
+	}
+	return nil
+}
+
+// classify wraps SQLite failures in the sentinel a caller can act on.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return fmt.Errorf("%w: %w", ErrLocked, err)
+	case sqlite3.SQLITE_FULL:
+		return fmt.Errorf("%w: %w", ErrDiskFull, err)
+	case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
+		return fmt.Errorf("%w: %w", ErrNotDatabase, err)
+	}
+	return err
+}
+
+// millis is how times are stored: Unix milliseconds.
+func millis(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMillis(ms int64) time.Time { return time.UnixMilli(ms) }
+
+// withTx runs fn in one transaction (BEGIN IMMEDIATE), committing if it
+// returns nil.
+func (s *Store) withTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return classify(err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return classify(err)
+	}
+	return classify(tx.Commit())
+}

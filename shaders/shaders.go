@@ -1,0 +1,122 @@
+// Package shaders holds the WGSL compute kernels of the GPU backend
+// (infer/gpu) and a tiny preprocessor for them.
+//
+// WGSL under wgpu 0.19 has no override constants, so every kernel is
+// specialised by text: Source prepends `const NAME: T = value;` lines and
+// resolves `//#if NAME` / `//#else` / `//#endif` blocks (NAME true when its
+// define is present and not "0"). Blocks do not nest.
+package shaders
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+//go:embed *.wgsl
+var files embed.FS
+
+// ErrUnknown is returned for a kernel name with no .wgsl file.
+var ErrUnknown = errors.New("unknown shader")
+
+// Const is one specialisation constant: Type is a WGSL scalar type ("u32",
+// "f32", "i32") and Value its literal without suffix.
+type Const struct {
+	Type  string
+	Value string
+}
+
+// U32 and F32 build constants.
+func U32(v int) Const     { return Const{"u32", fmt.Sprintf("%du", v)} }
+func F32(v float32) Const { return Const{"f32", fmt.Sprintf("%g", v)} }
+
+// Flag is a define for //#if blocks with no constant emitted.
+func Flag(on bool) Const {
+	if on {
+		return Const{"", "1"}
+	}
+	return Const{"", "0"}
+}
+
+// Source returns the specialised WGSL of kernel name.
+func Source(name string, defs map[string]Const) (string, error) {
+	body, err := files.ReadFile(name + ".wgsl")
+	if err != nil {
+		return "", fmt.Errorf("shaders: %q: %w", name, ErrUnknown)
+	}
+	keys := make([]string, 0, len(defs))
+	for k := range defs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		c := defs[k]
+		if c.Type == "" {
+			continue
+		}
+		v := c.Value
+		if c.Type == "f32" && !strings.ContainsAny(v, ".eEn") {
+			v += ".0"
+		}
+		fmt.Fprintf(&b, "const %s: %s = %s;\n", k, c.Type, v)
+	}
+	out, err := preprocess(string(body), defs)
+	if err != nil {
+		return "", fmt.Errorf("shaders: %s: %w", name, err)
+	}
+	b.WriteString(out)
+	return b.String(), nil
+}
+
+func preprocess(src string, defs map[string]Const) (string, error) {
+	var b strings.Builder
+	const (
+		outside = iota
+		taking
+		skipping
+	)
+	state := outside
+	for i, line := range strings.Split(src, "\n") {
+		t := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(t, "//#if "):
+			if state != outside {
+				return "", fmt.Errorf("line %d: nested //#if", i+1)
+			}
+			c, ok := defs[strings.TrimSpace(t[len("//#if "):])]
+			if ok && c.Value != "0" && c.Value != "0u" {
+				state = taking
+			} else {
+				state = skipping
+			}
+			continue
+		case t == "//#else":
+			if state == outside {
+				return "", fmt.Errorf("line %d: //#else without //#if", i+1)
+			}
+			if state == taking {
+				state = skipping
+			} else {
+				state = taking
+			}
+			continue
+		case t == "//#endif":
+			if state == outside {
+				return "", fmt.Errorf("line %d: //#endif without //#if", i+1)
+			}
+			state = outside
+			continue
+		}
+		if state != skipping {
+			b.WriteString(line)
+			b.WriteByte('\n')
+		}
+	}
+	if state != outside {
+		return "", errors.New("unterminated //#if")
+	}
+	return b.String(), nil
+}

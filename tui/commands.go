@@ -1,0 +1,218 @@
+package tui
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bonsai-chat/bonsai/infer/chat"
+	"github.com/bonsai-chat/bonsai/session"
+	tea "github.com/charmbracelet/bubbletea"
+)
+
+// runSlash runs a /command typed in the input.
+func (m *Model) runSlash(name, arg string) tea.Cmd {
+	switch name {
+	case "new":
+		return m.newChat(m.opts.System, "new chat")
+	case "clear":
+		return m.newChat(m.system, "cleared: a new chat with the same system prompt")
+	case "sessions":
+		return m.openSessions()
+	case "system":
+		return m.setSystem(arg)
+	case "think":
+		switch arg {
+		case "on":
+			m.think = true
+		case "off":
+			m.think = false
+		case "":
+			m.think = !m.think
+		default:
+			return m.notify("/think on or /think off", true)
+		}
+		return m.notify("thinking "+map[bool]string{true: "on", false: "off"}[m.think]+" from the next reply", false)
+	case "backend":
+		return m.switchBackend(arg)
+	case "model":
+		return m.showModel()
+	case "export":
+		return m.export(arg)
+	case "copy":
+		return m.copyReply(arg)
+	case "regen", "regenerate":
+		return m.regenerate()
+	case "edit":
+		return m.editLast()
+	case "profile":
+		return m.togglePanel(panelProfile)
+	case "panel":
+		return m.togglePanel(arg)
+	case "help":
+		m.overlay = overlayHelp
+		return nil
+	case "quit", "exit", "bye":
+		return m.requestQuit()
+	}
+	return m.notify(fmt.Sprintf("unknown command /%s (/help lists them; // sends a message starting with /)", name), true)
+}
+
+// setSystem changes the system prompt. In an empty chat it simply becomes
+// the first message; once the chat has turns, it starts a new chat, since
+// the turns so far were answered under the old prompt.
+func (m *Model) setSystem(text string) tea.Cmd {
+	hasTurns := false
+	for _, e := range m.conv.entries {
+		if e.kind == entryUser || e.kind == entryAssistant {
+			hasTurns = true
+			break
+		}
+	}
+	if hasTurns {
+		note := "new chat with the system prompt set"
+		if text == "" {
+			note = "new chat without a system prompt"
+		}
+		return m.newChat(text, note)
+	}
+	m.system = text
+	m.conv.Clear()
+	m.save.Detach()
+	if text == "" {
+		return m.notify("system prompt cleared", false)
+	}
+	m.conv.add(entry{kind: entrySystem, content: text})
+	m.save.Add(chat.Message{Role: chat.RoleSystem, Content: text}, m.meta())
+	return m.notify("system prompt set", false)
+}
+
+func (m *Model) switchBackend(name string) tea.Cmd {
+	switch name {
+	case "cpu", "gpu", "auto":
+	default:
+		return m.notify("/backend cpu, /backend gpu or /backend auto", true)
+	}
+	if m.generating {
+		return m.notify("wait for the reply to finish (or esc) before switching", true)
+	}
+	if m.info != nil && m.info.Backend == name {
+		return m.notify("already on "+name, false)
+	}
+	m.backend.switching = name
+	m.backend.load = emptyLoad
+	m.backend.lastErr = ""
+	m.status.phase = phaseLoading
+	m.status.load = emptyLoad
+	m.showBackend = true
+	m.eng.SwitchBackend(name)
+	return m.notify("reloading the model on "+name+"; the KV cache is rebuilt on the next reply", false)
+}
+
+func (m *Model) showModel() tea.Cmd {
+	if m.info == nil {
+		return m.notify("no model loaded yet", true)
+	}
+	i := m.info
+	text := fmt.Sprintf("%s — %s (%s, %s params), %d-token context on %s. File: %s. "+
+		"To run another model, restart with --model FILE.",
+		i.Name, i.Variant, i.Arch, formatCount(i.Params), i.ContextSize, i.Backend, i.Path)
+	m.conv.Notice(text)
+	return nil
+}
+
+// copyReply copies the last reply, or its Nth fenced code block.
+func (m *Model) copyReply(arg string) tea.Cmd {
+	i := m.conv.LastReply()
+	if i < 0 || m.conv.entries[i].content == "" {
+		return m.notify("no reply to copy yet", true)
+	}
+	content := m.conv.entries[i].content
+	if arg == "" {
+		return copyCmd(m.opts.Clipboard, content, "the last reply")
+	}
+	n, err := strconv.Atoi(arg)
+	blocks := codeBlocks(content)
+	if err != nil || n < 1 || n > len(blocks) {
+		return m.notify(fmt.Sprintf("/copy N: the last reply has %d code block(s)", len(blocks)), true)
+	}
+	return copyCmd(m.opts.Clipboard, blocks[n-1], fmt.Sprintf("code block %d", n))
+}
+
+// exportedMsg reports /export.
+type exportedMsg struct {
+	path string
+	err  error
+}
+
+// export writes the transcript as markdown (or JSON for a .json path).
+func (m *Model) export(arg string) tea.Cmd {
+	msgs := m.conv.entries
+	if len(msgs) == 0 {
+		return m.notify("nothing to export yet", true)
+	}
+	sess := &session.Session{Info: session.Info{Title: m.title, Model: m.meta().Model,
+		Variant: m.meta().Variant, Backend: m.meta().Backend, Created: m.opts.Now(), Updated: m.opts.Now()}}
+	for _, e := range msgs {
+		mm, ok := e.message()
+		if !ok && e.kind != entryAssistant {
+			continue
+		}
+		if e.kind == entryAssistant {
+			mm = chat.Message{Role: chat.RoleAssistant, Content: e.content, Thinking: e.thinking}
+		}
+		t := session.Message{Role: mm.Role, Content: mm.Content, Thinking: mm.Thinking, Stopped: e.stopped}
+		if e.stats != nil {
+			t.Stats = session.StatsFrom(*e.stats)
+		}
+		sess.Turns = append(sess.Turns, t)
+	}
+	path := arg
+	if path == "" {
+		path = exportName(m.title, m.opts.Now())
+	}
+	format := session.Markdown
+	if strings.EqualFold(filepath.Ext(path), ".json") {
+		format = session.JSON
+	}
+	if !filepath.IsAbs(path) && m.opts.ExportDir != "" {
+		path = filepath.Join(m.opts.ExportDir, path)
+	}
+	return func() tea.Msg {
+		if err := session.Export(sess, format, path); err != nil {
+			return exportedMsg{path: path, err: err}
+		}
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			abs = path
+		}
+		return exportedMsg{path: abs}
+	}
+}
+
+// exportName makes a file name from the chat's title and the time.
+func exportName(title string, now time.Time) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(title) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		case b.Len() > 0 && !strings.HasSuffix(b.String(), "-"):
+			b.WriteByte('-')
+		}
+		if b.Len() >= 40 {
+			break
+		}
+	}
+	slug := strings.Trim(b.String(), "-")
+	if slug == "" {
+		slug = "chat"
+	}
+	return fmt.Sprintf("bonsai-%s-%s.md", now.Format("20060102-150405"), slug)
+}
+
+// errNoStore is shown when session commands run without a database.
+var errNoStore = errors.New("sessions are not being saved (no database)")

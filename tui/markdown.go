@@ -1,0 +1,235 @@
+package tui
+
+import (
+	"regexp"
+	"strings"
+
+	"github.com/charmbracelet/glamour"
+	"github.com/charmbracelet/glamour/ansi"
+	"github.com/muesli/termenv"
+)
+
+// markdownRenderer turns markdown into terminal text at a given width. It
+// keeps one glamour renderer per width (glamour bakes the wrap width in) and
+// is used only from the bubbletea goroutine, since glamour renderers are
+// stateful.
+type markdownRenderer struct {
+	style     ansi.StyleConfig
+	profile   termenv.Profile
+	renderers map[int]*glamour.TermRenderer
+}
+
+func newMarkdownRenderer(profile termenv.Profile, dark bool) *markdownRenderer {
+	return &markdownRenderer{
+		style:     markdownStyle(profile, dark),
+		profile:   profile,
+		renderers: map[int]*glamour.TermRenderer{},
+	}
+}
+
+// Render returns src rendered to width columns, without leading or trailing
+// blank lines and without the padding glamour adds to the right of each line.
+// When glamour fails (it should not on any input), the source is shown as is
+// so that a reply is never lost.
+func (m *markdownRenderer) Render(src string, width int) string {
+	if strings.TrimSpace(src) == "" {
+		return ""
+	}
+	width = max(width, 10)
+	r, ok := m.renderers[width]
+	if !ok {
+		var err error
+		r, err = glamour.NewTermRenderer(
+			glamour.WithStyles(m.style),
+			glamour.WithWordWrap(width),
+			glamour.WithColorProfile(m.profile),
+		)
+		if err != nil {
+			return src
+		}
+		m.renderers[width] = r
+	}
+	out, err := r.Render(src)
+	if err != nil {
+		return src
+	}
+	return trimBlankEdges(trimLineEnds(out))
+}
+
+// ansiSeq matches one SGR or other CSI escape sequence.
+var ansiSeq = regexp.MustCompile("\x1b\\[[0-9;?]*[A-Za-z]")
+
+// trimLineEnds drops the spaces glamour pads every line with, keeping any
+// escape sequences among them so that styles still reset.
+func trimLineEnds(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, line := range lines {
+		lines[i] = trimRightKeepingEscapes(line)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func trimRightKeepingEscapes(line string) string {
+	var tailEscapes []string
+	for {
+		trimmed := strings.TrimRight(line, " ")
+		loc := ansiSeq.FindAllStringIndex(trimmed, -1)
+		if len(loc) == 0 || loc[len(loc)-1][1] != len(trimmed) {
+			line = trimmed
+			break
+		}
+		last := loc[len(loc)-1]
+		tailEscapes = append(tailEscapes, trimmed[last[0]:])
+		line = trimmed[:last[0]]
+	}
+	for i := len(tailEscapes) - 1; i >= 0; i-- {
+		line += tailEscapes[i]
+	}
+	return line
+}
+
+// trimBlankEdges removes blank lines (possibly holding only escapes) at the
+// start and end.
+func trimBlankEdges(s string) string {
+	lines := strings.Split(s, "\n")
+	blank := func(l string) bool { return strings.TrimSpace(ansiSeq.ReplaceAllString(l, "")) == "" }
+	for len(lines) > 0 && blank(lines[0]) {
+		lines = lines[1:]
+	}
+	for len(lines) > 0 && blank(lines[len(lines)-1]) {
+		lines = lines[:len(lines)-1]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// streamingMarkdown renders a reply while it grows. Text up to the last safe
+// block boundary (see stableBoundary) is rendered once, chunk by chunk, and
+// only the tail after it is rendered again on each frame, so a long reply
+// costs O(length) over its whole stream instead of O(length²). When the
+// reply is complete the conversation renders it whole once more, which
+// repairs any difference chunking made.
+type streamingMarkdown struct {
+	width     int
+	stableLen int      // bytes of the source already rendered as stable chunks
+	chunks    []string // renders of the stable chunks
+}
+
+// Render returns the view of src, which must extend the source of the
+// previous call (anything else starts over).
+func (s *streamingMarkdown) Render(md *markdownRenderer, src string, width int) string {
+	if width != s.width || len(src) < s.stableLen {
+		*s = streamingMarkdown{width: width}
+	}
+	if b := stableBoundary(src); b > s.stableLen {
+		if out := md.Render(src[s.stableLen:b], width); out != "" {
+			s.chunks = append(s.chunks, out)
+		}
+		s.stableLen = b
+	}
+	parts := s.chunks
+	if tail := md.Render(src[s.stableLen:], width); tail != "" {
+		parts = append(parts[:len(parts):len(parts)], tail)
+	}
+	return strings.Join(parts, "\n\n")
+}
+
+// stableBoundary returns the byte offset of the last point in src where the
+// markdown before it can be rendered on its own without changing what it
+// looks like: the start of a line that follows a blank line, outside a code
+// fence, where neither the block before nor the line after belongs to a
+// list, quote, table or indented block (those merge across blank lines). It
+// returns 0 when there is none.
+func stableBoundary(src string) int {
+	inFence := false
+	fence := ""
+	best := 0
+	offset := 0
+	prevContent := "" // last non-blank line before the current position
+	sawBlank := false // a blank line separates prevContent from here
+	lines := strings.SplitAfter(src, "\n")
+	for i, raw := range lines {
+		start := offset
+		offset += len(raw)
+		complete := strings.HasSuffix(raw, "\n")
+		line := strings.TrimRight(raw, "\n")
+		trimmed := strings.TrimLeft(line, " ")
+		if inFence {
+			if complete && strings.HasPrefix(trimmed, fence) && strings.Trim(trimmed, fence[:1]) == "" {
+				inFence = false
+			}
+			prevContent, sawBlank = line, false
+			continue
+		}
+		if strings.TrimSpace(line) == "" {
+			if complete {
+				sawBlank = true
+			}
+			continue
+		}
+		if sawBlank && i > 0 && !continuesBlock(prevContent) && !continuesBlock(line) {
+			best = start
+		}
+		if f := fenceOpener(trimmed); f != "" && len(line)-len(trimmed) < 4 {
+			inFence, fence = true, f
+		}
+		prevContent, sawBlank = line, false
+	}
+	return best
+}
+
+var listMarker = regexp.MustCompile(`^\s*([-*+]|\d{1,9}[.)])(\s|$)`)
+
+// continuesBlock reports whether a line belongs to a block that markdown
+// lets span blank lines (lists, quotes, tables, indented code).
+func continuesBlock(line string) bool {
+	if line == "" {
+		return false
+	}
+	if line[0] == ' ' || line[0] == '\t' {
+		return true
+	}
+	t := strings.TrimSpace(line)
+	return listMarker.MatchString(line) || strings.HasPrefix(t, ">") || strings.HasPrefix(t, "|")
+}
+
+// fenceOpener returns the fence (``` or ~~~, possibly longer) a line opens,
+// or "".
+func fenceOpener(trimmed string) string {
+	for _, c := range []string{"`", "~"} {
+		n := 0
+		for n < len(trimmed) && trimmed[n:n+1] == c {
+			n++
+		}
+		if n >= 3 {
+			return strings.Repeat(c, n)
+		}
+	}
+	return ""
+}
+
+// codeBlocks returns the contents of the fenced code blocks in src, in order,
+// for copying. An unterminated last block is included as far as it goes.
+func codeBlocks(src string) []string {
+	var blocks []string
+	var cur []string
+	fence := ""
+	for _, line := range strings.Split(src, "\n") {
+		trimmed := strings.TrimLeft(line, " ")
+		if fence == "" {
+			if f := fenceOpener(trimmed); f != "" && len(line)-len(trimmed) < 4 {
+				fence, cur = f, nil
+			}
+			continue
+		}
+		if strings.HasPrefix(trimmed, fence) && strings.Trim(trimmed, fence[:1]) == "" {
+			blocks = append(blocks, strings.Join(cur, "\n"))
+			fence = ""
+			continue
+		}
+		cur = append(cur, line)
+	}
+	if fence != "" {
+		blocks = append(blocks, strings.Join(cur, "\n"))
+	}
+	return blocks
+}

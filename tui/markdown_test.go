@@ -1,0 +1,132 @@
+package tui
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/muesli/termenv"
+)
+
+func TestStableBoundary(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want string // the text before the boundary
+	}{
+		{"empty", "", ""},
+		{"one paragraph", "Hello world", ""},
+		{"paragraph then more", "One.\n\nTwo", "One.\n\n"},
+		{"blank line not finished", "One.\n", ""},
+		{"latest boundary wins", "One.\n\nTwo.\n\nThree", "One.\n\nTwo.\n\n"},
+		{"inside an open fence", "Intro.\n\n```go\nx := 1\n\ny := 2", "Intro.\n\n"},
+		{"after a closed fence", "```\ncode\n```\n\nAfter", "```\ncode\n```\n\n"},
+		{"tilde fence", "~~~\na\n\nb\n~~~\n\nc", "~~~\na\n\nb\n~~~\n\n"},
+		{"list continues across blank", "- a\n\n- b", ""},
+		{"paragraph before list is fine", "Intro.\n\n- a\n\n- b", ""},
+		{"after a list, a paragraph", "- a\n- b\n\nText", ""},
+		{"quote", "> q\n\n> r", ""},
+		{"indented continuation", "Para.\n\n    code", ""},
+		{"table", "| a | b |\n|---|---|\n\nText", ""},
+		{"heading", "# Title\n\nBody", "# Title\n\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.src[:stableBoundary(tc.src)]
+			if got != tc.want {
+				t.Errorf("stableBoundary(%q) splits after %q, want %q", tc.src, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCodeBlocks(t *testing.T) {
+	tests := []struct {
+		src  string
+		want []string
+	}{
+		{"no code", nil},
+		{"```go\nfunc f() {}\n```", []string{"func f() {}"}},
+		{"a\n```\none\n```\nb\n~~~py\ntwo\nthree\n~~~\n", []string{"one", "two\nthree"}},
+		{"````\n```\ninner\n```\n````", []string{"```\ninner\n```"}},
+		{"```\nunterminated", []string{"unterminated"}},
+	}
+	for _, tc := range tests {
+		got := codeBlocks(tc.src)
+		if strings.Join(got, "|") != strings.Join(tc.want, "|") || len(got) != len(tc.want) {
+			t.Errorf("codeBlocks(%q) = %q, want %q", tc.src, got, tc.want)
+		}
+	}
+}
+
+// TestStreamingMatchesFull streams documents a few bytes at a time and checks
+// the final streamed view against a one-shot render: chunking at stable
+// boundaries must not change what the reader sees.
+func TestStreamingMatchesFull(t *testing.T) {
+	docs := []string{
+		"# Plan\n\nFirst we **parse** the file.\n\nThen we `mmap` it.\n\n```go\nf, err := os.Open(p)\n\nif err != nil {\n\treturn err\n}\n```\n\nDone.",
+		"Intro paragraph that is long enough to wrap across more than one line at forty columns.\n\nSecond paragraph.",
+		"- one\n- two\n\n- three\n\nAfter the list.",
+	}
+	md := newMarkdownRenderer(termenv.Ascii, true)
+	for _, doc := range docs {
+		var s streamingMarkdown
+		var got string
+		for i := 1; i <= len(doc); i += 3 {
+			got = s.Render(md, doc[:i], 40)
+		}
+		got = s.Render(md, doc, 40)
+		want := md.Render(doc, 40)
+		if got != want {
+			t.Errorf("streamed render differs from full render\nstreamed:\n%s\nfull:\n%s", got, want)
+		}
+	}
+}
+
+func TestStreamingRestartsOnWidthChange(t *testing.T) {
+	md := newMarkdownRenderer(termenv.Ascii, true)
+	var s streamingMarkdown
+	doc := "Alpha beta gamma delta epsilon zeta eta theta.\n\nIota kappa."
+	s.Render(md, doc, 20)
+	if got, want := s.Render(md, doc, 60), md.Render(doc, 60); got != want {
+		t.Errorf("after a width change got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestTrimRightKeepingEscapes(t *testing.T) {
+	tests := map[string]string{
+		"abc   ":                      "abc",
+		"\x1b[1mabc\x1b[0m   ":         "\x1b[1mabc\x1b[0m",
+		"\x1b[1mabc   \x1b[0m  ":       "\x1b[1mabc\x1b[0m",
+		"   ":                         "",
+		"a \x1b[31m \x1b[0m \x1b[1m ": "a\x1b[31m\x1b[0m\x1b[1m",
+	}
+	for in, want := range tests {
+		if got := trimRightKeepingEscapes(in); got != want {
+			t.Errorf("trimRightKeepingEscapes(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// FuzzStreamingMarkdown feeds arbitrary text through the streaming renderer
+// in pieces: it must never panic, and boundaries must fall on line starts.
+func FuzzStreamingMarkdown(f *testing.F) {
+	f.Add("# a\n\nb\n\n```\nc\n\nd\n```\n\ne", 3)
+	f.Add("- x\n\n  y\n\n> z", 1)
+	f.Add("\n\n\n```", 2)
+	md := newMarkdownRenderer(termenv.Ascii, true)
+	f.Fuzz(func(t *testing.T, doc string, step int) {
+		if len(doc) > 2000 {
+			return
+		}
+		b := stableBoundary(doc)
+		if b < 0 || b > len(doc) || (b > 0 && doc[b-1] != '\n') {
+			t.Fatalf("boundary %d of %q is not at a line start", b, doc)
+		}
+		step = max(1, min(step, 50))
+		var s streamingMarkdown
+		for i := 0; i <= len(doc); i += step {
+			s.Render(md, doc[:i], 30)
+		}
+		codeBlocks(doc)
+	})
+}

@@ -1,0 +1,725 @@
+// Package tui is bonsai's chat interface: one bubbletea model whose panels
+// (status line, conversation, input, backend, profiling, sessions, help)
+// are plain structs drawn at a width. It talks to the model only through
+// engine.Client, and to disk only from a background goroutine.
+package tui
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/bonsai-chat/bonsai/config"
+	"github.com/bonsai-chat/bonsai/infer/chat"
+	"github.com/bonsai-chat/bonsai/infer/engine"
+	"github.com/bonsai-chat/bonsai/session"
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
+)
+
+// Options are everything the chat needs from outside; tests fill them with
+// fakes.
+type Options struct {
+	Engine engine.Client
+	// Store keeps conversations; nil keeps nothing.
+	Store *session.Store
+	// Resume is a conversation to continue (from -c or --session).
+	Resume *session.Session
+	// State is the UI state file's content (open panels, prompt history);
+	// StatePath is where changes are written ("" writes nothing).
+	State     *config.State
+	StatePath string
+	// Think starts with thinking on; System is the system prompt of new chats.
+	Think  bool
+	System string
+	// Sampling returns the sampler settings for one reply (a fresh seed each
+	// time when the seed is random); nil leaves the engine's defaults.
+	Sampling  func() engine.Sampling
+	MaxTokens int
+	ModelPath string
+	// Dark says the terminal background is dark; Profile is its colour
+	// profile (termenv.Ascii under NO_COLOR).
+	Dark    bool
+	Profile termenv.Profile
+	// Clipboard copies text (OSC 52 by default).
+	Clipboard func(string) error
+	// Keys overrides DefaultKeyMap.
+	Keys *KeyMap
+	// ExportDir is where /export writes when given no path ("" = cwd).
+	ExportDir string
+	// Now is the clock (tests).
+	Now func() time.Time
+}
+
+// overlay is what covers the conversation, if anything.
+type overlay int
+
+const (
+	overlayNone overlay = iota
+	overlayHelp
+	overlaySessions
+)
+
+// Panel names as stored in the UI state file.
+const (
+	panelBackend = "backend"
+	panelProfile = "profile"
+)
+
+// Model is the root bubbletea model.
+type Model struct {
+	opts   Options
+	eng    engine.Client
+	styles *Styles
+	keys   KeyMap
+	md     *markdownRenderer
+
+	width, height int
+
+	conv     *conversation
+	input    input
+	status   statusLine
+	backend  backendPanel
+	prof     profilePanel
+	sessions sessionList
+
+	overlay     overlay
+	helpOffset  int
+	showBackend bool
+	showProfile bool
+
+	info       *engine.ModelInfo
+	think      bool
+	system     string
+	title      string
+	generating bool
+	// pending holds streamed text not yet drawn (flushed once per frame).
+	pendingThink, pendingText strings.Builder
+	ticking                   bool
+
+	noteID      int
+	quitArmedAt time.Time // ctrl+c pressed once while idle
+
+	bg    *background
+	save  *saver
+	state config.State
+	quit  bool
+}
+
+// New builds the chat. Call Close after the program ends.
+func New(opts Options) *Model {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Clipboard == nil {
+		opts.Clipboard = osc52Copy
+	}
+	styles := DefaultStyles()
+	keys := DefaultKeyMap()
+	if opts.Keys != nil {
+		keys = *opts.Keys
+	}
+	md := newMarkdownRenderer(opts.Profile, opts.Dark)
+	m := &Model{
+		opts:   opts,
+		eng:    opts.Engine,
+		styles: &styles,
+		keys:   keys,
+		md:     md,
+		conv:   newConversation(&styles, md),
+		think:  opts.Think,
+		system: opts.System,
+		bg:     newBackground(),
+	}
+	m.input = newInput(m.styles)
+	m.save = &saver{store: opts.Store, bg: m.bg}
+	if opts.State != nil {
+		m.state = *opts.State
+		m.showBackend = m.state.Panels[panelBackend]
+		m.showProfile = m.state.Panels[panelProfile]
+		m.input.History(m.state.History)
+	}
+	if m.state.Panels == nil {
+		m.state.Panels = map[string]bool{}
+	}
+	if opts.Resume != nil {
+		m.loadSession(opts.Resume)
+	} else if m.system != "" {
+		m.conv.add(entry{kind: entrySystem, content: m.system})
+	}
+	return m
+}
+
+// Close stops the background writer after it has saved everything queued.
+func (m *Model) Close() {
+	m.flushPending()
+	m.save.Close()
+	m.bg.Close()
+}
+
+// Init starts listening to the engine and the background writer.
+func (m *Model) Init() tea.Cmd {
+	return tea.Batch(waitForEngine(m.eng.Events()), waitForBackground(m.bg.out), m.input.ta.Focus())
+}
+
+// Update is the only place the model changes.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	cmd := m.update(msg)
+	m.layout()
+	if m.quit {
+		return m, tea.Quit
+	}
+	return m, cmd
+}
+
+func (m *Model) update(msg tea.Msg) tea.Cmd {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.width, m.height = msg.Width, msg.Height
+		return nil
+	case engineMsg:
+		return m.onEngine(msg)
+	case frameMsg:
+		m.ticking = false
+		m.flushPending()
+		if m.generating {
+			m.ticking = true
+			return frameTick()
+		}
+		return nil
+	case noteExpiredMsg:
+		if msg.id == m.noteID {
+			m.status.note = ""
+		}
+		return nil
+	case savedSessionMsg:
+		m.title = msg.info.Title
+		return waitForBackground(m.bg.out)
+	case saveErrMsg:
+		return tea.Batch(m.notify(msg.err.Error(), true), waitForBackground(m.bg.out))
+	case sessionsListedMsg, sessionLoadedMsg, sessionChangedMsg:
+		return m.onSessionMsg(msg)
+	case copiedMsg:
+		if msg.err != nil {
+			return m.notify("copy failed: "+msg.err.Error(), true)
+		}
+		return m.notify(fmt.Sprintf("copied %s to the clipboard", msg.what), false)
+	case exportedMsg:
+		if msg.err != nil {
+			m.conv.Error("export failed: " + msg.err.Error())
+			return nil
+		}
+		return m.notify("exported to "+msg.path, false)
+	case tea.MouseMsg:
+		switch msg.Button {
+		case tea.MouseButtonWheelUp:
+			m.conv.ScrollUp(3)
+		case tea.MouseButtonWheelDown:
+			m.conv.ScrollDown(3)
+		}
+		return nil
+	case tea.KeyMsg:
+		return m.onKey(msg)
+	}
+	// Shift+Enter arrives from terminals with the kitty or modifyOtherKeys
+	// protocols as a CSI sequence bubbletea v1 does not name.
+	if s, ok := msg.(fmt.Stringer); ok && isShiftEnter(s.String()) {
+		m.input.Newline()
+	}
+	return nil
+}
+
+// isShiftEnter recognises Shift+Enter sent as CSI 13;2u or CSI 27;2;13~.
+func isShiftEnter(s string) bool {
+	return s == "?CSI[49 51 59 50 117]?" || s == "?CSI[50 55 59 50 59 49 51 126]?"
+}
+
+// onEngine applies a batch of engine events.
+func (m *Model) onEngine(msg engineMsg) tea.Cmd {
+	var cmds []tea.Cmd
+	for _, ev := range msg.events {
+		cmds = append(cmds, m.onEvent(ev))
+	}
+	if msg.closed {
+		m.flushPending()
+		if m.generating {
+			m.finishReply("stopped", m.status.stats)
+		}
+		if m.status.phase != phaseFailed {
+			m.status.phase = phaseFailed
+			m.conv.Error("the engine has stopped; restart bonsai to continue")
+		}
+		return tea.Batch(cmds...)
+	}
+	cmds = append(cmds, waitForEngine(m.eng.Events()))
+	return tea.Batch(cmds...)
+}
+
+func (m *Model) onEvent(ev engine.Event) tea.Cmd {
+	switch ev := ev.(type) {
+	case engine.LoadProgress:
+		if m.status.phase != phaseFailed {
+			m.status.phase = phaseLoading
+		}
+		m.status.load = ev
+		m.backend.load = ev
+	case engine.Loaded:
+		info := ev.Info
+		m.info = &info
+		m.status.info = &info
+		m.backend.info = &info
+		m.backend.switching = ""
+		m.backend.lastErr = ""
+		m.status.phase = phaseReady
+		if m.generating {
+			m.status.phase = phaseGenerating
+		}
+	case engine.PrefillProgress:
+		m.status.prefill = ev
+	case engine.Token:
+		if ev.Thinking {
+			m.pendingThink.WriteString(ev.Text)
+		} else {
+			m.pendingText.WriteString(ev.Text)
+		}
+		if !m.ticking && m.generating {
+			m.ticking = true
+			return frameTick()
+		}
+	case engine.Stats:
+		m.status.stats = ev
+		m.status.hasStats = true
+	case engine.ProfileSample:
+		s := ev.Sample
+		m.prof.sample = &s
+	case engine.Done:
+		m.flushPending()
+		m.status.stats = ev.Stats
+		m.status.hasStats = true
+		m.finishReply(ev.Reason, ev.Stats)
+	case engine.Error:
+		return m.onEngineError(ev)
+	}
+	return nil
+}
+
+func (m *Model) onEngineError(ev engine.Error) tea.Cmd {
+	text := "engine error"
+	if ev.Err != nil {
+		text = ev.Err.Error()
+	}
+	m.flushPending()
+	switch {
+	case ev.Fatal:
+		if m.generating {
+			m.finishReply("stopped", m.status.stats)
+		}
+		m.status.phase = phaseFailed
+		m.conv.Error(text)
+	case m.backend.switching != "":
+		m.backend.lastErr = text
+		m.backend.switching = ""
+		m.conv.Error(text + " (still on " + m.backendName() + ")")
+		m.status.phase = phaseReady
+	default:
+		m.conv.Error(text)
+		if m.generating {
+			m.finishReply("error", m.status.stats)
+		} else if m.info != nil {
+			m.status.phase = phaseReady
+		}
+	}
+	return m.notify(text, true)
+}
+
+func (m *Model) backendName() string {
+	if m.info == nil {
+		return "the old backend"
+	}
+	return m.info.Backend
+}
+
+// flushPending moves buffered tokens into the transcript and the saver.
+func (m *Model) flushPending() {
+	if m.pendingThink.Len() == 0 && m.pendingText.Len() == 0 {
+		return
+	}
+	think, text := m.pendingThink.String(), m.pendingText.String()
+	m.pendingThink.Reset()
+	m.pendingText.Reset()
+	if !m.generating {
+		return
+	}
+	m.conv.AppendReply(think, text)
+	m.save.AppendReply(text, think)
+}
+
+func (m *Model) finishReply(reason string, stats engine.Stats) {
+	if !m.generating {
+		return
+	}
+	m.generating = false
+	st := stats
+	m.conv.FinishReply(reason, &st)
+	m.save.FinishReply(stats, reason == "stopped")
+	if m.status.phase != phaseFailed && m.status.phase != phaseLoading {
+		m.status.phase = phaseReady
+	}
+	m.status.prefill = engine.PrefillProgress{}
+}
+
+// meta describes what produces the messages now, for the store.
+func (m *Model) meta() session.Meta {
+	meta := session.Meta{Model: m.opts.ModelPath}
+	if m.info != nil {
+		meta.Variant = m.info.Variant
+		meta.Backend = m.info.Backend
+		if meta.Model == "" {
+			meta.Model = m.info.Path
+		}
+	}
+	return meta
+}
+
+// canGenerate says whether a new reply may start, with the reason if not.
+func (m *Model) canGenerate() (bool, string) {
+	switch {
+	case m.status.phase == phaseFailed:
+		return false, "the engine has stopped"
+	case m.generating:
+		return false, "a reply is still streaming (esc stops it)"
+	case m.info == nil || m.status.phase == phaseLoading:
+		return false, "the model is still loading"
+	}
+	return true, ""
+}
+
+// send adds the user's message and asks for a reply.
+func (m *Model) send(text string) tea.Cmd {
+	if ok, why := m.canGenerate(); !ok {
+		return m.notify("not sent: "+why, true)
+	}
+	m.input.Remember(text)
+	m.state.AddHistory(text)
+	m.input.SetValue("")
+	msg := chat.Message{Role: chat.RoleUser, Content: text}
+	m.conv.add(entry{kind: entryUser, content: text})
+	m.save.Add(msg, m.meta())
+	if m.title == "" {
+		m.title = session.MakeTitle(text)
+	}
+	m.conv.Bottom()
+	return m.generate()
+}
+
+// generate starts a reply to the transcript as it stands.
+func (m *Model) generate() tea.Cmd {
+	req := engine.GenerateRequest{Messages: m.conv.Messages(), Think: m.think, MaxTokens: m.opts.MaxTokens}
+	if m.opts.Sampling != nil {
+		s := m.opts.Sampling()
+		req.Sampling = &s
+	}
+	m.generating = true
+	m.status.phase = phaseGenerating
+	m.status.hasStats = false
+	m.status.prefill = engine.PrefillProgress{}
+	m.conv.StartReply()
+	m.save.BeginReply(m.meta())
+	m.eng.Generate(req)
+	m.ticking = true
+	return frameTick()
+}
+
+// regenerate replaces the last reply with a new one.
+func (m *Model) regenerate() tea.Cmd {
+	if m.generating {
+		return m.notify("a reply is still streaming (esc stops it)", true)
+	}
+	last := m.conv.LastReply()
+	if last < 0 || last < m.conv.LastUser() {
+		return m.notify("no reply to regenerate", true)
+	}
+	if ok, why := m.canGenerate(); !ok {
+		return m.notify(why, true)
+	}
+	m.truncateAt(last)
+	return m.generate()
+}
+
+// editLast puts the last prompt back in the input and drops it and its reply.
+func (m *Model) editLast() tea.Cmd {
+	if m.generating {
+		return m.notify("a reply is still streaming (esc stops it)", true)
+	}
+	last := m.conv.LastUser()
+	if last < 0 {
+		return m.notify("no prompt to edit", true)
+	}
+	text := m.conv.entries[last].content
+	m.truncateAt(last)
+	m.input.SetValue(text)
+	return m.notify("editing the last prompt: enter sends it again", false)
+}
+
+// truncateAt drops transcript entries from i on, in the store too.
+func (m *Model) truncateAt(i int) {
+	stored := 0
+	var kept []chat.Message
+	for _, e := range m.conv.entries[:i] {
+		if e.kind == entryUser || e.kind == entryAssistant || e.kind == entrySystem {
+			stored++
+			mm, _ := e.message()
+			kept = append(kept, mm)
+		}
+	}
+	m.conv.Truncate(i)
+	m.save.TruncateTo(stored, kept, m.meta())
+}
+
+// stop ends the reply being generated; the partial reply stays.
+func (m *Model) stop() tea.Cmd {
+	if !m.generating {
+		return nil
+	}
+	m.eng.Stop()
+	m.status.phase = phaseStopping
+	return nil
+}
+
+// newChat starts over: a fresh transcript, KV cache and session.
+func (m *Model) newChat(system string, note string) tea.Cmd {
+	if m.generating {
+		m.eng.Stop()
+		m.flushPending()
+		m.finishReply("stopped", m.status.stats)
+	}
+	m.conv.Clear()
+	m.eng.Reset()
+	m.save.Detach()
+	m.title = ""
+	m.system = system
+	if system != "" {
+		m.conv.add(entry{kind: entrySystem, content: system})
+		m.save.Add(chat.Message{Role: chat.RoleSystem, Content: system}, m.meta())
+	}
+	m.status.hasStats = false
+	return m.notify(note, false)
+}
+
+// notify shows a transient note in the status line.
+func (m *Model) notify(text string, isErr bool) tea.Cmd {
+	if text == "" {
+		return nil
+	}
+	m.noteID++
+	m.status.note = text
+	m.status.noteErr = isErr
+	return expireNote(m.noteID)
+}
+
+// togglePanel flips a panel and remembers it in the state file.
+func (m *Model) togglePanel(name string) tea.Cmd {
+	switch name {
+	case panelBackend:
+		m.showBackend = !m.showBackend
+		m.state.Panels[name] = m.showBackend
+	case panelProfile:
+		m.showProfile = !m.showProfile
+		m.state.Panels[name] = m.showProfile
+	default:
+		return m.notify("no panel "+name+" (backend or profile)", true)
+	}
+	m.saveState()
+	return nil
+}
+
+// saveState writes the UI state file in the background.
+func (m *Model) saveState() {
+	if m.opts.StatePath == "" {
+		return
+	}
+	st := config.State{
+		Panels:      map[string]bool{},
+		LastSession: m.state.LastSession,
+		History:     append([]string(nil), m.state.History...),
+	}
+	for k, v := range m.state.Panels {
+		st.Panels[k] = v
+	}
+	path := m.opts.StatePath
+	m.bg.Do(func() tea.Msg {
+		if err := st.Save(path); err != nil {
+			return saveErrMsg{err}
+		}
+		return nil
+	})
+}
+
+// onKey handles a key: overlays first, then global keys, then the input.
+func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
+	if msg.String() != "ctrl+c" {
+		m.quitArmedAt = time.Time{}
+	}
+	switch m.overlay {
+	case overlayHelp:
+		switch {
+		case msg.Type == tea.KeyEsc || key.Matches(msg, m.keys.Help) || msg.String() == "q":
+			m.overlay = overlayNone
+		case msg.Type == tea.KeyUp:
+			m.helpOffset = max(m.helpOffset-1, 0)
+		case msg.Type == tea.KeyDown:
+			m.helpOffset++
+		case msg.Type == tea.KeyPgUp:
+			m.helpOffset = max(m.helpOffset-10, 0)
+		case msg.Type == tea.KeyPgDown:
+			m.helpOffset += 10
+		}
+		if msg.String() != "ctrl+c" {
+			return nil
+		}
+	case overlaySessions:
+		if msg.String() != "ctrl+c" {
+			return m.sessionsKey(msg)
+		}
+	}
+	k := m.keys
+	switch {
+	case msg.String() == "ctrl+c":
+		if m.generating {
+			return m.stop()
+		}
+		if !m.quitArmedAt.IsZero() && m.opts.Now().Sub(m.quitArmedAt) < 2*time.Second {
+			return m.requestQuit()
+		}
+		m.quitArmedAt = m.opts.Now()
+		return m.notify("press ctrl+c again to quit", false)
+	case key.Matches(msg, k.Quit) && msg.String() == "ctrl+d":
+		if m.input.Value() == "" && !m.generating {
+			return m.requestQuit()
+		}
+	case key.Matches(msg, k.Stop):
+		if m.generating {
+			return m.stop()
+		}
+		return nil
+	case key.Matches(msg, k.Newline):
+		m.input.Newline()
+		return nil
+	case key.Matches(msg, k.Send):
+		return m.submit()
+	case key.Matches(msg, k.Complete):
+		if c := complete(m.input.Value()); c != m.input.Value() {
+			m.input.SetValue(c)
+		}
+		return nil
+	case key.Matches(msg, k.Regenerate):
+		return m.regenerate()
+	case key.Matches(msg, k.EditLast):
+		return m.editLast()
+	case key.Matches(msg, k.ToggleThink):
+		m.conv.ToggleThinking()
+		return nil
+	case key.Matches(msg, k.Copy):
+		return m.copyReply("")
+	case key.Matches(msg, k.Backend):
+		return m.togglePanel(panelBackend)
+	case key.Matches(msg, k.Profile):
+		return m.togglePanel(panelProfile)
+	case key.Matches(msg, k.Sessions):
+		return m.openSessions()
+	case key.Matches(msg, k.NewChat):
+		return m.newChat(m.opts.System, "new chat")
+	case key.Matches(msg, k.Help):
+		m.overlay = overlayHelp
+		return nil
+	case key.Matches(msg, k.PageUp):
+		m.conv.ScrollUp(max(m.conv.height-2, 1))
+		return nil
+	case key.Matches(msg, k.PageDown):
+		m.conv.ScrollDown(max(m.conv.height-2, 1))
+		return nil
+	case key.Matches(msg, k.Bottom):
+		m.conv.Bottom()
+		return nil
+	case key.Matches(msg, k.HistoryPrev) && m.input.OnFirstLine():
+		m.input.Prev()
+		return nil
+	case key.Matches(msg, k.HistoryNext) && m.input.OnLastLine():
+		m.input.Next()
+		return nil
+	}
+	return m.input.Update(msg)
+}
+
+// requestQuit stops a running reply (kept as stopped) and ends the program.
+func (m *Model) requestQuit() tea.Cmd {
+	if m.generating {
+		m.eng.Stop()
+		m.flushPending()
+		m.finishReply("stopped", m.status.stats)
+	}
+	m.saveState()
+	m.quit = true
+	return nil
+}
+
+// submit sends the input, or runs it when it is a /command.
+func (m *Model) submit() tea.Cmd {
+	text := strings.TrimSpace(m.input.Value())
+	if text == "" {
+		return nil
+	}
+	if name, arg, ok := parseSlash(text); ok {
+		m.input.Remember(text)
+		m.input.SetValue("")
+		return m.runSlash(name, arg)
+	}
+	if strings.HasPrefix(text, "//") {
+		text = text[1:]
+	}
+	return m.send(text)
+}
+
+// View draws the screen.
+func (m *Model) View() string {
+	if m.width == 0 || m.height == 0 {
+		return ""
+	}
+	if m.quit {
+		return ""
+	}
+	st := m.styles
+	top := header(st, m.width, m.title, m.info, m.thinkLabel())
+	main := m.mainView()
+	hint := m.hintLine()
+	sep := st.Dim.Render(strings.Repeat("─", m.width))
+	return lipgloss.JoinVertical(lipgloss.Left,
+		top, main, hint, sep, m.input.View(),
+		m.status.View(st, m.width, m.conv.Following()))
+}
+
+func (m *Model) thinkLabel() string {
+	if m.think {
+		return "think on"
+	}
+	return "think off"
+}
+
+// hintLine is the line above the input: command completion while a command
+// is typed, otherwise the main keys.
+func (m *Model) hintLine() string {
+	st := m.styles
+	if h := completionHint(m.input.Value()); h != "" {
+		return truncate(st.HelpKey.Render("tab")+" "+st.HelpDesc.Render(h), m.width)
+	}
+	var parts []string
+	if m.generating {
+		parts = append(parts, "esc stop")
+	} else {
+		parts = append(parts, "enter send", "ctrl+j newline", "ctrl+r regen")
+	}
+	parts = append(parts, "ctrl+b backend", "ctrl+p profile", "f1 help")
+	return truncate(st.Dim.Render(strings.Join(parts, " · ")), m.width)
+}

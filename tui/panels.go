@@ -1,0 +1,154 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/bonsai-chat/bonsai/infer/engine"
+	"github.com/bonsai-chat/bonsai/infer/profile"
+	"github.com/charmbracelet/lipgloss"
+)
+
+// backendPanel shows where the model runs and lets the user see a backend
+// switch progress. It only formats what Loaded and LoadProgress reported.
+type backendPanel struct {
+	info      *engine.ModelInfo
+	switching string // backend being loaded, "" when none
+	load      engine.LoadProgress
+	lastErr   string
+}
+
+func (p *backendPanel) View(st *Styles, width int) string {
+	inner := max(width-4, 20) // border and padding
+	var b strings.Builder
+	b.WriteString(st.PanelHead.Render("Backend") + st.Dim.Render("  /backend cpu|gpu · ctrl+b hides") + "\n")
+	if p.switching != "" {
+		b.WriteString(fmt.Sprintf("switching to %s: %s\n", p.switching, p.load.Stage))
+		b.WriteString(progressBar(st, inner, p.load.Done, p.load.Total) + "\n")
+	}
+	if p.lastErr != "" {
+		b.WriteString(st.Error.Width(inner).Render(p.lastErr) + "\n")
+	}
+	info := p.info
+	if info == nil {
+		b.WriteString(st.Dim.Render("no model loaded yet"))
+		return st.Panel.Width(width - 2).Render(b.String())
+	}
+	rows := [][2]string{
+		{"backend", info.Backend},
+		{"adapter", info.Adapter},
+	}
+	if info.Backend == "cpu" || info.Threads > 0 {
+		cpu := fmt.Sprintf("%d threads", info.Threads)
+		if info.SIMD != "" {
+			cpu += " · " + info.SIMD
+		}
+		rows = append(rows, [2]string{"cpu", cpu})
+	}
+	model := info.Name
+	if info.Variant != "" {
+		model = info.Variant
+	}
+	if info.Params > 0 {
+		model += fmt.Sprintf(" · %s params", formatCount(info.Params))
+	}
+	rows = append(rows,
+		[2]string{"model", model},
+		[2]string{"weights", fmt.Sprintf("%s (file %s)", formatBytes(info.WeightBytes), formatBytes(info.FileBytes))},
+		[2]string{"context", fmt.Sprintf("%d tokens · KV %s", info.ContextSize, formatBytes(info.KVAllocBytes))},
+	)
+	for _, d := range info.Details {
+		k, v, ok := strings.Cut(d, ":")
+		if !ok {
+			k, v = "", d
+		}
+		rows = append(rows, [2]string{strings.TrimSpace(k), strings.TrimSpace(v)})
+	}
+	b.WriteString(table(st, rows, inner))
+	return st.Panel.Width(width - 2).Render(b.String())
+}
+
+// profilePanel shows where the time of one token goes, phase by phase, from
+// the engine's latest ProfileSample.
+type profilePanel struct {
+	sample *profile.Sample
+}
+
+func (p *profilePanel) View(st *Styles, width int) string {
+	inner := max(width-4, 20)
+	var b strings.Builder
+	b.WriteString(st.PanelHead.Render("Profile") + st.Dim.Render("  per token · ctrl+p hides") + "\n")
+	s := p.sample
+	if s == nil || s.Tokens == 0 {
+		b.WriteString(st.Dim.Width(inner).Render("N/A: no profile samples yet. They arrive while a reply is generated, when the engine runs with profiling on."))
+		return st.Panel.Width(width - 2).Render(b.String())
+	}
+	total := s.Total() / time.Duration(s.Tokens)
+	const nameW, timeW, pctW = 12, 9, 5
+	barW := max(inner-nameW-timeW-pctW-3, 4)
+	for ph := profile.Phase(0); ph < profile.NumPhases; ph++ {
+		d := s.PerToken(ph)
+		frac := 0.0
+		if total > 0 {
+			frac = float64(d) / float64(total)
+		}
+		fmt.Fprintf(&b, "%-*s %*s %s %*s\n", nameW, ph.String(), timeW, formatDuration(d),
+			bar(st, barW, frac), pctW, fmt.Sprintf("%.0f%%", frac*100))
+	}
+	rate := ""
+	if total > 0 {
+		rate = fmt.Sprintf(" → %.1f tok/s", float64(time.Second)/float64(total))
+	}
+	fmt.Fprintf(&b, "%-*s %*s%s", nameW, "total", timeW, formatDuration(total), rate)
+	b.WriteString("\n" + st.Dim.Render(fmt.Sprintf("%s, mean over %d tokens", s.Source, s.Tokens)))
+	return st.Panel.Width(width - 2).Render(b.String())
+}
+
+// table lays out key/value rows with aligned keys, wrapping long values.
+func table(st *Styles, rows [][2]string, width int) string {
+	keyW := 0
+	for _, r := range rows {
+		keyW = max(keyW, lipgloss.Width(r[0]))
+	}
+	valW := max(width-keyW-2, 8)
+	var lines []string
+	for _, r := range rows {
+		if r[1] == "" {
+			continue
+		}
+		key := st.Dim.Render(fmt.Sprintf("%-*s", keyW, r[0]))
+		val := lipgloss.NewStyle().Width(valW).Render(r[1])
+		lines = append(lines, lipgloss.JoinHorizontal(lipgloss.Top, key, "  ", val))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// bar draws frac (0..1) of width cells.
+func bar(st *Styles, width int, frac float64) string {
+	frac = min(max(frac, 0), 1)
+	full := int(frac*float64(width) + 0.5)
+	return st.Bar.Render(strings.Repeat("█", full)) + st.BarEmpty.Render(strings.Repeat("░", width-full))
+}
+
+// progressBar draws done/total with the percentage after it.
+func progressBar(st *Styles, width int, done, total int64) string {
+	if total <= 0 {
+		return st.Dim.Render("…")
+	}
+	label := fmt.Sprintf(" %3d%%", percent(done, total))
+	return bar(st, max(width-len(label), 4), float64(done)/float64(total)) + label
+}
+
+// formatCount writes a parameter count as people say it (1.7B, 600M).
+func formatCount(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.1fB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.0fM", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.0fK", float64(n)/1e3)
+	}
+	return fmt.Sprint(n)
+}

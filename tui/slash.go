@@ -1,0 +1,122 @@
+package tui
+
+import (
+	"sort"
+	"strings"
+)
+
+// slashCommand is one /command: its name, the arguments it completes, and
+// what the help overlay says about it.
+type slashCommand struct {
+	name    string
+	args    []string // completable arguments, if any
+	usage   string
+	summary string
+}
+
+var slashCommands = []slashCommand{
+	{name: "new", summary: "start a new chat"},
+	{name: "clear", summary: "clear this chat (new session, same system prompt)"},
+	{name: "sessions", summary: "list saved chats to resume, rename or delete"},
+	{name: "system", usage: "[text]", summary: "set the system prompt (no text: clear it)"},
+	{name: "think", args: []string{"on", "off"}, usage: "on|off", summary: "let the model reason before answering"},
+	{name: "backend", args: []string{"cpu", "gpu", "auto"}, usage: "cpu|gpu|auto", summary: "reload the model on another backend"},
+	{name: "model", summary: "show the loaded model"},
+	{name: "export", usage: "[file.md]", summary: "write this chat as markdown"},
+	{name: "copy", usage: "[N]", summary: "copy the last reply, or its Nth code block"},
+	{name: "regen", summary: "regenerate the last reply"},
+	{name: "edit", summary: "edit the last prompt"},
+	{name: "profile", summary: "show or hide the profiling panel"},
+	{name: "panel", args: []string{"backend", "profile"}, usage: "backend|profile", summary: "show or hide a panel"},
+	{name: "help", summary: "keys and commands"},
+	{name: "quit", summary: "leave bonsai"},
+}
+
+func findSlash(name string) (slashCommand, bool) {
+	for _, c := range slashCommands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return slashCommand{}, false
+}
+
+// parseSlash splits "/name rest" into name and the trimmed rest. ok is false
+// when the text is not a command (no leading slash, or "//" to send a
+// message that starts with a slash).
+func parseSlash(text string) (name, arg string, ok bool) {
+	text = strings.TrimSpace(text)
+	if !strings.HasPrefix(text, "/") || strings.HasPrefix(text, "//") {
+		return "", "", false
+	}
+	name, arg, _ = strings.Cut(text[1:], " ")
+	return strings.ToLower(name), strings.TrimSpace(arg), true
+}
+
+// completions returns what the text being typed can complete to: command
+// names while the first word is typed, then the command's arguments.
+func completions(text string) []string {
+	if !strings.HasPrefix(text, "/") || strings.ContainsAny(text, "\n") || strings.HasPrefix(text, "//") {
+		return nil
+	}
+	name, arg, hasArg := strings.Cut(text[1:], " ")
+	var out []string
+	if !hasArg {
+		for _, c := range slashCommands {
+			if strings.HasPrefix(c.name, strings.ToLower(name)) {
+				out = append(out, "/"+c.name)
+			}
+		}
+		return out
+	}
+	c, ok := findSlash(strings.ToLower(name))
+	if !ok || strings.Contains(arg, " ") {
+		return nil
+	}
+	for _, a := range c.args {
+		if strings.HasPrefix(a, strings.ToLower(arg)) {
+			out = append(out, "/"+c.name+" "+a)
+		}
+	}
+	return out
+}
+
+// complete extends text to the longest common prefix of its completions,
+// adding a space when exactly one command matches and takes arguments.
+func complete(text string) string {
+	cands := completions(text)
+	if len(cands) == 0 {
+		return text
+	}
+	sort.Strings(cands)
+	prefix := cands[0]
+	for _, c := range cands[1:] {
+		for !strings.HasPrefix(c, prefix) {
+			prefix = prefix[:len(prefix)-1]
+		}
+	}
+	if len(cands) == 1 && !strings.Contains(prefix, " ") {
+		if c, ok := findSlash(prefix[1:]); ok && (len(c.args) > 0 || c.usage != "") {
+			prefix += " "
+		}
+	}
+	if len(prefix) < len(text) {
+		return text
+	}
+	return prefix
+}
+
+// completionHint is the line shown under the input while a command is typed.
+func completionHint(text string) string {
+	cands := completions(text)
+	if len(cands) == 0 {
+		return ""
+	}
+	if len(cands) == 1 || strings.Contains(text, " ") {
+		name, _, _ := strings.Cut(strings.TrimPrefix(cands[0], "/"), " ")
+		if c, ok := findSlash(name); ok {
+			return strings.TrimSpace("/"+c.name+" "+c.usage) + " — " + c.summary
+		}
+	}
+	return strings.Join(cands, "  ")
+}

@@ -1,0 +1,203 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/bonsai-chat/bonsai/infer/engine"
+	"github.com/charmbracelet/lipgloss"
+	xansi "github.com/charmbracelet/x/ansi"
+)
+
+// phase is what the engine is doing, as the status line shows it.
+type phase int
+
+const (
+	phaseLoading phase = iota
+	phaseReady
+	phaseGenerating
+	phaseStopping
+	phaseFailed // a fatal engine error: nothing more can be generated
+)
+
+// statusLine is the bottom bar: what the engine is doing and the numbers
+// people ask for (decode speed live, prefill speed and time to first token
+// after a reply, context and KV cache use).
+type statusLine struct {
+	phase    phase
+	load     engine.LoadProgress
+	prefill  engine.PrefillProgress
+	stats    engine.Stats
+	hasStats bool
+	info     *engine.ModelInfo
+	note     string // a transient message ("copied", "press ctrl+c again")
+	noteErr  bool
+}
+
+// View renders the bar at width. Segments are dropped from the least
+// important end until the bar fits, so it works down to 60 columns.
+func (s *statusLine) View(st *Styles, width int, following bool) string {
+	badge := s.badge(st)
+	segments := s.segments()
+	if !following {
+		segments = append([]string{"↓ more below (ctrl+end)"}, segments...)
+	}
+	if s.note != "" {
+		segments = append([]string{s.note}, segments...)
+	}
+	sep := " │ "
+	line := badge
+	for i, seg := range segments {
+		style := st.Status
+		if i == 0 && s.note != "" && s.noteErr {
+			style = st.Busy
+		}
+		candidate := line + st.Status.Render(sep) + style.Render(seg)
+		if lipgloss.Width(candidate) > width {
+			continue
+		}
+		line = candidate
+	}
+	pad := width - lipgloss.Width(line)
+	if pad > 0 {
+		line += st.Status.Render(strings.Repeat(" ", pad))
+	}
+	return line
+}
+
+func (s *statusLine) badge(st *Styles) string {
+	switch s.phase {
+	case phaseLoading:
+		if s.load.Total > 0 {
+			return st.Busy.Render(fmt.Sprintf(" ◌ loading %d%% ", percent(s.load.Done, s.load.Total)))
+		}
+		return st.Busy.Render(" ◌ loading ")
+	case phaseGenerating:
+		if s.prefill.Total > 0 && s.prefill.Done < s.prefill.Total {
+			return st.Busy.Render(fmt.Sprintf(" ● reading prompt %d%% ", percent(int64(s.prefill.Done), int64(s.prefill.Total))))
+		}
+		return st.Busy.Render(" ● generating ")
+	case phaseStopping:
+		return st.Busy.Render(" ■ stopping ")
+	case phaseFailed:
+		return st.Error.Inherit(st.Status).Render(" ✗ engine stopped ")
+	}
+	return st.StatusKey.Render(" ✓ ready ")
+}
+
+// segments lists the readouts, most important first.
+func (s *statusLine) segments() []string {
+	var out []string
+	if !s.hasStats {
+		if s.info != nil {
+			out = append(out, fmt.Sprintf("ctx 0/%d", s.info.ContextSize))
+			if s.info.KVAllocBytes > 0 {
+				out = append(out, "KV 0/"+formatBytes(s.info.KVAllocBytes))
+			}
+		}
+		return out
+	}
+	st := s.stats
+	if st.DecodeTokens > 0 {
+		out = append(out, fmt.Sprintf("%.1f tok/s", st.DecodeTPS))
+	}
+	if st.ContextSize > 0 {
+		out = append(out, fmt.Sprintf("ctx %d/%d", st.ContextUsed, st.ContextSize))
+	}
+	if st.KVAllocBytes > 0 {
+		out = append(out, fmt.Sprintf("KV %s/%s", formatBytes(st.KVUsedBytes), formatBytes(st.KVAllocBytes)))
+	}
+	if st.PrefillTokens > 0 && st.TTFT > 0 {
+		out = append(out, fmt.Sprintf("prefill %.0f tok/s", st.PrefillTPS), "first token "+formatDuration(st.TTFT))
+	}
+	return out
+}
+
+// header is the top bar: the app, the conversation, and what runs it.
+func header(st *Styles, width int, title string, info *engine.ModelInfo, backendNote string) string {
+	left := st.Title.Render("bonsai")
+	if title != "" {
+		left += st.TitleDim.Render(" · " + title)
+	}
+	var right []string
+	if info != nil {
+		if info.Variant != "" {
+			right = append(right, info.Variant)
+		} else if info.Name != "" {
+			right = append(right, info.Name)
+		}
+		be := info.Backend
+		if info.Backend == "cpu" && info.SIMD != "" {
+			be += " " + info.SIMD
+		}
+		if info.Adapter != "" && info.Backend == "gpu" {
+			be += " (" + info.Adapter + ")"
+		}
+		right = append(right, be)
+	}
+	if backendNote != "" {
+		right = append(right, backendNote)
+	}
+	r := st.TitleDim.Render(strings.Join(right, " · "))
+	gap := width - lipgloss.Width(left) - lipgloss.Width(r)
+	for gap < 1 && len(right) > 0 {
+		// Too narrow: keep the most useful item (the backend) only, then nothing.
+		right = right[len(right)-1:]
+		if lipgloss.Width(left)+lipgloss.Width(right[0])+1 > width {
+			right = nil
+		}
+		r = st.TitleDim.Render(strings.Join(right, " · "))
+		gap = width - lipgloss.Width(left) - lipgloss.Width(r)
+	}
+	if gap < 1 {
+		return truncate(left, width)
+	}
+	return left + strings.Repeat(" ", gap) + r
+}
+
+func percent(done, total int64) int {
+	if total <= 0 {
+		return 0
+	}
+	return int(min(100, max(0, done*100/total)))
+}
+
+// formatBytes shows a byte count in the unit llama.cpp's memory breakdown
+// uses (MiB), or GiB when large.
+func formatBytes(n int64) string {
+	switch {
+	case n >= 10<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func formatDuration(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "n/a"
+	case d < time.Millisecond:
+		return fmt.Sprintf("%dµs", d.Microseconds())
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	}
+	return d.Round(time.Second).String()
+}
+
+// truncate cuts s to width columns, with an ellipsis when it cuts.
+func truncate(s string, width int) string {
+	if lipgloss.Width(s) <= width {
+		return s
+	}
+	return xansi.Truncate(s, max(width, 0), "…")
+}
+
+// emptyLoad is the progress shown before the engine's first report.
+var emptyLoad = engine.LoadProgress{Stage: "starting"}
