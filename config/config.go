@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -206,6 +207,11 @@ func (c *Config) readFile(path string) error {
 		if errors.As(err, &pe) {
 			return fmt.Errorf("%s:%d:%d: %s: %w", path, pe.Position.Line, pe.Position.Col, pe.Message, ErrInvalid)
 		}
+		// Type mismatches are plain errors: "toml: line 3 (last key "threads"):
+		// incompatible types: ...". Put them in the same file:line form.
+		if m := typeErrorPattern.FindStringSubmatch(err.Error()); m != nil {
+			return fmt.Errorf("%s:%s: %s: %s: %w", path, m[1], m[2], m[3], ErrInvalid)
+		}
 		return fmt.Errorf("%s: %w: %w", path, ErrInvalid, err)
 	}
 	lines := keyLines(data)
@@ -241,6 +247,8 @@ func parentUndecodedTable(md toml.MetaData, k toml.Key) bool {
 	}
 	return false
 }
+
+var typeErrorPattern = regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
 
 // keyLines maps each "table.key" (and "[table]" header) in a TOML document to
 // its line number, for telling users where a value came from. BurntSushi/toml

@@ -3,6 +3,7 @@ package gguf
 import (
 	"cmp"
 	"errors"
+	"os"
 	"slices"
 	"testing"
 )
@@ -18,6 +19,9 @@ func FuzzParse(f *testing.F) {
 	f.Add(buildTestFile(f, []testTensor{{"g128", Q2_0G128, []int64{256, 2}}, {"g64", Q2_0, []int64{64}}}, nil))
 	f.Add(buildTestFile(f, testTensors[:2], func(w *Writer) { w.Set(KeyAlignment, uint32(64)) }))
 	f.Add(nested(3))
+	if b, err := os.ReadFile("testdata/llamacpp-written.gguf"); err == nil {
+		f.Add(b)
+	}
 	f.Add(header(2, 0).tensor("a", F32, 0, 16).tensor("b", F32, 64, 16).data(128).b)
 	sentinels := []error{ErrNotGGUF, ErrVersion, ErrTruncated, ErrCorrupt, ErrUnknownType, ErrShape, ErrRange, ErrOverlap, ErrMisaligned}
 	f.Fuzz(func(t *testing.T, data []byte) {

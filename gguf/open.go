@@ -33,10 +33,10 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gguf: mapping %s: %w", path, err)
 	}
-	f, err := Parse(data)
+	f, err := parse(data)
 	if err != nil {
 		_ = unix.Munmap(data)
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("gguf: %s: %w", path, err)
 	}
 	f.Path = path
 	f.unmap = func() error {
@@ -46,4 +46,17 @@ func Open(path string) (*File, error) {
 		return nil
 	}
 	return f, nil
+}
+
+// Prefetch asks the kernel to start reading the whole mapping in, so that
+// the first pass over the weights does not fault page by page. It is only
+// advice: it returns at once, and a Parse'd (unmapped) file ignores it.
+func (f *File) Prefetch() error {
+	if f.unmap == nil || len(f.data) == 0 {
+		return nil
+	}
+	if err := unix.Madvise(f.data, unix.MADV_WILLNEED); err != nil {
+		return fmt.Errorf("gguf: madvise: %w", err)
+	}
+	return nil
 }

@@ -18,6 +18,11 @@ const DefaultAlignment = 32
 // MaxDims is the most dimensions a tensor may have (GGML_MAX_DIMS).
 const MaxDims = 4
 
+// MaxNameLen bounds tensor names in files the Writer makes: llama.cpp
+// (GGML_MAX_NAME) refuses names of this many bytes or more. The reader
+// accepts longer ones.
+const MaxNameLen = 64
+
 // maxArrayDepth bounds arrays of arrays so a hostile file cannot recurse
 // deeply.
 const maxArrayDepth = 8
@@ -69,7 +74,7 @@ type File struct {
 	Alignment  int64
 	KV         Metadata
 	Tensors    []TensorInfo
-	DataOffset int64 // where the tensor data section starts in the file
+	DataOffset int64 // where the tensor data section starts in the file (past the end when there are no tensors)
 	Path       string
 
 	data   []byte // the whole file
@@ -118,13 +123,21 @@ func (f *File) Close() error {
 // Parse reads a GGUF file held in memory. The File refers to data, which
 // must not change while it is in use.
 func Parse(data []byte) (*File, error) {
+	f, err := parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("gguf: %w", err)
+	}
+	return f, nil
+}
+
+func parse(data []byte) (*File, error) {
 	d := &decoder{buf: data}
 	magic, err := d.take(4, "magic")
 	if err != nil {
-		return nil, fmt.Errorf("gguf: %d-byte file: %w", len(data), ErrNotGGUF)
+		return nil, fmt.Errorf("%d-byte file: %w", len(data), ErrNotGGUF)
 	}
 	if string(magic) != Magic {
-		return nil, fmt.Errorf("gguf: magic %q: %w", magic, ErrNotGGUF)
+		return nil, fmt.Errorf("magic %q: %w", magic, ErrNotGGUF)
 	}
 	version, err := d.u32("version")
 	if err != nil {
@@ -133,11 +146,11 @@ func Parse(data []byte) (*File, error) {
 	switch {
 	case version == 2 || version == 3:
 	case version == 1:
-		return nil, fmt.Errorf("gguf: version 1 files are not supported: %w", ErrVersion)
+		return nil, fmt.Errorf("version 1 files are not supported: %w", ErrVersion)
 	case version&0xFFFF == 0 && bits.ReverseBytes32(version) <= 3:
-		return nil, fmt.Errorf("gguf: version %d looks byte-swapped (big-endian file): %w", bits.ReverseBytes32(version), ErrVersion)
+		return nil, fmt.Errorf("version %d looks byte-swapped (big-endian file): %w", bits.ReverseBytes32(version), ErrVersion)
 	default:
-		return nil, fmt.Errorf("gguf: version %d: %w", version, ErrVersion)
+		return nil, fmt.Errorf("version %d: %w", version, ErrVersion)
 	}
 	f := &File{Version: version, Alignment: DefaultAlignment, data: data}
 
@@ -156,10 +169,10 @@ func Parse(data []byte) (*File, error) {
 			return nil, err
 		}
 		if key == "" {
-			return nil, fmt.Errorf("gguf: metadata entry %d has an empty key: %w", i, ErrCorrupt)
+			return nil, fmt.Errorf("metadata entry %d has an empty key: %w", i, ErrCorrupt)
 		}
 		if _, dup := f.KV.values[key]; dup {
-			return nil, fmt.Errorf("gguf: metadata key %q appears twice: %w", key, ErrCorrupt)
+			return nil, fmt.Errorf("metadata key %q appears twice: %w", key, ErrCorrupt)
 		}
 		vt, err := d.u32(fmt.Sprintf("type of key %q", key))
 		if err != nil {
@@ -167,7 +180,7 @@ func Parse(data []byte) (*File, error) {
 		}
 		v, err := d.value(ValueType(vt), 0)
 		if err != nil {
-			return nil, fmt.Errorf("gguf: metadata key %q: %w", key, err)
+			return nil, fmt.Errorf("metadata key %q: %w", key, err)
 		}
 		f.KV.set(key, v)
 	}
@@ -175,7 +188,7 @@ func Parse(data []byte) (*File, error) {
 		a, ok := f.KV.Uint(KeyAlignment)
 		if !ok || a == 0 || a&(a-1) != 0 || a > 1<<30 {
 			v, _ := f.KV.Get(KeyAlignment)
-			return nil, fmt.Errorf("gguf: %s = %v: not a power of two up to 2^30: %w", KeyAlignment, v, ErrCorrupt)
+			return nil, fmt.Errorf("%s = %v: not a power of two up to 2^30: %w", KeyAlignment, v, ErrCorrupt)
 		}
 		f.Alignment = int64(a)
 	}
@@ -188,10 +201,10 @@ func Parse(data []byte) (*File, error) {
 			return nil, err
 		}
 		if _, dup := f.byName[t.Name]; dup {
-			return nil, fmt.Errorf("gguf: tensor %q appears twice: %w", t.Name, ErrCorrupt)
+			return nil, fmt.Errorf("tensor %q appears twice: %w", t.Name, ErrCorrupt)
 		}
 		if t.Offset%f.Alignment != 0 {
-			return nil, fmt.Errorf("gguf: tensor %q: offset %d is not a multiple of the alignment %d: %w", t.Name, t.Offset, f.Alignment, ErrMisaligned)
+			return nil, fmt.Errorf("tensor %q: offset %d is not a multiple of the alignment %d: %w", t.Name, t.Offset, f.Alignment, ErrMisaligned)
 		}
 		f.byName[t.Name] = len(f.Tensors)
 		f.Tensors = append(f.Tensors, t)
@@ -215,7 +228,7 @@ func (f *File) placeTensors() error {
 		return nil
 	}
 	if f.DataOffset > int64(len(f.data)) {
-		return fmt.Errorf("gguf: tensor data section starts at %d, past the end of the %d-byte file: %w", f.DataOffset, len(f.data), ErrTruncated)
+		return fmt.Errorf("tensor data section starts at %d, past the end of the %d-byte file: %w", f.DataOffset, len(f.data), ErrTruncated)
 	}
 	dataLen := int64(len(f.data)) - f.DataOffset
 	order := make([]int, len(f.Tensors))
@@ -230,7 +243,7 @@ func (f *File) placeTensors() error {
 			end = f.Tensors[order[k+1]].Offset
 		}
 		if t.Offset > dataLen {
-			return fmt.Errorf("gguf: tensor %q: offset %d is past the end of the data (%d bytes): %w: %w", t.Name, t.Offset, dataLen, ErrRange, ErrTruncated)
+			return fmt.Errorf("tensor %q: offset %d is past the end of the data (%d bytes): %w: %w", t.Name, t.Offset, dataLen, ErrRange, ErrTruncated)
 		}
 		span := end - t.Offset
 		size, err := f.tensorSize(t, span)
@@ -241,9 +254,9 @@ func (f *File) placeTensors() error {
 		if size > span {
 			if k+1 < len(order) && end <= dataLen {
 				next := &f.Tensors[order[k+1]]
-				return fmt.Errorf("gguf: tensor %q (%d bytes at offset %d) overlaps tensor %q at offset %d: %w", t.Name, size, t.Offset, next.Name, next.Offset, ErrOverlap)
+				return fmt.Errorf("tensor %q (%d bytes at offset %d) overlaps tensor %q at offset %d: %w", t.Name, size, t.Offset, next.Name, next.Offset, ErrOverlap)
 			}
-			return fmt.Errorf("gguf: tensor %q: %d bytes at offset %d run past the end of the data (%d bytes): %w: %w", t.Name, size, t.Offset, dataLen, ErrRange, ErrTruncated)
+			return fmt.Errorf("tensor %q: %d bytes at offset %d run past the end of the data (%d bytes): %w: %w", t.Name, size, t.Offset, dataLen, ErrRange, ErrTruncated)
 		}
 	}
 	return nil
@@ -256,7 +269,7 @@ func (f *File) tensorSize(t *TensorInfo, span int64) (int64, error) {
 	rows := t.Rows()
 	size, err := tensorBytes(t.Type, t.Shape[0], rows)
 	if err != nil && t.Type != Q2_0 {
-		return 0, fmt.Errorf("gguf: tensor %q %v of %s: %w", t.Name, t.Shape, t.Type, err)
+		return 0, fmt.Errorf("tensor %q %v of %s: %w", t.Name, t.Shape, t.Type, err)
 	}
 	if t.Type == Q2_0 && (err != nil || size > span) {
 		if legacy, lerr := tensorBytes(Q2_0G128, t.Shape[0], rows); lerr == nil && legacy <= span {
@@ -264,7 +277,7 @@ func (f *File) tensorSize(t *TensorInfo, span int64) (int64, error) {
 			return legacy, nil
 		}
 		if err != nil {
-			return 0, fmt.Errorf("gguf: tensor %q %v of %s: %w", t.Name, t.Shape, t.Type, err)
+			return 0, fmt.Errorf("tensor %q %v of %s: %w", t.Name, t.Shape, t.Type, err)
 		}
 	}
 	return size, nil
@@ -293,7 +306,7 @@ func (d *decoder) left() int64 { return int64(len(d.buf)) - d.pos }
 
 func (d *decoder) take(n int64, what string) ([]byte, error) {
 	if n < 0 || n > d.left() {
-		return nil, fmt.Errorf("gguf: reading %s at offset %d: need %d bytes, %d left: %w", what, d.pos, n, d.left(), ErrTruncated)
+		return nil, fmt.Errorf("reading %s at offset %d: need %d bytes, %d left: %w", what, d.pos, n, d.left(), ErrTruncated)
 	}
 	b := d.buf[d.pos : d.pos+n]
 	d.pos += n
@@ -326,7 +339,7 @@ func (d *decoder) count(what string, minSize int64) (int, error) {
 		return 0, err
 	}
 	if n > uint64(d.left()/minSize) {
-		return 0, fmt.Errorf("gguf: %s %d at offset %d exceeds what the %d remaining bytes can hold: %w", what, n, at, d.left(), ErrTruncated)
+		return 0, fmt.Errorf("%s %d at offset %d exceeds what the %d remaining bytes can hold: %w", what, n, at, d.left(), ErrTruncated)
 	}
 	return int(n), nil
 }
@@ -338,10 +351,37 @@ func (d *decoder) str(what string) (string, error) {
 		return "", err
 	}
 	if n > uint64(d.left()) {
-		return "", fmt.Errorf("gguf: %s at offset %d: length %d exceeds the %d remaining bytes: %w", what, at, n, d.left(), ErrTruncated)
+		return "", fmt.Errorf("%s at offset %d: length %d exceeds the %d remaining bytes: %w", what, at, n, d.left(), ErrTruncated)
 	}
 	b, _ := d.take(int64(n), what)
 	return string(b), nil
+}
+
+// strings reads n strings with two allocations (vocabularies hold hundreds
+// of thousands): a first pass checks the lengths, then one copy of the
+// whole region backs every string.
+func (d *decoder) strings(n int) ([]string, error) {
+	start := d.pos
+	for i := range n {
+		at := d.pos
+		size, err := d.u64("string array element length")
+		if err != nil {
+			return nil, fmt.Errorf("string array element %d: %w", i, err)
+		}
+		if size > uint64(d.left()) {
+			return nil, fmt.Errorf("string array element %d at offset %d: length %d exceeds the %d remaining bytes: %w", i, at, size, d.left(), ErrTruncated)
+		}
+		d.pos += int64(size)
+	}
+	region := string(d.buf[start:d.pos])
+	out := make([]string, n)
+	off := int64(0)
+	for i := range out {
+		size := int64(binary.LittleEndian.Uint64(d.buf[start+off:]))
+		out[i] = region[off+8 : off+8+size]
+		off += 8 + size
+	}
+	return out, nil
 }
 
 func (d *decoder) value(t ValueType, depth int) (Value, error) {
@@ -421,13 +461,10 @@ func (d *decoder) array(depth int) (Value, error) {
 	}
 	switch et {
 	case TypeString:
-		s := make([]string, n)
-		for i := range s {
-			if s[i], err = d.str(fmt.Sprintf("string array element %d", i)); err != nil {
-				return Value{}, err
-			}
+		v.data, err = d.strings(n)
+		if err != nil {
+			return Value{}, err
 		}
-		v.data = s
 	case TypeArray:
 		a := make([]Value, n)
 		for i := range a {
@@ -520,7 +557,7 @@ func (d *decoder) tensorInfo(i int) (TensorInfo, error) {
 		return TensorInfo{}, err
 	}
 	if nDims == 0 || nDims > MaxDims {
-		return TensorInfo{}, fmt.Errorf("gguf: tensor %q has %d dimensions, want 1 to %d: %w", name, nDims, MaxDims, ErrShape)
+		return TensorInfo{}, fmt.Errorf("tensor %q has %d dimensions, want 1 to %d: %w", name, nDims, MaxDims, ErrShape)
 	}
 	t := TensorInfo{Name: name, Shape: make([]int64, nDims)}
 	elems := int64(1)
@@ -530,7 +567,7 @@ func (d *decoder) tensorInfo(i int) (TensorInfo, error) {
 			return TensorInfo{}, err
 		}
 		if n > math.MaxInt64 || (n != 0 && elems > math.MaxInt64/int64(n)) {
-			return TensorInfo{}, fmt.Errorf("gguf: tensor %q: dimension %d = %d overflows the element count: %w", name, k, n, ErrShape)
+			return TensorInfo{}, fmt.Errorf("tensor %q: dimension %d = %d overflows the element count: %w", name, k, n, ErrShape)
 		}
 		t.Shape[k] = int64(n)
 		elems *= int64(n)
@@ -541,17 +578,17 @@ func (d *decoder) tensorInfo(i int) (TensorInfo, error) {
 	}
 	t.Type = Type(typ)
 	if !t.Type.Known() || t.Type == Q2_0G128 {
-		return TensorInfo{}, fmt.Errorf("gguf: tensor %q: type id %d: %w", name, typ, ErrUnknownType)
+		return TensorInfo{}, fmt.Errorf("tensor %q: type id %d: %w", name, typ, ErrUnknownType)
 	}
 	if t.Shape[0]%int64(t.Type.BlockSize()) != 0 {
-		return TensorInfo{}, fmt.Errorf("gguf: tensor %q: row length %d is not a multiple of the %s block size %d: %w", name, t.Shape[0], t.Type, t.Type.BlockSize(), ErrShape)
+		return TensorInfo{}, fmt.Errorf("tensor %q: row length %d is not a multiple of the %s block size %d: %w", name, t.Shape[0], t.Type, t.Type.BlockSize(), ErrShape)
 	}
 	off, err := d.u64(fmt.Sprintf("offset of tensor %q", name))
 	if err != nil {
 		return TensorInfo{}, err
 	}
 	if off > math.MaxInt64 {
-		return TensorInfo{}, fmt.Errorf("gguf: tensor %q: offset %d: %w", name, off, ErrRange)
+		return TensorInfo{}, fmt.Errorf("tensor %q: offset %d: %w", name, off, ErrRange)
 	}
 	t.Offset = int64(off)
 	return t, nil

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -263,11 +264,22 @@ func TestWriterRejects(t *testing.T) {
 	if err := w.AddTensor("a", F32, []int64{1, 1, 1, 1, 1}, make([]byte, 4)); !errors.Is(err, ErrShape) {
 		t.Errorf("5 dims: %v", err)
 	}
+	if err := w.AddTensor(strings.Repeat("n", 64), F32, []int64{1}, make([]byte, 4)); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("64-byte name: %v", err)
+	}
+	if err := w.AddTensor("", F32, []int64{1}, make([]byte, 4)); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("empty name: %v", err)
+	}
 	if err := w.AddTensor("a", F32, []int64{1}, make([]byte, 4)); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.AddTensor("a", F32, []int64{1}, make([]byte, 4)); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("duplicate: %v", err)
+	}
+	w = NewWriter()
+	w.Set("", 1)
+	if _, err := w.WriteTo(&bytes.Buffer{}); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("empty key: %v", err)
 	}
 	for _, bad := range []any{struct{}{}, []any{1}, map[string]int{}, nil, [][]struct{}{{}}} {
 		w := NewWriter()
@@ -335,6 +347,9 @@ func TestOpenWriteFile(t *testing.T) {
 	info, _ := f.Tensor("w")
 	if !bytes.Equal(f.Data(info), q) || f.Path != path {
 		t.Error("mapped data differs")
+	}
+	if err := f.Prefetch(); err != nil {
+		t.Error(err)
 	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
@@ -408,5 +423,13 @@ func TestTypeTable(t *testing.T) {
 	}
 	if Type(5).String() != "type(5)" || Q2_0G128.String() != "q2_0_g128" {
 		t.Error("names")
+	}
+	for typ := range typeTable {
+		if got, err := ParseType(strings.ToUpper(typ.String())); err != nil || got != typ {
+			t.Errorf("ParseType(%q) = %v, %v", typ, got, err)
+		}
+	}
+	if _, err := ParseType("q3_0"); !errors.Is(err, ErrUnknownType) {
+		t.Errorf("ParseType(q3_0): %v", err)
 	}
 }

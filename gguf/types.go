@@ -3,6 +3,7 @@ package gguf
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Type is a tensor element type, numbered as ggml numbers them.
@@ -144,4 +145,15 @@ func (t Type) RowBytes(n int64) (int64, error) {
 		return 0, fmt.Errorf("%w: %d elements of %s overflow int64 bytes", ErrShape, n, t)
 	}
 	return blocks * int64(ti.blockBytes), nil
+}
+
+// ParseType finds a type by its name, ignoring case ("q1_0", "Q4_K",
+// "q2_0_g128"), for command-line flags.
+func ParseType(name string) (Type, error) {
+	for t, ti := range typeTable {
+		if strings.EqualFold(ti.name, name) {
+			return t, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: %q", ErrUnknownType, name)
 }

@@ -101,3 +101,16 @@ func TestRewriteRealVocab(t *testing.T) {
 		t.Errorf("rewritten file differs: %d bytes vs %d", len(again), len(data))
 	}
 }
+
+func BenchmarkOpenRealVocab(b *testing.B) {
+	if _, err := os.Stat(vocabPath); err != nil {
+		b.Skipf("vocab fixture not present: %v", err)
+	}
+	for b.Loop() {
+		f, err := Open(vocabPath)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
+}

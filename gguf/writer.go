@@ -37,8 +37,13 @@ func NewWriter() *Writer {
 // Set adds or replaces a metadata key. v is a Go value of a GGUF type
 // (uint8 … int64, float32, float64, bool, string), a slice of those, a slice
 // of slices for arrays of arrays, or a Value read from another file. An
-// unsupported value is reported by WriteTo.
+// unsupported value is reported by WriteTo. llama.cpp reads everything but
+// arrays of arrays.
 func (w *Writer) Set(key string, v any) {
+	if key == "" {
+		w.fail(fmt.Errorf("gguf: empty metadata key: %w", ErrCorrupt))
+		return
+	}
 	val, err := toValue(v, 0)
 	if err != nil {
 		w.fail(fmt.Errorf("gguf: metadata key %q: %w", key, err))
@@ -65,6 +70,9 @@ func (w *Writer) fail(err error) {
 // tensor's size and must not change until the file is written. Q2_0G128 is
 // stored under id 42, the legacy way.
 func (w *Writer) AddTensor(name string, t Type, shape []int64, data []byte) error {
+	if name == "" || len(name) >= MaxNameLen {
+		return fmt.Errorf("gguf: tensor name %q: want 1 to %d bytes (llama.cpp's limit): %w", name, MaxNameLen-1, ErrCorrupt)
+	}
 	if w.names[name] {
 		return fmt.Errorf("gguf: tensor %q added twice: %w", name, ErrCorrupt)
 	}
@@ -329,7 +337,7 @@ func toValue(v any, depth int) (Value, error) {
 	// type are rejected too).
 	rv := reflect.ValueOf(v)
 	if !rv.IsValid() || rv.Kind() != reflect.Slice || depth >= maxArrayDepth {
-		return Value{}, fmt.Errorf("%w: %T", errUnsupported, v)
+		return Value{}, fmt.Errorf("%w: %T (want a sized number such as uint32, a bool, a string, or slices of those)", errUnsupported, v)
 	}
 	if et := rv.Type().Elem(); et != reflect.TypeOf(Value{}) {
 		if et.Kind() != reflect.Slice {

@@ -236,6 +236,10 @@ type BackendOptions struct {
 	Threads int
 	// Profile turns phase timing on from the start.
 	Profile bool
+	// Adapter selects the GPU adapter (a substring of its name, or its
+	// index as listed); empty picks the backend's default. The CPU ignores
+	// it.
+	Adapter string
 }
 
 // BackendInfo describes where a backend runs (engine.ModelInfo's fields).

@@ -49,6 +49,9 @@ func (s *Store) BeginReply(ctx context.Context, sessionID int64, meta Meta) (*Re
 		return nil, fmt.Errorf("session %d: begin reply: %w", sessionID, err)
 	}
 	w := &ReplyWriter{store: s, sessionID: sessionID, id: id, stop: make(chan struct{})}
+	s.mu.Lock()
+	s.writers[w] = struct{}{}
+	s.mu.Unlock()
 	w.flusher.Add(1)
 	go w.flushLoop(s.opts.FlushInterval)
 	return w, nil
@@ -156,14 +159,40 @@ func (w *ReplyWriter) write(content, thinking string, final *finalState) error {
 // the user cut it short. The writer is closed afterwards, even on error (the
 // error says the final text could not be saved; the last flushed text stays).
 func (w *ReplyWriter) Finish(stats Stats, stopped bool) error {
+	if !w.close() {
+		return fmt.Errorf("reply %d: %w", w.id, ErrClosed)
+	}
+	return w.write(w.content.String(), w.thinking.String(), &finalState{stats: stats, stopped: stopped})
+}
+
+// abandon is Store.Close's last flush of a reply that was never finished.
+func (w *ReplyWriter) abandon() error {
+	if !w.close() {
+		return nil
+	}
+	w.mu.Lock()
+	dirty := w.dirty
+	w.mu.Unlock()
+	if !dirty {
+		return nil
+	}
+	return w.write(w.content.String(), w.thinking.String(), nil)
+}
+
+// close stops appends and the flush loop; it reports false if the writer was
+// already closed.
+func (w *ReplyWriter) close() bool {
 	w.mu.Lock()
 	if w.done {
 		w.mu.Unlock()
-		return fmt.Errorf("reply %d: %w", w.id, ErrClosed)
+		return false
 	}
 	w.done = true
 	w.mu.Unlock()
 	close(w.stop)
 	w.flusher.Wait()
-	return w.write(w.content.String(), w.thinking.String(), &finalState{stats: stats, stopped: stopped})
+	w.store.mu.Lock()
+	delete(w.store.writers, w)
+	w.store.mu.Unlock()
+	return true
 }

@@ -65,11 +65,12 @@ var migrations = []string{
 // SchemaVersion is the schema this build writes.
 var SchemaVersion = len(migrations)
 
-// migrate brings the database to SchemaVersion in one transaction, so two
-// processes opening a new database at once cannot both apply a step. A fresh
-// database gets bonsai's application id in that same first transaction, and
-// switches to WAL only afterwards: that way the id is in the main file's
-// header (which Open checks) from the very first commit.
+// migrate brings the database to SchemaVersion and into WAL mode. Pending
+// migrations run in one IMMEDIATE transaction, so two processes opening a new
+// database at once cannot both apply a step. A new database gets bonsai's
+// application id in that same first transaction and switches to WAL only
+// afterwards: that way the id is in the main file's header (which Open checks
+// before letting SQLite write) from the very first commit.
 func (s *Store) migrate(ctx context.Context) error {
 	// The common case, an up-to-date database, needs no write lock: opening
 	// must not wait for another process's transaction.

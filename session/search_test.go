@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -107,4 +108,26 @@ func TestSearchLimit(t *testing.T) {
 	if hits, _ := s.Search(ctx, "repeat", SearchOptions{}); len(hits) != 10 {
 		t.Fatalf("default limit: %d hits, want 10", len(hits))
 	}
+}
+
+// Whatever a user types, search must not fail with an FTS5 syntax error.
+func FuzzSearchQuery(f *testing.F) {
+	for _, q := range []string{"bonsai", `"unbalanced`, "a AND OR NOT b", "NEAR(a b)", "col:x", "^start", "x*", "***", "(", "'", "-", "\x00"} {
+		f.Add(q)
+	}
+	s, err := Open(filepath.Join(f.TempDir(), "fuzz.db"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	in, _ := s.Create(ctx, Meta{})
+	if _, err := s.Add(ctx, in.ID, Message{Role: chat.RoleUser, Content: "bonsai col:x (start) \"quoted\" - NEAR"}); err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		if _, err := s.Search(ctx, q, SearchOptions{}); err != nil {
+			t.Fatalf("Search(%q): %v", q, err)
+		}
+	})
 }

@@ -349,3 +349,33 @@ func TestSessionMessagesSkipsEmptyInterruptedReply(t *testing.T) {
 		}
 	}
 }
+
+func TestCloseFlushesStreamingReply(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bonsai.db")
+	s, err := OpenWith(path, Options{FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	in, _ := s.Create(ctx, Meta{})
+	w, err := s.BeginReply(ctx, in.ID, Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Append("half a thought", "")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Finish(Stats{}, false); !errors.Is(err, ErrClosed) {
+		t.Errorf("Finish after Close: %v, want ErrClosed", err)
+	}
+	s, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sess, _ := s.Load(ctx, in.ID)
+	if got := sess.Turns[0]; got.Content != "half a thought" || !got.Interrupted {
+		t.Fatalf("after Close: %+v", got)
+	}
+}

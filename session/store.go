@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/adrg/xdg"
@@ -93,6 +94,9 @@ type Store struct {
 	db   *sql.DB
 	path string
 	opts Options
+
+	mu      sync.Mutex
+	writers map[*ReplyWriter]struct{} // replies still streaming, flushed by Close
 }
 
 // Open opens (creating if needed) the database at path with default Options.
@@ -106,6 +110,11 @@ func OpenWith(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
+	// SQLite's own message for a missing directory is a bare "unable to
+	// open database file".
+	if _, err := os.Stat(filepath.Dir(abs)); err != nil {
+		return nil, fmt.Errorf("open %s: %w", abs, err)
+	}
 	if err := checkHeader(abs); err != nil {
 		return nil, err
 	}
@@ -113,7 +122,7 @@ func OpenWith(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", abs, err)
 	}
-	s := &Store{db: db, path: abs, opts: opts}
+	s := &Store{db: db, path: abs, opts: opts, writers: map[*ReplyWriter]struct{}{}}
 	if err := s.migrate(context.Background()); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open %s: %w", abs, err)
@@ -124,8 +133,22 @@ func OpenWith(path string, opts Options) (*Store, error) {
 // Path is the database file.
 func (s *Store) Path() string { return s.path }
 
-// Close closes the database. ReplyWriters still open should be finished first.
-func (s *Store) Close() error { return s.db.Close() }
+// Close closes the database. Replies still streaming get a last flush of
+// their text and stay marked interrupted (Finish them first to store them as
+// complete); their writers are closed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	open := make([]*ReplyWriter, 0, len(s.writers))
+	for w := range s.writers {
+		open = append(open, w)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, w := range open {
+		errs = append(errs, w.abandon())
+	}
+	return errors.Join(append(errs, s.db.Close())...)
+}
 
 // dsn builds a file: URI so that odd characters in the path survive. Every
 // pooled connection gets the busy timeout and foreign keys (both are per

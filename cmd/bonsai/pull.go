@@ -64,10 +64,7 @@ func runPull(args []string, stdout, stderr io.Writer) error {
 	})
 	bar.finish()
 	if err != nil {
-		if errors.Is(err, hub.ErrInterrupted) || errors.Is(err, context.Canceled) {
-			return fmt.Errorf("%w\nthe partial download is kept; run 'bonsai pull %s' again to resume", err, target)
-		}
-		return err
+		return err // hub's messages say whether a rerun resumes
 	}
 	if res.AlreadyPresent {
 		fmt.Fprintf(stdout, "%s is already downloaded: %s\n", target, res.Path)
@@ -131,7 +128,10 @@ func (b *pullProgressBar) update(p hub.Progress) {
 		return
 	}
 	// Plain output: a line per tenth of the file (or per 100 MiB when the
-	// size is unknown).
+	// size is unknown); verification only when it ends.
+	if p.Phase == hub.PhaseVerify && !complete {
+		return
+	}
 	tenth := p.Done / (100 << 20)
 	if p.Total > 0 {
 		tenth = p.Done * 10 / p.Total

@@ -13,6 +13,7 @@ import (
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/chat"
 	_ "github.com/bonsai-chat/bonsai/infer/cpu" // registers the "cpu" backend
+	"github.com/bonsai-chat/bonsai/infer/profile"
 	"github.com/bonsai-chat/bonsai/infer/sample"
 	"github.com/bonsai-chat/bonsai/infer/tokenizer"
 )
@@ -36,7 +37,9 @@ type runFlags struct {
 	ctx       int
 	threads   int
 	backend   string
+	profile   bool
 	sampling  sample.Params
+	stop      map[int32]bool // end-of-turn tokens besides the tokenizer's EOG
 }
 
 func runRun(args []string, stdout, stderr io.Writer) error {
@@ -52,6 +55,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.ctx, "ctx", 0, "context size in tokens (0: 4096, capped by the model)")
 	fs.IntVar(&o.threads, "threads", 0, "CPU threads (0: one per core)")
 	fs.StringVar(&o.backend, "backend", "auto", "cpu, gpu or auto")
+	fs.BoolVar(&o.profile, "profile", false, "print the time per forward-pass phase to stderr at the end")
 	temp := fs.Float64("temp", 0, "temperature (0: greedy; default: the model's recommendation)")
 	topK := fs.Int("top-k", 0, "keep the K most likely tokens (0: all)")
 	topP := fs.Float64("top-p", 0, "nucleus sampling threshold (0 or 1: off)")
@@ -125,8 +129,13 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 
 	prompt := fs.Arg(0)
+	tmpl := chat.FromGGUF(f.KV)
 	if !o.raw {
-		prompt = chat.FromGGUF(f.KV).Render([]chat.Message{{Role: chat.RoleUser, Content: prompt}}, true, o.think)
+		prompt = tmpl.Render([]chat.Message{{Role: chat.RoleUser, Content: prompt}}, true, o.think)
+	}
+	o.stop = map[int32]bool{}
+	for _, id := range tmpl.StopIDs(tok.ID) {
+		o.stop[id] = true
 	}
 	ids := tok.Encode(prompt, true)
 	if tok.AddBOS() && tok.BOS() >= 0 {
@@ -136,12 +145,34 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: the prompt encodes to no tokens", errUsage)
 	}
 
-	m, err := infer.Load(f, infer.Options{Backend: o.backend, Threads: o.threads, Context: o.ctx})
+	m, err := infer.Load(f, infer.Options{Backend: o.backend, Threads: o.threads, Context: o.ctx, Profile: o.profile})
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	return generate(m, tok, sampler, ids, o, stdout)
+	var sampling time.Duration
+	if err := generate(m, tok, sampler, ids, o, stdout, &sampling); err != nil {
+		return err
+	}
+	if o.profile {
+		s := m.Backend().TakeProfile()
+		s.Add(profile.Sampling, sampling)
+		printProfile(s, stderr)
+	}
+	return nil
+}
+
+// printProfile writes the mean time per token of each phase.
+func printProfile(s profile.Sample, w io.Writer) {
+	fmt.Fprintf(w, "profile (%s), %d tokens through the model:\n", s.Source, s.Tokens)
+	total := s.Total()
+	for p := range profile.NumPhases {
+		d := s.Phases[p]
+		if d == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "  %-12s %10v/token %5.1f%%\n", p, s.PerToken(p), 100*float64(d)/float64(total))
+	}
 }
 
 // openModel maps the model file. Registry names resolve once infer/hub
@@ -173,7 +204,7 @@ type doneLine struct {
 
 // generate prefills ids, then samples until the end of the turn, the token
 // limit or the end of the context, streaming to out.
-func generate(m *infer.Model, tok *tokenizer.Tokenizer, sampler *sample.Sampler, ids []int32, o runFlags, out io.Writer) error {
+func generate(m *infer.Model, tok *tokenizer.Tokenizer, sampler *sample.Sampler, ids []int32, o runFlags, out io.Writer, sampling *time.Duration) error {
 	seq := infer.NewSequence(m)
 	for _, id := range ids {
 		sampler.Accept(id)
@@ -194,10 +225,12 @@ func generate(m *infer.Model, tok *tokenizer.Tokenizer, sampler *sample.Sampler,
 		if o.topLogits > 0 {
 			top = sample.Top(logits, o.topLogits, top)
 		}
+		t0 := time.Now()
 		id := sampler.Sample(logits)
 		sampler.Accept(id)
+		*sampling += time.Since(t0)
 		generated++
-		if tok.IsEOG(id) {
+		if tok.IsEOG(id) || o.stop[id] {
 			reason = "stop"
 			if o.format == "jsonl" {
 				if err := enc.Encode(jsonToken(id, "", top, o.topLogits)); err != nil {

@@ -26,7 +26,8 @@ func init() {
 
 // Backend implements infer.Backend on the CPU.
 type Backend struct {
-	pool    *pool
+	pool    *pool       // attention and other row-parallel work
+	qpool   *quant.Pool // matrix products
 	weights map[string]*weight
 	kv      kvCache
 	closed  bool
@@ -48,10 +49,9 @@ type Backend struct {
 	weightBytes, activationBytes int64
 
 	// Scratch reused by every pass (grown, never shrunk).
-	xq       []byte      // activations quantized for a matmul
-	matmul   matmulJob   // the job value handed to the pool
-	attn     attnJob     // likewise
-	scores   [][]float32 // per worker: attention scores over the context
+	act      quant.Activations // activations quantized for a matmul
+	attn     attnJob           // the job value handed to the pool
+	scores   [][]float32       // per worker: attention scores over the context
 	ropeCos  []float32
 	ropeSin  []float32
 	qf16     [][]float32 // per worker: a query head rounded to f16
@@ -67,6 +67,7 @@ func New(opts infer.BackendOptions) (*Backend, error) {
 	}
 	b := &Backend{
 		pool:      newPool(threads),
+		qpool:     quant.NewPool(threads),
 		weights:   map[string]*weight{},
 		profiling: opts.Profile,
 	}
@@ -98,6 +99,7 @@ type weight struct {
 	cols     int // ne0: elements per row
 	rows     int
 	rowBytes int
+	mat      *quant.Matrix // the matrix view for MatMul (nil for vectors)
 }
 
 func (w *weight) Name() string     { return w.name }
@@ -132,6 +134,13 @@ func (b *Backend) LoadWeight(d infer.WeightData) (infer.Weight, error) {
 	w := &weight{
 		name: d.Name, typ: d.Type, shape: append([]int64(nil), d.Shape...), data: d.Data,
 		cols: int(d.Shape[0]), rows: int(rows), rowBytes: int(rowBytes),
+	}
+	if len(d.Shape) > 1 { // a matrix: MatMul goes through quant's kernels
+		m, err := quant.NewMatrix(d.Type, w.rows, w.cols, d.Data)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", infer.ErrUnsupportedType, d.Name, err)
+		}
+		w.mat = m
 	}
 	b.weights[d.Name] = w
 	b.weightBytes += int64(len(d.Data))
@@ -253,6 +262,7 @@ func (b *Backend) Close() error {
 	if !b.closed {
 		b.closed = true
 		b.pool.close()
+		b.qpool.Close()
 		b.weights, b.kv = nil, kvCache{}
 	}
 	return nil

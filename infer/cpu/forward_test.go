@@ -200,13 +200,17 @@ func assertClose(t *testing.T, what string, got []float32, want []float64) {
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d logits, want %d", what, len(got), len(want))
 	}
-	var worst float64
+	var worst, scale float64
 	for i := range got {
 		worst = max(worst, math.Abs(float64(got[i])-want[i]))
+		scale = max(scale, math.Abs(want[i]))
 	}
-	// f32 versus f64 accumulation over a few hundred terms.
-	if worst > 2e-3 {
-		t.Errorf("%s: logits differ from the reference by up to %g", what, worst)
+	// f32 versus f64 arithmetic, where a value near an f16 rounding
+	// boundary of K, V or the attention weights rounds differently, moves
+	// logits by up to ~2.5e-4 of their scale; a real mistake (a 1% attention
+	// scale) moves them by 5e-3.
+	if worst > 1e-3*scale {
+		t.Errorf("%s: logits (up to %g) differ from the reference by up to %g", what, scale, worst)
 	}
 }
 

@@ -46,27 +46,6 @@ func (b *Backend) Embed(dst infer.Tensor, w infer.Weight) {
 	}
 }
 
-// matmulJob computes dst rows of W·x for output features [lo, hi): one
-// weight row at a time against every token, so each weight row is read
-// once per pass.
-type matmulJob struct {
-	w        *weight
-	dst      *tensor
-	rows     int
-	xq       []byte
-	xqStride int
-}
-
-func (j *matmulJob) run(lo, hi, _ int) {
-	w, k := j.w, j.w.cols
-	for o := lo; o < hi; o++ {
-		wr := w.row(o)
-		for r := range j.rows {
-			j.dst.data[r*j.dst.cols+o] = quant.Dot(w.typ, k, wr, j.xq[r*j.xqStride:(r+1)*j.xqStride])
-		}
-	}
-}
-
 func (b *Backend) MatMul(dst infer.Tensor, w infer.Weight, x infer.Tensor) {
 	if !b.ok() {
 		return
@@ -80,20 +59,24 @@ func (b *Backend) MatMul(dst infer.Tensor, w infer.Weight, x infer.Tensor) {
 		b.fail(fmt.Errorf("%w: MatMul %s (%v) · %s (%d×%d) → %s (%d×%d)", infer.ErrBadShape, cw.name, cw.shape, cx.name, cx.rows, cx.cols, d.name, d.rows, d.cols))
 		return
 	}
-	stride, err := quant.ActivationBytes(cw.typ, cw.cols)
-	if err != nil {
+	if cw.mat == nil {
+		b.fail(fmt.Errorf("%w: MatMul by %s, a vector", infer.ErrBadShape, cw.name))
+		return
+	}
+	x32, y := cx.data[:rows*cx.cols], d.data[:rows*d.cols]
+	if err := b.qpool.Quantize(&b.act, cw.typ, x32, cx.cols, rows); err != nil {
 		b.fail(fmt.Errorf("MatMul %s: %w", cw.name, err))
 		return
 	}
-	if need := rows * stride; len(b.xq) < need {
-		b.xq = make([]byte, need)
+	var err error
+	if rows == 1 {
+		err = b.qpool.MatVec(cw.mat, &b.act, y)
+	} else {
+		err = b.qpool.MatMul(cw.mat, &b.act, y)
 	}
-	vt := quant.VecDotType(cw.typ)
-	for r := range rows {
-		quant.QuantizeActivations(vt, cx.row(r), b.xq[r*stride:(r+1)*stride])
+	if err != nil {
+		b.fail(fmt.Errorf("MatMul %s: %w", cw.name, err))
 	}
-	b.matmul = matmulJob{w: cw, dst: d, rows: rows, xq: b.xq, xqStride: stride}
-	b.pool.parallel(cw.rows, 64, &b.matmul)
 }
 
 func (b *Backend) RMSNorm(dst, x infer.Tensor, w infer.Weight, eps float32) {

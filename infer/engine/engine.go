@@ -13,6 +13,7 @@ import (
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/chat"
 	_ "github.com/bonsai-chat/bonsai/infer/cpu" // the engine runs models on the CPU at least
+	"github.com/bonsai-chat/bonsai/infer/profile"
 	"github.com/bonsai-chat/bonsai/infer/sample"
 	"github.com/bonsai-chat/bonsai/infer/tokenizer"
 )
@@ -55,14 +56,15 @@ type Engine struct {
 	profiling  atomic.Bool
 
 	// Owned by the engine goroutine.
-	file      *gguf.File
-	ownsFile  bool
-	model     *infer.Model
-	seq       *infer.Sequence
-	tok       *tokenizer.Tokenizer
-	tmpl      *chat.Template
-	stopIDs   map[int32]bool
-	info      ModelInfo
+	file         *gguf.File
+	ownsFile     bool
+	model        *infer.Model
+	seq          *infer.Sequence
+	tok          *tokenizer.Tokenizer
+	tmpl         *chat.Template
+	stopIDs      map[int32]bool
+	info         ModelInfo
+	samplingTime time.Duration // sampler time since the last ProfileSample
 }
 
 type generateRequest struct {
@@ -296,7 +298,7 @@ func (e *Engine) generate(r generateRequest) {
 		stats.ContextUsed = e.seq.Len()
 		stats.KVUsedBytes = kvPerToken * int64(e.seq.Len())
 		if e.profiling.Load() {
-			e.emit(ProfileSample{Sample: m.Backend().TakeProfile()})
+			e.emit(e.profileSample(m))
 		}
 		e.emit(Done{Reason: reason, Stats: stats})
 	}
@@ -323,7 +325,7 @@ func (e *Engine) generate(r generateRequest) {
 		sampler.Accept(id)
 	}
 	if e.profiling.Load() {
-		m.Backend().TakeProfile() // start the sample at this request
+		e.profileSample(m) // start the next sample at this request
 	}
 	reused, err := e.seq.Prefill(ids, func(done, total int) {
 		if total >= 64 {
@@ -356,8 +358,10 @@ func (e *Engine) generate(r generateRequest) {
 			finish("stopped")
 			return
 		}
+		t0 := time.Now()
 		id := sampler.Sample(m.Logits())
 		sampler.Accept(id)
+		e.samplingTime += time.Since(t0)
 		if stats.DecodeTokens == 0 {
 			stats.TTFT = time.Since(start)
 		}
@@ -388,9 +392,18 @@ func (e *Engine) generate(r generateRequest) {
 		stats.KVUsedBytes = kvPerToken * int64(e.seq.Len())
 		e.emit(stats)
 		if e.profiling.Load() && stats.DecodeTokens%e.opts.ProfileEvery == 0 {
-			e.emit(ProfileSample{Sample: m.Backend().TakeProfile()})
+			e.emit(e.profileSample(m))
 		}
 	}
+}
+
+// profileSample takes the backend's phase times, adds the sampler's and
+// starts over.
+func (e *Engine) profileSample(m *infer.Model) ProfileSample {
+	s := m.Backend().TakeProfile()
+	s.Add(profile.Sampling, e.samplingTime)
+	e.samplingTime = 0
+	return ProfileSample{Sample: s}
 }
 
 func rate(n int, d time.Duration) float64 {

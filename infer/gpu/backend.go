@@ -46,8 +46,15 @@ type Backend struct {
 	weights map[string]*weight
 	tensors []*tensor
 	kv      *kvCache
-	ropes   map[infer.Rope]*wgpu.Buffer
-	ops     map[opKey]*op
+	// Q1_0 weights loaded but not yet on the device, and the arenas of
+	// those that are.
+	unplaced []*weight
+	arenas   []*wgpu.Buffer
+	// decode matmuls waiting to be fused with the next ones on the same x
+	pending  []pendingMatMul
+	pendingX *tensor
+	ropes    map[infer.Rope]*wgpu.Buffer
+	ops      map[opKey]*op
 
 	batchBuf  *wgpu.Buffer // uniform {n, pos, splits, chunk}
 	tokensBuf *wgpu.Buffer
@@ -88,6 +95,11 @@ type kvCache struct {
 	k, v *wgpu.Buffer
 }
 
+type pendingMatMul struct {
+	dst *tensor
+	w   *weight
+}
+
 type pendingRead struct {
 	staging *wgpu.Buffer
 	bytes   int
@@ -104,10 +116,10 @@ type op struct {
 // opKey identifies an op by kernel variant and operands (pointers), so a
 // forward pass finds its prepared dispatches without building strings.
 type opKey struct {
-	kind    string
-	a, b, c any
-	i       int
-	f       float32
+	kind          string
+	a, b, c, d, e any
+	i             int
+	f             float32
 }
 
 // New opens a device and returns an empty backend.
@@ -161,6 +173,9 @@ func (b *Backend) LoadWeight(wd infer.WeightData) (infer.Weight, error) {
 		return nil, err
 	}
 	b.weights[wd.Name] = w
+	if w.q1() {
+		b.unplaced = append(b.unplaced, w)
+	}
 	return w, nil
 }
 
@@ -241,6 +256,15 @@ func (b *Backend) Begin(batch infer.Batch) {
 	if b.err != nil {
 		return
 	}
+	if len(b.unplaced) > 0 {
+		bufs, err := placeQ1(b.d, b.unplaced)
+		b.arenas = append(b.arenas, bufs...)
+		if err != nil {
+			b.fail(err)
+			return
+		}
+		b.unplaced = nil
+	}
 	seq := batch.Pos + b.n
 	b.splits = 1
 	if b.n == 1 {
@@ -300,6 +324,7 @@ func (b *Backend) Commit() error {
 		}
 		return errors.New("gpu: Commit without Begin")
 	}
+	b.flush()
 	b.endPass()
 	b.prof.end(b)
 	enc := b.enc
@@ -346,6 +371,7 @@ func (b *Backend) Phase(p profile.Phase) {
 	if b.err != nil || b.enc == nil {
 		return
 	}
+	b.flush()
 	b.prof.phase(b, p)
 	b.phase = p
 }
@@ -382,8 +408,15 @@ func (b *Backend) dispatch(o *op, x, y, z int) {
 	b.pass.DispatchWorkgroups(uint32(x), uint32(y), uint32(z))
 }
 
-// ready reports whether ops can be encoded now.
-func (b *Backend) ready() bool { return b.err == nil && b.enc != nil }
+// ready reports whether ops can be encoded now, after encoding any
+// matmuls still waiting for fusion (every op but MatMul calls it).
+func (b *Backend) ready() bool {
+	if b.err != nil || b.enc == nil {
+		return false
+	}
+	b.flush()
+	return b.err == nil
+}
 
 func (b *Backend) tensorArg(name string, t infer.Tensor) *tensor {
 	gt, ok := t.(*tensor)
@@ -432,7 +465,7 @@ func (b *Backend) Embed(dstT infer.Tensor, wI infer.Weight) {
 		o := b.prepared(opKey{kind: "embed", a: dst, b: w}, func() (*kernel, []binding, error) {
 			k, err := b.d.kernel("embed", map[string]shaders.Const{
 				"K": shaders.U32(w.k), "VOCAB": shaders.U32(w.m), "XROWS": shaders.U32(dst.rows), "Q1": shaders.Flag(true)})
-			return k, []binding{whole(b.batchBuf), whole(b.tokensBuf), whole(w.bits), whole(w.scales), whole(dst.buf)}, err
+			return k, []binding{whole(b.batchBuf), whole(b.tokensBuf), w.bits.binding(), w.scales.binding(), whole(dst.buf)}, err
 		})
 		b.dispatch(o, ceilDiv(w.k, 256), n, 1)
 		return
@@ -465,7 +498,7 @@ func (b *Backend) Embed(dstT infer.Tensor, wI infer.Weight) {
 }
 
 func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
-	if !b.ready() {
+	if b.err != nil || b.enc == nil {
 		return
 	}
 	dst, w, x := b.tensorArg("MatMul dst", dstT), b.weightArg("MatMul", wI), b.tensorArg("MatMul x", xT)
@@ -483,6 +516,11 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 	rows := min(x.rows, dst.rows)
 	n := min(rows, b.n)
 	decode := n == 1
+	if decode && w.q1() && w.m%8 == 0 {
+		b.queueMatVec(dst, w, x)
+		return
+	}
+	b.flush()
 	rpw, tt, wg := 4, 8, 64
 	if decode {
 		rpw, tt = 8, 1
@@ -504,7 +542,7 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 				"K": shaders.U32(w.k), "M": shaders.U32(w.m), "WORDS": shaders.U32(words), "RPW": shaders.U32(rpw),
 				"TT": shaders.U32(tt), "WG": shaders.U32(wg), "XROWS": shaders.U32(rows),
 				"ACC": shaders.U32(rpw * tt), "RED": shaders.U32(wg * rpw * tt)})
-			return k, []binding{whole(b.batchBuf), whole(w.bits), whole(w.scales), whole(x.buf), whole(dst.buf)}, err
+			return k, []binding{whole(b.batchBuf), w.bits.binding(), w.scales.binding(), whole(x.buf), whole(dst.buf)}, err
 		})
 		b.dispatch(o, w.m/rpw, ceilDiv(n, tt), 1)
 		return
@@ -527,6 +565,77 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 		})
 		b.dispatch(o, c.rows/crpw, ceilDiv(n, tt), 1)
 	}
+}
+
+// queueMatVec holds a decode Q1_0 matmul back so that the next ones on
+// the same x, whose weights follow it in the arena, join its dispatch.
+func (b *Backend) queueMatVec(dst *tensor, w *weight, x *tensor) {
+	if len(b.pending) > 0 {
+		last := b.pending[len(b.pending)-1]
+		joins := len(b.pending) < 3 && x == b.pendingX && w.k == last.w.k &&
+			w.bits.follows(last.w.bits) && w.scales.follows(last.w.scales)
+		for _, p := range b.pending {
+			joins = joins && p.dst != dst && p.dst != x
+		}
+		if !joins {
+			b.flush()
+		}
+	}
+	b.pending = append(b.pending, pendingMatMul{dst: dst, w: w})
+	b.pendingX = x
+}
+
+// flush encodes the waiting decode matmuls as one dispatch.
+func (b *Backend) flush() {
+	if len(b.pending) == 0 {
+		return
+	}
+	ps, x := b.pending, b.pendingX
+	b.pending, b.pendingX = b.pending[:0], nil
+	if b.err != nil {
+		return
+	}
+	w0 := ps[0].w
+	words := w0.k / 32
+	wg := 64
+	if words >= 256 {
+		wg = 128
+	}
+	var key opKey
+	key.kind, key.a, key.b, key.i = "q1mv", x, w0, len(ps)
+	ends := []int{0, 0, 0}
+	total := 0
+	bits, scales := w0.bits, w0.scales
+	for i, p := range ps {
+		total += p.w.m
+		ends[i] = total
+		if i > 0 {
+			bits.size += p.w.bits.size
+			scales.size += p.w.scales.size
+		}
+	}
+	for i := len(ps); i < 3; i++ {
+		ends[i] = total
+	}
+	key.c = ps[0].dst
+	if len(ps) > 1 {
+		key.d = ps[1].dst
+	}
+	if len(ps) > 2 {
+		key.e = ps[2].dst
+	}
+	o := b.prepared(key, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("q1_matvec", map[string]shaders.Const{
+			"K": shaders.U32(w0.k), "WORDS": shaders.U32(words), "WG": shaders.U32(wg), "RED": shaders.U32(2 * wg),
+			"M0": shaders.U32(ends[0]), "M1": shaders.U32(ends[1]),
+			"OUT2": shaders.Flag(len(ps) > 1), "OUT3": shaders.Flag(len(ps) > 2)})
+		bufs := []binding{bits.binding(), scales.binding(), whole(x.buf)}
+		for _, p := range ps {
+			bufs = append(bufs, whole(p.dst.buf))
+		}
+		return k, bufs, err
+	})
+	b.dispatch(o, total/8, 1, 1)
 }
 
 func boolInt(v bool) int {
@@ -912,6 +1021,9 @@ func (b *Backend) Close() error {
 	}
 	for _, w := range b.weights {
 		w.release()
+	}
+	for _, a := range b.arenas {
+		a.Release()
 	}
 	for _, t := range b.tensors {
 		for _, buf := range append([]*wgpu.Buffer{t.buf, t.scratch, t.part, t.argmax, t.argStaging, t.embedRows}, t.stagings...) {

@@ -41,9 +41,15 @@ type DeviceOptions struct {
 
 // AdapterDescription is one line about an adapter, for listings and errors.
 func AdapterDescription(info wgpu.AdapterInfo) string {
-	s := fmt.Sprintf("%s (%s, %s", info.Name, backendName(info.BackendType), adapterTypeName(info.AdapterType))
-	if info.DriverDescription != "" {
-		s += ", " + info.DriverDescription
+	// wgpu-native 0.19 puts a hex device id in Name and the product name
+	// in DriverDescription.
+	name := info.DriverDescription
+	if name == "" {
+		name = info.Name
+	}
+	s := fmt.Sprintf("%s (%s, %s", name, backendName(info.BackendType), adapterTypeName(info.AdapterType))
+	if info.VendorName != "" {
+		s += ", " + info.VendorName
 	}
 	return s + ")"
 }

@@ -20,14 +20,29 @@ type weight struct {
 	shape []int64
 	k, m  int // ne0 (inputs) and rows
 
-	// Q1_0
-	bits, scales *wgpu.Buffer
+	// Q1_0: spans of the sign-word and scale arenas, placed (and the host
+	// copies dropped) when the first pass begins, in load order, so that
+	// matrices loaded one after another (q, k, v; gate, up) are adjacent
+	// and one dispatch can serve them all.
+	bits, scales         span
+	hostBits, hostScales []byte
 	// everything else: dense f32 rows, chunked
 	chunks []f32Chunk
 
 	data  []byte // the file's bytes (valid until Close): CPU-side embedding rows
 	bytes int64  // device bytes
 }
+
+// span is a byte range of a device buffer.
+type span struct {
+	buf       *wgpu.Buffer
+	off, size uint64
+}
+
+func (s span) binding() binding { return binding{buf: s.buf, offset: s.off, size: s.size} }
+
+// follows reports whether s starts where prev ends, in the same buffer.
+func (s span) follows(prev span) bool { return s.buf == prev.buf && s.off == prev.off+prev.size }
 
 type f32Chunk struct {
 	buf  *wgpu.Buffer
@@ -40,11 +55,6 @@ func (w *weight) Type() gguf.Type { return w.typ }
 func (w *weight) Shape() []int64  { return w.shape }
 func (w *weight) q1() bool        { return w.typ == gguf.Q1_0 }
 func (w *weight) release() {
-	for _, b := range []*wgpu.Buffer{w.bits, w.scales} {
-		if b != nil {
-			b.Release()
-		}
-	}
 	for _, c := range w.chunks {
 		c.buf.Release()
 	}
@@ -102,13 +112,7 @@ func (w *weight) repackQ1(d *Device, rowBytes int) error {
 			binary.LittleEndian.PutUint32(scales[(r*blocks+b)*4:], mathFloat32bits(s))
 		}
 	}
-	var err error
-	if w.bits, err = d.upload(w.name+".bits", bits); err != nil {
-		return err
-	}
-	if w.scales, err = d.upload(w.name+".scales", scales); err != nil {
-		return err
-	}
+	w.hostBits, w.hostScales = bits, scales
 	w.bytes = int64(len(bits) + len(scales))
 	return nil
 }
@@ -165,4 +169,60 @@ func (w *weight) embedRows(tokens []int32, dst []byte) error {
 		}
 	}
 	return nil
+}
+
+// arenas place the Q1_0 weights waiting for the device into buffers of at
+// most one storage binding each, in load order, and upload them.
+func placeQ1(d *Device, ws []*weight) ([]*wgpu.Buffer, error) {
+	align := uint64(max(256, d.Limits.MinStorageBufferOffsetAlignment))
+	limit := d.Limits.MaxStorageBufferBindingSize
+	var bufs []*wgpu.Buffer
+	place := func(label string, data func(*weight) []byte, set func(*weight, span)) error {
+		start := 0
+		for start < len(ws) {
+			// take weights while they fit one binding
+			var size uint64
+			end := start
+			for end < len(ws) {
+				n := uint64(len(data(ws[end])))
+				if n > limit {
+					return fmt.Errorf("gpu: weight %s: %d MiB of %s exceeds the %d MiB storage binding: %w",
+						ws[end].name, n>>20, label, limit>>20, ErrOutOfMemory)
+				}
+				padded := (n + align - 1) / align * align
+				if size+n > limit {
+					break
+				}
+				size += padded
+				end++
+			}
+			buf, err := d.newBuffer(label, size, storageUsage)
+			if err != nil {
+				return err
+			}
+			bufs = append(bufs, buf)
+			var off uint64
+			for _, w := range ws[start:end] {
+				b := data(w)
+				n := uint64(len(b))
+				if err := d.queue.WriteBuffer(buf, off, b); err != nil {
+					return fmt.Errorf("gpu: uploading %s: %w", w.name, err)
+				}
+				set(w, span{buf: buf, off: off, size: n})
+				off += (n + align - 1) / align * align
+			}
+			start = end
+		}
+		return nil
+	}
+	if err := place("q1 sign words", func(w *weight) []byte { return w.hostBits }, func(w *weight, s span) { w.bits = s }); err != nil {
+		return bufs, err
+	}
+	if err := place("q1 scales", func(w *weight) []byte { return w.hostScales }, func(w *weight, s span) { w.scales = s }); err != nil {
+		return bufs, err
+	}
+	for _, w := range ws {
+		w.hostBits, w.hostScales = nil, nil
+	}
+	return bufs, nil
 }

@@ -171,6 +171,15 @@ func (d *downloader) transfer(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("hub: cannot write to the models directory: %w", err)
 	}
+	// Two pulls of one model would interleave their bytes; the lock goes
+	// with the descriptor.
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return fmt.Errorf("hub: %s: %w", d.partial, ErrBusy)
+		}
+		return fmt.Errorf("hub: locking %s: %w", d.partial, err)
+	}
 	defer func() {
 		// An empty partial file records nothing worth resuming.
 		if st, err := f.Stat(); err == nil && st.Size() == 0 {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/bonsai-chat/bonsai/gguf"
+	"golang.org/x/sys/unix"
 )
 
 // testModelBytes is a small valid GGUF file.
@@ -462,4 +463,27 @@ func TestResolveAndList(t *testing.T) {
 	if l, err := List(filepath.Join(dir, "absent")); err != nil || l != nil {
 		t.Errorf("absent dir: %v %v", l, err)
 	}
+}
+
+func TestConcurrentPullRefused(t *testing.T) {
+	content := testModelBytes(t)
+	s := newServer(t, content)
+	dir := t.TempDir()
+	partial := filepath.Join(dir, "m.gguf"+PartialSuffix)
+	f, err := os.OpenFile(partial, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(content[:100])
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Download(context.Background(), s.model(content), dir, Options{}); !errors.Is(err, ErrBusy) {
+		t.Errorf("second pull: %v", err)
+	}
+	f.Close() // releases the lock
+	if _, err := Download(context.Background(), s.model(content), dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	checkDir(t, dir, content, true, false)
 }

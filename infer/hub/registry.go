@@ -97,6 +97,8 @@ var (
 	ErrNotGGUF = errors.New("download is not a valid GGUF file")
 	// ErrDiskFull: no space left for the download.
 	ErrDiskFull = errors.New("not enough disk space")
+	// ErrBusy: another process is downloading the same file.
+	ErrBusy = errors.New("another bonsai pull is downloading this file")
 	// ErrHTTP: the server answered with an error status.
 	ErrHTTP = errors.New("HTTP error")
 )

@@ -2,45 +2,110 @@ package quant
 
 import "encoding/binary"
 
-// Repacked Q1_0 for the SIMD kernels: rows in groups of 16 (the last group
-// padded with zero rows); per group and 128-column block, 288 bytes:
-//
-//	32 × u64: word g holds columns 4g..4g+3 of the 16 rows, bit 4r+e = bit of
-//	          row r, column 4g+e (so one 512-bit mask expands to 16 lanes ×
-//	          4 columns)
-//	16 × f16: d of each row
-//
-// That is the same 1.125 bits per weight as the file, in an order where one
-// VPDPBUSD produces one partial sum per row.
-const (
-	packRows      = 16
-	q1PackedBlock = 288
-)
+// Repacked weights for the SIMD kernels (see asm/main.go): rows in groups
+// of 16, the last group padded with zero rows; per group, per block of
+// columns, the expansion data of 16 rows then their 16 f16 scales. Each
+// layout keeps the file's bits per weight.
+const packRows = 16
 
-// repackQ1_0 builds the packed copy of m (Q1_0).
-func repackQ1_0(m *Matrix) []byte {
-	blocks := m.Cols / qk1_0
+// packed describes one type's packed layout.
+type packedLayout struct {
+	cols       int // columns per packed block
+	blockBytes int // bytes per 16 rows × cols
+	scales     int // offset of the 16 f16 scales
+	// pack writes the expansion data of one block: rows[r] is row r's block
+	// in the file's layout (nil for padding rows).
+	pack func(rows *[packRows][]byte, dst []byte)
+}
+
+// repack builds the packed copy of m in layout l.
+func repack(m *Matrix, l *packedLayout) []byte {
+	srcBlock := m.Type.BlockBytes() * l.cols / m.Type.BlockSize()
+	blocks := m.Cols / l.cols
 	groups := (m.Rows + packRows - 1) / packRows
-	out := make([]byte, groups*blocks*q1PackedBlock)
-	var words [32]uint64
+	out := make([]byte, groups*blocks*l.blockBytes)
+	var rows [packRows][]byte
 	for g := 0; g < groups; g++ {
 		for b := 0; b < blocks; b++ {
-			dst := out[(g*blocks+b)*q1PackedBlock:][:q1PackedBlock]
-			clear(words[:])
-			for r := 0; r < packRows && g*packRows+r < m.Rows; r++ {
-				src := m.Row(g*packRows + r)[b*q1_0Bytes:]
-				copy(dst[256+2*r:], src[:2])
-				lo := binary.LittleEndian.Uint64(src[2:])
-				hi := binary.LittleEndian.Uint64(src[10:])
-				for n := 0; n < 16; n++ {
-					words[n] |= (lo >> (4 * n) & 0xf) << (4 * r)
-					words[16+n] |= (hi >> (4 * n) & 0xf) << (4 * r)
+			dst := out[(g*blocks+b)*l.blockBytes:][:l.blockBytes]
+			for r := range rows {
+				rows[r] = nil
+				if row := g*packRows + r; row < m.Rows {
+					rows[r] = m.Row(row)[b*srcBlock:][:srcBlock]
+					copy(dst[l.scales+2*r:], rows[r][:2]) // every layout here starts with f16 d
 				}
 			}
-			for n, w := range words {
-				binary.LittleEndian.PutUint64(dst[8*n:], w)
-			}
+			l.pack(&rows, dst)
 		}
 	}
 	return out
+}
+
+// bitPlanes packs, for each group of 4 columns, bit `bit` of each weight's
+// code into a u64: bit 4r+e = row r, column 4g+e. code(row, j) reads the
+// file's layout.
+func bitPlane(rows *[packRows][]byte, g, bit int, code func(blk []byte, j int) byte) uint64 {
+	var w uint64
+	for r, blk := range rows {
+		if blk == nil {
+			continue
+		}
+		for e := 0; e < 4; e++ {
+			w |= uint64(code(blk, 4*g+e)>>bit&1) << (4*r + e)
+		}
+	}
+	return w
+}
+
+func q1Code(blk []byte, j int) byte { return blk[2+j/8] >> (j % 8) & 1 }
+func q2Code(blk []byte, j int) byte { return blk[2+j/4] >> (2 * (j % 4)) & 3 }
+func q4Code(blk []byte, j int) byte {
+	if j < 16 {
+		return blk[2+j] & 0xf
+	}
+	return blk[2+j-16] >> 4
+}
+
+var (
+	layoutQ1_0 = &packedLayout{cols: 128, blockBytes: 288, scales: 256, pack: func(rows *[packRows][]byte, dst []byte) {
+		for g := 0; g < 32; g++ {
+			binary.LittleEndian.PutUint64(dst[8*g:], bitPlane(rows, g, 0, q1Code))
+		}
+	}}
+	layoutQ2_0     = q2Layout(64)
+	layoutQ2_0G128 = q2Layout(128)
+	layoutQ4_0     = &packedLayout{cols: 32, blockBytes: 288, scales: 256, pack: func(rows *[packRows][]byte, dst []byte) {
+		for p := 0; p < 4; p++ {
+			for r, blk := range rows {
+				if blk == nil {
+					continue
+				}
+				for e := 0; e < 4; e++ {
+					dst[64*p+4*r+e] = q4Code(blk, 8*p+e) | q4Code(blk, 8*p+4+e)<<4
+				}
+			}
+		}
+	}}
+	layoutQ8_0 = &packedLayout{cols: 32, blockBytes: 544, scales: 512, pack: func(rows *[packRows][]byte, dst []byte) {
+		for g := 0; g < 8; g++ {
+			for r, blk := range rows {
+				for e := 0; e < 4; e++ {
+					q := byte(0) // padding rows: weight 0 is u = 128
+					if blk != nil {
+						q = blk[2+4*g+e]
+					}
+					dst[64*g+4*r+e] = q ^ 0x80
+				}
+			}
+		}
+	}}
+)
+
+func q2Layout(cols int) *packedLayout {
+	return &packedLayout{cols: cols, blockBytes: 4*cols + 32, scales: 4 * cols, pack: func(rows *[packRows][]byte, dst []byte) {
+		for g := 0; g < cols/4; g++ {
+			binary.LittleEndian.PutUint64(dst[16*g:], bitPlane(rows, g, 0, q2Code))
+			binary.LittleEndian.PutUint64(dst[16*g+8:], bitPlane(rows, g, 1, q2Code))
+		}
+	}}
 }

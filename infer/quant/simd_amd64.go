@@ -15,27 +15,31 @@ import (
 // (VPDPBUSD). BONSAI_NOSIMD=1 forces the portable kernels (for comparisons).
 var haveVNNI = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VNNI && os.Getenv("BONSAI_NOSIMD") == ""
 
-// simdKernel returns the AVX-512 kernel for weight type t, or nil.
-func simdKernel(t gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
-	if !haveVNNI {
-		return nil
-	}
-	switch t {
-	case gguf.Q1_0:
-		return q1_0SIMD
-	}
-	return nil
+// kernelSet is one type's SIMD kernels: 16 rows × 1, 2, 4 or 8 tokens,
+// over the packed layout.
+type kernelSet struct {
+	layout *packedLayout
+	t      [4]func(w *byte, blocks int, qs, negq, dk *byte, y *float32, ldy int, rowMask uint16) // 1, 2, 4, 8 tokens
 }
 
-// simdRepack builds the kernel's weight layout for m, or nil if m's type
-// runs on the file's layout.
-func simdRepack(m *Matrix) []byte {
-	switch m.Type {
-	case gguf.Q1_0:
-		return repackQ1_0(m)
-	}
-	return nil
+var kernelSets = map[gguf.Type]*kernelSet{
+	gguf.Q1_0:     {layoutQ1_0, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q1_0x16t1, q1_0x16t2, q1_0x16t4, q1_0x16t8}},
+	gguf.Q2_0:     {layoutQ2_0, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q2_0x16t1, q2_0x16t2, q2_0x16t4, q2_0x16t8}},
+	gguf.Q2_0G128: {layoutQ2_0G128, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q2_0g128x16t1, q2_0g128x16t2, q2_0g128x16t4, q2_0g128x16t8}},
+	gguf.Q4_0:     {layoutQ4_0, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q4_0x16t1, q4_0x16t2, q4_0x16t4, q4_0x16t8}},
+	gguf.Q8_0:     {layoutQ8_0, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q8_0x16t1, q8_0x16t2, q8_0x16t4, q8_0x16t8}},
 }
+
+// simdKernel returns the AVX-512 kernel for weight type t, or nil.
+func simdKernel(t gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
+	if !haveVNNI || kernelSets[t] == nil {
+		return nil
+	}
+	return simdProduct
+}
+
+// simdRepack builds the kernels' weight layout for m.
+func simdRepack(m *Matrix) []byte { return repack(m, kernelSets[m.Type].layout) }
 
 // planes is Q8_0 activations re-laid for the kernels, per tile of 8
 // tokens:
@@ -95,41 +99,23 @@ func (a *Activations) fillPlanes(t int) {
 	}
 }
 
-// q1_0SIMD runs the AVX-512 Q1_0 kernels over rows [r0, r1) (r0 a multiple
+// simdProduct runs the AVX-512 kernels over rows [r0, r1) (r0 a multiple
 // of 16) and tokens [t0, t1).
-func q1_0SIMD(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
-	blocks := m.Cols / qk1_0
-	groupBytes := blocks * q1PackedBlock
+func simdProduct(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
+	ks := kernelSets[m.Type]
+	blocks := m.Cols / ks.layout.cols
+	groupBytes := blocks * ks.layout.blockBytes
 	p := a.planes
-	var scratch [packRows * tileTokens]float32
 	for g0 := r0; g0 < r1; g0 += packRows {
 		w := &m.packed[g0/packRows*groupBytes]
-		full := g0+packRows <= m.Rows
+		rowMask := uint16(1<<min(packRows, m.Rows-g0) - 1)
 		for t := t0; t < t1; {
 			tile, lane := t/tileTokens, t%tileTokens
-			n := kernelTokens(lane, t1-t)
+			n, kern := kernelTokens(lane, t1-t)
 			qs := &p.qs[tile*tileTokens*a.N+4*lane]
 			negq := &p.negq[tile*tileTokens*a.N/8+4*lane]
 			dk := &p.dk[tile*tileTokens*a.N/8+4*lane]
-			out, ldy := &y[t*m.Rows+g0], 4*m.Rows
-			if !full {
-				out, ldy = &scratch[0], 4*packRows
-			}
-			switch n {
-			case 8:
-				q1_0x16t8(w, blocks, qs, negq, dk, out, ldy)
-			case 4:
-				q1_0x16t4(w, blocks, qs, negq, dk, out, ldy)
-			case 2:
-				q1_0x16t2(w, blocks, qs, negq, dk, out, ldy)
-			default:
-				q1_0x16t1(w, blocks, qs, negq, dk, out, ldy)
-			}
-			if !full {
-				for i := 0; i < n; i++ {
-					copy(y[(t+i)*m.Rows+g0:(t+i+1)*m.Rows], scratch[i*packRows:])
-				}
-			}
+			ks.t[kern](w, blocks, qs, negq, dk, &y[t*m.Rows+g0], 4*m.Rows, rowMask)
 			t += n
 		}
 	}
@@ -137,14 +123,15 @@ func q1_0SIMD(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
 
 // kernelTokens picks the widest kernel (8, 4, 2 or 1 tokens) that stays
 // inside the current tile of 8 and the remaining tokens.
-func kernelTokens(lane, left int) int {
+// It returns the token count and the kernel's index in kernelSet.t.
+func kernelTokens(lane, left int) (n, index int) {
 	switch {
 	case lane%8 == 0 && left >= 8:
-		return 8
+		return 8, 3
 	case lane%4 == 0 && left >= 4:
-		return 4
+		return 4, 2
 	case lane%2 == 0 && left >= 2:
-		return 2
+		return 2, 1
 	}
-	return 1
+	return 1, 0
 }

@@ -2,9 +2,9 @@
 
 #include "textflag.h"
 
-// func q1_0x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+// func q1_0x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
-TEXT ·q1_0x16t1(SB), NOSPLIT, $0-56
+TEXT ·q1_0x16t1(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
 	MOVQ         qs+16(FP), DX
@@ -133,13 +133,15 @@ block:
 	JNZ              block
 	MOVQ             y+40(FP), AX
 	MOVQ             ldy+48(FP), CX
-	VMOVUPS          Z1, (AX)
+	MOVWLZX          rowMask+56(FP), CX
+	KMOVW            CX, K1
+	VMOVUPS          Z1, K1, (AX)
 	VZEROUPPER
 	RET
 
-// func q1_0x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+// func q1_0x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
-TEXT ·q1_0x16t2(SB), NOSPLIT, $0-56
+TEXT ·q1_0x16t2(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
 	MOVQ         qs+16(FP), DX
@@ -186,8 +188,8 @@ block:
 	VPDPBUSD.BCST    224(DX), Z2, Z3
 	VPDPBUSD.BCST    228(DX), Z2, Z6
 	VCVTDQ2PS        Z3, Z3
-	VMULPS.BCST      (SI), Z3, Z2
 	VCVTDQ2PS        Z6, Z6
+	VMULPS.BCST      (SI), Z3, Z2
 	VMULPS.BCST      4(SI), Z6, Z5
 	VPBROADCASTD     32(BX), Z3
 	VPBROADCASTD     36(BX), Z6
@@ -224,8 +226,8 @@ block:
 	VPDPBUSD.BCST    480(DX), Z7, Z3
 	VPDPBUSD.BCST    484(DX), Z7, Z6
 	VCVTDQ2PS        Z3, Z3
-	VFMADD231PS.BCST 32(SI), Z3, Z2
 	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 32(SI), Z3, Z2
 	VFMADD231PS.BCST 36(SI), Z6, Z5
 	VPBROADCASTD     64(BX), Z3
 	VPBROADCASTD     68(BX), Z6
@@ -262,8 +264,8 @@ block:
 	VPDPBUSD.BCST    736(DX), Z7, Z3
 	VPDPBUSD.BCST    740(DX), Z7, Z6
 	VCVTDQ2PS        Z3, Z3
-	VFMADD231PS.BCST 64(SI), Z3, Z2
 	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 64(SI), Z3, Z2
 	VFMADD231PS.BCST 68(SI), Z6, Z5
 	VPBROADCASTD     96(BX), Z3
 	VPBROADCASTD     100(BX), Z6
@@ -300,8 +302,8 @@ block:
 	VPDPBUSD.BCST    992(DX), Z7, Z3
 	VPDPBUSD.BCST    996(DX), Z7, Z6
 	VCVTDQ2PS        Z3, Z3
-	VFMADD231PS.BCST 96(SI), Z3, Z2
 	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 96(SI), Z3, Z2
 	VFMADD231PS.BCST 100(SI), Z6, Z5
 	VCVTPH2PS        256(AX), Z3
 	VFMADD231PS      Z2, Z3, Z1
@@ -314,15 +316,17 @@ block:
 	JNZ              block
 	MOVQ             y+40(FP), AX
 	MOVQ             ldy+48(FP), CX
-	VMOVUPS          Z1, (AX)
+	MOVWLZX          rowMask+56(FP), DX
+	KMOVW            DX, K1
+	VMOVUPS          Z1, K1, (AX)
 	ADDQ             CX, AX
-	VMOVUPS          Z4, (AX)
+	VMOVUPS          Z4, K1, (AX)
 	VZEROUPPER
 	RET
 
-// func q1_0x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+// func q1_0x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
-TEXT ·q1_0x16t4(SB), NOSPLIT, $0-56
+TEXT ·q1_0x16t4(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
 	MOVQ         qs+16(FP), DX
@@ -389,12 +393,12 @@ block:
 	VPDPBUSD.BCST    232(DX), Z2, Z9
 	VPDPBUSD.BCST    236(DX), Z2, Z12
 	VCVTDQ2PS        Z3, Z3
-	VMULPS.BCST      (SI), Z3, Z2
 	VCVTDQ2PS        Z6, Z6
-	VMULPS.BCST      4(SI), Z6, Z5
 	VCVTDQ2PS        Z9, Z9
-	VMULPS.BCST      8(SI), Z9, Z8
 	VCVTDQ2PS        Z12, Z12
+	VMULPS.BCST      (SI), Z3, Z2
+	VMULPS.BCST      4(SI), Z6, Z5
+	VMULPS.BCST      8(SI), Z9, Z8
 	VMULPS.BCST      12(SI), Z12, Z11
 	VPBROADCASTD     32(BX), Z3
 	VPBROADCASTD     36(BX), Z6
@@ -449,12 +453,12 @@ block:
 	VPDPBUSD.BCST    488(DX), Z13, Z9
 	VPDPBUSD.BCST    492(DX), Z13, Z12
 	VCVTDQ2PS        Z3, Z3
-	VFMADD231PS.BCST 32(SI), Z3, Z2
 	VCVTDQ2PS        Z6, Z6
-	VFMADD231PS.BCST 36(SI), Z6, Z5
 	VCVTDQ2PS        Z9, Z9
-	VFMADD231PS.BCST 40(SI), Z9, Z8
 	VCVTDQ2PS        Z12, Z12
+	VFMADD231PS.BCST 32(SI), Z3, Z2
+	VFMADD231PS.BCST 36(SI), Z6, Z5
+	VFMADD231PS.BCST 40(SI), Z9, Z8
 	VFMADD231PS.BCST 44(SI), Z12, Z11
 	VPBROADCASTD     64(BX), Z3
 	VPBROADCASTD     68(BX), Z6
@@ -509,12 +513,12 @@ block:
 	VPDPBUSD.BCST    744(DX), Z13, Z9
 	VPDPBUSD.BCST    748(DX), Z13, Z12
 	VCVTDQ2PS        Z3, Z3
-	VFMADD231PS.BCST 64(SI), Z3, Z2
 	VCVTDQ2PS        Z6, Z6
-	VFMADD231PS.BCST 68(SI), Z6, Z5
 	VCVTDQ2PS        Z9, Z9
-	VFMADD231PS.BCST 72(SI), Z9, Z8
 	VCVTDQ2PS        Z12, Z12
+	VFMADD231PS.BCST 64(SI), Z3, Z2
+	VFMADD231PS.BCST 68(SI), Z6, Z5
+	VFMADD231PS.BCST 72(SI), Z9, Z8
 	VFMADD231PS.BCST 76(SI), Z12, Z11
 	VPBROADCASTD     96(BX), Z3
 	VPBROADCASTD     100(BX), Z6
@@ -569,12 +573,12 @@ block:
 	VPDPBUSD.BCST    1000(DX), Z13, Z9
 	VPDPBUSD.BCST    1004(DX), Z13, Z12
 	VCVTDQ2PS        Z3, Z3
-	VFMADD231PS.BCST 96(SI), Z3, Z2
 	VCVTDQ2PS        Z6, Z6
-	VFMADD231PS.BCST 100(SI), Z6, Z5
 	VCVTDQ2PS        Z9, Z9
-	VFMADD231PS.BCST 104(SI), Z9, Z8
 	VCVTDQ2PS        Z12, Z12
+	VFMADD231PS.BCST 96(SI), Z3, Z2
+	VFMADD231PS.BCST 100(SI), Z6, Z5
+	VFMADD231PS.BCST 104(SI), Z9, Z8
 	VFMADD231PS.BCST 108(SI), Z12, Z11
 	VCVTPH2PS        256(AX), Z3
 	VFMADD231PS      Z2, Z3, Z1
@@ -589,19 +593,21 @@ block:
 	JNZ              block
 	MOVQ             y+40(FP), AX
 	MOVQ             ldy+48(FP), CX
-	VMOVUPS          Z1, (AX)
+	MOVWLZX          rowMask+56(FP), DX
+	KMOVW            DX, K1
+	VMOVUPS          Z1, K1, (AX)
 	ADDQ             CX, AX
-	VMOVUPS          Z4, (AX)
+	VMOVUPS          Z4, K1, (AX)
 	ADDQ             CX, AX
-	VMOVUPS          Z7, (AX)
+	VMOVUPS          Z7, K1, (AX)
 	ADDQ             CX, AX
-	VMOVUPS          Z10, (AX)
+	VMOVUPS          Z10, K1, (AX)
 	VZEROUPPER
 	RET
 
-// func q1_0x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+// func q1_0x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
-TEXT ·q1_0x16t8(SB), NOSPLIT, $0-56
+TEXT ·q1_0x16t8(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
 	MOVQ         qs+16(FP), DX
@@ -708,20 +714,20 @@ block:
 	VPDPBUSD.BCST    248(DX), Z2, Z21
 	VPDPBUSD.BCST    252(DX), Z2, Z24
 	VCVTDQ2PS        Z3, Z3
-	VMULPS.BCST      (SI), Z3, Z2
 	VCVTDQ2PS        Z6, Z6
-	VMULPS.BCST      4(SI), Z6, Z5
 	VCVTDQ2PS        Z9, Z9
-	VMULPS.BCST      8(SI), Z9, Z8
 	VCVTDQ2PS        Z12, Z12
-	VMULPS.BCST      12(SI), Z12, Z11
 	VCVTDQ2PS        Z15, Z15
-	VMULPS.BCST      16(SI), Z15, Z14
 	VCVTDQ2PS        Z18, Z18
-	VMULPS.BCST      20(SI), Z18, Z17
 	VCVTDQ2PS        Z21, Z21
-	VMULPS.BCST      24(SI), Z21, Z20
 	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      (SI), Z3, Z2
+	VMULPS.BCST      4(SI), Z6, Z5
+	VMULPS.BCST      8(SI), Z9, Z8
+	VMULPS.BCST      12(SI), Z12, Z11
+	VMULPS.BCST      16(SI), Z15, Z14
+	VMULPS.BCST      20(SI), Z18, Z17
+	VMULPS.BCST      24(SI), Z21, Z20
 	VMULPS.BCST      28(SI), Z24, Z23
 	VPBROADCASTD     32(BX), Z3
 	VPBROADCASTD     36(BX), Z6
@@ -812,20 +818,20 @@ block:
 	VPDPBUSD.BCST    504(DX), Z25, Z21
 	VPDPBUSD.BCST    508(DX), Z25, Z24
 	VCVTDQ2PS        Z3, Z3
-	VFMADD231PS.BCST 32(SI), Z3, Z2
 	VCVTDQ2PS        Z6, Z6
-	VFMADD231PS.BCST 36(SI), Z6, Z5
 	VCVTDQ2PS        Z9, Z9
-	VFMADD231PS.BCST 40(SI), Z9, Z8
 	VCVTDQ2PS        Z12, Z12
-	VFMADD231PS.BCST 44(SI), Z12, Z11
 	VCVTDQ2PS        Z15, Z15
-	VFMADD231PS.BCST 48(SI), Z15, Z14
 	VCVTDQ2PS        Z18, Z18
-	VFMADD231PS.BCST 52(SI), Z18, Z17
 	VCVTDQ2PS        Z21, Z21
-	VFMADD231PS.BCST 56(SI), Z21, Z20
 	VCVTDQ2PS        Z24, Z24
+	VFMADD231PS.BCST 32(SI), Z3, Z2
+	VFMADD231PS.BCST 36(SI), Z6, Z5
+	VFMADD231PS.BCST 40(SI), Z9, Z8
+	VFMADD231PS.BCST 44(SI), Z12, Z11
+	VFMADD231PS.BCST 48(SI), Z15, Z14
+	VFMADD231PS.BCST 52(SI), Z18, Z17
+	VFMADD231PS.BCST 56(SI), Z21, Z20
 	VFMADD231PS.BCST 60(SI), Z24, Z23
 	VPBROADCASTD     64(BX), Z3
 	VPBROADCASTD     68(BX), Z6
@@ -916,20 +922,20 @@ block:
 	VPDPBUSD.BCST    760(DX), Z25, Z21
 	VPDPBUSD.BCST    764(DX), Z25, Z24
 	VCVTDQ2PS        Z3, Z3
-	VFMADD231PS.BCST 64(SI), Z3, Z2
 	VCVTDQ2PS        Z6, Z6
-	VFMADD231PS.BCST 68(SI), Z6, Z5
 	VCVTDQ2PS        Z9, Z9
-	VFMADD231PS.BCST 72(SI), Z9, Z8
 	VCVTDQ2PS        Z12, Z12
-	VFMADD231PS.BCST 76(SI), Z12, Z11
 	VCVTDQ2PS        Z15, Z15
-	VFMADD231PS.BCST 80(SI), Z15, Z14
 	VCVTDQ2PS        Z18, Z18
-	VFMADD231PS.BCST 84(SI), Z18, Z17
 	VCVTDQ2PS        Z21, Z21
-	VFMADD231PS.BCST 88(SI), Z21, Z20
 	VCVTDQ2PS        Z24, Z24
+	VFMADD231PS.BCST 64(SI), Z3, Z2
+	VFMADD231PS.BCST 68(SI), Z6, Z5
+	VFMADD231PS.BCST 72(SI), Z9, Z8
+	VFMADD231PS.BCST 76(SI), Z12, Z11
+	VFMADD231PS.BCST 80(SI), Z15, Z14
+	VFMADD231PS.BCST 84(SI), Z18, Z17
+	VFMADD231PS.BCST 88(SI), Z21, Z20
 	VFMADD231PS.BCST 92(SI), Z24, Z23
 	VPBROADCASTD     96(BX), Z3
 	VPBROADCASTD     100(BX), Z6
@@ -1020,20 +1026,20 @@ block:
 	VPDPBUSD.BCST    1016(DX), Z25, Z21
 	VPDPBUSD.BCST    1020(DX), Z25, Z24
 	VCVTDQ2PS        Z3, Z3
-	VFMADD231PS.BCST 96(SI), Z3, Z2
 	VCVTDQ2PS        Z6, Z6
-	VFMADD231PS.BCST 100(SI), Z6, Z5
 	VCVTDQ2PS        Z9, Z9
-	VFMADD231PS.BCST 104(SI), Z9, Z8
 	VCVTDQ2PS        Z12, Z12
-	VFMADD231PS.BCST 108(SI), Z12, Z11
 	VCVTDQ2PS        Z15, Z15
-	VFMADD231PS.BCST 112(SI), Z15, Z14
 	VCVTDQ2PS        Z18, Z18
-	VFMADD231PS.BCST 116(SI), Z18, Z17
 	VCVTDQ2PS        Z21, Z21
-	VFMADD231PS.BCST 120(SI), Z21, Z20
 	VCVTDQ2PS        Z24, Z24
+	VFMADD231PS.BCST 96(SI), Z3, Z2
+	VFMADD231PS.BCST 100(SI), Z6, Z5
+	VFMADD231PS.BCST 104(SI), Z9, Z8
+	VFMADD231PS.BCST 108(SI), Z12, Z11
+	VFMADD231PS.BCST 112(SI), Z15, Z14
+	VFMADD231PS.BCST 116(SI), Z18, Z17
+	VFMADD231PS.BCST 120(SI), Z21, Z20
 	VFMADD231PS.BCST 124(SI), Z24, Z23
 	VCVTPH2PS        256(AX), Z3
 	VFMADD231PS      Z2, Z3, Z1
@@ -1052,20 +1058,2884 @@ block:
 	JNZ              block
 	MOVQ             y+40(FP), AX
 	MOVQ             ldy+48(FP), CX
-	VMOVUPS          Z1, (AX)
+	MOVWLZX          rowMask+56(FP), DX
+	KMOVW            DX, K1
+	VMOVUPS          Z1, K1, (AX)
 	ADDQ             CX, AX
-	VMOVUPS          Z4, (AX)
+	VMOVUPS          Z4, K1, (AX)
 	ADDQ             CX, AX
-	VMOVUPS          Z7, (AX)
+	VMOVUPS          Z7, K1, (AX)
 	ADDQ             CX, AX
-	VMOVUPS          Z10, (AX)
+	VMOVUPS          Z10, K1, (AX)
 	ADDQ             CX, AX
-	VMOVUPS          Z13, (AX)
+	VMOVUPS          Z13, K1, (AX)
 	ADDQ             CX, AX
-	VMOVUPS          Z16, (AX)
+	VMOVUPS          Z16, K1, (AX)
 	ADDQ             CX, AX
-	VMOVUPS          Z19, (AX)
+	VMOVUPS          Z19, K1, (AX)
 	ADDQ             CX, AX
-	VMOVUPS          Z22, (AX)
+	VMOVUPS          Z22, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func q2_0x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+TEXT ·q2_0x16t1(SB), NOSPLIT, $0-58
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         qs+16(FP), DX
+	MOVQ         negq+24(FP), BX
+	MOVQ         dk+32(FP), SI
+	MOVL         $0x01010101, DI
+	VPBROADCASTD DI, Z0
+	MOVL         $0x02020202, DI
+	VPBROADCASTD DI, Z1
+	VPXORD       Z2, Z2, Z2
+
+block:
+	VPBROADCASTD     (BX), Z4
+	KMOVQ            (AX), K1
+	KMOVQ            8(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    (DX), Z3, Z4
+	KMOVQ            16(AX), K1
+	KMOVQ            24(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    32(DX), Z3, Z4
+	KMOVQ            32(AX), K1
+	KMOVQ            40(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    64(DX), Z3, Z4
+	KMOVQ            48(AX), K1
+	KMOVQ            56(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    96(DX), Z3, Z4
+	KMOVQ            64(AX), K1
+	KMOVQ            72(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    128(DX), Z3, Z4
+	KMOVQ            80(AX), K1
+	KMOVQ            88(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    160(DX), Z3, Z4
+	KMOVQ            96(AX), K1
+	KMOVQ            104(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    192(DX), Z3, Z4
+	KMOVQ            112(AX), K1
+	KMOVQ            120(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    224(DX), Z3, Z4
+	VCVTDQ2PS        Z4, Z4
+	VMULPS.BCST      (SI), Z4, Z3
+	VPBROADCASTD     32(BX), Z4
+	KMOVQ            128(AX), K1
+	KMOVQ            136(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    256(DX), Z5, Z4
+	KMOVQ            144(AX), K1
+	KMOVQ            152(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    288(DX), Z5, Z4
+	KMOVQ            160(AX), K1
+	KMOVQ            168(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    320(DX), Z5, Z4
+	KMOVQ            176(AX), K1
+	KMOVQ            184(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    352(DX), Z5, Z4
+	KMOVQ            192(AX), K1
+	KMOVQ            200(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    384(DX), Z5, Z4
+	KMOVQ            208(AX), K1
+	KMOVQ            216(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    416(DX), Z5, Z4
+	KMOVQ            224(AX), K1
+	KMOVQ            232(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    448(DX), Z5, Z4
+	KMOVQ            240(AX), K1
+	KMOVQ            248(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    480(DX), Z5, Z4
+	VCVTDQ2PS        Z4, Z4
+	VFMADD231PS.BCST 32(SI), Z4, Z3
+	VCVTPH2PS        256(AX), Z4
+	VFMADD231PS      Z3, Z4, Z2
+	ADDQ             $0x00000120, AX
+	ADDQ             $0x00000200, DX
+	ADDQ             $0x00000040, BX
+	ADDQ             $0x00000040, SI
+	DECQ             CX
+	JNZ              block
+	MOVQ             y+40(FP), AX
+	MOVQ             ldy+48(FP), CX
+	MOVWLZX          rowMask+56(FP), CX
+	KMOVW            CX, K1
+	VMOVUPS          Z2, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func q2_0x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+TEXT ·q2_0x16t2(SB), NOSPLIT, $0-58
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         qs+16(FP), DX
+	MOVQ         negq+24(FP), BX
+	MOVQ         dk+32(FP), SI
+	MOVL         $0x01010101, DI
+	VPBROADCASTD DI, Z0
+	MOVL         $0x02020202, DI
+	VPBROADCASTD DI, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z5, Z5, Z5
+
+block:
+	VPBROADCASTD     (BX), Z4
+	VPBROADCASTD     4(BX), Z7
+	KMOVQ            (AX), K1
+	KMOVQ            8(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    (DX), Z3, Z4
+	VPDPBUSD.BCST    4(DX), Z3, Z7
+	KMOVQ            16(AX), K1
+	KMOVQ            24(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    32(DX), Z3, Z4
+	VPDPBUSD.BCST    36(DX), Z3, Z7
+	KMOVQ            32(AX), K1
+	KMOVQ            40(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    64(DX), Z3, Z4
+	VPDPBUSD.BCST    68(DX), Z3, Z7
+	KMOVQ            48(AX), K1
+	KMOVQ            56(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    96(DX), Z3, Z4
+	VPDPBUSD.BCST    100(DX), Z3, Z7
+	KMOVQ            64(AX), K1
+	KMOVQ            72(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    128(DX), Z3, Z4
+	VPDPBUSD.BCST    132(DX), Z3, Z7
+	KMOVQ            80(AX), K1
+	KMOVQ            88(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    160(DX), Z3, Z4
+	VPDPBUSD.BCST    164(DX), Z3, Z7
+	KMOVQ            96(AX), K1
+	KMOVQ            104(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    192(DX), Z3, Z4
+	VPDPBUSD.BCST    196(DX), Z3, Z7
+	KMOVQ            112(AX), K1
+	KMOVQ            120(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    224(DX), Z3, Z4
+	VPDPBUSD.BCST    228(DX), Z3, Z7
+	VCVTDQ2PS        Z4, Z4
+	VCVTDQ2PS        Z7, Z7
+	VMULPS.BCST      (SI), Z4, Z3
+	VMULPS.BCST      4(SI), Z7, Z6
+	VPBROADCASTD     32(BX), Z4
+	VPBROADCASTD     36(BX), Z7
+	KMOVQ            128(AX), K1
+	KMOVQ            136(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    256(DX), Z8, Z4
+	VPDPBUSD.BCST    260(DX), Z8, Z7
+	KMOVQ            144(AX), K1
+	KMOVQ            152(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    288(DX), Z8, Z4
+	VPDPBUSD.BCST    292(DX), Z8, Z7
+	KMOVQ            160(AX), K1
+	KMOVQ            168(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    320(DX), Z8, Z4
+	VPDPBUSD.BCST    324(DX), Z8, Z7
+	KMOVQ            176(AX), K1
+	KMOVQ            184(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    352(DX), Z8, Z4
+	VPDPBUSD.BCST    356(DX), Z8, Z7
+	KMOVQ            192(AX), K1
+	KMOVQ            200(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    384(DX), Z8, Z4
+	VPDPBUSD.BCST    388(DX), Z8, Z7
+	KMOVQ            208(AX), K1
+	KMOVQ            216(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    416(DX), Z8, Z4
+	VPDPBUSD.BCST    420(DX), Z8, Z7
+	KMOVQ            224(AX), K1
+	KMOVQ            232(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    448(DX), Z8, Z4
+	VPDPBUSD.BCST    452(DX), Z8, Z7
+	KMOVQ            240(AX), K1
+	KMOVQ            248(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    480(DX), Z8, Z4
+	VPDPBUSD.BCST    484(DX), Z8, Z7
+	VCVTDQ2PS        Z4, Z4
+	VCVTDQ2PS        Z7, Z7
+	VFMADD231PS.BCST 32(SI), Z4, Z3
+	VFMADD231PS.BCST 36(SI), Z7, Z6
+	VCVTPH2PS        256(AX), Z4
+	VFMADD231PS      Z3, Z4, Z2
+	VFMADD231PS      Z6, Z4, Z5
+	ADDQ             $0x00000120, AX
+	ADDQ             $0x00000200, DX
+	ADDQ             $0x00000040, BX
+	ADDQ             $0x00000040, SI
+	DECQ             CX
+	JNZ              block
+	MOVQ             y+40(FP), AX
+	MOVQ             ldy+48(FP), CX
+	MOVWLZX          rowMask+56(FP), DX
+	KMOVW            DX, K1
+	VMOVUPS          Z2, K1, (AX)
+	ADDQ             CX, AX
+	VMOVUPS          Z5, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func q2_0x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+TEXT ·q2_0x16t4(SB), NOSPLIT, $0-58
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         qs+16(FP), DX
+	MOVQ         negq+24(FP), BX
+	MOVQ         dk+32(FP), SI
+	MOVL         $0x01010101, DI
+	VPBROADCASTD DI, Z0
+	MOVL         $0x02020202, DI
+	VPBROADCASTD DI, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z11, Z11, Z11
+
+block:
+	VPBROADCASTD     (BX), Z4
+	VPBROADCASTD     4(BX), Z7
+	VPBROADCASTD     8(BX), Z10
+	VPBROADCASTD     12(BX), Z13
+	KMOVQ            (AX), K1
+	KMOVQ            8(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    (DX), Z3, Z4
+	VPDPBUSD.BCST    4(DX), Z3, Z7
+	VPDPBUSD.BCST    8(DX), Z3, Z10
+	VPDPBUSD.BCST    12(DX), Z3, Z13
+	KMOVQ            16(AX), K1
+	KMOVQ            24(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    32(DX), Z3, Z4
+	VPDPBUSD.BCST    36(DX), Z3, Z7
+	VPDPBUSD.BCST    40(DX), Z3, Z10
+	VPDPBUSD.BCST    44(DX), Z3, Z13
+	KMOVQ            32(AX), K1
+	KMOVQ            40(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    64(DX), Z3, Z4
+	VPDPBUSD.BCST    68(DX), Z3, Z7
+	VPDPBUSD.BCST    72(DX), Z3, Z10
+	VPDPBUSD.BCST    76(DX), Z3, Z13
+	KMOVQ            48(AX), K1
+	KMOVQ            56(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    96(DX), Z3, Z4
+	VPDPBUSD.BCST    100(DX), Z3, Z7
+	VPDPBUSD.BCST    104(DX), Z3, Z10
+	VPDPBUSD.BCST    108(DX), Z3, Z13
+	KMOVQ            64(AX), K1
+	KMOVQ            72(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    128(DX), Z3, Z4
+	VPDPBUSD.BCST    132(DX), Z3, Z7
+	VPDPBUSD.BCST    136(DX), Z3, Z10
+	VPDPBUSD.BCST    140(DX), Z3, Z13
+	KMOVQ            80(AX), K1
+	KMOVQ            88(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    160(DX), Z3, Z4
+	VPDPBUSD.BCST    164(DX), Z3, Z7
+	VPDPBUSD.BCST    168(DX), Z3, Z10
+	VPDPBUSD.BCST    172(DX), Z3, Z13
+	KMOVQ            96(AX), K1
+	KMOVQ            104(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    192(DX), Z3, Z4
+	VPDPBUSD.BCST    196(DX), Z3, Z7
+	VPDPBUSD.BCST    200(DX), Z3, Z10
+	VPDPBUSD.BCST    204(DX), Z3, Z13
+	KMOVQ            112(AX), K1
+	KMOVQ            120(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    224(DX), Z3, Z4
+	VPDPBUSD.BCST    228(DX), Z3, Z7
+	VPDPBUSD.BCST    232(DX), Z3, Z10
+	VPDPBUSD.BCST    236(DX), Z3, Z13
+	VCVTDQ2PS        Z4, Z4
+	VCVTDQ2PS        Z7, Z7
+	VCVTDQ2PS        Z10, Z10
+	VCVTDQ2PS        Z13, Z13
+	VMULPS.BCST      (SI), Z4, Z3
+	VMULPS.BCST      4(SI), Z7, Z6
+	VMULPS.BCST      8(SI), Z10, Z9
+	VMULPS.BCST      12(SI), Z13, Z12
+	VPBROADCASTD     32(BX), Z4
+	VPBROADCASTD     36(BX), Z7
+	VPBROADCASTD     40(BX), Z10
+	VPBROADCASTD     44(BX), Z13
+	KMOVQ            128(AX), K1
+	KMOVQ            136(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    256(DX), Z14, Z4
+	VPDPBUSD.BCST    260(DX), Z14, Z7
+	VPDPBUSD.BCST    264(DX), Z14, Z10
+	VPDPBUSD.BCST    268(DX), Z14, Z13
+	KMOVQ            144(AX), K1
+	KMOVQ            152(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    288(DX), Z14, Z4
+	VPDPBUSD.BCST    292(DX), Z14, Z7
+	VPDPBUSD.BCST    296(DX), Z14, Z10
+	VPDPBUSD.BCST    300(DX), Z14, Z13
+	KMOVQ            160(AX), K1
+	KMOVQ            168(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    320(DX), Z14, Z4
+	VPDPBUSD.BCST    324(DX), Z14, Z7
+	VPDPBUSD.BCST    328(DX), Z14, Z10
+	VPDPBUSD.BCST    332(DX), Z14, Z13
+	KMOVQ            176(AX), K1
+	KMOVQ            184(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    352(DX), Z14, Z4
+	VPDPBUSD.BCST    356(DX), Z14, Z7
+	VPDPBUSD.BCST    360(DX), Z14, Z10
+	VPDPBUSD.BCST    364(DX), Z14, Z13
+	KMOVQ            192(AX), K1
+	KMOVQ            200(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    384(DX), Z14, Z4
+	VPDPBUSD.BCST    388(DX), Z14, Z7
+	VPDPBUSD.BCST    392(DX), Z14, Z10
+	VPDPBUSD.BCST    396(DX), Z14, Z13
+	KMOVQ            208(AX), K1
+	KMOVQ            216(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    416(DX), Z14, Z4
+	VPDPBUSD.BCST    420(DX), Z14, Z7
+	VPDPBUSD.BCST    424(DX), Z14, Z10
+	VPDPBUSD.BCST    428(DX), Z14, Z13
+	KMOVQ            224(AX), K1
+	KMOVQ            232(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    448(DX), Z14, Z4
+	VPDPBUSD.BCST    452(DX), Z14, Z7
+	VPDPBUSD.BCST    456(DX), Z14, Z10
+	VPDPBUSD.BCST    460(DX), Z14, Z13
+	KMOVQ            240(AX), K1
+	KMOVQ            248(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    480(DX), Z14, Z4
+	VPDPBUSD.BCST    484(DX), Z14, Z7
+	VPDPBUSD.BCST    488(DX), Z14, Z10
+	VPDPBUSD.BCST    492(DX), Z14, Z13
+	VCVTDQ2PS        Z4, Z4
+	VCVTDQ2PS        Z7, Z7
+	VCVTDQ2PS        Z10, Z10
+	VCVTDQ2PS        Z13, Z13
+	VFMADD231PS.BCST 32(SI), Z4, Z3
+	VFMADD231PS.BCST 36(SI), Z7, Z6
+	VFMADD231PS.BCST 40(SI), Z10, Z9
+	VFMADD231PS.BCST 44(SI), Z13, Z12
+	VCVTPH2PS        256(AX), Z4
+	VFMADD231PS      Z3, Z4, Z2
+	VFMADD231PS      Z6, Z4, Z5
+	VFMADD231PS      Z9, Z4, Z8
+	VFMADD231PS      Z12, Z4, Z11
+	ADDQ             $0x00000120, AX
+	ADDQ             $0x00000200, DX
+	ADDQ             $0x00000040, BX
+	ADDQ             $0x00000040, SI
+	DECQ             CX
+	JNZ              block
+	MOVQ             y+40(FP), AX
+	MOVQ             ldy+48(FP), CX
+	MOVWLZX          rowMask+56(FP), DX
+	KMOVW            DX, K1
+	VMOVUPS          Z2, K1, (AX)
+	ADDQ             CX, AX
+	VMOVUPS          Z5, K1, (AX)
+	ADDQ             CX, AX
+	VMOVUPS          Z8, K1, (AX)
+	ADDQ             CX, AX
+	VMOVUPS          Z11, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func q2_0x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+TEXT ·q2_0x16t8(SB), NOSPLIT, $0-58
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         qs+16(FP), DX
+	MOVQ         negq+24(FP), BX
+	MOVQ         dk+32(FP), SI
+	MOVL         $0x01010101, DI
+	VPBROADCASTD DI, Z0
+	MOVL         $0x02020202, DI
+	VPBROADCASTD DI, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z17, Z17, Z17
+	VPXORD       Z20, Z20, Z20
+	VPXORD       Z23, Z23, Z23
+
+block:
+	VPBROADCASTD     (BX), Z4
+	VPBROADCASTD     4(BX), Z7
+	VPBROADCASTD     8(BX), Z10
+	VPBROADCASTD     12(BX), Z13
+	VPBROADCASTD     16(BX), Z16
+	VPBROADCASTD     20(BX), Z19
+	VPBROADCASTD     24(BX), Z22
+	VPBROADCASTD     28(BX), Z25
+	KMOVQ            (AX), K1
+	KMOVQ            8(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    (DX), Z3, Z4
+	VPDPBUSD.BCST    4(DX), Z3, Z7
+	VPDPBUSD.BCST    8(DX), Z3, Z10
+	VPDPBUSD.BCST    12(DX), Z3, Z13
+	VPDPBUSD.BCST    16(DX), Z3, Z16
+	VPDPBUSD.BCST    20(DX), Z3, Z19
+	VPDPBUSD.BCST    24(DX), Z3, Z22
+	VPDPBUSD.BCST    28(DX), Z3, Z25
+	KMOVQ            16(AX), K1
+	KMOVQ            24(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    32(DX), Z3, Z4
+	VPDPBUSD.BCST    36(DX), Z3, Z7
+	VPDPBUSD.BCST    40(DX), Z3, Z10
+	VPDPBUSD.BCST    44(DX), Z3, Z13
+	VPDPBUSD.BCST    48(DX), Z3, Z16
+	VPDPBUSD.BCST    52(DX), Z3, Z19
+	VPDPBUSD.BCST    56(DX), Z3, Z22
+	VPDPBUSD.BCST    60(DX), Z3, Z25
+	KMOVQ            32(AX), K1
+	KMOVQ            40(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    64(DX), Z3, Z4
+	VPDPBUSD.BCST    68(DX), Z3, Z7
+	VPDPBUSD.BCST    72(DX), Z3, Z10
+	VPDPBUSD.BCST    76(DX), Z3, Z13
+	VPDPBUSD.BCST    80(DX), Z3, Z16
+	VPDPBUSD.BCST    84(DX), Z3, Z19
+	VPDPBUSD.BCST    88(DX), Z3, Z22
+	VPDPBUSD.BCST    92(DX), Z3, Z25
+	KMOVQ            48(AX), K1
+	KMOVQ            56(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    96(DX), Z3, Z4
+	VPDPBUSD.BCST    100(DX), Z3, Z7
+	VPDPBUSD.BCST    104(DX), Z3, Z10
+	VPDPBUSD.BCST    108(DX), Z3, Z13
+	VPDPBUSD.BCST    112(DX), Z3, Z16
+	VPDPBUSD.BCST    116(DX), Z3, Z19
+	VPDPBUSD.BCST    120(DX), Z3, Z22
+	VPDPBUSD.BCST    124(DX), Z3, Z25
+	KMOVQ            64(AX), K1
+	KMOVQ            72(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    128(DX), Z3, Z4
+	VPDPBUSD.BCST    132(DX), Z3, Z7
+	VPDPBUSD.BCST    136(DX), Z3, Z10
+	VPDPBUSD.BCST    140(DX), Z3, Z13
+	VPDPBUSD.BCST    144(DX), Z3, Z16
+	VPDPBUSD.BCST    148(DX), Z3, Z19
+	VPDPBUSD.BCST    152(DX), Z3, Z22
+	VPDPBUSD.BCST    156(DX), Z3, Z25
+	KMOVQ            80(AX), K1
+	KMOVQ            88(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    160(DX), Z3, Z4
+	VPDPBUSD.BCST    164(DX), Z3, Z7
+	VPDPBUSD.BCST    168(DX), Z3, Z10
+	VPDPBUSD.BCST    172(DX), Z3, Z13
+	VPDPBUSD.BCST    176(DX), Z3, Z16
+	VPDPBUSD.BCST    180(DX), Z3, Z19
+	VPDPBUSD.BCST    184(DX), Z3, Z22
+	VPDPBUSD.BCST    188(DX), Z3, Z25
+	KMOVQ            96(AX), K1
+	KMOVQ            104(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    192(DX), Z3, Z4
+	VPDPBUSD.BCST    196(DX), Z3, Z7
+	VPDPBUSD.BCST    200(DX), Z3, Z10
+	VPDPBUSD.BCST    204(DX), Z3, Z13
+	VPDPBUSD.BCST    208(DX), Z3, Z16
+	VPDPBUSD.BCST    212(DX), Z3, Z19
+	VPDPBUSD.BCST    216(DX), Z3, Z22
+	VPDPBUSD.BCST    220(DX), Z3, Z25
+	KMOVQ            112(AX), K1
+	KMOVQ            120(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    224(DX), Z3, Z4
+	VPDPBUSD.BCST    228(DX), Z3, Z7
+	VPDPBUSD.BCST    232(DX), Z3, Z10
+	VPDPBUSD.BCST    236(DX), Z3, Z13
+	VPDPBUSD.BCST    240(DX), Z3, Z16
+	VPDPBUSD.BCST    244(DX), Z3, Z19
+	VPDPBUSD.BCST    248(DX), Z3, Z22
+	VPDPBUSD.BCST    252(DX), Z3, Z25
+	VCVTDQ2PS        Z4, Z4
+	VCVTDQ2PS        Z7, Z7
+	VCVTDQ2PS        Z10, Z10
+	VCVTDQ2PS        Z13, Z13
+	VCVTDQ2PS        Z16, Z16
+	VCVTDQ2PS        Z19, Z19
+	VCVTDQ2PS        Z22, Z22
+	VCVTDQ2PS        Z25, Z25
+	VMULPS.BCST      (SI), Z4, Z3
+	VMULPS.BCST      4(SI), Z7, Z6
+	VMULPS.BCST      8(SI), Z10, Z9
+	VMULPS.BCST      12(SI), Z13, Z12
+	VMULPS.BCST      16(SI), Z16, Z15
+	VMULPS.BCST      20(SI), Z19, Z18
+	VMULPS.BCST      24(SI), Z22, Z21
+	VMULPS.BCST      28(SI), Z25, Z24
+	VPBROADCASTD     32(BX), Z4
+	VPBROADCASTD     36(BX), Z7
+	VPBROADCASTD     40(BX), Z10
+	VPBROADCASTD     44(BX), Z13
+	VPBROADCASTD     48(BX), Z16
+	VPBROADCASTD     52(BX), Z19
+	VPBROADCASTD     56(BX), Z22
+	VPBROADCASTD     60(BX), Z25
+	KMOVQ            128(AX), K1
+	KMOVQ            136(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    256(DX), Z26, Z4
+	VPDPBUSD.BCST    260(DX), Z26, Z7
+	VPDPBUSD.BCST    264(DX), Z26, Z10
+	VPDPBUSD.BCST    268(DX), Z26, Z13
+	VPDPBUSD.BCST    272(DX), Z26, Z16
+	VPDPBUSD.BCST    276(DX), Z26, Z19
+	VPDPBUSD.BCST    280(DX), Z26, Z22
+	VPDPBUSD.BCST    284(DX), Z26, Z25
+	KMOVQ            144(AX), K1
+	KMOVQ            152(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    288(DX), Z26, Z4
+	VPDPBUSD.BCST    292(DX), Z26, Z7
+	VPDPBUSD.BCST    296(DX), Z26, Z10
+	VPDPBUSD.BCST    300(DX), Z26, Z13
+	VPDPBUSD.BCST    304(DX), Z26, Z16
+	VPDPBUSD.BCST    308(DX), Z26, Z19
+	VPDPBUSD.BCST    312(DX), Z26, Z22
+	VPDPBUSD.BCST    316(DX), Z26, Z25
+	KMOVQ            160(AX), K1
+	KMOVQ            168(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    320(DX), Z26, Z4
+	VPDPBUSD.BCST    324(DX), Z26, Z7
+	VPDPBUSD.BCST    328(DX), Z26, Z10
+	VPDPBUSD.BCST    332(DX), Z26, Z13
+	VPDPBUSD.BCST    336(DX), Z26, Z16
+	VPDPBUSD.BCST    340(DX), Z26, Z19
+	VPDPBUSD.BCST    344(DX), Z26, Z22
+	VPDPBUSD.BCST    348(DX), Z26, Z25
+	KMOVQ            176(AX), K1
+	KMOVQ            184(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    352(DX), Z26, Z4
+	VPDPBUSD.BCST    356(DX), Z26, Z7
+	VPDPBUSD.BCST    360(DX), Z26, Z10
+	VPDPBUSD.BCST    364(DX), Z26, Z13
+	VPDPBUSD.BCST    368(DX), Z26, Z16
+	VPDPBUSD.BCST    372(DX), Z26, Z19
+	VPDPBUSD.BCST    376(DX), Z26, Z22
+	VPDPBUSD.BCST    380(DX), Z26, Z25
+	KMOVQ            192(AX), K1
+	KMOVQ            200(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    384(DX), Z26, Z4
+	VPDPBUSD.BCST    388(DX), Z26, Z7
+	VPDPBUSD.BCST    392(DX), Z26, Z10
+	VPDPBUSD.BCST    396(DX), Z26, Z13
+	VPDPBUSD.BCST    400(DX), Z26, Z16
+	VPDPBUSD.BCST    404(DX), Z26, Z19
+	VPDPBUSD.BCST    408(DX), Z26, Z22
+	VPDPBUSD.BCST    412(DX), Z26, Z25
+	KMOVQ            208(AX), K1
+	KMOVQ            216(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    416(DX), Z26, Z4
+	VPDPBUSD.BCST    420(DX), Z26, Z7
+	VPDPBUSD.BCST    424(DX), Z26, Z10
+	VPDPBUSD.BCST    428(DX), Z26, Z13
+	VPDPBUSD.BCST    432(DX), Z26, Z16
+	VPDPBUSD.BCST    436(DX), Z26, Z19
+	VPDPBUSD.BCST    440(DX), Z26, Z22
+	VPDPBUSD.BCST    444(DX), Z26, Z25
+	KMOVQ            224(AX), K1
+	KMOVQ            232(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    448(DX), Z26, Z4
+	VPDPBUSD.BCST    452(DX), Z26, Z7
+	VPDPBUSD.BCST    456(DX), Z26, Z10
+	VPDPBUSD.BCST    460(DX), Z26, Z13
+	VPDPBUSD.BCST    464(DX), Z26, Z16
+	VPDPBUSD.BCST    468(DX), Z26, Z19
+	VPDPBUSD.BCST    472(DX), Z26, Z22
+	VPDPBUSD.BCST    476(DX), Z26, Z25
+	KMOVQ            240(AX), K1
+	KMOVQ            248(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    480(DX), Z26, Z4
+	VPDPBUSD.BCST    484(DX), Z26, Z7
+	VPDPBUSD.BCST    488(DX), Z26, Z10
+	VPDPBUSD.BCST    492(DX), Z26, Z13
+	VPDPBUSD.BCST    496(DX), Z26, Z16
+	VPDPBUSD.BCST    500(DX), Z26, Z19
+	VPDPBUSD.BCST    504(DX), Z26, Z22
+	VPDPBUSD.BCST    508(DX), Z26, Z25
+	VCVTDQ2PS        Z4, Z4
+	VCVTDQ2PS        Z7, Z7
+	VCVTDQ2PS        Z10, Z10
+	VCVTDQ2PS        Z13, Z13
+	VCVTDQ2PS        Z16, Z16
+	VCVTDQ2PS        Z19, Z19
+	VCVTDQ2PS        Z22, Z22
+	VCVTDQ2PS        Z25, Z25
+	VFMADD231PS.BCST 32(SI), Z4, Z3
+	VFMADD231PS.BCST 36(SI), Z7, Z6
+	VFMADD231PS.BCST 40(SI), Z10, Z9
+	VFMADD231PS.BCST 44(SI), Z13, Z12
+	VFMADD231PS.BCST 48(SI), Z16, Z15
+	VFMADD231PS.BCST 52(SI), Z19, Z18
+	VFMADD231PS.BCST 56(SI), Z22, Z21
+	VFMADD231PS.BCST 60(SI), Z25, Z24
+	VCVTPH2PS        256(AX), Z4
+	VFMADD231PS      Z3, Z4, Z2
+	VFMADD231PS      Z6, Z4, Z5
+	VFMADD231PS      Z9, Z4, Z8
+	VFMADD231PS      Z12, Z4, Z11
+	VFMADD231PS      Z15, Z4, Z14
+	VFMADD231PS      Z18, Z4, Z17
+	VFMADD231PS      Z21, Z4, Z20
+	VFMADD231PS      Z24, Z4, Z23
+	ADDQ             $0x00000120, AX
+	ADDQ             $0x00000200, DX
+	ADDQ             $0x00000040, BX
+	ADDQ             $0x00000040, SI
+	DECQ             CX
+	JNZ              block
+	MOVQ             y+40(FP), AX
+	MOVQ             ldy+48(FP), CX
+	MOVWLZX          rowMask+56(FP), DX
+	KMOVW            DX, K1
+	VMOVUPS          Z2, K1, (AX)
+	ADDQ             CX, AX
+	VMOVUPS          Z5, K1, (AX)
+	ADDQ             CX, AX
+	VMOVUPS          Z8, K1, (AX)
+	ADDQ             CX, AX
+	VMOVUPS          Z11, K1, (AX)
+	ADDQ             CX, AX
+	VMOVUPS          Z14, K1, (AX)
+	ADDQ             CX, AX
+	VMOVUPS          Z17, K1, (AX)
+	ADDQ             CX, AX
+	VMOVUPS          Z20, K1, (AX)
+	ADDQ             CX, AX
+	VMOVUPS          Z23, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func q2_0g128x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+TEXT ·q2_0g128x16t1(SB), NOSPLIT, $0-58
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         qs+16(FP), DX
+	MOVQ         negq+24(FP), BX
+	MOVQ         dk+32(FP), SI
+	MOVL         $0x01010101, DI
+	VPBROADCASTD DI, Z0
+	MOVL         $0x02020202, DI
+	VPBROADCASTD DI, Z1
+	VPXORD       Z2, Z2, Z2
+
+block:
+	VPBROADCASTD     (BX), Z4
+	KMOVQ            (AX), K1
+	KMOVQ            8(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    (DX), Z3, Z4
+	KMOVQ            16(AX), K1
+	KMOVQ            24(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    32(DX), Z3, Z4
+	KMOVQ            32(AX), K1
+	KMOVQ            40(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    64(DX), Z3, Z4
+	KMOVQ            48(AX), K1
+	KMOVQ            56(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    96(DX), Z3, Z4
+	KMOVQ            64(AX), K1
+	KMOVQ            72(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    128(DX), Z3, Z4
+	KMOVQ            80(AX), K1
+	KMOVQ            88(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    160(DX), Z3, Z4
+	KMOVQ            96(AX), K1
+	KMOVQ            104(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    192(DX), Z3, Z4
+	KMOVQ            112(AX), K1
+	KMOVQ            120(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    224(DX), Z3, Z4
+	VCVTDQ2PS        Z4, Z4
+	VMULPS.BCST      (SI), Z4, Z3
+	VPBROADCASTD     32(BX), Z4
+	KMOVQ            128(AX), K1
+	KMOVQ            136(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    256(DX), Z5, Z4
+	KMOVQ            144(AX), K1
+	KMOVQ            152(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    288(DX), Z5, Z4
+	KMOVQ            160(AX), K1
+	KMOVQ            168(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    320(DX), Z5, Z4
+	KMOVQ            176(AX), K1
+	KMOVQ            184(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    352(DX), Z5, Z4
+	KMOVQ            192(AX), K1
+	KMOVQ            200(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    384(DX), Z5, Z4
+	KMOVQ            208(AX), K1
+	KMOVQ            216(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    416(DX), Z5, Z4
+	KMOVQ            224(AX), K1
+	KMOVQ            232(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    448(DX), Z5, Z4
+	KMOVQ            240(AX), K1
+	KMOVQ            248(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    480(DX), Z5, Z4
+	VCVTDQ2PS        Z4, Z4
+	VFMADD231PS.BCST 32(SI), Z4, Z3
+	VPBROADCASTD     64(BX), Z4
+	KMOVQ            256(AX), K1
+	KMOVQ            264(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    512(DX), Z5, Z4
+	KMOVQ            272(AX), K1
+	KMOVQ            280(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    544(DX), Z5, Z4
+	KMOVQ            288(AX), K1
+	KMOVQ            296(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    576(DX), Z5, Z4
+	KMOVQ            304(AX), K1
+	KMOVQ            312(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    608(DX), Z5, Z4
+	KMOVQ            320(AX), K1
+	KMOVQ            328(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    640(DX), Z5, Z4
+	KMOVQ            336(AX), K1
+	KMOVQ            344(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    672(DX), Z5, Z4
+	KMOVQ            352(AX), K1
+	KMOVQ            360(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    704(DX), Z5, Z4
+	KMOVQ            368(AX), K1
+	KMOVQ            376(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    736(DX), Z5, Z4
+	VCVTDQ2PS        Z4, Z4
+	VFMADD231PS.BCST 64(SI), Z4, Z3
+	VPBROADCASTD     96(BX), Z4
+	KMOVQ            384(AX), K1
+	KMOVQ            392(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    768(DX), Z5, Z4
+	KMOVQ            400(AX), K1
+	KMOVQ            408(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    800(DX), Z5, Z4
+	KMOVQ            416(AX), K1
+	KMOVQ            424(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    832(DX), Z5, Z4
+	KMOVQ            432(AX), K1
+	KMOVQ            440(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    864(DX), Z5, Z4
+	KMOVQ            448(AX), K1
+	KMOVQ            456(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    896(DX), Z5, Z4
+	KMOVQ            464(AX), K1
+	KMOVQ            472(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    928(DX), Z5, Z4
+	KMOVQ            480(AX), K1
+	KMOVQ            488(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    960(DX), Z5, Z4
+	KMOVQ            496(AX), K1
+	KMOVQ            504(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z5
+	VPADDB           Z1, Z5, K2, Z5
+	VPDPBUSD.BCST    992(DX), Z5, Z4
+	VCVTDQ2PS        Z4, Z4
+	VFMADD231PS.BCST 96(SI), Z4, Z3
+	VCVTPH2PS        512(AX), Z4
+	VFMADD231PS      Z3, Z4, Z2
+	ADDQ             $0x00000220, AX
+	ADDQ             $0x00000400, DX
+	ADDQ             $0x00000080, BX
+	ADDQ             $0x00000080, SI
+	DECQ             CX
+	JNZ              block
+	MOVQ             y+40(FP), AX
+	MOVQ             ldy+48(FP), CX
+	MOVWLZX          rowMask+56(FP), CX
+	KMOVW            CX, K1
+	VMOVUPS          Z2, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func q2_0g128x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+TEXT ·q2_0g128x16t2(SB), NOSPLIT, $0-58
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         qs+16(FP), DX
+	MOVQ         negq+24(FP), BX
+	MOVQ         dk+32(FP), SI
+	MOVL         $0x01010101, DI
+	VPBROADCASTD DI, Z0
+	MOVL         $0x02020202, DI
+	VPBROADCASTD DI, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z5, Z5, Z5
+
+block:
+	VPBROADCASTD     (BX), Z4
+	VPBROADCASTD     4(BX), Z7
+	KMOVQ            (AX), K1
+	KMOVQ            8(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    (DX), Z3, Z4
+	VPDPBUSD.BCST    4(DX), Z3, Z7
+	KMOVQ            16(AX), K1
+	KMOVQ            24(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    32(DX), Z3, Z4
+	VPDPBUSD.BCST    36(DX), Z3, Z7
+	KMOVQ            32(AX), K1
+	KMOVQ            40(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    64(DX), Z3, Z4
+	VPDPBUSD.BCST    68(DX), Z3, Z7
+	KMOVQ            48(AX), K1
+	KMOVQ            56(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    96(DX), Z3, Z4
+	VPDPBUSD.BCST    100(DX), Z3, Z7
+	KMOVQ            64(AX), K1
+	KMOVQ            72(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    128(DX), Z3, Z4
+	VPDPBUSD.BCST    132(DX), Z3, Z7
+	KMOVQ            80(AX), K1
+	KMOVQ            88(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    160(DX), Z3, Z4
+	VPDPBUSD.BCST    164(DX), Z3, Z7
+	KMOVQ            96(AX), K1
+	KMOVQ            104(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    192(DX), Z3, Z4
+	VPDPBUSD.BCST    196(DX), Z3, Z7
+	KMOVQ            112(AX), K1
+	KMOVQ            120(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    224(DX), Z3, Z4
+	VPDPBUSD.BCST    228(DX), Z3, Z7
+	VCVTDQ2PS        Z4, Z4
+	VCVTDQ2PS        Z7, Z7
+	VMULPS.BCST      (SI), Z4, Z3
+	VMULPS.BCST      4(SI), Z7, Z6
+	VPBROADCASTD     32(BX), Z4
+	VPBROADCASTD     36(BX), Z7
+	KMOVQ            128(AX), K1
+	KMOVQ            136(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    256(DX), Z8, Z4
+	VPDPBUSD.BCST    260(DX), Z8, Z7
+	KMOVQ            144(AX), K1
+	KMOVQ            152(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    288(DX), Z8, Z4
+	VPDPBUSD.BCST    292(DX), Z8, Z7
+	KMOVQ            160(AX), K1
+	KMOVQ            168(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    320(DX), Z8, Z4
+	VPDPBUSD.BCST    324(DX), Z8, Z7
+	KMOVQ            176(AX), K1
+	KMOVQ            184(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    352(DX), Z8, Z4
+	VPDPBUSD.BCST    356(DX), Z8, Z7
+	KMOVQ            192(AX), K1
+	KMOVQ            200(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    384(DX), Z8, Z4
+	VPDPBUSD.BCST    388(DX), Z8, Z7
+	KMOVQ            208(AX), K1
+	KMOVQ            216(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    416(DX), Z8, Z4
+	VPDPBUSD.BCST    420(DX), Z8, Z7
+	KMOVQ            224(AX), K1
+	KMOVQ            232(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    448(DX), Z8, Z4
+	VPDPBUSD.BCST    452(DX), Z8, Z7
+	KMOVQ            240(AX), K1
+	KMOVQ            248(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    480(DX), Z8, Z4
+	VPDPBUSD.BCST    484(DX), Z8, Z7
+	VCVTDQ2PS        Z4, Z4
+	VCVTDQ2PS        Z7, Z7
+	VFMADD231PS.BCST 32(SI), Z4, Z3
+	VFMADD231PS.BCST 36(SI), Z7, Z6
+	VPBROADCASTD     64(BX), Z4
+	VPBROADCASTD     68(BX), Z7
+	KMOVQ            256(AX), K1
+	KMOVQ            264(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    512(DX), Z8, Z4
+	VPDPBUSD.BCST    516(DX), Z8, Z7
+	KMOVQ            272(AX), K1
+	KMOVQ            280(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    544(DX), Z8, Z4
+	VPDPBUSD.BCST    548(DX), Z8, Z7
+	KMOVQ            288(AX), K1
+	KMOVQ            296(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    576(DX), Z8, Z4
+	VPDPBUSD.BCST    580(DX), Z8, Z7
+	KMOVQ            304(AX), K1
+	KMOVQ            312(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    608(DX), Z8, Z4
+	VPDPBUSD.BCST    612(DX), Z8, Z7
+	KMOVQ            320(AX), K1
+	KMOVQ            328(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    640(DX), Z8, Z4
+	VPDPBUSD.BCST    644(DX), Z8, Z7
+	KMOVQ            336(AX), K1
+	KMOVQ            344(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    672(DX), Z8, Z4
+	VPDPBUSD.BCST    676(DX), Z8, Z7
+	KMOVQ            352(AX), K1
+	KMOVQ            360(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    704(DX), Z8, Z4
+	VPDPBUSD.BCST    708(DX), Z8, Z7
+	KMOVQ            368(AX), K1
+	KMOVQ            376(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    736(DX), Z8, Z4
+	VPDPBUSD.BCST    740(DX), Z8, Z7
+	VCVTDQ2PS        Z4, Z4
+	VCVTDQ2PS        Z7, Z7
+	VFMADD231PS.BCST 64(SI), Z4, Z3
+	VFMADD231PS.BCST 68(SI), Z7, Z6
+	VPBROADCASTD     96(BX), Z4
+	VPBROADCASTD     100(BX), Z7
+	KMOVQ            384(AX), K1
+	KMOVQ            392(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    768(DX), Z8, Z4
+	VPDPBUSD.BCST    772(DX), Z8, Z7
+	KMOVQ            400(AX), K1
+	KMOVQ            408(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    800(DX), Z8, Z4
+	VPDPBUSD.BCST    804(DX), Z8, Z7
+	KMOVQ            416(AX), K1
+	KMOVQ            424(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    832(DX), Z8, Z4
+	VPDPBUSD.BCST    836(DX), Z8, Z7
+	KMOVQ            432(AX), K1
+	KMOVQ            440(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    864(DX), Z8, Z4
+	VPDPBUSD.BCST    868(DX), Z8, Z7
+	KMOVQ            448(AX), K1
+	KMOVQ            456(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    896(DX), Z8, Z4
+	VPDPBUSD.BCST    900(DX), Z8, Z7
+	KMOVQ            464(AX), K1
+	KMOVQ            472(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    928(DX), Z8, Z4
+	VPDPBUSD.BCST    932(DX), Z8, Z7
+	KMOVQ            480(AX), K1
+	KMOVQ            488(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    960(DX), Z8, Z4
+	VPDPBUSD.BCST    964(DX), Z8, Z7
+	KMOVQ            496(AX), K1
+	KMOVQ            504(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z8
+	VPADDB           Z1, Z8, K2, Z8
+	VPDPBUSD.BCST    992(DX), Z8, Z4
+	VPDPBUSD.BCST    996(DX), Z8, Z7
+	VCVTDQ2PS        Z4, Z4
+	VCVTDQ2PS        Z7, Z7
+	VFMADD231PS.BCST 96(SI), Z4, Z3
+	VFMADD231PS.BCST 100(SI), Z7, Z6
+	VCVTPH2PS        512(AX), Z4
+	VFMADD231PS      Z3, Z4, Z2
+	VFMADD231PS      Z6, Z4, Z5
+	ADDQ             $0x00000220, AX
+	ADDQ             $0x00000400, DX
+	ADDQ             $0x00000080, BX
+	ADDQ             $0x00000080, SI
+	DECQ             CX
+	JNZ              block
+	MOVQ             y+40(FP), AX
+	MOVQ             ldy+48(FP), CX
+	MOVWLZX          rowMask+56(FP), DX
+	KMOVW            DX, K1
+	VMOVUPS          Z2, K1, (AX)
+	ADDQ             CX, AX
+	VMOVUPS          Z5, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func q2_0g128x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+TEXT ·q2_0g128x16t4(SB), NOSPLIT, $0-58
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         qs+16(FP), DX
+	MOVQ         negq+24(FP), BX
+	MOVQ         dk+32(FP), SI
+	MOVL         $0x01010101, DI
+	VPBROADCASTD DI, Z0
+	MOVL         $0x02020202, DI
+	VPBROADCASTD DI, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z11, Z11, Z11
+
+block:
+	VPBROADCASTD     (BX), Z4
+	VPBROADCASTD     4(BX), Z7
+	VPBROADCASTD     8(BX), Z10
+	VPBROADCASTD     12(BX), Z13
+	KMOVQ            (AX), K1
+	KMOVQ            8(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    (DX), Z3, Z4
+	VPDPBUSD.BCST    4(DX), Z3, Z7
+	VPDPBUSD.BCST    8(DX), Z3, Z10
+	VPDPBUSD.BCST    12(DX), Z3, Z13
+	KMOVQ            16(AX), K1
+	KMOVQ            24(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    32(DX), Z3, Z4
+	VPDPBUSD.BCST    36(DX), Z3, Z7
+	VPDPBUSD.BCST    40(DX), Z3, Z10
+	VPDPBUSD.BCST    44(DX), Z3, Z13
+	KMOVQ            32(AX), K1
+	KMOVQ            40(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    64(DX), Z3, Z4
+	VPDPBUSD.BCST    68(DX), Z3, Z7
+	VPDPBUSD.BCST    72(DX), Z3, Z10
+	VPDPBUSD.BCST    76(DX), Z3, Z13
+	KMOVQ            48(AX), K1
+	KMOVQ            56(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    96(DX), Z3, Z4
+	VPDPBUSD.BCST    100(DX), Z3, Z7
+	VPDPBUSD.BCST    104(DX), Z3, Z10
+	VPDPBUSD.BCST    108(DX), Z3, Z13
+	KMOVQ            64(AX), K1
+	KMOVQ            72(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    128(DX), Z3, Z4
+	VPDPBUSD.BCST    132(DX), Z3, Z7
+	VPDPBUSD.BCST    136(DX), Z3, Z10
+	VPDPBUSD.BCST    140(DX), Z3, Z13
+	KMOVQ            80(AX), K1
+	KMOVQ            88(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    160(DX), Z3, Z4
+	VPDPBUSD.BCST    164(DX), Z3, Z7
+	VPDPBUSD.BCST    168(DX), Z3, Z10
+	VPDPBUSD.BCST    172(DX), Z3, Z13
+	KMOVQ            96(AX), K1
+	KMOVQ            104(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    192(DX), Z3, Z4
+	VPDPBUSD.BCST    196(DX), Z3, Z7
+	VPDPBUSD.BCST    200(DX), Z3, Z10
+	VPDPBUSD.BCST    204(DX), Z3, Z13
+	KMOVQ            112(AX), K1
+	KMOVQ            120(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    224(DX), Z3, Z4
+	VPDPBUSD.BCST    228(DX), Z3, Z7
+	VPDPBUSD.BCST    232(DX), Z3, Z10
+	VPDPBUSD.BCST    236(DX), Z3, Z13
+	VCVTDQ2PS        Z4, Z4
+	VCVTDQ2PS        Z7, Z7
+	VCVTDQ2PS        Z10, Z10
+	VCVTDQ2PS        Z13, Z13
+	VMULPS.BCST      (SI), Z4, Z3
+	VMULPS.BCST      4(SI), Z7, Z6
+	VMULPS.BCST      8(SI), Z10, Z9
+	VMULPS.BCST      12(SI), Z13, Z12
+	VPBROADCASTD     32(BX), Z4
+	VPBROADCASTD     36(BX), Z7
+	VPBROADCASTD     40(BX), Z10
+	VPBROADCASTD     44(BX), Z13
+	KMOVQ            128(AX), K1
+	KMOVQ            136(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    256(DX), Z14, Z4
+	VPDPBUSD.BCST    260(DX), Z14, Z7
+	VPDPBUSD.BCST    264(DX), Z14, Z10
+	VPDPBUSD.BCST    268(DX), Z14, Z13
+	KMOVQ            144(AX), K1
+	KMOVQ            152(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    288(DX), Z14, Z4
+	VPDPBUSD.BCST    292(DX), Z14, Z7
+	VPDPBUSD.BCST    296(DX), Z14, Z10
+	VPDPBUSD.BCST    300(DX), Z14, Z13
+	KMOVQ            160(AX), K1
+	KMOVQ            168(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    320(DX), Z14, Z4
+	VPDPBUSD.BCST    324(DX), Z14, Z7
+	VPDPBUSD.BCST    328(DX), Z14, Z10
+	VPDPBUSD.BCST    332(DX), Z14, Z13
+	KMOVQ            176(AX), K1
+	KMOVQ            184(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    352(DX), Z14, Z4
+	VPDPBUSD.BCST    356(DX), Z14, Z7
+	VPDPBUSD.BCST    360(DX), Z14, Z10
+	VPDPBUSD.BCST    364(DX), Z14, Z13
+	KMOVQ            192(AX), K1
+	KMOVQ            200(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    384(DX), Z14, Z4
+	VPDPBUSD.BCST    388(DX), Z14, Z7
+	VPDPBUSD.BCST    392(DX), Z14, Z10
+	VPDPBUSD.BCST    396(DX), Z14, Z13
+	KMOVQ            208(AX), K1
+	KMOVQ            216(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    416(DX), Z14, Z4
+	VPDPBUSD.BCST    420(DX), Z14, Z7
+	VPDPBUSD.BCST    424(DX), Z14, Z10
+	VPDPBUSD.BCST    428(DX), Z14, Z13
+	KMOVQ            224(AX), K1
+	KMOVQ            232(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    448(DX), Z14, Z4
+	VPDPBUSD.BCST    452(DX), Z14, Z7
+	VPDPBUSD.BCST    456(DX), Z14, Z10
+	VPDPBUSD.BCST    460(DX), Z14, Z13
+	KMOVQ            240(AX), K1
+	KMOVQ            248(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    480(DX), Z14, Z4
+	VPDPBUSD.BCST    484(DX), Z14, Z7
+	VPDPBUSD.BCST    488(DX), Z14, Z10
+	VPDPBUSD.BCST    492(DX), Z14, Z13
+	VCVTDQ2PS        Z4, Z4
+	VCVTDQ2PS        Z7, Z7
+	VCVTDQ2PS        Z10, Z10
+	VCVTDQ2PS        Z13, Z13
+	VFMADD231PS.BCST 32(SI), Z4, Z3
+	VFMADD231PS.BCST 36(SI), Z7, Z6
+	VFMADD231PS.BCST 40(SI), Z10, Z9
+	VFMADD231PS.BCST 44(SI), Z13, Z12
+	VPBROADCASTD     64(BX), Z4
+	VPBROADCASTD     68(BX), Z7
+	VPBROADCASTD     72(BX), Z10
+	VPBROADCASTD     76(BX), Z13
+	KMOVQ            256(AX), K1
+	KMOVQ            264(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    512(DX), Z14, Z4
+	VPDPBUSD.BCST    516(DX), Z14, Z7
+	VPDPBUSD.BCST    520(DX), Z14, Z10
+	VPDPBUSD.BCST    524(DX), Z14, Z13
+	KMOVQ            272(AX), K1
+	KMOVQ            280(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    544(DX), Z14, Z4
+	VPDPBUSD.BCST    548(DX), Z14, Z7
+	VPDPBUSD.BCST    552(DX), Z14, Z10
+	VPDPBUSD.BCST    556(DX), Z14, Z13
+	KMOVQ            288(AX), K1
+	KMOVQ            296(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    576(DX), Z14, Z4
+	VPDPBUSD.BCST    580(DX), Z14, Z7
+	VPDPBUSD.BCST    584(DX), Z14, Z10
+	VPDPBUSD.BCST    588(DX), Z14, Z13
+	KMOVQ            304(AX), K1
+	KMOVQ            312(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    608(DX), Z14, Z4
+	VPDPBUSD.BCST    612(DX), Z14, Z7
+	VPDPBUSD.BCST    616(DX), Z14, Z10
+	VPDPBUSD.BCST    620(DX), Z14, Z13
+	KMOVQ            320(AX), K1
+	KMOVQ            328(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    640(DX), Z14, Z4
+	VPDPBUSD.BCST    644(DX), Z14, Z7
+	VPDPBUSD.BCST    648(DX), Z14, Z10
+	VPDPBUSD.BCST    652(DX), Z14, Z13
+	KMOVQ            336(AX), K1
+	KMOVQ            344(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    672(DX), Z14, Z4
+	VPDPBUSD.BCST    676(DX), Z14, Z7
+	VPDPBUSD.BCST    680(DX), Z14, Z10
+	VPDPBUSD.BCST    684(DX), Z14, Z13
+	KMOVQ            352(AX), K1
+	KMOVQ            360(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    704(DX), Z14, Z4
+	VPDPBUSD.BCST    708(DX), Z14, Z7
+	VPDPBUSD.BCST    712(DX), Z14, Z10
+	VPDPBUSD.BCST    716(DX), Z14, Z13
+	KMOVQ            368(AX), K1
+	KMOVQ            376(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    736(DX), Z14, Z4
+	VPDPBUSD.BCST    740(DX), Z14, Z7
+	VPDPBUSD.BCST    744(DX), Z14, Z10
+	VPDPBUSD.BCST    748(DX), Z14, Z13
+	VCVTDQ2PS        Z4, Z4
+	VCVTDQ2PS        Z7, Z7
+	VCVTDQ2PS        Z10, Z10
+	VCVTDQ2PS        Z13, Z13
+	VFMADD231PS.BCST 64(SI), Z4, Z3
+	VFMADD231PS.BCST 68(SI), Z7, Z6
+	VFMADD231PS.BCST 72(SI), Z10, Z9
+	VFMADD231PS.BCST 76(SI), Z13, Z12
+	VPBROADCASTD     96(BX), Z4
+	VPBROADCASTD     100(BX), Z7
+	VPBROADCASTD     104(BX), Z10
+	VPBROADCASTD     108(BX), Z13
+	KMOVQ            384(AX), K1
+	KMOVQ            392(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    768(DX), Z14, Z4
+	VPDPBUSD.BCST    772(DX), Z14, Z7
+	VPDPBUSD.BCST    776(DX), Z14, Z10
+	VPDPBUSD.BCST    780(DX), Z14, Z13
+	KMOVQ            400(AX), K1
+	KMOVQ            408(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    800(DX), Z14, Z4
+	VPDPBUSD.BCST    804(DX), Z14, Z7
+	VPDPBUSD.BCST    808(DX), Z14, Z10
+	VPDPBUSD.BCST    812(DX), Z14, Z13
+	KMOVQ            416(AX), K1
+	KMOVQ            424(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    832(DX), Z14, Z4
+	VPDPBUSD.BCST    836(DX), Z14, Z7
+	VPDPBUSD.BCST    840(DX), Z14, Z10
+	VPDPBUSD.BCST    844(DX), Z14, Z13
+	KMOVQ            432(AX), K1
+	KMOVQ            440(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    864(DX), Z14, Z4
+	VPDPBUSD.BCST    868(DX), Z14, Z7
+	VPDPBUSD.BCST    872(DX), Z14, Z10
+	VPDPBUSD.BCST    876(DX), Z14, Z13
+	KMOVQ            448(AX), K1
+	KMOVQ            456(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    896(DX), Z14, Z4
+	VPDPBUSD.BCST    900(DX), Z14, Z7
+	VPDPBUSD.BCST    904(DX), Z14, Z10
+	VPDPBUSD.BCST    908(DX), Z14, Z13
+	KMOVQ            464(AX), K1
+	KMOVQ            472(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    928(DX), Z14, Z4
+	VPDPBUSD.BCST    932(DX), Z14, Z7
+	VPDPBUSD.BCST    936(DX), Z14, Z10
+	VPDPBUSD.BCST    940(DX), Z14, Z13
+	KMOVQ            480(AX), K1
+	KMOVQ            488(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    960(DX), Z14, Z4
+	VPDPBUSD.BCST    964(DX), Z14, Z7
+	VPDPBUSD.BCST    968(DX), Z14, Z10
+	VPDPBUSD.BCST    972(DX), Z14, Z13
+	KMOVQ            496(AX), K1
+	KMOVQ            504(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z14
+	VPADDB           Z1, Z14, K2, Z14
+	VPDPBUSD.BCST    992(DX), Z14, Z4
+	VPDPBUSD.BCST    996(DX), Z14, Z7
+	VPDPBUSD.BCST    1000(DX), Z14, Z10
+	VPDPBUSD.BCST    1004(DX), Z14, Z13
+	VCVTDQ2PS        Z4, Z4
+	VCVTDQ2PS        Z7, Z7
+	VCVTDQ2PS        Z10, Z10
+	VCVTDQ2PS        Z13, Z13
+	VFMADD231PS.BCST 96(SI), Z4, Z3
+	VFMADD231PS.BCST 100(SI), Z7, Z6
+	VFMADD231PS.BCST 104(SI), Z10, Z9
+	VFMADD231PS.BCST 108(SI), Z13, Z12
+	VCVTPH2PS        512(AX), Z4
+	VFMADD231PS      Z3, Z4, Z2
+	VFMADD231PS      Z6, Z4, Z5
+	VFMADD231PS      Z9, Z4, Z8
+	VFMADD231PS      Z12, Z4, Z11
+	ADDQ             $0x00000220, AX
+	ADDQ             $0x00000400, DX
+	ADDQ             $0x00000080, BX
+	ADDQ             $0x00000080, SI
+	DECQ             CX
+	JNZ              block
+	MOVQ             y+40(FP), AX
+	MOVQ             ldy+48(FP), CX
+	MOVWLZX          rowMask+56(FP), DX
+	KMOVW            DX, K1
+	VMOVUPS          Z2, K1, (AX)
+	ADDQ             CX, AX
+	VMOVUPS          Z5, K1, (AX)
+	ADDQ             CX, AX
+	VMOVUPS          Z8, K1, (AX)
+	ADDQ             CX, AX
+	VMOVUPS          Z11, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func q2_0g128x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+TEXT ·q2_0g128x16t8(SB), NOSPLIT, $0-58
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         qs+16(FP), DX
+	MOVQ         negq+24(FP), BX
+	MOVQ         dk+32(FP), SI
+	MOVL         $0x01010101, DI
+	VPBROADCASTD DI, Z0
+	MOVL         $0x02020202, DI
+	VPBROADCASTD DI, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z17, Z17, Z17
+	VPXORD       Z20, Z20, Z20
+	VPXORD       Z23, Z23, Z23
+
+block:
+	VPBROADCASTD     (BX), Z4
+	VPBROADCASTD     4(BX), Z7
+	VPBROADCASTD     8(BX), Z10
+	VPBROADCASTD     12(BX), Z13
+	VPBROADCASTD     16(BX), Z16
+	VPBROADCASTD     20(BX), Z19
+	VPBROADCASTD     24(BX), Z22
+	VPBROADCASTD     28(BX), Z25
+	KMOVQ            (AX), K1
+	KMOVQ            8(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    (DX), Z3, Z4
+	VPDPBUSD.BCST    4(DX), Z3, Z7
+	VPDPBUSD.BCST    8(DX), Z3, Z10
+	VPDPBUSD.BCST    12(DX), Z3, Z13
+	VPDPBUSD.BCST    16(DX), Z3, Z16
+	VPDPBUSD.BCST    20(DX), Z3, Z19
+	VPDPBUSD.BCST    24(DX), Z3, Z22
+	VPDPBUSD.BCST    28(DX), Z3, Z25
+	KMOVQ            16(AX), K1
+	KMOVQ            24(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    32(DX), Z3, Z4
+	VPDPBUSD.BCST    36(DX), Z3, Z7
+	VPDPBUSD.BCST    40(DX), Z3, Z10
+	VPDPBUSD.BCST    44(DX), Z3, Z13
+	VPDPBUSD.BCST    48(DX), Z3, Z16
+	VPDPBUSD.BCST    52(DX), Z3, Z19
+	VPDPBUSD.BCST    56(DX), Z3, Z22
+	VPDPBUSD.BCST    60(DX), Z3, Z25
+	KMOVQ            32(AX), K1
+	KMOVQ            40(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    64(DX), Z3, Z4
+	VPDPBUSD.BCST    68(DX), Z3, Z7
+	VPDPBUSD.BCST    72(DX), Z3, Z10
+	VPDPBUSD.BCST    76(DX), Z3, Z13
+	VPDPBUSD.BCST    80(DX), Z3, Z16
+	VPDPBUSD.BCST    84(DX), Z3, Z19
+	VPDPBUSD.BCST    88(DX), Z3, Z22
+	VPDPBUSD.BCST    92(DX), Z3, Z25
+	KMOVQ            48(AX), K1
+	KMOVQ            56(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    96(DX), Z3, Z4
+	VPDPBUSD.BCST    100(DX), Z3, Z7
+	VPDPBUSD.BCST    104(DX), Z3, Z10
+	VPDPBUSD.BCST    108(DX), Z3, Z13
+	VPDPBUSD.BCST    112(DX), Z3, Z16
+	VPDPBUSD.BCST    116(DX), Z3, Z19
+	VPDPBUSD.BCST    120(DX), Z3, Z22
+	VPDPBUSD.BCST    124(DX), Z3, Z25
+	KMOVQ            64(AX), K1
+	KMOVQ            72(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    128(DX), Z3, Z4
+	VPDPBUSD.BCST    132(DX), Z3, Z7
+	VPDPBUSD.BCST    136(DX), Z3, Z10
+	VPDPBUSD.BCST    140(DX), Z3, Z13
+	VPDPBUSD.BCST    144(DX), Z3, Z16
+	VPDPBUSD.BCST    148(DX), Z3, Z19
+	VPDPBUSD.BCST    152(DX), Z3, Z22
+	VPDPBUSD.BCST    156(DX), Z3, Z25
+	KMOVQ            80(AX), K1
+	KMOVQ            88(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    160(DX), Z3, Z4
+	VPDPBUSD.BCST    164(DX), Z3, Z7
+	VPDPBUSD.BCST    168(DX), Z3, Z10
+	VPDPBUSD.BCST    172(DX), Z3, Z13
+	VPDPBUSD.BCST    176(DX), Z3, Z16
+	VPDPBUSD.BCST    180(DX), Z3, Z19
+	VPDPBUSD.BCST    184(DX), Z3, Z22
+	VPDPBUSD.BCST    188(DX), Z3, Z25
+	KMOVQ            96(AX), K1
+	KMOVQ            104(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    192(DX), Z3, Z4
+	VPDPBUSD.BCST    196(DX), Z3, Z7
+	VPDPBUSD.BCST    200(DX), Z3, Z10
+	VPDPBUSD.BCST    204(DX), Z3, Z13
+	VPDPBUSD.BCST    208(DX), Z3, Z16
+	VPDPBUSD.BCST    212(DX), Z3, Z19
+	VPDPBUSD.BCST    216(DX), Z3, Z22
+	VPDPBUSD.BCST    220(DX), Z3, Z25
+	KMOVQ            112(AX), K1
+	KMOVQ            120(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z3
+	VPADDB           Z1, Z3, K2, Z3
+	VPDPBUSD.BCST    224(DX), Z3, Z4
+	VPDPBUSD.BCST    228(DX), Z3, Z7
+	VPDPBUSD.BCST    232(DX), Z3, Z10
+	VPDPBUSD.BCST    236(DX), Z3, Z13
+	VPDPBUSD.BCST    240(DX), Z3, Z16
+	VPDPBUSD.BCST    244(DX), Z3, Z19
+	VPDPBUSD.BCST    248(DX), Z3, Z22
+	VPDPBUSD.BCST    252(DX), Z3, Z25
+	VCVTDQ2PS        Z4, Z4
+	VCVTDQ2PS        Z7, Z7
+	VCVTDQ2PS        Z10, Z10
+	VCVTDQ2PS        Z13, Z13
+	VCVTDQ2PS        Z16, Z16
+	VCVTDQ2PS        Z19, Z19
+	VCVTDQ2PS        Z22, Z22
+	VCVTDQ2PS        Z25, Z25
+	VMULPS.BCST      (SI), Z4, Z3
+	VMULPS.BCST      4(SI), Z7, Z6
+	VMULPS.BCST      8(SI), Z10, Z9
+	VMULPS.BCST      12(SI), Z13, Z12
+	VMULPS.BCST      16(SI), Z16, Z15
+	VMULPS.BCST      20(SI), Z19, Z18
+	VMULPS.BCST      24(SI), Z22, Z21
+	VMULPS.BCST      28(SI), Z25, Z24
+	VPBROADCASTD     32(BX), Z4
+	VPBROADCASTD     36(BX), Z7
+	VPBROADCASTD     40(BX), Z10
+	VPBROADCASTD     44(BX), Z13
+	VPBROADCASTD     48(BX), Z16
+	VPBROADCASTD     52(BX), Z19
+	VPBROADCASTD     56(BX), Z22
+	VPBROADCASTD     60(BX), Z25
+	KMOVQ            128(AX), K1
+	KMOVQ            136(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    256(DX), Z26, Z4
+	VPDPBUSD.BCST    260(DX), Z26, Z7
+	VPDPBUSD.BCST    264(DX), Z26, Z10
+	VPDPBUSD.BCST    268(DX), Z26, Z13
+	VPDPBUSD.BCST    272(DX), Z26, Z16
+	VPDPBUSD.BCST    276(DX), Z26, Z19
+	VPDPBUSD.BCST    280(DX), Z26, Z22
+	VPDPBUSD.BCST    284(DX), Z26, Z25
+	KMOVQ            144(AX), K1
+	KMOVQ            152(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    288(DX), Z26, Z4
+	VPDPBUSD.BCST    292(DX), Z26, Z7
+	VPDPBUSD.BCST    296(DX), Z26, Z10
+	VPDPBUSD.BCST    300(DX), Z26, Z13
+	VPDPBUSD.BCST    304(DX), Z26, Z16
+	VPDPBUSD.BCST    308(DX), Z26, Z19
+	VPDPBUSD.BCST    312(DX), Z26, Z22
+	VPDPBUSD.BCST    316(DX), Z26, Z25
+	KMOVQ            160(AX), K1
+	KMOVQ            168(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    320(DX), Z26, Z4
+	VPDPBUSD.BCST    324(DX), Z26, Z7
+	VPDPBUSD.BCST    328(DX), Z26, Z10
+	VPDPBUSD.BCST    332(DX), Z26, Z13
+	VPDPBUSD.BCST    336(DX), Z26, Z16
+	VPDPBUSD.BCST    340(DX), Z26, Z19
+	VPDPBUSD.BCST    344(DX), Z26, Z22
+	VPDPBUSD.BCST    348(DX), Z26, Z25
+	KMOVQ            176(AX), K1
+	KMOVQ            184(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    352(DX), Z26, Z4
+	VPDPBUSD.BCST    356(DX), Z26, Z7
+	VPDPBUSD.BCST    360(DX), Z26, Z10
+	VPDPBUSD.BCST    364(DX), Z26, Z13
+	VPDPBUSD.BCST    368(DX), Z26, Z16
+	VPDPBUSD.BCST    372(DX), Z26, Z19
+	VPDPBUSD.BCST    376(DX), Z26, Z22
+	VPDPBUSD.BCST    380(DX), Z26, Z25
+	KMOVQ            192(AX), K1
+	KMOVQ            200(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    384(DX), Z26, Z4
+	VPDPBUSD.BCST    388(DX), Z26, Z7
+	VPDPBUSD.BCST    392(DX), Z26, Z10
+	VPDPBUSD.BCST    396(DX), Z26, Z13
+	VPDPBUSD.BCST    400(DX), Z26, Z16
+	VPDPBUSD.BCST    404(DX), Z26, Z19
+	VPDPBUSD.BCST    408(DX), Z26, Z22
+	VPDPBUSD.BCST    412(DX), Z26, Z25
+	KMOVQ            208(AX), K1
+	KMOVQ            216(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    416(DX), Z26, Z4
+	VPDPBUSD.BCST    420(DX), Z26, Z7
+	VPDPBUSD.BCST    424(DX), Z26, Z10
+	VPDPBUSD.BCST    428(DX), Z26, Z13
+	VPDPBUSD.BCST    432(DX), Z26, Z16
+	VPDPBUSD.BCST    436(DX), Z26, Z19
+	VPDPBUSD.BCST    440(DX), Z26, Z22
+	VPDPBUSD.BCST    444(DX), Z26, Z25
+	KMOVQ            224(AX), K1
+	KMOVQ            232(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    448(DX), Z26, Z4
+	VPDPBUSD.BCST    452(DX), Z26, Z7
+	VPDPBUSD.BCST    456(DX), Z26, Z10
+	VPDPBUSD.BCST    460(DX), Z26, Z13
+	VPDPBUSD.BCST    464(DX), Z26, Z16
+	VPDPBUSD.BCST    468(DX), Z26, Z19
+	VPDPBUSD.BCST    472(DX), Z26, Z22
+	VPDPBUSD.BCST    476(DX), Z26, Z25
+	KMOVQ            240(AX), K1
+	KMOVQ            248(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    480(DX), Z26, Z4
+	VPDPBUSD.BCST    484(DX), Z26, Z7
+	VPDPBUSD.BCST    488(DX), Z26, Z10
+	VPDPBUSD.BCST    492(DX), Z26, Z13
+	VPDPBUSD.BCST    496(DX), Z26, Z16
+	VPDPBUSD.BCST    500(DX), Z26, Z19
+	VPDPBUSD.BCST    504(DX), Z26, Z22
+	VPDPBUSD.BCST    508(DX), Z26, Z25
+	VCVTDQ2PS        Z4, Z4
+	VCVTDQ2PS        Z7, Z7
+	VCVTDQ2PS        Z10, Z10
+	VCVTDQ2PS        Z13, Z13
+	VCVTDQ2PS        Z16, Z16
+	VCVTDQ2PS        Z19, Z19
+	VCVTDQ2PS        Z22, Z22
+	VCVTDQ2PS        Z25, Z25
+	VFMADD231PS.BCST 32(SI), Z4, Z3
+	VFMADD231PS.BCST 36(SI), Z7, Z6
+	VFMADD231PS.BCST 40(SI), Z10, Z9
+	VFMADD231PS.BCST 44(SI), Z13, Z12
+	VFMADD231PS.BCST 48(SI), Z16, Z15
+	VFMADD231PS.BCST 52(SI), Z19, Z18
+	VFMADD231PS.BCST 56(SI), Z22, Z21
+	VFMADD231PS.BCST 60(SI), Z25, Z24
+	VPBROADCASTD     64(BX), Z4
+	VPBROADCASTD     68(BX), Z7
+	VPBROADCASTD     72(BX), Z10
+	VPBROADCASTD     76(BX), Z13
+	VPBROADCASTD     80(BX), Z16
+	VPBROADCASTD     84(BX), Z19
+	VPBROADCASTD     88(BX), Z22
+	VPBROADCASTD     92(BX), Z25
+	KMOVQ            256(AX), K1
+	KMOVQ            264(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    512(DX), Z26, Z4
+	VPDPBUSD.BCST    516(DX), Z26, Z7
+	VPDPBUSD.BCST    520(DX), Z26, Z10
+	VPDPBUSD.BCST    524(DX), Z26, Z13
+	VPDPBUSD.BCST    528(DX), Z26, Z16
+	VPDPBUSD.BCST    532(DX), Z26, Z19
+	VPDPBUSD.BCST    536(DX), Z26, Z22
+	VPDPBUSD.BCST    540(DX), Z26, Z25
+	KMOVQ            272(AX), K1
+	KMOVQ            280(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    544(DX), Z26, Z4
+	VPDPBUSD.BCST    548(DX), Z26, Z7
+	VPDPBUSD.BCST    552(DX), Z26, Z10
+	VPDPBUSD.BCST    556(DX), Z26, Z13
+	VPDPBUSD.BCST    560(DX), Z26, Z16
+	VPDPBUSD.BCST    564(DX), Z26, Z19
+	VPDPBUSD.BCST    568(DX), Z26, Z22
+	VPDPBUSD.BCST    572(DX), Z26, Z25
+	KMOVQ            288(AX), K1
+	KMOVQ            296(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    576(DX), Z26, Z4
+	VPDPBUSD.BCST    580(DX), Z26, Z7
+	VPDPBUSD.BCST    584(DX), Z26, Z10
+	VPDPBUSD.BCST    588(DX), Z26, Z13
+	VPDPBUSD.BCST    592(DX), Z26, Z16
+	VPDPBUSD.BCST    596(DX), Z26, Z19
+	VPDPBUSD.BCST    600(DX), Z26, Z22
+	VPDPBUSD.BCST    604(DX), Z26, Z25
+	KMOVQ            304(AX), K1
+	KMOVQ            312(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    608(DX), Z26, Z4
+	VPDPBUSD.BCST    612(DX), Z26, Z7
+	VPDPBUSD.BCST    616(DX), Z26, Z10
+	VPDPBUSD.BCST    620(DX), Z26, Z13
+	VPDPBUSD.BCST    624(DX), Z26, Z16
+	VPDPBUSD.BCST    628(DX), Z26, Z19
+	VPDPBUSD.BCST    632(DX), Z26, Z22
+	VPDPBUSD.BCST    636(DX), Z26, Z25
+	KMOVQ            320(AX), K1
+	KMOVQ            328(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    640(DX), Z26, Z4
+	VPDPBUSD.BCST    644(DX), Z26, Z7
+	VPDPBUSD.BCST    648(DX), Z26, Z10
+	VPDPBUSD.BCST    652(DX), Z26, Z13
+	VPDPBUSD.BCST    656(DX), Z26, Z16
+	VPDPBUSD.BCST    660(DX), Z26, Z19
+	VPDPBUSD.BCST    664(DX), Z26, Z22
+	VPDPBUSD.BCST    668(DX), Z26, Z25
+	KMOVQ            336(AX), K1
+	KMOVQ            344(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    672(DX), Z26, Z4
+	VPDPBUSD.BCST    676(DX), Z26, Z7
+	VPDPBUSD.BCST    680(DX), Z26, Z10
+	VPDPBUSD.BCST    684(DX), Z26, Z13
+	VPDPBUSD.BCST    688(DX), Z26, Z16
+	VPDPBUSD.BCST    692(DX), Z26, Z19
+	VPDPBUSD.BCST    696(DX), Z26, Z22
+	VPDPBUSD.BCST    700(DX), Z26, Z25
+	KMOVQ            352(AX), K1
+	KMOVQ            360(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    704(DX), Z26, Z4
+	VPDPBUSD.BCST    708(DX), Z26, Z7
+	VPDPBUSD.BCST    712(DX), Z26, Z10
+	VPDPBUSD.BCST    716(DX), Z26, Z13
+	VPDPBUSD.BCST    720(DX), Z26, Z16
+	VPDPBUSD.BCST    724(DX), Z26, Z19
+	VPDPBUSD.BCST    728(DX), Z26, Z22
+	VPDPBUSD.BCST    732(DX), Z26, Z25
+	KMOVQ            368(AX), K1
+	KMOVQ            376(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    736(DX), Z26, Z4
+	VPDPBUSD.BCST    740(DX), Z26, Z7
+	VPDPBUSD.BCST    744(DX), Z26, Z10
+	VPDPBUSD.BCST    748(DX), Z26, Z13
+	VPDPBUSD.BCST    752(DX), Z26, Z16
+	VPDPBUSD.BCST    756(DX), Z26, Z19
+	VPDPBUSD.BCST    760(DX), Z26, Z22
+	VPDPBUSD.BCST    764(DX), Z26, Z25
+	VCVTDQ2PS        Z4, Z4
+	VCVTDQ2PS        Z7, Z7
+	VCVTDQ2PS        Z10, Z10
+	VCVTDQ2PS        Z13, Z13
+	VCVTDQ2PS        Z16, Z16
+	VCVTDQ2PS        Z19, Z19
+	VCVTDQ2PS        Z22, Z22
+	VCVTDQ2PS        Z25, Z25
+	VFMADD231PS.BCST 64(SI), Z4, Z3
+	VFMADD231PS.BCST 68(SI), Z7, Z6
+	VFMADD231PS.BCST 72(SI), Z10, Z9
+	VFMADD231PS.BCST 76(SI), Z13, Z12
+	VFMADD231PS.BCST 80(SI), Z16, Z15
+	VFMADD231PS.BCST 84(SI), Z19, Z18
+	VFMADD231PS.BCST 88(SI), Z22, Z21
+	VFMADD231PS.BCST 92(SI), Z25, Z24
+	VPBROADCASTD     96(BX), Z4
+	VPBROADCASTD     100(BX), Z7
+	VPBROADCASTD     104(BX), Z10
+	VPBROADCASTD     108(BX), Z13
+	VPBROADCASTD     112(BX), Z16
+	VPBROADCASTD     116(BX), Z19
+	VPBROADCASTD     120(BX), Z22
+	VPBROADCASTD     124(BX), Z25
+	KMOVQ            384(AX), K1
+	KMOVQ            392(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    768(DX), Z26, Z4
+	VPDPBUSD.BCST    772(DX), Z26, Z7
+	VPDPBUSD.BCST    776(DX), Z26, Z10
+	VPDPBUSD.BCST    780(DX), Z26, Z13
+	VPDPBUSD.BCST    784(DX), Z26, Z16
+	VPDPBUSD.BCST    788(DX), Z26, Z19
+	VPDPBUSD.BCST    792(DX), Z26, Z22
+	VPDPBUSD.BCST    796(DX), Z26, Z25
+	KMOVQ            400(AX), K1
+	KMOVQ            408(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    800(DX), Z26, Z4
+	VPDPBUSD.BCST    804(DX), Z26, Z7
+	VPDPBUSD.BCST    808(DX), Z26, Z10
+	VPDPBUSD.BCST    812(DX), Z26, Z13
+	VPDPBUSD.BCST    816(DX), Z26, Z16
+	VPDPBUSD.BCST    820(DX), Z26, Z19
+	VPDPBUSD.BCST    824(DX), Z26, Z22
+	VPDPBUSD.BCST    828(DX), Z26, Z25
+	KMOVQ            416(AX), K1
+	KMOVQ            424(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    832(DX), Z26, Z4
+	VPDPBUSD.BCST    836(DX), Z26, Z7
+	VPDPBUSD.BCST    840(DX), Z26, Z10
+	VPDPBUSD.BCST    844(DX), Z26, Z13
+	VPDPBUSD.BCST    848(DX), Z26, Z16
+	VPDPBUSD.BCST    852(DX), Z26, Z19
+	VPDPBUSD.BCST    856(DX), Z26, Z22
+	VPDPBUSD.BCST    860(DX), Z26, Z25
+	KMOVQ            432(AX), K1
+	KMOVQ            440(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    864(DX), Z26, Z4
+	VPDPBUSD.BCST    868(DX), Z26, Z7
+	VPDPBUSD.BCST    872(DX), Z26, Z10
+	VPDPBUSD.BCST    876(DX), Z26, Z13
+	VPDPBUSD.BCST    880(DX), Z26, Z16
+	VPDPBUSD.BCST    884(DX), Z26, Z19
+	VPDPBUSD.BCST    888(DX), Z26, Z22
+	VPDPBUSD.BCST    892(DX), Z26, Z25
+	KMOVQ            448(AX), K1
+	KMOVQ            456(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    896(DX), Z26, Z4
+	VPDPBUSD.BCST    900(DX), Z26, Z7
+	VPDPBUSD.BCST    904(DX), Z26, Z10
+	VPDPBUSD.BCST    908(DX), Z26, Z13
+	VPDPBUSD.BCST    912(DX), Z26, Z16
+	VPDPBUSD.BCST    916(DX), Z26, Z19
+	VPDPBUSD.BCST    920(DX), Z26, Z22
+	VPDPBUSD.BCST    924(DX), Z26, Z25
+	KMOVQ            464(AX), K1
+	KMOVQ            472(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    928(DX), Z26, Z4
+	VPDPBUSD.BCST    932(DX), Z26, Z7
+	VPDPBUSD.BCST    936(DX), Z26, Z10
+	VPDPBUSD.BCST    940(DX), Z26, Z13
+	VPDPBUSD.BCST    944(DX), Z26, Z16
+	VPDPBUSD.BCST    948(DX), Z26, Z19
+	VPDPBUSD.BCST    952(DX), Z26, Z22
+	VPDPBUSD.BCST    956(DX), Z26, Z25
+	KMOVQ            480(AX), K1
+	KMOVQ            488(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    960(DX), Z26, Z4
+	VPDPBUSD.BCST    964(DX), Z26, Z7
+	VPDPBUSD.BCST    968(DX), Z26, Z10
+	VPDPBUSD.BCST    972(DX), Z26, Z13
+	VPDPBUSD.BCST    976(DX), Z26, Z16
+	VPDPBUSD.BCST    980(DX), Z26, Z19
+	VPDPBUSD.BCST    984(DX), Z26, Z22
+	VPDPBUSD.BCST    988(DX), Z26, Z25
+	KMOVQ            496(AX), K1
+	KMOVQ            504(AX), K2
+	VMOVDQU8.Z       Z0, K1, Z26
+	VPADDB           Z1, Z26, K2, Z26
+	VPDPBUSD.BCST    992(DX), Z26, Z4
+	VPDPBUSD.BCST    996(DX), Z26, Z7
+	VPDPBUSD.BCST    1000(DX), Z26, Z10
+	VPDPBUSD.BCST    1004(DX), Z26, Z13
+	VPDPBUSD.BCST    1008(DX), Z26, Z16
+	VPDPBUSD.BCST    1012(DX), Z26, Z19
+	VPDPBUSD.BCST    1016(DX), Z26, Z22
+	VPDPBUSD.BCST    1020(DX), Z26, Z25
+	VCVTDQ2PS        Z4, Z4
+	VCVTDQ2PS        Z7, Z7
+	VCVTDQ2PS        Z10, Z10
+	VCVTDQ2PS        Z13, Z13
+	VCVTDQ2PS        Z16, Z16
+	VCVTDQ2PS        Z19, Z19
+	VCVTDQ2PS        Z22, Z22
+	VCVTDQ2PS        Z25, Z25
+	VFMADD231PS.BCST 96(SI), Z4, Z3
+	VFMADD231PS.BCST 100(SI), Z7, Z6
+	VFMADD231PS.BCST 104(SI), Z10, Z9
+	VFMADD231PS.BCST 108(SI), Z13, Z12
+	VFMADD231PS.BCST 112(SI), Z16, Z15
+	VFMADD231PS.BCST 116(SI), Z19, Z18
+	VFMADD231PS.BCST 120(SI), Z22, Z21
+	VFMADD231PS.BCST 124(SI), Z25, Z24
+	VCVTPH2PS        512(AX), Z4
+	VFMADD231PS      Z3, Z4, Z2
+	VFMADD231PS      Z6, Z4, Z5
+	VFMADD231PS      Z9, Z4, Z8
+	VFMADD231PS      Z12, Z4, Z11
+	VFMADD231PS      Z15, Z4, Z14
+	VFMADD231PS      Z18, Z4, Z17
+	VFMADD231PS      Z21, Z4, Z20
+	VFMADD231PS      Z24, Z4, Z23
+	ADDQ             $0x00000220, AX
+	ADDQ             $0x00000400, DX
+	ADDQ             $0x00000080, BX
+	ADDQ             $0x00000080, SI
+	DECQ             CX
+	JNZ              block
+	MOVQ             y+40(FP), AX
+	MOVQ             ldy+48(FP), CX
+	MOVWLZX          rowMask+56(FP), DX
+	KMOVW            DX, K1
+	VMOVUPS          Z2, K1, (AX)
+	ADDQ             CX, AX
+	VMOVUPS          Z5, K1, (AX)
+	ADDQ             CX, AX
+	VMOVUPS          Z8, K1, (AX)
+	ADDQ             CX, AX
+	VMOVUPS          Z11, K1, (AX)
+	ADDQ             CX, AX
+	VMOVUPS          Z14, K1, (AX)
+	ADDQ             CX, AX
+	VMOVUPS          Z17, K1, (AX)
+	ADDQ             CX, AX
+	VMOVUPS          Z20, K1, (AX)
+	ADDQ             CX, AX
+	VMOVUPS          Z23, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func q4_0x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+TEXT ·q4_0x16t1(SB), NOSPLIT, $0-58
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         qs+16(FP), DX
+	MOVQ         negq+24(FP), BX
+	MOVQ         dk+32(FP), SI
+	MOVL         $0x0f0f0f0f, DI
+	VPBROADCASTD DI, Z0
+	VPXORD       Z1, Z1, Z1
+
+block:
+	VPBROADCASTD  (BX), Z3
+	VPSLLD        $0x03, Z3, Z3
+	VMOVDQU64     (AX), Z2
+	VPANDD        Z0, Z2, Z4
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD        Z0, Z2, Z2
+	VPDPBUSD.BCST (DX), Z4, Z3
+	VPDPBUSD.BCST 32(DX), Z2, Z3
+	VMOVDQU64     64(AX), Z2
+	VPANDD        Z0, Z2, Z4
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD        Z0, Z2, Z2
+	VPDPBUSD.BCST 64(DX), Z4, Z3
+	VPDPBUSD.BCST 96(DX), Z2, Z3
+	VMOVDQU64     128(AX), Z2
+	VPANDD        Z0, Z2, Z4
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD        Z0, Z2, Z2
+	VPDPBUSD.BCST 128(DX), Z4, Z3
+	VPDPBUSD.BCST 160(DX), Z2, Z3
+	VMOVDQU64     192(AX), Z2
+	VPANDD        Z0, Z2, Z4
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD        Z0, Z2, Z2
+	VPDPBUSD.BCST 192(DX), Z4, Z3
+	VPDPBUSD.BCST 224(DX), Z2, Z3
+	VCVTDQ2PS     Z3, Z3
+	VCVTPH2PS     256(AX), Z2
+	VMULPS.BCST   (SI), Z2, Z2
+	VFMADD231PS   Z3, Z2, Z1
+	ADDQ          $0x00000120, AX
+	ADDQ          $0x00000100, DX
+	ADDQ          $0x00000020, BX
+	ADDQ          $0x00000020, SI
+	DECQ          CX
+	JNZ           block
+	MOVQ          y+40(FP), AX
+	MOVQ          ldy+48(FP), CX
+	MOVWLZX       rowMask+56(FP), CX
+	KMOVW         CX, K1
+	VMOVUPS       Z1, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func q4_0x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+TEXT ·q4_0x16t2(SB), NOSPLIT, $0-58
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         qs+16(FP), DX
+	MOVQ         negq+24(FP), BX
+	MOVQ         dk+32(FP), SI
+	MOVL         $0x0f0f0f0f, DI
+	VPBROADCASTD DI, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z4, Z4, Z4
+
+block:
+	VPBROADCASTD  (BX), Z3
+	VPSLLD        $0x03, Z3, Z3
+	VPBROADCASTD  4(BX), Z5
+	VPSLLD        $0x03, Z5, Z5
+	VMOVDQU64     (AX), Z2
+	VPANDD        Z0, Z2, Z6
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD        Z0, Z2, Z2
+	VPDPBUSD.BCST (DX), Z6, Z3
+	VPDPBUSD.BCST 4(DX), Z6, Z5
+	VPDPBUSD.BCST 32(DX), Z2, Z3
+	VPDPBUSD.BCST 36(DX), Z2, Z5
+	VMOVDQU64     64(AX), Z2
+	VPANDD        Z0, Z2, Z6
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD        Z0, Z2, Z2
+	VPDPBUSD.BCST 64(DX), Z6, Z3
+	VPDPBUSD.BCST 68(DX), Z6, Z5
+	VPDPBUSD.BCST 96(DX), Z2, Z3
+	VPDPBUSD.BCST 100(DX), Z2, Z5
+	VMOVDQU64     128(AX), Z2
+	VPANDD        Z0, Z2, Z6
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD        Z0, Z2, Z2
+	VPDPBUSD.BCST 128(DX), Z6, Z3
+	VPDPBUSD.BCST 132(DX), Z6, Z5
+	VPDPBUSD.BCST 160(DX), Z2, Z3
+	VPDPBUSD.BCST 164(DX), Z2, Z5
+	VMOVDQU64     192(AX), Z2
+	VPANDD        Z0, Z2, Z6
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD        Z0, Z2, Z2
+	VPDPBUSD.BCST 192(DX), Z6, Z3
+	VPDPBUSD.BCST 196(DX), Z6, Z5
+	VPDPBUSD.BCST 224(DX), Z2, Z3
+	VPDPBUSD.BCST 228(DX), Z2, Z5
+	VCVTDQ2PS     Z3, Z3
+	VCVTDQ2PS     Z5, Z5
+	VCVTPH2PS     256(AX), Z6
+	VMULPS.BCST   (SI), Z6, Z2
+	VFMADD231PS   Z3, Z2, Z1
+	VMULPS.BCST   4(SI), Z6, Z2
+	VFMADD231PS   Z5, Z2, Z4
+	ADDQ          $0x00000120, AX
+	ADDQ          $0x00000100, DX
+	ADDQ          $0x00000020, BX
+	ADDQ          $0x00000020, SI
+	DECQ          CX
+	JNZ           block
+	MOVQ          y+40(FP), AX
+	MOVQ          ldy+48(FP), CX
+	MOVWLZX       rowMask+56(FP), DX
+	KMOVW         DX, K1
+	VMOVUPS       Z1, K1, (AX)
+	ADDQ          CX, AX
+	VMOVUPS       Z4, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func q4_0x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+TEXT ·q4_0x16t4(SB), NOSPLIT, $0-58
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         qs+16(FP), DX
+	MOVQ         negq+24(FP), BX
+	MOVQ         dk+32(FP), SI
+	MOVL         $0x0f0f0f0f, DI
+	VPBROADCASTD DI, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z8, Z8, Z8
+
+block:
+	VPBROADCASTD  (BX), Z3
+	VPSLLD        $0x03, Z3, Z3
+	VPBROADCASTD  4(BX), Z5
+	VPSLLD        $0x03, Z5, Z5
+	VPBROADCASTD  8(BX), Z7
+	VPSLLD        $0x03, Z7, Z7
+	VPBROADCASTD  12(BX), Z9
+	VPSLLD        $0x03, Z9, Z9
+	VMOVDQU64     (AX), Z2
+	VPANDD        Z0, Z2, Z10
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD        Z0, Z2, Z2
+	VPDPBUSD.BCST (DX), Z10, Z3
+	VPDPBUSD.BCST 4(DX), Z10, Z5
+	VPDPBUSD.BCST 8(DX), Z10, Z7
+	VPDPBUSD.BCST 12(DX), Z10, Z9
+	VPDPBUSD.BCST 32(DX), Z2, Z3
+	VPDPBUSD.BCST 36(DX), Z2, Z5
+	VPDPBUSD.BCST 40(DX), Z2, Z7
+	VPDPBUSD.BCST 44(DX), Z2, Z9
+	VMOVDQU64     64(AX), Z2
+	VPANDD        Z0, Z2, Z10
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD        Z0, Z2, Z2
+	VPDPBUSD.BCST 64(DX), Z10, Z3
+	VPDPBUSD.BCST 68(DX), Z10, Z5
+	VPDPBUSD.BCST 72(DX), Z10, Z7
+	VPDPBUSD.BCST 76(DX), Z10, Z9
+	VPDPBUSD.BCST 96(DX), Z2, Z3
+	VPDPBUSD.BCST 100(DX), Z2, Z5
+	VPDPBUSD.BCST 104(DX), Z2, Z7
+	VPDPBUSD.BCST 108(DX), Z2, Z9
+	VMOVDQU64     128(AX), Z2
+	VPANDD        Z0, Z2, Z10
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD        Z0, Z2, Z2
+	VPDPBUSD.BCST 128(DX), Z10, Z3
+	VPDPBUSD.BCST 132(DX), Z10, Z5
+	VPDPBUSD.BCST 136(DX), Z10, Z7
+	VPDPBUSD.BCST 140(DX), Z10, Z9
+	VPDPBUSD.BCST 160(DX), Z2, Z3
+	VPDPBUSD.BCST 164(DX), Z2, Z5
+	VPDPBUSD.BCST 168(DX), Z2, Z7
+	VPDPBUSD.BCST 172(DX), Z2, Z9
+	VMOVDQU64     192(AX), Z2
+	VPANDD        Z0, Z2, Z10
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD        Z0, Z2, Z2
+	VPDPBUSD.BCST 192(DX), Z10, Z3
+	VPDPBUSD.BCST 196(DX), Z10, Z5
+	VPDPBUSD.BCST 200(DX), Z10, Z7
+	VPDPBUSD.BCST 204(DX), Z10, Z9
+	VPDPBUSD.BCST 224(DX), Z2, Z3
+	VPDPBUSD.BCST 228(DX), Z2, Z5
+	VPDPBUSD.BCST 232(DX), Z2, Z7
+	VPDPBUSD.BCST 236(DX), Z2, Z9
+	VCVTDQ2PS     Z3, Z3
+	VCVTDQ2PS     Z5, Z5
+	VCVTDQ2PS     Z7, Z7
+	VCVTDQ2PS     Z9, Z9
+	VCVTPH2PS     256(AX), Z10
+	VMULPS.BCST   (SI), Z10, Z2
+	VFMADD231PS   Z3, Z2, Z1
+	VMULPS.BCST   4(SI), Z10, Z2
+	VFMADD231PS   Z5, Z2, Z4
+	VMULPS.BCST   8(SI), Z10, Z2
+	VFMADD231PS   Z7, Z2, Z6
+	VMULPS.BCST   12(SI), Z10, Z2
+	VFMADD231PS   Z9, Z2, Z8
+	ADDQ          $0x00000120, AX
+	ADDQ          $0x00000100, DX
+	ADDQ          $0x00000020, BX
+	ADDQ          $0x00000020, SI
+	DECQ          CX
+	JNZ           block
+	MOVQ          y+40(FP), AX
+	MOVQ          ldy+48(FP), CX
+	MOVWLZX       rowMask+56(FP), DX
+	KMOVW         DX, K1
+	VMOVUPS       Z1, K1, (AX)
+	ADDQ          CX, AX
+	VMOVUPS       Z4, K1, (AX)
+	ADDQ          CX, AX
+	VMOVUPS       Z6, K1, (AX)
+	ADDQ          CX, AX
+	VMOVUPS       Z8, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func q4_0x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+TEXT ·q4_0x16t8(SB), NOSPLIT, $0-58
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         qs+16(FP), DX
+	MOVQ         negq+24(FP), BX
+	MOVQ         dk+32(FP), SI
+	MOVL         $0x0f0f0f0f, DI
+	VPBROADCASTD DI, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z16, Z16, Z16
+
+block:
+	VPBROADCASTD  (BX), Z3
+	VPSLLD        $0x03, Z3, Z3
+	VPBROADCASTD  4(BX), Z5
+	VPSLLD        $0x03, Z5, Z5
+	VPBROADCASTD  8(BX), Z7
+	VPSLLD        $0x03, Z7, Z7
+	VPBROADCASTD  12(BX), Z9
+	VPSLLD        $0x03, Z9, Z9
+	VPBROADCASTD  16(BX), Z11
+	VPSLLD        $0x03, Z11, Z11
+	VPBROADCASTD  20(BX), Z13
+	VPSLLD        $0x03, Z13, Z13
+	VPBROADCASTD  24(BX), Z15
+	VPSLLD        $0x03, Z15, Z15
+	VPBROADCASTD  28(BX), Z17
+	VPSLLD        $0x03, Z17, Z17
+	VMOVDQU64     (AX), Z2
+	VPANDD        Z0, Z2, Z18
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD        Z0, Z2, Z2
+	VPDPBUSD.BCST (DX), Z18, Z3
+	VPDPBUSD.BCST 4(DX), Z18, Z5
+	VPDPBUSD.BCST 8(DX), Z18, Z7
+	VPDPBUSD.BCST 12(DX), Z18, Z9
+	VPDPBUSD.BCST 16(DX), Z18, Z11
+	VPDPBUSD.BCST 20(DX), Z18, Z13
+	VPDPBUSD.BCST 24(DX), Z18, Z15
+	VPDPBUSD.BCST 28(DX), Z18, Z17
+	VPDPBUSD.BCST 32(DX), Z2, Z3
+	VPDPBUSD.BCST 36(DX), Z2, Z5
+	VPDPBUSD.BCST 40(DX), Z2, Z7
+	VPDPBUSD.BCST 44(DX), Z2, Z9
+	VPDPBUSD.BCST 48(DX), Z2, Z11
+	VPDPBUSD.BCST 52(DX), Z2, Z13
+	VPDPBUSD.BCST 56(DX), Z2, Z15
+	VPDPBUSD.BCST 60(DX), Z2, Z17
+	VMOVDQU64     64(AX), Z2
+	VPANDD        Z0, Z2, Z18
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD        Z0, Z2, Z2
+	VPDPBUSD.BCST 64(DX), Z18, Z3
+	VPDPBUSD.BCST 68(DX), Z18, Z5
+	VPDPBUSD.BCST 72(DX), Z18, Z7
+	VPDPBUSD.BCST 76(DX), Z18, Z9
+	VPDPBUSD.BCST 80(DX), Z18, Z11
+	VPDPBUSD.BCST 84(DX), Z18, Z13
+	VPDPBUSD.BCST 88(DX), Z18, Z15
+	VPDPBUSD.BCST 92(DX), Z18, Z17
+	VPDPBUSD.BCST 96(DX), Z2, Z3
+	VPDPBUSD.BCST 100(DX), Z2, Z5
+	VPDPBUSD.BCST 104(DX), Z2, Z7
+	VPDPBUSD.BCST 108(DX), Z2, Z9
+	VPDPBUSD.BCST 112(DX), Z2, Z11
+	VPDPBUSD.BCST 116(DX), Z2, Z13
+	VPDPBUSD.BCST 120(DX), Z2, Z15
+	VPDPBUSD.BCST 124(DX), Z2, Z17
+	VMOVDQU64     128(AX), Z2
+	VPANDD        Z0, Z2, Z18
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD        Z0, Z2, Z2
+	VPDPBUSD.BCST 128(DX), Z18, Z3
+	VPDPBUSD.BCST 132(DX), Z18, Z5
+	VPDPBUSD.BCST 136(DX), Z18, Z7
+	VPDPBUSD.BCST 140(DX), Z18, Z9
+	VPDPBUSD.BCST 144(DX), Z18, Z11
+	VPDPBUSD.BCST 148(DX), Z18, Z13
+	VPDPBUSD.BCST 152(DX), Z18, Z15
+	VPDPBUSD.BCST 156(DX), Z18, Z17
+	VPDPBUSD.BCST 160(DX), Z2, Z3
+	VPDPBUSD.BCST 164(DX), Z2, Z5
+	VPDPBUSD.BCST 168(DX), Z2, Z7
+	VPDPBUSD.BCST 172(DX), Z2, Z9
+	VPDPBUSD.BCST 176(DX), Z2, Z11
+	VPDPBUSD.BCST 180(DX), Z2, Z13
+	VPDPBUSD.BCST 184(DX), Z2, Z15
+	VPDPBUSD.BCST 188(DX), Z2, Z17
+	VMOVDQU64     192(AX), Z2
+	VPANDD        Z0, Z2, Z18
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD        Z0, Z2, Z2
+	VPDPBUSD.BCST 192(DX), Z18, Z3
+	VPDPBUSD.BCST 196(DX), Z18, Z5
+	VPDPBUSD.BCST 200(DX), Z18, Z7
+	VPDPBUSD.BCST 204(DX), Z18, Z9
+	VPDPBUSD.BCST 208(DX), Z18, Z11
+	VPDPBUSD.BCST 212(DX), Z18, Z13
+	VPDPBUSD.BCST 216(DX), Z18, Z15
+	VPDPBUSD.BCST 220(DX), Z18, Z17
+	VPDPBUSD.BCST 224(DX), Z2, Z3
+	VPDPBUSD.BCST 228(DX), Z2, Z5
+	VPDPBUSD.BCST 232(DX), Z2, Z7
+	VPDPBUSD.BCST 236(DX), Z2, Z9
+	VPDPBUSD.BCST 240(DX), Z2, Z11
+	VPDPBUSD.BCST 244(DX), Z2, Z13
+	VPDPBUSD.BCST 248(DX), Z2, Z15
+	VPDPBUSD.BCST 252(DX), Z2, Z17
+	VCVTDQ2PS     Z3, Z3
+	VCVTDQ2PS     Z5, Z5
+	VCVTDQ2PS     Z7, Z7
+	VCVTDQ2PS     Z9, Z9
+	VCVTDQ2PS     Z11, Z11
+	VCVTDQ2PS     Z13, Z13
+	VCVTDQ2PS     Z15, Z15
+	VCVTDQ2PS     Z17, Z17
+	VCVTPH2PS     256(AX), Z18
+	VMULPS.BCST   (SI), Z18, Z2
+	VFMADD231PS   Z3, Z2, Z1
+	VMULPS.BCST   4(SI), Z18, Z2
+	VFMADD231PS   Z5, Z2, Z4
+	VMULPS.BCST   8(SI), Z18, Z2
+	VFMADD231PS   Z7, Z2, Z6
+	VMULPS.BCST   12(SI), Z18, Z2
+	VFMADD231PS   Z9, Z2, Z8
+	VMULPS.BCST   16(SI), Z18, Z2
+	VFMADD231PS   Z11, Z2, Z10
+	VMULPS.BCST   20(SI), Z18, Z2
+	VFMADD231PS   Z13, Z2, Z12
+	VMULPS.BCST   24(SI), Z18, Z2
+	VFMADD231PS   Z15, Z2, Z14
+	VMULPS.BCST   28(SI), Z18, Z2
+	VFMADD231PS   Z17, Z2, Z16
+	ADDQ          $0x00000120, AX
+	ADDQ          $0x00000100, DX
+	ADDQ          $0x00000020, BX
+	ADDQ          $0x00000020, SI
+	DECQ          CX
+	JNZ           block
+	MOVQ          y+40(FP), AX
+	MOVQ          ldy+48(FP), CX
+	MOVWLZX       rowMask+56(FP), DX
+	KMOVW         DX, K1
+	VMOVUPS       Z1, K1, (AX)
+	ADDQ          CX, AX
+	VMOVUPS       Z4, K1, (AX)
+	ADDQ          CX, AX
+	VMOVUPS       Z6, K1, (AX)
+	ADDQ          CX, AX
+	VMOVUPS       Z8, K1, (AX)
+	ADDQ          CX, AX
+	VMOVUPS       Z10, K1, (AX)
+	ADDQ          CX, AX
+	VMOVUPS       Z12, K1, (AX)
+	ADDQ          CX, AX
+	VMOVUPS       Z14, K1, (AX)
+	ADDQ          CX, AX
+	VMOVUPS       Z16, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func q8_0x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+// Requires: AVX, AVX512F, AVX512VNNI
+TEXT ·q8_0x16t1(SB), NOSPLIT, $0-58
+	MOVQ   w+0(FP), AX
+	MOVQ   blocks+8(FP), CX
+	MOVQ   qs+16(FP), DX
+	MOVQ   negq+24(FP), BX
+	MOVQ   dk+32(FP), SI
+	VPXORD Z0, Z0, Z0
+
+block:
+	VPBROADCASTD  (BX), Z2
+	VPSLLD        $0x07, Z2, Z2
+	VMOVDQU64     (AX), Z1
+	VPDPBUSD.BCST (DX), Z1, Z2
+	VMOVDQU64     64(AX), Z1
+	VPDPBUSD.BCST 32(DX), Z1, Z2
+	VMOVDQU64     128(AX), Z1
+	VPDPBUSD.BCST 64(DX), Z1, Z2
+	VMOVDQU64     192(AX), Z1
+	VPDPBUSD.BCST 96(DX), Z1, Z2
+	VMOVDQU64     256(AX), Z1
+	VPDPBUSD.BCST 128(DX), Z1, Z2
+	VMOVDQU64     320(AX), Z1
+	VPDPBUSD.BCST 160(DX), Z1, Z2
+	VMOVDQU64     384(AX), Z1
+	VPDPBUSD.BCST 192(DX), Z1, Z2
+	VMOVDQU64     448(AX), Z1
+	VPDPBUSD.BCST 224(DX), Z1, Z2
+	VCVTDQ2PS     Z2, Z2
+	VCVTPH2PS     512(AX), Z1
+	VMULPS.BCST   (SI), Z1, Z1
+	VFMADD231PS   Z2, Z1, Z0
+	ADDQ          $0x00000220, AX
+	ADDQ          $0x00000100, DX
+	ADDQ          $0x00000020, BX
+	ADDQ          $0x00000020, SI
+	DECQ          CX
+	JNZ           block
+	MOVQ          y+40(FP), AX
+	MOVQ          ldy+48(FP), CX
+	MOVWLZX       rowMask+56(FP), CX
+	KMOVW         CX, K1
+	VMOVUPS       Z0, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func q8_0x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+// Requires: AVX, AVX512F, AVX512VNNI
+TEXT ·q8_0x16t2(SB), NOSPLIT, $0-58
+	MOVQ   w+0(FP), AX
+	MOVQ   blocks+8(FP), CX
+	MOVQ   qs+16(FP), DX
+	MOVQ   negq+24(FP), BX
+	MOVQ   dk+32(FP), SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z3, Z3, Z3
+
+block:
+	VPBROADCASTD  (BX), Z2
+	VPSLLD        $0x07, Z2, Z2
+	VPBROADCASTD  4(BX), Z4
+	VPSLLD        $0x07, Z4, Z4
+	VMOVDQU64     (AX), Z1
+	VPDPBUSD.BCST (DX), Z1, Z2
+	VPDPBUSD.BCST 4(DX), Z1, Z4
+	VMOVDQU64     64(AX), Z1
+	VPDPBUSD.BCST 32(DX), Z1, Z2
+	VPDPBUSD.BCST 36(DX), Z1, Z4
+	VMOVDQU64     128(AX), Z1
+	VPDPBUSD.BCST 64(DX), Z1, Z2
+	VPDPBUSD.BCST 68(DX), Z1, Z4
+	VMOVDQU64     192(AX), Z1
+	VPDPBUSD.BCST 96(DX), Z1, Z2
+	VPDPBUSD.BCST 100(DX), Z1, Z4
+	VMOVDQU64     256(AX), Z1
+	VPDPBUSD.BCST 128(DX), Z1, Z2
+	VPDPBUSD.BCST 132(DX), Z1, Z4
+	VMOVDQU64     320(AX), Z1
+	VPDPBUSD.BCST 160(DX), Z1, Z2
+	VPDPBUSD.BCST 164(DX), Z1, Z4
+	VMOVDQU64     384(AX), Z1
+	VPDPBUSD.BCST 192(DX), Z1, Z2
+	VPDPBUSD.BCST 196(DX), Z1, Z4
+	VMOVDQU64     448(AX), Z1
+	VPDPBUSD.BCST 224(DX), Z1, Z2
+	VPDPBUSD.BCST 228(DX), Z1, Z4
+	VCVTDQ2PS     Z2, Z2
+	VCVTDQ2PS     Z4, Z4
+	VCVTPH2PS     512(AX), Z5
+	VMULPS.BCST   (SI), Z5, Z1
+	VFMADD231PS   Z2, Z1, Z0
+	VMULPS.BCST   4(SI), Z5, Z1
+	VFMADD231PS   Z4, Z1, Z3
+	ADDQ          $0x00000220, AX
+	ADDQ          $0x00000100, DX
+	ADDQ          $0x00000020, BX
+	ADDQ          $0x00000020, SI
+	DECQ          CX
+	JNZ           block
+	MOVQ          y+40(FP), AX
+	MOVQ          ldy+48(FP), CX
+	MOVWLZX       rowMask+56(FP), DX
+	KMOVW         DX, K1
+	VMOVUPS       Z0, K1, (AX)
+	ADDQ          CX, AX
+	VMOVUPS       Z3, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func q8_0x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+// Requires: AVX, AVX512F, AVX512VNNI
+TEXT ·q8_0x16t4(SB), NOSPLIT, $0-58
+	MOVQ   w+0(FP), AX
+	MOVQ   blocks+8(FP), CX
+	MOVQ   qs+16(FP), DX
+	MOVQ   negq+24(FP), BX
+	MOVQ   dk+32(FP), SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z3, Z3, Z3
+	VPXORD Z5, Z5, Z5
+	VPXORD Z7, Z7, Z7
+
+block:
+	VPBROADCASTD  (BX), Z2
+	VPSLLD        $0x07, Z2, Z2
+	VPBROADCASTD  4(BX), Z4
+	VPSLLD        $0x07, Z4, Z4
+	VPBROADCASTD  8(BX), Z6
+	VPSLLD        $0x07, Z6, Z6
+	VPBROADCASTD  12(BX), Z8
+	VPSLLD        $0x07, Z8, Z8
+	VMOVDQU64     (AX), Z1
+	VPDPBUSD.BCST (DX), Z1, Z2
+	VPDPBUSD.BCST 4(DX), Z1, Z4
+	VPDPBUSD.BCST 8(DX), Z1, Z6
+	VPDPBUSD.BCST 12(DX), Z1, Z8
+	VMOVDQU64     64(AX), Z1
+	VPDPBUSD.BCST 32(DX), Z1, Z2
+	VPDPBUSD.BCST 36(DX), Z1, Z4
+	VPDPBUSD.BCST 40(DX), Z1, Z6
+	VPDPBUSD.BCST 44(DX), Z1, Z8
+	VMOVDQU64     128(AX), Z1
+	VPDPBUSD.BCST 64(DX), Z1, Z2
+	VPDPBUSD.BCST 68(DX), Z1, Z4
+	VPDPBUSD.BCST 72(DX), Z1, Z6
+	VPDPBUSD.BCST 76(DX), Z1, Z8
+	VMOVDQU64     192(AX), Z1
+	VPDPBUSD.BCST 96(DX), Z1, Z2
+	VPDPBUSD.BCST 100(DX), Z1, Z4
+	VPDPBUSD.BCST 104(DX), Z1, Z6
+	VPDPBUSD.BCST 108(DX), Z1, Z8
+	VMOVDQU64     256(AX), Z1
+	VPDPBUSD.BCST 128(DX), Z1, Z2
+	VPDPBUSD.BCST 132(DX), Z1, Z4
+	VPDPBUSD.BCST 136(DX), Z1, Z6
+	VPDPBUSD.BCST 140(DX), Z1, Z8
+	VMOVDQU64     320(AX), Z1
+	VPDPBUSD.BCST 160(DX), Z1, Z2
+	VPDPBUSD.BCST 164(DX), Z1, Z4
+	VPDPBUSD.BCST 168(DX), Z1, Z6
+	VPDPBUSD.BCST 172(DX), Z1, Z8
+	VMOVDQU64     384(AX), Z1
+	VPDPBUSD.BCST 192(DX), Z1, Z2
+	VPDPBUSD.BCST 196(DX), Z1, Z4
+	VPDPBUSD.BCST 200(DX), Z1, Z6
+	VPDPBUSD.BCST 204(DX), Z1, Z8
+	VMOVDQU64     448(AX), Z1
+	VPDPBUSD.BCST 224(DX), Z1, Z2
+	VPDPBUSD.BCST 228(DX), Z1, Z4
+	VPDPBUSD.BCST 232(DX), Z1, Z6
+	VPDPBUSD.BCST 236(DX), Z1, Z8
+	VCVTDQ2PS     Z2, Z2
+	VCVTDQ2PS     Z4, Z4
+	VCVTDQ2PS     Z6, Z6
+	VCVTDQ2PS     Z8, Z8
+	VCVTPH2PS     512(AX), Z9
+	VMULPS.BCST   (SI), Z9, Z1
+	VFMADD231PS   Z2, Z1, Z0
+	VMULPS.BCST   4(SI), Z9, Z1
+	VFMADD231PS   Z4, Z1, Z3
+	VMULPS.BCST   8(SI), Z9, Z1
+	VFMADD231PS   Z6, Z1, Z5
+	VMULPS.BCST   12(SI), Z9, Z1
+	VFMADD231PS   Z8, Z1, Z7
+	ADDQ          $0x00000220, AX
+	ADDQ          $0x00000100, DX
+	ADDQ          $0x00000020, BX
+	ADDQ          $0x00000020, SI
+	DECQ          CX
+	JNZ           block
+	MOVQ          y+40(FP), AX
+	MOVQ          ldy+48(FP), CX
+	MOVWLZX       rowMask+56(FP), DX
+	KMOVW         DX, K1
+	VMOVUPS       Z0, K1, (AX)
+	ADDQ          CX, AX
+	VMOVUPS       Z3, K1, (AX)
+	ADDQ          CX, AX
+	VMOVUPS       Z5, K1, (AX)
+	ADDQ          CX, AX
+	VMOVUPS       Z7, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func q8_0x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+// Requires: AVX, AVX512F, AVX512VNNI
+TEXT ·q8_0x16t8(SB), NOSPLIT, $0-58
+	MOVQ   w+0(FP), AX
+	MOVQ   blocks+8(FP), CX
+	MOVQ   qs+16(FP), DX
+	MOVQ   negq+24(FP), BX
+	MOVQ   dk+32(FP), SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z3, Z3, Z3
+	VPXORD Z5, Z5, Z5
+	VPXORD Z7, Z7, Z7
+	VPXORD Z9, Z9, Z9
+	VPXORD Z11, Z11, Z11
+	VPXORD Z13, Z13, Z13
+	VPXORD Z15, Z15, Z15
+
+block:
+	VPBROADCASTD  (BX), Z2
+	VPSLLD        $0x07, Z2, Z2
+	VPBROADCASTD  4(BX), Z4
+	VPSLLD        $0x07, Z4, Z4
+	VPBROADCASTD  8(BX), Z6
+	VPSLLD        $0x07, Z6, Z6
+	VPBROADCASTD  12(BX), Z8
+	VPSLLD        $0x07, Z8, Z8
+	VPBROADCASTD  16(BX), Z10
+	VPSLLD        $0x07, Z10, Z10
+	VPBROADCASTD  20(BX), Z12
+	VPSLLD        $0x07, Z12, Z12
+	VPBROADCASTD  24(BX), Z14
+	VPSLLD        $0x07, Z14, Z14
+	VPBROADCASTD  28(BX), Z16
+	VPSLLD        $0x07, Z16, Z16
+	VMOVDQU64     (AX), Z1
+	VPDPBUSD.BCST (DX), Z1, Z2
+	VPDPBUSD.BCST 4(DX), Z1, Z4
+	VPDPBUSD.BCST 8(DX), Z1, Z6
+	VPDPBUSD.BCST 12(DX), Z1, Z8
+	VPDPBUSD.BCST 16(DX), Z1, Z10
+	VPDPBUSD.BCST 20(DX), Z1, Z12
+	VPDPBUSD.BCST 24(DX), Z1, Z14
+	VPDPBUSD.BCST 28(DX), Z1, Z16
+	VMOVDQU64     64(AX), Z1
+	VPDPBUSD.BCST 32(DX), Z1, Z2
+	VPDPBUSD.BCST 36(DX), Z1, Z4
+	VPDPBUSD.BCST 40(DX), Z1, Z6
+	VPDPBUSD.BCST 44(DX), Z1, Z8
+	VPDPBUSD.BCST 48(DX), Z1, Z10
+	VPDPBUSD.BCST 52(DX), Z1, Z12
+	VPDPBUSD.BCST 56(DX), Z1, Z14
+	VPDPBUSD.BCST 60(DX), Z1, Z16
+	VMOVDQU64     128(AX), Z1
+	VPDPBUSD.BCST 64(DX), Z1, Z2
+	VPDPBUSD.BCST 68(DX), Z1, Z4
+	VPDPBUSD.BCST 72(DX), Z1, Z6
+	VPDPBUSD.BCST 76(DX), Z1, Z8
+	VPDPBUSD.BCST 80(DX), Z1, Z10
+	VPDPBUSD.BCST 84(DX), Z1, Z12
+	VPDPBUSD.BCST 88(DX), Z1, Z14
+	VPDPBUSD.BCST 92(DX), Z1, Z16
+	VMOVDQU64     192(AX), Z1
+	VPDPBUSD.BCST 96(DX), Z1, Z2
+	VPDPBUSD.BCST 100(DX), Z1, Z4
+	VPDPBUSD.BCST 104(DX), Z1, Z6
+	VPDPBUSD.BCST 108(DX), Z1, Z8
+	VPDPBUSD.BCST 112(DX), Z1, Z10
+	VPDPBUSD.BCST 116(DX), Z1, Z12
+	VPDPBUSD.BCST 120(DX), Z1, Z14
+	VPDPBUSD.BCST 124(DX), Z1, Z16
+	VMOVDQU64     256(AX), Z1
+	VPDPBUSD.BCST 128(DX), Z1, Z2
+	VPDPBUSD.BCST 132(DX), Z1, Z4
+	VPDPBUSD.BCST 136(DX), Z1, Z6
+	VPDPBUSD.BCST 140(DX), Z1, Z8
+	VPDPBUSD.BCST 144(DX), Z1, Z10
+	VPDPBUSD.BCST 148(DX), Z1, Z12
+	VPDPBUSD.BCST 152(DX), Z1, Z14
+	VPDPBUSD.BCST 156(DX), Z1, Z16
+	VMOVDQU64     320(AX), Z1
+	VPDPBUSD.BCST 160(DX), Z1, Z2
+	VPDPBUSD.BCST 164(DX), Z1, Z4
+	VPDPBUSD.BCST 168(DX), Z1, Z6
+	VPDPBUSD.BCST 172(DX), Z1, Z8
+	VPDPBUSD.BCST 176(DX), Z1, Z10
+	VPDPBUSD.BCST 180(DX), Z1, Z12
+	VPDPBUSD.BCST 184(DX), Z1, Z14
+	VPDPBUSD.BCST 188(DX), Z1, Z16
+	VMOVDQU64     384(AX), Z1
+	VPDPBUSD.BCST 192(DX), Z1, Z2
+	VPDPBUSD.BCST 196(DX), Z1, Z4
+	VPDPBUSD.BCST 200(DX), Z1, Z6
+	VPDPBUSD.BCST 204(DX), Z1, Z8
+	VPDPBUSD.BCST 208(DX), Z1, Z10
+	VPDPBUSD.BCST 212(DX), Z1, Z12
+	VPDPBUSD.BCST 216(DX), Z1, Z14
+	VPDPBUSD.BCST 220(DX), Z1, Z16
+	VMOVDQU64     448(AX), Z1
+	VPDPBUSD.BCST 224(DX), Z1, Z2
+	VPDPBUSD.BCST 228(DX), Z1, Z4
+	VPDPBUSD.BCST 232(DX), Z1, Z6
+	VPDPBUSD.BCST 236(DX), Z1, Z8
+	VPDPBUSD.BCST 240(DX), Z1, Z10
+	VPDPBUSD.BCST 244(DX), Z1, Z12
+	VPDPBUSD.BCST 248(DX), Z1, Z14
+	VPDPBUSD.BCST 252(DX), Z1, Z16
+	VCVTDQ2PS     Z2, Z2
+	VCVTDQ2PS     Z4, Z4
+	VCVTDQ2PS     Z6, Z6
+	VCVTDQ2PS     Z8, Z8
+	VCVTDQ2PS     Z10, Z10
+	VCVTDQ2PS     Z12, Z12
+	VCVTDQ2PS     Z14, Z14
+	VCVTDQ2PS     Z16, Z16
+	VCVTPH2PS     512(AX), Z17
+	VMULPS.BCST   (SI), Z17, Z1
+	VFMADD231PS   Z2, Z1, Z0
+	VMULPS.BCST   4(SI), Z17, Z1
+	VFMADD231PS   Z4, Z1, Z3
+	VMULPS.BCST   8(SI), Z17, Z1
+	VFMADD231PS   Z6, Z1, Z5
+	VMULPS.BCST   12(SI), Z17, Z1
+	VFMADD231PS   Z8, Z1, Z7
+	VMULPS.BCST   16(SI), Z17, Z1
+	VFMADD231PS   Z10, Z1, Z9
+	VMULPS.BCST   20(SI), Z17, Z1
+	VFMADD231PS   Z12, Z1, Z11
+	VMULPS.BCST   24(SI), Z17, Z1
+	VFMADD231PS   Z14, Z1, Z13
+	VMULPS.BCST   28(SI), Z17, Z1
+	VFMADD231PS   Z16, Z1, Z15
+	ADDQ          $0x00000220, AX
+	ADDQ          $0x00000100, DX
+	ADDQ          $0x00000020, BX
+	ADDQ          $0x00000020, SI
+	DECQ          CX
+	JNZ           block
+	MOVQ          y+40(FP), AX
+	MOVQ          ldy+48(FP), CX
+	MOVWLZX       rowMask+56(FP), DX
+	KMOVW         DX, K1
+	VMOVUPS       Z0, K1, (AX)
+	ADDQ          CX, AX
+	VMOVUPS       Z3, K1, (AX)
+	ADDQ          CX, AX
+	VMOVUPS       Z5, K1, (AX)
+	ADDQ          CX, AX
+	VMOVUPS       Z7, K1, (AX)
+	ADDQ          CX, AX
+	VMOVUPS       Z9, K1, (AX)
+	ADDQ          CX, AX
+	VMOVUPS       Z11, K1, (AX)
+	ADDQ          CX, AX
+	VMOVUPS       Z13, K1, (AX)
+	ADDQ          CX, AX
+	VMOVUPS       Z15, K1, (AX)
 	VZEROUPPER
 	RET

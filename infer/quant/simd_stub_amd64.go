@@ -2,22 +2,102 @@
 
 package quant
 
-// q1_0x16t1 computes 16 rows × 1 tokens of a Q1_0 · Q8_0 product.
+// q1_0x16t1 computes 16 rows × 1 tokens of a q1_0 · Q8_0 product.
 //
 //go:noescape
-func q1_0x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+func q1_0x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
 
-// q1_0x16t2 computes 16 rows × 2 tokens of a Q1_0 · Q8_0 product.
+// q1_0x16t2 computes 16 rows × 2 tokens of a q1_0 · Q8_0 product.
 //
 //go:noescape
-func q1_0x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+func q1_0x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
 
-// q1_0x16t4 computes 16 rows × 4 tokens of a Q1_0 · Q8_0 product.
+// q1_0x16t4 computes 16 rows × 4 tokens of a q1_0 · Q8_0 product.
 //
 //go:noescape
-func q1_0x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+func q1_0x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
 
-// q1_0x16t8 computes 16 rows × 8 tokens of a Q1_0 · Q8_0 product.
+// q1_0x16t8 computes 16 rows × 8 tokens of a q1_0 · Q8_0 product.
 //
 //go:noescape
-func q1_0x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+func q1_0x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
+// q2_0x16t1 computes 16 rows × 1 tokens of a q2_0 · Q8_0 product.
+//
+//go:noescape
+func q2_0x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
+// q2_0x16t2 computes 16 rows × 2 tokens of a q2_0 · Q8_0 product.
+//
+//go:noescape
+func q2_0x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
+// q2_0x16t4 computes 16 rows × 4 tokens of a q2_0 · Q8_0 product.
+//
+//go:noescape
+func q2_0x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
+// q2_0x16t8 computes 16 rows × 8 tokens of a q2_0 · Q8_0 product.
+//
+//go:noescape
+func q2_0x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
+// q2_0g128x16t1 computes 16 rows × 1 tokens of a q2_0g128 · Q8_0 product.
+//
+//go:noescape
+func q2_0g128x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
+// q2_0g128x16t2 computes 16 rows × 2 tokens of a q2_0g128 · Q8_0 product.
+//
+//go:noescape
+func q2_0g128x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
+// q2_0g128x16t4 computes 16 rows × 4 tokens of a q2_0g128 · Q8_0 product.
+//
+//go:noescape
+func q2_0g128x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
+// q2_0g128x16t8 computes 16 rows × 8 tokens of a q2_0g128 · Q8_0 product.
+//
+//go:noescape
+func q2_0g128x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
+// q4_0x16t1 computes 16 rows × 1 tokens of a q4_0 · Q8_0 product.
+//
+//go:noescape
+func q4_0x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
+// q4_0x16t2 computes 16 rows × 2 tokens of a q4_0 · Q8_0 product.
+//
+//go:noescape
+func q4_0x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
+// q4_0x16t4 computes 16 rows × 4 tokens of a q4_0 · Q8_0 product.
+//
+//go:noescape
+func q4_0x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
+// q4_0x16t8 computes 16 rows × 8 tokens of a q4_0 · Q8_0 product.
+//
+//go:noescape
+func q4_0x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
+// q8_0x16t1 computes 16 rows × 1 tokens of a q8_0 · Q8_0 product.
+//
+//go:noescape
+func q8_0x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
+// q8_0x16t2 computes 16 rows × 2 tokens of a q8_0 · Q8_0 product.
+//
+//go:noescape
+func q8_0x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
+// q8_0x16t4 computes 16 rows × 4 tokens of a q8_0 · Q8_0 product.
+//
+//go:noescape
+func q8_0x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
+// q8_0x16t8 computes 16 rows × 8 tokens of a q8_0 · Q8_0 product.
+//
+//go:noescape
+func q8_0x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)

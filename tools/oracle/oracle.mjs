@@ -7,6 +7,7 @@
 // usage:
 //   node oracle.mjs --model FILE (--prompt TEXT | --tokens 1,2,3) [--n 24]
 //                   [--top 32] [--special] [--full-logits OUT.f32] [--threads 2]
+//                   [--batch 512]
 //   node oracle.mjs --model FILE --tokenize PROMPTS.json [--special]
 //
 // Generation output (one JSON object on stdout):
@@ -34,6 +35,7 @@ const {values: args} = parseArgs({
         special: {type: "boolean", default: false},
         "full-logits": {type: "string"},
         threads: {type: "string", default: "2"},
+        batch: {type: "string", default: "512"},
     },
     strict: true,
 });
@@ -70,6 +72,7 @@ if (args.tokenize !== undefined) {
 const n = positiveInt("n", args.n);
 const top = positiveInt("top", args.top);
 const threads = positiveInt("threads", args.threads);
+const batchSize = positiveInt("batch", args.batch);
 
 const model = await llama.loadModel({modelPath: args.model, gpuLayers: 0});
 let promptTokens;
@@ -83,7 +86,7 @@ if (promptTokens.length === 0) fail("the prompt has no tokens");
 // Flash attention off and an f16 KV cache: llama.cpp's defaults for a CPU context.
 const context = await model.createContext({
     contextSize: promptTokens.length + n + 16,
-    batchSize: 512,
+    batchSize,
     threads,
     flashAttention: false,
     sequences: 1,

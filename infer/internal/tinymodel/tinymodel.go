@@ -11,6 +11,7 @@ import (
 
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer/quant"
+	"github.com/bonsai-chat/bonsai/infer/tokenizer/qwen"
 )
 
 // Config is the model's shape and weight type.
@@ -86,12 +87,21 @@ func Build(cfg Config) ([]byte, error) {
 	}
 	norm := func(name string, n int) error { return add(name, gguf.F32, n, 1, 0.1, 1) }
 
+	// Small embeddings (RMS 2/√E) next to what the layers add, so a tied
+	// model does not just predict its input token; the output norm's mean
+	// then spreads the logits to a standard deviation of about 8, so greedy
+	// choices are clear.
+	embStd, outStd := 2/math.Sqrt(float64(E)), 1/math.Sqrt(float64(E))
+	if cfg.Tied {
+		outStd = embStd
+	}
+	gain := 8 / (outStd * math.Sqrt(float64(E)))
 	steps := []func() error{
-		func() error { return add("token_embd.weight", cfg.Type, E, V, 1, 0) },
-		func() error { return norm("output_norm.weight", E) },
+		func() error { return add("token_embd.weight", cfg.Type, E, V, embStd, 0) },
+		func() error { return add("output_norm.weight", gguf.F32, E, 1, 0.1*gain, gain) },
 	}
 	if !cfg.Tied {
-		steps = append(steps, func() error { return mat("output.weight", E, V) })
+		steps = append(steps, func() error { return add("output.weight", cfg.Type, E, V, outStd, 0) })
 	}
 	for l := range cfg.Layers {
 		p := fmt.Sprintf("blk.%d.", l)
@@ -128,4 +138,32 @@ func Open(cfg Config) (*gguf.File, error) {
 		return nil, err
 	}
 	return gguf.Parse(data)
+}
+
+// WithQwenTokenizer gives cfg the real Qwen3 tokenizer (and its vocabulary
+// size), so that engines and commands can chat with the model.
+func WithQwenTokenizer(cfg Config) (Config, error) {
+	v, err := qwen.Qwen3Vocab()
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Vocab = len(v.Tokens)
+	extra := map[string]any{
+		"tokenizer.ggml.model":            v.Model,
+		"tokenizer.ggml.pre":              v.Pre,
+		"tokenizer.ggml.tokens":           v.Tokens,
+		"tokenizer.ggml.token_type":       v.Types,
+		"tokenizer.ggml.merges":           v.Merges,
+		"tokenizer.ggml.bos_token_id":     uint32(qwen.BOS),
+		"tokenizer.ggml.eos_token_id":     uint32(qwen.EOS),
+		"tokenizer.ggml.padding_token_id": uint32(qwen.PAD),
+		"tokenizer.ggml.add_bos_token":    false,
+	}
+	if cfg.Extra == nil {
+		cfg.Extra = map[string]any{}
+	}
+	for k, val := range extra {
+		cfg.Extra[k] = val
+	}
+	return cfg, nil
 }

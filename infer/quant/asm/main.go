@@ -1,16 +1,31 @@
-// Command asm generates infer/quant's AVX-512 VNNI kernels with avo:
+// Command asm generates infer/quant's AVX-512 VNNI kernels with avo. Run
+// from infer/quant (see the go:generate line in simd_amd64.go):
 //
-//	go run ./asm -out simd_amd64.s -stubs simd_stub_amd64.go -pkg quant
+//	cd asm && go run . -out ../simd_amd64.s -stubs ../simd_stub_amd64.go -pkg quant
 //
-// (run from infer/quant; see the go:generate line in simd_amd64.go).
+// It is its own module so that avo's dependencies stay out of bonsai's
+// go.mod.
 //
-// The kernels work on weights repacked at load into groups of 16 rows
-// (infer/quant/repack.go) so that one 512-bit register holds the same four
-// columns of 16 rows: VPDPBUSD then yields one lane per row, and the
-// per-sub-block float scaling costs one multiply-add per 16 rows instead of
-// one per row. The activations of a tile of up to 8 tokens are interleaved
-// per 4-byte group, so each VPDPBUSD broadcasts one token's group from
-// memory.
+// The kernels read weights repacked at load into groups of 16 rows
+// (infer/quant/repack.go): one 512-bit register holds the same four columns
+// of 16 rows as unsigned bytes u, so VPDPBUSD yields one partial sum per row,
+// and the per-block float scaling costs one multiply-add per 16 rows instead
+// of one per row. The activations of a tile of up to 8 tokens are
+// interleaved per 4-byte group, so each VPDPBUSD broadcasts one token's
+// group from memory, and one u register serves every token of the tile.
+//
+// For every type, the weight value is u − c for a constant c (Q1_0: u ∈ {0,
+// 2}, value 2b − 1, c = 1 after halving... see below), so
+//
+//	Σ value·q = Σ u·q − c·Σq,
+//
+// and the accumulator starts at −c·Σq (from the activations' −Σq plane):
+// the integer sum per 32-column sub-block is exact, as in llama.cpp.
+//
+//	Q1_0: u = 2·bit ∈ {0, 2}, value 2·bit − 1, c = 1
+//	Q2_0: u = code ∈ {0..3}, value code − 1,  c = 1
+//	Q4_0: u = code ∈ {0..15}, value code − 8, c = 8
+//	Q8_0: u = q + 128,        value q,        c = 128
 package main
 
 import (
@@ -22,22 +37,101 @@ import (
 	"github.com/mmcloughlin/avo/reg"
 )
 
-// Layout constants shared with repack.go and simd_amd64.go.
-const (
-	groupRows   = 16
-	tileTokens  = 8
-	q1BlockSize = 288 // 32 words of 64 bits + 16 f16 scales, per 128 columns
-)
+// spec describes one weight type's packed layout and how to expand it.
+type spec struct {
+	name       string
+	cols       int // columns per packed block (the weight scale's span)
+	blockBytes int // packed bytes per 16 rows × cols
+	scales     int // offset of the 16 f16 row scales in the block
+	shift      int // c = 1 << shift
+	// setup emits the constants the expansion needs.
+	setup func() []reg.VecVirtual
+	// u emits the expansion of group g (4 columns × 16 rows) of the block
+	// at w and returns the register holding it.
+	u func(w reg.Register, consts []reg.VecVirtual, g int, cache map[int]reg.VecVirtual) reg.VecVirtual
+}
+
+func broadcastByte(v uint32) reg.VecVirtual {
+	r := GP32()
+	MOVL(U32(v*0x01010101), r)
+	z := ZMM()
+	VPBROADCASTD(r, z)
+	return z
+}
+
+var specs = []spec{
+	{
+		// 32 u64 words (word g: bit 4r+e = row r, column 4g+e), 16 f16.
+		name: "q1_0", cols: 128, blockBytes: 288, scales: 256, shift: 0,
+		setup: func() []reg.VecVirtual { return []reg.VecVirtual{broadcastByte(2)} },
+		u: func(w reg.Register, c []reg.VecVirtual, g int, _ map[int]reg.VecVirtual) reg.VecVirtual {
+			k, u := K(), ZMM()
+			KMOVQ(Mem{Base: w, Disp: 8 * g}, k)
+			VMOVDQU8_Z(c[0], k, u)
+			return u
+		},
+	},
+	q2Spec("q2_0", 64),
+	q2Spec("q2_0g128", 128),
+	{
+		// 4 × 64 bytes: byte 4r+e of chunk p holds row r's codes of column
+		// 8p+e (low nibble) and 8p+4+e (high nibble); 16 f16.
+		name: "q4_0", cols: 32, blockBytes: 288, scales: 256, shift: 3,
+		setup: func() []reg.VecVirtual { return []reg.VecVirtual{broadcastByte(0x0f)} },
+		u: func(w reg.Register, c []reg.VecVirtual, g int, cache map[int]reg.VecVirtual) reg.VecVirtual {
+			if u, ok := cache[g]; ok {
+				return u
+			}
+			v, lo, hi := ZMM(), ZMM(), ZMM()
+			VMOVDQU64(Mem{Base: w, Disp: 64 * (g / 2)}, v)
+			VPANDD(c[0], v, lo)
+			VPSRLW(U8(4), v, hi)
+			VPANDD(c[0], hi, hi)
+			cache[g&^1], cache[g|1] = lo, hi
+			return cache[g]
+		},
+	},
+	{
+		// 8 × 64 bytes: byte 4r+e of chunk g = row r, column 4g+e, plus 128;
+		// 16 f16.
+		name: "q8_0", cols: 32, blockBytes: 544, scales: 512, shift: 7,
+		setup: func() []reg.VecVirtual { return nil },
+		u: func(w reg.Register, _ []reg.VecVirtual, g int, _ map[int]reg.VecVirtual) reg.VecVirtual {
+			u := ZMM()
+			VMOVDQU64(Mem{Base: w, Disp: 64 * g}, u)
+			return u
+		},
+	},
+}
+
+// q2Spec: per group two u64 bit planes (low bits at 16g, high bits at
+// 16g+8), then 16 f16; u = low + 2·high.
+func q2Spec(name string, cols int) spec {
+	return spec{
+		name: name, cols: cols, blockBytes: 4*cols + 32, scales: 4 * cols, shift: 0,
+		setup: func() []reg.VecVirtual { return []reg.VecVirtual{broadcastByte(1), broadcastByte(2)} },
+		u: func(w reg.Register, c []reg.VecVirtual, g int, _ map[int]reg.VecVirtual) reg.VecVirtual {
+			klo, khi, u := K(), K(), ZMM()
+			KMOVQ(Mem{Base: w, Disp: 16 * g}, klo)
+			KMOVQ(Mem{Base: w, Disp: 16*g + 8}, khi)
+			VMOVDQU8_Z(c[0], klo, u)
+			VPADDB(c[1], u, khi, u)
+			return u
+		},
+	}
+}
 
 func main() {
-	for _, t := range []int{1, 2, 4, 8} {
-		q1_0Kernel(t)
+	for _, s := range specs {
+		for _, t := range []int{1, 2, 4, 8} {
+			kernel(s, t)
+		}
 	}
 	Generate()
 }
 
 // vpdpbusdBcst emits VPDPBUSD.BCST m32, u, acc: acc += Σ₄ u(u8)·m(s8) per
-// lane, m a broadcast dword. avo v0.5.0's instruction table predates
+// lane, m one broadcast dword. avo v0.5.0's instruction table predates
 // AVX512_VNNI, so the instruction is spelled out for its register
 // allocator.
 func vpdpbusdBcst(m Mem, u, acc reg.VecVirtual) {
@@ -51,77 +145,94 @@ func vpdpbusdBcst(m Mem, u, acc reg.VecVirtual) {
 	})
 }
 
-// q1_0Kernel generates q1_0x16t<T>: 16 rows × T tokens of a Q1_0 product.
+// kernel generates <name>x16t<T>: 16 rows × T tokens. Per 32-column
+// sub-block k of a block:
 //
-// For each 128-column block and each of its four 32-column sub-blocks k:
+//	s[r] = −c·Σq_k + Σ_{g<8} Σ_{e<4} u[r][4g+e]·q[4g+e]   (exact)
 //
-//	s[r] = −Σq_k + Σ_{g<8} Σ_{e<4} 2·bit[r][4g+e]·q[4g+e]   (= Σ ±q, exact)
-//	blk[r] += d_x[k] · float(s[r])
-//
-// then acc[r] += d_w[r] · blk[r]: llama.cpp's ggml_vec_dot_q1_0_q8_0 order.
-func q1_0Kernel(T int) {
-	TEXT(fmt.Sprintf("q1_0x16t%d", T), NOSPLIT,
-		"func(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)")
-	Doc(fmt.Sprintf("q1_0x16t%d computes 16 rows × %d tokens of a Q1_0 · Q8_0 product.", T, T))
+// Blocks of one sub-block (Q4_0, Q8_0) then do acc[r] += float(s[r]) ·
+// (d_w[r]·d_x), llama.cpp's sumi·(d_w·d_x); wider blocks (Q1_0, Q2_0) do
+// blk[r] += d_x[k]·float(s[r]) over the sub-blocks, then acc[r] += d_w[r] ·
+// blk[r], as ggml_vec_dot_q1_0_q8_0 does.
+func kernel(s spec, T int) {
+	name := fmt.Sprintf("%sx16t%d", s.name, T)
+	TEXT(name, NOSPLIT, "func(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)")
+	Doc(fmt.Sprintf("%s computes 16 rows × %d tokens of a %s · Q8_0 product.", name, T, s.name))
 	Pragma("noescape")
 	w := Load(Param("w"), GP64())
 	blocks := Load(Param("blocks"), GP64())
 	qs := Load(Param("qs"), GP64())
 	negq := Load(Param("negq"), GP64())
 	dk := Load(Param("dk"), GP64())
+	consts := s.setup()
 
-	twos32 := GP32()
-	MOVL(U32(0x02020202), twos32)
-	twos := ZMM()
-	VPBROADCASTD(twos32, twos)
-
+	subs := s.cols / 32
 	acc := make([]reg.VecVirtual, T)
 	blk := make([]reg.VecVirtual, T)
-	s := make([]reg.VecVirtual, T)
+	sum := make([]reg.VecVirtual, T)
 	for t := range acc {
-		acc[t], blk[t], s[t] = ZMM(), ZMM(), ZMM()
+		acc[t], blk[t], sum[t] = ZMM(), ZMM(), ZMM()
 		VPXORD(acc[t], acc[t], acc[t])
 	}
 
 	Label("block")
-	for k := 0; k < 4; k++ {
+	cache := map[int]reg.VecVirtual{}
+	for k := 0; k < subs; k++ {
 		for t := 0; t < T; t++ {
-			VPBROADCASTD(Mem{Base: negq, Disp: 32*k + 4*t}, s[t])
+			VPBROADCASTD(Mem{Base: negq, Disp: 32*k + 4*t}, sum[t])
+			if s.shift > 0 {
+				VPSLLD(U8(s.shift), sum[t], sum[t])
+			}
 		}
 		for g := 0; g < 8; g++ {
-			mask := K()
-			KMOVQ(Mem{Base: w, Disp: 8 * (8*k + g)}, mask)
-			u := ZMM()
-			VMOVDQU8_Z(twos, mask, u)
+			u := s.u(w, consts, 8*k+g, cache)
 			for t := 0; t < T; t++ {
-				vpdpbusdBcst(Mem{Base: qs, Disp: 32*(8*k+g) + 4*t}, u, s[t])
+				vpdpbusdBcst(Mem{Base: qs, Disp: 32*(8*k+g) + 4*t}, u, sum[t])
 			}
 		}
 		for t := 0; t < T; t++ {
-			VCVTDQ2PS(s[t], s[t])
+			VCVTDQ2PS(sum[t], sum[t])
+		}
+		if subs == 1 {
+			dw := ZMM()
+			VCVTPH2PS(Mem{Base: w, Disp: s.scales}, dw)
+			for t := 0; t < T; t++ {
+				VMULPS_BCST(Mem{Base: dk, Disp: 4 * t}, dw, blk[t])
+				VFMADD231PS(sum[t], blk[t], acc[t])
+			}
+			continue
+		}
+		for t := 0; t < T; t++ {
 			if k == 0 {
-				VMULPS_BCST(Mem{Base: dk, Disp: 32*k + 4*t}, s[t], blk[t])
+				VMULPS_BCST(Mem{Base: dk, Disp: 32*k + 4*t}, sum[t], blk[t])
 			} else {
-				VFMADD231PS_BCST(Mem{Base: dk, Disp: 32*k + 4*t}, s[t], blk[t])
+				VFMADD231PS_BCST(Mem{Base: dk, Disp: 32*k + 4*t}, sum[t], blk[t])
 			}
 		}
 	}
-	dw := ZMM()
-	VCVTPH2PS(Mem{Base: w, Disp: 256}, dw)
-	for t := 0; t < T; t++ {
-		VFMADD231PS(blk[t], dw, acc[t])
+	if subs > 1 {
+		dw := ZMM()
+		VCVTPH2PS(Mem{Base: w, Disp: s.scales}, dw)
+		for t := 0; t < T; t++ {
+			VFMADD231PS(blk[t], dw, acc[t])
+		}
 	}
-	ADDQ(U32(q1BlockSize), w)
-	ADDQ(U32(32*32), qs)
-	ADDQ(U32(4*32), negq)
-	ADDQ(U32(4*32), dk)
+	ADDQ(U32(s.blockBytes), w)
+	ADDQ(U32(8*s.cols), qs)   // cols/4 groups × 8 tokens × 4 bytes
+	ADDQ(U32(32*subs), negq) // per sub-block: 8 tokens × 4 bytes
+	ADDQ(U32(32*subs), dk)
 	DECQ(blocks)
 	JNZ(LabelRef("block"))
 
+	// Only the rows in rowMask are stored: the last group of a matrix may
+	// be partial.
 	y := Load(Param("y"), GP64())
 	ldy := Load(Param("ldy"), GP64())
+	mask := Load(Param("rowMask"), GP32())
+	kstore := K()
+	KMOVW(mask, kstore)
 	for t := 0; t < T; t++ {
-		VMOVUPS(acc[t], Mem{Base: y})
+		VMOVUPS(acc[t], kstore, Mem{Base: y})
 		if t+1 < T {
 			ADDQ(ldy, y)
 		}

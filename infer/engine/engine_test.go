@@ -1,0 +1,300 @@
+package engine
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/chat"
+	"github.com/bonsai-chat/bonsai/infer/internal/tinymodel"
+	"github.com/bonsai-chat/bonsai/infer/profile"
+	"github.com/bonsai-chat/bonsai/infer/sample"
+	"github.com/bonsai-chat/bonsai/infer/tokenizer"
+)
+
+// testFile is a 2-layer Q1_0 model with the real Qwen3 tokenizer.
+func testFile(t *testing.T) *gguf.File {
+	t.Helper()
+	cfg := tinymodel.Config{Layers: 2, Embed: 128, Heads: 2, KVHeads: 1, HeadDim: 64, FFN: 256,
+		Context: 1024, Type: gguf.Q1_0, Tied: true, Seed: 3, RopeBase: 1e6}
+	cfg, err := tinymodel.WithQwenTokenizer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := tinymodel.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func start(t *testing.T, f *gguf.File, opts Options) *Engine {
+	t.Helper()
+	opts.File, opts.Backend, opts.Threads = f, "cpu", 2
+	if opts.Context == 0 {
+		opts.Context = 256
+	}
+	e := New(opts)
+	t.Cleanup(e.Close)
+	for ev := range waitFor[Loaded](t, e) {
+		_ = ev
+	}
+	return e
+}
+
+// waitFor collects events until one of type T (returned last), failing on
+// a fatal error or a timeout.
+func waitFor[T Event](t *testing.T, e *Engine) []Event {
+	t.Helper()
+	var got []Event
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case ev, ok := <-e.Events():
+			if !ok {
+				t.Fatalf("events closed while waiting; got %v", got)
+			}
+			got = append(got, ev)
+			if err, isErr := ev.(Error); isErr && err.Fatal {
+				t.Fatalf("fatal engine error: %v", err.Err)
+			}
+			if _, done := ev.(T); done {
+				return got
+			}
+		case <-timeout:
+			t.Fatalf("timed out; got %v", got)
+		}
+	}
+}
+
+type reply struct {
+	ids    []int32
+	text   string
+	done   Done
+	errors []error
+	stats  int
+}
+
+func collect(t *testing.T, e *Engine) reply {
+	t.Helper()
+	var r reply
+	for _, ev := range waitFor[Done](t, e) {
+		switch ev := ev.(type) {
+		case Token:
+			r.ids = append(r.ids, ev.ID)
+			r.text += ev.Text
+		case Stats:
+			r.stats++
+		case Error:
+			r.errors = append(r.errors, ev.Err)
+		case Done:
+			r.done = ev
+		}
+	}
+	return r
+}
+
+var greedy = &Sampling{}
+
+func ask(text string) []chat.Message {
+	return []chat.Message{{Role: chat.RoleUser, Content: text}}
+}
+
+// The engine's greedy reply must be what the model itself decodes.
+func TestGreedyReplyMatchesModel(t *testing.T) {
+	f := testFile(t)
+	e := start(t, f, Options{})
+	e.Generate(GenerateRequest{Messages: ask("Hello"), MaxTokens: 6, Sampling: greedy})
+	r := collect(t, e)
+	if r.done.Reason != "length" || r.done.Stats.DecodeTokens != 6 {
+		t.Fatalf("Done = %+v, want length after 6 tokens", r.done)
+	}
+
+	tok, err := tokenizer.FromGGUF(f.KV)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := infer.Load(f, infer.Options{Backend: "cpu", Context: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ids := tok.Encode(chat.FromGGUF(f.KV).Render(ask("Hello"), true, false), true)
+	if err := m.Forward(ids, 0); err != nil {
+		t.Fatal(err)
+	}
+	var want []int32
+	dec := tok.NewStreamDecoder()
+	var text string
+	for i := range 6 {
+		id := sample.Greedy(m.Logits())
+		want = append(want, id)
+		text += dec.Next(id)
+		if err := m.Forward([]int32{id}, len(ids)+i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text += dec.Flush()
+	// The engine streams the model's text through the think parser.
+	parser := chat.NewThinkParser(false)
+	var parsed string
+	for _, seg := range append(parser.Feed(text), parser.Flush()...) {
+		parsed += seg.Text
+	}
+	if parsed == "" {
+		t.Fatalf("the test model's greedy reply %q is empty after parsing: pick another seed", text)
+	}
+	if parsed != r.text {
+		t.Errorf("engine text %q, model text %q", r.text, parsed)
+	}
+	if r.stats == 0 {
+		t.Error("no Stats events during decoding")
+	}
+	if r.done.Stats.PrefillTokens != len(ids) || r.done.Stats.ContextSize != 256 || r.done.Stats.KVAllocBytes == 0 {
+		t.Errorf("stats %+v: want %d prefill tokens, context 256, KV bytes", r.done.Stats, len(ids))
+	}
+	for _, id := range r.ids {
+		found := false
+		for _, w := range want {
+			found = found || w == id
+		}
+		if !found {
+			t.Errorf("engine streamed token %d the model did not produce (%v)", id, want)
+		}
+	}
+}
+
+func TestKVPrefixReuse(t *testing.T) {
+	e := start(t, testFile(t), Options{})
+	msgs := ask("Tell me about trees")
+	e.Generate(GenerateRequest{Messages: msgs, MaxTokens: 4, Sampling: greedy})
+	first := collect(t, e)
+
+	// The same conversation again: only the last prompt token runs.
+	e.Generate(GenerateRequest{Messages: msgs, MaxTokens: 4, Sampling: greedy})
+	again := collect(t, e)
+	if again.done.Stats.PrefillTokens != 1 {
+		t.Errorf("repeated prompt prefilled %d tokens, want 1", again.done.Stats.PrefillTokens)
+	}
+	if again.text != first.text {
+		t.Errorf("repeated greedy reply %q differs from %q", again.text, first.text)
+	}
+
+	// A follow-up only prefills what follows the shared prefix.
+	follow := append(msgs, chat.Message{Role: chat.RoleAssistant, Content: first.text},
+		chat.Message{Role: chat.RoleUser, Content: "And rocks?"})
+	e.Generate(GenerateRequest{Messages: follow, MaxTokens: 2, Sampling: greedy})
+	next := collect(t, e)
+	full := first.done.Stats.PrefillTokens
+	if p := next.done.Stats.PrefillTokens; p == 0 || p >= full+10 {
+		t.Errorf("follow-up prefilled %d tokens; the first prompt alone was %d", p, full)
+	}
+
+	// Reset forgets the cache.
+	e.Reset()
+	e.Generate(GenerateRequest{Messages: msgs, MaxTokens: 1, Sampling: greedy})
+	if r := collect(t, e); r.done.Stats.PrefillTokens != full {
+		t.Errorf("after Reset prefilled %d tokens, want %d", r.done.Stats.PrefillTokens, full)
+	}
+}
+
+func TestStop(t *testing.T) {
+	e := start(t, testFile(t), Options{Context: 1024})
+	e.Generate(GenerateRequest{Messages: ask("Go on forever"), Sampling: &Sampling{Temperature: 1, Seed: 1}})
+	// Stop after the first streamed token.
+	waitFor[Token](t, e)
+	e.Stop()
+	r := collect(t, e)
+	if r.done.Reason != "stopped" && r.done.Reason != "stop" {
+		t.Fatalf("Done reason %q, want stopped", r.done.Reason)
+	}
+	// The engine serves the next request normally.
+	e.Generate(GenerateRequest{Messages: ask("Hi"), MaxTokens: 2, Sampling: greedy})
+	if r := collect(t, e); r.done.Reason != "length" {
+		t.Fatalf("after Stop, Done = %+v", r.done)
+	}
+}
+
+func TestContextFull(t *testing.T) {
+	e := start(t, testFile(t), Options{Context: 24})
+	e.Generate(GenerateRequest{Messages: ask("Hi"), Sampling: greedy})
+	r := collect(t, e)
+	if r.done.Reason != "length" && r.done.Reason != "stop" {
+		t.Fatalf("Done = %+v, want length at the context's end", r.done)
+	}
+	if r.done.Reason == "length" && r.done.Stats.ContextUsed != 24 {
+		t.Errorf("context used %d of 24 when full", r.done.Stats.ContextUsed)
+	}
+	e.Generate(GenerateRequest{Messages: ask(strings.Repeat("long prompt ", 20)), Sampling: greedy})
+	r = collect(t, e)
+	if len(r.errors) == 0 || !errors.Is(r.errors[0], infer.ErrContextFull) {
+		t.Errorf("over-long prompt: errors %v, want ErrContextFull", r.errors)
+	}
+}
+
+func TestSwitchBackend(t *testing.T) {
+	e := start(t, testFile(t), Options{})
+	e.SwitchBackend("no-such-backend")
+	evs := waitFor[Error](t, e)
+	if err := evs[len(evs)-1].(Error); err.Fatal || !errors.Is(err.Err, infer.ErrUnknownBackend) {
+		t.Fatalf("switch to unknown backend: %+v", err)
+	}
+	e.SwitchBackend("cpu")
+	evs = waitFor[Loaded](t, e)
+	if info := evs[len(evs)-1].(Loaded).Info; info.Backend != "cpu" || info.ContextSize != 256 || info.Arch != "qwen3" {
+		t.Fatalf("Loaded info %+v", info)
+	}
+	e.Generate(GenerateRequest{Messages: ask("Hi"), MaxTokens: 2, Sampling: greedy})
+	if r := collect(t, e); r.done.Reason != "length" {
+		t.Fatalf("after switching, Done = %+v", r.done)
+	}
+}
+
+func TestProfiling(t *testing.T) {
+	e := start(t, testFile(t), Options{Profile: true, ProfileEvery: 2})
+	e.Generate(GenerateRequest{Messages: ask("Hi"), MaxTokens: 4, Sampling: greedy})
+	var samples []ProfileSample
+	for _, ev := range waitFor[Done](t, e) {
+		if s, ok := ev.(ProfileSample); ok {
+			samples = append(samples, s)
+		}
+	}
+	if len(samples) == 0 {
+		t.Fatal("no ProfileSample while profiling")
+	}
+	s := samples[0].Sample
+	if s.Tokens == 0 || s.Total() <= 0 || s.Source != "cpu timers" {
+		t.Errorf("profile sample %+v", s)
+	}
+	for _, p := range []profile.Phase{profile.Embed, profile.QKV, profile.Attention, profile.FFN, profile.OutputHead, profile.Sampling} {
+		if s.Phases[p] <= 0 {
+			t.Errorf("phase %s has no time in %+v", p, s)
+		}
+	}
+}
+
+func TestCloseEndsEvents(t *testing.T) {
+	e := start(t, testFile(t), Options{})
+	e.Generate(GenerateRequest{Messages: ask("Hi"), Sampling: &Sampling{Temperature: 1}})
+	e.Close()
+	for range e.Events() {
+	}
+}
+
+func TestMissingFileIsFatal(t *testing.T) {
+	e := New(Options{Path: "/nonexistent/model.gguf"})
+	defer e.Close()
+	ev := <-e.Events()
+	for {
+		if _, ok := ev.(LoadProgress); !ok {
+			break
+		}
+		ev = <-e.Events()
+	}
+	if err, ok := ev.(Error); !ok || !err.Fatal {
+		t.Fatalf("got %#v, want a fatal Error", ev)
+	}
+}

@@ -1,0 +1,153 @@
+package parity
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer/synth"
+)
+
+var update = flag.Bool("update", false, "ask the llama.cpp oracle anew and rewrite the golden files in testdata/")
+
+// Generation parameters shared by every case.
+const (
+	steps   = 24 // greedy tokens compared per case
+	topLogs = 32 // logits kept per step in the goldens
+	// seedTries bounds the search for a decisive seed when updating.
+	seedTries = 40
+)
+
+// modelCase is one synthetic model and prompt. Every type that llama.cpp
+// can run has a case (Q2_0G128, the legacy layout, has none: llama.cpp
+// refuses it). Most use a 4096-token cut of the Qwen vocab to stay small; one
+// uses the real 151,936-token vocab, and one has a separate output matrix
+// (as the 8B has) instead of tied embeddings.
+type modelCase struct {
+	name   string
+	typ    gguf.Type
+	vocab  int // 0: the real Qwen vocab
+	untied bool
+	prompt string
+}
+
+var modelCases = []modelCase{
+	{name: "q1_0-qwen-vocab", typ: gguf.Q1_0, prompt: "The quick brown fox jumps over the lazy dog."},
+	{name: "q1_0", typ: gguf.Q1_0, vocab: 4096, prompt: "Once upon a time, in a land far away,"},
+	{name: "q1_0-untied", typ: gguf.Q1_0, vocab: 4096, untied: true, prompt: "Bonsai runs 1-bit models locally."},
+	{name: "q2_0", typ: gguf.Q2_0, vocab: 4096, prompt: "func main() {\n\tfmt.Println(\"hi\")\n}"},
+	{name: "q4_0", typ: gguf.Q4_0, vocab: 4096, prompt: "In 1969, 3 astronauts flew 384400 km."},
+	{name: "q8_0", typ: gguf.Q8_0, vocab: 4096, prompt: "Dear diary, today I learned"},
+	{name: "q4_k", typ: gguf.Q4_K, vocab: 4096, prompt: "SELECT name FROM users WHERE id = 42;"},
+	{name: "q5_k", typ: gguf.Q5_K, vocab: 4096, prompt: "The mitochondria is the powerhouse"},
+	{name: "q6_k", typ: gguf.Q6_K, vocab: 4096, prompt: "Roses are red, violets are blue"},
+	{name: "f16", typ: gguf.F16, vocab: 4096, prompt: "To be, or not to be: that is"},
+	{name: "bf16", typ: gguf.BF16, vocab: 4096, prompt: "Hello, world! Hello, bonsai!"},
+	{name: "f32", typ: gguf.F32, vocab: 4096, prompt: "1, 1, 2, 3, 5, 8, 13,"},
+}
+
+// golden is llama.cpp's answer for one case, with what it takes to rebuild
+// the exact model it was asked about.
+type golden struct {
+	Shape       string `json:"shape"`
+	Type        string `json:"type"`
+	Vocab       int    `json:"vocab"`
+	Layers      int    `json:"layers"`
+	Tied        bool   `json:"tied"`
+	Seed        uint64 `json:"seed"`
+	ModelSHA256 string `json:"model_sha256"`
+	Prompt      string `json:"prompt"`
+	oracleRun
+}
+
+func goldenPath(name string) string { return filepath.Join("testdata", name+".json") }
+
+func readGolden(name string) (golden, error) {
+	b, err := os.ReadFile(goldenPath(name))
+	if err != nil {
+		return golden{}, fmt.Errorf("%w (run `go test ./infer/parity -update` with the oracle installed)", err)
+	}
+	var g golden
+	if err := json.Unmarshal(b, &g); err != nil {
+		return golden{}, fmt.Errorf("%s: %w", goldenPath(name), err)
+	}
+	return g, nil
+}
+
+func writeGolden(name string, g golden) error {
+	b, err := json.MarshalIndent(g, "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(goldenPath(name), append(b, '\n'), 0o644)
+}
+
+// options rebuilds the synth options of a case with a seed.
+func (c modelCase) options(seed uint64) synth.Options {
+	s := synth.Shapes["tiny"]
+	if c.vocab != 0 {
+		s.Vocab = c.vocab
+	}
+	s.Tied = !c.untied
+	return synth.Options{Shape: s, Type: c.typ, Seed: seed}
+}
+
+// models caches generated model files for the whole test binary.
+var models = struct {
+	sync.Mutex
+	dir   string
+	paths map[string]string
+}{paths: map[string]string{}}
+
+// modelFile generates (once) the model of o and returns its path and
+// SHA-256.
+func modelFile(t *testing.T, o synth.Options) (path, sum string) {
+	t.Helper()
+	models.Lock()
+	defer models.Unlock()
+	key := fmt.Sprintf("%s-%s-v%d-l%d-t%v-s%d", o.Shape.Name, strings.ToLower(o.Type.String()), o.Shape.Vocab, o.Shape.Layers, o.Shape.Tied, o.Seed)
+	if p, ok := models.paths[key]; ok {
+		return p, models.paths[key+"#sha"]
+	}
+	if models.dir == "" {
+		dir, err := os.MkdirTemp("", "bonsai-parity-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		models.dir = dir
+	}
+	p := filepath.Join(models.dir, key+".gguf")
+	if err := synth.Write(p, o); err != nil {
+		t.Fatalf("generating %s: %v", key, err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	sum = hex.EncodeToString(h.Sum(nil))
+	models.paths[key], models.paths[key+"#sha"] = p, sum
+	return p, sum
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	if models.dir != "" {
+		os.RemoveAll(models.dir)
+	}
+	os.Exit(code)
+}

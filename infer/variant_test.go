@@ -1,0 +1,46 @@
+package infer
+
+import (
+	"testing"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+)
+
+func TestClassifyVariant(t *testing.T) {
+	b17 := ModelShape{"qwen3", 28, 2048, 16, 8, 128, 6144, 151936, true}
+	b4 := ModelShape{"qwen3", 36, 2560, 32, 8, 128, 9728, 151936, true}
+	b8 := ModelShape{"qwen3", 36, 4096, 32, 8, 128, 12288, 151936, false}
+	q1 := map[gguf.Type]int{gguf.Q1_0: 197}
+	tests := []struct {
+		name   string
+		shape  ModelShape
+		types  map[gguf.Type]int
+		want   string
+		bonsai bool
+	}{
+		{"1.7B Q1_0", b17, q1, "Bonsai-1.7B", true},
+		{"4B Q1_0", b4, q1, "Bonsai-4B", true},
+		{"8B Q1_0", b8, map[gguf.Type]int{gguf.Q1_0: 254}, "Bonsai-8B", true},
+		{"8B ternary g64", b8, map[gguf.Type]int{gguf.Q2_0: 254}, "Ternary-Bonsai-8B", true},
+		{"8B ternary g128", b8, map[gguf.Type]int{gguf.Q2_0G128: 254}, "Ternary-Bonsai-8B", true},
+		{"4B pq2_0", b4, map[gguf.Type]int{gguf.PQ2_0: 254}, "Ternary-Bonsai-4B", true},
+		{"1.7B shape in Q4_0 is plain Qwen3", b17, map[gguf.Type]int{gguf.Q4_0: 197}, "Qwen3 (other)", false},
+		{"mixed Q1_0 and Q8_0", b17, map[gguf.Type]int{gguf.Q1_0: 196, gguf.Q8_0: 1}, "Qwen3 (other)", false},
+		{"8B shape but tied", func() ModelShape { s := b8; s.Tied = true; return s }(), q1, "Qwen3 (other)", false},
+		{"1.7B with fewer layers", func() ModelShape { s := b17; s.Layers = 2; return s }(), q1, "Qwen3 (other)", false},
+		{"other arch", ModelShape{Arch: "llama"}, q1, "llama (other)", false},
+		{"qwen35", ModelShape{Arch: "qwen35"}, q1, "Qwen35 (other)", false},
+		{"no weights", b17, nil, "Qwen3 (other)", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := ClassifyVariant(tc.shape, tc.types)
+			if v.Name != tc.want || v.Bonsai != tc.bonsai {
+				t.Fatalf("ClassifyVariant = %+v, want %q (bonsai %v)", v, tc.want, tc.bonsai)
+			}
+			if v.Bonsai && (v.Temperature != 0.5 || v.TopP != 0.85 || v.TopK != 20 || v.Think) {
+				t.Errorf("Bonsai sampling defaults %+v, want temp 0.5, top-p 0.85, top-k 20, no thinking", v)
+			}
+		})
+	}
+}
