@@ -222,30 +222,47 @@ func (c *Config) readFile(path string) error {
 		}
 		c.Sources[key] = Source{Origin: FromFile, File: path, Line: lines[key]}
 	}
-	for _, k := range md.Undecoded() {
-		if md.Type(k...) == "Hash" && len(k) == 1 {
-			// An unknown table: report it once, not each key inside.
-			c.Warnings = append(c.Warnings, fmt.Sprintf("%s:%d: unknown table [%s]", path, lines["["+k.String()+"]"], k))
+	// Report the outermost unknown name only: an unknown table once, not
+	// each key inside it.
+	undecoded := md.Undecoded()
+	unknown := map[string]bool{}
+	for _, k := range undecoded {
+		unknown[k.String()] = true
+	}
+	reported := map[string]bool{}
+	for _, k := range undecoded {
+		name := k.String()
+		if hasUnknownParent(k, unknown) || reported[name] {
 			continue
 		}
-		if parentUndecodedTable(md, k) {
-			continue
+		reported[name] = true
+		switch md.Type(k...) {
+		case "Hash":
+			c.Warnings = append(c.Warnings, fmt.Sprintf("%s: unknown table [%s]", where(path, lines["["+name+"]"]), name))
+		case "ArrayHash":
+			c.Warnings = append(c.Warnings, fmt.Sprintf("%s: unknown table [[%s]]", where(path, lines["[["+name+"]]"]), name))
+		default:
+			c.Warnings = append(c.Warnings, fmt.Sprintf("%s: unknown key %q", where(path, lines[name]), name))
 		}
-		c.Warnings = append(c.Warnings, fmt.Sprintf("%s:%d: unknown key %q", path, lines[k.String()], k.String()))
 	}
 	return nil
 }
 
-func parentUndecodedTable(md toml.MetaData, k toml.Key) bool {
-	if len(k) < 2 {
-		return false
-	}
-	for _, u := range md.Undecoded() {
-		if len(u) == 1 && u[0] == k[0] && md.Type(u...) == "Hash" {
+// hasUnknownParent reports whether a table enclosing k is itself unknown.
+func hasUnknownParent(k toml.Key, unknown map[string]bool) bool {
+	for i := 1; i < len(k); i++ {
+		if unknown[k[:i].String()] {
 			return true
 		}
 	}
 	return false
+}
+
+func where(path string, line int) string {
+	if line > 0 {
+		return fmt.Sprintf("%s:%d", path, line)
+	}
+	return path
 }
 
 var typeErrorPattern = regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
@@ -270,9 +287,17 @@ func keyLines(data []byte) map[string]int {
 		if t == "" || t[0] == '#' {
 			continue
 		}
-		if strings.HasPrefix(t, "[") && !strings.HasPrefix(t, "[[") {
-			end := strings.IndexByte(t, ']')
-			if end > 0 {
+		if strings.HasPrefix(t, "[[") {
+			if end := strings.Index(t, "]]"); end > 2 {
+				table = unquoteKey(t[2:end])
+				if _, seen := out["[["+table+"]]"]; !seen {
+					out["[["+table+"]]"] = n
+				}
+			}
+			continue
+		}
+		if strings.HasPrefix(t, "[") {
+			if end := strings.IndexByte(t, ']'); end > 1 {
 				table = unquoteKey(t[1:end])
 				out["["+table+"]"] = n
 			}

@@ -206,6 +206,14 @@ temprature = 1.0
 [colours]
 background = "black"
 foreground = "white"
+
+[[plugins]]
+name = "a"
+[[plugins]]
+name = "b"
+
+[sampling.extra]
+x = 1
 `)
 	c, err := Load(LoadOptions{Path: path, Env: noEnv})
 	if err != nil {
@@ -215,6 +223,8 @@ foreground = "white"
 		path + `:2: unknown key "modle"`,
 		path + `:5: unknown key "sampling.temprature"`,
 		path + `:7: unknown table [colours]`,
+		path + `:11: unknown table [[plugins]]`,
+		path + `:16: unknown table [sampling.extra]`,
 	}
 	if strings.Join(c.Warnings, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("warnings:\n%s\nwant:\n%s", strings.Join(c.Warnings, "\n"), strings.Join(want, "\n"))
@@ -235,10 +245,11 @@ send='x'
 [[array]]
 b = 6
 dotted.key = 7
+[[array]]
 `
 	got := keyLines([]byte(doc))
 	for key, line := range map[string]int{
-		"a": 1, "quoted key": 2, "system_prompt": 3, "sampling.top_k": 8, "[sampling]": 6, "[keys]": 9, "keys.send": 10,
+		"a": 1, "quoted key": 2, "system_prompt": 3, "sampling.top_k": 8, "[sampling]": 6, "[keys]": 9, "keys.send": 10, "[[array]]": 11, "array.b": 12,
 	} {
 		if got[key] != line {
 			t.Errorf("line of %q = %d, want %d", key, got[key], line)

@@ -29,6 +29,9 @@ type ReplyWriter struct {
 	err      error // the last background write's failure, if it has not succeeded since
 	done     bool
 
+	// writeMu orders writes, so an older snapshot never lands after a newer
+	// one.
+	writeMu sync.Mutex
 	stop    chan struct{}
 	flusher sync.WaitGroup
 	writes  atomic.Int64 // successful writes, for tests of the write rate
@@ -100,6 +103,8 @@ func (w *ReplyWriter) flushLoop(every time.Duration) {
 // Flush writes the text so far now, if anything was appended since the last
 // write.
 func (w *ReplyWriter) Flush() error {
+	w.writeMu.Lock()
+	defer w.writeMu.Unlock()
 	w.mu.Lock()
 	if !w.dirty || w.done {
 		w.mu.Unlock()
@@ -162,6 +167,8 @@ func (w *ReplyWriter) Finish(stats Stats, stopped bool) error {
 	if !w.close() {
 		return fmt.Errorf("reply %d: %w", w.id, ErrClosed)
 	}
+	w.writeMu.Lock()
+	defer w.writeMu.Unlock()
 	return w.write(w.content.String(), w.thinking.String(), &finalState{stats: stats, stopped: stopped})
 }
 
@@ -176,6 +183,8 @@ func (w *ReplyWriter) abandon() error {
 	if !dirty {
 		return nil
 	}
+	w.writeMu.Lock()
+	defer w.writeMu.Unlock()
 	return w.write(w.content.String(), w.thinking.String(), nil)
 }
 

@@ -74,7 +74,8 @@ func (s *Store) Search(ctx context.Context, query string, opts SearchOptions) ([
 // query.
 func ftsQuery(q string) string {
 	var terms []string
-	for _, w := range strings.Fields(q) {
+	// NUL would cut the query short inside SQLite; treat it as a space.
+	for _, w := range strings.Fields(strings.ReplaceAll(q, "\x00", " ")) {
 		prefix := strings.HasSuffix(w, "*")
 		w = strings.TrimRight(w, "*")
 		if w == "" {

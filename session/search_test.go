@@ -19,6 +19,7 @@ func TestFTSQuery(t *testing.T) {
 		{"prefix*", `"prefix"*`},
 		{"*", ""},
 		{"NEAR( OR AND -x", `"NEAR(" AND "OR" AND "AND" AND "-x"`},
+		{"a\x00b", `"a" AND "b"`},
 	} {
 		if got := ftsQuery(tc.in); got != tc.want {
 			t.Errorf("ftsQuery(%q) = %s, want %s", tc.in, got, tc.want)

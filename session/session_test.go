@@ -379,3 +379,34 @@ func TestCloseFlushesStreamingReply(t *testing.T) {
 		t.Fatalf("after Close: %+v", got)
 	}
 }
+
+func TestDeleteMessagesFrom(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	a, _ := s.Create(ctx, Meta{})
+	b, _ := s.Create(ctx, Meta{})
+	mustAdd(t, s, a.ID, chat.RoleUser, "keep me")
+	cut := mustAdd(t, s, a.ID, chat.RoleAssistant, "regenerate me")
+	other := mustAdd(t, s, b.ID, chat.RoleUser, "another session, later id")
+	mustAdd(t, s, a.ID, chat.RoleUser, "drop me too")
+	if other < cut {
+		t.Fatal("test needs the other session's message after the cut")
+	}
+
+	if err := s.DeleteMessagesFrom(ctx, a.ID, cut); err != nil {
+		t.Fatal(err)
+	}
+	sa, _ := s.Load(ctx, a.ID)
+	if len(sa.Turns) != 1 || sa.Turns[0].Content != "keep me" {
+		t.Fatalf("session a after cut: %+v", sa.Turns)
+	}
+	if sb, _ := s.Load(ctx, b.ID); len(sb.Turns) != 1 {
+		t.Fatalf("session b lost messages: %+v", sb.Turns)
+	}
+	if hits, _ := s.Search(ctx, "regenerate", SearchOptions{}); len(hits) != 0 {
+		t.Errorf("deleted message still searchable: %+v", hits)
+	}
+	if err := s.DeleteMessagesFrom(ctx, 999, 1); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown session: %v", err)
+	}
+}

@@ -298,3 +298,24 @@ func insertMessage(ctx context.Context, tx *sql.Tx, sessionID int64, m Message, 
 	}
 	return res.LastInsertId()
 }
+
+// DeleteMessagesFrom removes the message messageID and every later one from
+// the session (regenerating or editing a turn replaces the conversation's
+// tail). A reply still streaming into a removed message is no longer saved.
+func (s *Store) DeleteMessagesFrom(ctx context.Context, sessionID, messageID int64) error {
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE sessions SET updated_at = ? WHERE id = ?`, millis(s.opts.Now()), sessionID)
+		if err != nil {
+			return err
+		}
+		if err := mustHaveChanged(res, sessionID); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM messages WHERE session_id = ? AND id >= ?`, sessionID, messageID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("session %d: delete messages from %d: %w", sessionID, messageID, err)
+	}
+	return nil
+}

@@ -1,6 +1,13 @@
 package tui
 
-import "github.com/charmbracelet/bubbles/key"
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+)
 
 // KeyMap lists every binding with its help text; the help overlay is
 // generated from it, so what the overlay says is what the keys do.
@@ -8,6 +15,7 @@ type KeyMap struct {
 	Send        key.Binding
 	Newline     key.Binding
 	Stop        key.Binding
+	Interrupt   key.Binding
 	Quit        key.Binding
 	Regenerate  key.Binding
 	EditLast    key.Binding
@@ -34,7 +42,8 @@ func DefaultKeyMap() KeyMap {
 		Send:        key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "send")),
 		Newline:     key.NewBinding(key.WithKeys("ctrl+j", "alt+enter", "shift+enter"), key.WithHelp("ctrl+j / shift+enter", "new line")),
 		Stop:        key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "stop the reply (kept, marked stopped)")),
-		Quit:        key.NewBinding(key.WithKeys("ctrl+c", "ctrl+d"), key.WithHelp("ctrl+c ×2 / ctrl+d", "quit (ctrl+c stops a reply first)")),
+		Interrupt:   key.NewBinding(key.WithKeys("ctrl+c"), key.WithHelp("ctrl+c", "stop the reply; twice when idle: quit")),
+		Quit:        key.NewBinding(key.WithKeys("ctrl+d"), key.WithHelp("ctrl+d", "quit (on an empty input)")),
 		Regenerate:  key.NewBinding(key.WithKeys("ctrl+r"), key.WithHelp("ctrl+r", "regenerate the last reply")),
 		EditLast:    key.NewBinding(key.WithKeys("ctrl+x"), key.WithHelp("ctrl+x", "edit the last prompt")),
 		Complete:    key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "complete a /command")),
@@ -56,8 +65,57 @@ func DefaultKeyMap() KeyMap {
 // helpRows is the order the help overlay lists bindings in.
 func (k KeyMap) helpRows() []key.Binding {
 	return []key.Binding{
-		k.Send, k.Newline, k.HistoryPrev, k.HistoryNext, k.Complete, k.Stop, k.Quit,
+		k.Send, k.Newline, k.HistoryPrev, k.HistoryNext, k.Complete, k.Stop, k.Interrupt, k.Quit,
 		k.Regenerate, k.EditLast, k.ToggleThink, k.Copy, k.Backend, k.Profile,
 		k.Sessions, k.NewChat, k.PageUp, k.PageDown, k.Bottom, k.Help,
 	}
+}
+
+// ErrUnknownAction: a key override names no action.
+var ErrUnknownAction = errors.New("unknown key action")
+
+// actions maps the names used in the config file's [keys] table to bindings.
+func (k *KeyMap) actions() map[string]*key.Binding {
+	return map[string]*key.Binding{
+		"send": &k.Send, "newline": &k.Newline, "stop": &k.Stop, "quit": &k.Quit,
+		"regenerate": &k.Regenerate, "edit": &k.EditLast, "complete": &k.Complete,
+		"think": &k.ToggleThink, "copy": &k.Copy, "backend": &k.Backend, "profile": &k.Profile,
+		"sessions": &k.Sessions, "new": &k.NewChat, "help": &k.Help, "page_up": &k.PageUp,
+		"page_down": &k.PageDown, "bottom": &k.Bottom, "history_prev": &k.HistoryPrev,
+		"history_next": &k.HistoryNext,
+	}
+}
+
+// Override rebinds actions from the config file: action name → keys,
+// comma-separated as bubbletea spells them ("ctrl+j", "alt+enter").
+func (k *KeyMap) Override(overrides map[string]string) error {
+	acts := k.actions()
+	names := make([]string, 0, len(overrides))
+	for name := range overrides {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		b, ok := acts[name]
+		if !ok {
+			known := make([]string, 0, len(acts))
+			for a := range acts {
+				known = append(known, a)
+			}
+			sort.Strings(known)
+			return fmt.Errorf("keys.%s: %w (known: %s)", name, ErrUnknownAction, strings.Join(known, ", "))
+		}
+		var keys []string
+		for _, s := range strings.Split(overrides[name], ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				keys = append(keys, s)
+			}
+		}
+		if len(keys) == 0 {
+			return fmt.Errorf("keys.%s: no key given", name)
+		}
+		b.SetKeys(keys...)
+		b.SetHelp(strings.Join(keys, " / "), b.Help().Desc)
+	}
+	return nil
 }

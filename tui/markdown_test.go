@@ -95,8 +95,8 @@ func TestStreamingRestartsOnWidthChange(t *testing.T) {
 func TestTrimRightKeepingEscapes(t *testing.T) {
 	tests := map[string]string{
 		"abc   ":                      "abc",
-		"\x1b[1mabc\x1b[0m   ":         "\x1b[1mabc\x1b[0m",
-		"\x1b[1mabc   \x1b[0m  ":       "\x1b[1mabc\x1b[0m",
+		"\x1b[1mabc\x1b[0m   ":        "\x1b[1mabc\x1b[0m",
+		"\x1b[1mabc   \x1b[0m  ":      "\x1b[1mabc\x1b[0m",
 		"   ":                         "",
 		"a \x1b[31m \x1b[0m \x1b[1m ": "a\x1b[31m\x1b[0m\x1b[1m",
 	}

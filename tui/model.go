@@ -49,9 +49,15 @@ type Options struct {
 	Keys *KeyMap
 	// ExportDir is where /export writes when given no path ("" = cwd).
 	ExportDir string
+	// Notices are shown at the top of the transcript (configuration
+	// warnings, a session that could not be resumed).
+	Notices []string
 	// Now is the clock (tests).
 	Now func() time.Time
 }
+
+// profiler is an engine whose per-phase timing can be switched on and off.
+type profiler interface{ SetProfiling(on bool) }
 
 // overlay is what covers the conversation, if anything.
 type overlay int
@@ -148,6 +154,9 @@ func New(opts Options) *Model {
 		m.loadSession(opts.Resume)
 	} else if m.system != "" {
 		m.conv.add(entry{kind: entrySystem, content: m.system})
+	}
+	for _, n := range opts.Notices {
+		m.conv.Notice(n)
 	}
 	return m
 }
@@ -528,6 +537,10 @@ func (m *Model) togglePanel(name string) tea.Cmd {
 	case panelProfile:
 		m.showProfile = !m.showProfile
 		m.state.Panels[name] = m.showProfile
+		// Timing every phase costs a little, so it runs only while shown.
+		if p, ok := m.eng.(profiler); ok {
+			p.SetProfiling(m.showProfile)
+		}
 	default:
 		return m.notify("no panel "+name+" (backend or profile)", true)
 	}
@@ -559,7 +572,8 @@ func (m *Model) saveState() {
 
 // onKey handles a key: overlays first, then global keys, then the input.
 func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
-	if msg.String() != "ctrl+c" {
+	interrupt := key.Matches(msg, m.keys.Interrupt)
+	if !interrupt {
 		m.quitArmedAt = time.Time{}
 	}
 	switch m.overlay {
@@ -576,17 +590,17 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		case msg.Type == tea.KeyPgDown:
 			m.helpOffset += 10
 		}
-		if msg.String() != "ctrl+c" {
+		if !interrupt {
 			return nil
 		}
 	case overlaySessions:
-		if msg.String() != "ctrl+c" {
+		if !interrupt {
 			return m.sessionsKey(msg)
 		}
 	}
 	k := m.keys
 	switch {
-	case msg.String() == "ctrl+c":
+	case interrupt:
 		if m.generating {
 			return m.stop()
 		}
@@ -595,10 +609,8 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		}
 		m.quitArmedAt = m.opts.Now()
 		return m.notify("press ctrl+c again to quit", false)
-	case key.Matches(msg, k.Quit) && msg.String() == "ctrl+d":
-		if m.input.Value() == "" && !m.generating {
-			return m.requestQuit()
-		}
+	case key.Matches(msg, k.Quit) && m.input.Value() == "" && !m.generating:
+		return m.requestQuit()
 	case key.Matches(msg, k.Stop):
 		if m.generating {
 			return m.stop()

@@ -199,7 +199,7 @@ func TestSlashCommands(t *testing.T) {
 		check func(t *testing.T, m *Model, fe *fakeengine.Engine, clip []string)
 	}{
 		{"new resets", "/new", func(t *testing.T, m *Model, fe *fakeengine.Engine, _ []string) {
-			if fe.Resets() != 1 || len(m.conv.entries) != 0 {
+			if fe.Resets() != 1 || len(m.conv.entries) != 1 || m.conv.entries[0].kind != entrySystem {
 				t.Errorf("resets=%d entries=%d", fe.Resets(), len(m.conv.entries))
 			}
 		}},
@@ -245,7 +245,10 @@ func TestSlashCommands(t *testing.T) {
 		}},
 		{"copy", "/copy", func(t *testing.T, m *Model, fe *fakeengine.Engine, clip []string) {}},
 		{"help", "/help", func(t *testing.T, m *Model, fe *fakeengine.Engine, _ []string) {
-			contains(t, m.View(), "Commands")
+			contains(t, m.View(), "Keys")
+			press(m, tea.KeyPgDown)
+			press(m, tea.KeyPgDown)
+			contains(t, m.View(), "/export")
 			press(m, tea.KeyEsc)
 			lacks(t, m.View(), "Commands")
 		}},

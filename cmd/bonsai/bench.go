@@ -8,7 +8,9 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"time"
 
 	"github.com/bonsai-chat/bonsai/infer"
@@ -32,6 +34,7 @@ type benchFlags struct {
 	gen     int
 	reps    int
 	format  string
+	cpuProf string
 }
 
 // benchResult is one test's speeds over the repetitions.
@@ -57,6 +60,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.gen, "n", 128, "generated tokens per tg test (0: skip)")
 	fs.IntVar(&o.reps, "r", 5, "repetitions of each test")
 	fs.StringVar(&o.format, "format", "text", "output: text (a llama-bench table) or json")
+	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a Go CPU profile of the measured runs to this file")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: bonsai bench [--model M] [--backend cpu|gpu] [--threads N] [-p 512] [-n 128] [-r 5] [--format text|json]")
 		fs.PrintDefaults()
@@ -113,6 +117,18 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	// backend's lazy setup are not what we measure.
 	if err := m.Forward(ids[:1], 0); err != nil {
 		return err
+	}
+
+	if o.cpuProf != "" {
+		pf, err := os.Create(o.cpuProf)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 
 	var results []benchResult

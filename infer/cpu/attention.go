@@ -37,11 +37,11 @@ func (j *attnJob) run(lo, hi, worker int) {
 		maxScore := float32(math.Inf(-1))
 		for t := range scores {
 			k := kc[t*width+kvOff : t*width+kvOff+a.HeadDim]
-			var s float32
+			var s64 float64
 			for d, x := range q16 {
-				s += x * halfToFloat[k[d]]
+				s64 += float64(x * halfToFloat[k[d]])
 			}
-			s *= a.Scale
+			s := float32(s64) * a.Scale
 			scores[t] = s
 			maxScore = max(maxScore, s)
 		}

@@ -79,6 +79,7 @@ type tensor struct {
 	buf        *wgpu.Buffer
 	scratch    *wgpu.Buffer   // activations rounded to a vec-dot type
 	part       *wgpu.Buffer   // split attention partials (q tensors)
+	stats      *wgpu.Buffer   // split attention (max, Σexp) per split
 	stagings   []*wgpu.Buffer // MapRead copies for Read, one per Read of a pass
 	passReads  int
 	argmax     *wgpu.Buffer
@@ -202,7 +203,7 @@ func (b *Backend) NewKVCache(spec infer.KVSpec) error {
 		b.kv = nil
 		// ops bound to the old cache are stale
 		for k, o := range b.ops {
-			if k.kind == "attn" || k.kind == "storekv" {
+			if k.kind == "attnstats" || k.kind == "attnpv" || k.kind == "storekv" {
 				o.bg.Release()
 				delete(b.ops, k)
 			}
@@ -265,12 +266,14 @@ func (b *Backend) Begin(batch infer.Batch) {
 		}
 		b.unplaced = nil
 	}
+	// Decode spreads the cache over up to maxSplits workgroups per kv head
+	// (at least 64 positions each); prefill has parallelism in its rows.
 	seq := batch.Pos + b.n
-	b.splits = 1
+	chunk := seq
 	if b.n == 1 {
-		b.splits = min(maxSplits, (seq+255)/256)
+		chunk = max(64, ceilDiv(seq, maxSplits))
 	}
-	chunk := (seq + b.splits - 1) / b.splits
+	b.splits = ceilDiv(seq, chunk)
 	var u [16]byte
 	binary.LittleEndian.PutUint32(u[0:], uint32(b.n))
 	binary.LittleEndian.PutUint32(u[4:], uint32(batch.Pos))
@@ -816,33 +819,54 @@ func (b *Backend) Attention(dstT, qT infer.Tensor, layer int, a infer.Attn) {
 		b.shapeErr("Attention: %+v on q %d cols, cache %+v, layer %d", a, q.cols, s, layer)
 		return
 	}
+	qpg := a.Heads / a.KVHeads
+	wg := 128
+	for wg < qpg*a.HeadDim/4 {
+		wg *= 2
+	}
+	if a.HeadDim%4 != 0 || wg > int(b.d.Limits.MaxComputeInvocationsPerWorkgroup) || qpg > wg {
+		b.fail(fmt.Errorf("gpu: attention with head_dim %d and %d query heads per kv head: %w", a.HeadDim, qpg, ErrUnsupported))
+		return
+	}
+	tile := wg / qpg
 	rows := min(q.rows, dst.rows)
 	n := min(rows, b.n)
 	slots := max(rows, maxSplits)
 	if q.part == nil {
-		buf, err := b.d.newBuffer(q.name+".part", uint64(slots*a.Heads*(a.HeadDim+2)*4), storageUsage)
+		part, err := b.d.newBuffer(q.name+".part", uint64(slots*a.Heads*a.HeadDim*4), storageUsage)
 		if err != nil {
 			b.fail(err)
 			return
 		}
-		q.part = buf
+		stats, err := b.d.newBuffer(q.name+".stats", uint64(slots*a.Heads*8), storageUsage)
+		if err != nil {
+			part.Release()
+			b.fail(err)
+			return
+		}
+		q.part, q.stats = part, stats
 	}
-	const wg = 128
 	kvd := s.KVHeads * s.HeadDim
-	o := b.prepared(opKey{kind: "attn", a: q, b: a, i: layer}, func() (*kernel, []binding, error) {
-		k, err := b.d.kernel("attention", map[string]shaders.Const{
-			"HEADS": shaders.U32(a.Heads), "KVHEADS": shaders.U32(a.KVHeads), "D": shaders.U32(a.HeadDim),
-			"KVD": shaders.U32(kvd), "QROWS": shaders.U32(rows), "LAYER_OFF": shaders.U32(layer * s.Context * kvd / 2),
-			"SCALE": shaders.F32(a.Scale), "WG": shaders.U32(wg), "DPT": shaders.U32(ceilDiv(a.HeadDim, wg))})
-		return k, []binding{whole(b.batchBuf), whole(q.buf), whole(b.kv.k), whole(b.kv.v), whole(q.part)}, err
+	defs := map[string]shaders.Const{
+		"HEADS": shaders.U32(a.Heads), "KVHEADS": shaders.U32(a.KVHeads), "QPG": shaders.U32(qpg), "D": shaders.U32(a.HeadDim),
+		"KVD": shaders.U32(kvd), "QROWS": shaders.U32(rows), "LAYER_OFF": shaders.U32(layer * s.Context * kvd / 2),
+		"SCALE": shaders.F32(a.Scale), "TILE": shaders.U32(tile), "WG": shaders.U32(wg)}
+	st := b.prepared(opKey{kind: "attnstats", a: q, b: a, i: layer}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("attn_stats", defs)
+		return k, []binding{whole(b.batchBuf), whole(q.buf), whole(b.kv.k), whole(q.stats)}, err
 	})
-	b.dispatch(o, a.Heads, n, b.splits)
-	r := b.prepared(opKey{kind: "attnreduce", a: q, b: dst, c: a}, func() (*kernel, []binding, error) {
-		k, err := b.d.kernel("attn_reduce", map[string]shaders.Const{
+	b.dispatch(st, a.KVHeads, n, b.splits)
+	pv := b.prepared(opKey{kind: "attnpv", a: q, b: a, i: layer}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("attn_pv", defs)
+		return k, []binding{whole(b.batchBuf), whole(q.buf), whole(b.kv.k), whole(b.kv.v), whole(q.stats), whole(q.part)}, err
+	})
+	b.dispatch(pv, a.KVHeads, n, b.splits)
+	sum := b.prepared(opKey{kind: "attnsum", a: q, b: dst, c: a}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("attn_sum", map[string]shaders.Const{
 			"HEADS": shaders.U32(a.Heads), "D": shaders.U32(a.HeadDim), "QROWS": shaders.U32(rows)})
 		return k, []binding{whole(b.batchBuf), whole(q.part), whole(dst.buf)}, err
 	})
-	b.dispatch(r, a.Heads, n, 1)
+	b.dispatch(sum, ceilDiv(a.Heads*a.HeadDim, 64), n, 1)
 }
 
 // elementwise encodes dst = f(a, b) with the aliasing variant the operands
@@ -1026,7 +1050,7 @@ func (b *Backend) Close() error {
 		a.Release()
 	}
 	for _, t := range b.tensors {
-		for _, buf := range append([]*wgpu.Buffer{t.buf, t.scratch, t.part, t.argmax, t.argStaging, t.embedRows}, t.stagings...) {
+		for _, buf := range append([]*wgpu.Buffer{t.buf, t.scratch, t.part, t.stats, t.argmax, t.argStaging, t.embedRows}, t.stagings...) {
 			if buf != nil {
 				buf.Release()
 			}

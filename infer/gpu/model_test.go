@@ -46,14 +46,11 @@ func argmax(v []float32) int32 {
 }
 
 // TestGreedyMatchesCPU decodes greedily on both backends from the same
-// prompt and requires the same tokens and close logits. Tolerances,
-// relative to the largest logit: 1e-3 for F32/F16 weights; 2e-2 where
-// activations are quantized (Q8_0, Q8_K, BF16), because both backends
-// quantize them the same way but a last-bit difference upstream (summation
-// order, the GPU's exp and sqrt) can move a value across a rounding
-// boundary, a jump of one quantization step (~0.15 % of a logit each).
-// Tokens must agree whenever the CPU's top two logits are further apart
-// than twice the tolerance.
+// prompt and requires the same tokens, and logits within 1e-3 of the
+// largest one. The GPU mirrors the CPU's numerics (activations quantized
+// to the vec-dot type, q and softmax weights rounded to f16), so what is
+// left is summation order; 1e-3 leaves room for a rounding that lands on
+// the other side of a quantization boundary now and then.
 func TestGreedyMatchesCPU(t *testing.T) {
 	types := []gguf.Type{gguf.Q1_0, gguf.Q2_0, gguf.Q4_0, gguf.Q8_0, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K, gguf.F16, gguf.BF16, gguf.F32}
 	for _, typ := range types {
@@ -81,10 +78,7 @@ func TestGreedyMatchesCPU(t *testing.T) {
 					maxAbs = math.Max(maxAbs, math.Abs(float64(want[i])))
 					maxDiff = math.Max(maxDiff, math.Abs(float64(got[i]-want[i])))
 				}
-				tol := 2e-2 * maxAbs
-				if typ == gguf.F32 || typ == gguf.F16 {
-					tol = 1e-3 * maxAbs
-				}
+				tol := 1e-3 * maxAbs
 				if maxDiff > tol {
 					t.Fatalf("step %d: logits differ by %.3g (largest logit %.3g)", step, maxDiff, maxAbs)
 				}

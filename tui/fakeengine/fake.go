@@ -58,6 +58,7 @@ type Engine struct {
 	cancel   chan struct{} // closed by Stop; nil when idle
 	busy     sync.WaitGroup
 	closed   bool
+	quit     chan struct{} // closed by Close: stop pausing
 }
 
 // New starts the fake: it emits LoadProgress then Loaded.
@@ -65,7 +66,7 @@ func New(opts Options) *Engine {
 	if opts.Info.Name == "" {
 		opts.Info = DefaultInfo
 	}
-	e := &Engine{opts: opts, events: make(chan engine.Event, 1024), info: opts.Info}
+	e := &Engine{opts: opts, events: make(chan engine.Event, 1024), info: opts.Info, quit: make(chan struct{})}
 	e.busy.Add(1)
 	go func() {
 		defer e.busy.Done()
@@ -87,9 +88,13 @@ func (e *Engine) load(backend string) {
 	e.emit(engine.Loaded{Info: info})
 }
 
+// sleep waits TokenDelay, or until Close.
 func (e *Engine) sleep() {
 	if e.opts.TokenDelay > 0 {
-		time.Sleep(e.opts.TokenDelay)
+		select {
+		case <-time.After(e.opts.TokenDelay):
+		case <-e.quit:
+		}
 	}
 }
 
@@ -242,6 +247,11 @@ func (e *Engine) Reset() {
 // Close implements engine.Client: it stops any reply and closes Events.
 func (e *Engine) Close() {
 	e.Stop()
+	e.mu.Lock()
+	if !e.closed {
+		close(e.quit)
+	}
+	e.mu.Unlock()
 	e.busy.Wait()
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/bonsai-chat/bonsai/config"
+	"github.com/bonsai-chat/bonsai/infer/engine"
+	"github.com/bonsai-chat/bonsai/infer/hub"
+	"github.com/bonsai-chat/bonsai/session"
+	"github.com/bonsai-chat/bonsai/tui"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
+)
+
+func init() {
+	defaultCommand = runChat
+	register(command{name: "chat", summary: "open the chat (also what bonsai does with no command)", run: runChat})
+}
+
+// runChat opens the chat TUI on the configured model.
+func runChat(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bonsai", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	flags := config.RegisterFlags(fs)
+	dbPath := fs.String("db", "", "conversation database `file` (default: $XDG_DATA_HOME/bonsai/bonsai.db)")
+	noSave := fs.Bool("no-save", false, "keep nothing: no conversation database, no prompt history")
+	mouse := fs.Bool("mouse", false, "scroll with the mouse wheel (the terminal's own text selection then needs shift)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: bonsai [flags]   open the chat")
+		fmt.Fprintln(stderr, "       bonsai -c        continue the last chat")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unknown command %q (see 'bonsai help')", errUsage, fs.Arg(0))
+	}
+	if !isTerminal(os.Stdin) || !isTerminal(os.Stdout) {
+		return fmt.Errorf("%w: the chat needs a terminal; for scripts use 'bonsai run PROMPT'", errUsage)
+	}
+	cfg, err := config.Load(config.LoadOptions{Flags: flags})
+	if err != nil {
+		return err
+	}
+	keys := tui.DefaultKeyMap()
+	if err := keys.Override(cfg.Keys); err != nil {
+		return fmt.Errorf("%s: %w", cfg.Path, err)
+	}
+	modelPath, err := resolveChatModel(cfg.Model)
+	if err != nil {
+		return err
+	}
+	notices := append([]string(nil), cfg.Warnings...)
+
+	opts := tui.Options{
+		Think:     cfg.Think,
+		System:    cfg.SystemPrompt,
+		ModelPath: modelPath,
+		Keys:      &keys,
+		Sampling:  func() engine.Sampling { return cfg.Sampling.Engine() },
+	}
+	if !*noSave {
+		store, resume, state, statePath, warn, err := openChatStorage(*dbPath, flags)
+		if err != nil {
+			return err
+		}
+		if store != nil {
+			defer store.Close()
+		}
+		notices = append(notices, warn...)
+		opts.Store, opts.Resume, opts.State, opts.StatePath = store, resume, state, statePath
+	}
+	opts.Notices = notices
+
+	// Colours: the terminal's profile (NO_COLOR gives Ascii) and background,
+	// asked once before the UI starts, unless the config fixes the theme.
+	opts.Profile = lipgloss.ColorProfile()
+	switch cfg.Theme {
+	case "dark":
+		opts.Dark = true
+	case "light":
+		opts.Dark = false
+	default:
+		opts.Dark = opts.Profile == termenv.Ascii || lipgloss.HasDarkBackground()
+	}
+	lipgloss.SetHasDarkBackground(opts.Dark)
+
+	profile := opts.State != nil && opts.State.Panels["profile"]
+	eng := engine.New(engine.Options{
+		Path: modelPath, Backend: cfg.Backend, Threads: cfg.Threads, Context: cfg.ContextSize, Profile: profile,
+	})
+	defer eng.Close()
+	opts.Engine = eng
+	if *mouse {
+		return tui.Run(opts, tea.WithMouseCellMotion())
+	}
+	return tui.Run(opts)
+}
+
+// resolveChatModel turns the model setting into a file: a path, a
+// registry name already pulled, or a file in the models directory.
+func resolveChatModel(name string) (string, error) {
+	if name == "" {
+		return "", fmt.Errorf("%w: no model: pass --model FILE (or a name from 'bonsai models'), or set model in %s",
+			errUsage, configPathForHelp())
+	}
+	p, err := hub.Resolve(name, hub.DefaultDir())
+	if err != nil {
+		return "", fmt.Errorf("model %q: %w", name, err)
+	}
+	return p, nil
+}
+
+func configPathForHelp() string {
+	if p, err := config.DefaultPath(); err == nil {
+		return p
+	}
+	return "config.toml"
+}
+
+// openChatStorage opens the conversation database and the UI state file,
+// and the session to resume (-c or --session ID). A database that cannot be
+// opened does not stop the chat: it runs without saving and says so. Asking
+// for a session that does not exist is an error.
+func openChatStorage(dbFlag string, flags *config.Flags) (store *session.Store, resume *session.Session,
+	state *config.State, statePath string, warnings []string, err error) {
+	if statePath, err = config.StatePath(); err != nil {
+		warnings = append(warnings, "prompt history and panels are not remembered: "+err.Error())
+		statePath = ""
+	} else if state, err = config.LoadState(statePath); err != nil {
+		warnings = append(warnings, err.Error()+" (starting from an empty state)")
+	}
+	err = nil
+	path, perr := sessionDBPath(dbFlag)
+	if perr == nil {
+		store, perr = session.Open(path)
+	}
+	if perr != nil {
+		if flags.Continue || flags.Session != 0 {
+			return nil, nil, nil, "", nil, fmt.Errorf("cannot resume: %w", perr)
+		}
+		warnings = append(warnings, "this chat is not being saved: "+perr.Error())
+		return nil, nil, state, statePath, warnings, nil
+	}
+	ctx := context.Background()
+	switch {
+	case flags.Session != 0:
+		resume, err = store.Load(ctx, flags.Session)
+		if err != nil {
+			store.Close()
+			return nil, nil, nil, "", nil, fmt.Errorf("%w: --session %d: %w (see 'bonsai sessions')", errUsage, flags.Session, err)
+		}
+	case flags.Continue:
+		resume, err = store.Last(ctx)
+		if errors.Is(err, session.ErrNotFound) {
+			warnings = append(warnings, "no saved chat to continue; starting a new one")
+			resume, err = nil, nil
+		} else if err != nil {
+			store.Close()
+			return nil, nil, nil, "", nil, fmt.Errorf("continue: %w", err)
+		}
+	}
+	return store, resume, state, statePath, warnings, nil
+}
+
+// isTerminal reports whether f is a terminal (the chat needs one).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
