@@ -240,6 +240,11 @@ type BackendOptions struct {
 	// index as listed); empty picks the backend's default. The CPU ignores
 	// it.
 	Adapter string
+	// Auto is set when "auto" asks for the backend: a GPU backend should
+	// then decline with ErrBackendUnavailable when its adapter is a software
+	// rasterizer (llvmpipe, lavapipe, SwiftShader), slower than the CPU
+	// backend, so that auto falls back to the CPU.
+	Auto bool
 }
 
 // BackendInfo describes where a backend runs (engine.ModelInfo's fields).

@@ -43,7 +43,9 @@ func NewBackend(name string, opts BackendOptions) (Backend, error) {
 	if name == "" || name == "auto" {
 		// Any GPU failure falls back: "auto" promises a working backend.
 		// Callers that must know why ask for "gpu" explicitly.
-		if b, err := NewBackend("gpu", opts); err == nil {
+		auto := opts
+		auto.Auto = true
+		if b, err := NewBackend("gpu", auto); err == nil {
 			return b, nil
 		}
 		return NewBackend("cpu", opts)

@@ -8,7 +8,10 @@
 //
 // Up to three matrices stored back to back (q/k/v, gate/up) run as one
 // dispatch: rows below M0 go to dst0, below M1 to dst1, the rest to dst2.
-// Constants: K, WORDS (=K/32), WG, M0, M1; flags OUT2, OUT3.
+// With ADD (one output only) the result is also added to resid: the
+// residual add that follows the attention-output and down projections,
+// without a dispatch of its own.
+// Constants: K, WORDS (=K/32), WG, M0, M1; flags OUT2, OUT3, ADD.
 @group(0) @binding(0) var<storage, read> bits: array<u32>;
 @group(0) @binding(1) var<storage, read> scales: array<f32>;
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
@@ -18,6 +21,9 @@
 //#endif
 //#if OUT3
 @group(0) @binding(5) var<storage, read_write> dst2: array<f32>;
+//#endif
+//#if ADD
+@group(0) @binding(4) var<storage, read_write> resid: array<f32>;
 //#endif
 
 var<workgroup> red: array<vec4<f32>, RED>;
@@ -29,6 +35,9 @@ fn add_set(m: vec4<f32>, b: vec4<u32>, mask: u32, v: f32) -> vec4<f32> {
 fn store(row: u32, v: f32) {
 	if (row < M0) {
 		dst0[row] = v;
+//#if ADD
+		resid[row] = resid[row] + v;
+//#endif
 		return;
 	}
 //#if OUT2

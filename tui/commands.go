@@ -85,8 +85,8 @@ func (m *Model) setSystem(text string) tea.Cmd {
 	if text == "" {
 		return m.notify("system prompt cleared", false)
 	}
+	m.systemSaved = false
 	m.conv.add(entry{kind: entrySystem, content: text})
-	m.save.Add(chat.Message{Role: chat.RoleSystem, Content: text}, m.meta())
 	return m.notify("system prompt set", false)
 }
 

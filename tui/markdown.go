@@ -6,6 +6,7 @@ import (
 
 	"github.com/charmbracelet/glamour"
 	"github.com/charmbracelet/glamour/ansi"
+	xansi "github.com/charmbracelet/x/ansi"
 	"github.com/muesli/termenv"
 )
 
@@ -53,7 +54,9 @@ func (m *markdownRenderer) Render(src string, width int) string {
 	if err != nil {
 		return src
 	}
-	return trimBlankEdges(trimLineEnds(out))
+	// glamour lets a word longer than the width overflow; break it so the
+	// panel never cuts text off.
+	return xansi.Hardwrap(trimBlankEdges(trimLineEnds(out)), width, true)
 }
 
 // ansiSeq matches one SGR or other CSI escape sequence.

@@ -101,6 +101,8 @@ type Model struct {
 	system     string
 	title      string
 	generating bool
+	// systemSaved: the transcript's system prompt (if any) is in the store.
+	systemSaved bool
 	// pending holds streamed text not yet drawn (flushed once per frame).
 	pendingThink, pendingText strings.Builder
 	ticking                   bool
@@ -192,10 +194,11 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 		return m.onEngine(msg)
 	case frameMsg:
 		m.ticking = false
+		start := time.Now()
 		m.flushPending()
 		if m.generating {
 			m.ticking = true
-			return frameTick()
+			return frameTickAfter(time.Since(start))
 		}
 		return nil
 	case noteExpiredMsg:
@@ -414,6 +417,12 @@ func (m *Model) send(text string) tea.Cmd {
 	m.state.AddHistory(text)
 	m.input.SetValue("")
 	msg := chat.Message{Role: chat.RoleUser, Content: text}
+	// The system prompt is stored with the first message, so that a chat
+	// never used leaves no empty session behind.
+	if !m.systemSaved && len(m.conv.entries) > 0 && m.conv.entries[0].kind == entrySystem {
+		m.save.Add(chat.Message{Role: chat.RoleSystem, Content: m.conv.entries[0].content}, m.meta())
+	}
+	m.systemSaved = true
 	m.conv.add(entry{kind: entryUser, content: text})
 	m.save.Add(msg, m.meta())
 	if m.title == "" {
@@ -475,16 +484,13 @@ func (m *Model) editLast() tea.Cmd {
 // truncateAt drops transcript entries from i on, in the store too.
 func (m *Model) truncateAt(i int) {
 	stored := 0
-	var kept []chat.Message
 	for _, e := range m.conv.entries[:i] {
 		if e.kind == entryUser || e.kind == entryAssistant || e.kind == entrySystem {
 			stored++
-			mm, _ := e.message()
-			kept = append(kept, mm)
 		}
 	}
 	m.conv.Truncate(i)
-	m.save.TruncateTo(stored, kept, m.meta())
+	m.save.TruncateTo(stored)
 }
 
 // stop ends the reply being generated; the partial reply stays.
@@ -509,9 +515,9 @@ func (m *Model) newChat(system string, note string) tea.Cmd {
 	m.save.Detach()
 	m.title = ""
 	m.system = system
+	m.systemSaved = false
 	if system != "" {
 		m.conv.add(entry{kind: entrySystem, content: system})
-		m.save.Add(chat.Message{Role: chat.RoleSystem, Content: system}, m.meta())
 	}
 	m.status.hasStats = false
 	return m.notify(note, false)

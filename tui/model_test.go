@@ -388,7 +388,7 @@ func TestProfilePanelShowsPhases(t *testing.T) {
 	m.Update(tea.KeyMsg{Type: tea.KeyCtrlP})
 	v := m.View()
 	contains(t, v, "ffn")
-	contains(t, v, "3ms")
+	contains(t, v, "3.00ms")
 	contains(t, v, "75%")
 	contains(t, v, "total")
 	contains(t, v, "250.0 tok/s")

@@ -93,7 +93,11 @@ func (p *profilePanel) View(st *Styles, width int) string {
 		if total > 0 {
 			frac = float64(d) / float64(total)
 		}
-		fmt.Fprintf(&b, "%-*s %*s %s %*s\n", nameW, ph.String(), timeW, formatDuration(d),
+		shown := formatDuration(d)
+		if d == 0 {
+			shown = "0"
+		}
+		fmt.Fprintf(&b, "%-*s %*s %s %*s\n", nameW, ph.String(), timeW, shown,
 			bar(st, barW, frac), pctW, fmt.Sprintf("%.0f%%", frac*100))
 	}
 	rate := ""

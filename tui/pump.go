@@ -49,8 +49,14 @@ const frameInterval = 33 * time.Millisecond
 
 type frameMsg struct{}
 
-func frameTick() tea.Cmd {
-	return tea.Tick(frameInterval, func(time.Time) tea.Msg { return frameMsg{} })
+func frameTick() tea.Cmd { return frameTickAfter(0) }
+
+// frameTickAfter schedules the next frame given what the last one cost:
+// when drawing gets slow (a very long paragraph or code block being
+// re-rendered), frames space out so the UI never takes more than about a
+// quarter of a core from the model.
+func frameTickAfter(cost time.Duration) tea.Cmd {
+	return tea.Tick(max(frameInterval, 3*cost), func(time.Time) tea.Msg { return frameMsg{} })
 }
 
 // noteExpiredMsg clears the status note with the same id.

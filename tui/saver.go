@@ -23,13 +23,6 @@ type saver struct {
 	reply     *session.ReplyWriter
 }
 
-// messageDeleter is what regenerate and edit need to drop stored messages in
-// place. When the store lacks it, they fork the conversation into a new
-// session instead (the old one stays as it was).
-type messageDeleter interface {
-	DeleteMessagesFrom(ctx context.Context, sessionID, messageID int64) error
-}
-
 // Messages sent to the UI by saver jobs.
 type (
 	// savedSessionMsg: the conversation now lives in this session.
@@ -129,10 +122,9 @@ func (s *saver) FinishReply(stats engine.Stats, stopped bool) {
 	})
 }
 
-// TruncateTo keeps the first n stored messages and drops the rest (for
-// regenerate and edit). kept is the transcript's first n messages, used to
-// fork a new session when the store cannot delete in place.
-func (s *saver) TruncateTo(n int, kept []chat.Message, meta session.Meta) {
+// TruncateTo keeps the first n stored messages and deletes the rest (for
+// regenerate and edit).
+func (s *saver) TruncateTo(n int) {
 	if !s.enabled() {
 		return
 	}
@@ -144,33 +136,11 @@ func (s *saver) TruncateTo(n int, kept []chat.Message, meta session.Meta) {
 		if n >= len(s.ids) || s.sessionID == 0 {
 			return nil
 		}
-		if d, ok := any(s.store).(messageDeleter); ok {
-			if err := d.DeleteMessagesFrom(context.Background(), s.sessionID, s.ids[n]); err != nil {
-				return saveErrMsg{fmt.Errorf("could not drop the old turn: %w", err)}
-			}
-			s.ids = s.ids[:n]
-			return nil
+		if err := s.store.DeleteMessagesFrom(context.Background(), s.sessionID, s.ids[n]); err != nil {
+			return saveErrMsg{fmt.Errorf("could not drop the old turn: %w", err)}
 		}
-		// Fork: a new session holding the kept messages.
-		s.sessionID, s.ids = 0, nil
-		var created tea.Msg
-		for _, m := range kept {
-			var err error
-			if created == nil {
-				if created, err = s.ensureSession(meta); err != nil {
-					return saveErrMsg{fmt.Errorf("not saved: %w", err)}
-				}
-			}
-			id, err := s.store.Add(context.Background(), s.sessionID, session.Message{
-				Role: m.Role, Content: m.Content, Thinking: m.Thinking,
-				Model: meta.Model, Variant: meta.Variant, Backend: meta.Backend,
-			})
-			if err != nil {
-				return saveErrMsg{fmt.Errorf("not saved: %w", err)}
-			}
-			s.ids = append(s.ids, id)
-		}
-		return created
+		s.ids = s.ids[:n]
+		return nil
 	})
 }
 

@@ -87,8 +87,13 @@ func (l *sessionList) View(st *Styles, width, height int) string {
 			if i == l.cursor && l.mode == listRename {
 				title = l.edit + "▏"
 			}
+			// The cursor has a marker as well as reverse video, which
+			// NO_COLOR terminals may not show.
 			mark := "  "
-			if it.ID == l.current {
+			switch {
+			case i == l.cursor:
+				mark = "› "
+			case it.ID == l.current:
 				mark = "• "
 			}
 			meta := fmt.Sprintf(" %d msgs · %s", it.Messages, ago(it.Updated))
@@ -216,6 +221,7 @@ func (m *Model) loadSession(sess *session.Session) {
 	m.sessions.current = sess.ID
 	m.state.LastSession = sess.ID
 	m.save.Attach(sess)
+	m.systemSaved = true
 }
 
 // sessionsKey handles keys while the session list is open.

@@ -75,18 +75,15 @@ func DefaultStyles() Styles {
 	}
 }
 
-// markdownStyle picks glamour's style for the terminal: the plain one when
-// colours are off, else dark or light. Document margins are dropped because
-// the conversation panel indents replies itself.
+// markdownStyle picks glamour's dark or light style. Under NO_COLOR the
+// Ascii profile drops the colours but keeps bold and italics, which is what
+// NO_COLOR asks for (glamour's "notty" style would print the ** markers).
+// Document margins are dropped because the conversation panel indents
+// replies itself.
 func markdownStyle(profile termenv.Profile, dark bool) ansi.StyleConfig {
-	var s ansi.StyleConfig
-	switch {
-	case profile == termenv.Ascii:
-		s = glamourstyles.NoTTYStyleConfig
-	case dark:
+	s := glamourstyles.LightStyleConfig
+	if dark || profile == termenv.Ascii {
 		s = glamourstyles.DarkStyleConfig
-	default:
-		s = glamourstyles.LightStyleConfig
 	}
 	zero := uint(0)
 	s.Document.Margin = &zero

@@ -16,6 +16,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
+	"golang.org/x/sys/unix"
 )
 
 func init() {
@@ -96,11 +97,15 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 	lipgloss.SetHasDarkBackground(opts.Dark)
 
 	profile := opts.State != nil && opts.State.Panels["profile"]
+	// The engine starts loading at once; the UI shows its progress.
 	eng := engine.New(engine.Options{
 		Path: modelPath, Backend: cfg.Backend, Threads: cfg.Threads, Context: cfg.ContextSize, Profile: profile,
 	})
 	defer eng.Close()
 	opts.Engine = eng
+	if restore, err := captureStderr(); err == nil {
+		defer restore()
+	}
 	if *mouse {
 		return tui.Run(opts, tea.WithMouseCellMotion())
 	}
@@ -177,4 +182,34 @@ func openChatStorage(dbFlag string, flags *config.Flags) (store *session.Store, 
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// captureStderr points file descriptor 2 at the log file while the chat
+// runs: GPU drivers and other native libraries print warnings straight to
+// stderr, which would scribble over the full-screen UI. restore puts the
+// terminal back.
+func captureStderr() (restore func(), err error) {
+	path, err := config.LogPath()
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	saved, err := unix.Dup(2)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := unix.Dup2(int(f.Fd()), 2); err != nil {
+		unix.Close(saved)
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		unix.Dup2(saved, 2)
+		unix.Close(saved)
+		f.Close()
+	}, nil
 }

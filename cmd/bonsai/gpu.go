@@ -29,6 +29,7 @@ func runGPU(args []string, stdout, stderr io.Writer) error {
 	adapter := fs.String("adapter", "", "use the first adapter whose description contains this")
 	gen := fs.Int("n", 128, "tokens to decode while profiling")
 	prompt := fs.Int("p", 512, "prompt tokens to prefill first")
+	micro := fs.Bool("micro", false, "also time single ops (50 dispatches each) on the model's shapes")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -108,7 +109,75 @@ func runGPU(args []string, stdout, stderr io.Writer) error {
 	if err := run("plain", false); err != nil {
 		return err
 	}
-	return run("profiled", true)
+	if err := run("profiled", true); err != nil {
+		return err
+	}
+	if *micro {
+		return microBench(m, stdout)
+	}
+	return nil
+}
+
+// microBench times each op kind alone: 50 dispatches of it in one pass,
+// wall clock around Commit (the GPU dominates), after one warm-up pass.
+func microBench(m *infer.Model, stdout io.Writer) error {
+	b := m.Backend()
+	hp := m.Hparams
+	weight := func(name string) (infer.Weight, error) {
+		ti, ok := m.File.Tensor(name)
+		if !ok {
+			return nil, fmt.Errorf("no tensor %s", name)
+		}
+		return b.LoadWeight(infer.WeightData{Name: ti.Name, Type: ti.Type, Shape: ti.Shape, Data: m.File.Data(ti)})
+	}
+	gate, err := weight("blk.0.ffn_gate.weight")
+	if err != nil {
+		return err
+	}
+	down, err := weight("blk.0.ffn_down.weight")
+	if err != nil {
+		return err
+	}
+	norm, err := weight("blk.0.ffn_norm.weight")
+	if err != nil {
+		return err
+	}
+	x, _ := b.NewTensor("mx", 1, hp.Embed)
+	y, _ := b.NewTensor("my", 1, hp.Embed)
+	f, _ := b.NewTensor("mf", 1, hp.FFN)
+	f2, _ := b.NewTensor("mf2", 1, hp.FFN)
+	q, _ := b.NewTensor("mq", 1, hp.Heads*hp.HeadDim)
+	o, _ := b.NewTensor("mo", 1, hp.Heads*hp.HeadDim)
+	attn := infer.Attn{Heads: hp.Heads, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim, Scale: 0.088}
+	cases := []struct {
+		name string
+		op   func()
+	}{
+		{"add 4096 (dispatch floor)", func() { b.Add(y, y, x) }},
+		{"rmsnorm 4096", func() { b.RMSNorm(y, x, norm, 1e-6) }},
+		{"matvec gate 12288x4096", func() { b.MatMul(f, gate, x); b.Add(y, y, x) }},
+		{"matvec down 4096x12288", func() { b.MatMul(x, down, f); b.Add(f2, f2, f) }},
+		{"swiglu 12288", func() { b.SwiGLU(f2, f, f2) }},
+		{"attention pos 600 (3 passes)", func() { b.Attention(o, q, 0, attn) }},
+	}
+	for _, c := range cases {
+		var best time.Duration
+		for rep := 0; rep < 3; rep++ {
+			b.Begin(infer.Batch{Tokens: []int32{1}, Pos: 600})
+			for i := 0; i < 50; i++ {
+				c.op()
+			}
+			start := time.Now()
+			if err := b.Commit(); err != nil {
+				return fmt.Errorf("%s: %w", c.name, err)
+			}
+			if d := time.Since(start); rep == 0 || d < best {
+				best = d
+			}
+		}
+		fmt.Fprintf(stdout, "micro %-32s %8.1f µs per op\n", c.name, float64(best.Microseconds())/50)
+	}
+	return nil
 }
 
 func argmaxOf(v []float32) int32 {

@@ -37,6 +37,8 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 	}
 	name := *model
 	switch {
+	case fs.NArg() == 0 && name == "":
+		// the embedded default model
 	case fs.NArg() == 1 && name == "":
 		name = fs.Arg(0)
 	case fs.NArg() > 1 || (fs.NArg() == 1 && name != ""):
@@ -58,7 +60,11 @@ func describe(f *gguf.File, ctx int, out io.Writer) error {
 	row := func(k, format string, a ...any) { fmt.Fprintf(w, "%s\t"+format+"\n", append([]any{k}, a...)...) }
 
 	fileBytes := int64(len(f.Bytes()))
-	row("file", "%s (%s, GGUF v%d, %d tensors)", f.Path, humanBytes(fileBytes), f.Version, len(f.Tensors))
+	path := f.Path
+	if path == "" {
+		path = "(embedded)"
+	}
+	row("file", "%s (%s, GGUF v%d, %d tensors)", path, humanBytes(fileBytes), f.Version, len(f.Tensors))
 	if n, ok := f.KV.String("general.name"); ok {
 		row("name", "%s", n)
 	}

@@ -6,13 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/chat"
 	_ "github.com/bonsai-chat/bonsai/infer/cpu" // registers the "cpu" backend
+	"github.com/bonsai-chat/bonsai/infer/defaultmodel"
+	"github.com/bonsai-chat/bonsai/infer/hub"
 	"github.com/bonsai-chat/bonsai/infer/profile"
 	"github.com/bonsai-chat/bonsai/infer/sample"
 	"github.com/bonsai-chat/bonsai/infer/tokenizer"
@@ -46,7 +47,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o runFlags
-	fs.StringVar(&o.model, "model", "", "model: a GGUF file path (or a registry name once the hub resolves them)")
+	fs.StringVar(&o.model, "model", "", "model: a GGUF file path, a registry name or a file in the models directory (default: the embedded bonsai-tiny)")
 	fs.BoolVar(&o.raw, "raw", false, "send the prompt as is, without the chat template")
 	fs.BoolVar(&o.think, "think", false, "let the model reason in <think> before answering")
 	fs.StringVar(&o.format, "format", "text", "output: text, or jsonl (one JSON object per token, then a summary)")
@@ -175,16 +176,18 @@ func printProfile(s profile.Sample, w io.Writer) {
 	}
 }
 
-// openModel maps the model file. Registry names resolve once infer/hub
-// offers Resolve; until then --model is a path.
+// openModel resolves --model (a path, a registry name or a file in the
+// models directory, through infer/hub) and maps the file; no name means the
+// embedded default model (bonsai-tiny).
 func openModel(name string) (*gguf.File, error) {
 	if name == "" {
-		return nil, fmt.Errorf("%w: no --model given, and this build has no embedded default model yet", errUsage)
+		return defaultmodel.Open()
 	}
-	if _, err := os.Stat(name); err != nil {
-		return nil, fmt.Errorf("model %q: %w", name, err)
+	path, err := hub.Resolve(name, hub.DefaultDir())
+	if err != nil {
+		return nil, err
 	}
-	return gguf.Open(name)
+	return gguf.Open(path)
 }
 
 // doneLine ends --format jsonl output.

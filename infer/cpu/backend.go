@@ -188,7 +188,7 @@ func (b *Backend) NewKVCache(spec infer.KVSpec) error {
 	for w := range b.scores {
 		b.scores[w] = make([]float32, spec.Context)
 		b.qf16[w] = make([]float32, spec.HeadDim)
-		b.accum[w] = make([]float32, spec.HeadDim)
+		b.accum[w] = make([]float32, 16*spec.HeadDim)
 	}
 	return nil
 }

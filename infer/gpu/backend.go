@@ -51,10 +51,13 @@ type Backend struct {
 	unplaced []*weight
 	arenas   []*wgpu.Buffer
 	// decode matmuls waiting to be fused with the next ones on the same x
-	pending  []pendingMatMul
-	pendingX *tensor
-	ropes    map[infer.Rope]*wgpu.Buffer
-	ops      map[opKey]*op
+	pending   []pendingMatMul
+	pendingX  *tensor
+	pendingTo *tensor // residual the pending matvec also adds into
+	// in-place per-head RMSNorms waiting for the Ropes that follow them
+	norms []pendingNorm
+	ropes map[infer.Rope]*wgpu.Buffer
+	ops   map[opKey]*op
 
 	batchBuf  *wgpu.Buffer // uniform {n, pos, splits, chunk}
 	tokensBuf *wgpu.Buffer
@@ -94,6 +97,12 @@ func (t *tensor) Cols() int    { return t.cols }
 type kvCache struct {
 	spec infer.KVSpec
 	k, v *wgpu.Buffer
+}
+
+type pendingNorm struct {
+	x   *tensor
+	w   *weight
+	eps float32
 }
 
 type pendingMatMul struct {
@@ -529,6 +538,19 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 		rpw, tt = 8, 1
 		wg = 128
 	}
+	if w.q1() && w.m%64 == 0 {
+		xq := b.roundActivations(x, w, rows, n)
+		if xq == nil {
+			return
+		}
+		o := b.prepared(opKey{kind: "q1gemm", a: dst, b: w, c: x}, func() (*kernel, []binding, error) {
+			k, err := b.d.kernel("q1_gemm", map[string]shaders.Const{
+				"K": shaders.U32(w.k), "M": shaders.U32(w.m), "WORDS": shaders.U32(w.k / 32), "XROWS": shaders.U32(rows)})
+			return k, []binding{whole(b.batchBuf), w.bits.binding(), w.scales.binding(), whole(xq), whole(dst.buf)}, err
+		})
+		b.dispatch(o, w.m/64, ceilDiv(n, 64), 1)
+		return
+	}
 	if w.q1() {
 		words := w.k / 32
 		if words < wg {
@@ -575,7 +597,7 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 func (b *Backend) queueMatVec(dst *tensor, w *weight, x *tensor) {
 	if len(b.pending) > 0 {
 		last := b.pending[len(b.pending)-1]
-		joins := len(b.pending) < 3 && x == b.pendingX && w.k == last.w.k &&
+		joins := len(b.pending) < 3 && b.pendingTo == nil && x == b.pendingX && w.k == last.w.k &&
 			w.bits.follows(last.w.bits) && w.scales.follows(last.w.scales)
 		for _, p := range b.pending {
 			joins = joins && p.dst != dst && p.dst != x
@@ -588,13 +610,27 @@ func (b *Backend) queueMatVec(dst *tensor, w *weight, x *tensor) {
 	b.pendingX = x
 }
 
-// flush encodes the waiting decode matmuls as one dispatch.
+// flush encodes whatever waits for fusion.
 func (b *Backend) flush() {
+	b.flushMatVec()
+	b.flushNorms()
+}
+
+func (b *Backend) flushNorms() {
+	norms := b.norms
+	b.norms = b.norms[:0]
+	for _, p := range norms {
+		b.rmsNorm(p.x, p.x, p.w, p.eps)
+	}
+}
+
+// flushMatVec encodes the waiting decode matmuls as one dispatch.
+func (b *Backend) flushMatVec() {
 	if len(b.pending) == 0 {
 		return
 	}
-	ps, x := b.pending, b.pendingX
-	b.pending, b.pendingX = b.pending[:0], nil
+	ps, x, resid := b.pending, b.pendingX, b.pendingTo
+	b.pending, b.pendingX, b.pendingTo = b.pending[:0], nil, nil
 	if b.err != nil {
 		return
 	}
@@ -621,6 +657,9 @@ func (b *Backend) flush() {
 		ends[i] = total
 	}
 	key.c = ps[0].dst
+	if resid != nil {
+		key.kind, key.d = "q1mvadd", resid
+	}
 	if len(ps) > 1 {
 		key.d = ps[1].dst
 	}
@@ -631,10 +670,13 @@ func (b *Backend) flush() {
 		k, err := b.d.kernel("q1_matvec", map[string]shaders.Const{
 			"K": shaders.U32(w0.k), "WORDS": shaders.U32(words), "WG": shaders.U32(wg), "RED": shaders.U32(2 * wg),
 			"M0": shaders.U32(ends[0]), "M1": shaders.U32(ends[1]),
-			"OUT2": shaders.Flag(len(ps) > 1), "OUT3": shaders.Flag(len(ps) > 2)})
+			"OUT2": shaders.Flag(len(ps) > 1), "OUT3": shaders.Flag(len(ps) > 2), "ADD": shaders.Flag(resid != nil)})
 		bufs := []binding{bits.binding(), scales.binding(), whole(x.buf)}
 		for _, p := range ps {
 			bufs = append(bufs, whole(p.dst.buf))
+		}
+		if resid != nil {
+			bufs = append(bufs, whole(resid.buf))
 		}
 		return k, bufs, err
 	})
@@ -693,9 +735,10 @@ func activationMode(t gguf.Type) (mode string, block int) {
 }
 
 func (b *Backend) RMSNorm(dstT, xT infer.Tensor, wI infer.Weight, eps float32) {
-	if !b.ready() {
+	if b.err != nil || b.enc == nil {
 		return
 	}
+	b.flushMatVec()
 	dst, x, w := b.tensorArg("RMSNorm dst", dstT), b.tensorArg("RMSNorm x", xT), b.weightArg("RMSNorm", wI)
 	if dst == nil || x == nil || w == nil {
 		return
@@ -705,6 +748,23 @@ func (b *Backend) RMSNorm(dstT, xT infer.Tensor, wI infer.Weight, eps float32) {
 		b.shapeErr("RMSNorm: weight %s (%s, %d values) against rows of %d", w.name, w.typ, g, x.cols)
 		return
 	}
+	if dst == x && g < x.cols && len(b.norms) < 4 {
+		dup := false
+		for _, p := range b.norms {
+			dup = dup || p.x == x
+		}
+		if !dup {
+			b.norms = append(b.norms, pendingNorm{x: x, w: w, eps: eps})
+			return
+		}
+	}
+	b.flushNorms()
+	b.rmsNorm(dst, x, w, eps)
+}
+
+// rmsNorm encodes RMSNorm (operands checked).
+func (b *Backend) rmsNorm(dst, x *tensor, w *weight, eps float32) {
+	g := w.k * w.m
 	rows := min(x.rows, dst.rows)
 	n := min(rows, b.n)
 	wg := 32
@@ -726,9 +786,10 @@ func (b *Backend) RMSNorm(dstT, xT infer.Tensor, wI infer.Weight, eps float32) {
 }
 
 func (b *Backend) Rope(xT infer.Tensor, r infer.Rope) {
-	if !b.ready() {
+	if b.err != nil || b.enc == nil {
 		return
 	}
+	b.flushMatVec()
 	x := b.tensorArg("Rope", xT)
 	if x == nil {
 		return
@@ -763,6 +824,25 @@ func (b *Backend) Rope(xT infer.Tensor, r infer.Rope) {
 		table = buf
 	}
 	n := b.active(x)
+	for i, p := range b.norms {
+		if p.x != x || p.w.k*p.w.m != r.HeadDim {
+			continue
+		}
+		b.norms = append(b.norms[:i], b.norms[i+1:]...)
+		wg := 32
+		for wg < r.HeadDim/2 && wg < 256 {
+			wg *= 2
+		}
+		o := b.prepared(opKey{kind: "normrope", a: x, b: r, c: p.w, f: p.eps}, func() (*kernel, []binding, error) {
+			k, err := b.d.kernel("norm_rope", map[string]shaders.Const{
+				"COLS": shaders.U32(x.cols), "HEAD_DIM": shaders.U32(r.HeadDim), "DIMS": shaders.U32(r.Dims),
+				"EPS": shaders.F32(p.eps), "WG": shaders.U32(wg), "XROWS": shaders.U32(x.rows), "CTX": shaders.U32(ctx)})
+			return k, []binding{whole(b.batchBuf), whole(p.w.chunks[0].buf), whole(table), whole(x.buf)}, err
+		})
+		b.dispatch(o, x.cols/r.HeadDim, n, 1)
+		return
+	}
+	b.flushNorms()
 	o := b.prepared(opKey{kind: "rope", a: x, b: r}, func() (*kernel, []binding, error) {
 		k, err := b.d.kernel("rope", map[string]shaders.Const{
 			"COLS": shaders.U32(x.cols), "HEAD_DIM": shaders.U32(r.HeadDim), "DIMS": shaders.U32(r.Dims),
@@ -914,11 +994,30 @@ func (b *Backend) SwiGLU(dstT, gateT, upT infer.Tensor) {
 }
 
 func (b *Backend) Add(dstT, aT, bT infer.Tensor) {
-	if !b.ready() {
+	if b.err != nil || b.enc == nil {
 		return
 	}
 	dst, x, y := b.tensorArg("Add dst", dstT), b.tensorArg("Add a", aT), b.tensorArg("Add b", bT)
 	if dst == nil || x == nil || y == nil {
+		return
+	}
+	// x += W·v right after that matvec: fold the add into its dispatch
+	// (it still writes its own output, so nothing changes for readers).
+	if len(b.pending) == 1 && b.pendingTo == nil && x != y {
+		p := b.pending[0]
+		other := y
+		if p.dst == x {
+			other = y
+		} else if p.dst == y {
+			other = x
+		}
+		if (p.dst == x || p.dst == y) && dst == other && other != b.pendingX &&
+			other.cols == p.dst.cols && other.rows >= 1 && p.dst.cols == p.w.m {
+			b.pendingTo = other
+			return
+		}
+	}
+	if !b.ready() {
 		return
 	}
 	if dst == x && dst == y {

@@ -52,7 +52,7 @@ func benchProduct(b *testing.B, typ gguf.Type, rows, cols, tokens int) {
 
 // randMatrixFast fills a matrix with random bytes and sane scales (the
 // quantizers are too slow for 150k-row benchmarks).
-func randMatrixFast(b *testing.B, r *rand.Rand, typ gguf.Type, rows, cols int) *Matrix {
+func randMatrixFast(b testing.TB, r *rand.Rand, typ gguf.Type, rows, cols int) *Matrix {
 	rb, _ := typ.RowBytes(int64(cols))
 	data := make([]byte, rows*int(rb))
 	for i := range data {

@@ -67,3 +67,15 @@ func TestBF16(t *testing.T) {
 		t.Errorf("NaN → %#04x is not NaN", nan)
 	}
 }
+
+func TestRoundHalfEven(t *testing.T) {
+	for i := -4 * 200; i <= 4*200; i++ { // quarter steps: every tie included
+		f := float32(i) / 4
+		if got, want := roundHalfEven(f), int32(math.RoundToEven(float64(f))); got != want {
+			t.Fatalf("roundHalfEven(%v) = %d, want %d", f, got, want)
+		}
+	}
+	if got := roundHalfEven(-126.50001); got != -127 {
+		t.Errorf("roundHalfEven(-126.50001) = %d", got)
+	}
+}

@@ -55,22 +55,29 @@ func quantizeQ8_0Ref(src []float32, dst []byte) {
 // the activations of every Q1_0/Q2_0/Q4_0/Q8_0 dot product on x86.
 func quantizeQ8_0X86(src []float32, dst []byte) {
 	for b := 0; b*qk8_0 < len(src); b++ {
-		x := src[b*qk8_0 : (b+1)*qk8_0]
+		x := (*[qk8_0]float32)(src[b*qk8_0:])
+		blk := (*[q8_0Bytes]byte)(dst[b*q8_0Bytes:])
 		var amax float32
 		for _, v := range x {
 			amax = max(amax, abs32(v))
 		}
-		d := amax / 127
 		var id float32
 		if amax != 0 {
 			id = 127 / amax
 		}
-		blk := dst[b*q8_0Bytes:]
-		binary.LittleEndian.PutUint16(blk, F32ToF16(d))
+		binary.LittleEndian.PutUint16(blk[:], F32ToF16(amax/127))
 		for j, v := range x {
-			blk[2+j] = byte(int8(math.RoundToEven(float64(v * id))))
+			blk[2+j] = byte(roundHalfEven(v * id))
 		}
 	}
+}
+
+// roundHalfEven rounds |f| < 2²² to the nearest integer, ties to even, with
+// the float trick ggml's nearest_int uses: adding 1.5·2²³ leaves the rounded
+// integer in the low mantissa bits. The product is rounded to float32 first
+// (the conversion forbids fusing it into an FMA), as in the C code.
+func roundHalfEven(f float32) int32 {
+	return int32(math.Float32bits(float32(f)+12582912)&0x7fffff) - 0x400000
 }
 
 func dotQ8_0(n int, w, x []byte) float32 {

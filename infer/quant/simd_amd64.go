@@ -86,16 +86,15 @@ func (a *Activations) fillPlanes(t int) {
 	negq := p.negq[tile*tileTokens*a.N/8:]
 	dk := p.dk[tile*tileTokens*a.N/8:]
 	for b := 0; b < a.N/qk8_0; b++ {
-		blk := src[b*q8_0Bytes:]
+		blk := (*[q8_0Bytes]byte)(src[b*q8_0Bytes:])
 		var sum int32
-		for _, q := range blk[2:q8_0Bytes] {
-			sum += int32(int8(q))
+		for g := 0; g < 8; g++ {
+			word := binary.LittleEndian.Uint32(blk[2+4*g:])
+			binary.LittleEndian.PutUint32(qs[4*((8*b+g)*tileTokens+lane):], word)
+			sum += int32(int8(word)) + int32(int8(word>>8)) + int32(int8(word>>16)) + int32(int8(word>>24))
 		}
 		binary.LittleEndian.PutUint32(negq[4*(b*tileTokens+lane):], uint32(-sum))
-		binary.LittleEndian.PutUint32(dk[4*(b*tileTokens+lane):], math.Float32bits(f16at(blk, 0)))
-		for g := 0; g < 8; g++ {
-			copy(qs[4*((8*b+g)*tileTokens+lane):][:4], blk[2+4*g:])
-		}
+		binary.LittleEndian.PutUint32(dk[4*(b*tileTokens+lane):], math.Float32bits(f16at(blk[:], 0)))
 	}
 }
 
@@ -134,4 +133,22 @@ func kernelTokens(lane, left int) (n, index int) {
 		return 2, 1
 	}
 	return 1, 0
+}
+
+var haveAVX512 = cpu.X86.HasAVX512F && os.Getenv("BONSAI_NOSIMD") == ""
+
+func dotsF16SIMD(x []float32, h []uint16, stride int, out []float32) bool {
+	if !haveAVX512 || len(x)%16 != 0 {
+		return false
+	}
+	dotsF16(&x[0], &h[0], stride, len(out), len(x)/16, &out[0])
+	return true
+}
+
+func axpysF16SIMD(a []float32, h []uint16, stride int, y []float32) bool {
+	if !haveAVX512 || len(y)%128 != 0 {
+		return false
+	}
+	axpysF16(&a[0], &h[0], stride, len(a), len(y)/16, &y[0])
+	return true
 }

@@ -3939,3 +3939,112 @@ block:
 	VMOVUPS       Z15, K1, (AX)
 	VZEROUPPER
 	RET
+
+// func dotsF16(x *float32, h *uint16, stride int, n int, chunks int, out *float32)
+// Requires: AVX, AVX512F
+TEXT ·dotsF16(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), AX
+	MOVQ h+8(FP), CX
+	MOVQ stride+16(FP), DX
+	MOVQ n+24(FP), BX
+	MOVQ chunks+32(FP), SI
+	MOVQ out+40(FP), DI
+	SHLQ $0x01, DX
+
+row:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	MOVQ   SI, R8
+	MOVQ   AX, R9
+	MOVQ   CX, R10
+
+chunk:
+	VCVTPH2PS   (R10), Z2
+	VFMADD231PS (R9), Z2, Z0
+	DECQ        R8
+	JZ          sum
+	VCVTPH2PS   32(R10), Z2
+	VFMADD231PS 64(R9), Z2, Z1
+	ADDQ        $0x40, R10
+	ADDQ        $0x00000080, R9
+	DECQ        R8
+	JNZ         chunk
+
+sum:
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X2
+	VADDPS        X2, X0, X0
+	VMOVHLPS      X0, X0, X2
+	VADDPS        X2, X0, X0
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X0, X0
+	VMOVSS        X0, (DI)
+	ADDQ          $0x04, DI
+	ADDQ          DX, CX
+	DECQ          BX
+	JNZ           row
+	VZEROUPPER
+	RET
+
+// func axpysF16(a *float32, h *uint16, stride int, n int, chunks int, y *float32)
+// Requires: AVX, AVX512F
+TEXT ·axpysF16(SB), NOSPLIT, $0-48
+	MOVQ a+0(FP), AX
+	MOVQ h+8(FP), CX
+	MOVQ stride+16(FP), DX
+	MOVQ n+24(FP), BX
+	MOVQ chunks+32(FP), SI
+	MOVQ y+40(FP), DI
+	SHLQ $0x01, DX
+
+panel:
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	VMOVUPS 256(DI), Z4
+	VMOVUPS 320(DI), Z5
+	VMOVUPS 384(DI), Z6
+	VMOVUPS 448(DI), Z7
+	MOVQ    BX, R8
+	MOVQ    AX, R9
+	MOVQ    CX, R10
+
+row:
+	VBROADCASTSS (R9), Z8
+	VCVTPH2PS    (R10), Z9
+	VFMADD231PS  Z9, Z8, Z0
+	VCVTPH2PS    32(R10), Z9
+	VFMADD231PS  Z9, Z8, Z1
+	VCVTPH2PS    64(R10), Z9
+	VFMADD231PS  Z9, Z8, Z2
+	VCVTPH2PS    96(R10), Z9
+	VFMADD231PS  Z9, Z8, Z3
+	VCVTPH2PS    128(R10), Z9
+	VFMADD231PS  Z9, Z8, Z4
+	VCVTPH2PS    160(R10), Z9
+	VFMADD231PS  Z9, Z8, Z5
+	VCVTPH2PS    192(R10), Z9
+	VFMADD231PS  Z9, Z8, Z6
+	VCVTPH2PS    224(R10), Z9
+	VFMADD231PS  Z9, Z8, Z7
+	ADDQ         $0x04, R9
+	ADDQ         DX, R10
+	DECQ         R8
+	JNZ          row
+	VMOVUPS      Z0, (DI)
+	VMOVUPS      Z1, 64(DI)
+	VMOVUPS      Z2, 128(DI)
+	VMOVUPS      Z3, 192(DI)
+	VMOVUPS      Z4, 256(DI)
+	VMOVUPS      Z5, 320(DI)
+	VMOVUPS      Z6, 384(DI)
+	VMOVUPS      Z7, 448(DI)
+	ADDQ         $0x00000200, DI
+	ADDQ         $0x00000100, CX
+	SUBQ         $0x08, SI
+	JNZ          panel
+	VZEROUPPER
+	RET

@@ -17,3 +17,6 @@ func (a *Activations) preparePlanes() {}
 func (a *Activations) fillPlanes(int) {}
 
 func simdRepack(*Matrix) []byte { return nil }
+
+func dotsF16SIMD([]float32, []uint16, int, []float32) bool  { return false }
+func axpysF16SIMD([]float32, []uint16, int, []float32) bool { return false }

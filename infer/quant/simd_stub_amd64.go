@@ -101,3 +101,13 @@ func q8_0x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, 
 //
 //go:noescape
 func q8_0x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
+// dotsF16 computes n dot products of x (16·chunks floats) with f16 rows of h, stride elements apart.
+//
+//go:noescape
+func dotsF16(x *float32, h *uint16, stride int, n int, chunks int, out *float32)
+
+// axpysF16 adds a[t]·row t of h (f16, stride elements apart) to y (16·chunks floats) for t < n.
+//
+//go:noescape
+func axpysF16(a *float32, h *uint16, stride int, n int, chunks int, y *float32)

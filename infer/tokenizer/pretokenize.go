@@ -23,8 +23,17 @@ import (
 // that: ASCII keeps C-locale meanings, non-ASCII White_Space is \s, and
 // \p{L}/\p{N} are the Unicode letter and number categories.
 //
-// digitRun is 1 for qwen2 (\p{N}) and 3 for llama3 (\p{N}{1,3}), whose regex
-// is otherwise the same.
+// Two variants share this shape, described by a preTokenizer: llama3's
+// regex differs only in taking digits three at a time (\p{N}{1,3}), and
+// qwen35's only in counting combining marks as letters ([\p{L}\p{M}]+ for
+// words, \p{M} excluded from the punctuation run) — which is the same as
+// classifying marks as letters.
+
+// preTokenizer selects the regex variant.
+type preTokenizer struct {
+	digitRun        int  // 1 (qwen2, qwen35) or 3 (llama3)
+	marksAreLetters bool // qwen35
+}
 
 type charClass uint8
 
@@ -35,7 +44,7 @@ const (
 	classSpace
 )
 
-func classify(r rune) charClass {
+func classify(r rune, marksAreLetters bool) charClass {
 	if r < utf8.RuneSelf {
 		switch {
 		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z':
@@ -54,13 +63,15 @@ func classify(r rune) charClass {
 		return classLetter
 	case unicode.IsNumber(r):
 		return classNumber
+	case marksAreLetters && unicode.IsMark(r):
+		return classLetter
 	}
 	return classOther
 }
 
 // splitWords returns the pre-tokens of text, in order; their concatenation is
 // text. Invalid UTF-8 bytes are single code points of class other.
-func splitWords(text string, digitRun int, emit func(word string)) {
+func splitWords(text string, pre preTokenizer, emit func(word string)) {
 	// Decode once: positions below are code point indexes.
 	runes := make([]rune, 0, len(text))
 	offsets := make([]int, 0, len(text)+1)
@@ -78,7 +89,7 @@ func splitWords(text string, digitRun int, emit func(word string)) {
 			classes[i] = classOther
 			continue
 		}
-		classes[i] = classify(r)
+		classes[i] = classify(r, pre.marksAreLetters)
 	}
 	isNewline := func(i int) bool { return i < n && (runes[i] == '\r' || runes[i] == '\n') }
 	classAt := func(i int) charClass {
@@ -89,7 +100,7 @@ func splitWords(text string, digitRun int, emit func(word string)) {
 	}
 
 	for pos := 0; pos < n; {
-		end := matchAt(pos, n, runes, classAt, isNewline, digitRun)
+		end := matchAt(pos, n, runes, classAt, isNewline, pre.digitRun)
 		emit(text[offsets[pos]:offsets[end]])
 		pos = end
 	}

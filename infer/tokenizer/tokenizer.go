@@ -58,7 +58,7 @@ type Tokenizer struct {
 	ids       map[string]int32
 	merges    map[uint64]merge
 	byteToken [256]int32
-	digitRun  int
+	pre       preTokenizer
 
 	// specials are the tokens cut out before pre-tokenizing, longest first.
 	specials []int32
@@ -79,7 +79,7 @@ func New(c Config) (*Tokenizer, error) {
 	if c.Model != "gpt2" {
 		return nil, fmt.Errorf("%w: tokenizer model %q (only byte-level BPE \"gpt2\" is implemented)", ErrUnsupported, c.Model)
 	}
-	digitRun, err := preDigitRun(c.Pre)
+	pre, err := lookupPre(c.Pre)
 	if err != nil {
 		return nil, err
 	}
@@ -90,13 +90,13 @@ func New(c Config) (*Tokenizer, error) {
 		return nil, fmt.Errorf("%w: %d token types for %d tokens", ErrInvalid, len(c.Types), len(c.Tokens))
 	}
 	t := &Tokenizer{
-		tokens:   c.Tokens,
-		types:    c.Types,
-		ids:      make(map[string]int32, len(c.Tokens)),
-		merges:   make(map[uint64]merge, len(c.Merges)),
-		digitRun: digitRun,
-		addBOS:   c.AddBOS,
-		cache:    make(map[string][]int32),
+		tokens: c.Tokens,
+		types:  c.Types,
+		ids:    make(map[string]int32, len(c.Tokens)),
+		merges: make(map[uint64]merge, len(c.Merges)),
+		pre:    pre,
+		addBOS: c.AddBOS,
+		cache:  make(map[string][]int32),
 	}
 	if t.types == nil {
 		t.types = make([]int32, len(c.Tokens))
@@ -178,16 +178,18 @@ func New(c Config) (*Tokenizer, error) {
 	return t, nil
 }
 
-// preDigitRun maps a pre-tokenizer name to the one knob that differs between
-// the regexes implemented here.
-func preDigitRun(pre string) (int, error) {
+// lookupPre maps tokenizer.ggml.pre to the regex variant it names, for the
+// names llama.cpp gives these regexes.
+func lookupPre(pre string) (preTokenizer, error) {
 	switch pre {
-	case "qwen2", "deepseek-r1-qwen":
-		return 1, nil
-	case "llama-bpe", "llama3", "smaug-bpe":
-		return 3, nil
+	case "qwen2", "deepseek-r1-qwen", "stablelm2":
+		return preTokenizer{digitRun: 1}, nil
+	case "qwen35":
+		return preTokenizer{digitRun: 1, marksAreLetters: true}, nil
+	case "llama-bpe", "llama3", "llama-v3", "smaug-bpe", "dbrx":
+		return preTokenizer{digitRun: 3}, nil
 	}
-	return 0, fmt.Errorf("%w: pre-tokenizer %q (implemented: qwen2, llama-bpe)", ErrUnsupported, pre)
+	return preTokenizer{}, fmt.Errorf("%w: pre-tokenizer %q (implemented: qwen2, qwen35, llama-bpe)", ErrUnsupported, pre)
 }
 
 func (t *Tokenizer) firstPresent(texts ...string) int32 {
@@ -264,7 +266,7 @@ func (t *Tokenizer) Encode(text string, allowSpecial bool) []int32 {
 			out = append(out, f.id)
 			continue
 		}
-		splitWords(f.text, t.digitRun, func(word string) {
+		splitWords(f.text, t.pre, func(word string) {
 			out = t.encodeWord(word, out)
 		})
 	}

@@ -127,6 +127,8 @@ func main() {
 			kernel(s, t)
 		}
 	}
+	dotsF16()
+	axpysF16()
 	Generate()
 }
 
@@ -237,6 +239,118 @@ func kernel(s spec, T int) {
 			ADDQ(ldy, y)
 		}
 	}
+	VZEROUPPER()
+	RET()
+}
+
+// dotsF16 generates dotsF16: out[t] = Σ_d x[d]·f16(h[t·stride + d]) for t <
+// n, d < 16·chunks: attention's query · keys against an f16 KV cache, with
+// f32 products and sums as ggml_vec_dot_f16 (F16C) computes them.
+func dotsF16() {
+	TEXT("dotsF16", NOSPLIT, "func(x *float32, h *uint16, stride int, n int, chunks int, out *float32)")
+	Doc("dotsF16 computes n dot products of x (16·chunks floats) with f16 rows of h, stride elements apart.")
+	Pragma("noescape")
+	x := Load(Param("x"), GP64())
+	h := Load(Param("h"), GP64())
+	stride := Load(Param("stride"), GP64())
+	n := Load(Param("n"), GP64())
+	chunks := Load(Param("chunks"), GP64())
+	out := Load(Param("out"), GP64())
+	SHLQ(U8(1), stride) // bytes
+	Label("row")
+	acc0, acc1 := ZMM(), ZMM()
+	VPXORD(acc0, acc0, acc0)
+	VPXORD(acc1, acc1, acc1)
+	i, xp, hp := GP64(), GP64(), GP64()
+	MOVQ(chunks, i)
+	MOVQ(x, xp)
+	MOVQ(h, hp)
+	// Two accumulators alternate so consecutive FMAs do not wait on each
+	// other; an odd last chunk goes to the first.
+	Label("chunk")
+	k := ZMM()
+	VCVTPH2PS(Mem{Base: hp}, k)
+	VFMADD231PS(Mem{Base: xp}, k, acc0)
+	DECQ(i)
+	JZ(LabelRef("sum"))
+	k2 := ZMM()
+	VCVTPH2PS(Mem{Base: hp, Disp: 32}, k2)
+	VFMADD231PS(Mem{Base: xp, Disp: 64}, k2, acc1)
+	ADDQ(U8(64), hp)
+	ADDQ(U32(128), xp)
+	DECQ(i)
+	JNZ(LabelRef("chunk"))
+	Label("sum")
+	VADDPS(acc1, acc0, acc0)
+	hi := YMM()
+	VEXTRACTF64X4(U8(1), acc0, hi)
+	lo := acc0.AsY()
+	VADDPS(hi, lo, lo)
+	hx := XMM()
+	VEXTRACTF128(U8(1), lo, hx)
+	lx := acc0.AsX()
+	VADDPS(hx, lx, lx)
+	VMOVHLPS(lx, lx, hx)
+	VADDPS(hx, lx, lx)
+	VMOVSHDUP(lx, hx)
+	VADDSS(hx, lx, lx)
+	VMOVSS(lx, Mem{Base: out})
+	ADDQ(U8(4), out)
+	ADDQ(stride, h)
+	DECQ(n)
+	JNZ(LabelRef("row"))
+	VZEROUPPER()
+	RET()
+}
+
+// axpysF16 generates axpysF16: y[d] += Σ_t a[t]·f16(h[t·stride + d]) for d
+// < 16·chunks (chunks a multiple of 8): attention's probabilities · values, accumulated in f32 one
+// value row at a time (each row's products added in row order, like
+// ggml's f16 axpy).
+func axpysF16() {
+	TEXT("axpysF16", NOSPLIT, "func(a *float32, h *uint16, stride int, n int, chunks int, y *float32)")
+	Doc("axpysF16 adds a[t]·row t of h (f16, stride elements apart) to y (16·chunks floats) for t < n.")
+	Pragma("noescape")
+	a := Load(Param("a"), GP64())
+	h := Load(Param("h"), GP64())
+	stride := Load(Param("stride"), GP64())
+	n := Load(Param("n"), GP64())
+	chunks := Load(Param("chunks"), GP64())
+	y := Load(Param("y"), GP64())
+	SHLQ(U8(1), stride)
+	// 128 floats of y (8 registers) stay in registers while the rows
+	// stream by; chunks must be a multiple of 8 (axpyF16 checks).
+	Label("panel")
+	acc := make([]reg.VecVirtual, 8)
+	for c := range acc {
+		acc[c] = ZMM()
+	}
+	for c := range acc {
+		VMOVUPS(Mem{Base: y, Disp: 64 * c}, acc[c])
+	}
+	t, ap, hp := GP64(), GP64(), GP64()
+	MOVQ(n, t)
+	MOVQ(a, ap)
+	MOVQ(h, hp)
+	Label("row")
+	p := ZMM()
+	VBROADCASTSS(Mem{Base: ap}, p)
+	for c := range acc {
+		v := ZMM()
+		VCVTPH2PS(Mem{Base: hp, Disp: 32 * c}, v)
+		VFMADD231PS(v, p, acc[c])
+	}
+	ADDQ(U8(4), ap)
+	ADDQ(stride, hp)
+	DECQ(t)
+	JNZ(LabelRef("row"))
+	for c := range acc {
+		VMOVUPS(acc[c], Mem{Base: y, Disp: 64 * c})
+	}
+	ADDQ(U32(512), y)
+	ADDQ(U32(256), h)
+	SUBQ(U8(8), chunks)
+	JNZ(LabelRef("panel"))
 	VZEROUPPER()
 	RET()
 }

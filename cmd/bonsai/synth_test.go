@@ -1,0 +1,44 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+)
+
+func TestSynthCommand(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "m.gguf")
+	for _, bad := range [][]string{
+		{},                            // no -o
+		{"-o", out, "--shape", "70b"}, // unknown shape
+		{"-o", out, "--type", "q3_k"}, // unsupported type
+		{"-o", out, "--layers", "-1"}, // negative
+		{"-o", out, "--vocab", "100"}, // vocab below the minimum
+		{"-o", out, "extra"},          // stray argument
+		{"-o", out, "--type", "q4_k", "--vocab", "1024", "--shape", "tiny", "--bogus"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if err := runSynth(bad, &stdout, &stderr); !errors.Is(err, errUsage) {
+			t.Errorf("synth %q: %v, want a usage error", bad, err)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if err := runSynth([]string{"--type", "q8_0", "--layers", "1", "--vocab", "1024", "--seed", "3", "-o", out}, &stdout, &stderr); err != nil {
+		t.Fatalf("synth: %v\n%s", err, stderr.String())
+	}
+	f, err := gguf.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if n, _ := f.KV.Uint("qwen3.block_count"); n != 1 {
+		t.Errorf("block_count %d, want 1", n)
+	}
+	if emb, ok := f.Tensor("token_embd.weight"); !ok || emb.Type != gguf.Q8_0 || emb.Shape[1] != 1024 {
+		t.Errorf("token_embd = %+v", emb)
+	}
+}

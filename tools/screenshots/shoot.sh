@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# shoot.sh drives the real bonsai chat in tmux and turns what the terminal
+# shows into screenshots/*.png: tmux capture-pane -e keeps the colours,
+# freeze renders the ANSI text to SVG, rsvg-convert rasterises it (freeze's
+# own PNG output crashes under Go 1.26).
+#
+# Usage: tools/screenshots/shoot.sh [MODEL.gguf]
+#   MODEL defaults to $BONSAI_MODEL, else a tiny synthetic model written by
+#   'bonsai synth' (random weights: the text is noise, the layout is real).
+# Needs: tmux, rsvg-convert (apt: tmux librsvg2-bin), Go (for bonsai and
+# freeze). Conversations and settings go to a temporary XDG tree, never to
+# the user's own.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out="$root/screenshots"
+work=$(mktemp -d)
+trap 'tmux kill-server -L bonsai-shots 2>/dev/null || true; rm -rf "$work"' EXIT
+mkdir -p "$out"
+
+for tool in tmux rsvg-convert go; do
+	command -v "$tool" >/dev/null || { echo "shoot.sh: $tool is missing (apt-get install tmux librsvg2-bin)" >&2; exit 1; }
+done
+
+echo "building bonsai and freeze…"
+(cd "$root" && go build -o "$work/bonsai" ./cmd/bonsai)
+GOBIN="$work/bin" go install github.com/charmbracelet/freeze@v0.2.2
+freeze="$work/bin/freeze"
+
+model=${1:-${BONSAI_MODEL:-}}
+if [[ -z "$model" ]]; then
+	model="$work/tiny.gguf"
+	"$work/bonsai" synth --shape tiny --type q1_0 -o "$model" >/dev/null
+fi
+
+export XDG_DATA_HOME="$work/data" XDG_STATE_HOME="$work/state" XDG_CONFIG_HOME="$work/config"
+tmux_() { tmux -L bonsai-shots "$@"; }
+
+# start NAME WIDTH HEIGHT [ENV=VALUE...] opens bonsai in a fresh tmux session.
+start() {
+	local name=$1 w=$2 h=$3
+	shift 3
+	tmux_ kill-session -t "$name" 2>/dev/null || true
+	tmux_ new-session -d -s "$name" -x "$w" -y "$h" \
+		env TERM=xterm-256color COLORTERM=truecolor "$@" "$work/bonsai" --model "$model" --backend cpu --ctx 1024
+	wait_for "$name" "ready"
+}
+
+# wait_for NAME TEXT waits until the pane shows TEXT (20 s at most).
+wait_for() {
+	for _ in $(seq 200); do
+		if tmux_ capture-pane -p -t "$1" | grep -qF -- "$2"; then return 0; fi
+		sleep 0.1
+	done
+	echo "shoot.sh: $1 never showed \"$2\"; the pane shows:" >&2
+	tmux_ capture-pane -p -t "$1" >&2
+	exit 1
+}
+
+keys() { tmux_ send-keys -t "$@"; }
+
+# ask NAME PROMPT [SECONDS] sends a prompt and stops the (endless, random)
+# reply after SECONDS.
+ask() {
+	keys "$1" -l "$2"
+	keys "$1" Enter
+	sleep "${3:-1.5}"
+	keys "$1" Escape
+	wait_for "$1" "stopped"
+}
+
+# shot NAME FILE [BACKGROUND] captures the pane into screenshots/FILE.png.
+shot() {
+	local bg=${3:-#171717}
+	sleep 0.5
+	tmux_ capture-pane -e -p -t "$1" >"$work/$2.ansi"
+	"$freeze" --window --padding 20,20 --margin 0 --background "$bg" -o "$work/$2.svg" <"$work/$2.ansi" >/dev/null
+	rsvg-convert -o "$out/$2.png" "$work/$2.svg"
+	echo "wrote screenshots/$2.png"
+}
+
+# A chat: two turns, the second stopped mid-reply.
+start chat 100 30
+ask chat "Hello! Who are you?" 1
+ask chat "Write a haiku about *tiny* models." 1.5
+shot chat chat
+
+# Both panels beside the conversation, with live profile numbers.
+keys chat F2
+keys chat F3
+ask chat "One more, with the profiler on." 2
+tmux_ resize-window -t chat -x 140 -y 36 2>/dev/null || true
+shot chat panels
+
+# Help overlay.
+keys chat F1
+shot chat help
+keys chat Escape
+
+# Switch backend live (falls back with an error where there is no GPU).
+keys chat -l "/backend gpu"
+keys chat Enter
+sleep 4
+shot chat backend-switch
+
+# Saved chats: start two more, then open the list.
+keys chat C-n
+ask chat "A second conversation" 1
+keys chat C-n
+ask chat "And a third one" 1
+keys chat F4
+wait_for chat "Saved chats"
+shot chat sessions
+keys chat Escape
+tmux_ kill-session -t chat
+
+# 60 columns, profiling panel stacked under the conversation.
+start narrow 60 24
+ask narrow "Narrow terminals work too" 1.5
+keys narrow F3
+shot narrow narrow
+
+# Light background, and NO_COLOR.
+start light 100 26 BONSAI_THEME=light
+ask light "Light theme" 1
+shot light light "#FAFAFA"
+start nocolor 100 26 NO_COLOR=1
+ask nocolor "No colour" 1
+shot nocolor no-color
