@@ -49,14 +49,16 @@ type Backend struct {
 	weightBytes, activationBytes int64
 
 	// Scratch reused by every pass (grown, never shrunk).
-	act      quant.Activations // activations quantized for a matmul
-	attn     attnJob           // the job value handed to the pool
-	scores   [][]float32       // per worker: attention scores over the context
-	ropeCos  []float32
-	ropeSin  []float32
-	qf16     [][]float32 // per worker: a query head rounded to f16
-	accum    [][]float32 // per worker: a head's output sum
-	lastRope infer.Rope
+	act       quant.Activations // activations quantized for a matmul
+	attn      attnJob           // the job value handed to the pool
+	swiglu    swigluJob
+	scores    [][]float32 // per worker: attention scores over the context
+	ropeCos   []float32
+	ropeSin   []float32
+	qf16      [][]float32 // per worker: a query head rounded to f16
+	accum     [][]float32 // per worker: a head's output sum
+	ropeFor   infer.Rope  // the parameters ropeCos/ropeSin hold angles for
+	ropeValid bool        // they are this pass's
 }
 
 // New starts a CPU backend with opts.Threads workers (one per core when 0).
@@ -188,13 +190,14 @@ func (b *Backend) NewKVCache(spec infer.KVSpec) error {
 	for w := range b.scores {
 		b.scores[w] = make([]float32, spec.Context)
 		b.qf16[w] = make([]float32, spec.HeadDim)
-		b.accum[w] = make([]float32, 16*spec.HeadDim)
+		b.accum[w] = make([]float32, spec.HeadDim)
 	}
 	return nil
 }
 
 func (b *Backend) Begin(batch infer.Batch) {
 	b.batch, b.n, b.inPass, b.err = batch, len(batch.Tokens), true, nil
+	b.ropeValid = false
 	switch {
 	case b.closed:
 		b.fail(errors.New("cpu backend: used after Close"))

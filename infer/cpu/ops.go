@@ -128,22 +128,37 @@ func (b *Backend) Rope(x infer.Tensor, r infer.Rope) {
 		return
 	}
 	half := r.Dims / 2
-	if len(b.ropeCos) < half {
-		b.ropeCos, b.ropeSin = make([]float32, half), make([]float32, half)
-	}
-	cos, sin := b.ropeCos[:half], b.ropeSin[:half]
+	cos, sin := b.ropeAngles(r)
 	for i := range b.active(cx) {
-		r.Angles(b.batch.Pos+i, cos, sin)
+		c, s := cos[i*half:(i+1)*half], sin[i*half:(i+1)*half]
 		row := cx.row(i)
 		for h := 0; h < len(row); h += r.HeadDim {
 			head := row[h : h+r.Dims]
 			for j := range half {
 				x0, x1 := head[j], head[j+half]
-				head[j] = x0*cos[j] - x1*sin[j]
-				head[j+half] = x0*sin[j] + x1*cos[j]
+				head[j] = x0*c[j] - x1*s[j]
+				head[j+half] = x0*s[j] + x1*c[j]
 			}
 		}
 	}
+}
+
+// ropeAngles returns the cos and sin tables of the batch's positions for r
+// (row i at [i·Dims/2, (i+1)·Dims/2)), computed once per pass: Q and K of
+// every layer rotate by the same angles.
+func (b *Backend) ropeAngles(r infer.Rope) (cos, sin []float32) {
+	half := r.Dims / 2
+	if b.ropeValid && b.ropeFor == r {
+		return b.ropeCos[:b.n*half], b.ropeSin[:b.n*half]
+	}
+	if need := b.n * half; len(b.ropeCos) < need {
+		b.ropeCos, b.ropeSin = make([]float32, need), make([]float32, need)
+	}
+	for i := range b.n {
+		r.Angles(b.batch.Pos+i, b.ropeCos[i*half:(i+1)*half], b.ropeSin[i*half:(i+1)*half])
+	}
+	b.ropeFor, b.ropeValid = r, true
+	return b.ropeCos[:b.n*half], b.ropeSin[:b.n*half]
 }
 
 func (b *Backend) StoreKV(layer int, k, v infer.Tensor) {
@@ -185,9 +200,16 @@ func (b *Backend) SwiGLU(dst, gate, up infer.Tensor) {
 		return
 	}
 	n := b.active(g) * g.cols
-	gd, ud, dd := g.data[:n], u.data[:n], d.data[:n]
-	for i, x := range gd {
-		dd[i] = x / (1 + float32(math.Exp(float64(-x)))) * ud[i]
+	b.swiglu = swigluJob{gate: g.data[:n], up: u.data[:n], dst: d.data[:n]}
+	b.pool.parallel(n, 2048, &b.swiglu)
+}
+
+// swigluJob computes silu(gate)·up over elements [lo, hi).
+type swigluJob struct{ gate, up, dst []float32 }
+
+func (j *swigluJob) run(lo, hi, _ int) {
+	for i, x := range j.gate[lo:hi] {
+		j.dst[lo+i] = x / (1 + float32(math.Exp(float64(-x)))) * j.up[lo+i]
 	}
 }
 

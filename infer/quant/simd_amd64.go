@@ -138,17 +138,17 @@ func kernelTokens(lane, left int) (n, index int) {
 var haveAVX512 = cpu.X86.HasAVX512F && os.Getenv("BONSAI_NOSIMD") == ""
 
 func dotsF16SIMD(x []float32, h []uint16, stride int, out []float32) bool {
-	if !haveAVX512 || len(x)%16 != 0 {
+	if !haveAVX512 || len(x)%16 != 0 || len(x) == 0 {
 		return false
 	}
 	dotsF16(&x[0], &h[0], stride, len(out), len(x)/16, &out[0])
 	return true
 }
 
-func axpysF16SIMD(a []float32, h []uint16, stride int, y []float32) bool {
-	if !haveAVX512 || len(y)%128 != 0 {
+func weightedSumF16SIMD(p []float32, h []uint16, stride int, out []float32) bool {
+	if !haveAVX512 || len(out)%16 != 0 || len(out) == 0 {
 		return false
 	}
-	axpysF16(&a[0], &h[0], stride, len(a), len(y)/16, &y[0])
+	weightedSumF16(&p[0], &h[0], stride, len(p), len(out)/16, &out[0])
 	return true
 }

@@ -19,4 +19,4 @@ func (a *Activations) fillPlanes(int) {}
 func simdRepack(*Matrix) []byte { return nil }
 
 func dotsF16SIMD([]float32, []uint16, int, []float32) bool  { return false }
-func axpysF16SIMD([]float32, []uint16, int, []float32) bool { return false }
+func weightedSumF16SIMD([]float32, []uint16, int, []float32) bool { return false }

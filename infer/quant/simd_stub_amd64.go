@@ -107,7 +107,7 @@ func q8_0x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, 
 //go:noescape
 func dotsF16(x *float32, h *uint16, stride int, n int, chunks int, out *float32)
 
-// axpysF16 adds a[t]·row t of h (f16, stride elements apart) to y (16·chunks floats) for t < n.
+// weightedSumF16 sets out (16·chunks floats) to Σ_t p[t]·row t of h (f16, stride elements apart), t < n.
 //
 //go:noescape
-func axpysF16(a *float32, h *uint16, stride int, n int, chunks int, y *float32)
+func weightedSumF16(p *float32, h *uint16, stride int, n int, chunks int, out *float32)

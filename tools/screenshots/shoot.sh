@@ -7,23 +7,32 @@
 # Usage: tools/screenshots/shoot.sh [MODEL.gguf]
 #   MODEL defaults to $BONSAI_MODEL, else a tiny synthetic model written by
 #   'bonsai synth' (random weights: the text is noise, the layout is real).
-# Needs: tmux, rsvg-convert (apt: tmux librsvg2-bin), Go (for bonsai and
-# freeze). Conversations and settings go to a temporary XDG tree, never to
-# the user's own.
+#   BONSAI_BIN=path uses that bonsai binary instead of building one.
+# Needs: tmux, rsvg-convert and the JetBrains Mono font (apt: tmux
+# librsvg2-bin fonts-jetbrains-mono; rsvg ignores the font freeze embeds, and
+# a proportional fallback font misaligns every column), and Go (for bonsai
+# and freeze). Conversations and settings go to a temporary XDG tree, never
+# to the user's own.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out="$root/screenshots"
 work=$(mktemp -d)
-trap 'tmux kill-server -L bonsai-shots 2>/dev/null || true; rm -rf "$work"' EXIT
+socket="bonsai-shots-$$"
+trap 'tmux -L "$socket" kill-server 2>/dev/null || true; rm -rf "$work"' EXIT
 mkdir -p "$out"
 
-for tool in tmux rsvg-convert go; do
-	command -v "$tool" >/dev/null || { echo "shoot.sh: $tool is missing (apt-get install tmux librsvg2-bin)" >&2; exit 1; }
+for tool in tmux rsvg-convert go fc-list; do
+	command -v "$tool" >/dev/null || { echo "shoot.sh: $tool is missing (apt-get install tmux librsvg2-bin fontconfig)" >&2; exit 1; }
 done
+[[ $(fc-list : family) == *"JetBrains Mono"* ]] || { echo "shoot.sh: install fonts-jetbrains-mono" >&2; exit 1; }
 
 echo "building bonsai and freeze…"
-(cd "$root" && go build -o "$work/bonsai" ./cmd/bonsai)
+if [[ -n "${BONSAI_BIN:-}" ]]; then # a bonsai binary already built
+	cp "$BONSAI_BIN" "$work/bonsai"
+else
+	(cd "$root" && go build -o "$work/bonsai" ./cmd/bonsai)
+fi
 GOBIN="$work/bin" go install github.com/charmbracelet/freeze@v0.2.2
 freeze="$work/bin/freeze"
 
@@ -33,8 +42,10 @@ if [[ -z "$model" ]]; then
 	"$work/bonsai" synth --shape tiny --type q1_0 -o "$model" >/dev/null
 fi
 
-export XDG_DATA_HOME="$work/data" XDG_STATE_HOME="$work/state" XDG_CONFIG_HOME="$work/config"
-tmux_() { tmux -L bonsai-shots "$@"; }
+# One conversation database for every shot (the session list shows them);
+# UI state (open panels) per shot, so each starts as a first run does.
+export XDG_DATA_HOME="$work/data" XDG_CONFIG_HOME="$work/config"
+tmux_() { tmux -L "$socket" "$@"; }
 
 # start NAME WIDTH HEIGHT [ENV=VALUE...] opens bonsai in a fresh tmux session.
 start() {
@@ -42,7 +53,8 @@ start() {
 	shift 3
 	tmux_ kill-session -t "$name" 2>/dev/null || true
 	tmux_ new-session -d -s "$name" -x "$w" -y "$h" \
-		env TERM=xterm-256color COLORTERM=truecolor "$@" "$work/bonsai" --model "$model" --backend cpu --ctx 1024
+		env TERM=xterm-256color COLORTERM=truecolor XDG_STATE_HOME="$work/state-$name" "$@" \
+		"$work/bonsai" --model "$model" --backend cpu --ctx 1024
 	wait_for "$name" "ready"
 }
 
@@ -74,7 +86,8 @@ shot() {
 	local bg=${3:-#171717}
 	sleep 0.5
 	tmux_ capture-pane -e -p -t "$1" >"$work/$2.ansi"
-	"$freeze" --window --padding 20,20 --margin 0 --background "$bg" -o "$work/$2.svg" <"$work/$2.ansi" >/dev/null
+	"$freeze" --window --padding 20,20 --margin 0 --background "$bg" --font.family "JetBrains Mono" \
+		-o "$work/$2.svg" <"$work/$2.ansi" >/dev/null
 	rsvg-convert -o "$out/$2.png" "$work/$2.svg"
 	echo "wrote screenshots/$2.png"
 }

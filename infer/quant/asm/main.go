@@ -128,7 +128,7 @@ func main() {
 		}
 	}
 	dotsF16()
-	axpysF16()
+	weightedSumF16()
 	Generate()
 }
 
@@ -243,9 +243,28 @@ func kernel(s spec, T int) {
 	RET()
 }
 
+// reduce16 emits the horizontal sum of z's 16 lanes in the order of
+// _mm512_reduce_add_ps (halves, then quarters, then (0+2)+(1+3)) into the
+// low float of z.
+func reduce16(z reg.VecVirtual) {
+	hi := YMM()
+	VEXTRACTF64X4(U8(1), z, hi)
+	lo := z.AsY()
+	VADDPS(hi, lo, lo)
+	hx := XMM()
+	VEXTRACTF128(U8(1), lo, hx)
+	lx := z.AsX()
+	VADDPS(hx, lx, lx)
+	VMOVHLPS(lx, lx, hx)
+	VADDPS(hx, lx, lx)
+	VMOVSHDUP(lx, hx)
+	VADDSS(hx, lx, lx)
+}
+
 // dotsF16 generates dotsF16: out[t] = Σ_d x[d]·f16(h[t·stride + d]) for t <
-// n, d < 16·chunks: attention's query · keys against an f16 KV cache, with
-// f32 products and sums as ggml_vec_dot_f16 (F16C) computes them.
+// n, d < 16·chunks, the way tinyBLAS's f16 dot runs on AVX-512 (llama.cpp's
+// attention scores without flash attention): one 16-lane accumulator of
+// fused multiply-adds (lane d mod 16, d ascending), then reduce16.
 func dotsF16() {
 	TEXT("dotsF16", NOSPLIT, "func(x *float32, h *uint16, stride int, n int, chunks int, out *float32)")
 	Doc("dotsF16 computes n dot products of x (16·chunks floats) with f16 rows of h, stride elements apart.")
@@ -258,43 +277,22 @@ func dotsF16() {
 	out := Load(Param("out"), GP64())
 	SHLQ(U8(1), stride) // bytes
 	Label("row")
-	acc0, acc1 := ZMM(), ZMM()
-	VPXORD(acc0, acc0, acc0)
-	VPXORD(acc1, acc1, acc1)
+	acc := ZMM()
+	VPXORD(acc, acc, acc)
 	i, xp, hp := GP64(), GP64(), GP64()
 	MOVQ(chunks, i)
 	MOVQ(x, xp)
 	MOVQ(h, hp)
-	// Two accumulators alternate so consecutive FMAs do not wait on each
-	// other; an odd last chunk goes to the first.
 	Label("chunk")
 	k := ZMM()
 	VCVTPH2PS(Mem{Base: hp}, k)
-	VFMADD231PS(Mem{Base: xp}, k, acc0)
-	DECQ(i)
-	JZ(LabelRef("sum"))
-	k2 := ZMM()
-	VCVTPH2PS(Mem{Base: hp, Disp: 32}, k2)
-	VFMADD231PS(Mem{Base: xp, Disp: 64}, k2, acc1)
-	ADDQ(U8(64), hp)
-	ADDQ(U32(128), xp)
+	VFMADD231PS(Mem{Base: xp}, k, acc)
+	ADDQ(U8(32), hp)
+	ADDQ(U8(64), xp)
 	DECQ(i)
 	JNZ(LabelRef("chunk"))
-	Label("sum")
-	VADDPS(acc1, acc0, acc0)
-	hi := YMM()
-	VEXTRACTF64X4(U8(1), acc0, hi)
-	lo := acc0.AsY()
-	VADDPS(hi, lo, lo)
-	hx := XMM()
-	VEXTRACTF128(U8(1), lo, hx)
-	lx := acc0.AsX()
-	VADDPS(hx, lx, lx)
-	VMOVHLPS(lx, lx, hx)
-	VADDPS(hx, lx, lx)
-	VMOVSHDUP(lx, hx)
-	VADDSS(hx, lx, lx)
-	VMOVSS(lx, Mem{Base: out})
+	reduce16(acc)
+	VMOVSS(acc.AsX(), Mem{Base: out})
 	ADDQ(U8(4), out)
 	ADDQ(stride, h)
 	DECQ(n)
@@ -303,53 +301,81 @@ func dotsF16() {
 	RET()
 }
 
-// axpysF16 generates axpysF16: y[d] += Σ_t a[t]·f16(h[t·stride + d]) for d
-// < 16·chunks (chunks a multiple of 8): attention's probabilities · values, accumulated in f32 one
-// value row at a time (each row's products added in row order, like
-// ggml's f16 axpy).
-func axpysF16() {
-	TEXT("axpysF16", NOSPLIT, "func(a *float32, h *uint16, stride int, n int, chunks int, y *float32)")
-	Doc("axpysF16 adds a[t]·row t of h (f16, stride elements apart) to y (16·chunks floats) for t < n.")
+// weightedSumF16 generates weightedSumF16: out[d] = Σ_t p[t]·f16(h[t·stride
+// + d]) for t < n, d < 16·chunks, as tinyBLAS computes llama.cpp's
+// probabilities · Vᵀ: per output, 16 lanes of fused multiply-adds (lane t
+// mod 16, t ascending), then reduce16. Sixteen outputs at a time: register
+// acc[l] holds lane l of each, so the final tree is vertical adds.
+func weightedSumF16() {
+	TEXT("weightedSumF16", NOSPLIT, "func(p *float32, h *uint16, stride int, n int, chunks int, out *float32)")
+	Doc("weightedSumF16 sets out (16·chunks floats) to Σ_t p[t]·row t of h (f16, stride elements apart), t < n.")
 	Pragma("noescape")
-	a := Load(Param("a"), GP64())
+	pp := Load(Param("p"), GP64())
 	h := Load(Param("h"), GP64())
 	stride := Load(Param("stride"), GP64())
 	n := Load(Param("n"), GP64())
 	chunks := Load(Param("chunks"), GP64())
-	y := Load(Param("y"), GP64())
+	out := Load(Param("out"), GP64())
 	SHLQ(U8(1), stride)
-	// 128 floats of y (8 registers) stay in registers while the rows
-	// stream by; chunks must be a multiple of 8 (axpyF16 checks).
+	stride16 := GP64()
+	MOVQ(stride, stride16)
+	SHLQ(U8(4), stride16)
+
 	Label("panel")
-	acc := make([]reg.VecVirtual, 8)
-	for c := range acc {
-		acc[c] = ZMM()
+	acc := make([]reg.VecVirtual, 16)
+	for l := range acc {
+		acc[l] = ZMM()
+		VPXORD(acc[l], acc[l], acc[l])
 	}
-	for c := range acc {
-		VMOVUPS(Mem{Base: y, Disp: 64 * c}, acc[c])
-	}
-	t, ap, hp := GP64(), GP64(), GP64()
+	t, ap, hp, row := GP64(), GP64(), GP64(), GP64()
 	MOVQ(n, t)
-	MOVQ(a, ap)
+	MOVQ(pp, ap)
 	MOVQ(h, hp)
-	Label("row")
-	p := ZMM()
-	VBROADCASTSS(Mem{Base: ap}, p)
-	for c := range acc {
-		v := ZMM()
-		VCVTPH2PS(Mem{Base: hp, Disp: 32 * c}, v)
-		VFMADD231PS(v, p, acc[c])
+	// Whole groups of 16 rows: row l of the group feeds lane l.
+	CMPQ(t, U8(16))
+	JB(LabelRef("tail"))
+	Label("group")
+	MOVQ(hp, row)
+	for l := range acc {
+		v, b := ZMM(), ZMM()
+		VCVTPH2PS(Mem{Base: row}, v)
+		VBROADCASTSS(Mem{Base: ap, Disp: 4 * l}, b)
+		VFMADD231PS(v, b, acc[l])
+		if l < 15 {
+			ADDQ(stride, row)
+		}
 	}
-	ADDQ(U8(4), ap)
-	ADDQ(stride, hp)
-	DECQ(t)
-	JNZ(LabelRef("row"))
-	for c := range acc {
-		VMOVUPS(acc[c], Mem{Base: y, Disp: 64 * c})
+	ADDQ(U8(64), ap)
+	ADDQ(stride16, hp)
+	SUBQ(U8(16), t)
+	CMPQ(t, U8(16))
+	JAE(LabelRef("group"))
+	// The last t < 16 rows feed lanes 0 … t−1.
+	Label("tail")
+	for l := 0; l < 15; l++ {
+		TESTQ(t, t)
+		JZ(LabelRef("reduce"))
+		v, b := ZMM(), ZMM()
+		VCVTPH2PS(Mem{Base: hp}, v)
+		VBROADCASTSS(Mem{Base: ap, Disp: 4 * l}, b)
+		VFMADD231PS(v, b, acc[l])
+		ADDQ(stride, hp)
+		DECQ(t)
 	}
-	ADDQ(U32(512), y)
-	ADDQ(U32(256), h)
-	SUBQ(U8(8), chunks)
+	Label("reduce")
+	for l := 0; l < 8; l++ {
+		VADDPS(acc[l+8], acc[l], acc[l])
+	}
+	for l := 0; l < 4; l++ {
+		VADDPS(acc[l+4], acc[l], acc[l])
+	}
+	VADDPS(acc[2], acc[0], acc[0])
+	VADDPS(acc[3], acc[1], acc[1])
+	VADDPS(acc[1], acc[0], acc[0])
+	VMOVUPS(acc[0], Mem{Base: out})
+	ADDQ(U8(64), out)
+	ADDQ(U8(32), h)
+	DECQ(chunks)
 	JNZ(LabelRef("panel"))
 	VZEROUPPER()
 	RET()
