@@ -192,6 +192,11 @@ type WeightData struct {
 	Type  gguf.Type
 	Shape []int64
 	Data  []byte
+	// Mapped says Data lies in a read-only file mapping: a backend that
+	// keeps its own copy (repacked or uploaded) may release those pages
+	// (madvise) to keep resident memory near one copy of the weights. Never
+	// set for heap or embedded bytes.
+	Mapped bool
 }
 
 // Tensor is a backend-owned float32 activation buffer of Rows() × Cols(),

@@ -198,7 +198,10 @@ func (bd *binder) weight(name string, shape ...int64) Weight {
 		bd.err = fmt.Errorf("%w: %s: no data (file closed or out of range)", ErrMissingTensor, name)
 		return nil
 	}
-	w, err := bd.b.LoadWeight(WeightData{Name: name, Type: t.Type, Shape: t.Shape, Data: data})
+	// gguf.Open sets Path and maps the file; Parse of bytes in memory does
+	// neither.
+	mapped := bd.f.Path != ""
+	w, err := bd.b.LoadWeight(WeightData{Name: name, Type: t.Type, Shape: t.Shape, Data: data, Mapped: mapped})
 	if err != nil {
 		bd.err = fmt.Errorf("binding %s: %w", name, err)
 		return nil

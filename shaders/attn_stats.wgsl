@@ -6,7 +6,7 @@
 // The numerics follow llama.cpp's CPU graph (and infer/cpu): q rounded to
 // f16, K from the f16 cache, s = scale·Σ q·k in f32.
 // Constants: HEADS, KVHEADS, QPG (=HEADS/KVHEADS), D, KVD, QROWS, LAYER_OFF,
-// SCALE, TILE (=WG/QPG), WG.
+// SCALE, TILE (=WG/QPG, a power of two), WG.
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
@@ -19,7 +19,7 @@ const KT: u32 = TILE * (D / 2u + 1u);
 
 var<workgroup> qs: array<f32, QD>;
 var<workgroup> kt: array<u32, KT>; // K tile, rows padded by one word against bank conflicts
-var<workgroup> sc: array<f32, WG>;
+var<workgroup> red: array<f32, WG>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -58,20 +58,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 			}
 			s = acc * SCALE;
 		}
-		sc[lid] = s;
+		// tile max and Σexp per head: tree over the TILE threads of a head
+		red[lid] = s;
 		workgroupBarrier();
-		if (hq < QPG && j == 0u) {
-			var mt = m;
-			for (var i = 0u; i < cnt; i++) {
-				mt = max(mt, sc[hq * TILE + i]);
+		for (var st = TILE / 2u; st > 0u; st >>= 1u) {
+			if (j < st) {
+				red[lid] = max(red[lid], red[lid + st]);
 			}
-			var lt = l * exp(m - mt);
-			for (var i = 0u; i < cnt; i++) {
-				lt += exp(sc[hq * TILE + i] - mt);
-			}
-			m = mt;
-			l = lt;
+			workgroupBarrier();
 		}
+		let mt = max(m, red[hq * TILE]);
+		workgroupBarrier();
+		red[lid] = select(0.0, exp(s - mt), hq < QPG && j < cnt);
+		workgroupBarrier();
+		for (var st = TILE / 2u; st > 0u; st >>= 1u) {
+			if (j < st) {
+				red[lid] += red[lid + st];
+			}
+			workgroupBarrier();
+		}
+		l = l * exp(m - mt) + red[hq * TILE];
+		m = mt;
 	}
 	if (hq < QPG && j == 0u) {
 		stats[(row * HEADS + g * QPG + hq) * batch.splits + c] = vec2<f32>(m, l);

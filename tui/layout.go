@@ -96,7 +96,7 @@ func (m *Model) mainView() string {
 		return conv
 	}
 	if a.side {
-		return lipgloss.JoinHorizontal(lipgloss.Top, conv, " ", a.panels)
+		return joinSide(conv, a.panels)
 	}
 	return lipgloss.JoinVertical(lipgloss.Left, conv, a.panels)
 }
@@ -123,4 +123,30 @@ func (m *Model) loadingView() string {
 		progressBar(st, w, m.status.load.Done, m.status.load.Total),
 	}
 	return strings.Join(lines, "\n")
+}
+
+// sgrReset ends every style.
+const sgrReset = "\x1b[0m"
+
+// joinSide puts right beside left, line by line, resetting styles between
+// them: a style left open at the end of a conversation line must not colour
+// the panel (terminals carry SGR state along a line).
+func joinSide(left, right string) string {
+	l := strings.Split(left, "\n")
+	r := strings.Split(right, "\n")
+	width := lipgloss.Width(left)
+	var b strings.Builder
+	for i := range l {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		line := l[i]
+		b.WriteString(line)
+		b.WriteString(strings.Repeat(" ", max(width-lipgloss.Width(line), 0)))
+		b.WriteString(sgrReset + " ")
+		if i < len(r) {
+			b.WriteString(r[i])
+		}
+	}
+	return b.String()
 }

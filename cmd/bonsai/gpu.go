@@ -88,7 +88,7 @@ func runGPU(args []string, stdout, stderr io.Writer) error {
 		}
 		tg := time.Since(start)
 		tgProf := b.TakeProfile()
-		fmt.Fprintf(stdout, "%s: pp%d %.1f tok/s, tg%d %.1f tok/s\n", label, *prompt, float64(*prompt)/pp.Seconds(), *gen, float64(*gen)/tg.Seconds())
+		fmt.Fprintf(stdout, "%s: pp%d %.1f tok/s, tg%d %.1f tok/s, RSS %d MiB\n", label, *prompt, float64(*prompt)/pp.Seconds(), *gen, float64(*gen)/tg.Seconds(), rssMiB())
 		if profiled {
 			for _, s := range []struct {
 				name string
@@ -188,4 +188,15 @@ func argmaxOf(v []float32) int32 {
 		}
 	}
 	return int32(best)
+}
+
+// rssMiB is the resident set size (0 where /proc is missing).
+func rssMiB() int64 {
+	data, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	var size, rss int64
+	fmt.Sscan(string(data), &size, &rss)
+	return rss * int64(os.Getpagesize()) >> 20
 }

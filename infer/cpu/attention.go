@@ -5,13 +5,21 @@ import (
 	"math"
 
 	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/quant"
 )
 
 // attnJob computes attention for the (token, head) pairs [lo, hi), pair
 // i·Heads+h being query head h of token i. It follows llama.cpp's CPU graph
-// without flash attention: the query is rounded to f16 (the vec-dot type of
-// the f16 K cache), scores are scaled and soft-maxed in f32, and the weights
-// are rounded to f16 again before they meet V.
+// without flash attention down to the order of its float operations, since a
+// value rounded to f16 the other way moves the logits visibly:
+//
+//   - q is rounded to f16 (the vec-dot type of the f16 K cache) and the
+//     scores are tinyBLAS's f16 dots (quant.DotsF16);
+//   - softmax scales in f32, takes ggml's vectorised exp, sums the
+//     exponentials of each 16 positions as _mm512_reduce_add_ps does and the
+//     chunks in f64 (ggml_vec_soft_max_f32);
+//   - the weights are rounded to f16 and meet V as tinyBLAS would
+//     (quant.WeightedSumF16).
 type attnJob struct {
 	b      *Backend
 	q, dst *tensor
@@ -24,7 +32,7 @@ func (j *attnJob) run(lo, hi, worker int) {
 	width := a.KVHeads * a.HeadDim
 	group := a.Heads / a.KVHeads
 	kc, vc := b.kv.k[j.layer], b.kv.v[j.layer]
-	q16, acc := b.qf16[worker][:a.HeadDim], b.accum[worker][:a.HeadDim]
+	q16 := b.qf16[worker][:a.HeadDim]
 	for pair := lo; pair < hi; pair++ {
 		i, h := pair/a.Heads, pair%a.Heads
 		past := b.batch.Pos + i + 1 // positions 0 … Pos+i are visible
@@ -34,51 +42,30 @@ func (j *attnJob) run(lo, hi, worker int) {
 		for d, x := range j.q.row(i)[h*a.HeadDim : (h+1)*a.HeadDim] {
 			q16[d] = roundF16(x)
 		}
+		quant.DotsF16(q16, kc[kvOff:], width, scores)
 		maxScore := float32(math.Inf(-1))
-		for t := range scores {
-			k := kc[t*width+kvOff : t*width+kvOff+a.HeadDim]
-			s := dotF16(q16, k) * a.Scale
+		for t, s := range scores {
+			s *= a.Scale
 			scores[t] = s
 			maxScore = max(maxScore, s)
 		}
 		var sum float64
-		for t, s := range scores {
-			e := float32(math.Exp(float64(s - maxScore)))
-			scores[t] = e
-			sum += float64(e)
+		var chunk [16]float32
+		for c := 0; c < len(scores); c += 16 {
+			clear(chunk[:])
+			for l := range min(16, len(scores)-c) {
+				e := expf(scores[c+l] - maxScore)
+				scores[c+l] = e
+				chunk[l] = e
+			}
+			sum += float64(quant.Reduce16(&chunk))
 		}
 		inv := float32(1 / sum)
-
-		clear(acc)
 		for t, e := range scores {
-			p := roundF16(e * inv)
-			v := vc[t*width+kvOff : t*width+kvOff+a.HeadDim]
-			for d := range acc {
-				acc[d] += p * halfToFloat[v[d]]
-			}
+			scores[t] = roundF16(e * inv)
 		}
-		copy(j.dst.row(i)[h*a.HeadDim:(h+1)*a.HeadDim], acc)
+		quant.WeightedSumF16(scores, vc[kvOff:], width, j.dst.row(i)[h*a.HeadDim:(h+1)*a.HeadDim])
 	}
-}
-
-// dotF16 is q·k for f16 keys, with four partial sums so the additions
-// overlap. (llama.cpp sums in 16 SIMD lanes; the order differs only by
-// rounding, and exactness here was measured not to move the logits of the
-// parity models.)
-func dotF16(q []float32, k []uint16) float32 {
-	k = k[:len(q)]
-	var s0, s1, s2, s3 float32
-	d := 0
-	for ; d+4 <= len(q); d += 4 {
-		s0 += q[d] * halfToFloat[k[d]]
-		s1 += q[d+1] * halfToFloat[k[d+1]]
-		s2 += q[d+2] * halfToFloat[k[d+2]]
-		s3 += q[d+3] * halfToFloat[k[d+3]]
-	}
-	for ; d < len(q); d++ {
-		s0 += q[d] * halfToFloat[k[d]]
-	}
-	return (s0 + s1) + (s2 + s3)
 }
 
 func (b *Backend) Attention(dst, q infer.Tensor, layer int, a infer.Attn) {

@@ -47,9 +47,11 @@ type Backend struct {
 
 	// Memory accounting.
 	weightBytes, activationBytes int64
+	repackedBytes, releasedBytes int64
 
 	// Scratch reused by every pass (grown, never shrunk).
 	act       quant.Activations // activations quantized for a matmul
+	actOf     *tensor           // whose values act holds, until another op runs
 	attn      attnJob           // the job value handed to the pool
 	swiglu    swigluJob
 	scores    [][]float32 // per worker: attention scores over the context
@@ -88,7 +90,11 @@ func (b *Backend) Info() infer.BackendInfo {
 		Adapter: cpuModel(),
 		Threads: b.pool.size,
 		SIMD:    simdLevel(),
-		Details: []string{fmt.Sprintf("%d worker threads, weights read from the file mapping", b.pool.size)},
+		Details: []string{
+			fmt.Sprintf("%d worker threads", b.pool.size),
+			fmt.Sprintf("weights: %d MiB in the file mapping, %d MiB repacked for the SIMD kernels (%d MiB of file pages released)",
+				b.weightBytes>>20, b.repackedBytes>>20, b.releasedBytes>>20),
+		},
 	}
 }
 
@@ -138,11 +144,25 @@ func (b *Backend) LoadWeight(d infer.WeightData) (infer.Weight, error) {
 		cols: int(d.Shape[0]), rows: int(rows), rowBytes: int(rowBytes),
 	}
 	if len(d.Shape) > 1 { // a matrix: MatMul goes through quant's kernels
+		// A fast kernel may repack the weights into a heap copy; what the
+		// heap grows by while wrapping the matrix is that copy.
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
 		m, err := quant.NewMatrix(d.Type, w.rows, w.cols, d.Data)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", infer.ErrUnsupportedType, d.Name, err)
 		}
+		runtime.ReadMemStats(&after)
 		w.mat = m
+		if copied := int64(after.TotalAlloc - before.TotalAlloc); copied >= int64(len(d.Data))/2 {
+			b.repackedBytes += copied
+			if d.Mapped {
+				// The kernel reads the copy: the file's pages would only
+				// double the resident weights. (Embedding lookups fault
+				// back in the few rows they read.)
+				b.releasedBytes += releasePages(d.Data)
+			}
+		}
 	}
 	b.weights[d.Name] = w
 	b.weightBytes += int64(len(d.Data))
@@ -197,7 +217,7 @@ func (b *Backend) NewKVCache(spec infer.KVSpec) error {
 
 func (b *Backend) Begin(batch infer.Batch) {
 	b.batch, b.n, b.inPass, b.err = batch, len(batch.Tokens), true, nil
-	b.ropeValid = false
+	b.ropeValid, b.actOf = false, nil
 	switch {
 	case b.closed:
 		b.fail(errors.New("cpu backend: used after Close"))
@@ -256,6 +276,7 @@ func (b *Backend) TakeProfile() profile.Sample {
 func (b *Backend) Memory() infer.BackendMemory {
 	return infer.BackendMemory{
 		Weights:     b.weightBytes,
+		Repacked:    b.repackedBytes,
 		Activations: b.activationBytes,
 		KV:          b.kv.spec.Bytes(),
 	}
@@ -278,8 +299,11 @@ func (b *Backend) fail(err error) {
 	}
 }
 
-// ok reports whether the pass can go on.
+// ok reports whether the pass can go on. Every op calls it first, which is
+// also where the quantized activations are forgotten: any op may change
+// the tensor they came from.
 func (b *Backend) ok() bool {
+	b.actOf = nil
 	if !b.inPass {
 		b.fail(errors.New("cpu backend: op outside Begin/Commit"))
 		b.inPass = true

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -281,5 +283,49 @@ func TestDecodeDoesNotAllocate(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("a decode step allocates %v times", allocs)
+	}
+}
+
+// A model loaded from a mapped file (whose repacked weights' pages the
+// backend releases) computes what the same model in memory computes.
+func TestMappedFileMatchesMemory(t *testing.T) {
+	cfg := tinymodel.Small(gguf.Q1_0)
+	data, err := tinymodel.Build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mapped, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mapped.Close()
+	inMemory, err := gguf.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := []int32{3, 1, 4, 1, 5, 9, 2, 6}
+	var logits [2][]float32
+	for i, f := range []*gguf.File{mapped, inMemory} {
+		m, err := infer.Load(f, infer.Options{Backend: "cpu", Context: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Forward(tokens, 0); err != nil {
+			t.Fatal(err)
+		}
+		logits[i] = append([]float32(nil), m.Logits()...)
+		if mem := m.Backend().Memory(); mem.Weights == 0 {
+			t.Errorf("backend reports no weight bytes: %+v", mem)
+		}
+		m.Close()
+	}
+	for i := range logits[0] {
+		if logits[0][i] != logits[1][i] {
+			t.Fatalf("logit %d: mapped %v, in memory %v", i, logits[0][i], logits[1][i])
+		}
 	}
 }

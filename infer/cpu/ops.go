@@ -47,6 +47,7 @@ func (b *Backend) Embed(dst infer.Tensor, w infer.Weight) {
 }
 
 func (b *Backend) MatMul(dst infer.Tensor, w infer.Weight, x infer.Tensor) {
+	quantized := b.actOf // ok forgets it; a MatMul may reuse it
 	if !b.ok() {
 		return
 	}
@@ -64,10 +65,14 @@ func (b *Backend) MatMul(dst infer.Tensor, w infer.Weight, x infer.Tensor) {
 		return
 	}
 	x32, y := cx.data[:rows*cx.cols], d.data[:rows*d.cols]
-	if err := b.qpool.Quantize(&b.act, cw.typ, x32, cx.cols, rows); err != nil {
-		b.fail(fmt.Errorf("MatMul %s: %w", cw.name, err))
-		return
+	// Q, K and V (and gate and up) read the same input: quantize it once.
+	if quantized != cx || b.act.Type != quant.VecDotType(cw.typ) || b.act.Tokens != rows {
+		if err := b.qpool.Quantize(&b.act, cw.typ, x32, cx.cols, rows); err != nil {
+			b.fail(fmt.Errorf("MatMul %s: %w", cw.name, err))
+			return
+		}
 	}
+	b.actOf = cx
 	var err error
 	if rows == 1 {
 		err = b.qpool.MatVec(cw.mat, &b.act, y)
@@ -209,7 +214,7 @@ type swigluJob struct{ gate, up, dst []float32 }
 
 func (j *swigluJob) run(lo, hi, _ int) {
 	for i, x := range j.gate[lo:hi] {
-		j.dst[lo+i] = x / (1 + float32(math.Exp(float64(-x)))) * j.up[lo+i]
+		j.dst[lo+i] = silu(x) * j.up[lo+i]
 	}
 }
 

@@ -121,10 +121,13 @@ func (e *Engine) Close() {
 	<-e.finished
 }
 
+// send queues a request; it is dropped once the engine has stopped (closed,
+// or failed to load: the fatal Error said so).
 func (e *Engine) send(r any) {
 	select {
 	case e.requests <- r:
 	case <-e.done:
+	case <-e.finished:
 	}
 }
 

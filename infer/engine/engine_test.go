@@ -297,4 +297,10 @@ func TestMissingFileIsFatal(t *testing.T) {
 	if err, ok := ev.(Error); !ok || !err.Fatal {
 		t.Fatalf("got %#v, want a fatal Error", ev)
 	}
+	// Requests to a dead engine return instead of blocking.
+	for range 40 {
+		e.Generate(GenerateRequest{Messages: ask("hi")})
+	}
+	e.SwitchBackend("cpu")
+	e.Reset()
 }

@@ -19,12 +19,15 @@ import (
 // (infer.BackendOptions has no field for it yet).
 const AdapterEnv = "BONSAI_GPU_ADAPTER"
 
+// LUTEnv set to 1 selects the lookup-table decode matvec (q1_lut).
+const LUTEnv = "BONSAI_GPU_LUT"
+
 // maxBatchTokens bounds one pass's batch (the token buffer is fixed so
 // bind groups never change).
 const maxBatchTokens = 8192
 
 // maxSplits bounds the split-KV attention partials per (row, head).
-const maxSplits = 32
+const maxSplits = 64
 
 func init() {
 	infer.RegisterBackend("gpu", func(opts infer.BackendOptions) (infer.Backend, error) {
@@ -54,6 +57,10 @@ type Backend struct {
 	pending   []pendingMatMul
 	pendingX  *tensor
 	pendingTo *tensor // residual the pending matvec also adds into
+	// noLUT keeps decode matvecs on q1_matvec where q1_lut would apply:
+	// on the H200 the lookup-table kernel measured 10–25 % slower
+	// (docs/gpu-kernels.md), so it is opt-in (LUTEnv=1).
+	noLUT bool
 	// in-place per-head RMSNorms waiting for the Ropes that follow them
 	norms []pendingNorm
 	ropes map[infer.Rope]*wgpu.Buffer
@@ -144,6 +151,7 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 		weights: map[string]*weight{},
 		ropes:   map[infer.Rope]*wgpu.Buffer{},
 		ops:     map[opKey]*op{},
+		noLUT:   os.Getenv(LUTEnv) != "1",
 	}
 	if b.batchBuf, err = d.newBuffer("batch", 16, wgpu.BufferUsageUniform|wgpu.BufferUsageCopyDst); err != nil {
 		d.Close()
@@ -276,11 +284,11 @@ func (b *Backend) Begin(batch infer.Batch) {
 		b.unplaced = nil
 	}
 	// Decode spreads the cache over up to maxSplits workgroups per kv head
-	// (at least 64 positions each); prefill has parallelism in its rows.
+	// (at least 32 positions each); prefill has parallelism in its rows.
 	seq := batch.Pos + b.n
 	chunk := seq
 	if b.n == 1 {
-		chunk = max(64, ceilDiv(seq, maxSplits))
+		chunk = max(32, ceilDiv(seq, maxSplits))
 	}
 	b.splits = ceilDiv(seq, chunk)
 	var u [16]byte
@@ -666,6 +674,25 @@ func (b *Backend) flushMatVec() {
 	if len(ps) > 2 {
 		key.e = ps[2].dst
 	}
+	if w0.k%2048 == 0 && total%32 == 0 && !b.noLUT {
+		key.i += 8
+		o := b.prepared(key, func() (*kernel, []binding, error) {
+			k, err := b.d.kernel("q1_lut", map[string]shaders.Const{
+				"K": shaders.U32(w0.k), "WORDS": shaders.U32(words),
+				"M0": shaders.U32(ends[0]), "M1": shaders.U32(ends[1]),
+				"OUT2": shaders.Flag(len(ps) > 1), "OUT3": shaders.Flag(len(ps) > 2), "ADD": shaders.Flag(resid != nil)})
+			bufs := []binding{bits.binding(), scales.binding(), whole(x.buf)}
+			for _, p := range ps {
+				bufs = append(bufs, whole(p.dst.buf))
+			}
+			if resid != nil {
+				bufs = append(bufs, whole(resid.buf))
+			}
+			return k, bufs, err
+		})
+		b.dispatch(o, total/32, 1, 1)
+		return
+	}
 	o := b.prepared(key, func() (*kernel, []binding, error) {
 		k, err := b.d.kernel("q1_matvec", map[string]shaders.Const{
 			"K": shaders.U32(w0.k), "WORDS": shaders.U32(words), "WG": shaders.U32(wg), "RED": shaders.U32(2 * wg),
@@ -909,6 +936,10 @@ func (b *Backend) Attention(dstT, qT infer.Tensor, layer int, a infer.Attn) {
 		return
 	}
 	tile := wg / qpg
+	if tile&(tile-1) != 0 {
+		b.fail(fmt.Errorf("gpu: attention with %d query heads per kv head (not a power of two): %w", qpg, ErrUnsupported))
+		return
+	}
 	rows := min(q.rows, dst.rows)
 	n := min(rows, b.n)
 	slots := max(rows, maxSplits)
@@ -927,17 +958,19 @@ func (b *Backend) Attention(dstT, qT infer.Tensor, layer int, a infer.Attn) {
 		q.part, q.stats = part, stats
 	}
 	kvd := s.KVHeads * s.HeadDim
-	defs := map[string]shaders.Const{
-		"HEADS": shaders.U32(a.Heads), "KVHEADS": shaders.U32(a.KVHeads), "QPG": shaders.U32(qpg), "D": shaders.U32(a.HeadDim),
-		"KVD": shaders.U32(kvd), "QROWS": shaders.U32(rows), "LAYER_OFF": shaders.U32(layer * s.Context * kvd / 2),
-		"SCALE": shaders.F32(a.Scale), "TILE": shaders.U32(tile), "WG": shaders.U32(wg)}
+	defs := func() map[string]shaders.Const {
+		return map[string]shaders.Const{
+			"HEADS": shaders.U32(a.Heads), "KVHEADS": shaders.U32(a.KVHeads), "QPG": shaders.U32(qpg), "D": shaders.U32(a.HeadDim),
+			"KVD": shaders.U32(kvd), "QROWS": shaders.U32(rows), "LAYER_OFF": shaders.U32(layer * s.Context * kvd / 2),
+			"SCALE": shaders.F32(a.Scale), "TILE": shaders.U32(tile), "WG": shaders.U32(wg)}
+	}
 	st := b.prepared(opKey{kind: "attnstats", a: q, b: a, i: layer}, func() (*kernel, []binding, error) {
-		k, err := b.d.kernel("attn_stats", defs)
+		k, err := b.d.kernel("attn_stats", defs())
 		return k, []binding{whole(b.batchBuf), whole(q.buf), whole(b.kv.k), whole(q.stats)}, err
 	})
 	b.dispatch(st, a.KVHeads, n, b.splits)
 	pv := b.prepared(opKey{kind: "attnpv", a: q, b: a, i: layer}, func() (*kernel, []binding, error) {
-		k, err := b.d.kernel("attn_pv", defs)
+		k, err := b.d.kernel("attn_pv", defs())
 		return k, []binding{whole(b.batchBuf), whole(q.buf), whole(b.kv.k), whole(b.kv.v), whole(q.stats), whole(q.part)}, err
 	})
 	b.dispatch(pv, a.KVHeads, n, b.splits)

@@ -114,6 +114,7 @@ func TestMatMulMatchesCPU(t *testing.T) {
 		{gguf.Q1_0, 40, 128, 9, 1e-5},
 		{gguf.Q1_0, 128, 256, 70, 1e-5}, // tiled GEMM, two token tiles
 		{gguf.Q1_0, 64, 1024, 3, 1e-5},
+		{gguf.Q1_0, 96, 4096, 1, 1e-5}, // two lookup-table chunks when BONSAI_GPU_LUT=1
 		{gguf.Q8_0, 32, 256, 1, 1e-5},
 		{gguf.Q4_0, 48, 256, 3, 1e-5},
 		{gguf.Q2_0, 16, 256, 2, 1e-5},
@@ -382,6 +383,79 @@ func TestEmbed(t *testing.T) {
 		b.Embed(x, w)
 		if err := b.Commit(); !errors.Is(err, infer.ErrBadShape) {
 			t.Errorf("%s: token past the vocabulary: got %v, want ErrBadShape", typ, err)
+		}
+	}
+}
+
+// TestFusedMatVec covers the decode fusions: three matrices loaded one
+// after another and multiplied by the same x become one dispatch (with
+// and without the lookup table), and a residual Add right after a matvec
+// folds into it; results must equal the unfused ones.
+func TestFusedMatVec(t *testing.T) {
+	for _, k := range []int{256, 2048} {
+		for _, noLUT := range []bool{false, true} {
+			b := newTestBackend(t)
+			b.noLUT = noLUT
+			r := rand.New(rand.NewPCG(9, uint64(k)))
+			ms := []int{128, 64, 64}
+			var ws []infer.Weight
+			var wbs [][]byte
+			for i, m := range ms {
+				wb := quantizeMatrix(t, gguf.Q1_0, m, k, randFloats(r, m*k, 1))
+				w, err := b.LoadWeight(infer.WeightData{Name: fmt.Sprintf("f%d", i), Type: gguf.Q1_0, Shape: []int64{int64(k), int64(m)}, Data: wb})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ws, wbs = append(ws, w), append(wbs, wb)
+			}
+			// the output projection: 128 back to k
+			wo := quantizeMatrix(t, gguf.Q1_0, k, 128, randFloats(r, k*128, 1))
+			o, err := b.LoadWeight(infer.WeightData{Name: "fo", Type: gguf.Q1_0, Shape: []int64{128, int64(k)}, Data: wo})
+			if err != nil {
+				t.Fatal(err)
+			}
+			xv := randFloats(r, k, 1)
+			resid0 := randFloats(r, k, 1)
+			x, resid, h := b.mustTensor(t, "x", 1, k), b.mustTensor(t, "resid", 1, k), b.mustTensor(t, "h", 1, k)
+			outs := []*tensor{b.mustTensor(t, "o0", 1, 128), b.mustTensor(t, "o1", 1, 64), b.mustTensor(t, "o2", 1, 64)}
+			b.write(t, x, xv)
+			b.write(t, resid, resid0)
+			got := [][]float32{make([]float32, 128), make([]float32, 64), make([]float32, 64)}
+			gotH, gotResid := make([]float32, k), make([]float32, k)
+			b.Begin(batchOf(1, 0))
+			for i := range ws {
+				b.MatMul(outs[i], ws[i], x)
+			}
+			b.MatMul(h, o, outs[0])
+			b.Add(resid, resid, h)
+			for i := range outs {
+				b.Read(outs[i], got[i])
+			}
+			b.Read(h, gotH)
+			b.Read(resid, gotResid)
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			for i, m := range ms {
+				want := refMatMul(gguf.Q1_0, wbs[i], m, k, xv, 1)
+				if e := maxRelErr(got[i], want); e > 1e-5 {
+					t.Errorf("K=%d noLUT=%v: output %d: max error %.3g", k, noLUT, i, e)
+				}
+			}
+			wantH := refMatMul(gguf.Q1_0, wo, k, 128, got[0], 1)
+			if e := maxRelErr(gotH, wantH); e > 1e-5 {
+				t.Errorf("K=%d noLUT=%v: output projection: max error %.3g", k, noLUT, e)
+			}
+			wantResid := make([]float32, k)
+			for i := range wantResid {
+				wantResid[i] = resid0[i] + gotH[i]
+			}
+			if e := maxRelErr(gotResid, wantResid); e > 1e-6 {
+				t.Errorf("K=%d noLUT=%v: residual: max error %.3g", k, noLUT, e)
+			}
+			if n := len(b.ops); n != 2 {
+				t.Errorf("K=%d noLUT=%v: %d prepared ops, want 2 (fused q/k/v, projection+add)", k, noLUT, n)
+			}
 		}
 	}
 }

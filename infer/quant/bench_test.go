@@ -3,37 +3,40 @@ package quant
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/bonsai-chat/bonsai/gguf"
 )
 
-// Benchmarks on Bonsai-1.7B shapes. MB/s is weight bytes read per second.
+// Benchmarks on Bonsai-1.7B-like shapes (2048 columns). Besides wall time
+// they report the calling thread's CPU time per product, which stays
+// meaningful on a machine shared with other work:
 //
-//	go test ./infer/quant/ -run X -bench . -benchtime 2s
-func BenchmarkMatVec(b *testing.B) {
-	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q2_0, gguf.Q4_0, gguf.Q8_0} {
-		for _, shape := range []struct{ rows, cols int }{{6144, 2048}, {151936, 2048}} {
-			b.Run(fmt.Sprintf("%s/%dx%d", typ, shape.rows, shape.cols), func(b *testing.B) {
-				benchProduct(b, typ, shape.rows, shape.cols, 1)
+//	go test ./infer/quant/ -run X -bench Kernel -benchtime 2s
+//
+// GMAC/s-cpu is multiply-accumulates per CPU-second of one thread, GB/s-cpu
+// weight bytes per CPU-second (decode is bandwidth-bound once two threads
+// together exceed the memory's ~18.5 GB/s).
+func BenchmarkKernel(b *testing.B) {
+	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q2_0, gguf.Q4_0, gguf.Q8_0, gguf.Q4_K, gguf.Q6_K} {
+		for _, shape := range []struct{ rows, tokens int }{{256, 1}, {6144, 1}, {151936, 1}, {6144, 8}, {6144, 64}} {
+			b.Run(fmt.Sprintf("%s/%dx2048/tokens=%d", typ, shape.rows, shape.tokens), func(b *testing.B) {
+				benchProduct(b, typ, shape.rows, 2048, shape.tokens)
 			})
 		}
 	}
 }
 
-func BenchmarkMatMul(b *testing.B) {
-	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q4_0} {
-		b.Run(fmt.Sprintf("%s/6144x2048x64", typ), func(b *testing.B) {
-			benchProduct(b, typ, 6144, 2048, 64)
-		})
-	}
-}
-
 func benchProduct(b *testing.B, typ gguf.Type, rows, cols, tokens int) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	r := rand.New(rand.NewPCG(1, 1))
 	m := randMatrixFast(b, r, typ, rows, cols)
 	x := randVec(r, cols*tokens)
-	p := NewPool(0)
+	p := NewPool(1) // one thread: the figures are per core
 	defer p.Close()
 	var a Activations
 	if err := p.Quantize(&a, typ, x, cols, tokens); err != nil {
@@ -41,18 +44,27 @@ func benchProduct(b *testing.B, typ gguf.Type, rows, cols, tokens int) {
 	}
 	y := make([]float32, rows*tokens)
 	b.SetBytes(int64(len(m.Data)))
-	b.ResetTimer()
+	cpu0 := threadCPU()
 	for b.Loop() {
 		if err := p.MatMul(m, &a, y); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(b.Elapsed().Seconds())/float64(b.N)*1e6/float64(tokens), "µs/token")
+	cpu := (threadCPU() - cpu0).Seconds()
+	b.ReportMetric(float64(rows)*float64(cols)*float64(tokens)*float64(b.N)/cpu/1e9, "GMAC/s-cpu")
+	b.ReportMetric(float64(len(m.Data))*float64(b.N)/cpu/1e9, "GB/s-cpu")
 }
 
-// randMatrixFast fills a matrix with random bytes and sane scales (the
-// quantizers are too slow for 150k-row benchmarks).
-func randMatrixFast(b testing.TB, r *rand.Rand, typ gguf.Type, rows, cols int) *Matrix {
+// threadCPU is the calling thread's CPU time (Linux RUSAGE_THREAD).
+func threadCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(1, &ru) // RUSAGE_THREAD
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// randMatrixFast fills a matrix with random bytes and small sane scales
+// (the reference quantizers are too slow for 150k-row benchmarks).
+func randMatrixFast(tb testing.TB, r *rand.Rand, typ gguf.Type, rows, cols int) *Matrix {
 	rb, _ := typ.RowBytes(int64(cols))
 	data := make([]byte, rows*int(rb))
 	for i := range data {
@@ -60,11 +72,16 @@ func randMatrixFast(b testing.TB, r *rand.Rand, typ gguf.Type, rows, cols int) *
 	}
 	bb := typ.BlockBytes()
 	for off := 0; off < len(data); off += bb {
-		copy(data[off:], []byte{0x00, 0x2c}) // d = 1/16 (f16 first in all these blocks)
+		switch typ {
+		case gguf.Q6_K: // d last
+			copy(data[off+bb-2:], []byte{0x00, 0x2c})
+		default: // d (and dmin) first: 1/16
+			copy(data[off:], []byte{0x00, 0x2c, 0x00, 0x2c})
+		}
 	}
 	m, err := NewMatrix(typ, rows, cols, data)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return m
 }

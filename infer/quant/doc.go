@@ -42,14 +42,32 @@
 //
 // MatVec and MatMul allocate nothing once the Activations buffers have grown
 // to the largest batch. The Pool and Activations are for one goroutine at a
-// time.
+// time. Quantize once per input, not once per matrix: q, k and v (and gate
+// and up) can share one Activations.
+//
+// # Attention helpers
+//
+// For attention over an f16 KV cache, in the operation order of llama.cpp's
+// CPU attention without flash attention (16 lanes of FMAs, then the tree of
+// _mm512_reduce_add_ps), AVX-512 where available:
+//
+//	DotsF16(q, kCache[off:], stride, scores)        // scores[t] = q · key t
+//	WeightedSumF16(probs, vCache[off:], stride, out) // out = Σ_t probs[t]·value t
+//	Reduce16(&lanes)                                 // the 16-lane tree
 //
 // # Kernels
 //
 // Each Matrix picks the fastest kernel the CPU supports when it is created
 // (golang.org/x/sys/cpu): AVX-512 VNNI assembly generated with avo
-// (infer/quant/asm, see go:generate in simd_amd64.go) for the types that have
-// it, the portable Go kernels otherwise. Tests compare every SIMD kernel with
+// (infer/quant/asm, its own module; see go:generate in simd_amd64.go) for
+// Q1_0, Q2_0, Q2_0G128, Q4_0 and Q8_0, the portable Go kernels otherwise
+// (and for the K-quants and floats). The SIMD kernels read a copy of the
+// weights repacked at NewMatrix into groups of 16 rows (repack.go), with the
+// same bits per weight, so one VPDPBUSD yields a partial sum for each of 16
+// rows; a tile of up to 8 tokens shares each expanded weight register
+// (prompt processing), and Q8_0 activations get an interleaved copy with
+// −Σq and the scale per 32 (planes in simd_amd64.go). BONSAI_NOSIMD=1
+// forces the portable kernels. Tests compare every SIMD kernel with
 // the portable one on random inputs, odd sizes included. The kernels carry
 // no timing code; the CPU backend's profiler times whole phases.
 package quant

@@ -78,7 +78,7 @@ func TestDequantizeHandMadeBlocks(t *testing.T) {
 	ls := [8]uint8{3, 0, 0, 0, 0, 17, 0, 0}
 	lm := [8]uint8{2, 0, 0, 0, 0, 33, 0, 0}
 	packScaleMinK4(&ls, &lm, q4k[4:16])
-	q4k[16] = 0x5a     // element 0: 10, element 32: 5
+	q4k[16] = 0x5a      // element 0: 10, element 32: 5
 	q4k[16+64+1] = 0xc0 // sub-block 5 (high nibbles of bytes 64..95), element 160+1: 12
 	got = dequant(t, gguf.Q4_K, q4k, 256)
 	if got[0] != 3*10-1 || got[32] != 0 || got[161] != 17*12-16.5 || got[160] != -16.5 {

@@ -2,7 +2,6 @@ package quant
 
 import (
 	"runtime"
-	"sync"
 	"sync/atomic"
 )
 
@@ -10,16 +9,29 @@ import (
 // rows. The goroutines live as long as the Pool, so a product costs a wake-up
 // per worker, not a goroutine; the calling goroutine works too. A Pool runs
 // one product at a time: use it from one goroutine (the engine's).
+//
+// Chunks are claimed dynamically and the caller waits for unfinished chunks,
+// never for idle workers: on a machine shared with other processes a worker
+// that is not scheduled in time simply does less, instead of stalling every
+// product until it wakes (what a barrier would do).
 type Pool struct {
 	threads int
 	wake    []chan struct{}
-	done    sync.WaitGroup
+	done    chan struct{} // one signal per product, from whoever ends its last chunk
 	closed  bool
 
-	// The product in flight, set before the workers are woken.
-	job  job
-	next atomic.Int64 // next unclaimed chunk
+	// The product in flight. job is written before state publishes it and
+	// is stable while any of its chunks is unfinished.
+	job       job
+	gen       uint64
+	state     atomic.Uint64 // gen<<40 | chunks<<20 | next chunk
+	remaining atomic.Int64  // chunks not yet finished
 }
+
+const (
+	chunkBits = 20
+	chunkMask = 1<<chunkBits - 1
+)
 
 // NewPool starts a pool of threads workers (the caller counts as one).
 // threads ≤ 0 means one per core (runtime.NumCPU: this project's machines
@@ -29,7 +41,7 @@ func NewPool(threads int) *Pool {
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
-	p := &Pool{threads: threads, wake: make([]chan struct{}, threads-1)}
+	p := &Pool{threads: threads, wake: make([]chan struct{}, threads-1), done: make(chan struct{}, 1)}
 	for i := range p.wake {
 		p.wake[i] = make(chan struct{}, 1)
 		go p.worker(p.wake[i])
@@ -54,36 +66,50 @@ func (p *Pool) Close() {
 func (p *Pool) worker(wake <-chan struct{}) {
 	for range wake {
 		p.work()
-		p.done.Done()
 	}
 }
 
-// run executes p.job on every thread and returns when all chunks are done.
+// run executes p.job (its chunks set) on every thread that turns up and
+// returns when all chunks are done.
 func (p *Pool) run() {
-	p.next.Store(0)
-	if p.job.chunks > 1 {
-		helpers := min(len(p.wake), p.job.chunks-1)
-		p.done.Add(helpers)
-		for _, w := range p.wake[:helpers] {
-			w <- struct{}{}
-		}
-		p.work()
-		p.done.Wait()
-	} else {
-		p.work()
+	chunks := p.job.chunks
+	if chunks <= 0 {
+		return
 	}
+	if chunks > chunkMask {
+		panic("quant: too many chunks") // unreachable: matmul makes at most ~8 per thread per token tile
+	}
+	p.gen++
+	p.remaining.Store(int64(chunks))
+	p.state.Store(p.gen<<(2*chunkBits) | uint64(chunks)<<chunkBits)
+	for _, w := range p.wake[:min(len(p.wake), chunks-1)] {
+		select {
+		case w <- struct{}{}:
+		default: // already has a wake-up pending
+		}
+	}
+	p.work()
+	<-p.done
 	p.job = job{} // drop references to the caller's buffers
 }
 
-// work claims chunks until none are left. Chunks are claimed dynamically, so
-// a thread delayed by another process on a shared machine simply does fewer.
+// work claims chunks of the current product until none are left.
 func (p *Pool) work() {
 	for {
-		c := int(p.next.Add(1) - 1)
-		if c >= p.job.chunks {
+		s := p.state.Load()
+		next, chunks := s&chunkMask, s>>chunkBits&chunkMask
+		if next >= chunks {
 			return
 		}
-		p.job.do(c)
+		if !p.state.CompareAndSwap(s, s+1) {
+			continue
+		}
+		// The claim succeeded for the live product: its fields stay put
+		// until this chunk is counted done.
+		p.job.do(int(next))
+		if p.remaining.Add(-1) == 0 {
+			p.done <- struct{}{}
+		}
 	}
 }
 

@@ -54,6 +54,13 @@ func quantizeQ8_0Ref(src []float32, dst []byte) {
 // _mm256_round_ps(_MM_ROUND_NEAREST), i.e. round half to even. It quantizes
 // the activations of every Q1_0/Q2_0/Q4_0/Q8_0 dot product on x86.
 func quantizeQ8_0X86(src []float32, dst []byte) {
+	if quantizeQ8_0SIMD(src, dst) {
+		return
+	}
+	quantizeQ8_0X86Go(src, dst)
+}
+
+func quantizeQ8_0X86Go(src []float32, dst []byte) {
 	for b := 0; b*qk8_0 < len(src); b++ {
 		x := (*[qk8_0]float32)(src[b*qk8_0:])
 		blk := (*[q8_0Bytes]byte)(dst[b*q8_0Bytes:])

@@ -152,3 +152,13 @@ func weightedSumF16SIMD(p []float32, h []uint16, stride int, out []float32) bool
 	weightedSumF16(&p[0], &h[0], stride, len(p), len(out)/16, &out[0])
 	return true
 }
+
+func quantizeQ8_0SIMD(src []float32, dst []byte) bool {
+	blocks := len(src) / qk8_0
+	if !haveAVX512 || blocks == 0 {
+		return false
+	}
+	_ = dst[blocks*q8_0Bytes-1]
+	quantizeQ8_0(&src[0], blocks, &dst[0])
+	return true
+}

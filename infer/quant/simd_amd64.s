@@ -4217,3 +4217,52 @@ reduce:
 	JNZ     panel
 	VZEROUPPER
 	RET
+
+// func quantizeQ8_0(x *float32, blocks int, dst *byte)
+// Requires: AVX, AVX512DQ, AVX512F, F16C
+TEXT ·quantizeQ8_0(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         dst+16(FP), DX
+	MOVL         $0x7fffffff, BX
+	VPBROADCASTD BX, Z0
+	MOVL         $0x42fe0000, BX
+	VMOVD        BX, X1
+	VXORPS       X2, X2, X2
+
+qblock:
+	VMOVUPS       (AX), Z3
+	VMOVUPS       64(AX), Z4
+	VANDPS        Z0, Z3, Z5
+	VANDPS        Z0, Z4, Z6
+	VMAXPS        Z6, Z5, Z5
+	VEXTRACTF64X4 $0x01, Z5, Y6
+	VMAXPS        Y6, Y5, Y5
+	VEXTRACTF128  $0x01, Y5, X6
+	VMAXPS        X6, X5, X5
+	VMOVHLPS      X5, X5, X6
+	VMAXPS        X6, X5, X5
+	VMOVSHDUP     X5, X6
+	VMAXSS        X6, X5, X5
+	VDIVSS        X1, X5, X6
+	VCVTPS2PH     $0x00, X6, X6
+	VPEXTRW       $0x00, X6, (DX)
+	VXORPS        X6, X6, X6
+	VUCOMISS      X2, X5
+	JE            scaled
+	VDIVSS        X5, X1, X6
+
+scaled:
+	VBROADCASTSS X6, Z6
+	VMULPS       Z6, Z3, Z3
+	VMULPS       Z6, Z4, Z4
+	VCVTPS2DQ    Z3, Z3
+	VCVTPS2DQ    Z4, Z4
+	VPMOVDB      Z3, 2(DX)
+	VPMOVDB      Z4, 18(DX)
+	ADDQ         $0x80, AX
+	ADDQ         $0x22, DX
+	DECQ         CX
+	JNZ          qblock
+	VZEROUPPER
+	RET

@@ -45,3 +45,32 @@ func TestSIMDMatchesPortable(t *testing.T) {
 		}
 	}
 }
+
+// TestQuantizeQ8_0SIMD: the AVX-512 activation quantizer must give the same
+// bytes as the Go transcription of ggml's AVX code, ties and zero blocks
+// included.
+func TestQuantizeQ8_0SIMD(t *testing.T) {
+	if !haveAVX512 {
+		t.Skip("no AVX-512")
+	}
+	r := rand.New(rand.NewPCG(15, 16))
+	x := randVec(r, 32*64)
+	clear(x[32:64]) // an all-zero block
+	for i := 64; i < 96; i++ {
+		x[i] = float32(i-80) + 0.5 // with amax 127 below, exact ties
+	}
+	x[64] = 127
+	for i := 96; i < 128; i++ {
+		x[i] = float32(r.NormFloat64()) * 1e-30 // tiny values
+	}
+	got, want := make([]byte, 64*q8_0Bytes), make([]byte, 64*q8_0Bytes)
+	if !quantizeQ8_0SIMD(x, got) {
+		t.Fatal("SIMD quantizer not taken")
+	}
+	quantizeQ8_0X86Go(x, want)
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("byte %d (block %d): SIMD %#02x, Go %#02x", i, i/q8_0Bytes, got[i], want[i])
+		}
+	}
+}

@@ -111,3 +111,8 @@ func dotsF16(x *float32, h *uint16, stride int, n int, chunks int, out *float32)
 //
 //go:noescape
 func weightedSumF16(p *float32, h *uint16, stride int, n int, chunks int, out *float32)
+
+// quantizeQ8_0 quantizes blocks×32 floats at x into Q8_0 blocks at dst.
+//
+//go:noescape
+func quantizeQ8_0(x *float32, blocks int, dst *byte)

@@ -5,7 +5,11 @@
 //
 // usage (from the repository root):
 //   go build -o bonsai ./cmd/bonsai
-//   node tools/bench/compare.mjs --model FILE [--bonsai ./bonsai] [-p 512] [-n 128] [-r 5] [--threads 2]
+//   node tools/bench/compare.mjs --model FILE [--bonsai ./bonsai] [-p 512] [-n 128] [-r 5] [--threads 2] [--rounds 1]
+//
+// On a shared machine the load changes from minute to minute; --rounds K
+// alternates the two programs K times (r repetitions each time), so both
+// see the same conditions, and reports the ratio of each round too.
 //
 // Both sides run the same tests: pp = the prompt as one batch of p random
 // tokens from an empty cache; tg = n tokens decoded one at a time from an
@@ -28,6 +32,7 @@ const {values: args} = parseArgs({
         n: {type: "string", short: "n", default: "128"},
         r: {type: "string", short: "r", default: "5"},
         threads: {type: "string", default: "2"},
+        rounds: {type: "string", default: "1"},
         "skip-llama": {type: "boolean", default: false},
     },
     strict: true,
@@ -43,7 +48,7 @@ function count(name, min) {
     return v;
 }
 if (!args.model) fail("--model is required");
-const p = count("p", 0), n = count("n", 0), reps = count("r", 1), threads = count("threads", 1);
+const p = count("p", 0), n = count("n", 0), reps = count("r", 1), threads = count("threads", 1), rounds = count("rounds", 1);
 if (p === 0 && n === 0) fail("nothing to measure with -p 0 and -n 0");
 
 function stats(samples) {
@@ -63,7 +68,7 @@ function tokenIds(count, vocab) {
     return ids;
 }
 
-async function benchLlama() {
+async function openLlama() {
     const {getLlama, LlamaLogLevel} = await import(pathToFileURL(resolve(here, "../oracle/node_modules/node-llama-cpp/dist/index.js")).href);
     const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error});
     const model = await llama.loadModel({modelPath: args.model, gpuLayers: 0});
@@ -73,6 +78,10 @@ async function benchLlama() {
     const seq = context.getSequence();
     const ids = tokenIds(Math.max(p, n), model.tokens.length ?? 151936);
     await seq.evaluateWithoutGeneratingNewTokens([ids[0]]); // warm-up
+    return {llama, model, context, seq, ids};
+}
+
+async function benchLlama({seq, ids}) {
     const results = [];
     if (p > 0) {
         const samples = [];
@@ -94,9 +103,6 @@ async function benchLlama() {
         }
         results.push({test: `tg${n}`, samples});
     }
-    await context.dispose();
-    await model.dispose();
-    await llama.dispose();
     return results;
 }
 
@@ -109,18 +115,38 @@ function benchBonsai() {
 }
 
 const loadBefore = loadavg()[0];
-const llamaRes = args["skip-llama"] ? [] : await benchLlama();
-const bonsaiRes = benchBonsai();
+const lm = args["skip-llama"] ? null : await openLlama();
+const all = {llama: {}, bonsai: {}};
+const perRound = [];
+for (let round = 0; round < rounds; round++) {
+    const l = lm ? await benchLlama(lm) : [];
+    const b = benchBonsai();
+    const ratios = {};
+    for (const r of b) {
+        (all.bonsai[r.test] ??= []).push(...r.samples);
+        const lr = l.find((x) => x.test === r.test);
+        if (lr) {
+            (all.llama[r.test] ??= []).push(...lr.samples);
+            ratios[r.test] = stats(r.samples).mean / stats(lr.samples).mean;
+        }
+    }
+    perRound.push(ratios);
+}
+if (lm) {
+    await lm.context.dispose();
+    await lm.model.dispose();
+    await lm.llama.dispose();
+}
 const loadAfter = loadavg()[0];
 
 const fmt = (s) => s ? `${s.mean.toFixed(2)} ± ${s.sd.toFixed(2)}` : "—";
 console.log(`model: ${args.model}`);
-console.log(`threads: ${threads}, repetitions: ${reps}, CPU: ${cpus()[0]?.model} ×${cpus().length}, load average ${loadBefore.toFixed(2)} → ${loadAfter.toFixed(2)}`);
+console.log(`threads: ${threads}, ${rounds} round(s) × ${reps} repetitions, CPU: ${cpus()[0]?.model} ×${cpus().length}, load average ${loadBefore.toFixed(2)} → ${loadAfter.toFixed(2)}`);
 console.log("");
-console.log("| test | llama.cpp t/s | bonsai t/s | bonsai / llama.cpp |");
-console.log("| --- | ---: | ---: | ---: |");
-for (const b of bonsaiRes) {
-    const l = llamaRes.find((x) => x.test === b.test);
-    const ls = l ? stats(l.samples) : null, bs = stats(b.samples);
-    console.log(`| ${b.test} | ${fmt(ls)} | ${fmt(bs)} | ${ls ? (bs.mean / ls.mean).toFixed(2) + "×" : "—"} |`);
+console.log("| test | llama.cpp t/s | bonsai t/s | bonsai / llama.cpp | per round |");
+console.log("| --- | ---: | ---: | ---: | --- |");
+for (const test of Object.keys(all.bonsai)) {
+    const ls = all.llama[test] ? stats(all.llama[test]) : null, bs = stats(all.bonsai[test]);
+    const rr = perRound.map((r) => r[test] ? r[test].toFixed(2) + "×" : "—").join(" ");
+    console.log(`| ${test} | ${fmt(ls)} | ${fmt(bs)} | ${ls ? (bs.mean / ls.mean).toFixed(2) + "×" : "—"} | ${rr} |`);
 }

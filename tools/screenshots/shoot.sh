@@ -7,6 +7,9 @@
 # Usage: tools/screenshots/shoot.sh [MODEL.gguf]
 #   MODEL defaults to $BONSAI_MODEL, else a tiny synthetic model written by
 #   'bonsai synth' (random weights: the text is noise, the layout is real).
+#   Its vocabulary is cut to Qwen's first 8000 tokens, which are Latin
+#   script: the SVG renderer has no terminal cell grid, so CJK or emoji in
+#   random output would shift every column after them.
 #   BONSAI_BIN=path uses that bonsai binary instead of building one.
 # Needs: tmux, rsvg-convert and the JetBrains Mono font (apt: tmux
 # librsvg2-bin fonts-jetbrains-mono; rsvg ignores the font freeze embeds, and
@@ -39,7 +42,7 @@ freeze="$work/bin/freeze"
 model=${1:-${BONSAI_MODEL:-}}
 if [[ -z "$model" ]]; then
 	model="$work/tiny.gguf"
-	"$work/bonsai" synth --shape tiny --type q1_0 -o "$model" >/dev/null
+	"$work/bonsai" synth --shape tiny --type q1_0 --vocab 8000 -o "$model" >/dev/null
 fi
 
 # One conversation database for every shot (the session list shows them);
@@ -54,14 +57,14 @@ start() {
 	tmux_ kill-session -t "$name" 2>/dev/null || true
 	tmux_ new-session -d -s "$name" -x "$w" -y "$h" \
 		env TERM=xterm-256color COLORTERM=truecolor XDG_STATE_HOME="$work/state-$name" "$@" \
-		"$work/bonsai" --model "$model" --backend cpu --ctx 1024
+		"$work/bonsai" --model "$model" --backend cpu --ctx 4096
 	wait_for "$name" "ready"
 }
 
-# wait_for NAME TEXT waits until the pane shows TEXT (20 s at most).
+# wait_for NAME REGEX waits until the pane shows REGEX (20 s at most).
 wait_for() {
 	for _ in $(seq 200); do
-		if tmux_ capture-pane -p -t "$1" | grep -qF -- "$2"; then return 0; fi
+		if tmux_ capture-pane -p -t "$1" | grep -qE -- "$2"; then return 0; fi
 		sleep 0.1
 	done
 	echo "shoot.sh: $1 never showed \"$2\"; the pane shows:" >&2
@@ -78,7 +81,7 @@ ask() {
 	keys "$1" Enter
 	sleep "${3:-1.5}"
 	keys "$1" Escape
-	wait_for "$1" "stopped"
+	wait_for "$1" "stopped|cut off"
 }
 
 # shot NAME FILE [BACKGROUND] captures the pane into screenshots/FILE.png.
@@ -86,8 +89,11 @@ shot() {
 	local bg=${3:-#171717}
 	sleep 0.5
 	tmux_ capture-pane -e -p -t "$1" >"$work/$2.ansi"
+	# Without escape sequences (NO_COLOR) freeze would guess a language.
+	local lang=()
+	grep -q $'\e' "$work/$2.ansi" || lang=(--language text)
 	"$freeze" --window --padding 20,20 --margin 0 --background "$bg" --font.family "JetBrains Mono" \
-		-o "$work/$2.svg" <"$work/$2.ansi" >/dev/null
+		"${lang[@]}" -o "$work/$2.svg" <"$work/$2.ansi" >/dev/null
 	rsvg-convert -o "$out/$2.png" "$work/$2.svg"
 	echo "wrote screenshots/$2.png"
 }

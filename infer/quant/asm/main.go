@@ -14,8 +14,7 @@
 // interleaved per 4-byte group, so each VPDPBUSD broadcasts one token's
 // group from memory, and one u register serves every token of the tile.
 //
-// For every type, the weight value is u − c for a constant c (Q1_0: u ∈ {0,
-// 2}, value 2b − 1, c = 1 after halving... see below), so
+// For every type, the weight value is u − c for a constant c, so
 //
 //	Σ value·q = Σ u·q − c·Σq,
 //
@@ -129,6 +128,7 @@ func main() {
 	}
 	dotsF16()
 	weightedSumF16()
+	quantizeQ8_0()
 	Generate()
 }
 
@@ -220,7 +220,7 @@ func kernel(s spec, T int) {
 		}
 	}
 	ADDQ(U32(s.blockBytes), w)
-	ADDQ(U32(8*s.cols), qs)   // cols/4 groups × 8 tokens × 4 bytes
+	ADDQ(U32(8*s.cols), qs)  // cols/4 groups × 8 tokens × 4 bytes
 	ADDQ(U32(32*subs), negq) // per sub-block: 8 tokens × 4 bytes
 	ADDQ(U32(32*subs), dk)
 	DECQ(blocks)
@@ -377,6 +377,70 @@ func weightedSumF16() {
 	ADDQ(U8(32), h)
 	DECQ(chunks)
 	JNZ(LabelRef("panel"))
+	VZEROUPPER()
+	RET()
+}
+
+// quantizeQ8_0 generates quantizeQ8_0: blocks of 32 floats to Q8_0 exactly
+// as ggml-cpu's AVX quantize_row_q8_0: amax over the block, d = amax/127
+// stored as f16, q = round-half-even(x · (127/amax)) (VCVTPS2DQ under the
+// default MXCSR rounding), 0 for an all-zero block.
+func quantizeQ8_0() {
+	TEXT("quantizeQ8_0", NOSPLIT, "func(x *float32, blocks int, dst *byte)")
+	Doc("quantizeQ8_0 quantizes blocks×32 floats at x into Q8_0 blocks at dst.")
+	Pragma("noescape")
+	x := Load(Param("x"), GP64())
+	blocks := Load(Param("blocks"), GP64())
+	dst := Load(Param("dst"), GP64())
+	c := GP32()
+	MOVL(U32(0x7fffffff), c)
+	absMask := ZMM()
+	VPBROADCASTD(c, absMask)
+	MOVL(U32(0x42fe0000), c) // 127.0
+	c127 := XMM()
+	VMOVD(c, c127)
+	zero := XMM()
+	VXORPS(zero, zero, zero)
+
+	Label("qblock")
+	v0, v1, m := ZMM(), ZMM(), ZMM()
+	VMOVUPS(Mem{Base: x}, v0)
+	VMOVUPS(Mem{Base: x, Disp: 64}, v1)
+	VANDPS(absMask, v0, m)
+	t := ZMM()
+	VANDPS(absMask, v1, t)
+	VMAXPS(t, m, m)
+	hi := YMM()
+	VEXTRACTF64X4(U8(1), m, hi)
+	VMAXPS(hi, m.AsY(), m.AsY())
+	hx := XMM()
+	VEXTRACTF128(U8(1), m.AsY(), hx)
+	VMAXPS(hx, m.AsX(), m.AsX())
+	VMOVHLPS(m.AsX(), m.AsX(), hx)
+	VMAXPS(hx, m.AsX(), m.AsX())
+	VMOVSHDUP(m.AsX(), hx)
+	VMAXSS(hx, m.AsX(), m.AsX()) // amax
+	d, h := XMM(), XMM()
+	VDIVSS(c127, m.AsX(), d) // d = amax/127
+	VCVTPS2PH(U8(0), d, h)
+	VPEXTRW(U8(0), h, Mem{Base: dst})
+	id := ZMM()
+	VXORPS(id.AsX(), id.AsX(), id.AsX())
+	VUCOMISS(zero, m.AsX())
+	JE(LabelRef("scaled"))          // amax = 0: id = 0
+	VDIVSS(m.AsX(), c127, id.AsX()) // id = 127/amax
+	Label("scaled")
+	VBROADCASTSS(id.AsX(), id)
+	VMULPS(id, v0, v0)
+	VMULPS(id, v1, v1)
+	VCVTPS2DQ(v0, v0)
+	VCVTPS2DQ(v1, v1)
+	VPMOVDB(v0, Mem{Base: dst, Disp: 2})
+	VPMOVDB(v1, Mem{Base: dst, Disp: 18})
+	ADDQ(U8(128), x)
+	ADDQ(U8(34), dst)
+	DECQ(blocks)
+	JNZ(LabelRef("qblock"))
 	VZEROUPPER()
 	RET()
 }

@@ -1,0 +1,44 @@
+package cpu
+
+import "math"
+
+// expf is ggml's vectorised single-precision exp (ggml_v_expf, which
+// llama.cpp's x86 build uses in softmax and SiLU), computed lane by lane:
+// e^x = 2^n · p(b) with n = round(x·log2 e) and b = x − n·ln 2 in two parts,
+// p a degree-5 polynomial. It differs from the correctly rounded exp by an
+// ulp or two, and matching it keeps attention weights and the FFN on the
+// same side of every later f16 and 8-bit rounding as llama.cpp.
+func expf(x float32) float32 {
+	const (
+		shifter = 0x1.8p23 // adding it rounds to an integer
+		log2e   = 0x1.715476p+0
+		ln2hi   = 0x1.62e4p-1
+		ln2lo   = 0x1.7f7d1cp-20
+	)
+	z := fma32(x, log2e, shifter)
+	n := z - shifter
+	b := fma32(-n, ln2lo, fma32(-n, ln2hi, x))
+	if abs32(n) > 192 {
+		if n <= 0 {
+			return 0
+		}
+		return float32(math.Inf(1))
+	}
+	u := b * b
+	j := fma32(
+		fma32(fma32(0x1.0e4020p-7, b, 0x1.573e2ep-5), u, fma32(0x1.555e66p-3, b, 0x1.fffdb6p-2)),
+		u,
+		fma32(0x1.ffffecp-1, b, 1))
+	return float32(math.Ldexp(float64(j), int(n)))
+}
+
+// silu is x·sigmoid(x) as ggml_v_silu computes it.
+func silu(x float32) float32 { return x / (1 + expf(-x)) }
+
+// fma32 is a·b+c rounded to f32 (the product is exact in f64; the sum is
+// rounded twice, which differs from one rounding only in rare ties).
+func fma32(a, b, c float32) float32 {
+	return float32(math.FMA(float64(a), float64(b), float64(c)))
+}
+
+func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }

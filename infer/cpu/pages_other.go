@@ -1,0 +1,5 @@
+//go:build !(linux || darwin || freebsd)
+
+package cpu
+
+func releasePages([]byte) int64 { return 0 }
