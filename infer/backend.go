@@ -57,8 +57,19 @@ import (
 // the activations are quantized to the weight's vec-dot type
 // (quant.VecDotType: Q8_0 for Q1_0/Q2_0/Q4_0/Q8_0, Q8_K for K-quants, F16 for
 // F16, …) exactly as llama.cpp does; norms, RoPE, softmax and SwiGLU run in
-// f32; K and V are rounded to f16 when stored. A faster kernel that changes
-// the result beyond rounding needs the parity tests' approval.
+// f32; K and V are rounded to f16 when stored, and attention rounds q and
+// its softmax weights to f16 before they meet K and V (see Attention). The
+// CPU backend (infer/cpu) is the reference, down to llama.cpp's order of
+// float operations where that was measured to matter. A faster kernel that
+// changes the result beyond rounding needs the parity tests' approval.
+//
+// # Loading
+//
+// infer.Load binds the weights, allocates the tensors and the KV cache, and
+// runs one trial token through the backend. A backend that cannot run the
+// model (a shape or type its kernels lack) should fail there, at the latest
+// in that pass's Commit, so that "auto" falls back to the CPU instead of
+// failing at the first prompt.
 //
 // # Profiling
 //
@@ -137,9 +148,9 @@ type Backend interface {
 	// Attention is causal grouped-query attention of q against the cache of
 	// layer: for each active row i (position p = Pos+i) and each query head
 	// h, with kv head g = h / (Heads/KVHeads) as in ggml's broadcasting,
-	//	s_t   = scale · q_{i,h} · K_{g,t}   for t = 0 … p
-	//	a     = softmax(s)                  (f32, max-subtracted)
-	//	dst_{i,h} = Σ_t a_t V_{g,t}
+	//	s_t   = scale · f16(q_{i,h}) · K_{g,t}   for t = 0 … p
+	//	a     = softmax(s)                       (f32, max-subtracted)
+	//	dst_{i,h} = Σ_t f16(a_t) V_{g,t}
 	// q and dst are n × Heads·HeadDim. K and V come from the f16 cache, so
 	// StoreKV of this layer must precede it in the pass.
 	Attention(dst, q Tensor, layer int, a Attn)

@@ -15,6 +15,8 @@ var (
 	ErrBadShape = errors.New("bad tensor shape")
 	// ErrContextFull: the tokens do not fit the KV cache.
 	ErrContextFull = errors.New("context full")
+	// ErrInterrupted: the caller stopped a prefill between batches.
+	ErrInterrupted = errors.New("interrupted")
 	// ErrUnknownBackend: no backend is registered under the name.
 	ErrUnknownBackend = errors.New("unknown backend")
 	// ErrBackendUnavailable: the backend exists but cannot run here (no GPU

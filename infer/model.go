@@ -23,6 +23,7 @@ type Options struct {
 	Context int    // KV cache positions; 0: DefaultContext capped by the model
 	Batch   int    // prompt tokens per pass; 0: DefaultBatch
 	Profile bool   // time the phases from the start
+	Adapter string // GPU adapter choice (BackendOptions.Adapter)
 	// Progress, if set, reports loading: bytes of weights bound so far.
 	Progress func(done, total int64)
 }
@@ -72,29 +73,66 @@ func Load(f *gguf.File, opts Options) (*Model, error) {
 	}
 	batch = min(batch, ctx)
 
-	b, err := NewBackend(opts.Backend, BackendOptions{Threads: opts.Threads, Profile: opts.Profile})
-	if err != nil {
-		return nil, err
-	}
-	net, err := arch.Build(f, b, BuildConfig{MaxBatch: batch, Progress: opts.Progress})
-	if err != nil {
-		b.Close()
-		return nil, err
-	}
-	if err := b.NewKVCache(net.KVSpec(ctx)); err != nil {
-		b.Close()
-		return nil, fmt.Errorf("KV cache for %d tokens: %w", ctx, err)
-	}
-	return &Model{
+	m := &Model{
 		File:     f,
 		Hparams:  hp,
 		Variant:  DetectVariant(f),
-		backend:  b,
-		net:      net,
 		context:  ctx,
 		maxBatch: batch,
 		logits:   make([]float32, hp.Vocab),
-	}, nil
+	}
+	bopts := BackendOptions{Threads: opts.Threads, Profile: opts.Profile, Adapter: opts.Adapter}
+	if opts.Backend == "" || opts.Backend == "auto" {
+		// "auto" promises a working backend: the GPU if it loads and runs
+		// this model, else the CPU.
+		gpu := bopts
+		gpu.Auto = true
+		if err := m.build(arch, "gpu", gpu, opts.Progress); err == nil {
+			return m, nil
+		}
+		if err := m.build(arch, "cpu", bopts, opts.Progress); err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
+	if err := m.build(arch, opts.Backend, bopts, opts.Progress); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// build sets the model up on the named backend and runs one token through
+// it, so that a backend that cannot run this model (a shape its kernels do
+// not handle) says so now rather than at the first prompt. The token leaves
+// nothing behind: the cache is overwritten from position 0 by the first
+// real pass.
+func (m *Model) build(arch Architecture, name string, bopts BackendOptions, progress func(done, total int64)) error {
+	b, err := NewBackend(name, bopts)
+	if err != nil {
+		return err
+	}
+	net, err := arch.Build(m.File, b, BuildConfig{MaxBatch: m.maxBatch, Progress: progress})
+	if err == nil {
+		err = b.NewKVCache(net.KVSpec(m.context))
+		if err != nil {
+			err = fmt.Errorf("KV cache for %d tokens: %w", m.context, err)
+		}
+	}
+	if err == nil {
+		err = net.Forward(Batch{Tokens: []int32{0}, Pos: 0}, m.logits)
+		if err != nil {
+			err = fmt.Errorf("%s backend: trial pass: %w", name, err)
+		}
+	}
+	if err != nil {
+		b.Close()
+		return err
+	}
+	if bopts.Profile {
+		b.TakeProfile() // the trial pass is not the user's
+	}
+	m.backend, m.net = b, net
+	return nil
 }
 
 // Forward runs tokens at positions pos, pos+1, … through the model (in

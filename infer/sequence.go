@@ -38,8 +38,9 @@ func (s *Sequence) SetModel(m *Model) {
 // last token in Model().Logits(). It reuses the longest cached prefix (but
 // always runs the last token, whose logits are needed) and returns how many
 // tokens it reused. progress, if set, is called after each batch with the
-// tokens run so far and in all.
-func (s *Sequence) Prefill(prompt []int32, progress func(done, total int)) (reused int, err error) {
+// tokens run so far and in all; returning false stops the prefill there
+// with ErrInterrupted (the cache then holds the batches that ran).
+func (s *Sequence) Prefill(prompt []int32, progress func(done, total int) bool) (reused int, err error) {
 	if len(prompt) == 0 {
 		return 0, fmt.Errorf("%w: empty prompt", ErrBadShape)
 	}
@@ -57,8 +58,8 @@ func (s *Sequence) Prefill(prompt []int32, progress func(done, total int)) (reus
 			return reused, err
 		}
 		s.tokens = append(s.tokens, rest[start:end]...)
-		if progress != nil {
-			progress(start+(end-start), len(rest))
+		if progress != nil && !progress(end, len(rest)) && end < len(rest) {
+			return reused, fmt.Errorf("%w after %d of %d prompt tokens", ErrInterrupted, reused+end, len(prompt))
 		}
 	}
 	return reused, nil
@@ -73,4 +74,31 @@ func (s *Sequence) Append(tok int32) error {
 	}
 	s.tokens = append(s.tokens, tok)
 	return nil
+}
+
+// Greedy runs prompt from position 0 and then n greedy steps (argmax, the
+// first on ties, as llama.cpp's greedy sampler), returning the n tokens:
+// the reference continuation parity tests compare.
+func (m *Model) Greedy(prompt []int32, n int) ([]int32, error) {
+	s := NewSequence(m)
+	if _, err := s.Prefill(prompt, nil); err != nil {
+		return nil, err
+	}
+	out := make([]int32, 0, n)
+	for len(out) < n {
+		best := 0
+		for i, l := range m.logits {
+			if l > m.logits[best] {
+				best = i
+			}
+		}
+		out = append(out, int32(best))
+		if len(out) == n {
+			break
+		}
+		if err := s.Append(int32(best)); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
 }

@@ -195,7 +195,6 @@ type doneLine struct {
 	Done            bool    `json:"done"`
 	Reason          string  `json:"reason"`
 	PromptTokens    int     `json:"prompt_tokens"`
-	ReusedTokens    int     `json:"reused_tokens"`
 	GeneratedTokens int     `json:"generated_tokens"`
 	PrefillTPS      float64 `json:"prefill_tps"`
 	DecodeTPS       float64 `json:"decode_tps"`

@@ -29,6 +29,10 @@ func expf(x float32) float32 {
 		fma32(fma32(0x1.0e4020p-7, b, 0x1.573e2ep-5), u, fma32(0x1.555e66p-3, b, 0x1.fffdb6p-2)),
 		u,
 		fma32(0x1.ffffecp-1, b, 1))
+	if n >= -126 && n <= 127 {
+		// 2^n as an f32 exponent: exact, like scalef for a normal result.
+		return j * math.Float32frombits(uint32(int32(n)+127)<<23)
+	}
 	return float32(math.Ldexp(float64(j), int(n)))
 }
 

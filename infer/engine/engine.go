@@ -330,11 +330,16 @@ func (e *Engine) generate(r generateRequest) {
 	if e.profiling.Load() {
 		e.profileSample(m) // start the next sample at this request
 	}
-	reused, err := e.seq.Prefill(ids, func(done, total int) {
+	reused, err := e.seq.Prefill(ids, func(done, total int) bool {
 		if total >= 64 {
 			e.emit(PrefillProgress{Done: done, Total: total})
 		}
+		return !stopped()
 	})
+	if errors.Is(err, infer.ErrInterrupted) {
+		finish("stopped")
+		return
+	}
 	if err != nil {
 		e.emit(Error{Err: err})
 		e.seq.Reset()

@@ -163,7 +163,7 @@ func rssBytes(t *testing.T) int64 {
 	return pages * int64(os.Getpagesize())
 }
 
-// TestLongDecodeNoLeak decodes 3000 tokens with the GPU argmax under GC
+// TestLongDecodeNoLeak decodes 1200 tokens, reading the logits back each time, under GC
 // pressure (the binding's MapAsync handle bug crashes within seconds of
 // per-token readback through it) and checks that memory stays flat.
 func TestLongDecodeNoLeak(t *testing.T) {
@@ -178,7 +178,7 @@ func TestLongDecodeNoLeak(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(1))
 	tok := []int32{3}
 	var rss0 int64
-	for step := 0; step < 3000; step++ {
+	for step := 0; step < 1200; step++ {
 		if err := m.Forward(tok, step); err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}
@@ -190,8 +190,8 @@ func TestLongDecodeNoLeak(t *testing.T) {
 	}
 	runtime.GC()
 	grow := rssBytes(t) - rss0
-	t.Logf("RSS growth over 2800 tokens: %d KiB (%s)", grow>>10, b.Info().Adapter)
+	t.Logf("RSS growth over 1000 tokens: %d KiB (%s)", grow>>10, b.Info().Adapter)
 	if grow > 16<<20 {
-		t.Errorf("resident memory grew by %d MiB over 2800 tokens", grow>>20)
+		t.Errorf("resident memory grew by %d MiB over 1000 tokens", grow>>20)
 	}
 }

@@ -4266,3 +4266,1229 @@ scaled:
 	JNZ          qblock
 	VZEROUPPER
 	RET
+
+DATA q1avx2shuf<>+0(SB)/1, $0x00
+DATA q1avx2shuf<>+1(SB)/1, $0x00
+DATA q1avx2shuf<>+2(SB)/1, $0x00
+DATA q1avx2shuf<>+3(SB)/1, $0x00
+DATA q1avx2shuf<>+4(SB)/1, $0x00
+DATA q1avx2shuf<>+5(SB)/1, $0x00
+DATA q1avx2shuf<>+6(SB)/1, $0x00
+DATA q1avx2shuf<>+7(SB)/1, $0x00
+DATA q1avx2shuf<>+8(SB)/1, $0x01
+DATA q1avx2shuf<>+9(SB)/1, $0x01
+DATA q1avx2shuf<>+10(SB)/1, $0x01
+DATA q1avx2shuf<>+11(SB)/1, $0x01
+DATA q1avx2shuf<>+12(SB)/1, $0x01
+DATA q1avx2shuf<>+13(SB)/1, $0x01
+DATA q1avx2shuf<>+14(SB)/1, $0x01
+DATA q1avx2shuf<>+15(SB)/1, $0x01
+DATA q1avx2shuf<>+16(SB)/1, $0x02
+DATA q1avx2shuf<>+17(SB)/1, $0x02
+DATA q1avx2shuf<>+18(SB)/1, $0x02
+DATA q1avx2shuf<>+19(SB)/1, $0x02
+DATA q1avx2shuf<>+20(SB)/1, $0x02
+DATA q1avx2shuf<>+21(SB)/1, $0x02
+DATA q1avx2shuf<>+22(SB)/1, $0x02
+DATA q1avx2shuf<>+23(SB)/1, $0x02
+DATA q1avx2shuf<>+24(SB)/1, $0x03
+DATA q1avx2shuf<>+25(SB)/1, $0x03
+DATA q1avx2shuf<>+26(SB)/1, $0x03
+DATA q1avx2shuf<>+27(SB)/1, $0x03
+DATA q1avx2shuf<>+28(SB)/1, $0x03
+DATA q1avx2shuf<>+29(SB)/1, $0x03
+DATA q1avx2shuf<>+30(SB)/1, $0x03
+DATA q1avx2shuf<>+31(SB)/1, $0x03
+GLOBL q1avx2shuf<>(SB), RODATA|NOPTR, $32
+
+DATA q1avx2bits<>+0(SB)/1, $0x01
+DATA q1avx2bits<>+1(SB)/1, $0x02
+DATA q1avx2bits<>+2(SB)/1, $0x04
+DATA q1avx2bits<>+3(SB)/1, $0x08
+DATA q1avx2bits<>+4(SB)/1, $0x10
+DATA q1avx2bits<>+5(SB)/1, $0x20
+DATA q1avx2bits<>+6(SB)/1, $0x40
+DATA q1avx2bits<>+7(SB)/1, $0x80
+DATA q1avx2bits<>+8(SB)/1, $0x01
+DATA q1avx2bits<>+9(SB)/1, $0x02
+DATA q1avx2bits<>+10(SB)/1, $0x04
+DATA q1avx2bits<>+11(SB)/1, $0x08
+DATA q1avx2bits<>+12(SB)/1, $0x10
+DATA q1avx2bits<>+13(SB)/1, $0x20
+DATA q1avx2bits<>+14(SB)/1, $0x40
+DATA q1avx2bits<>+15(SB)/1, $0x80
+DATA q1avx2bits<>+16(SB)/1, $0x01
+DATA q1avx2bits<>+17(SB)/1, $0x02
+DATA q1avx2bits<>+18(SB)/1, $0x04
+DATA q1avx2bits<>+19(SB)/1, $0x08
+DATA q1avx2bits<>+20(SB)/1, $0x10
+DATA q1avx2bits<>+21(SB)/1, $0x20
+DATA q1avx2bits<>+22(SB)/1, $0x40
+DATA q1avx2bits<>+23(SB)/1, $0x80
+DATA q1avx2bits<>+24(SB)/1, $0x01
+DATA q1avx2bits<>+25(SB)/1, $0x02
+DATA q1avx2bits<>+26(SB)/1, $0x04
+DATA q1avx2bits<>+27(SB)/1, $0x08
+DATA q1avx2bits<>+28(SB)/1, $0x10
+DATA q1avx2bits<>+29(SB)/1, $0x20
+DATA q1avx2bits<>+30(SB)/1, $0x40
+DATA q1avx2bits<>+31(SB)/1, $0x80
+GLOBL q1avx2bits<>(SB), RODATA|NOPTR, $32
+
+DATA q1avx2twos<>+0(SB)/1, $0x02
+DATA q1avx2twos<>+1(SB)/1, $0x02
+DATA q1avx2twos<>+2(SB)/1, $0x02
+DATA q1avx2twos<>+3(SB)/1, $0x02
+DATA q1avx2twos<>+4(SB)/1, $0x02
+DATA q1avx2twos<>+5(SB)/1, $0x02
+DATA q1avx2twos<>+6(SB)/1, $0x02
+DATA q1avx2twos<>+7(SB)/1, $0x02
+DATA q1avx2twos<>+8(SB)/1, $0x02
+DATA q1avx2twos<>+9(SB)/1, $0x02
+DATA q1avx2twos<>+10(SB)/1, $0x02
+DATA q1avx2twos<>+11(SB)/1, $0x02
+DATA q1avx2twos<>+12(SB)/1, $0x02
+DATA q1avx2twos<>+13(SB)/1, $0x02
+DATA q1avx2twos<>+14(SB)/1, $0x02
+DATA q1avx2twos<>+15(SB)/1, $0x02
+DATA q1avx2twos<>+16(SB)/1, $0x02
+DATA q1avx2twos<>+17(SB)/1, $0x02
+DATA q1avx2twos<>+18(SB)/1, $0x02
+DATA q1avx2twos<>+19(SB)/1, $0x02
+DATA q1avx2twos<>+20(SB)/1, $0x02
+DATA q1avx2twos<>+21(SB)/1, $0x02
+DATA q1avx2twos<>+22(SB)/1, $0x02
+DATA q1avx2twos<>+23(SB)/1, $0x02
+DATA q1avx2twos<>+24(SB)/1, $0x02
+DATA q1avx2twos<>+25(SB)/1, $0x02
+DATA q1avx2twos<>+26(SB)/1, $0x02
+DATA q1avx2twos<>+27(SB)/1, $0x02
+DATA q1avx2twos<>+28(SB)/1, $0x02
+DATA q1avx2twos<>+29(SB)/1, $0x02
+DATA q1avx2twos<>+30(SB)/1, $0x02
+DATA q1avx2twos<>+31(SB)/1, $0x02
+GLOBL q1avx2twos<>(SB), RODATA|NOPTR, $32
+
+DATA q1avx2ones16<>+0(SB)/2, $0x0001
+DATA q1avx2ones16<>+2(SB)/2, $0x0001
+DATA q1avx2ones16<>+4(SB)/2, $0x0001
+DATA q1avx2ones16<>+6(SB)/2, $0x0001
+DATA q1avx2ones16<>+8(SB)/2, $0x0001
+DATA q1avx2ones16<>+10(SB)/2, $0x0001
+DATA q1avx2ones16<>+12(SB)/2, $0x0001
+DATA q1avx2ones16<>+14(SB)/2, $0x0001
+DATA q1avx2ones16<>+16(SB)/2, $0x0001
+DATA q1avx2ones16<>+18(SB)/2, $0x0001
+DATA q1avx2ones16<>+20(SB)/2, $0x0001
+DATA q1avx2ones16<>+22(SB)/2, $0x0001
+DATA q1avx2ones16<>+24(SB)/2, $0x0001
+DATA q1avx2ones16<>+26(SB)/2, $0x0001
+DATA q1avx2ones16<>+28(SB)/2, $0x0001
+DATA q1avx2ones16<>+30(SB)/2, $0x0001
+GLOBL q1avx2ones16<>(SB), RODATA|NOPTR, $32
+
+// func q1_0x8avx2t1(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·q1_0x8avx2t1(SB), NOSPLIT, $0-64
+	MOVQ   w+0(FP), AX
+	MOVQ   sc+8(FP), CX
+	MOVQ   blocks+16(FP), DX
+	MOVQ   qs+24(FP), BX
+	MOVQ   negq+32(FP), SI
+	MOVQ   dk+40(FP), DI
+	VXORPS Y0, Y0, Y0
+
+block:
+	VPBROADCASTD (SI), Y2
+	VPBROADCASTD (AX), Y1
+	VPSHUFB      q1avx2shuf<>+0(SB), Y1, Y1
+	VPAND        q1avx2bits<>+0(SB), Y1, Y1
+	VPCMPEQB     q1avx2bits<>+0(SB), Y1, Y1
+	VPAND        q1avx2twos<>+0(SB), Y1, Y1
+	VPBROADCASTD (BX), Y3
+	VPMADDUBSW   Y3, Y1, Y3
+	VPMADDWD     q1avx2ones16<>+0(SB), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPBROADCASTD 8(AX), Y1
+	VPSHUFB      q1avx2shuf<>+0(SB), Y1, Y1
+	VPAND        q1avx2bits<>+0(SB), Y1, Y1
+	VPCMPEQB     q1avx2bits<>+0(SB), Y1, Y1
+	VPAND        q1avx2twos<>+0(SB), Y1, Y1
+	VPBROADCASTD 32(BX), Y3
+	VPMADDUBSW   Y3, Y1, Y3
+	VPMADDWD     q1avx2ones16<>+0(SB), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPBROADCASTD 16(AX), Y1
+	VPSHUFB      q1avx2shuf<>+0(SB), Y1, Y1
+	VPAND        q1avx2bits<>+0(SB), Y1, Y1
+	VPCMPEQB     q1avx2bits<>+0(SB), Y1, Y1
+	VPAND        q1avx2twos<>+0(SB), Y1, Y1
+	VPBROADCASTD 64(BX), Y3
+	VPMADDUBSW   Y3, Y1, Y3
+	VPMADDWD     q1avx2ones16<>+0(SB), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPBROADCASTD 24(AX), Y1
+	VPSHUFB      q1avx2shuf<>+0(SB), Y1, Y1
+	VPAND        q1avx2bits<>+0(SB), Y1, Y1
+	VPCMPEQB     q1avx2bits<>+0(SB), Y1, Y1
+	VPAND        q1avx2twos<>+0(SB), Y1, Y1
+	VPBROADCASTD 96(BX), Y3
+	VPMADDUBSW   Y3, Y1, Y3
+	VPMADDWD     q1avx2ones16<>+0(SB), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPBROADCASTD 32(AX), Y1
+	VPSHUFB      q1avx2shuf<>+0(SB), Y1, Y1
+	VPAND        q1avx2bits<>+0(SB), Y1, Y1
+	VPCMPEQB     q1avx2bits<>+0(SB), Y1, Y1
+	VPAND        q1avx2twos<>+0(SB), Y1, Y1
+	VPBROADCASTD 128(BX), Y3
+	VPMADDUBSW   Y3, Y1, Y3
+	VPMADDWD     q1avx2ones16<>+0(SB), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPBROADCASTD 40(AX), Y1
+	VPSHUFB      q1avx2shuf<>+0(SB), Y1, Y1
+	VPAND        q1avx2bits<>+0(SB), Y1, Y1
+	VPCMPEQB     q1avx2bits<>+0(SB), Y1, Y1
+	VPAND        q1avx2twos<>+0(SB), Y1, Y1
+	VPBROADCASTD 160(BX), Y3
+	VPMADDUBSW   Y3, Y1, Y3
+	VPMADDWD     q1avx2ones16<>+0(SB), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPBROADCASTD 48(AX), Y1
+	VPSHUFB      q1avx2shuf<>+0(SB), Y1, Y1
+	VPAND        q1avx2bits<>+0(SB), Y1, Y1
+	VPCMPEQB     q1avx2bits<>+0(SB), Y1, Y1
+	VPAND        q1avx2twos<>+0(SB), Y1, Y1
+	VPBROADCASTD 192(BX), Y3
+	VPMADDUBSW   Y3, Y1, Y3
+	VPMADDWD     q1avx2ones16<>+0(SB), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPBROADCASTD 56(AX), Y1
+	VPSHUFB      q1avx2shuf<>+0(SB), Y1, Y1
+	VPAND        q1avx2bits<>+0(SB), Y1, Y1
+	VPCMPEQB     q1avx2bits<>+0(SB), Y1, Y1
+	VPAND        q1avx2twos<>+0(SB), Y1, Y1
+	VPBROADCASTD 224(BX), Y3
+	VPMADDUBSW   Y3, Y1, Y3
+	VPMADDWD     q1avx2ones16<>+0(SB), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS (DI), Y1
+	VMULPS       Y1, Y2, Y1
+	VPBROADCASTD 32(SI), Y2
+	VPBROADCASTD 64(AX), Y3
+	VPSHUFB      q1avx2shuf<>+0(SB), Y3, Y3
+	VPAND        q1avx2bits<>+0(SB), Y3, Y3
+	VPCMPEQB     q1avx2bits<>+0(SB), Y3, Y3
+	VPAND        q1avx2twos<>+0(SB), Y3, Y3
+	VPBROADCASTD 256(BX), Y4
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 72(AX), Y3
+	VPSHUFB      q1avx2shuf<>+0(SB), Y3, Y3
+	VPAND        q1avx2bits<>+0(SB), Y3, Y3
+	VPCMPEQB     q1avx2bits<>+0(SB), Y3, Y3
+	VPAND        q1avx2twos<>+0(SB), Y3, Y3
+	VPBROADCASTD 288(BX), Y4
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 80(AX), Y3
+	VPSHUFB      q1avx2shuf<>+0(SB), Y3, Y3
+	VPAND        q1avx2bits<>+0(SB), Y3, Y3
+	VPCMPEQB     q1avx2bits<>+0(SB), Y3, Y3
+	VPAND        q1avx2twos<>+0(SB), Y3, Y3
+	VPBROADCASTD 320(BX), Y4
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 88(AX), Y3
+	VPSHUFB      q1avx2shuf<>+0(SB), Y3, Y3
+	VPAND        q1avx2bits<>+0(SB), Y3, Y3
+	VPCMPEQB     q1avx2bits<>+0(SB), Y3, Y3
+	VPAND        q1avx2twos<>+0(SB), Y3, Y3
+	VPBROADCASTD 352(BX), Y4
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 96(AX), Y3
+	VPSHUFB      q1avx2shuf<>+0(SB), Y3, Y3
+	VPAND        q1avx2bits<>+0(SB), Y3, Y3
+	VPCMPEQB     q1avx2bits<>+0(SB), Y3, Y3
+	VPAND        q1avx2twos<>+0(SB), Y3, Y3
+	VPBROADCASTD 384(BX), Y4
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 104(AX), Y3
+	VPSHUFB      q1avx2shuf<>+0(SB), Y3, Y3
+	VPAND        q1avx2bits<>+0(SB), Y3, Y3
+	VPCMPEQB     q1avx2bits<>+0(SB), Y3, Y3
+	VPAND        q1avx2twos<>+0(SB), Y3, Y3
+	VPBROADCASTD 416(BX), Y4
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 112(AX), Y3
+	VPSHUFB      q1avx2shuf<>+0(SB), Y3, Y3
+	VPAND        q1avx2bits<>+0(SB), Y3, Y3
+	VPCMPEQB     q1avx2bits<>+0(SB), Y3, Y3
+	VPAND        q1avx2twos<>+0(SB), Y3, Y3
+	VPBROADCASTD 448(BX), Y4
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 120(AX), Y3
+	VPSHUFB      q1avx2shuf<>+0(SB), Y3, Y3
+	VPAND        q1avx2bits<>+0(SB), Y3, Y3
+	VPCMPEQB     q1avx2bits<>+0(SB), Y3, Y3
+	VPAND        q1avx2twos<>+0(SB), Y3, Y3
+	VPBROADCASTD 480(BX), Y4
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS 32(DI), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	VPBROADCASTD 64(SI), Y2
+	VPBROADCASTD 128(AX), Y3
+	VPSHUFB      q1avx2shuf<>+0(SB), Y3, Y3
+	VPAND        q1avx2bits<>+0(SB), Y3, Y3
+	VPCMPEQB     q1avx2bits<>+0(SB), Y3, Y3
+	VPAND        q1avx2twos<>+0(SB), Y3, Y3
+	VPBROADCASTD 512(BX), Y4
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 136(AX), Y3
+	VPSHUFB      q1avx2shuf<>+0(SB), Y3, Y3
+	VPAND        q1avx2bits<>+0(SB), Y3, Y3
+	VPCMPEQB     q1avx2bits<>+0(SB), Y3, Y3
+	VPAND        q1avx2twos<>+0(SB), Y3, Y3
+	VPBROADCASTD 544(BX), Y4
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 144(AX), Y3
+	VPSHUFB      q1avx2shuf<>+0(SB), Y3, Y3
+	VPAND        q1avx2bits<>+0(SB), Y3, Y3
+	VPCMPEQB     q1avx2bits<>+0(SB), Y3, Y3
+	VPAND        q1avx2twos<>+0(SB), Y3, Y3
+	VPBROADCASTD 576(BX), Y4
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 152(AX), Y3
+	VPSHUFB      q1avx2shuf<>+0(SB), Y3, Y3
+	VPAND        q1avx2bits<>+0(SB), Y3, Y3
+	VPCMPEQB     q1avx2bits<>+0(SB), Y3, Y3
+	VPAND        q1avx2twos<>+0(SB), Y3, Y3
+	VPBROADCASTD 608(BX), Y4
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 160(AX), Y3
+	VPSHUFB      q1avx2shuf<>+0(SB), Y3, Y3
+	VPAND        q1avx2bits<>+0(SB), Y3, Y3
+	VPCMPEQB     q1avx2bits<>+0(SB), Y3, Y3
+	VPAND        q1avx2twos<>+0(SB), Y3, Y3
+	VPBROADCASTD 640(BX), Y4
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 168(AX), Y3
+	VPSHUFB      q1avx2shuf<>+0(SB), Y3, Y3
+	VPAND        q1avx2bits<>+0(SB), Y3, Y3
+	VPCMPEQB     q1avx2bits<>+0(SB), Y3, Y3
+	VPAND        q1avx2twos<>+0(SB), Y3, Y3
+	VPBROADCASTD 672(BX), Y4
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 176(AX), Y3
+	VPSHUFB      q1avx2shuf<>+0(SB), Y3, Y3
+	VPAND        q1avx2bits<>+0(SB), Y3, Y3
+	VPCMPEQB     q1avx2bits<>+0(SB), Y3, Y3
+	VPAND        q1avx2twos<>+0(SB), Y3, Y3
+	VPBROADCASTD 704(BX), Y4
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 184(AX), Y3
+	VPSHUFB      q1avx2shuf<>+0(SB), Y3, Y3
+	VPAND        q1avx2bits<>+0(SB), Y3, Y3
+	VPCMPEQB     q1avx2bits<>+0(SB), Y3, Y3
+	VPAND        q1avx2twos<>+0(SB), Y3, Y3
+	VPBROADCASTD 736(BX), Y4
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS 64(DI), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	VPBROADCASTD 96(SI), Y2
+	VPBROADCASTD 192(AX), Y3
+	VPSHUFB      q1avx2shuf<>+0(SB), Y3, Y3
+	VPAND        q1avx2bits<>+0(SB), Y3, Y3
+	VPCMPEQB     q1avx2bits<>+0(SB), Y3, Y3
+	VPAND        q1avx2twos<>+0(SB), Y3, Y3
+	VPBROADCASTD 768(BX), Y4
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 200(AX), Y3
+	VPSHUFB      q1avx2shuf<>+0(SB), Y3, Y3
+	VPAND        q1avx2bits<>+0(SB), Y3, Y3
+	VPCMPEQB     q1avx2bits<>+0(SB), Y3, Y3
+	VPAND        q1avx2twos<>+0(SB), Y3, Y3
+	VPBROADCASTD 800(BX), Y4
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 208(AX), Y3
+	VPSHUFB      q1avx2shuf<>+0(SB), Y3, Y3
+	VPAND        q1avx2bits<>+0(SB), Y3, Y3
+	VPCMPEQB     q1avx2bits<>+0(SB), Y3, Y3
+	VPAND        q1avx2twos<>+0(SB), Y3, Y3
+	VPBROADCASTD 832(BX), Y4
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 216(AX), Y3
+	VPSHUFB      q1avx2shuf<>+0(SB), Y3, Y3
+	VPAND        q1avx2bits<>+0(SB), Y3, Y3
+	VPCMPEQB     q1avx2bits<>+0(SB), Y3, Y3
+	VPAND        q1avx2twos<>+0(SB), Y3, Y3
+	VPBROADCASTD 864(BX), Y4
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 224(AX), Y3
+	VPSHUFB      q1avx2shuf<>+0(SB), Y3, Y3
+	VPAND        q1avx2bits<>+0(SB), Y3, Y3
+	VPCMPEQB     q1avx2bits<>+0(SB), Y3, Y3
+	VPAND        q1avx2twos<>+0(SB), Y3, Y3
+	VPBROADCASTD 896(BX), Y4
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 232(AX), Y3
+	VPSHUFB      q1avx2shuf<>+0(SB), Y3, Y3
+	VPAND        q1avx2bits<>+0(SB), Y3, Y3
+	VPCMPEQB     q1avx2bits<>+0(SB), Y3, Y3
+	VPAND        q1avx2twos<>+0(SB), Y3, Y3
+	VPBROADCASTD 928(BX), Y4
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 240(AX), Y3
+	VPSHUFB      q1avx2shuf<>+0(SB), Y3, Y3
+	VPAND        q1avx2bits<>+0(SB), Y3, Y3
+	VPCMPEQB     q1avx2bits<>+0(SB), Y3, Y3
+	VPAND        q1avx2twos<>+0(SB), Y3, Y3
+	VPBROADCASTD 960(BX), Y4
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 248(AX), Y3
+	VPSHUFB      q1avx2shuf<>+0(SB), Y3, Y3
+	VPAND        q1avx2bits<>+0(SB), Y3, Y3
+	VPCMPEQB     q1avx2bits<>+0(SB), Y3, Y3
+	VPAND        q1avx2twos<>+0(SB), Y3, Y3
+	VPBROADCASTD 992(BX), Y4
+	VPMADDUBSW   Y4, Y3, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS 96(DI), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	VCVTPH2PS    (CX), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         $0x00000120, AX
+	ADDQ         $0x00000120, CX
+	ADDQ         $0x00000400, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000080, DI
+	DECQ         DX
+	JNZ          block
+	MOVQ         y+48(FP), AX
+	MOVQ         ldy+56(FP), CX
+	VMOVUPS      Y0, (AX)
+	VZEROUPPER
+	RET
+
+// func q1_0x8avx2t4(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·q1_0x8avx2t4(SB), NOSPLIT, $0-64
+	MOVQ   w+0(FP), AX
+	MOVQ   sc+8(FP), CX
+	MOVQ   blocks+16(FP), DX
+	MOVQ   qs+24(FP), BX
+	MOVQ   negq+32(FP), SI
+	MOVQ   dk+40(FP), DI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y3, Y3, Y3
+	VXORPS Y6, Y6, Y6
+	VXORPS Y9, Y9, Y9
+
+block:
+	VPBROADCASTD (SI), Y2
+	VPBROADCASTD 4(SI), Y5
+	VPBROADCASTD 8(SI), Y8
+	VPBROADCASTD 12(SI), Y11
+	VPBROADCASTD (AX), Y1
+	VPSHUFB      q1avx2shuf<>+0(SB), Y1, Y1
+	VPAND        q1avx2bits<>+0(SB), Y1, Y1
+	VPCMPEQB     q1avx2bits<>+0(SB), Y1, Y1
+	VPAND        q1avx2twos<>+0(SB), Y1, Y1
+	VPBROADCASTD (BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 4(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VPBROADCASTD 8(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y8, Y8
+	VPBROADCASTD 12(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y11, Y11
+	VPBROADCASTD 8(AX), Y1
+	VPSHUFB      q1avx2shuf<>+0(SB), Y1, Y1
+	VPAND        q1avx2bits<>+0(SB), Y1, Y1
+	VPCMPEQB     q1avx2bits<>+0(SB), Y1, Y1
+	VPAND        q1avx2twos<>+0(SB), Y1, Y1
+	VPBROADCASTD 32(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 36(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VPBROADCASTD 40(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y8, Y8
+	VPBROADCASTD 44(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y11, Y11
+	VPBROADCASTD 16(AX), Y1
+	VPSHUFB      q1avx2shuf<>+0(SB), Y1, Y1
+	VPAND        q1avx2bits<>+0(SB), Y1, Y1
+	VPCMPEQB     q1avx2bits<>+0(SB), Y1, Y1
+	VPAND        q1avx2twos<>+0(SB), Y1, Y1
+	VPBROADCASTD 64(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 68(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VPBROADCASTD 72(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y8, Y8
+	VPBROADCASTD 76(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y11, Y11
+	VPBROADCASTD 24(AX), Y1
+	VPSHUFB      q1avx2shuf<>+0(SB), Y1, Y1
+	VPAND        q1avx2bits<>+0(SB), Y1, Y1
+	VPCMPEQB     q1avx2bits<>+0(SB), Y1, Y1
+	VPAND        q1avx2twos<>+0(SB), Y1, Y1
+	VPBROADCASTD 96(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 100(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VPBROADCASTD 104(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y8, Y8
+	VPBROADCASTD 108(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y11, Y11
+	VPBROADCASTD 32(AX), Y1
+	VPSHUFB      q1avx2shuf<>+0(SB), Y1, Y1
+	VPAND        q1avx2bits<>+0(SB), Y1, Y1
+	VPCMPEQB     q1avx2bits<>+0(SB), Y1, Y1
+	VPAND        q1avx2twos<>+0(SB), Y1, Y1
+	VPBROADCASTD 128(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 132(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VPBROADCASTD 136(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y8, Y8
+	VPBROADCASTD 140(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y11, Y11
+	VPBROADCASTD 40(AX), Y1
+	VPSHUFB      q1avx2shuf<>+0(SB), Y1, Y1
+	VPAND        q1avx2bits<>+0(SB), Y1, Y1
+	VPCMPEQB     q1avx2bits<>+0(SB), Y1, Y1
+	VPAND        q1avx2twos<>+0(SB), Y1, Y1
+	VPBROADCASTD 160(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 164(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VPBROADCASTD 168(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y8, Y8
+	VPBROADCASTD 172(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y11, Y11
+	VPBROADCASTD 48(AX), Y1
+	VPSHUFB      q1avx2shuf<>+0(SB), Y1, Y1
+	VPAND        q1avx2bits<>+0(SB), Y1, Y1
+	VPCMPEQB     q1avx2bits<>+0(SB), Y1, Y1
+	VPAND        q1avx2twos<>+0(SB), Y1, Y1
+	VPBROADCASTD 192(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 196(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VPBROADCASTD 200(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y8, Y8
+	VPBROADCASTD 204(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y11, Y11
+	VPBROADCASTD 56(AX), Y1
+	VPSHUFB      q1avx2shuf<>+0(SB), Y1, Y1
+	VPAND        q1avx2bits<>+0(SB), Y1, Y1
+	VPCMPEQB     q1avx2bits<>+0(SB), Y1, Y1
+	VPAND        q1avx2twos<>+0(SB), Y1, Y1
+	VPBROADCASTD 224(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPBROADCASTD 228(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VPBROADCASTD 232(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y8, Y8
+	VPBROADCASTD 236(BX), Y4
+	VPMADDUBSW   Y4, Y1, Y4
+	VPMADDWD     q1avx2ones16<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y11, Y11
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS (DI), Y1
+	VMULPS       Y1, Y2, Y1
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 4(DI), Y2
+	VMULPS       Y2, Y5, Y4
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 8(DI), Y2
+	VMULPS       Y2, Y8, Y7
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 12(DI), Y2
+	VMULPS       Y2, Y11, Y10
+	VPBROADCASTD 32(SI), Y2
+	VPBROADCASTD 36(SI), Y5
+	VPBROADCASTD 40(SI), Y8
+	VPBROADCASTD 44(SI), Y11
+	VPBROADCASTD 64(AX), Y12
+	VPSHUFB      q1avx2shuf<>+0(SB), Y12, Y12
+	VPAND        q1avx2bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q1avx2bits<>+0(SB), Y12, Y12
+	VPAND        q1avx2twos<>+0(SB), Y12, Y12
+	VPBROADCASTD 256(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPBROADCASTD 260(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPBROADCASTD 264(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPBROADCASTD 268(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPBROADCASTD 72(AX), Y12
+	VPSHUFB      q1avx2shuf<>+0(SB), Y12, Y12
+	VPAND        q1avx2bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q1avx2bits<>+0(SB), Y12, Y12
+	VPAND        q1avx2twos<>+0(SB), Y12, Y12
+	VPBROADCASTD 288(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPBROADCASTD 292(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPBROADCASTD 296(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPBROADCASTD 300(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPBROADCASTD 80(AX), Y12
+	VPSHUFB      q1avx2shuf<>+0(SB), Y12, Y12
+	VPAND        q1avx2bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q1avx2bits<>+0(SB), Y12, Y12
+	VPAND        q1avx2twos<>+0(SB), Y12, Y12
+	VPBROADCASTD 320(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPBROADCASTD 324(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPBROADCASTD 328(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPBROADCASTD 332(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPBROADCASTD 88(AX), Y12
+	VPSHUFB      q1avx2shuf<>+0(SB), Y12, Y12
+	VPAND        q1avx2bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q1avx2bits<>+0(SB), Y12, Y12
+	VPAND        q1avx2twos<>+0(SB), Y12, Y12
+	VPBROADCASTD 352(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPBROADCASTD 356(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPBROADCASTD 360(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPBROADCASTD 364(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPBROADCASTD 96(AX), Y12
+	VPSHUFB      q1avx2shuf<>+0(SB), Y12, Y12
+	VPAND        q1avx2bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q1avx2bits<>+0(SB), Y12, Y12
+	VPAND        q1avx2twos<>+0(SB), Y12, Y12
+	VPBROADCASTD 384(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPBROADCASTD 388(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPBROADCASTD 392(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPBROADCASTD 396(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPBROADCASTD 104(AX), Y12
+	VPSHUFB      q1avx2shuf<>+0(SB), Y12, Y12
+	VPAND        q1avx2bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q1avx2bits<>+0(SB), Y12, Y12
+	VPAND        q1avx2twos<>+0(SB), Y12, Y12
+	VPBROADCASTD 416(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPBROADCASTD 420(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPBROADCASTD 424(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPBROADCASTD 428(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPBROADCASTD 112(AX), Y12
+	VPSHUFB      q1avx2shuf<>+0(SB), Y12, Y12
+	VPAND        q1avx2bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q1avx2bits<>+0(SB), Y12, Y12
+	VPAND        q1avx2twos<>+0(SB), Y12, Y12
+	VPBROADCASTD 448(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPBROADCASTD 452(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPBROADCASTD 456(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPBROADCASTD 460(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPBROADCASTD 120(AX), Y12
+	VPSHUFB      q1avx2shuf<>+0(SB), Y12, Y12
+	VPAND        q1avx2bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q1avx2bits<>+0(SB), Y12, Y12
+	VPAND        q1avx2twos<>+0(SB), Y12, Y12
+	VPBROADCASTD 480(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPBROADCASTD 484(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPBROADCASTD 488(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPBROADCASTD 492(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS 32(DI), Y12
+	VFMADD231PS  Y12, Y2, Y1
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 36(DI), Y2
+	VFMADD231PS  Y2, Y5, Y4
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 40(DI), Y2
+	VFMADD231PS  Y2, Y8, Y7
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 44(DI), Y2
+	VFMADD231PS  Y2, Y11, Y10
+	VPBROADCASTD 64(SI), Y2
+	VPBROADCASTD 68(SI), Y5
+	VPBROADCASTD 72(SI), Y8
+	VPBROADCASTD 76(SI), Y11
+	VPBROADCASTD 128(AX), Y12
+	VPSHUFB      q1avx2shuf<>+0(SB), Y12, Y12
+	VPAND        q1avx2bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q1avx2bits<>+0(SB), Y12, Y12
+	VPAND        q1avx2twos<>+0(SB), Y12, Y12
+	VPBROADCASTD 512(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPBROADCASTD 516(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPBROADCASTD 520(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPBROADCASTD 524(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPBROADCASTD 136(AX), Y12
+	VPSHUFB      q1avx2shuf<>+0(SB), Y12, Y12
+	VPAND        q1avx2bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q1avx2bits<>+0(SB), Y12, Y12
+	VPAND        q1avx2twos<>+0(SB), Y12, Y12
+	VPBROADCASTD 544(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPBROADCASTD 548(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPBROADCASTD 552(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPBROADCASTD 556(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPBROADCASTD 144(AX), Y12
+	VPSHUFB      q1avx2shuf<>+0(SB), Y12, Y12
+	VPAND        q1avx2bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q1avx2bits<>+0(SB), Y12, Y12
+	VPAND        q1avx2twos<>+0(SB), Y12, Y12
+	VPBROADCASTD 576(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPBROADCASTD 580(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPBROADCASTD 584(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPBROADCASTD 588(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPBROADCASTD 152(AX), Y12
+	VPSHUFB      q1avx2shuf<>+0(SB), Y12, Y12
+	VPAND        q1avx2bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q1avx2bits<>+0(SB), Y12, Y12
+	VPAND        q1avx2twos<>+0(SB), Y12, Y12
+	VPBROADCASTD 608(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPBROADCASTD 612(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPBROADCASTD 616(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPBROADCASTD 620(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPBROADCASTD 160(AX), Y12
+	VPSHUFB      q1avx2shuf<>+0(SB), Y12, Y12
+	VPAND        q1avx2bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q1avx2bits<>+0(SB), Y12, Y12
+	VPAND        q1avx2twos<>+0(SB), Y12, Y12
+	VPBROADCASTD 640(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPBROADCASTD 644(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPBROADCASTD 648(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPBROADCASTD 652(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPBROADCASTD 168(AX), Y12
+	VPSHUFB      q1avx2shuf<>+0(SB), Y12, Y12
+	VPAND        q1avx2bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q1avx2bits<>+0(SB), Y12, Y12
+	VPAND        q1avx2twos<>+0(SB), Y12, Y12
+	VPBROADCASTD 672(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPBROADCASTD 676(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPBROADCASTD 680(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPBROADCASTD 684(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPBROADCASTD 176(AX), Y12
+	VPSHUFB      q1avx2shuf<>+0(SB), Y12, Y12
+	VPAND        q1avx2bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q1avx2bits<>+0(SB), Y12, Y12
+	VPAND        q1avx2twos<>+0(SB), Y12, Y12
+	VPBROADCASTD 704(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPBROADCASTD 708(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPBROADCASTD 712(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPBROADCASTD 716(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPBROADCASTD 184(AX), Y12
+	VPSHUFB      q1avx2shuf<>+0(SB), Y12, Y12
+	VPAND        q1avx2bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q1avx2bits<>+0(SB), Y12, Y12
+	VPAND        q1avx2twos<>+0(SB), Y12, Y12
+	VPBROADCASTD 736(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPBROADCASTD 740(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPBROADCASTD 744(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPBROADCASTD 748(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS 64(DI), Y12
+	VFMADD231PS  Y12, Y2, Y1
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 68(DI), Y2
+	VFMADD231PS  Y2, Y5, Y4
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 72(DI), Y2
+	VFMADD231PS  Y2, Y8, Y7
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 76(DI), Y2
+	VFMADD231PS  Y2, Y11, Y10
+	VPBROADCASTD 96(SI), Y2
+	VPBROADCASTD 100(SI), Y5
+	VPBROADCASTD 104(SI), Y8
+	VPBROADCASTD 108(SI), Y11
+	VPBROADCASTD 192(AX), Y12
+	VPSHUFB      q1avx2shuf<>+0(SB), Y12, Y12
+	VPAND        q1avx2bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q1avx2bits<>+0(SB), Y12, Y12
+	VPAND        q1avx2twos<>+0(SB), Y12, Y12
+	VPBROADCASTD 768(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPBROADCASTD 772(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPBROADCASTD 776(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPBROADCASTD 780(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPBROADCASTD 200(AX), Y12
+	VPSHUFB      q1avx2shuf<>+0(SB), Y12, Y12
+	VPAND        q1avx2bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q1avx2bits<>+0(SB), Y12, Y12
+	VPAND        q1avx2twos<>+0(SB), Y12, Y12
+	VPBROADCASTD 800(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPBROADCASTD 804(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPBROADCASTD 808(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPBROADCASTD 812(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPBROADCASTD 208(AX), Y12
+	VPSHUFB      q1avx2shuf<>+0(SB), Y12, Y12
+	VPAND        q1avx2bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q1avx2bits<>+0(SB), Y12, Y12
+	VPAND        q1avx2twos<>+0(SB), Y12, Y12
+	VPBROADCASTD 832(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPBROADCASTD 836(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPBROADCASTD 840(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPBROADCASTD 844(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPBROADCASTD 216(AX), Y12
+	VPSHUFB      q1avx2shuf<>+0(SB), Y12, Y12
+	VPAND        q1avx2bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q1avx2bits<>+0(SB), Y12, Y12
+	VPAND        q1avx2twos<>+0(SB), Y12, Y12
+	VPBROADCASTD 864(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPBROADCASTD 868(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPBROADCASTD 872(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPBROADCASTD 876(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPBROADCASTD 224(AX), Y12
+	VPSHUFB      q1avx2shuf<>+0(SB), Y12, Y12
+	VPAND        q1avx2bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q1avx2bits<>+0(SB), Y12, Y12
+	VPAND        q1avx2twos<>+0(SB), Y12, Y12
+	VPBROADCASTD 896(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPBROADCASTD 900(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPBROADCASTD 904(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPBROADCASTD 908(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPBROADCASTD 232(AX), Y12
+	VPSHUFB      q1avx2shuf<>+0(SB), Y12, Y12
+	VPAND        q1avx2bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q1avx2bits<>+0(SB), Y12, Y12
+	VPAND        q1avx2twos<>+0(SB), Y12, Y12
+	VPBROADCASTD 928(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPBROADCASTD 932(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPBROADCASTD 936(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPBROADCASTD 940(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPBROADCASTD 240(AX), Y12
+	VPSHUFB      q1avx2shuf<>+0(SB), Y12, Y12
+	VPAND        q1avx2bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q1avx2bits<>+0(SB), Y12, Y12
+	VPAND        q1avx2twos<>+0(SB), Y12, Y12
+	VPBROADCASTD 960(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPBROADCASTD 964(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPBROADCASTD 968(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPBROADCASTD 972(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPBROADCASTD 248(AX), Y12
+	VPSHUFB      q1avx2shuf<>+0(SB), Y12, Y12
+	VPAND        q1avx2bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q1avx2bits<>+0(SB), Y12, Y12
+	VPAND        q1avx2twos<>+0(SB), Y12, Y12
+	VPBROADCASTD 992(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y2, Y2
+	VPBROADCASTD 996(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPBROADCASTD 1000(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPBROADCASTD 1004(BX), Y13
+	VPMADDUBSW   Y13, Y12, Y13
+	VPMADDWD     q1avx2ones16<>+0(SB), Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS 96(DI), Y12
+	VFMADD231PS  Y12, Y2, Y1
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 100(DI), Y2
+	VFMADD231PS  Y2, Y5, Y4
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 104(DI), Y2
+	VFMADD231PS  Y2, Y8, Y7
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 108(DI), Y2
+	VFMADD231PS  Y2, Y11, Y10
+	VCVTPH2PS    (CX), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	VFMADD231PS  Y4, Y2, Y3
+	VFMADD231PS  Y7, Y2, Y6
+	VFMADD231PS  Y10, Y2, Y9
+	ADDQ         $0x00000120, AX
+	ADDQ         $0x00000120, CX
+	ADDQ         $0x00000400, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000080, DI
+	DECQ         DX
+	JNZ          block
+	MOVQ         y+48(FP), AX
+	MOVQ         ldy+56(FP), CX
+	VMOVUPS      Y0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y3, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y6, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y9, (AX)
+	VZEROUPPER
+	RET

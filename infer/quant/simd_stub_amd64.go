@@ -116,3 +116,13 @@ func weightedSumF16(p *float32, h *uint16, stride int, n int, chunks int, out *f
 //
 //go:noescape
 func quantizeQ8_0(x *float32, blocks int, dst *byte)
+
+// q1_0x8avx2t1 computes 8 rows × 1 tokens of a Q1_0 · Q8_0 product with AVX2.
+//
+//go:noescape
+func q1_0x8avx2t1(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+
+// q1_0x8avx2t4 computes 8 rows × 4 tokens of a Q1_0 · Q8_0 product with AVX2.
+//
+//go:noescape
+func q1_0x8avx2t4(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)

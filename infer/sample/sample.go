@@ -65,6 +65,8 @@ type Sampler struct {
 	next    int
 	cands   []candidate
 	counted map[int32]struct{}
+	// recentIDs are the distinct recent tokens (topCandidates' scratch).
+	recentIDs []int32
 }
 
 // New returns a sampler; it fails on invalid parameters.
@@ -109,17 +111,84 @@ func (s *Sampler) Sample(logits []float32) int32 {
 	if s.p.Temperature == 0 && !penalize {
 		return Greedy(logits)
 	}
-	c := s.candidates(logits)
-	if penalize {
-		s.penalize(c)
+	k := s.p.TopK
+	if s.p.Temperature == 0 {
+		k = 1 // greedy over the penalized logits
+	}
+	var c []candidate
+	if k > 0 && k < len(logits) {
+		c = s.topCandidates(logits, k, penalize)
+	} else {
+		c = s.candidates(logits)
+		if penalize {
+			s.penalize(c)
+		}
+		c = topK(c, 0) // sorts
 	}
 	if s.p.Temperature == 0 {
-		return greedyOf(c)
+		return c[0].id
 	}
-	c = topK(c, s.p.TopK)
 	c = topP(c, s.p.TopP)
 	c = minP(c, s.p.MinP)
 	return s.draw(c, s.p.Temperature)
+}
+
+// topCandidates is the k best tokens after the repetition penalty, sorted,
+// found without touching every logit twice: the penalty only changes the
+// recent tokens, so the answer lies among the k+P best raw logits (P the
+// number of distinct recent tokens) and the recent tokens themselves.
+func (s *Sampler) topCandidates(logits []float32, k int, penalize bool) []candidate {
+	s.recentIDs = s.recentIDs[:0]
+	if penalize {
+		clear(s.counted)
+		for _, id := range s.recent {
+			if _, seen := s.counted[id]; !seen && id >= 0 && int(id) < len(logits) {
+				s.counted[id] = struct{}{}
+				s.recentIDs = append(s.recentIDs, id)
+			}
+		}
+	}
+	want := min(len(logits), k+len(s.recentIDs))
+	if cap(s.cands) < want+len(s.recentIDs) {
+		s.cands = make([]candidate, 0, max(len(logits), want+len(s.recentIDs)))
+	}
+	c := s.cands[:0]
+	for i, l := range logits {
+		if len(c) == want && l <= c[want-1].logit {
+			continue // ties keep the lower id, already in
+		}
+		if len(c) < want {
+			c = append(c, candidate{})
+		}
+		j := len(c) - 1
+		for j > 0 && l > c[j-1].logit {
+			c[j] = c[j-1]
+			j--
+		}
+		c[j] = candidate{id: int32(i), logit: l}
+	}
+	if penalize {
+		for _, id := range s.recentIDs {
+			found := false
+			for i := range c {
+				found = found || c[i].id == id
+			}
+			if !found {
+				c = append(c, candidate{id: id, logit: logits[id]})
+			}
+		}
+		for i := range c {
+			if _, recent := s.counted[c[i].id]; recent {
+				if c[i].logit > 0 {
+					c[i].logit /= s.p.RepeatPenalty
+				} else {
+					c[i].logit *= s.p.RepeatPenalty
+				}
+			}
+		}
+		slices.SortFunc(c, byLogit)
+	}
+	return c[:min(k, len(c))]
 }
 
 func (s *Sampler) candidates(logits []float32) []candidate {
@@ -251,16 +320,6 @@ func Greedy(logits []float32) int32 {
 		}
 	}
 	return int32(best)
-}
-
-func greedyOf(c []candidate) int32 {
-	best := 0
-	for i := range c {
-		if c[i].logit > c[best].logit {
-			best = i
-		}
-	}
-	return c[best].id
 }
 
 // Top writes the k largest logits, most likely first, into dst (reused when

@@ -2,6 +2,8 @@ package sample
 
 import (
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -176,5 +178,44 @@ func TestSampleDoesNotAllocate(t *testing.T) {
 	s.Sample(logits)
 	if a := testing.AllocsPerRun(10, func() { s.Accept(s.Sample(logits)) }); a != 0 {
 		t.Errorf("Sample allocates %v times", a)
+	}
+}
+
+// topCandidates must pick what penalizing every logit and sorting them all
+// would, for penalties above and below 1 and with ties.
+func TestTopCandidatesMatchesFullSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 300 {
+		n := 50 + rng.IntN(500)
+		logits := make([]float32, n)
+		for i := range logits {
+			logits[i] = float32(rng.IntN(40)-20) / 4 // coarse: many ties
+		}
+		penalty := []float32{1.3, 0.7, 2}[trial%3]
+		k := 1 + rng.IntN(30)
+		s, err := New(Params{Temperature: 1, TopK: k, RepeatPenalty: penalty, RepeatLastN: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range rng.IntN(40) {
+			s.Accept(int32(rng.IntN(n)))
+		}
+		got := s.topCandidates(logits, k, true)
+
+		want := make([]candidate, n)
+		for i, l := range logits {
+			want[i] = candidate{id: int32(i), logit: l}
+		}
+		s.penalize(want)
+		slices.SortFunc(want, byLogit)
+		want = want[:k]
+		if len(got) != len(want) {
+			t.Fatalf("trial %d: %d candidates, want %d", trial, len(got), len(want))
+		}
+		for i := range want {
+			if got[i].id != want[i].id || got[i].logit != want[i].logit {
+				t.Fatalf("trial %d (k %d, penalty %v): candidate %d is %+v, want %+v", trial, k, penalty, i, got[i], want[i])
+			}
+		}
 	}
 }

@@ -30,6 +30,8 @@ package main
 import (
 	"fmt"
 
+	"github.com/mmcloughlin/avo/attr"
+
 	. "github.com/mmcloughlin/avo/build"
 	"github.com/mmcloughlin/avo/ir"
 	. "github.com/mmcloughlin/avo/operand"
@@ -129,6 +131,10 @@ func main() {
 	dotsF16()
 	weightedSumF16()
 	quantizeQ8_0()
+	avx2Data()
+	for _, t := range []int{1, 4} {
+		q1_0AVX2(t)
+	}
 	Generate()
 }
 
@@ -443,4 +449,107 @@ func quantizeQ8_0() {
 	JNZ(LabelRef("qblock"))
 	VZEROUPPER()
 	RET()
+}
+
+// q1_0AVX2 generates q1_0x8avx2t<T>, the Q1_0 kernel for CPUs with AVX2 and
+// FMA but not AVX-512: 8 rows (one half of a packed 16-row group: w points
+// at the group's words, +4 for rows 8–15) × T tokens. Without mask
+// registers the bits become bytes by broadcast, shuffle, and-compare; without
+// VPDPBUSD the dot is VPMADDUBSW (no saturation: |2·q| + |2·q| ≤ 508) then
+// VPMADDWD by ones. Same sums and float order as the AVX-512 kernel.
+func q1_0AVX2(T int) {
+	name := fmt.Sprintf("q1_0x8avx2t%d", T)
+	TEXT(name, NOSPLIT, "func(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)")
+	Doc(fmt.Sprintf("%s computes 8 rows × %d tokens of a Q1_0 · Q8_0 product with AVX2.", name, T))
+	Pragma("noescape")
+	w := Load(Param("w"), GP64())
+	sc := Load(Param("sc"), GP64())
+	blocks := Load(Param("blocks"), GP64())
+	qs := Load(Param("qs"), GP64())
+	negq := Load(Param("negq"), GP64())
+	dk := Load(Param("dk"), GP64())
+
+	acc := make([]reg.VecVirtual, T)
+	blk := make([]reg.VecVirtual, T)
+	sum := make([]reg.VecVirtual, T)
+	for t := range acc {
+		acc[t], blk[t], sum[t] = YMM(), YMM(), YMM()
+		VXORPS(acc[t], acc[t], acc[t])
+	}
+	Label("block")
+	for k := 0; k < 4; k++ {
+		for t := 0; t < T; t++ {
+			VPBROADCASTD(Mem{Base: negq, Disp: 32*k + 4*t}, sum[t])
+		}
+		for g := 0; g < 8; g++ {
+			u := YMM()
+			VPBROADCASTD(Mem{Base: w, Disp: 8 * (8*k + g)}, u)
+			VPSHUFB(avx2Shuf, u, u)
+			VPAND(avx2Bits, u, u)
+			VPCMPEQB(avx2Bits, u, u)
+			VPAND(avx2Twos, u, u)
+			for t := 0; t < T; t++ {
+				x := YMM()
+				VPBROADCASTD(Mem{Base: qs, Disp: 32*(8*k+g) + 4*t}, x)
+				VPMADDUBSW(x, u, x)
+				VPMADDWD(avx2Ones16, x, x)
+				VPADDD(x, sum[t], sum[t])
+			}
+		}
+		for t := 0; t < T; t++ {
+			VCVTDQ2PS(sum[t], sum[t])
+			d := YMM()
+			VBROADCASTSS(Mem{Base: dk, Disp: 32*k + 4*t}, d)
+			if k == 0 {
+				VMULPS(d, sum[t], blk[t])
+			} else {
+				VFMADD231PS(d, sum[t], blk[t])
+			}
+		}
+	}
+	dw := YMM()
+	VCVTPH2PS(Mem{Base: sc}, dw)
+	for t := 0; t < T; t++ {
+		VFMADD231PS(blk[t], dw, acc[t])
+	}
+	ADDQ(U32(288), w)
+	ADDQ(U32(288), sc)
+	ADDQ(U32(32*32), qs)
+	ADDQ(U32(4*32), negq)
+	ADDQ(U32(4*32), dk)
+	DECQ(blocks)
+	JNZ(LabelRef("block"))
+
+	y := Load(Param("y"), GP64())
+	ldy := Load(Param("ldy"), GP64())
+	for t := 0; t < T; t++ {
+		VMOVUPS(acc[t], Mem{Base: y})
+		if t+1 < T {
+			ADDQ(ldy, y)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+var avx2Shuf, avx2Bits, avx2Twos, avx2Ones16 Mem
+
+// avx2Data emits q1_0AVX2's constants once.
+func avx2Data() {
+	avx2Shuf = GLOBL("q1avx2shuf", attr.RODATA|attr.NOPTR)
+	for i := 0; i < 32; i++ {
+		DATA(i, U8(i/8))
+	}
+	avx2Bits = GLOBL("q1avx2bits", attr.RODATA|attr.NOPTR)
+	for i := 0; i < 32; i++ {
+		DATA(i, U8(1<<(i%8)))
+	}
+	avx2Twos = GLOBL("q1avx2twos", attr.RODATA|attr.NOPTR)
+	for i := 0; i < 32; i++ {
+		DATA(i, U8(2))
+	}
+	avx2Ones16 = GLOBL("q1avx2ones16", attr.RODATA|attr.NOPTR)
+	for i := 0; i < 16; i++ {
+		DATA(2*i, U16(1))
+	}
 }
