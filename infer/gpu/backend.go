@@ -19,8 +19,17 @@ import (
 // (infer.BackendOptions has no field for it yet).
 const AdapterEnv = "BONSAI_GPU_ADAPTER"
 
-// LUTEnv set to 1 selects the lookup-table decode matvec (q1_lut).
-const LUTEnv = "BONSAI_GPU_LUT"
+// MatVecEnv chooses the decode Q1_0 matvec kernel: select (default), lut
+// or popc.
+const MatVecEnv = "BONSAI_GPU_MATVEC"
+
+func matVecKernel(name string) string {
+	switch name {
+	case "lut", "popc":
+		return name
+	}
+	return "select"
+}
 
 // maxBatchTokens bounds one pass's batch (the token buffer is fixed so
 // bind groups never change).
@@ -57,10 +66,10 @@ type Backend struct {
 	pending   []pendingMatMul
 	pendingX  *tensor
 	pendingTo *tensor // residual the pending matvec also adds into
-	// noLUT keeps decode matvecs on q1_matvec where q1_lut would apply:
-	// on the H200 the lookup-table kernel measured 10–25 % slower
-	// (docs/gpu-kernels.md), so it is opt-in (LUTEnv=1).
-	noLUT bool
+	// matvec picks the decode Q1_0 kernel (MatVecEnv): "select"
+	// (q1_matvec), "lut" (q1_lut, where K is a multiple of 2048) or "popc"
+	// (q1_popc). docs/gpu-kernels.md has their H200 timings.
+	matvec string
 	// in-place per-head RMSNorms waiting for the Ropes that follow them
 	norms []pendingNorm
 	ropes map[infer.Rope]*wgpu.Buffer
@@ -151,7 +160,7 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 		weights: map[string]*weight{},
 		ropes:   map[infer.Rope]*wgpu.Buffer{},
 		ops:     map[opKey]*op{},
-		noLUT:   os.Getenv(LUTEnv) != "1",
+		matvec:  matVecKernel(os.Getenv(MatVecEnv)),
 	}
 	if b.batchBuf, err = d.newBuffer("batch", 16, wgpu.BufferUsageUniform|wgpu.BufferUsageCopyDst); err != nil {
 		d.Close()
@@ -674,11 +683,22 @@ func (b *Backend) flushMatVec() {
 	if len(ps) > 2 {
 		key.e = ps[2].dst
 	}
-	if w0.k%2048 == 0 && total%32 == 0 && !b.noLUT {
+	variant := b.matvec
+	if variant == "lut" && (w0.k%2048 != 0 || total%32 != 0) || variant == "popc" && total%16 != 0 {
+		variant = "select"
+	}
+	if variant != "select" {
 		key.i += 8
+		if variant == "popc" {
+			key.i += 8
+		}
+		perWG := 32
+		if variant == "popc" {
+			perWG = 16
+		}
 		o := b.prepared(key, func() (*kernel, []binding, error) {
-			k, err := b.d.kernel("q1_lut", map[string]shaders.Const{
-				"K": shaders.U32(w0.k), "WORDS": shaders.U32(words),
+			k, err := b.d.kernel("q1_"+variant, map[string]shaders.Const{
+				"K": shaders.U32(w0.k), "WORDS": shaders.U32(words), "WG": shaders.U32(wg), "RED": shaders.U32(4 * wg),
 				"M0": shaders.U32(ends[0]), "M1": shaders.U32(ends[1]),
 				"OUT2": shaders.Flag(len(ps) > 1), "OUT3": shaders.Flag(len(ps) > 2), "ADD": shaders.Flag(resid != nil)})
 			bufs := []binding{bits.binding(), scales.binding(), whole(x.buf)}
@@ -690,7 +710,7 @@ func (b *Backend) flushMatVec() {
 			}
 			return k, bufs, err
 		})
-		b.dispatch(o, total/32, 1, 1)
+		b.dispatch(o, total/perWG, 1, 1)
 		return
 	}
 	o := b.prepared(key, func() (*kernel, []binding, error) {

@@ -114,7 +114,7 @@ func TestMatMulMatchesCPU(t *testing.T) {
 		{gguf.Q1_0, 40, 128, 9, 1e-5},
 		{gguf.Q1_0, 128, 256, 70, 1e-5}, // tiled GEMM, two token tiles
 		{gguf.Q1_0, 64, 1024, 3, 1e-5},
-		{gguf.Q1_0, 96, 4096, 1, 1e-5}, // two lookup-table chunks when BONSAI_GPU_LUT=1
+		{gguf.Q1_0, 96, 4096, 1, 1e-5}, // two lookup-table chunks with BONSAI_GPU_MATVEC=lut
 		{gguf.Q8_0, 32, 256, 1, 1e-5},
 		{gguf.Q4_0, 48, 256, 3, 1e-5},
 		{gguf.Q2_0, 16, 256, 2, 1e-5},
@@ -389,13 +389,13 @@ func TestEmbed(t *testing.T) {
 
 // TestFusedMatVec covers the decode fusions: three matrices loaded one
 // after another and multiplied by the same x become one dispatch (with
-// and without the lookup table), and a residual Add right after a matvec
+// every decode kernel), and a residual Add right after a matvec
 // folds into it; results must equal the unfused ones.
 func TestFusedMatVec(t *testing.T) {
 	for _, k := range []int{256, 2048} {
-		for _, noLUT := range []bool{false, true} {
+		for _, kernel := range []string{"select", "lut", "popc"} {
 			b := newTestBackend(t)
-			b.noLUT = noLUT
+			b.matvec = kernel
 			r := rand.New(rand.NewPCG(9, uint64(k)))
 			ms := []int{128, 64, 64}
 			var ws []infer.Weight
@@ -439,22 +439,22 @@ func TestFusedMatVec(t *testing.T) {
 			for i, m := range ms {
 				want := refMatMul(gguf.Q1_0, wbs[i], m, k, xv, 1)
 				if e := maxRelErr(got[i], want); e > 1e-5 {
-					t.Errorf("K=%d noLUT=%v: output %d: max error %.3g", k, noLUT, i, e)
+					t.Errorf("K=%d kernel=%s: output %d: max error %.3g", k, kernel, i, e)
 				}
 			}
 			wantH := refMatMul(gguf.Q1_0, wo, k, 128, got[0], 1)
 			if e := maxRelErr(gotH, wantH); e > 1e-5 {
-				t.Errorf("K=%d noLUT=%v: output projection: max error %.3g", k, noLUT, e)
+				t.Errorf("K=%d kernel=%s: output projection: max error %.3g", k, kernel, e)
 			}
 			wantResid := make([]float32, k)
 			for i := range wantResid {
 				wantResid[i] = resid0[i] + gotH[i]
 			}
 			if e := maxRelErr(gotResid, wantResid); e > 1e-6 {
-				t.Errorf("K=%d noLUT=%v: residual: max error %.3g", k, noLUT, e)
+				t.Errorf("K=%d kernel=%s: residual: max error %.3g", k, kernel, e)
 			}
 			if n := len(b.ops); n != 2 {
-				t.Errorf("K=%d noLUT=%v: %d prepared ops, want 2 (fused q/k/v, projection+add)", k, noLUT, n)
+				t.Errorf("K=%d kernel=%s: %d prepared ops, want 2 (fused q/k/v, projection+add)", k, kernel, n)
 			}
 		}
 	}

@@ -30,12 +30,20 @@ var kernelSets = map[gguf.Type]*kernelSet{
 	gguf.Q8_0:     {layoutQ8_0, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q8_0x16t1, q8_0x16t2, q8_0x16t4, q8_0x16t8}},
 }
 
-// simdKernel returns the AVX-512 kernel for weight type t, or nil.
+// haveAVX2: the fallback Q1_0 kernel for CPUs without AVX-512 (most
+// desktop x86) needs AVX2, FMA and F16C.
+var haveAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && os.Getenv("BONSAI_NOSIMD") == ""
+
+// simdKernel returns the fastest kernel for weight type t on this CPU, or
+// nil for the portable one.
 func simdKernel(t gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
-	if !haveVNNI || kernelSets[t] == nil {
-		return nil
+	switch {
+	case haveVNNI && kernelSets[t] != nil:
+		return simdProduct
+	case haveAVX2 && t == gguf.Q1_0:
+		return q1_0AVX2Product
 	}
-	return simdProduct
+	return nil
 }
 
 // simdRepack builds the kernels' weight layout for m.
@@ -52,7 +60,7 @@ type planes struct {
 }
 
 func (a *Activations) preparePlanes() {
-	if !haveVNNI || a.Type != gguf.Q8_0 {
+	if !(haveVNNI || haveAVX2) || a.Type != gguf.Q8_0 {
 		a.planes = nil
 		return
 	}
@@ -116,6 +124,50 @@ func simdProduct(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
 			dk := &p.dk[tile*tileTokens*a.N/8+4*lane]
 			ks.t[kern](w, blocks, qs, negq, dk, &y[t*m.Rows+g0], 4*m.Rows, rowMask)
 			t += n
+		}
+	}
+}
+
+// q1_0AVX2Product is simdProduct for AVX2: each 16-row group runs as two
+// halves of 8 rows, 4 or 1 tokens at a time.
+func q1_0AVX2Product(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
+	blocks := m.Cols / qk1_0
+	groupBytes := blocks * layoutQ1_0.blockBytes
+	p := a.planes
+	var scratch [8 * 4]float32
+	for g0 := r0; g0 < r1; g0 += packRows {
+		base := g0 / packRows * groupBytes
+		for half := 0; half < 2; half++ {
+			rows := min(8, m.Rows-g0-8*half)
+			if rows <= 0 {
+				break
+			}
+			w, sc := &m.packed[base+4*half], &m.packed[base+layoutQ1_0.scales+16*half]
+			for t := t0; t < t1; {
+				tile, lane := t/tileTokens, t%tileTokens
+				n := 1
+				if lane%4 == 0 && t1-t >= 4 {
+					n = 4
+				}
+				qs := &p.qs[tile*tileTokens*a.N+4*lane]
+				negq := &p.negq[tile*tileTokens*a.N/8+4*lane]
+				dk := &p.dk[tile*tileTokens*a.N/8+4*lane]
+				out, ldy := &y[t*m.Rows+g0+8*half], 4*m.Rows
+				if rows < 8 {
+					out, ldy = &scratch[0], 4*8
+				}
+				if n == 4 {
+					q1_0x8avx2t4(w, sc, blocks, qs, negq, dk, out, ldy)
+				} else {
+					q1_0x8avx2t1(w, sc, blocks, qs, negq, dk, out, ldy)
+				}
+				if rows < 8 {
+					for i := 0; i < n; i++ {
+						copy(y[(t+i)*m.Rows+g0+8*half:][:rows], scratch[8*i:])
+					}
+				}
+				t += n
+			}
 		}
 	}
 }

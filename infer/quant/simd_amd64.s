@@ -3,7 +3,7 @@
 #include "textflag.h"
 
 // func q1_0x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
 TEXT ·q1_0x16t1(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
@@ -15,6 +15,11 @@ TEXT ·q1_0x16t1(SB), NOSPLIT, $0-58
 	VPXORD       Z1, Z1, Z1
 
 block:
+	PREFETCHT0       4608(AX)
+	PREFETCHT0       4672(AX)
+	PREFETCHT0       4736(AX)
+	PREFETCHT0       4800(AX)
+	PREFETCHT0       4864(AX)
 	VPBROADCASTD     (BX), Z3
 	KMOVQ            (AX), K1
 	VMOVDQU8.Z       Z0, K1, Z2
@@ -140,7 +145,7 @@ block:
 	RET
 
 // func q1_0x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
 TEXT ·q1_0x16t2(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
@@ -153,6 +158,11 @@ TEXT ·q1_0x16t2(SB), NOSPLIT, $0-58
 	VPXORD       Z4, Z4, Z4
 
 block:
+	PREFETCHT0       4608(AX)
+	PREFETCHT0       4672(AX)
+	PREFETCHT0       4736(AX)
+	PREFETCHT0       4800(AX)
+	PREFETCHT0       4864(AX)
 	VPBROADCASTD     (BX), Z3
 	VPBROADCASTD     4(BX), Z6
 	KMOVQ            (AX), K1
@@ -325,7 +335,7 @@ block:
 	RET
 
 // func q1_0x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
 TEXT ·q1_0x16t4(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
@@ -340,6 +350,11 @@ TEXT ·q1_0x16t4(SB), NOSPLIT, $0-58
 	VPXORD       Z10, Z10, Z10
 
 block:
+	PREFETCHT0       4608(AX)
+	PREFETCHT0       4672(AX)
+	PREFETCHT0       4736(AX)
+	PREFETCHT0       4800(AX)
+	PREFETCHT0       4864(AX)
 	VPBROADCASTD     (BX), Z3
 	VPBROADCASTD     4(BX), Z6
 	VPBROADCASTD     8(BX), Z9
@@ -606,7 +621,7 @@ block:
 	RET
 
 // func q1_0x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
 TEXT ·q1_0x16t8(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
@@ -625,6 +640,11 @@ TEXT ·q1_0x16t8(SB), NOSPLIT, $0-58
 	VPXORD       Z22, Z22, Z22
 
 block:
+	PREFETCHT0       4608(AX)
+	PREFETCHT0       4672(AX)
+	PREFETCHT0       4736(AX)
+	PREFETCHT0       4800(AX)
+	PREFETCHT0       4864(AX)
 	VPBROADCASTD     (BX), Z3
 	VPBROADCASTD     4(BX), Z6
 	VPBROADCASTD     8(BX), Z9
@@ -1079,7 +1099,7 @@ block:
 	RET
 
 // func q2_0x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
 TEXT ·q2_0x16t1(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
@@ -1093,6 +1113,11 @@ TEXT ·q2_0x16t1(SB), NOSPLIT, $0-58
 	VPXORD       Z2, Z2, Z2
 
 block:
+	PREFETCHT0       4608(AX)
+	PREFETCHT0       4672(AX)
+	PREFETCHT0       4736(AX)
+	PREFETCHT0       4800(AX)
+	PREFETCHT0       4864(AX)
 	VPBROADCASTD     (BX), Z4
 	KMOVQ            (AX), K1
 	KMOVQ            8(AX), K2
@@ -1196,7 +1221,7 @@ block:
 	RET
 
 // func q2_0x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
 TEXT ·q2_0x16t2(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
@@ -1211,6 +1236,11 @@ TEXT ·q2_0x16t2(SB), NOSPLIT, $0-58
 	VPXORD       Z5, Z5, Z5
 
 block:
+	PREFETCHT0       4608(AX)
+	PREFETCHT0       4672(AX)
+	PREFETCHT0       4736(AX)
+	PREFETCHT0       4800(AX)
+	PREFETCHT0       4864(AX)
 	VPBROADCASTD     (BX), Z4
 	VPBROADCASTD     4(BX), Z7
 	KMOVQ            (AX), K1
@@ -1339,7 +1369,7 @@ block:
 	RET
 
 // func q2_0x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
 TEXT ·q2_0x16t4(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
@@ -1356,6 +1386,11 @@ TEXT ·q2_0x16t4(SB), NOSPLIT, $0-58
 	VPXORD       Z11, Z11, Z11
 
 block:
+	PREFETCHT0       4608(AX)
+	PREFETCHT0       4672(AX)
+	PREFETCHT0       4736(AX)
+	PREFETCHT0       4800(AX)
+	PREFETCHT0       4864(AX)
 	VPBROADCASTD     (BX), Z4
 	VPBROADCASTD     4(BX), Z7
 	VPBROADCASTD     8(BX), Z10
@@ -1534,7 +1569,7 @@ block:
 	RET
 
 // func q2_0x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
 TEXT ·q2_0x16t8(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
@@ -1555,6 +1590,11 @@ TEXT ·q2_0x16t8(SB), NOSPLIT, $0-58
 	VPXORD       Z23, Z23, Z23
 
 block:
+	PREFETCHT0       4608(AX)
+	PREFETCHT0       4672(AX)
+	PREFETCHT0       4736(AX)
+	PREFETCHT0       4800(AX)
+	PREFETCHT0       4864(AX)
 	VPBROADCASTD     (BX), Z4
 	VPBROADCASTD     4(BX), Z7
 	VPBROADCASTD     8(BX), Z10
@@ -1833,7 +1873,7 @@ block:
 	RET
 
 // func q2_0g128x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
 TEXT ·q2_0g128x16t1(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
@@ -1847,6 +1887,15 @@ TEXT ·q2_0g128x16t1(SB), NOSPLIT, $0-58
 	VPXORD       Z2, Z2, Z2
 
 block:
+	PREFETCHT0       8704(AX)
+	PREFETCHT0       8768(AX)
+	PREFETCHT0       8832(AX)
+	PREFETCHT0       8896(AX)
+	PREFETCHT0       8960(AX)
+	PREFETCHT0       9024(AX)
+	PREFETCHT0       9088(AX)
+	PREFETCHT0       9152(AX)
+	PREFETCHT0       9216(AX)
 	VPBROADCASTD     (BX), Z4
 	KMOVQ            (AX), K1
 	KMOVQ            8(AX), K2
@@ -2036,7 +2085,7 @@ block:
 	RET
 
 // func q2_0g128x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
 TEXT ·q2_0g128x16t2(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
@@ -2051,6 +2100,15 @@ TEXT ·q2_0g128x16t2(SB), NOSPLIT, $0-58
 	VPXORD       Z5, Z5, Z5
 
 block:
+	PREFETCHT0       8704(AX)
+	PREFETCHT0       8768(AX)
+	PREFETCHT0       8832(AX)
+	PREFETCHT0       8896(AX)
+	PREFETCHT0       8960(AX)
+	PREFETCHT0       9024(AX)
+	PREFETCHT0       9088(AX)
+	PREFETCHT0       9152(AX)
+	PREFETCHT0       9216(AX)
 	VPBROADCASTD     (BX), Z4
 	VPBROADCASTD     4(BX), Z7
 	KMOVQ            (AX), K1
@@ -2287,7 +2345,7 @@ block:
 	RET
 
 // func q2_0g128x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
 TEXT ·q2_0g128x16t4(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
@@ -2304,6 +2362,15 @@ TEXT ·q2_0g128x16t4(SB), NOSPLIT, $0-58
 	VPXORD       Z11, Z11, Z11
 
 block:
+	PREFETCHT0       8704(AX)
+	PREFETCHT0       8768(AX)
+	PREFETCHT0       8832(AX)
+	PREFETCHT0       8896(AX)
+	PREFETCHT0       8960(AX)
+	PREFETCHT0       9024(AX)
+	PREFETCHT0       9088(AX)
+	PREFETCHT0       9152(AX)
+	PREFETCHT0       9216(AX)
 	VPBROADCASTD     (BX), Z4
 	VPBROADCASTD     4(BX), Z7
 	VPBROADCASTD     8(BX), Z10
@@ -2634,7 +2701,7 @@ block:
 	RET
 
 // func q2_0g128x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
 TEXT ·q2_0g128x16t8(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
@@ -2655,6 +2722,15 @@ TEXT ·q2_0g128x16t8(SB), NOSPLIT, $0-58
 	VPXORD       Z23, Z23, Z23
 
 block:
+	PREFETCHT0       8704(AX)
+	PREFETCHT0       8768(AX)
+	PREFETCHT0       8832(AX)
+	PREFETCHT0       8896(AX)
+	PREFETCHT0       8960(AX)
+	PREFETCHT0       9024(AX)
+	PREFETCHT0       9088(AX)
+	PREFETCHT0       9152(AX)
+	PREFETCHT0       9216(AX)
 	VPBROADCASTD     (BX), Z4
 	VPBROADCASTD     4(BX), Z7
 	VPBROADCASTD     8(BX), Z10
@@ -3173,7 +3249,7 @@ block:
 	RET
 
 // func q4_0x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
 TEXT ·q4_0x16t1(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
@@ -3185,6 +3261,11 @@ TEXT ·q4_0x16t1(SB), NOSPLIT, $0-58
 	VPXORD       Z1, Z1, Z1
 
 block:
+	PREFETCHT0    4608(AX)
+	PREFETCHT0    4672(AX)
+	PREFETCHT0    4736(AX)
+	PREFETCHT0    4800(AX)
+	PREFETCHT0    4864(AX)
 	VPBROADCASTD  (BX), Z3
 	VPSLLD        $0x03, Z3, Z3
 	VMOVDQU64     (AX), Z2
@@ -3230,7 +3311,7 @@ block:
 	RET
 
 // func q4_0x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
 TEXT ·q4_0x16t2(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
@@ -3243,6 +3324,11 @@ TEXT ·q4_0x16t2(SB), NOSPLIT, $0-58
 	VPXORD       Z4, Z4, Z4
 
 block:
+	PREFETCHT0    4608(AX)
+	PREFETCHT0    4672(AX)
+	PREFETCHT0    4736(AX)
+	PREFETCHT0    4800(AX)
+	PREFETCHT0    4864(AX)
 	VPBROADCASTD  (BX), Z3
 	VPSLLD        $0x03, Z3, Z3
 	VPBROADCASTD  4(BX), Z5
@@ -3303,7 +3389,7 @@ block:
 	RET
 
 // func q4_0x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
 TEXT ·q4_0x16t4(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
@@ -3318,6 +3404,11 @@ TEXT ·q4_0x16t4(SB), NOSPLIT, $0-58
 	VPXORD       Z8, Z8, Z8
 
 block:
+	PREFETCHT0    4608(AX)
+	PREFETCHT0    4672(AX)
+	PREFETCHT0    4736(AX)
+	PREFETCHT0    4800(AX)
+	PREFETCHT0    4864(AX)
 	VPBROADCASTD  (BX), Z3
 	VPSLLD        $0x03, Z3, Z3
 	VPBROADCASTD  4(BX), Z5
@@ -3408,7 +3499,7 @@ block:
 	RET
 
 // func q4_0x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
 TEXT ·q4_0x16t8(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
@@ -3427,6 +3518,11 @@ TEXT ·q4_0x16t8(SB), NOSPLIT, $0-58
 	VPXORD       Z16, Z16, Z16
 
 block:
+	PREFETCHT0    4608(AX)
+	PREFETCHT0    4672(AX)
+	PREFETCHT0    4736(AX)
+	PREFETCHT0    4800(AX)
+	PREFETCHT0    4864(AX)
 	VPBROADCASTD  (BX), Z3
 	VPSLLD        $0x03, Z3, Z3
 	VPBROADCASTD  4(BX), Z5
@@ -3577,7 +3673,7 @@ block:
 	RET
 
 // func q8_0x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512F, AVX512VNNI, MMX+
 TEXT ·q8_0x16t1(SB), NOSPLIT, $0-58
 	MOVQ   w+0(FP), AX
 	MOVQ   blocks+8(FP), CX
@@ -3587,6 +3683,15 @@ TEXT ·q8_0x16t1(SB), NOSPLIT, $0-58
 	VPXORD Z0, Z0, Z0
 
 block:
+	PREFETCHT0    8704(AX)
+	PREFETCHT0    8768(AX)
+	PREFETCHT0    8832(AX)
+	PREFETCHT0    8896(AX)
+	PREFETCHT0    8960(AX)
+	PREFETCHT0    9024(AX)
+	PREFETCHT0    9088(AX)
+	PREFETCHT0    9152(AX)
+	PREFETCHT0    9216(AX)
 	VPBROADCASTD  (BX), Z2
 	VPSLLD        $0x07, Z2, Z2
 	VMOVDQU64     (AX), Z1
@@ -3624,7 +3729,7 @@ block:
 	RET
 
 // func q8_0x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512F, AVX512VNNI, MMX+
 TEXT ·q8_0x16t2(SB), NOSPLIT, $0-58
 	MOVQ   w+0(FP), AX
 	MOVQ   blocks+8(FP), CX
@@ -3635,6 +3740,15 @@ TEXT ·q8_0x16t2(SB), NOSPLIT, $0-58
 	VPXORD Z3, Z3, Z3
 
 block:
+	PREFETCHT0    8704(AX)
+	PREFETCHT0    8768(AX)
+	PREFETCHT0    8832(AX)
+	PREFETCHT0    8896(AX)
+	PREFETCHT0    8960(AX)
+	PREFETCHT0    9024(AX)
+	PREFETCHT0    9088(AX)
+	PREFETCHT0    9152(AX)
+	PREFETCHT0    9216(AX)
 	VPBROADCASTD  (BX), Z2
 	VPSLLD        $0x07, Z2, Z2
 	VPBROADCASTD  4(BX), Z4
@@ -3687,7 +3801,7 @@ block:
 	RET
 
 // func q8_0x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512F, AVX512VNNI, MMX+
 TEXT ·q8_0x16t4(SB), NOSPLIT, $0-58
 	MOVQ   w+0(FP), AX
 	MOVQ   blocks+8(FP), CX
@@ -3700,6 +3814,15 @@ TEXT ·q8_0x16t4(SB), NOSPLIT, $0-58
 	VPXORD Z7, Z7, Z7
 
 block:
+	PREFETCHT0    8704(AX)
+	PREFETCHT0    8768(AX)
+	PREFETCHT0    8832(AX)
+	PREFETCHT0    8896(AX)
+	PREFETCHT0    8960(AX)
+	PREFETCHT0    9024(AX)
+	PREFETCHT0    9088(AX)
+	PREFETCHT0    9152(AX)
+	PREFETCHT0    9216(AX)
 	VPBROADCASTD  (BX), Z2
 	VPSLLD        $0x07, Z2, Z2
 	VPBROADCASTD  4(BX), Z4
@@ -3782,7 +3905,7 @@ block:
 	RET
 
 // func q8_0x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512F, AVX512VNNI, MMX+
 TEXT ·q8_0x16t8(SB), NOSPLIT, $0-58
 	MOVQ   w+0(FP), AX
 	MOVQ   blocks+8(FP), CX
@@ -3799,6 +3922,15 @@ TEXT ·q8_0x16t8(SB), NOSPLIT, $0-58
 	VPXORD Z15, Z15, Z15
 
 block:
+	PREFETCHT0    8704(AX)
+	PREFETCHT0    8768(AX)
+	PREFETCHT0    8832(AX)
+	PREFETCHT0    8896(AX)
+	PREFETCHT0    8960(AX)
+	PREFETCHT0    9024(AX)
+	PREFETCHT0    9088(AX)
+	PREFETCHT0    9152(AX)
+	PREFETCHT0    9216(AX)
 	VPBROADCASTD  (BX), Z2
 	VPSLLD        $0x07, Z2, Z2
 	VPBROADCASTD  4(BX), Z4

@@ -1,0 +1,150 @@
+// Q1_0 matrix × one activation row (decode), bit-serial: the thread's
+// 32 activations are quantized to int8 (Q8_0 as llama.cpp's x86 build),
+// biased to u8 and transposed into 8 bit planes P_p (bit i of P_p = bit p
+// of q_i + 128), so that for a row's sign word b
+//     Σ_{bit=1} (q_i + 128) = Σ_p 2^p · popcount(b & P_p)
+// in exact integers: 8 and + popcount + shift-add per 32 weights and row,
+// ~1.2 ops per weight against the 4 of the select-and-add in q1_matvec.
+// Building the planes costs ~400 ops per word, shared by the workgroup's 16
+// rows. Outputs as q1_matvec (up to three matrices back to back, ADD).
+// Constants: K, WORDS (=K/32), WG, RED (=4·WG), M0, M1; flags OUT2, OUT3, ADD.
+@group(0) @binding(0) var<storage, read> bits: array<u32>;
+@group(0) @binding(1) var<storage, read> scales: array<f32>;
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> dst0: array<f32>;
+//#if OUT2
+@group(0) @binding(4) var<storage, read_write> dst1: array<f32>;
+//#endif
+//#if OUT3
+@group(0) @binding(5) var<storage, read_write> dst2: array<f32>;
+//#endif
+//#if ADD
+@group(0) @binding(4) var<storage, read_write> resid: array<f32>;
+//#endif
+
+var<workgroup> red: array<vec4<f32>, RED>;
+
+fn store(row: u32, v: f32) {
+	if (row < M0) {
+		dst0[row] = v;
+//#if ADD
+		resid[row] = resid[row] + v;
+//#endif
+		return;
+	}
+//#if OUT2
+	if (row < M1) {
+		dst1[row - M0] = v;
+		return;
+	}
+//#endif
+//#if OUT3
+	dst2[row - M1] = v;
+//#endif
+}
+
+// plane_nibble gathers bit p of each byte of u (4 biased activations)
+// into a 4-bit nibble.
+fn plane_nibble(u: u32, p: u32) -> u32 {
+	return (((u >> p) & 0x01010101u) * 0x01020408u) >> 24u;
+}
+
+// masked returns, for 4 rows' sign words b, Σ_{bit=1} (q_i + 128).
+fn masked(b: vec4<u32>, P0: u32, P1: u32, P2: u32, P3: u32, P4: u32, P5: u32, P6: u32, P7: u32) -> vec4<u32> {
+	var s = countOneBits(b & vec4<u32>(P0));
+	s += countOneBits(b & vec4<u32>(P1)) << vec4<u32>(1u);
+	s += countOneBits(b & vec4<u32>(P2)) << vec4<u32>(2u);
+	s += countOneBits(b & vec4<u32>(P3)) << vec4<u32>(3u);
+	s += countOneBits(b & vec4<u32>(P4)) << vec4<u32>(4u);
+	s += countOneBits(b & vec4<u32>(P5)) << vec4<u32>(5u);
+	s += countOneBits(b & vec4<u32>(P6)) << vec4<u32>(6u);
+	s += countOneBits(b & vec4<u32>(P7)) << vec4<u32>(7u);
+	return s;
+}
+
+fn rows4(row: u32, w: u32) -> vec4<u32> {
+	return vec4<u32>(bits[row * WORDS + w], bits[(row + 1u) * WORDS + w],
+		bits[(row + 2u) * WORDS + w], bits[(row + 3u) * WORDS + w]);
+}
+
+fn scales4(row: u32, s: u32) -> vec4<f32> {
+	let spr = WORDS / 4u;
+	return vec4<f32>(scales[row * spr + s], scales[(row + 1u) * spr + s],
+		scales[(row + 2u) * spr + s], scales[(row + 3u) * spr + s]);
+}
+
+// dot4 turns the biased masked sums into Σ ±q, scaled: 2·Σ_{bit=1} q − Σq.
+fn dot4(b: vec4<u32>, m: vec4<u32>, sum: f32, d: vec4<f32>, dx: f32) -> vec4<f32> {
+	let ms = vec4<f32>(m) - 128.0 * vec4<f32>(countOneBits(b));
+	return d * (dx * (2.0 * ms - sum));
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+	let row0 = wid.x * 16u;
+	var accA = vec4<f32>(0.0);
+	var accB = vec4<f32>(0.0);
+	var accC = vec4<f32>(0.0);
+	var accD = vec4<f32>(0.0);
+	for (var w = lid; w < WORDS; w += WG) {
+		let base = w * 8u;
+		var a = vec4<f32>(0.0);
+		for (var j = 0u; j < 8u; j++) {
+			a = max(a, abs(x[base + j]));
+		}
+		let amax = max(max(a.x, a.y), max(a.z, a.w));
+		let dx = unpack2x16float(pack2x16float(vec2<f32>(amax / 127.0, 0.0))).x;
+		let id = select(0.0, 127.0 / amax, amax != 0.0);
+		var P0 = 0u;
+		var P1 = 0u;
+		var P2 = 0u;
+		var P3 = 0u;
+		var P4 = 0u;
+		var P5 = 0u;
+		var P6 = 0u;
+		var P7 = 0u;
+		var sum = 0.0;
+		for (var j = 0u; j < 8u; j++) {
+			let q = round(x[base + j] * id);
+			sum += dot(q, vec4<f32>(1.0));
+			let u4 = vec4<u32>(q + 128.0);
+			let u = u4.x | (u4.y << 8u) | (u4.z << 16u) | (u4.w << 24u);
+			let sh = 4u * j;
+			P0 |= plane_nibble(u, 0u) << sh;
+			P1 |= plane_nibble(u, 1u) << sh;
+			P2 |= plane_nibble(u, 2u) << sh;
+			P3 |= plane_nibble(u, 3u) << sh;
+			P4 |= plane_nibble(u, 4u) << sh;
+			P5 |= plane_nibble(u, 5u) << sh;
+			P6 |= plane_nibble(u, 6u) << sh;
+			P7 |= plane_nibble(u, 7u) << sh;
+		}
+		let s = w / 4u;
+		let bA = rows4(row0, w);
+		let bB = rows4(row0 + 4u, w);
+		let bC = rows4(row0 + 8u, w);
+		let bD = rows4(row0 + 12u, w);
+		accA += dot4(bA, masked(bA, P0, P1, P2, P3, P4, P5, P6, P7), sum, scales4(row0, s), dx);
+		accB += dot4(bB, masked(bB, P0, P1, P2, P3, P4, P5, P6, P7), sum, scales4(row0 + 4u, s), dx);
+		accC += dot4(bC, masked(bC, P0, P1, P2, P3, P4, P5, P6, P7), sum, scales4(row0 + 8u, s), dx);
+		accD += dot4(bD, masked(bD, P0, P1, P2, P3, P4, P5, P6, P7), sum, scales4(row0 + 12u, s), dx);
+	}
+	red[lid] = accA;
+	red[WG + lid] = accB;
+	red[2u * WG + lid] = accC;
+	red[3u * WG + lid] = accD;
+	workgroupBarrier();
+	for (var st = WG / 2u; st > 0u; st >>= 1u) {
+		if (lid < st) {
+			red[lid] += red[lid + st];
+			red[WG + lid] += red[WG + lid + st];
+			red[2u * WG + lid] += red[2u * WG + lid + st];
+			red[3u * WG + lid] += red[3u * WG + lid + st];
+		}
+		workgroupBarrier();
+	}
+	if (lid < 16u) {
+		let v = red[(lid / 4u) * WG];
+		store(row0 + lid, v[lid % 4u]);
+	}
+}
