@@ -61,7 +61,7 @@ func (r Rope) yarn(thetaExtrap float32, corr [2]float32, i0 int) (cos, sin float
 		theta = thetaInterp*(1-mix) + thetaExtrap*mix
 		mscale *= 1 + 0.1*logf(1/r.FreqScale)
 	}
-	return float32(math.Cos(float64(theta))) * mscale, float32(math.Sin(float64(theta))) * mscale
+	return cosf(theta) * mscale, sinf(theta) * mscale
 }
 
 // yarnRamp is ggml's rope_yarn_ramp: 1 below the low pair, 0 above the high

@@ -39,10 +39,38 @@ func expf(x float32) float32 {
 // silu is x·sigmoid(x) as ggml_v_silu computes it.
 func silu(x float32) float32 { return x / (1 + expf(-x)) }
 
-// fma32 is a·b+c rounded to f32 (the product is exact in f64; the sum is
-// rounded twice, which differs from one rounding only in rare ties).
+// fma32 is a·b+c with one rounding to f32, as the FMA instructions that
+// ggml's x86 build is compiled to (-mfma, GCC's default -ffp-contract=fast)
+// compute it. The product is exact in f64 and the sum's rounding error is
+// recovered exactly (TwoSum), so the double rounding f64 → f32 is corrected
+// where it matters: when the f64 sum lands exactly halfway between two f32s.
 func fma32(a, b, c float32) float32 {
-	return float32(math.FMA(float64(a), float64(b), float64(c)))
+	p, q := float64(a)*float64(b), float64(c)
+	s := p + q
+	bp := s - q
+	err := (p - bp) + (q - (s - bp)) // s + err = p + q exactly
+	r := float32(s)
+	if err == 0 || !halfwayF32(s) {
+		return r
+	}
+	// s is a tie for f32 but the exact sum lies to one side of it.
+	lo, hi := float32(s), float32(s)
+	if float64(r) > s {
+		lo = math.Nextafter32(r, float32(math.Inf(-1)))
+	} else {
+		hi = math.Nextafter32(r, float32(math.Inf(1)))
+	}
+	if err > 0 {
+		return hi
+	}
+	return lo
+}
+
+// halfwayF32 reports whether the f64 x lies exactly halfway between two
+// neighbouring f32 values (normal range).
+func halfwayF32(x float64) bool {
+	bits := math.Float64bits(x)
+	return bits&(1<<29-1) == 1<<28
 }
 
 func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }

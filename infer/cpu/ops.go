@@ -141,8 +141,10 @@ func (b *Backend) Rope(x infer.Tensor, r infer.Rope) {
 			head := row[h : h+r.Dims]
 			for j := range half {
 				x0, x1 := head[j], head[j+half]
-				head[j] = x0*c[j] - x1*s[j]
-				head[j+half] = x0*s[j] + x1*c[j]
+				// GCC contracts ggml's x0·cos − x1·sin into one FMA
+				// over the rounded x1·sin, and likewise the sum.
+				head[j] = fma32(x0, c[j], -(x1 * s[j]))
+				head[j+half] = fma32(x0, s[j], x1*c[j])
 			}
 		}
 	}

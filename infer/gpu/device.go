@@ -14,6 +14,11 @@ import (
 	"github.com/cogentcore/webgpu/wgpu"
 )
 
+// SoftwareEnv set to 1 lets the backend use CPU-emulated adapters
+// (lavapipe, llvmpipe), which "auto" would otherwise pick over the faster
+// CPU backend. Naming one with the adapter filter also admits it.
+const SoftwareEnv = "BONSAI_GPU_SOFTWARE"
+
 // Device is an opened WebGPU device with the limits this backend asked for.
 type Device struct {
 	instance *wgpu.Instance
@@ -33,6 +38,9 @@ type DeviceOptions struct {
 	// Adapter, when not empty, keeps only adapters whose name, driver or
 	// backend contains it (case-insensitive).
 	Adapter string
+	// AllowSoftware admits CPU-emulated adapters (Mesa llvmpipe/lavapipe):
+	// slower than the CPU backend, but they run the real shaders in tests.
+	AllowSoftware bool
 	// MaxBinding is the largest single buffer binding the caller will need
 	// (bytes); Open fails with ErrOutOfMemory when the adapter's limit is
 	// lower.
@@ -155,7 +163,8 @@ func OpenDevice(opts DeviceOptions) (*Device, error) {
 		info := a.GetInfo()
 		desc := AdapterDescription(info)
 		seen = append(seen, desc)
-		if chosen == nil && (filter == "" || strings.Contains(strings.ToLower(desc), filter)) {
+		software := info.AdapterType == wgpu.AdapterTypeCPU
+		if chosen == nil && (!software || opts.AllowSoftware) && (filter == "" || strings.Contains(strings.ToLower(desc), filter)) {
 			chosen = a
 			continue
 		}
@@ -165,6 +174,9 @@ func OpenDevice(opts DeviceOptions) (*Device, error) {
 		inst.Release()
 		if len(seen) == 0 {
 			return nil, fmt.Errorf("gpu: WebGPU found no adapter (install a Vulkan driver, e.g. mesa-vulkan-drivers): %w", ErrNoAdapter)
+		}
+		if filter == "" {
+			return nil, fmt.Errorf("gpu: only software adapters (%s); set %s=1 to use them: %w", strings.Join(seen, "; "), SoftwareEnv, ErrNoAdapter)
 		}
 		return nil, fmt.Errorf("gpu: no adapter matches %q (have: %s): %w", opts.Adapter, strings.Join(seen, "; "), ErrNoAdapter)
 	}

@@ -13,12 +13,19 @@ import (
 	"github.com/bonsai-chat/bonsai/infer/quant"
 )
 
+// TestMain admits software adapters (lavapipe) for the tests that go
+// through the backend registry, as CI has no GPU.
+func TestMain(m *testing.M) {
+	os.Setenv(SoftwareEnv, "1")
+	os.Exit(m.Run())
+}
+
 // newTestBackend opens the GPU backend or skips when there is no adapter,
 // except in CI (CI=true), where lavapipe must be installed and a missing
 // adapter is a failure.
 func newTestBackend(t *testing.T) *Backend {
 	t.Helper()
-	b, err := New(DeviceOptions{Adapter: os.Getenv(AdapterEnv)}, infer.BackendOptions{})
+	b, err := New(DeviceOptions{Adapter: os.Getenv(AdapterEnv), AllowSoftware: true}, infer.BackendOptions{})
 	if err != nil {
 		if errors.Is(err, ErrNoAdapter) && os.Getenv("CI") != "true" {
 			t.Skipf("no GPU adapter: %v", err)

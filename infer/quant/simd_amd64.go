@@ -214,3 +214,14 @@ func quantizeQ8_0SIMD(src []float32, dst []byte) bool {
 	quantizeQ8_0(&src[0], blocks, &dst[0])
 	return true
 }
+
+// swigluSIMD runs the AVX-512 SwiGLU over whole blocks of 16 and returns
+// how many elements it did.
+func swigluSIMD(dst, gate, up []float32) int {
+	blocks := len(dst) / 16
+	if !haveAVX512 || blocks == 0 {
+		return 0
+	}
+	swiglu(&dst[0], &gate[0], &up[0], blocks)
+	return 16 * blocks
+}

@@ -4399,6 +4399,81 @@ scaled:
 	VZEROUPPER
 	RET
 
+// func swiglu(dst *float32, gate *float32, up *float32, blocks int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·swiglu(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         gate+8(FP), CX
+	MOVQ         up+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVL         $0x4b400000, SI
+	VPBROADCASTD SI, Z0
+	MOVL         $0x3fb8aa3b, SI
+	VPBROADCASTD SI, Z1
+	MOVL         $0x3f317200, SI
+	VPBROADCASTD SI, Z2
+	MOVL         $0x35bfbe8e, SI
+	VPBROADCASTD SI, Z3
+	MOVL         $0x43400000, SI
+	VPBROADCASTD SI, Z4
+	MOVL         $0x3c072010, SI
+	VPBROADCASTD SI, Z5
+	MOVL         $0x3d2b9f17, SI
+	VPBROADCASTD SI, Z6
+	MOVL         $0x3e2aaf33, SI
+	VPBROADCASTD SI, Z7
+	MOVL         $0x3efffedb, SI
+	VPBROADCASTD SI, Z8
+	MOVL         $0x3f7ffff6, SI
+	VPBROADCASTD SI, Z9
+	MOVL         $0x3f800000, SI
+	VPBROADCASTD SI, Z10
+	MOVL         $0x7f800000, SI
+	VPBROADCASTD SI, Z11
+	MOVL         $0x7fffffff, SI
+	VPBROADCASTD SI, Z12
+	VPXORD       Z13, Z13, Z13
+
+silu:
+	VMOVUPS      (CX), Z14
+	VSUBPS       Z14, Z13, Z15
+	VMOVAPS      Z0, Z16
+	VFMADD231PS  Z1, Z15, Z16
+	VSUBPS       Z0, Z16, Z16
+	VMOVAPS      Z15, Z15
+	VFNMADD231PS Z2, Z16, Z15
+	VFNMADD231PS Z3, Z16, Z15
+	VANDPS       Z12, Z16, Z18
+	VCMPPS       $0x1e, Z4, Z18, K1
+	VMULPS       Z15, Z15, Z18
+	VMOVAPS      Z6, Z19
+	VFMADD231PS  Z5, Z15, Z19
+	VMOVAPS      Z8, Z20
+	VFMADD231PS  Z7, Z15, Z20
+	VMOVAPS      Z10, Z21
+	VFMADD231PS  Z9, Z15, Z21
+	VFMADD231PS  Z18, Z19, Z20
+	VFMADD231PS  Z18, Z20, Z21
+	VSCALEFPS    Z16, Z21, Z15
+	KORTESTW     K1, K1
+	JZ           normal
+	VCMPPS       $0x12, Z13, Z16, K2
+	VBLENDMPS    Z13, Z11, K2, Z17
+	VBLENDMPS    Z17, Z15, K1, Z15
+
+normal:
+	VADDPS  Z10, Z15, Z15
+	VDIVPS  Z15, Z14, Z14
+	VMULPS  (DX), Z14, Z14
+	VMOVUPS Z14, (AX)
+	ADDQ    $0x40, CX
+	ADDQ    $0x40, DX
+	ADDQ    $0x40, AX
+	DECQ    BX
+	JNZ     silu
+	VZEROUPPER
+	RET
+
 DATA q1avx2shuf<>+0(SB)/1, $0x00
 DATA q1avx2shuf<>+1(SB)/1, $0x00
 DATA q1avx2shuf<>+2(SB)/1, $0x00

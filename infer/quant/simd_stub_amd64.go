@@ -117,6 +117,11 @@ func weightedSumF16(p *float32, h *uint16, stride int, n int, chunks int, out *f
 //go:noescape
 func quantizeQ8_0(x *float32, blocks int, dst *byte)
 
+// swiglu sets 16·blocks floats of dst to silu(gate)·up, as ggml's AVX-512 code does.
+//
+//go:noescape
+func swiglu(dst *float32, gate *float32, up *float32, blocks int)
+
 // q1_0x8avx2t1 computes 8 rows × 1 tokens of a Q1_0 · Q8_0 product with AVX2.
 //
 //go:noescape

@@ -6,6 +6,10 @@ import (
 	"github.com/bonsai-chat/bonsai/gguf"
 )
 
+// gpt2DefaultBOSEOS is the BOS and EOS id llama.cpp assumes for byte-level
+// BPE vocabularies whose file names none.
+const gpt2DefaultBOSEOS = 11
+
 // FromGGUF builds the tokenizer a GGUF file describes in its tokenizer.ggml.*
 // keys.
 func FromGGUF(kv gguf.Metadata) (*Tokenizer, error) {
@@ -49,6 +53,36 @@ func FromGGUF(kv gguf.Metadata) (*Tokenizer, error) {
 	}{{"bos", &c.BOS}, {"eos", &c.EOS}, {"eot", &c.EOT}, {"eom", &c.EOM}, {"padding", &c.PAD}} {
 		if *s.dst, err = special(s.name); err != nil {
 			return nil, err
+		}
+	}
+	// llama.cpp's defaults for byte-level BPE files that name no BOS or EOS:
+	// id 11 for both, so that token ends generation there too.
+	if c.Model == "gpt2" && len(c.Tokens) > gpt2DefaultBOSEOS {
+		for _, id := range []*int32{&c.BOS, &c.EOS} {
+			if *id == NoToken {
+				*id = gpt2DefaultBOSEOS
+			}
+		}
+	}
+	// The deprecated prefix/suffix/middle keys come after the fim_* keys
+	// because llama.cpp reads them last: where a file has both, they win.
+	for _, k := range []struct {
+		name string
+		role FIMRole
+	}{
+		{"fim_pre", FIMPrefix}, {"fim_suf", FIMSuffix}, {"fim_mid", FIMMiddle},
+		{"fim_pad", FIMPad}, {"fim_rep", FIMRepo}, {"fim_sep", FIMFileSep},
+		{"prefix", FIMPrefix}, {"suffix", FIMSuffix}, {"middle", FIMMiddle},
+	} {
+		id, err := special(k.name)
+		if err != nil {
+			return nil, err
+		}
+		if id != NoToken {
+			if c.FIM == nil {
+				c.FIM = map[FIMRole]int32{}
+			}
+			c.FIM[k.role] = id
 		}
 	}
 	c.AddBOS, _ = kv.Bool("tokenizer.ggml.add_bos_token")

@@ -6,6 +6,10 @@
 // of the text first (control tokens only when the caller allows it,
 // user-defined tokens always), each remaining fragment is split into words by
 // the pre-tokenizer regex, and each word's bytes are merged by BPE rank.
+//
+// Which tokens count as control tokens, and which end generation, follows
+// llama.cpp's load-time rules rather than the file's token types alone (see
+// special.go).
 package tokenizer
 
 import (
@@ -48,12 +52,17 @@ type Config struct {
 
 	BOS, EOS, EOT, EOM, PAD int32 // NoToken when absent
 	AddBOS                  bool
+
+	// FIM holds the fill-in-the-middle ids the file names; roles it lacks
+	// (all of them when nil) are found by their text, as llama.cpp does.
+	FIM map[FIMRole]int32
 }
 
 // Tokenizer is immutable after construction and safe for concurrent use.
 type Tokenizer struct {
 	tokens    []string
-	types     []int32
+	types     []int32  // as the file stores them
+	attrs     []attr   // after llama.cpp's load-time overrides
 	pieces    []string // decoded bytes of each token
 	ids       map[string]int32
 	merges    map[uint64]merge
@@ -134,42 +143,39 @@ func New(c Config) (*Tokenizer, error) {
 			t.merges[key] = merge{rank: int32(rank), result: res}
 		}
 	}
-	for _, id := range []int32{c.BOS, c.EOS, c.EOT, c.EOM, c.PAD} {
+	specials := specialIDs{eos: c.EOS, eot: c.EOT, eom: c.EOM}
+	for role := range specials.fim {
+		specials.fim[role] = NoToken
+	}
+	for role, id := range c.FIM {
+		if role < 0 || role >= fimRoles {
+			return nil, fmt.Errorf("%w: unknown FIM role %d", ErrInvalid, role)
+		}
+		specials.fim[role] = id
+	}
+	for _, id := range append([]int32{c.BOS, c.EOS, c.EOT, c.EOM, c.PAD}, specials.fim[:]...) {
 		if id != NoToken && (id < 0 || int(id) >= len(c.Tokens)) {
 			return nil, fmt.Errorf("%w: special id %d outside the vocabulary of %d", ErrInvalid, id, len(c.Tokens))
 		}
 	}
 	t.bos, t.eos, t.pad = c.BOS, c.EOS, c.PAD
-	t.eot = c.EOT
-	if t.eot == NoToken {
-		t.eot = t.firstPresent("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>")
+	t.attrs = make([]attr, len(t.types))
+	for i, typ := range t.types {
+		t.attrs[i] = attrOfType(typ)
 	}
-	t.eog = map[int32]bool{}
-	for _, id := range []int32{t.eos, t.eot, c.EOM} {
-		if id != NoToken {
-			t.eog[id] = true
-		}
-	}
-	// llama.cpp also ends generation on these whenever the vocab has them.
-	for _, s := range []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>"} {
-		if id, ok := t.ids[s]; ok && t.types[id] != TypeNormal {
-			t.eog[id] = true
-		}
-	}
+	t.eot, _, t.eog = t.detectSpecials(t.attrs, specials)
 
 	t.pieces = make([]string, len(c.Tokens))
 	for i, s := range c.Tokens {
-		switch t.types[i] {
-		case TypeNormal:
-			t.pieces[i] = string(rawBytes(s))
-		case TypeControl, TypeUserDefined, TypeUnknown:
+		a := t.attrs[i]
+		switch {
+		case a&(attrControl|attrUserDefined|attrUnknown) != 0:
 			t.pieces[i] = s
-		}
-		switch t.types[i] {
-		case TypeControl, TypeUserDefined, TypeUnknown:
 			if s != "" {
 				t.specials = append(t.specials, int32(i))
 			}
+		case a&attrNormal != 0:
+			t.pieces[i] = string(rawBytes(s))
 		}
 	}
 	sort.SliceStable(t.specials, func(a, b int) bool {
@@ -192,15 +198,6 @@ func lookupPre(pre string) (preTokenizer, error) {
 	return preTokenizer{}, fmt.Errorf("%w: pre-tokenizer %q (implemented: qwen2, qwen35, llama-bpe)", ErrUnsupported, pre)
 }
 
-func (t *Tokenizer) firstPresent(texts ...string) int32 {
-	for _, s := range texts {
-		if id, ok := t.ids[s]; ok {
-			return id
-		}
-	}
-	return NoToken
-}
-
 // Vocab is the number of token ids.
 func (t *Tokenizer) Vocab() int { return len(t.tokens) }
 
@@ -212,13 +209,24 @@ func (t *Tokenizer) Token(id int32) string {
 	return t.tokens[id]
 }
 
-// Type is a token's type (TypeNormal, TypeControl, ...); 0 for ids outside the
-// vocabulary.
+// Type is a token's type (TypeNormal, TypeControl, ...) as the file stores it;
+// 0 for ids outside the vocabulary. Encode and IsEOG follow llama.cpp, which
+// may treat a token as control whatever its stored type: see IsControl.
 func (t *Tokenizer) Type(id int32) int32 {
 	if id < 0 || int(id) >= len(t.types) {
 		return 0
 	}
 	return t.types[id]
+}
+
+// IsControl reports whether llama.cpp treats id as a control token: one that
+// Encode matches only with allowSpecial. That is its stored type, or a
+// token llama.cpp recognises by its text (<|fim_prefix|>, <|im_end|>, ...).
+func (t *Tokenizer) IsControl(id int32) bool {
+	if id < 0 || int(id) >= len(t.attrs) {
+		return false
+	}
+	return t.attrs[id]&attrControl != 0
 }
 
 // ID looks a token up by its vocabulary spelling.
@@ -238,7 +246,9 @@ func (t *Tokenizer) PAD() int32 { return t.pad }
 // AddBOS reports whether prompts should start with BOS (tokenizer.ggml.add_bos_token).
 func (t *Tokenizer) AddBOS() bool { return t.addBOS }
 
-// IsEOG reports whether id ends generation (end of turn or of text).
+// IsEOG reports whether id ends generation, by llama.cpp's rules: EOS, EOT and
+// EOM, the FIM pad, repo and file-separator tokens, and the end-of-turn
+// spellings it knows (<|im_end|>, <|endoftext|>, <|eot_id|>, ...).
 func (t *Tokenizer) IsEOG(id int32) bool { return t.eog[id] }
 
 // EOGs lists the ids that end generation, ascending.
@@ -252,7 +262,7 @@ func (t *Tokenizer) EOGs() []int32 {
 }
 
 // Encode tokenizes text. With allowSpecial, control tokens written in the
-// text (like "<|im_start|>") become their ids; without it they are encoded as
+// text (like "<|im_start|>"; see IsControl) become their ids; without it they are encoded as
 // plain text. User-defined tokens (like "<think>") are matched either way, as
 // llama.cpp does. BOS is never added here: callers that want it check AddBOS.
 // Invalid UTF-8 bytes are encoded as U+FFFD, as llama.cpp does.
@@ -317,8 +327,7 @@ type fragment struct {
 func (t *Tokenizer) partition(text string, allowSpecial bool) []fragment {
 	frags := []fragment{{text: text}}
 	for _, id := range t.specials {
-		typ := t.types[id]
-		if !allowSpecial && (typ == TypeControl || typ == TypeUnknown) {
+		if !allowSpecial && t.attrs[id]&(attrControl|attrUnknown) != 0 {
 			continue
 		}
 		tok := t.tokens[id]
@@ -354,8 +363,8 @@ func (t *Tokenizer) partition(text string, allowSpecial bool) []fragment {
 }
 
 // Piece is the text a token stands for, as raw bytes (possibly part of a
-// UTF-8 sequence). Control and user-defined tokens are their own text; byte
-// and unused tokens are empty, as in llama.cpp.
+// UTF-8 sequence). Control, unknown and user-defined tokens are their own
+// text, as in llama.cpp; unused, undefined and byte tokens are empty.
 func (t *Tokenizer) Piece(id int32) string {
 	if id < 0 || int(id) >= len(t.pieces) {
 		return ""

@@ -135,6 +135,7 @@ func main() {
 	dotsF16()
 	weightedSumF16()
 	quantizeQ8_0()
+	swiglu()
 	avx2Data()
 	for _, t := range []int{1, 4} {
 		q1_0AVX2(t)
@@ -562,4 +563,77 @@ func avx2Data() {
 	for i := 0; i < 16; i++ {
 		DATA(2*i, U16(1))
 	}
+}
+
+// swiglu generates swiglu: dst = silu(gate)·up on blocks of 16, as
+// ggml_vec_swiglu_f32's AVX-512 loop computes it (ggml_v_silu with
+// ggml_v_expf: a Cody–Waite reduction by ln 2, a degree-5 polynomial and
+// VSCALEFPS; |n| > 192 gives 0 or +Inf).
+func swiglu() {
+	TEXT("swiglu", NOSPLIT, "func(dst *float32, gate *float32, up *float32, blocks int)")
+	Doc("swiglu sets 16·blocks floats of dst to silu(gate)·up, as ggml's AVX-512 code does.")
+	Pragma("noescape")
+	dst := Load(Param("dst"), GP64())
+	gate := Load(Param("gate"), GP64())
+	up := Load(Param("up"), GP64())
+	blocks := Load(Param("blocks"), GP64())
+	c := func(bits uint32) reg.VecVirtual {
+		r := GP32()
+		MOVL(U32(bits), r)
+		z := ZMM()
+		VPBROADCASTD(r, z)
+		return z
+	}
+	shifter, log2e, ln2hi, ln2lo := c(0x4b400000), c(0x3fb8aa3b), c(0x3f317200), c(0x35bfbe8e)
+	c192, c1, c2, c3, c4, c5 := c(0x43400000), c(0x3c072010), c(0x3d2b9f17), c(0x3e2aaf33), c(0x3efffedb), c(0x3f7ffff6)
+	one, inf, absMask := c(0x3f800000), c(0x7f800000), c(0x7fffffff)
+	zero := ZMM()
+	VPXORD(zero, zero, zero)
+
+	Label("silu")
+	x, nx := ZMM(), ZMM()
+	VMOVUPS(Mem{Base: gate}, x)
+	VSUBPS(x, zero, nx) // −x
+	// exp(−x):
+	z, n, b := ZMM(), ZMM(), ZMM()
+	VMOVAPS(shifter, z)
+	VFMADD231PS(log2e, nx, z) // z = −x·log2e + 1.5·2²³
+	VSUBPS(shifter, z, n)     // n = round(−x·log2e)
+	VMOVAPS(nx, b)
+	VFNMADD231PS(ln2hi, n, b) // b = −x − n·ln2hi
+	VFNMADD231PS(ln2lo, n, b) //     − n·ln2lo
+	an := ZMM()
+	VANDPS(absMask, n, an)
+	big := K()
+	VCMPPS(U8(0x1e), c192, an, big) // |n| > 192 (GT_OQ)
+	u, p1, p2, j := ZMM(), ZMM(), ZMM(), ZMM()
+	VMULPS(b, b, u)
+	VMOVAPS(c2, p1)
+	VFMADD231PS(c1, b, p1)
+	VMOVAPS(c4, p2)
+	VFMADD231PS(c3, b, p2)
+	VMOVAPS(one, j)
+	VFMADD231PS(c5, b, j)
+	VFMADD231PS(u, p1, p2)
+	VFMADD231PS(u, p2, j)
+	e := ZMM()
+	VSCALEFPS(n, j, e) // j·2ⁿ
+	KORTESTW(big, big)
+	JZ(LabelRef("normal"))
+	nonPos, alt := K(), ZMM()
+	VCMPPS(U8(0x12), zero, n, nonPos) // n ≤ 0 (LE_OQ)
+	VBLENDMPS(zero, inf, nonPos, alt) // n ≤ 0 ? 0 : +Inf
+	VBLENDMPS(alt, e, big, e)
+	Label("normal")
+	VADDPS(one, e, e) // 1 + exp(−x)
+	VDIVPS(e, x, x)   // silu(x) = x / (1 + exp(−x))
+	VMULPS(Mem{Base: up}, x, x)
+	VMOVUPS(x, Mem{Base: dst})
+	ADDQ(U8(64), gate)
+	ADDQ(U8(64), up)
+	ADDQ(U8(64), dst)
+	DECQ(blocks)
+	JNZ(LabelRef("silu"))
+	VZEROUPPER()
+	RET()
 }

@@ -1,0 +1,50 @@
+package shaders
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestPreprocess(t *testing.T) {
+	src := "a\n//#if X\nb\n//#else\nc\n//#endif\nd\n"
+	cases := []struct {
+		defs map[string]Const
+		want string
+	}{
+		{map[string]Const{"X": Flag(true)}, "a\nb\nd\n"},
+		{map[string]Const{"X": Flag(false)}, "a\nc\nd\n"},
+		{map[string]Const{}, "a\nc\nd\n"},
+		{map[string]Const{"X": U32(0)}, "a\nc\nd\n"},
+		{map[string]Const{"X": U32(3)}, "a\nb\nd\n"},
+	}
+	for _, c := range cases {
+		got, err := preprocess(src, c.defs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimRight(got, "\n") != strings.TrimRight(c.want, "\n") {
+			t.Errorf("defs %v: got %q want %q", c.defs, got, c.want)
+		}
+	}
+	for _, bad := range []string{"//#if A\n//#if B\n//#endif\n//#endif", "//#else", "//#endif", "//#if A\nx"} {
+		if _, err := preprocess(bad, nil); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestSource(t *testing.T) {
+	src, err := Source("argmax", map[string]Const{"COLS": U32(10), "XROWS": U32(2), "EPS": F32(1e-6), "ONE": F32(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"const COLS: u32 = 10u;", "const XROWS: u32 = 2u;", "const EPS: f32 = 1e-06;", "const ONE: f32 = 1.0;", "fn main("} {
+		if !strings.Contains(src, want) {
+			t.Errorf("source lacks %q", want)
+		}
+	}
+	if _, err := Source("nope", nil); !errors.Is(err, ErrUnknown) {
+		t.Errorf("unknown shader: got %v", err)
+	}
+}
