@@ -11,6 +11,7 @@
 // With ADD (one output only) the result is also added to resid: the
 // residual add that follows the attention-output and down projections,
 // without a dispatch of its own.
+// Fused inputs (flags NORM with NORMWG, EPS; GLU): see xin.
 // Constants: K, WORDS (=K/32), WG, M0, M1; flags OUT2, OUT3, ADD.
 @group(0) @binding(0) var<storage, read> bits: array<u32>;
 @group(0) @binding(1) var<storage, read> scales: array<f32>;
@@ -25,11 +26,74 @@
 //#if ADD
 @group(0) @binding(4) var<storage, read_write> resid: array<f32>;
 //#endif
+//#if NORM
+@group(0) @binding(6) var<storage, read> nw: array<vec4<f32>>;
+//#endif
+//#if GLU
+@group(0) @binding(6) var<storage, read> up: array<vec4<f32>>;
+//#endif
 
 var<workgroup> red: array<vec4<f32>, RED>;
 
 fn add_set(m: vec4<f32>, b: vec4<u32>, mask: u32, v: f32) -> vec4<f32> {
 	return m + select(vec4<f32>(0.0), vec4<f32>(v), (b & vec4<u32>(mask)) != vec4<u32>(0u));
+}
+
+// xin is four activations as the matvec sees them: with NORM, x is the
+// un-normed row and this is the RMSNorm that the forward pass asked for
+// (same arithmetic as rmsnorm.wgsl); with GLU, x is the gate and this is
+// silu(gate)·up (as elementwise.wgsl). Fusing either saves a dispatch.
+fn xin(i: u32, scale: f32) -> vec4<f32> {
+	var v = x[i];
+//#if NORM
+	v = v * scale * nw[i];
+//#endif
+//#if GLU
+	v = v / (1.0 + exp(-v)) * up[i];
+//#endif
+	return v;
+}
+
+// norm_scale is 1/rms(x) for NORM, summed in exactly the order of
+// rmsnorm.wgsl run with NORMWG threads (thread t sums x_t, x_{t+NORMWG}, …,
+// then a tree): this workgroup's WG threads each play NORMWG/WG of those
+// threads and finish the tree's first levels in registers, so the fused
+// norm is bit-identical to the separate one. Every workgroup recomputes it
+// (K floats from L2) instead of waiting on a dispatch of its own.
+fn norm_scale(lid: u32) -> f32 {
+//#if NORM
+	var part = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
+	let per = max(NORMWG / WG, 1u);
+	for (var k = 0u; k < per; k++) {
+		let t = lid + k * WG;
+		if (t < NORMWG) {
+			var ss = 0.0;
+			for (var j = t; j < K; j += NORMWG) {
+				let v = x[j / 4u][j % 4u];
+				ss += v * v;
+			}
+			part[k] = ss;
+		}
+	}
+	for (var h = per / 2u; h > 0u; h >>= 1u) {
+		for (var k = 0u; k < h; k++) {
+			part[k] += part[k + h];
+		}
+	}
+	red[lid] = vec4<f32>(part[0], 0.0, 0.0, 0.0);
+	workgroupBarrier();
+	for (var s = min(WG, NORMWG) / 2u; s > 0u; s >>= 1u) {
+		if (lid < s) {
+			red[lid] += red[lid + s];
+		}
+		workgroupBarrier();
+	}
+	let scale = 1.0 / sqrt(red[0].x / f32(K) + EPS);
+	workgroupBarrier();
+	return scale;
+//#else
+	return 1.0;
+//#endif
 }
 
 fn store(row: u32, v: f32) {
@@ -57,11 +121,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	let spr = WORDS / 4u;
 	var accA = vec4<f32>(0.0);
 	var accB = vec4<f32>(0.0);
+	let scale = norm_scale(lid);
 	for (var w = lid; w < WORDS; w += WG) {
 		let base = w * 8u;
+		var xs: array<vec4<f32>, 8>;
 		var a = vec4<f32>(0.0);
 		for (var j = 0u; j < 8u; j++) {
-			a = max(a, abs(x[base + j]));
+			xs[j] = xin(base + j, scale);
+			a = max(a, abs(xs[j]));
 		}
 		let amax = max(max(a.x, a.y), max(a.z, a.w));
 		let dx = unpack2x16float(pack2x16float(vec2<f32>(amax / 127.0, 0.0))).x;
@@ -79,7 +146,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		var mB = vec4<f32>(0.0);
 		var sum = 0.0;
 		for (var j = 0u; j < 8u; j++) {
-			let q = round(x[base + j] * id);
+			let q = round(xs[j] * id);
 			sum += dot(q, vec4<f32>(1.0));
 			let m0 = 1u << (4u * j);
 			mA = add_set(mA, bA, m0, q.x);

@@ -7,7 +7,9 @@
 // ~1.2 ops per weight against the 4 of the select-and-add in q1_matvec.
 // Building the planes costs ~400 ops per word, shared by the workgroup's 16
 // rows. Outputs as q1_matvec (up to three matrices back to back, ADD).
-// Constants: K, WORDS (=K/32), WG, RED (=4·WG), M0, M1; flags OUT2, OUT3, ADD.
+// Fused inputs (flags NORM with NORMWG, EPS; GLU): see xin.
+// Constants: K, WORDS (=K/32), WG, RG (groups of 4 rows per workgroup:
+// 4 for 16 rows, 8 for 32), RED (=RG·WG), M0, M1; flags OUT2, OUT3, ADD.
 @group(0) @binding(0) var<storage, read> bits: array<u32>;
 @group(0) @binding(1) var<storage, read> scales: array<f32>;
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
@@ -21,8 +23,71 @@
 //#if ADD
 @group(0) @binding(4) var<storage, read_write> resid: array<f32>;
 //#endif
+//#if NORM
+@group(0) @binding(6) var<storage, read> nw: array<vec4<f32>>;
+//#endif
+//#if GLU
+@group(0) @binding(6) var<storage, read> up: array<vec4<f32>>;
+//#endif
 
 var<workgroup> red: array<vec4<f32>, RED>;
+
+// xin is four activations as the matvec sees them: with NORM, x is the
+// un-normed row and this is the RMSNorm that the forward pass asked for
+// (same arithmetic as rmsnorm.wgsl); with GLU, x is the gate and this is
+// silu(gate)·up (as elementwise.wgsl). Fusing either saves a dispatch.
+fn xin(i: u32, scale: f32) -> vec4<f32> {
+	var v = x[i];
+//#if NORM
+	v = v * scale * nw[i];
+//#endif
+//#if GLU
+	v = v / (1.0 + exp(-v)) * up[i];
+//#endif
+	return v;
+}
+
+// norm_scale is 1/rms(x) for NORM, summed in exactly the order of
+// rmsnorm.wgsl run with NORMWG threads (thread t sums x_t, x_{t+NORMWG}, …,
+// then a tree): this workgroup's WG threads each play NORMWG/WG of those
+// threads and finish the tree's first levels in registers, so the fused
+// norm is bit-identical to the separate one. Every workgroup recomputes it
+// (K floats from L2) instead of waiting on a dispatch of its own.
+fn norm_scale(lid: u32) -> f32 {
+//#if NORM
+	var part = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
+	let per = max(NORMWG / WG, 1u);
+	for (var k = 0u; k < per; k++) {
+		let t = lid + k * WG;
+		if (t < NORMWG) {
+			var ss = 0.0;
+			for (var j = t; j < K; j += NORMWG) {
+				let v = x[j / 4u][j % 4u];
+				ss += v * v;
+			}
+			part[k] = ss;
+		}
+	}
+	for (var h = per / 2u; h > 0u; h >>= 1u) {
+		for (var k = 0u; k < h; k++) {
+			part[k] += part[k + h];
+		}
+	}
+	red[lid] = vec4<f32>(part[0], 0.0, 0.0, 0.0);
+	workgroupBarrier();
+	for (var s = min(WG, NORMWG) / 2u; s > 0u; s >>= 1u) {
+		if (lid < s) {
+			red[lid] += red[lid + s];
+		}
+		workgroupBarrier();
+	}
+	let scale = 1.0 / sqrt(red[0].x / f32(K) + EPS);
+	workgroupBarrier();
+	return scale;
+//#else
+	return 1.0;
+//#endif
+}
 
 fn store(row: u32, v: f32) {
 	if (row < M0) {
@@ -81,16 +146,19 @@ fn dot4(b: vec4<u32>, m: vec4<u32>, sum: f32, d: vec4<f32>, dx: f32) -> vec4<f32
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-	let row0 = wid.x * 16u;
-	var accA = vec4<f32>(0.0);
-	var accB = vec4<f32>(0.0);
-	var accC = vec4<f32>(0.0);
-	var accD = vec4<f32>(0.0);
+	let row0 = wid.x * (4u * RG);
+	var acc: array<vec4<f32>, RG>;
+	for (var r = 0u; r < RG; r++) {
+		acc[r] = vec4<f32>(0.0);
+	}
+	let scale = norm_scale(lid);
 	for (var w = lid; w < WORDS; w += WG) {
 		let base = w * 8u;
+		var xs: array<vec4<f32>, 8>;
 		var a = vec4<f32>(0.0);
 		for (var j = 0u; j < 8u; j++) {
-			a = max(a, abs(x[base + j]));
+			xs[j] = xin(base + j, scale);
+			a = max(a, abs(xs[j]));
 		}
 		let amax = max(max(a.x, a.y), max(a.z, a.w));
 		let dx = unpack2x16float(pack2x16float(vec2<f32>(amax / 127.0, 0.0))).x;
@@ -105,7 +173,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		var P7 = 0u;
 		var sum = 0.0;
 		for (var j = 0u; j < 8u; j++) {
-			let q = round(x[base + j] * id);
+			let q = round(xs[j] * id);
 			sum += dot(q, vec4<f32>(1.0));
 			let u4 = vec4<u32>(q + 128.0);
 			let u = u4.x | (u4.y << 8u) | (u4.z << 16u) | (u4.w << 24u);
@@ -120,30 +188,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 			P7 |= plane_nibble(u, 7u) << sh;
 		}
 		let s = w / 4u;
-		let bA = rows4(row0, w);
-		let bB = rows4(row0 + 4u, w);
-		let bC = rows4(row0 + 8u, w);
-		let bD = rows4(row0 + 12u, w);
-		accA += dot4(bA, masked(bA, P0, P1, P2, P3, P4, P5, P6, P7), sum, scales4(row0, s), dx);
-		accB += dot4(bB, masked(bB, P0, P1, P2, P3, P4, P5, P6, P7), sum, scales4(row0 + 4u, s), dx);
-		accC += dot4(bC, masked(bC, P0, P1, P2, P3, P4, P5, P6, P7), sum, scales4(row0 + 8u, s), dx);
-		accD += dot4(bD, masked(bD, P0, P1, P2, P3, P4, P5, P6, P7), sum, scales4(row0 + 12u, s), dx);
+		for (var r = 0u; r < RG; r++) {
+			let b = rows4(row0 + 4u * r, w);
+			acc[r] += dot4(b, masked(b, P0, P1, P2, P3, P4, P5, P6, P7), sum, scales4(row0 + 4u * r, s), dx);
+		}
 	}
-	red[lid] = accA;
-	red[WG + lid] = accB;
-	red[2u * WG + lid] = accC;
-	red[3u * WG + lid] = accD;
+	for (var r = 0u; r < RG; r++) {
+		red[r * WG + lid] = acc[r];
+	}
 	workgroupBarrier();
 	for (var st = WG / 2u; st > 0u; st >>= 1u) {
 		if (lid < st) {
-			red[lid] += red[lid + st];
-			red[WG + lid] += red[WG + lid + st];
-			red[2u * WG + lid] += red[2u * WG + lid + st];
-			red[3u * WG + lid] += red[3u * WG + lid + st];
+			for (var r = 0u; r < RG; r++) {
+				red[r * WG + lid] += red[r * WG + lid + st];
+			}
 		}
 		workgroupBarrier();
 	}
-	if (lid < 16u) {
+	if (lid < 4u * RG) {
 		let v = red[(lid / 4u) * WG];
 		store(row0 + lid, v[lid % 4u]);
 	}

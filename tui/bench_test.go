@@ -2,7 +2,6 @@ package tui
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/infer/engine"
@@ -13,9 +12,8 @@ import (
 // longChat builds a chat with n finished turns of markdown.
 func longChat(b *testing.B, turns int) *Model {
 	b.Helper()
-	fe := fakeengine.New(fakeengine.Options{})
-	m := New(Options{Engine: fe, Clipboard: func(string) error { return nil }})
-	b.Cleanup(func() { m.Close(); fe.Close() })
+	m := New(Options{Engine: silentEngine{}, Clipboard: func(string) error { return nil }})
+	b.Cleanup(m.Close)
 	m.Update(tea.WindowSizeMsg{Width: 100, Height: 40})
 	m.Update(engineMsg{events: []engine.Event{engine.Loaded{Info: fakeengine.DefaultInfo}}})
 	reply := "Here is **some** text with `code`.\n\n```go\nfunc f() int { return 1 }\n```\n\n- one\n- two\n\nDone."
@@ -78,5 +76,15 @@ func BenchmarkView(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		_ = m.View()
 	}
-	_ = strings.TrimSpace
 }
+
+// silentEngine accepts every request and reports nothing: benchmarks feed
+// the events themselves.
+type silentEngine struct{}
+
+func (silentEngine) Events() <-chan engine.Event     { return nil }
+func (silentEngine) Generate(engine.GenerateRequest) {}
+func (silentEngine) Stop()                           {}
+func (silentEngine) SwitchBackend(string)            {}
+func (silentEngine) Reset()                          {}
+func (silentEngine) Close()                          {}

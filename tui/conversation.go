@@ -3,10 +3,10 @@ package tui
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/bonsai-chat/bonsai/infer/chat"
 	"github.com/bonsai-chat/bonsai/infer/engine"
-	"github.com/charmbracelet/bubbles/viewport"
 	"github.com/charmbracelet/lipgloss"
 )
 
@@ -32,7 +32,7 @@ type entry struct {
 	stats    *engine.Stats // a finished reply's numbers
 	reason   string        // why a reply ended ("stop", "length", "stopped")
 
-	cache      string
+	cache      []string
 	cacheWidth int
 	cacheOpen  bool
 }
@@ -56,8 +56,13 @@ func (e entry) message() (chat.Message, bool) {
 const thinkingTailLines = 4
 
 // conversation is the transcript panel: the entries, the reply being
-// streamed, and a viewport that follows new text only while the user is at
-// the bottom.
+// streamed, and a view that follows new text only while the user is at the
+// bottom.
+//
+// It keeps the transcript as lines, in two parts: head, the settled entries,
+// rendered once and only appended to; and tail, the last entries (the reply
+// being streamed and the prompt before it), rendered again when they change.
+// A frame therefore costs the size of the tail, not of the chat.
 type conversation struct {
 	styles  *Styles
 	md      *markdownRenderer
@@ -67,40 +72,33 @@ type conversation struct {
 	stream    streamingMarkdown
 	thinkOpen bool // thinking blocks expanded
 
-	vp            viewport.Model
 	width, height int
 
-	// head is the joined rendering of entries[:headCount] at headWidth; only
-	// the entries after it are rendered when content changes.
-	head      string
+	head      []string // lines of entries[:headCount], at headWidth
 	headCount int
 	headWidth int
 	headOpen  bool
+	tail      []string // lines of entries[headCount:], after a blank separator
+
+	offset int  // first visible line
+	follow bool // stay at the bottom as text arrives
 }
 
 func newConversation(styles *Styles, md *markdownRenderer) *conversation {
-	vp := viewport.New(0, 0)
-	vp.MouseWheelEnabled = true
-	return &conversation{styles: styles, md: md, vp: vp}
+	return &conversation{styles: styles, md: md, follow: true}
 }
 
-// SetSize changes the panel's size; content is re-rendered at the new width.
+// SetSize changes the panel's size; content is re-rendered at a new width.
 func (c *conversation) SetSize(width, height int) {
 	if width == c.width && height == c.height {
 		return
 	}
-	follow := c.vp.AtBottom()
 	widthChanged := width != c.width
-	c.width, c.height = width, height
-	c.vp.Width, c.vp.Height = width, max(height, 1)
+	c.width, c.height = width, max(height, 1)
 	if widthChanged {
-		c.vp.SetContent(c.render())
+		c.rerender()
 	}
-	if follow {
-		c.vp.GotoBottom()
-	} else {
-		c.vp.SetYOffset(c.vp.YOffset) // clamp to the new height
-	}
+	c.clamp()
 }
 
 // Messages is the conversation as the model sees it.
@@ -155,6 +153,7 @@ func (c *conversation) FinishReply(reason string, stats *engine.Stats) {
 	last.stopped = reason == "stopped"
 	last.stats = stats
 	c.streaming = false
+	c.stream = streamingMarkdown{}
 	c.refresh()
 }
 
@@ -186,7 +185,7 @@ func (c *conversation) Truncate(i int) {
 	c.entries = c.entries[:i]
 	c.streaming = false
 	if c.headCount > i {
-		c.head, c.headCount = "", 0
+		c.resetHead()
 	}
 	c.refresh()
 }
@@ -195,77 +194,98 @@ func (c *conversation) Truncate(i int) {
 func (c *conversation) Clear() {
 	c.entries = nil
 	c.streaming = false
-	c.head, c.headCount = "", 0
+	c.resetHead()
 	c.refresh()
 }
 
 // ToggleThinking folds or unfolds every thinking block.
 func (c *conversation) ToggleThinking() {
 	c.thinkOpen = !c.thinkOpen
-	c.refresh()
+	c.rerender()
+}
+
+func (c *conversation) total() int { return len(c.head) + len(c.tail) }
+
+func (c *conversation) maxOffset() int { return max(c.total()-c.height, 0) }
+
+func (c *conversation) clamp() {
+	if c.follow {
+		c.offset = c.maxOffset()
+		return
+	}
+	c.offset = min(max(c.offset, 0), c.maxOffset())
+	if c.offset == c.maxOffset() {
+		c.follow = true
+	}
 }
 
 // ScrollUp, ScrollDown and Bottom move the view; scrolling up leaves follow
 // mode, and reaching the bottom again re-enters it.
-func (c *conversation) ScrollUp(lines int)   { c.vp.ScrollUp(lines) }
-func (c *conversation) ScrollDown(lines int) { c.vp.ScrollDown(lines) }
-func (c *conversation) Bottom()              { c.vp.GotoBottom() }
+func (c *conversation) ScrollUp(lines int) {
+	c.offset = max(c.offset-lines, 0)
+	c.follow = c.offset >= c.maxOffset()
+}
+
+func (c *conversation) ScrollDown(lines int) {
+	c.offset += lines
+	c.follow = c.offset >= c.maxOffset()
+	c.clamp()
+}
+
+func (c *conversation) Bottom() {
+	c.follow = true
+	c.clamp()
+}
 
 // Following reports whether new text scrolls into view.
-func (c *conversation) Following() bool { return c.vp.AtBottom() }
+func (c *conversation) Following() bool { return c.follow }
 
-// refresh rebuilds the viewport's content, keeping the view pinned to the
-// bottom only if it was there.
+func (c *conversation) resetHead() {
+	c.head, c.headCount = nil, 0
+}
+
+// rerender drops every cached line (the width or folding changed).
+func (c *conversation) rerender() {
+	c.resetHead()
+	c.refresh()
+}
+
+// refresh brings head and tail up to date and keeps the view pinned to the
+// bottom if it was there.
 func (c *conversation) refresh() {
 	if c.width <= 0 {
 		return
 	}
-	follow := c.vp.AtBottom() || c.vp.TotalLineCount() <= c.vp.Height
-	c.vp.SetContent(c.render())
-	if follow {
-		c.vp.GotoBottom()
+	if c.headWidth != c.width || c.headOpen != c.thinkOpen {
+		c.resetHead()
+		c.headWidth, c.headOpen = c.width, c.thinkOpen
 	}
-}
-
-// render joins the cached head with the entries after it. The head grows to
-// cover every finished entry but the last one, which stays outside it because
-// regenerate and edit replace it.
-func (c *conversation) render() string {
-	width := c.width
-	if c.headWidth != width || c.headOpen != c.thinkOpen {
-		c.head, c.headCount, c.headWidth, c.headOpen = "", 0, width, c.thinkOpen
+	// The head covers every entry but the last two, which stay outside it
+	// because streaming, regenerate and edit change them.
+	for settled := len(c.entries) - 2; c.headCount < settled; c.headCount++ {
+		if len(c.head) > 0 {
+			c.head = append(c.head, "")
+		}
+		c.head = append(c.head, c.renderEntry(&c.entries[c.headCount], false)...)
 	}
-	settled := len(c.entries) - 2
-	for c.headCount < settled {
-		block := c.renderEntry(&c.entries[c.headCount], false)
-		c.head = joinBlocks(c.head, block)
-		c.headCount++
-	}
-	out := c.head
+	c.tail = c.tail[:0]
 	for i := c.headCount; i < len(c.entries); i++ {
+		if len(c.head) > 0 || len(c.tail) > 0 {
+			c.tail = append(c.tail, "")
+		}
 		live := c.streaming && i == len(c.entries)-1
-		out = joinBlocks(out, c.renderEntry(&c.entries[i], live))
+		c.tail = append(c.tail, c.renderEntry(&c.entries[i], live)...)
 	}
-	if out == "" {
-		out = c.styles.Dim.Render("Type a message and press enter. F1 for help.")
+	if len(c.entries) == 0 {
+		c.tail = append(c.tail, c.styles.Dim.Render("Type a message and press enter. F1 for help."))
 	}
-	return out
-}
-
-func joinBlocks(a, b string) string {
-	switch {
-	case a == "":
-		return b
-	case b == "":
-		return a
-	}
-	return a + "\n\n" + b
+	c.clamp()
 }
 
 // renderEntry renders one entry at the panel's width, from cache when the
 // entry is finished.
-func (c *conversation) renderEntry(e *entry, live bool) string {
-	if !live && e.cache != "" && e.cacheWidth == c.width && e.cacheOpen == c.thinkOpen {
+func (c *conversation) renderEntry(e *entry, live bool) []string {
+	if !live && e.cache != nil && e.cacheWidth == c.width && e.cacheOpen == c.thinkOpen {
 		return e.cache
 	}
 	out := c.renderUncached(e, live)
@@ -275,65 +295,88 @@ func (c *conversation) renderEntry(e *entry, live bool) string {
 	return out
 }
 
-const bodyIndent = 2
+const bodyIndent = "  "
 
-func (c *conversation) renderUncached(e *entry, live bool) string {
+// indent prefixes lines with the body indent (cheaper than a lipgloss
+// padding, which measures every line).
+func indent(dst []string, lines ...string) []string {
+	for _, l := range lines {
+		if l == "" {
+			dst = append(dst, "")
+			continue
+		}
+		dst = append(dst, bodyIndent+l)
+	}
+	return dst
+}
+
+func splitLines(s string) []string { return strings.Split(s, "\n") }
+
+func (c *conversation) renderUncached(e *entry, live bool) []string {
 	s := c.styles
-	inner := max(c.width-bodyIndent, 10)
-	indent := lipgloss.NewStyle().PaddingLeft(bodyIndent)
-	wrap := lipgloss.NewStyle().Width(inner)
+	inner := max(c.width-len(bodyIndent), 10)
+	var out []string
 	switch e.kind {
 	case entryUser:
-		return s.UserLabel.Render("▌ you") + "\n" + indent.Render(wrap.Render(e.content))
+		out = append(out, s.UserLabel.Render("▌ you"))
+		return indent(out, splitLines(lipgloss.NewStyle().Width(inner).Render(e.content))...)
 	case entrySystem:
-		return s.Dim.Render("▌ system prompt") + "\n" + indent.Render(s.Dim.Width(inner).Render(e.content))
+		out = append(out, s.Dim.Render("▌ system prompt"))
+		return indent(out, splitLines(s.Dim.Width(inner).Render(e.content))...)
 	case entryNotice:
-		return s.Dim.Width(c.width).Render("· " + e.content)
+		return splitLines(s.Dim.Width(c.width).Render("· " + e.content))
 	case entryError:
-		return s.Error.Width(c.width).Render("✗ " + e.content)
+		return splitLines(s.Error.Width(c.width).Render("✗ " + e.content))
 	}
 
-	var parts []string
 	label := s.BotLabel.Render("● bonsai")
 	if live {
 		label += s.Dim.Render("  …")
 	}
-	parts = append(parts, label)
+	out = append(out, label)
 	if e.thinking != "" {
-		parts = append(parts, indent.Render(c.renderThinking(e, live, inner)))
+		out = indent(out, c.renderThinking(e, live, inner)...)
 	}
 	switch {
 	case live:
-		parts = append(parts, indent.Render(c.stream.Render(c.md, e.content, inner)))
+		out = indent(out, c.stream.Lines(c.md, e.content, inner)...)
 	case e.content != "":
-		parts = append(parts, indent.Render(c.md.Render(e.content, inner)))
+		out = indent(out, splitLines(c.md.Render(e.content, inner))...)
 	}
 	if !live {
 		if f := c.footer(e); f != "" {
-			parts = append(parts, indent.Render(f))
+			out = indent(out, f)
 		}
 	}
-	return strings.Join(nonEmpty(parts), "\n")
+	return out
 }
 
 // renderThinking shows a thought dim: whole when unfolded, else a one-line
 // summary once finished, or the last few lines while it streams.
-func (c *conversation) renderThinking(e *entry, live bool, width int) string {
+func (c *conversation) renderThinking(e *entry, live bool, width int) []string {
 	s := c.styles
 	thought := strings.TrimSpace(e.thinking)
 	words := len(strings.Fields(thought))
 	if c.thinkOpen {
-		return s.Thinking.Width(width).Render(thought)
+		return splitLines(s.Thinking.Width(width).Render(thought))
 	}
 	if live && e.content == "" {
-		wrapped := strings.Split(s.Thinking.Width(width).Render(thought), "\n")
+		// Wrap only the end of the thought: it can be very long.
+		tail := thought
+		if limit := width * thinkingTailLines * 2; len(tail) > limit {
+			tail = tail[len(tail)-limit:]
+			for i := 0; i < 4 && i < len(tail) && !utf8.RuneStart(tail[0]); i++ {
+				tail = tail[1:]
+			}
+		}
+		wrapped := splitLines(s.Thinking.Width(width).Render(tail))
 		if len(wrapped) > thinkingTailLines {
 			wrapped = wrapped[len(wrapped)-thinkingTailLines:]
 		}
 		head := s.Dim.Render(fmt.Sprintf("▾ thinking… %d words (ctrl+t shows all)", words))
-		return head + "\n" + strings.Join(wrapped, "\n")
+		return append([]string{head}, wrapped...)
 	}
-	return s.Dim.Render(fmt.Sprintf("▸ thought for %d words (ctrl+t shows)", words))
+	return []string{s.Dim.Render(fmt.Sprintf("▸ thought for %d words (ctrl+t shows)", words))}
 }
 
 func (c *conversation) footer(e *entry) string {
@@ -351,15 +394,18 @@ func (c *conversation) footer(e *entry) string {
 	return strings.Join(bits, s.Dim.Render(" · "))
 }
 
-func nonEmpty(parts []string) []string {
-	out := parts[:0]
-	for _, p := range parts {
-		if p != "" {
-			out = append(out, p)
+// View is the visible part of the transcript, exactly height lines.
+func (c *conversation) View() string {
+	lines := make([]string, 0, c.height)
+	for i := c.offset; i < c.offset+c.height && i < c.total(); i++ {
+		if i < len(c.head) {
+			lines = append(lines, c.head[i])
+		} else {
+			lines = append(lines, c.tail[i-len(c.head)])
 		}
 	}
-	return out
+	for len(lines) < c.height {
+		lines = append(lines, "")
+	}
+	return strings.Join(lines, "\n")
 }
-
-// View is the visible part of the transcript.
-func (c *conversation) View() string { return c.vp.View() }

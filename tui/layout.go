@@ -91,12 +91,12 @@ func (m *Model) mainView() string {
 	case m.info == nil && m.status.phase != phaseFailed && len(m.conv.entries) == 0:
 		return m.place(m.loadingView(), a.mainH)
 	}
-	conv := lipgloss.NewStyle().Width(a.convW).Height(a.convH).MaxHeight(a.convH).Render(m.conv.View())
+	conv := m.conv.View()
 	if a.panels == "" {
 		return conv
 	}
 	if a.side {
-		return joinSide(conv, a.panels)
+		return joinSide(conv, a.panels, a.convW)
 	}
 	return lipgloss.JoinVertical(lipgloss.Left, conv, a.panels)
 }
@@ -128,13 +128,12 @@ func (m *Model) loadingView() string {
 // sgrReset ends every style.
 const sgrReset = "\x1b[0m"
 
-// joinSide puts right beside left, line by line, resetting styles between
+// joinSide puts right beside left (padded to width), line by line, resetting styles between
 // them: a style left open at the end of a conversation line must not colour
 // the panel (terminals carry SGR state along a line).
-func joinSide(left, right string) string {
+func joinSide(left, right string, width int) string {
 	l := strings.Split(left, "\n")
 	r := strings.Split(right, "\n")
-	width := lipgloss.Width(left)
 	var b strings.Builder
 	for i := range l {
 		if i > 0 {

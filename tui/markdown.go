@@ -56,6 +56,9 @@ func (m *markdownRenderer) Render(src string, width int) string {
 	}
 	// glamour lets a word longer than the width overflow; break it so the
 	// panel never cuts text off.
+	// Tabs (from code blocks) are expanded: a terminal would move them to
+	// its own tab stops, which the layout cannot see.
+	out = strings.ReplaceAll(out, "\t", "    ")
 	return xansi.Hardwrap(trimBlankEdges(trimLineEnds(out)), width, true)
 }
 
@@ -107,33 +110,45 @@ func trimBlankEdges(s string) string {
 
 // streamingMarkdown renders a reply while it grows. Text up to the last safe
 // block boundary (see stableBoundary) is rendered once, chunk by chunk, and
-// only the tail after it is rendered again on each frame, so a long reply
-// costs O(length) over its whole stream instead of O(length²). When the
-// reply is complete the conversation renders it whole once more, which
-// repairs any difference chunking made.
+// kept as lines; only the tail after it is rendered again on each frame, so
+// a long reply costs O(length) over its whole stream instead of O(length²).
+// When the reply is complete the conversation renders it whole once more,
+// which repairs any difference chunking made.
 type streamingMarkdown struct {
 	width     int
 	stableLen int      // bytes of the source already rendered as stable chunks
-	chunks    []string // renders of the stable chunks
+	stable    []string // lines of the stable chunks, a blank line between chunks
 }
 
-// Render returns the view of src, which must extend the source of the
-// previous call (anything else starts over).
-func (s *streamingMarkdown) Render(md *markdownRenderer, src string, width int) string {
+// Lines returns the view of src as lines. src must extend the source of the
+// previous call (anything else starts over). The result shares its prefix
+// with the cache: callers must not modify it.
+func (s *streamingMarkdown) Lines(md *markdownRenderer, src string, width int) []string {
 	if width != s.width || len(src) < s.stableLen {
 		*s = streamingMarkdown{width: width}
 	}
 	if b := stableBoundary(src); b > s.stableLen {
 		if out := md.Render(src[s.stableLen:b], width); out != "" {
-			s.chunks = append(s.chunks, out)
+			if len(s.stable) > 0 {
+				s.stable = append(s.stable, "")
+			}
+			s.stable = append(s.stable, strings.Split(out, "\n")...)
 		}
 		s.stableLen = b
 	}
-	parts := s.chunks
+	lines := s.stable[:len(s.stable):len(s.stable)]
 	if tail := md.Render(src[s.stableLen:], width); tail != "" {
-		parts = append(parts[:len(parts):len(parts)], tail)
+		if len(lines) > 0 {
+			lines = append(lines, "")
+		}
+		lines = append(lines, strings.Split(tail, "\n")...)
 	}
-	return strings.Join(parts, "\n\n")
+	return lines
+}
+
+// Render is Lines joined.
+func (s *streamingMarkdown) Render(md *markdownRenderer, src string, width int) string {
+	return strings.Join(s.Lines(md, src, width), "\n")
 }
 
 // stableBoundary returns the byte offset of the last point in src where the

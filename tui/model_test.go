@@ -468,13 +468,13 @@ func TestFollowModeOnlyAtBottom(t *testing.T) {
 		t.Fatal("not following while at the bottom")
 	}
 	m.Update(tea.KeyMsg{Type: tea.KeyPgUp})
-	offset := m.conv.vp.YOffset
+	offset := m.conv.offset
 	for i := 0; i < 10; i++ {
 		m.Update(engineMsg{events: []engine.Event{engine.Token{Text: "more\n\n"}}})
 		m.Update(frameMsg{})
 	}
-	if m.conv.vp.YOffset != offset {
-		t.Errorf("view jumped from %d to %d while scrolled up", offset, m.conv.vp.YOffset)
+	if m.conv.offset != offset {
+		t.Errorf("view jumped from %d to %d while scrolled up", offset, m.conv.offset)
 	}
 	contains(t, m.View(), "more below")
 	m.Update(tea.KeyMsg{Type: tea.KeyCtrlEnd})

@@ -89,6 +89,9 @@ func runGPU(args []string, stdout, stderr io.Writer) error {
 		tg := time.Since(start)
 		tgProf := b.TakeProfile()
 		fmt.Fprintf(stdout, "%s: pp%d %.1f tok/s, tg%d %.1f tok/s, RSS %d MiB\n", label, *prompt, float64(*prompt)/pp.Seconds(), *gen, float64(*gen)/tg.Seconds(), rssMiB())
+		if gb, ok := b.(*gpu.Backend); ok {
+			fmt.Fprintf(stdout, "  dispatches per decode token: %d (%d layers)\n", gb.LastDispatches(), m.KVSpec().Layers)
+		}
 		if profiled {
 			for _, s := range []struct {
 				name string

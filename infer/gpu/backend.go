@@ -20,12 +20,18 @@ import (
 const AdapterEnv = "BONSAI_GPU_ADAPTER"
 
 // MatVecEnv chooses the decode Q1_0 matvec kernel: auto (default),
-// select, lut or popc.
+// select, lut, popc (16 rows per workgroup), popc32 (32 rows, the bit
+// planes of x built once per 32 rows instead of 16) or auto32 (auto with
+// popc32 for the big matrices).
 const MatVecEnv = "BONSAI_GPU_MATVEC"
+
+// FuseEnv set to "off" encodes every decode op as its own dispatch (the
+// fused and unfused passes must agree: TestFusedDecodeMatchesUnfused).
+const FuseEnv = "BONSAI_GPU_FUSE"
 
 func matVecKernel(name string) string {
 	switch name {
-	case "select", "lut", "popc":
+	case "select", "lut", "popc", "popc32", "auto32":
 		return name
 	}
 	return "auto"
@@ -39,6 +45,12 @@ const popcMinWeights = 32 << 20
 // maxBatchTokens bounds one pass's batch (the token buffer is fixed so
 // bind groups never change).
 const maxBatchTokens = 8192
+
+// attnOneMax is the longest sequence decode attention runs as one
+// dispatch (attn_one: one workgroup per kv head, ~1 µs per 32 positions by
+// count of its barriers and K/V loads); longer ones take the three split-KV
+// passes (≥ 15 µs of dispatch floor alone).
+const attnOneMax = 256
 
 // maxSplits bounds the split-KV attention partials per (row, head).
 const maxSplits = 64
@@ -72,14 +84,25 @@ type Backend struct {
 	pending   []pendingMatMul
 	pendingX  *tensor
 	pendingTo *tensor // residual the pending matvec also adds into
+	pendingIn *lazy   // the pending matvec's x is this op's result, computed in its x load
+	// decode ops recorded but not encoded: their result is computed inside
+	// the matvec that consumes it, or encoded when anything else needs it
+	// (materialize) and forgotten when their destination is overwritten.
+	lazies []*lazy
+	// dispatches encoded in the pass in progress, and in the last one
+	dispatches, lastDispatches int
 	// matvec picks the decode Q1_0 kernel (MatVecEnv): "auto", "select"
 	// (q1_matvec), "lut" (q1_lut, where K is a multiple of 2048) or "popc"
 	// (q1_popc). docs/gpu-kernels.md has their H200 timings.
 	matvec string
+	noFuse bool // FuseEnv: no lazy norms or SwiGLUs
 	// in-place per-head RMSNorms waiting for the Ropes that follow them
 	norms []pendingNorm
-	ropes map[infer.Rope]*wgpu.Buffer
-	ops   map[opKey]*op
+	// per-head norm+Ropes (q's, then k's) waiting for the StoreKV that
+	// follows them, to become one qk_rope_store dispatch
+	normRopes []pendingNormRope
+	ropes     map[infer.Rope]*wgpu.Buffer
+	ops       map[opKey]*op
 
 	batchBuf  *wgpu.Buffer // uniform {n, pos, splits, chunk}
 	tokensBuf *wgpu.Buffer
@@ -127,6 +150,24 @@ type pendingNorm struct {
 	eps float32
 }
 
+// lazy is a recorded decode op whose result is not yet in dst: with up
+// nil, dst = RMSNorm(src)·w (a full-row norm); otherwise dst =
+// silu(src)·up (SwiGLU).
+type lazy struct {
+	dst, src, up *tensor
+	w            *weight
+	eps          float32
+}
+
+func (l *lazy) reads(t *tensor) bool { return l.src == t || l.up == t }
+
+type pendingNormRope struct {
+	x     *tensor
+	r     infer.Rope
+	norm  pendingNorm
+	table *wgpu.Buffer
+}
+
 type pendingMatMul struct {
 	dst *tensor
 	w   *weight
@@ -148,10 +189,10 @@ type op struct {
 // opKey identifies an op by kernel variant and operands (pointers), so a
 // forward pass finds its prepared dispatches without building strings.
 type opKey struct {
-	kind          string
-	a, b, c, d, e any
-	i             int
-	f             float32
+	kind             string
+	a, b, c, d, e, g any
+	i                int
+	f                float32
 }
 
 // New opens a device and returns an empty backend.
@@ -167,6 +208,7 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 		ropes:   map[infer.Rope]*wgpu.Buffer{},
 		ops:     map[opKey]*op{},
 		matvec:  matVecKernel(os.Getenv(MatVecEnv)),
+		noFuse:  os.Getenv(FuseEnv) == "off",
 	}
 	if b.batchBuf, err = d.newBuffer("batch", 16, wgpu.BufferUsageUniform|wgpu.BufferUsageCopyDst); err != nil {
 		d.Close()
@@ -273,6 +315,8 @@ func (b *Backend) Begin(batch infer.Batch) {
 		t.passReads = 0
 	}
 	b.touched = b.touched[:0]
+	b.lazies = b.lazies[:0]
+	b.dispatches = 0
 	b.batch = batch
 	b.n = len(batch.Tokens)
 	b.phase = profile.Embed
@@ -360,7 +404,9 @@ func (b *Backend) Commit() error {
 		return errors.New("gpu: Commit without Begin")
 	}
 	b.flush()
+	b.materializeAll()
 	b.endPass()
+	b.lastDispatches = b.dispatches
 	b.prof.end(b)
 	enc := b.enc
 	b.enc = nil
@@ -406,7 +452,10 @@ func (b *Backend) Phase(p profile.Phase) {
 	if b.err != nil || b.enc == nil {
 		return
 	}
-	b.flush()
+	// Norm+Ropes waiting for their StoreKV stay pending: the fused
+	// dispatch is timed in the phase it lands in (attention).
+	b.flushMatVec()
+	b.flushNorms()
 	b.prof.phase(b, p)
 	b.phase = p
 }
@@ -441,7 +490,12 @@ func (b *Backend) dispatch(o *op, x, y, z int) {
 	b.pass.SetPipeline(o.k.pipe)
 	b.pass.SetBindGroup(0, o.bg, nil)
 	b.pass.DispatchWorkgroups(uint32(x), uint32(y), uint32(z))
+	b.dispatches++
 }
+
+// LastDispatches is the number of compute dispatches the last committed
+// pass encoded (fusion is what lowers it; tests and `bonsai gpu` report it).
+func (b *Backend) LastDispatches() int { return b.lastDispatches }
 
 // ready reports whether ops can be encoded now, after encoding any
 // matmuls still waiting for fusion (every op but MatMul calls it).
@@ -453,13 +507,84 @@ func (b *Backend) ready() bool {
 	return b.err == nil
 }
 
+// tensorArg is an operand of an op that may read or write it: any lazy
+// op involving it is encoded first.
 func (b *Backend) tensorArg(name string, t infer.Tensor) *tensor {
+	gt := b.asTensor(name, t)
+	if gt != nil {
+		b.materialize(gt)
+	}
+	return gt
+}
+
+func (b *Backend) asTensor(name string, t infer.Tensor) *tensor {
 	gt, ok := t.(*tensor)
 	if !ok || gt == nil {
 		b.fail(fmt.Errorf("gpu: %s: not a GPU tensor: %w", name, infer.ErrBadShape))
 		return nil
 	}
 	return gt
+}
+
+// lazyOf is the lazy op whose result t should hold, or nil.
+func (b *Backend) lazyOf(t *tensor) *lazy {
+	for _, l := range b.lazies {
+		if l.dst == t {
+			return l
+		}
+	}
+	return nil
+}
+
+// materialize encodes the lazy ops that read or produce t, after whatever
+// waits for fusion (which may read their sources).
+func (b *Backend) materialize(t *tensor) {
+	for i := 0; i < len(b.lazies); {
+		l := b.lazies[i]
+		if l.dst != t && !l.reads(t) {
+			i++
+			continue
+		}
+		b.lazies = append(b.lazies[:i], b.lazies[i+1:]...)
+		b.encodeLazy(l)
+	}
+}
+
+func (b *Backend) materializeAll() {
+	for len(b.lazies) > 0 {
+		l := b.lazies[0]
+		b.lazies = b.lazies[1:]
+		b.encodeLazy(l)
+	}
+}
+
+func (b *Backend) encodeLazy(l *lazy) {
+	b.flush()
+	if b.err != nil {
+		return
+	}
+	if l.up == nil {
+		b.rmsNorm(l.dst, l.src, l.w, l.eps)
+	} else {
+		b.elementwise("SWIGLU", l.dst, l.src, l.up)
+	}
+}
+
+// overwrite prepares t to be written by a decode op: lazy ops reading it
+// are encoded, and one whose result t was to hold is forgotten (dead).
+func (b *Backend) overwrite(t *tensor) {
+	for i := 0; i < len(b.lazies); {
+		l := b.lazies[i]
+		switch {
+		case l.dst == t: // also when it reads t (in place): all of it is overwritten
+			b.lazies = append(b.lazies[:i], b.lazies[i+1:]...)
+		case l.reads(t):
+			b.lazies = append(b.lazies[:i], b.lazies[i+1:]...)
+			b.encodeLazy(l)
+		default:
+			i++
+		}
+	}
 }
 
 func (b *Backend) weightArg(name string, w infer.Weight) *weight {
@@ -536,7 +661,8 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 	if b.err != nil || b.enc == nil {
 		return
 	}
-	dst, w, x := b.tensorArg("MatMul dst", dstT), b.weightArg("MatMul", wI), b.tensorArg("MatMul x", xT)
+	b.flushNormRopes()
+	dst, w, x := b.asTensor("MatMul dst", dstT), b.weightArg("MatMul", wI), b.asTensor("MatMul x", xT)
 	if dst == nil || w == nil || x == nil {
 		return
 	}
@@ -552,9 +678,22 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 	n := min(rows, b.n)
 	decode := n == 1
 	if decode && w.q1() && w.m%8 == 0 {
-		b.queueMatVec(dst, w, x)
+		// x's lazy op is computed in the matvec's x load; the write to dst
+		// makes a lazy result dst was to hold dead.
+		in := b.lazyOf(x)
+		if in != nil && (in.reads(dst) || b.n != 1 || x.cols%4 != 0) {
+			b.materialize(x)
+			in = nil
+		}
+		b.overwrite(dst)
+		if b.err != nil {
+			return
+		}
+		b.queueMatVec(dst, w, x, in)
 		return
 	}
+	b.materialize(x)
+	b.materialize(dst)
 	b.flush()
 	rpw, tt, wg := 4, 8, 64
 	if decode {
@@ -617,13 +756,13 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 
 // queueMatVec holds a decode Q1_0 matmul back so that the next ones on
 // the same x, whose weights follow it in the arena, join its dispatch.
-func (b *Backend) queueMatVec(dst *tensor, w *weight, x *tensor) {
+func (b *Backend) queueMatVec(dst *tensor, w *weight, x *tensor, in *lazy) {
 	if len(b.pending) > 0 {
 		last := b.pending[len(b.pending)-1]
-		joins := len(b.pending) < 3 && b.pendingTo == nil && x == b.pendingX && w.k == last.w.k &&
+		joins := len(b.pending) < 3 && b.pendingTo == nil && x == b.pendingX && in == b.pendingIn && w.k == last.w.k &&
 			w.bits.follows(last.w.bits) && w.scales.follows(last.w.scales)
 		for _, p := range b.pending {
-			joins = joins && p.dst != dst && p.dst != x
+			joins = joins && p.dst != dst && p.dst != x && (in == nil || !in.reads(p.dst))
 		}
 		if !joins {
 			b.flush()
@@ -631,12 +770,76 @@ func (b *Backend) queueMatVec(dst *tensor, w *weight, x *tensor) {
 	}
 	b.pending = append(b.pending, pendingMatMul{dst: dst, w: w})
 	b.pendingX = x
+	b.pendingIn = in
 }
 
 // flush encodes whatever waits for fusion.
 func (b *Backend) flush() {
 	b.flushMatVec()
 	b.flushNorms()
+	b.flushNormRopes()
+}
+
+func (b *Backend) flushNormRopes() {
+	nrs := b.normRopes
+	b.normRopes = b.normRopes[:0]
+	for _, p := range nrs {
+		b.normRope(p)
+	}
+}
+
+// normRopeThreads is norm_rope.wgsl's workgroup size for a head.
+func normRopeThreads(headDim int) int {
+	wg := 32
+	for wg < headDim/2 && wg < 256 {
+		wg *= 2
+	}
+	return wg
+}
+
+// normRope encodes a per-head RMSNorm and Rope in place.
+func (b *Backend) normRope(p pendingNormRope) {
+	if b.err != nil {
+		return
+	}
+	x, r, ctx := p.x, p.r, b.kv.spec.Context
+	o := b.prepared(opKey{kind: "normrope", a: x, b: r, c: p.norm.w, f: p.norm.eps}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("norm_rope", map[string]shaders.Const{
+			"COLS": shaders.U32(x.cols), "HEAD_DIM": shaders.U32(r.HeadDim), "DIMS": shaders.U32(r.Dims),
+			"EPS": shaders.F32(p.norm.eps), "WG": shaders.U32(normRopeThreads(r.HeadDim)), "XROWS": shaders.U32(x.rows), "CTX": shaders.U32(ctx)})
+		return k, []binding{whole(b.batchBuf), whole(p.norm.w.chunks[0].buf), whole(p.table), whole(x.buf)}, err
+	})
+	b.dispatch(o, x.cols/r.HeadDim, b.active(x), 1)
+}
+
+// storeRoped encodes q's and k's pending norm+Rope with the store of k
+// and v as one dispatch, if the pending ones are exactly that (q then k,
+// same Rope, all operands distinct, equal rows); otherwise it reports false.
+func (b *Backend) storeRoped(layer int, k, v *tensor) bool {
+	if len(b.normRopes) != 2 || b.err != nil {
+		return false
+	}
+	pq, pk := b.normRopes[0], b.normRopes[1]
+	q := pq.x
+	s := b.kv.spec
+	kvd := s.KVHeads * s.HeadDim
+	if pk.x != k || q == k || q == v || k == v || pq.r != pk.r || pq.table != pk.table || pq.r.HeadDim != s.HeadDim ||
+		k.cols != kvd || v.cols != kvd || q.rows != k.rows || k.rows != v.rows || layer < 0 || layer >= s.Layers {
+		return false
+	}
+	b.normRopes = b.normRopes[:0]
+	r := pq.r
+	o := b.prepared(opKey{kind: "qkropestore", a: q, b: k, c: v, d: pq.norm.w, e: pk.norm.w, g: r, i: layer, f: pq.norm.eps}, func() (*kernel, []binding, error) {
+		kern, err := b.d.kernel("qk_rope_store", map[string]shaders.Const{
+			"QCOLS": shaders.U32(q.cols), "KVD": shaders.U32(kvd), "HEAD_DIM": shaders.U32(r.HeadDim), "DIMS": shaders.U32(r.Dims),
+			"QEPS": shaders.F32(pq.norm.eps), "KEPS": shaders.F32(pk.norm.eps), "WG": shaders.U32(normRopeThreads(r.HeadDim)),
+			"XROWS": shaders.U32(q.rows), "CTX": shaders.U32(s.Context), "QHEADS": shaders.U32(q.cols / r.HeadDim),
+			"LAYER_OFF": shaders.U32(layer * s.Context * kvd / 2)})
+		return kern, []binding{whole(b.batchBuf), whole(pq.norm.w.chunks[0].buf), whole(pk.norm.w.chunks[0].buf), whole(pq.table),
+			whole(q.buf), whole(k.buf), whole(v.buf), whole(b.kv.k), whole(b.kv.v)}, err
+	})
+	b.dispatch(o, q.cols/r.HeadDim+s.KVHeads, b.active(q), 1)
+	return true
 }
 
 func (b *Backend) flushNorms() {
@@ -652,8 +855,8 @@ func (b *Backend) flushMatVec() {
 	if len(b.pending) == 0 {
 		return
 	}
-	ps, x, resid := b.pending, b.pendingX, b.pendingTo
-	b.pending, b.pendingX, b.pendingTo = b.pending[:0], nil, nil
+	ps, x, resid, in := b.pending, b.pendingX, b.pendingTo, b.pendingIn
+	b.pending, b.pendingX, b.pendingTo, b.pendingIn = b.pending[:0], nil, nil, nil
 	if b.err != nil {
 		return
 	}
@@ -683,6 +886,33 @@ func (b *Backend) flushMatVec() {
 	if resid != nil {
 		key.kind, key.d = "q1mvadd", resid
 	}
+	// A fused input binds the lazy op's operands instead of x.
+	src := x
+	var fused []binding
+	defs := map[string]shaders.Const{}
+	if in != nil {
+		src = in.src
+		key.a = src
+		if in.up == nil {
+			key.kind += "+norm"
+			key.g, key.f = in.w, in.eps
+			defs["NORM"] = shaders.Flag(true)
+			defs["EPS"] = shaders.F32(in.eps)
+			defs["NORMWG"] = shaders.U32(normThreads(src.cols))
+			fused = []binding{at(6, whole(in.w.chunks[0].buf))}
+		} else {
+			key.kind += "+glu"
+			key.g = in.up
+			defs["GLU"] = shaders.Flag(true)
+			fused = []binding{at(6, whole(in.up.buf))}
+		}
+	}
+	withDefs := func(m map[string]shaders.Const) map[string]shaders.Const {
+		for k, v := range defs {
+			m[k] = v
+		}
+		return m
+	}
 	if len(ps) > 1 {
 		key.d = ps[1].dst
 	}
@@ -690,54 +920,63 @@ func (b *Backend) flushMatVec() {
 		key.e = ps[2].dst
 	}
 	variant := b.matvec
-	if variant == "auto" {
-		variant = "select"
-		if total*w0.k >= popcMinWeights {
+	if variant == "auto" || variant == "auto32" {
+		big := total*w0.k >= popcMinWeights
+		switch {
+		case !big:
+			variant = "select"
+		case variant == "auto":
 			variant = "popc"
+		default:
+			variant = "popc32"
 		}
 	}
-	if variant == "lut" && (w0.k%2048 != 0 || total%32 != 0) || variant == "popc" && total%16 != 0 {
+	if variant == "lut" && (w0.k%2048 != 0 || total%32 != 0 || in != nil) || variant == "popc" && total%16 != 0 ||
+		variant == "popc32" && total%32 != 0 {
 		variant = "select"
 	}
 	if variant != "select" {
 		key.i += 8
-		if variant == "popc" {
-			key.i += 8
-		}
 		perWG := 32
-		if variant == "popc" {
+		kname, rg := "q1_"+variant, 4
+		switch variant {
+		case "popc":
+			key.i += 8
 			perWG = 16
+		case "popc32":
+			key.i += 16
+			kname, rg = "q1_popc", 8
 		}
 		o := b.prepared(key, func() (*kernel, []binding, error) {
-			k, err := b.d.kernel("q1_"+variant, map[string]shaders.Const{
-				"K": shaders.U32(w0.k), "WORDS": shaders.U32(words), "WG": shaders.U32(wg), "RED": shaders.U32(4 * wg),
+			k, err := b.d.kernel(kname, withDefs(map[string]shaders.Const{
+				"K": shaders.U32(w0.k), "WORDS": shaders.U32(words), "WG": shaders.U32(wg), "RED": shaders.U32(rg * wg), "RG": shaders.U32(rg),
 				"M0": shaders.U32(ends[0]), "M1": shaders.U32(ends[1]),
-				"OUT2": shaders.Flag(len(ps) > 1), "OUT3": shaders.Flag(len(ps) > 2), "ADD": shaders.Flag(resid != nil)})
-			bufs := []binding{bits.binding(), scales.binding(), whole(x.buf)}
+				"OUT2": shaders.Flag(len(ps) > 1), "OUT3": shaders.Flag(len(ps) > 2), "ADD": shaders.Flag(resid != nil)}))
+			bufs := []binding{bits.binding(), scales.binding(), whole(src.buf)}
 			for _, p := range ps {
 				bufs = append(bufs, whole(p.dst.buf))
 			}
 			if resid != nil {
 				bufs = append(bufs, whole(resid.buf))
 			}
-			return k, bufs, err
+			return k, append(bufs, fused...), err
 		})
 		b.dispatch(o, total/perWG, 1, 1)
 		return
 	}
 	o := b.prepared(key, func() (*kernel, []binding, error) {
-		k, err := b.d.kernel("q1_matvec", map[string]shaders.Const{
+		k, err := b.d.kernel("q1_matvec", withDefs(map[string]shaders.Const{
 			"K": shaders.U32(w0.k), "WORDS": shaders.U32(words), "WG": shaders.U32(wg), "RED": shaders.U32(2 * wg),
 			"M0": shaders.U32(ends[0]), "M1": shaders.U32(ends[1]),
-			"OUT2": shaders.Flag(len(ps) > 1), "OUT3": shaders.Flag(len(ps) > 2), "ADD": shaders.Flag(resid != nil)})
-		bufs := []binding{bits.binding(), scales.binding(), whole(x.buf)}
+			"OUT2": shaders.Flag(len(ps) > 1), "OUT3": shaders.Flag(len(ps) > 2), "ADD": shaders.Flag(resid != nil)}))
+		bufs := []binding{bits.binding(), scales.binding(), whole(src.buf)}
 		for _, p := range ps {
 			bufs = append(bufs, whole(p.dst.buf))
 		}
 		if resid != nil {
 			bufs = append(bufs, whole(resid.buf))
 		}
-		return k, bufs, err
+		return k, append(bufs, fused...), err
 	})
 	b.dispatch(o, total/8, 1, 1)
 }
@@ -797,8 +1036,9 @@ func (b *Backend) RMSNorm(dstT, xT infer.Tensor, wI infer.Weight, eps float32) {
 	if b.err != nil || b.enc == nil {
 		return
 	}
+	b.flushNormRopes()
 	b.flushMatVec()
-	dst, x, w := b.tensorArg("RMSNorm dst", dstT), b.tensorArg("RMSNorm x", xT), b.weightArg("RMSNorm", wI)
+	dst, x, w := b.asTensor("RMSNorm dst", dstT), b.asTensor("RMSNorm x", xT), b.weightArg("RMSNorm", wI)
 	if dst == nil || x == nil || w == nil {
 		return
 	}
@@ -807,6 +1047,16 @@ func (b *Backend) RMSNorm(dstT, xT infer.Tensor, wI infer.Weight, eps float32) {
 		b.shapeErr("RMSNorm: weight %s (%s, %d values) against rows of %d", w.name, w.typ, g, x.cols)
 		return
 	}
+	// A decode token norm waits to be folded into the matvecs that read
+	// its result (q/k/v, gate/up).
+	if !b.noFuse && b.n == 1 && dst != x && g == x.cols && x.cols%4 == 0 && min(x.rows, dst.rows) >= 1 && len(w.chunks) == 1 {
+		b.materialize(x)
+		b.overwrite(dst)
+		b.lazies = append(b.lazies, &lazy{dst: dst, src: x, w: w, eps: eps})
+		return
+	}
+	b.materialize(x)
+	b.materialize(dst)
 	if dst == x && g < x.cols && len(b.norms) < 4 {
 		dup := false
 		for _, p := range b.norms {
@@ -821,15 +1071,22 @@ func (b *Backend) RMSNorm(dstT, xT infer.Tensor, wI infer.Weight, eps float32) {
 	b.rmsNorm(dst, x, w, eps)
 }
 
+// normThreads is the workgroup size of rmsnorm.wgsl over groups of g
+// values; the matvecs that fuse a norm reproduce its summation order.
+func normThreads(g int) int {
+	wg := 32
+	for wg*2 <= g && wg < 256 {
+		wg *= 2
+	}
+	return wg
+}
+
 // rmsNorm encodes RMSNorm (operands checked).
 func (b *Backend) rmsNorm(dst, x *tensor, w *weight, eps float32) {
 	g := w.k * w.m
 	rows := min(x.rows, dst.rows)
 	n := min(rows, b.n)
-	wg := 32
-	for wg*2 <= g && wg < 256 {
-		wg *= 2
-	}
+	wg := normThreads(g)
 	inplace := dst == x
 	o := b.prepared(opKey{kind: "rmsnorm", a: dst, b: x, c: w, f: eps}, func() (*kernel, []binding, error) {
 		k, err := b.d.kernel("rmsnorm", map[string]shaders.Const{
@@ -888,20 +1145,18 @@ func (b *Backend) Rope(xT infer.Tensor, r infer.Rope) {
 			continue
 		}
 		b.norms = append(b.norms[:i], b.norms[i+1:]...)
-		wg := 32
-		for wg < r.HeadDim/2 && wg < 256 {
-			wg *= 2
+		nr := pendingNormRope{x: x, r: r, norm: p, table: table}
+		// q's waits for k's, and both for the StoreKV after them.
+		if !b.noFuse && len(b.normRopes) < 2 && (len(b.normRopes) == 0 || b.normRopes[0].x != x) && r.HeadDim <= 1024 {
+			b.normRopes = append(b.normRopes, nr)
+			return
 		}
-		o := b.prepared(opKey{kind: "normrope", a: x, b: r, c: p.w, f: p.eps}, func() (*kernel, []binding, error) {
-			k, err := b.d.kernel("norm_rope", map[string]shaders.Const{
-				"COLS": shaders.U32(x.cols), "HEAD_DIM": shaders.U32(r.HeadDim), "DIMS": shaders.U32(r.Dims),
-				"EPS": shaders.F32(p.eps), "WG": shaders.U32(wg), "XROWS": shaders.U32(x.rows), "CTX": shaders.U32(ctx)})
-			return k, []binding{whole(b.batchBuf), whole(p.w.chunks[0].buf), whole(table), whole(x.buf)}, err
-		})
-		b.dispatch(o, x.cols/r.HeadDim, n, 1)
+		b.flushNormRopes()
+		b.normRope(nr)
 		return
 	}
 	b.flushNorms()
+	b.flushNormRopes()
 	o := b.prepared(opKey{kind: "rope", a: x, b: r}, func() (*kernel, []binding, error) {
 		k, err := b.d.kernel("rope", map[string]shaders.Const{
 			"COLS": shaders.U32(x.cols), "HEAD_DIM": shaders.U32(r.HeadDim), "DIMS": shaders.U32(r.Dims),
@@ -912,6 +1167,19 @@ func (b *Backend) Rope(xT infer.Tensor, r infer.Rope) {
 }
 
 func (b *Backend) StoreKV(layer int, kT, vT infer.Tensor) {
+	if b.err != nil || b.enc == nil {
+		return
+	}
+	if len(b.normRopes) == 2 && b.kv != nil {
+		k, v := b.asTensor("StoreKV k", kT), b.asTensor("StoreKV v", vT)
+		if k != nil && v != nil && b.lazyOf(k) == nil && b.lazyOf(v) == nil {
+			b.flushMatVec()
+			b.flushNorms()
+			if b.storeRoped(layer, k, v) {
+				return
+			}
+		}
+	}
 	if !b.ready() {
 		return
 	}
@@ -996,6 +1264,14 @@ func (b *Backend) Attention(dstT, qT infer.Tensor, layer int, a infer.Attn) {
 			"KVD": shaders.U32(kvd), "QROWS": shaders.U32(rows), "LAYER_OFF": shaders.U32(layer * s.Context * kvd / 2),
 			"SCALE": shaders.F32(a.Scale), "TILE": shaders.U32(tile), "WG": shaders.U32(wg)}
 	}
+	if b.n == 1 && b.batch.Pos+1 <= attnOneMax && !b.noFuse {
+		one := b.prepared(opKey{kind: "attnone", a: q, b: a, c: dst, i: layer}, func() (*kernel, []binding, error) {
+			k, err := b.d.kernel("attn_one", defs())
+			return k, []binding{whole(b.batchBuf), whole(q.buf), whole(b.kv.k), whole(b.kv.v), whole(dst.buf)}, err
+		})
+		b.dispatch(one, a.KVHeads, n, 1)
+		return
+	}
 	st := b.prepared(opKey{kind: "attnstats", a: q, b: a, i: layer}, func() (*kernel, []binding, error) {
 		k, err := b.d.kernel("attn_stats", defs())
 		return k, []binding{whole(b.batchBuf), whole(q.buf), whole(b.kv.k), whole(q.stats)}, err
@@ -1053,6 +1329,11 @@ func (b *Backend) SwiGLU(dstT, gateT, upT infer.Tensor) {
 	}
 	if g == u {
 		b.shapeErr("SwiGLU: gate and up are the same tensor")
+		return
+	}
+	// In decode it waits to be folded into the down matvec's x load.
+	if !b.noFuse && b.n == 1 && dst != u && g.cols == u.cols && dst.cols == g.cols && g.cols%4 == 0 {
+		b.lazies = append(b.lazies, &lazy{dst: dst, src: g, up: u})
 		return
 	}
 	b.elementwise("SWIGLU", dst, g, u)

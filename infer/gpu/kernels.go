@@ -66,6 +66,15 @@ type binding struct {
 	buf    *wgpu.Buffer
 	offset uint64
 	size   uint64
+	// slot, when > 0, is the binding number + 1 (for a shader whose
+	// optional bindings leave gaps); 0 means the binding's position.
+	slot uint32
+}
+
+// at places b at binding number n.
+func at(n uint32, b binding) binding {
+	b.slot = n + 1
+	return b
 }
 
 func whole(b *wgpu.Buffer) binding { return binding{buf: b, size: b.GetSize()} }
@@ -74,7 +83,11 @@ func whole(b *wgpu.Buffer) binding { return binding{buf: b, size: b.GetSize()} }
 func (d *Device) bindGroup(k *kernel, bufs ...binding) (*wgpu.BindGroup, error) {
 	entries := make([]wgpu.BindGroupEntry, len(bufs))
 	for i, b := range bufs {
-		entries[i] = wgpu.BindGroupEntry{Binding: uint32(i), Buffer: b.buf, Offset: b.offset, Size: b.size}
+		n := uint32(i)
+		if b.slot > 0 {
+			n = b.slot - 1
+		}
+		entries[i] = wgpu.BindGroupEntry{Binding: n, Buffer: b.buf, Offset: b.offset, Size: b.size}
 	}
 	bg, err := d.dev.CreateBindGroup(&wgpu.BindGroupDescriptor{Label: k.name, Layout: k.layout, Entries: entries})
 	if err != nil {

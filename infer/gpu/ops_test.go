@@ -355,6 +355,29 @@ func TestAttentionMatchesReference(t *testing.T) {
 	if e := maxRelErr(gotDec, ref(pre)); e > 1e-4 {
 		t.Errorf("decode at %d: max error %.3g", pre, e)
 	}
+
+	// A decode within attnOneMax runs as one dispatch (attn_one): redo
+	// position 200 with the prefill's own k, v and q for it.
+	const short = 200
+	k2, v2 := b.mustTensor(t, "k2", 1, kvd), b.mustTensor(t, "v2", 1, kvd)
+	q2, out2 := b.mustTensor(t, "q2", 1, heads*hd), b.mustTensor(t, "out2", 1, heads*hd)
+	b.write(t, k2, kvals[short*kvd:(short+1)*kvd])
+	b.write(t, v2, vvals[short*kvd:(short+1)*kvd])
+	b.write(t, q2, qvals[short*heads*hd:(short+1)*heads*hd])
+	gotShort := make([]float32, heads*hd)
+	b.Begin(batchOf(1, short))
+	b.StoreKV(1, k2, v2)
+	b.Attention(out2, q2, 1, a)
+	b.Read(out2, gotShort)
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.LastDispatches(); got != 2 {
+		t.Errorf("decode at %d: %d dispatches, want 2 (store, one-pass attention)", short, got)
+	}
+	if e := maxRelErr(gotShort, ref(short)); e > 1e-4 {
+		t.Errorf("decode at %d: max error %.3g", short, e)
+	}
 }
 
 func TestEmbed(t *testing.T) {
@@ -400,7 +423,7 @@ func TestEmbed(t *testing.T) {
 // folds into it; results must equal the unfused ones.
 func TestFusedMatVec(t *testing.T) {
 	for _, k := range []int{256, 2048} {
-		for _, kernel := range []string{"select", "lut", "popc"} {
+		for _, kernel := range []string{"select", "lut", "popc", "popc32"} {
 			b := newTestBackend(t)
 			b.matvec = kernel
 			r := rand.New(rand.NewPCG(9, uint64(k)))

@@ -24,48 +24,61 @@ const (
 	steps   = 24 // greedy tokens compared per case
 	topLogs = 32 // logits kept per step in the goldens
 	// seedTries bounds the search for a decisive seed when updating.
-	seedTries = 3
+	seedTries = 4
 )
 
-// modelCase is one synthetic model and prompt. Every type that llama.cpp
-// can run has a case (Q2_0G128, the legacy layout, has none: llama.cpp
-// refuses it). Most use a 4096-token cut of the Qwen vocab to stay small; one
-// uses the real 151,936-token vocab, and one has a separate output matrix
-// (as the 8B has) instead of tied embeddings.
+// modelCase is one synthetic model and the raw prompts it continues. Every
+// type that llama.cpp can run has a case (Q2_0G128, the legacy layout, has
+// none: llama.cpp refuses it). Most use a 4096-token cut of the Qwen vocab
+// to stay small; one uses the real 151,936-token vocab, and one has a
+// separate output matrix (as the 8B has) instead of tied embeddings.
 type modelCase struct {
-	name   string
-	typ    gguf.Type
-	vocab  int // 0: the real Qwen vocab
-	untied bool
-	prompt string
+	name    string
+	typ     gguf.Type
+	vocab   int // 0: the real Qwen vocab
+	untied  bool
+	prompts []string
 }
 
+// Prompts shared by the cases after their own first one: code, digits and
+// plain prose, so that every case starts from three unrelated contexts.
+var (
+	promptCode  = "func main() {\n\tfmt.Println(\"hi\")\n}"
+	promptDates = "In 1969, 3 astronauts flew 384400 km."
+	promptProse = "Dear diary, today I learned"
+)
+
 var modelCases = []modelCase{
-	{name: "q1_0-qwen-vocab", typ: gguf.Q1_0, prompt: "The quick brown fox jumps over the lazy dog."},
-	{name: "q1_0", typ: gguf.Q1_0, vocab: 4096, prompt: "Once upon a time, in a land far away,"},
-	{name: "q1_0-untied", typ: gguf.Q1_0, vocab: 4096, untied: true, prompt: "Bonsai runs 1-bit models locally."},
-	{name: "q2_0", typ: gguf.Q2_0, vocab: 4096, prompt: "func main() {\n\tfmt.Println(\"hi\")\n}"},
-	{name: "q4_0", typ: gguf.Q4_0, vocab: 4096, prompt: "In 1969, 3 astronauts flew 384400 km."},
-	{name: "q8_0", typ: gguf.Q8_0, vocab: 4096, prompt: "Dear diary, today I learned"},
-	{name: "q4_k", typ: gguf.Q4_K, vocab: 4096, prompt: "SELECT name FROM users WHERE id = 42;"},
-	{name: "q5_k", typ: gguf.Q5_K, vocab: 4096, prompt: "The mitochondria is the powerhouse"},
-	{name: "q6_k", typ: gguf.Q6_K, vocab: 4096, prompt: "Roses are red, violets are blue"},
-	{name: "f16", typ: gguf.F16, vocab: 4096, prompt: "To be, or not to be: that is"},
-	{name: "bf16", typ: gguf.BF16, vocab: 4096, prompt: "Hello, world! Hello, bonsai!"},
-	{name: "f32", typ: gguf.F32, vocab: 4096, prompt: "1, 1, 2, 3, 5, 8, 13,"},
+	{name: "q1_0-qwen-vocab", typ: gguf.Q1_0, prompts: []string{"The quick brown fox jumps over the lazy dog.", promptCode}},
+	{name: "q1_0", typ: gguf.Q1_0, vocab: 4096, prompts: []string{"Once upon a time, in a land far away,", promptCode, promptDates}},
+	{name: "q1_0-untied", typ: gguf.Q1_0, vocab: 4096, untied: true, prompts: []string{"Bonsai runs 1-bit models locally.", promptCode, promptDates}},
+	{name: "q2_0", typ: gguf.Q2_0, vocab: 4096, prompts: []string{promptCode, promptDates, promptProse}},
+	{name: "q4_0", typ: gguf.Q4_0, vocab: 4096, prompts: []string{promptDates, promptCode, promptProse}},
+	{name: "q8_0", typ: gguf.Q8_0, vocab: 4096, prompts: []string{promptProse, promptCode, promptDates}},
+	{name: "q4_k", typ: gguf.Q4_K, vocab: 4096, prompts: []string{"SELECT name FROM users WHERE id = 42;", promptCode, promptProse}},
+	{name: "q5_k", typ: gguf.Q5_K, vocab: 4096, prompts: []string{"The mitochondria is the powerhouse", promptCode, promptDates}},
+	{name: "q6_k", typ: gguf.Q6_K, vocab: 4096, prompts: []string{"Roses are red, violets are blue", promptCode, promptDates}},
+	{name: "f16", typ: gguf.F16, vocab: 4096, prompts: []string{"To be, or not to be: that is", promptCode, promptDates}},
+	{name: "bf16", typ: gguf.BF16, vocab: 4096, prompts: []string{"Hello, world! Hello, bonsai!", promptCode, promptDates}},
+	{name: "f32", typ: gguf.F32, vocab: 4096, prompts: []string{"1, 1, 2, 3, 5, 8, 13,", promptCode, promptProse}},
 }
 
 // golden is llama.cpp's answer for one case, with what it takes to rebuild
 // the exact model it was asked about.
 type golden struct {
-	Shape       string `json:"shape"`
-	Type        string `json:"type"`
-	Vocab       int    `json:"vocab"`
-	Layers      int    `json:"layers"`
-	Tied        bool   `json:"tied"`
-	Seed        uint64 `json:"seed"`
-	ModelSHA256 string `json:"model_sha256"`
-	Prompt      string `json:"prompt"`
+	Shape       string      `json:"shape"`
+	Type        string      `json:"type"`
+	Vocab       int         `json:"vocab"`
+	Layers      int         `json:"layers"`
+	Tied        bool        `json:"tied"`
+	Seed        uint64      `json:"seed"`
+	ModelSHA256 string      `json:"model_sha256"`
+	Runs        []promptRun `json:"runs"`
+}
+
+// promptRun is llama.cpp's greedy continuation of one raw prompt.
+type promptRun struct {
+	Prompt string `json:"prompt"`
 	oracleRun
 }
 

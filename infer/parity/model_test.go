@@ -68,18 +68,6 @@ func decisiveSteps(t gguf.Type, steps []step) int {
 	return n
 }
 
-// minMargin is the smallest best-vs-second gap over the steps, relative to
-// the best logit.
-func minMargin(steps []step) (rel float64, at int) {
-	rel = math.Inf(1)
-	for i, s := range steps {
-		if m := s.margin() / math.Abs(s.Top[0][1]); m < rel {
-			rel, at = m, i
-		}
-	}
-	return rel, at
-}
-
 func TestModelParity(t *testing.T) {
 	for _, c := range modelCases {
 		t.Run(c.name, func(t *testing.T) {
@@ -88,21 +76,51 @@ func TestModelParity(t *testing.T) {
 			if sum != g.ModelSHA256 {
 				t.Fatalf("the generated model (seed %d) is not the one %s was made from: synth or a quantizer changed; rerun `go test ./infer/parity -update` (with the oracle) and review the diff", g.Seed, goldenPath(c.name))
 			}
-			if len(g.Tokens) < steps || len(g.Steps) != len(g.Tokens) {
-				t.Fatalf("%s holds %d tokens and %d steps, want %d", goldenPath(c.name), len(g.Tokens), len(g.Steps), steps)
+			if len(g.Runs) != len(c.prompts) {
+				t.Fatalf("%s holds %d prompts, the case has %d: rerun -update", goldenPath(c.name), len(g.Runs), len(c.prompts))
 			}
-			rel, at := minMargin(g.Steps)
-			t.Logf("seed %d: %d of %d steps decisive; smallest top-1/top-2 gap %.2f%% of the top logit (step %d)",
-				g.Seed, decisiveSteps(c.typ, g.Steps), len(g.Steps), 100*rel, at)
+			for i, r := range g.Runs {
+				if r.Prompt != c.prompts[i] {
+					t.Fatalf("%s: prompt %d is %q, the case says %q: rerun -update", goldenPath(c.name), i, r.Prompt, c.prompts[i])
+				}
+				if len(r.Tokens) < steps || len(r.Steps) != len(r.Tokens) {
+					t.Fatalf("%s: prompt %d holds %d tokens and %d steps, want %d", goldenPath(c.name), i, len(r.Tokens), len(r.Steps), steps)
+				}
+			}
+			t.Logf("seed %d: %d of %d steps decisive within the tolerance; smallest top-1/top-2 gap %.2f·ε·(|logit|+1)",
+				g.Seed, decisiveRuns(c.typ, g.Runs), len(g.Runs)*steps, minMarginRuns(c.typ, g.Runs))
 			checkLiveOracle(t, path, g)
 			compareModel(t, path, c.typ, g)
 		})
 	}
 }
 
+// decisiveRuns counts the steps of all runs that are not near ties.
+func decisiveRuns(typ gguf.Type, runs []promptRun) int {
+	n := 0
+	for _, r := range runs {
+		n += decisiveSteps(typ, r.Steps)
+	}
+	return n
+}
+
+// minMarginRuns is the smallest top-1/top-2 gap over all runs, in units of
+// the activations' step ε·(|top logit|+1): the largest logit error that
+// cannot flip any greedy choice.
+func minMarginRuns(typ gguf.Type, runs []promptRun) float64 {
+	m := math.Inf(1)
+	for _, r := range runs {
+		for _, s := range r.Steps {
+			m = math.Min(m, s.margin()/(activationStep(typ)*(math.Abs(s.Top[0][1])+1)))
+		}
+	}
+	return m
+}
+
 // caseGolden returns the case's golden, first rewriting it from the oracle
 // under -update. Updating tries a few seeds and keeps the most decisive
-// model: the one whose greedy choices are near ties at the fewest steps.
+// model: the one whose smallest top-1/top-2 gap over every prompt and step
+// is the largest, so that a margin, not rounding, decides each token.
 func caseGolden(t *testing.T, c modelCase) golden {
 	t.Helper()
 	if !*update {
@@ -114,25 +132,25 @@ func caseGolden(t *testing.T, c modelCase) golden {
 	}
 	requireOracle(t)
 	var best golden
-	bestScore := -1.0
+	bestScore := math.Inf(-1)
 	for seed := uint64(1); seed <= seedTries; seed++ {
 		o := c.options(seed)
 		path, sum := modelFile(t, o)
-		run, err := oracleGenerate(path, c.prompt, steps, topLogs)
-		if err != nil {
-			t.Fatal(err)
+		g := golden{
+			Shape: o.Shape.Name, Type: o.Type.String(), Vocab: o.Shape.Vocab, Layers: o.Shape.Layers,
+			Tied: o.Shape.Tied, Seed: seed, ModelSHA256: sum,
 		}
-		rel, _ := minMargin(run.Steps)
-		score := float64(decisiveSteps(c.typ, run.Steps)) + rel // decisive steps first, then the closest call
-		if score > bestScore {
-			bestScore = score
-			best = golden{
-				Shape: o.Shape.Name, Type: o.Type.String(), Vocab: o.Shape.Vocab, Layers: o.Shape.Layers,
-				Tied: o.Shape.Tied, Seed: seed, ModelSHA256: sum, Prompt: c.prompt, oracleRun: run,
+		for _, p := range c.prompts {
+			run, err := oracleGenerate(path, p, steps, topLogs)
+			if err != nil {
+				t.Fatal(err)
 			}
+			g.Runs = append(g.Runs, promptRun{Prompt: p, oracleRun: run})
 		}
-		if decisiveSteps(c.typ, run.Steps) == steps {
-			break
+		score := minMarginRuns(c.typ, g.Runs)
+		t.Logf("seed %d: smallest gap %.2f·ε·(|logit|+1), %d steps decisive", seed, score, decisiveRuns(c.typ, g.Runs))
+		if score > bestScore {
+			best, bestScore = g, score
 		}
 	}
 	if err := writeGolden(c.name, best); err != nil {
@@ -157,32 +175,40 @@ func checkLiveOracle(t *testing.T, path string, g golden) {
 		t.Logf("live llama.cpp check skipped (golden only): %v", err)
 		return
 	}
-	live, err := oracleGenerate(path, g.Prompt, steps, topLogs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !equalIDs(live.PromptTokens, g.PromptTokens) {
-		t.Fatalf("llama.cpp now tokenizes the prompt as %v, the golden says %v: rerun -update", live.PromptTokens, g.PromptTokens)
-	}
-	if !equalIDs(live.Tokens, g.Tokens) {
-		t.Fatalf("llama.cpp now continues with %v, the golden says %v: rerun -update", live.Tokens, g.Tokens)
-	}
-	for i := range g.Steps {
-		for j, e := range g.Steps[i].Top {
-			l := live.Steps[i].Top[j]
-			if l[0] != e[0] || math.Abs(l[1]-e[1]) > 1e-3*(1+math.Abs(e[1])) {
-				t.Fatalf("step %d, rank %d: llama.cpp now gives token %v logit %v, the golden %v logit %v: rerun -update", i, j, l[0], l[1], e[0], e[1])
+	for _, r := range g.Runs {
+		live, err := oracleGenerate(path, r.Prompt, steps, topLogs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !equalIDs(live.PromptTokens, r.PromptTokens) {
+			t.Fatalf("llama.cpp now tokenizes %q as %v, the golden says %v: rerun -update", r.Prompt, live.PromptTokens, r.PromptTokens)
+		}
+		if !equalIDs(live.Tokens, r.Tokens) {
+			t.Fatalf("llama.cpp now continues %q with %v, the golden says %v: rerun -update", r.Prompt, live.Tokens, r.Tokens)
+		}
+		for i := range r.Steps {
+			for j, e := range r.Steps[i].Top {
+				l := live.Steps[i].Top[j]
+				if l[0] != e[0] || math.Abs(l[1]-e[1]) > 1e-3*(1+math.Abs(e[1])) {
+					t.Fatalf("%q step %d, rank %d: llama.cpp now gives token %v logit %v, the golden %v logit %v: rerun -update", r.Prompt, i, j, l[0], l[1], e[0], e[1])
+				}
 			}
 		}
 	}
 }
 
-// compareModel runs bonsai's CPU backend on the case and compares, step by
-// step, its logits and greedy token with llama.cpp's. Each step feeds
-// llama.cpp's token, so that a near tie resolved the other way (allowed)
-// does not end the comparison; at every decisive step the greedy tokens
-// must be the same, so when no step is a near tie bonsai's own greedy
-// continuation is llama.cpp's, token for token.
+// compareModel runs bonsai's CPU backend on each prompt of the case and
+// compares, step by step, its logits and greedy token with llama.cpp's:
+//
+//   - Free-running greedy: bonsai's argmax must be llama.cpp's token at every
+//     step, near ties included. Each step then feeds that token, which is
+//     bonsai's own choice as long as this holds, so when the test passes
+//     bonsai's own free-running continuation of the raw prompt is
+//     llama.cpp's, id for id.
+//   - Teacher-forced logits: the top logits of every step must be
+//     llama.cpp's within the tolerance. After a divergence (a failure
+//     already) the steps still feed llama.cpp's token, so that the logits
+//     stay comparable and the report says how far apart the two were.
 func compareModel(t *testing.T, path string, typ gguf.Type, g golden) {
 	t.Helper()
 	f, err := gguf.Open(path)
@@ -194,53 +220,52 @@ func compareModel(t *testing.T, path string, typ gguf.Type, g golden) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ids := tok.Encode(g.Prompt, false); !equalIDs(ids, g.PromptTokens) {
-		t.Errorf("prompt tokens %v, llama.cpp %v", ids, g.PromptTokens)
-	}
 	m, err := infer.Load(f, infer.Options{Backend: "cpu", Context: 256})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
 
-	input, pos := g.PromptTokens, 0
-	var ours []int32
-	worst, worstStep, exact, ties := 0.0, 0, 0, 0
-	for i, want := range g.Steps {
-		if err := m.Forward(input, pos); err != nil {
-			t.Fatalf("step %d: %v", i, err)
+	worst, exact, total, diverged := 0.0, 0, 0, 0
+	for _, run := range g.Runs {
+		if ids := tok.Encode(run.Prompt, false); !equalIDs(ids, run.PromptTokens) {
+			t.Errorf("prompt %q: tokens %v, llama.cpp %v", run.Prompt, ids, run.PromptTokens)
 		}
-		logits := m.Logits()
-		stepWorst := 0.0
-		for _, e := range want.Top {
-			id, v := int(e[0]), e[1]
-			d := math.Abs(float64(logits[id]) - v)
-			stepWorst = math.Max(stepWorst, d/(activationStep(typ)*(math.Abs(v)+1)))
-			if d > logitTol(typ, v) {
-				t.Errorf("step %d: logit of token %d is %.5f, llama.cpp %.5f (diff %.3g > tolerance %.3g)", i, id, logits[id], v, d, logitTol(typ, v))
+		input, pos := run.PromptTokens, 0
+		var ours []int32
+		for i, want := range run.Steps {
+			if err := m.Forward(input, pos); err != nil {
+				t.Fatalf("%q step %d: %v", run.Prompt, i, err)
 			}
-		}
-		if stepWorst > worst {
-			worst, worstStep = stepWorst, i
-		}
-		if stepWorst < 1e-3 {
-			exact++
-		}
-		next := argmax(logits)
-		ours = append(ours, next)
-		if next != g.Tokens[i] {
-			if !nearTie(typ, want) {
-				t.Fatalf("step %d: greedy token %d (logit %.5f), llama.cpp %d (logit %.5f here, %.5f there) with a decisive gap of %.4g\n ours      %v\n llama.cpp %v\n top here: %s",
-					i, next, logits[next], g.Tokens[i], logits[g.Tokens[i]], want.Top[0][1], want.margin(), ours, g.Tokens[:i+1], topString(logits, 5))
+			logits := m.Logits()
+			stepWorst := 0.0
+			for _, e := range want.Top {
+				id, v := int(e[0]), e[1]
+				d := math.Abs(float64(logits[id]) - v)
+				stepWorst = math.Max(stepWorst, d/(activationStep(typ)*(math.Abs(v)+1)))
+				if d > logitTol(typ, v) {
+					t.Errorf("%q step %d: logit of token %d is %.5f, llama.cpp %.5f (diff %.3g > tolerance %.3g)", run.Prompt, i, id, logits[id], v, d, logitTol(typ, v))
+				}
 			}
-			ties++
-			t.Logf("step %d: near tie resolved the other way: %d here, %d in llama.cpp (gap %.4g there)", i, next, g.Tokens[i], want.margin())
+			worst = math.Max(worst, stepWorst)
+			if stepWorst < 1e-3 {
+				exact++
+			}
+			total++
+			next := argmax(logits)
+			ours = append(ours, next)
+			if next != run.Tokens[i] {
+				diverged++
+				t.Errorf("%q step %d: greedy token %d (logit %.5f), llama.cpp %d (logit %.5f here, %.5f there; its top-1/top-2 gap %.4g = %.2f·ε·(|logit|+1))\n ours      %v\n llama.cpp %v\n top here: %s",
+					run.Prompt, i, next, logits[next], run.Tokens[i], logits[run.Tokens[i]], want.Top[0][1], want.margin(),
+					want.margin()/(activationStep(typ)*(math.Abs(want.Top[0][1])+1)), ours, run.Tokens[:i+1], topString(logits, 5))
+			}
+			pos += len(input)
+			input = []int32{run.Tokens[i]}
 		}
-		pos += len(input)
-		input = []int32{g.Tokens[i]}
 	}
-	t.Logf("greedy tokens: %d of %d the same (%d near ties went the other way); logits: %d steps within 1e-3·ε, worst difference %.2f·ε·(|logit|+1) at step %d (tolerance %d·ε)",
-		len(ours)-ties, len(ours), ties, exact, worst, worstStep, tolFactor)
+	t.Logf("free-running greedy: %d of %d tokens llama.cpp's; logits: %d of %d steps within 1e-3·ε, worst difference %.2f·ε·(|logit|+1) (tolerance %d·ε)",
+		total-diverged, total, exact, total, worst, tolFactor)
 }
 
 func argmax(x []float32) int32 {
