@@ -82,6 +82,7 @@ func (m *Model) setSystem(text string) tea.Cmd {
 	m.system = text
 	m.conv.Clear()
 	m.save.Detach()
+	m.sessionID = 0
 	if text == "" {
 		return m.notify("system prompt cleared", false)
 	}
@@ -154,7 +155,7 @@ func (m *Model) export(arg string) tea.Cmd {
 	if len(msgs) == 0 {
 		return m.notify("nothing to export yet", true)
 	}
-	sess := &session.Session{Info: session.Info{Title: m.title, Model: m.meta().Model,
+	sess := &session.Session{Info: session.Info{ID: m.sessionID, Title: m.title, Model: m.meta().Model,
 		Variant: m.meta().Variant, Backend: m.meta().Backend, Created: m.opts.Now(), Updated: m.opts.Now()}}
 	for _, e := range msgs {
 		mm, ok := e.message()

@@ -98,7 +98,7 @@ func (m *Model) mainView() string {
 	if a.side {
 		return joinSide(conv, a.panels, a.convW)
 	}
-	return lipgloss.JoinVertical(lipgloss.Left, conv, a.panels)
+	return conv + "\n" + a.panels
 }
 
 // place centres a box in the main area, clipped to it.

@@ -76,22 +76,34 @@ func trimLineEnds(s string) string {
 }
 
 func trimRightKeepingEscapes(line string) string {
-	var tailEscapes []string
+	var tail []string // escape sequences at the end, last first
 	for {
-		trimmed := strings.TrimRight(line, " ")
-		loc := ansiSeq.FindAllStringIndex(trimmed, -1)
-		if len(loc) == 0 || loc[len(loc)-1][1] != len(trimmed) {
-			line = trimmed
+		line = strings.TrimRight(line, " ")
+		esc := strings.LastIndexByte(line, 0x1b)
+		if esc < 0 || !isCSI(line[esc:]) {
 			break
 		}
-		last := loc[len(loc)-1]
-		tailEscapes = append(tailEscapes, trimmed[last[0]:])
-		line = trimmed[:last[0]]
+		tail = append(tail, line[esc:])
+		line = line[:esc]
 	}
-	for i := len(tailEscapes) - 1; i >= 0; i-- {
-		line += tailEscapes[i]
+	for i := len(tail) - 1; i >= 0; i-- {
+		line += tail[i]
 	}
 	return line
+}
+
+// isCSI reports whether s is exactly one CSI sequence (ESC [ params final).
+func isCSI(s string) bool {
+	if len(s) < 3 || s[0] != 0x1b || s[1] != '[' {
+		return false
+	}
+	for i := 2; i < len(s)-1; i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c == ';' || c == '?') {
+			return false
+		}
+	}
+	c := s[len(s)-1]
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z'
 }
 
 // trimBlankEdges removes blank lines (possibly holding only escapes) at the

@@ -15,7 +15,6 @@ import (
 	"github.com/bonsai-chat/bonsai/session"
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 )
 
@@ -100,6 +99,7 @@ type Model struct {
 	think      bool
 	system     string
 	title      string
+	sessionID  int64 // the stored session shown, 0 before the first save
 	generating bool
 	// systemSaved: the transcript's system prompt (if any) is in the store.
 	systemSaved bool
@@ -207,11 +207,18 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 		}
 		return nil
 	case savedSessionMsg:
-		m.title = msg.info.Title
+		// A new session has no title yet (the store takes it from the first
+		// prompt, as the UI already did).
+		if msg.info.Title != "" {
+			m.title = msg.info.Title
+		}
+		m.sessionID = msg.info.ID
+		m.sessions.current = msg.info.ID
+		m.state.LastSession = msg.info.ID
 		return waitForBackground(m.bg.out)
 	case saveErrMsg:
 		return tea.Batch(m.notify(msg.err.Error(), true), waitForBackground(m.bg.out))
-	case sessionsListedMsg, sessionLoadedMsg, sessionChangedMsg:
+	case sessionsListedMsg, sessionLoadedMsg, sessionChangedMsg, sessionsSearchedMsg:
 		return m.onSessionMsg(msg)
 	case copiedMsg:
 		if msg.err != nil {
@@ -514,6 +521,7 @@ func (m *Model) newChat(system string, note string) tea.Cmd {
 	m.eng.Reset()
 	m.save.Detach()
 	m.title = ""
+	m.sessionID = 0
 	m.system = system
 	m.systemSaved = false
 	if system != "" {
@@ -713,9 +721,10 @@ func (m *Model) View() string {
 	main := m.mainView()
 	hint := m.hintLine()
 	sep := st.Dim.Render(strings.Repeat("─", m.width))
-	return lipgloss.JoinVertical(lipgloss.Left,
-		top, main, hint, sep, m.input.View(),
-		m.status.View(st, m.width, m.conv.Following()))
+	// Plain joins: every part is already at most the width, and measuring
+	// each line again (lipgloss.JoinVertical) is most of a frame's cost.
+	return strings.Join([]string{top, main, hint, sep, m.input.View(),
+		m.status.View(st, m.width, m.conv.Following())}, "\n")
 }
 
 func (m *Model) thinkLabel() string {

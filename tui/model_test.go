@@ -258,6 +258,25 @@ func TestSlashCommands(t *testing.T) {
 		{"panel backend", "/panel backend", func(t *testing.T, m *Model, fe *fakeengine.Engine, _ []string) {
 			contains(t, m.View(), "Fake CPU")
 		}},
+		{"sessions without a store", "/sessions", func(t *testing.T, m *Model, fe *fakeengine.Engine, _ []string) {
+			contains(t, m.View(), "not being saved")
+		}},
+		{"regen", "/regen", func(t *testing.T, m *Model, fe *fakeengine.Engine, _ []string) {
+			idle(t, m, fe)
+			if n := len(fe.Requests()); n != 2 {
+				t.Errorf("%d requests", n)
+			}
+		}},
+		{"edit", "/edit", func(t *testing.T, m *Model, fe *fakeengine.Engine, _ []string) {
+			if m.input.Value() != "hello" {
+				t.Errorf("input %q", m.input.Value())
+			}
+		}},
+		{"quit", "/quit", func(t *testing.T, m *Model, fe *fakeengine.Engine, _ []string) {
+			if !m.quit {
+				t.Error("did not quit")
+			}
+		}},
 		{"unknown", "/frobnicate", func(t *testing.T, m *Model, fe *fakeengine.Engine, _ []string) {
 			contains(t, m.View(), "unknown command /frobnicate")
 		}},
@@ -486,7 +505,7 @@ func TestFollowModeOnlyAtBottom(t *testing.T) {
 func TestCompletion(t *testing.T) {
 	m, _, _ := newTestModel(t, Options{}, 80, 24)
 	typeText(m, "/ba")
-	contains(t, m.View(), "/backend cpu|gpu|auto — reload the model")
+	contains(t, m.View(), "/backend cpu|gpu|auto — reload on another backend")
 	press(m, tea.KeyTab)
 	if got := m.input.Value(); got != "/backend " {
 		t.Fatalf("tab gave %q", got)

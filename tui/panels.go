@@ -22,7 +22,7 @@ type backendPanel struct {
 func (p *backendPanel) View(st *Styles, width int) string {
 	inner := max(width-4, 20) // border and padding
 	var b strings.Builder
-	b.WriteString(st.PanelHead.Render("Backend") + st.Dim.Render("  /backend cpu|gpu · ctrl+b hides") + "\n")
+	b.WriteString(st.PanelHead.Render("Backend") + st.Dim.Render("  /backend cpu|gpu") + "\n")
 	if p.switching != "" {
 		b.WriteString(fmt.Sprintf("switching to %s: %s\n", p.switching, p.load.Stage))
 		b.WriteString(progressBar(st, inner, p.load.Done, p.load.Total) + "\n")
@@ -78,7 +78,7 @@ type profilePanel struct {
 func (p *profilePanel) View(st *Styles, width int) string {
 	inner := max(width-4, 20)
 	var b strings.Builder
-	b.WriteString(st.PanelHead.Render("Profile") + st.Dim.Render("  per token · ctrl+p hides") + "\n")
+	b.WriteString(st.PanelHead.Render("Profile") + st.Dim.Render("  time per token") + "\n")
 	s := p.sample
 	if s == nil || s.Tokens == 0 {
 		b.WriteString(st.Dim.Width(inner).Render("N/A: no profile samples yet. They arrive while a reply is generated, when the engine runs with profiling on."))

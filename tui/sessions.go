@@ -32,6 +32,9 @@ type sessionList struct {
 	err     string
 	loading bool
 	current int64 // the session open in the chat
+	// hits are sessions whose messages match the filter (full-text
+	// search), with a snippet of the best match.
+	hits map[int64]string
 }
 
 // visible is the filtered list.
@@ -42,7 +45,8 @@ func (l *sessionList) visible() []session.Info {
 	f := strings.ToLower(l.filter)
 	var out []session.Info
 	for _, it := range l.items {
-		if strings.Contains(strings.ToLower(it.Title), f) || strings.Contains(fmt.Sprint(it.ID), f) {
+		_, said := l.hits[it.ID]
+		if said || strings.Contains(strings.ToLower(it.Title), f) || strings.Contains(fmt.Sprint(it.ID), f) {
 			out = append(out, it)
 		}
 	}
@@ -61,7 +65,7 @@ func (l *sessionList) View(st *Styles, width, height int) string {
 	inner := max(width-6, 20)
 	var b strings.Builder
 	b.WriteString(st.PanelHead.Render("Saved chats"))
-	b.WriteString(st.Dim.Render("  type to filter · enter open · ctrl+r rename · ctrl+x delete · esc close") + "\n")
+	b.WriteString(st.Dim.Render("  type to search · enter open · ctrl+r rename · ctrl+x delete · esc close") + "\n")
 	b.WriteString("filter: " + l.filter + "\n")
 	switch {
 	case l.loading:
@@ -97,6 +101,9 @@ func (l *sessionList) View(st *Styles, width, height int) string {
 				mark = "• "
 			}
 			meta := fmt.Sprintf(" %d msgs · %s", it.Messages, ago(it.Updated))
+			if snip, ok := l.hits[it.ID]; ok && !strings.Contains(strings.ToLower(it.Title), strings.ToLower(l.filter)) {
+				meta = " “" + truncate(strings.Join(strings.Fields(snip), " "), inner/2) + "”"
+			}
 			line := mark + truncate(title, max(inner-lipgloss.Width(meta)-2, 8))
 			line += strings.Repeat(" ", max(inner-lipgloss.Width(line)-lipgloss.Width(meta), 1)) + st.Dim.Render(meta)
 			if i == l.cursor {
@@ -141,7 +148,28 @@ type (
 		note string
 		err  error
 	}
+	sessionsSearchedMsg struct {
+		query string
+		hits  []session.Hit
+	}
 )
+
+// searchSessions looks for the filter in every message (the store's
+// full-text index), so a chat can be found by what was said in it.
+func (m *Model) searchSessions() tea.Cmd {
+	store, query := m.opts.Store, m.sessions.filter
+	if store == nil || len(strings.TrimSpace(query)) < 2 {
+		m.sessions.hits = nil
+		return nil
+	}
+	return func() tea.Msg {
+		hits, err := store.Search(context.Background(), query+"*", session.SearchOptions{Limit: 200, Open: "", Close: ""})
+		if err != nil {
+			hits = nil // a query FTS cannot parse just finds nothing
+		}
+		return sessionsSearchedMsg{query: query, hits: hits}
+	}
+}
 
 func (m *Model) openSessions() tea.Cmd {
 	if m.opts.Store == nil {
@@ -185,6 +213,17 @@ func (m *Model) onSessionMsg(msg tea.Msg) tea.Cmd {
 		m.loadSession(msg.sess)
 		m.overlay = overlayNone
 		return m.notify(fmt.Sprintf("resumed %q", msg.sess.Title), false)
+	case sessionsSearchedMsg:
+		if msg.query != m.sessions.filter {
+			return nil // the user typed on
+		}
+		m.sessions.hits = map[int64]string{}
+		for _, h := range msg.hits {
+			if _, seen := m.sessions.hits[h.SessionID]; !seen {
+				m.sessions.hits[h.SessionID] = h.Snippet
+			}
+		}
+		m.sessions.cursor = min(m.sessions.cursor, max(len(m.sessions.visible())-1, 0))
 	case sessionChangedMsg:
 		if msg.err != nil {
 			m.sessions.err = msg.err.Error()
@@ -219,6 +258,7 @@ func (m *Model) loadSession(sess *session.Session) {
 	m.conv.Bottom()
 	m.title = sess.Title
 	m.sessions.current = sess.ID
+	m.sessionID = sess.ID
 	m.state.LastSession = sess.ID
 	m.save.Attach(sess)
 	m.systemSaved = true
@@ -275,6 +315,7 @@ func (m *Model) sessionsKey(msg tea.KeyMsg) tea.Cmd {
 		if l.filter != "" {
 			l.filter = ""
 			l.cursor = 0
+			l.hits = nil
 			return nil
 		}
 		m.overlay = overlayNone
@@ -303,11 +344,13 @@ func (m *Model) sessionsKey(msg tea.KeyMsg) tea.Cmd {
 		if r := []rune(l.filter); len(r) > 0 {
 			l.filter = string(r[:len(r)-1])
 			l.cursor = 0
+			return m.searchSessions()
 		}
 	default:
 		if msg.Type == tea.KeyRunes || msg.Type == tea.KeySpace {
 			l.filter += string(msg.Runes)
 			l.cursor = 0
+			return m.searchSessions()
 		} else if key := msg.String(); key == "f4" || key == "ctrl+s" {
 			m.overlay = overlayNone
 		}

@@ -32,6 +32,19 @@ func turns(s *session.Session) []string {
 	return out
 }
 
+// settle delivers the background writer's results to the model, as the
+// program would, until none arrives for a while.
+func settle(m *Model) {
+	for {
+		select {
+		case msg := <-m.bg.out:
+			m.Update(msg)
+		case <-time.After(300 * time.Millisecond):
+			return
+		}
+	}
+}
+
 func sendAndWait(t *testing.T, m *Model, fe *fakeengine.Engine, text string) {
 	t.Helper()
 	typeText(m, text)
@@ -45,6 +58,7 @@ func TestEveryMessageIsSaved(t *testing.T) {
 	loaded(t, m, fe)
 	sendAndWait(t, m, fe, "first question")
 	sendAndWait(t, m, fe, "second question")
+	settle(m)
 	m.Close()
 	sess, err := store.Last(context.Background())
 	if err != nil {
@@ -55,8 +69,11 @@ func TestEveryMessageIsSaved(t *testing.T) {
 	if got := turns(sess); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("stored %q\nwant %q", got, want)
 	}
-	if sess.Title != "first question" {
-		t.Errorf("title %q", sess.Title)
+	if sess.Title != "first question" || m.title != "first question" {
+		t.Errorf("title %q, shown %q", sess.Title, m.title)
+	}
+	if m.sessionID != sess.ID {
+		t.Errorf("chat shows session %d, stored as %d", m.sessionID, sess.ID)
 	}
 	if r := sess.Turns[2]; r.Stats.GenTokens == 0 || r.Variant != fakeengine.DefaultInfo.Variant || r.Backend != "cpu" {
 		t.Errorf("reply stored without stats or meta: %+v", r)
@@ -232,4 +249,37 @@ func TestSessionsWithoutStore(t *testing.T) {
 	loaded(t, m, fe)
 	m.Update(tea.KeyMsg{Type: tea.KeyCtrlS})
 	contains(t, m.View(), "not being saved")
+}
+
+func TestSessionSearchByContent(t *testing.T) {
+	store := openStore(t)
+	ctx := context.Background()
+	for _, msgs := range [][]string{{"alpha chat", "the zebra is striped"}, {"beta chat", "nothing here"}} {
+		info, err := store.Create(ctx, session.Meta{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, text := range msgs {
+			role := "user"
+			if i == 1 {
+				role = "assistant"
+			}
+			if _, err := store.Add(ctx, info.ID, session.Message{Role: role, Content: text}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	m, fe, _ := newTestModel(t, Options{Store: store}, 90, 30)
+	loaded(t, m, fe)
+	_, cmd := m.Update(tea.KeyMsg{Type: tea.KeyCtrlS})
+	run(m, cmd)
+	var last tea.Cmd
+	for _, r := range "zebr" {
+		_, last = m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+	}
+	run(m, last)
+	v := m.View()
+	contains(t, v, "alpha chat")
+	contains(t, v, "zebra is striped")
+	lacks(t, v, "beta chat")
 }

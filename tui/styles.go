@@ -44,6 +44,7 @@ var (
 	warnCol   = lipgloss.AdaptiveColor{Light: "#9A6700", Dark: "#E3B341"}
 	errCol    = lipgloss.AdaptiveColor{Light: "#B42318", Dark: "#FF7B72"}
 	barBg     = lipgloss.AdaptiveColor{Light: "#E8E8E8", Dark: "#262626"}
+	barFg     = lipgloss.AdaptiveColor{Light: "#303030", Dark: "#D0D0D0"}
 	border    = lipgloss.AdaptiveColor{Light: "#BBBBBB", Dark: "#4A4A4A"}
 )
 
@@ -52,7 +53,7 @@ func DefaultStyles() Styles {
 	return Styles{
 		Title:     lipgloss.NewStyle().Bold(true).Foreground(accent),
 		TitleDim:  lipgloss.NewStyle().Foreground(textMuted),
-		Status:    lipgloss.NewStyle().Background(barBg),
+		Status:    lipgloss.NewStyle().Background(barBg).Foreground(barFg),
 		StatusKey: lipgloss.NewStyle().Bold(true).Background(barBg).Foreground(accent),
 		Busy:      lipgloss.NewStyle().Bold(true).Background(barBg).Foreground(warnCol),
 		Good:      lipgloss.NewStyle().Background(barBg).Foreground(accent),

@@ -152,21 +152,27 @@ func microBench(m *infer.Model, stdout io.Writer) error {
 	q, _ := b.NewTensor("mq", 1, hp.Heads*hp.HeadDim)
 	o, _ := b.NewTensor("mo", 1, hp.Heads*hp.HeadDim)
 	attn := infer.Attn{Heads: hp.Heads, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim, Scale: 0.088}
+	// With BONSAI_GPU_FUSE=all a decode RMSNorm into another tensor waits
+	// to be fused into the matvec that reads it (and is dropped when
+	// overwritten unread), so the plain norm is timed in place.
 	cases := []struct {
 		name string
+		pos  int
 		op   func()
 	}{
-		{"add 4096 (dispatch floor)", func() { b.Add(y, y, x) }},
-		{"rmsnorm 4096", func() { b.RMSNorm(y, x, norm, 1e-6) }},
-		{"matvec gate 12288x4096", func() { b.MatMul(f, gate, x); b.Add(y, y, x) }},
-		{"matvec down 4096x12288", func() { b.MatMul(x, down, f); b.Add(f2, f2, f) }},
-		{"swiglu 12288", func() { b.SwiGLU(f2, f, f2) }},
-		{"attention pos 600 (3 passes)", func() { b.Attention(o, q, 0, attn) }},
+		{"add 4096 (dispatch floor)", 600, func() { b.Add(y, y, x) }},
+		{"rmsnorm 4096 (in place)", 600, func() { b.RMSNorm(y, y, norm, 1e-6) }},
+		{"matvec gate 12288x4096", 600, func() { b.MatMul(f, gate, x); b.Add(y, y, x) }},
+		{"rmsnorm + gate (fused if FUSE=all)", 600, func() { b.RMSNorm(y, x, norm, 1e-6); b.MatMul(f, gate, y) }},
+		{"matvec down 4096x12288", 600, func() { b.MatMul(x, down, f); b.Add(f2, f2, f) }},
+		{"swiglu 12288", 600, func() { b.SwiGLU(f2, f, f2) }},
+		{"attention pos 600 (3 passes)", 600, func() { b.Attention(o, q, 0, attn) }},
+		{"attention pos 20 (one pass)", 20, func() { b.Attention(o, q, 0, attn) }},
 	}
 	for _, c := range cases {
 		var best time.Duration
 		for rep := 0; rep < 3; rep++ {
-			b.Begin(infer.Batch{Tokens: []int32{1}, Pos: 600})
+			b.Begin(infer.Batch{Tokens: []int32{1}, Pos: c.pos})
 			for i := 0; i < 50; i++ {
 				c.op()
 			}

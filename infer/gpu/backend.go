@@ -20,18 +20,23 @@ import (
 const AdapterEnv = "BONSAI_GPU_ADAPTER"
 
 // MatVecEnv chooses the decode Q1_0 matvec kernel: auto (default),
-// select, lut, popc (16 rows per workgroup), popc32 (32 rows, the bit
-// planes of x built once per 32 rows instead of 16) or auto32 (auto with
-// popc32 for the big matrices).
+// select, lut, popc (16 rows per workgroup), popc32 / popc64 (32 or 64
+// rows: the bit planes of x built once per 32 or 64 rows instead of 16),
+// auto32 / auto64 (auto with popc32 / popc64 for the big matrices).
 const MatVecEnv = "BONSAI_GPU_MATVEC"
 
-// FuseEnv set to "off" encodes every decode op as its own dispatch (the
-// fused and unfused passes must agree: TestFusedDecodeMatchesUnfused).
+// FuseEnv chooses the decode fusions (docs/gpu-kernels.md v5): "off"
+// encodes every op as its own dispatch; the default folds SwiGLU into the
+// down matvec, q/k norm+RoPE+KV store into one dispatch and single-split
+// attention into one; "all" also folds the token RMSNorms into the q/k/v
+// and gate/up matvecs, which cut 2 dispatches per layer but measured
+// slower on the H200 (every workgroup recomputing Σx² cost more than the
+// separate norm). All must agree: TestFusedDecodeMatchesUnfused.
 const FuseEnv = "BONSAI_GPU_FUSE"
 
 func matVecKernel(name string) string {
 	switch name {
-	case "select", "lut", "popc", "popc32", "auto32":
+	case "select", "lut", "popc", "popc32", "popc64", "auto32", "auto64":
 		return name
 	}
 	return "auto"
@@ -45,12 +50,6 @@ const popcMinWeights = 32 << 20
 // maxBatchTokens bounds one pass's batch (the token buffer is fixed so
 // bind groups never change).
 const maxBatchTokens = 8192
-
-// attnOneMax is the longest sequence decode attention runs as one
-// dispatch (attn_one: one workgroup per kv head, ~1 µs per 32 positions by
-// count of its barriers and K/V loads); longer ones take the three split-KV
-// passes (≥ 15 µs of dispatch floor alone).
-const attnOneMax = 256
 
 // maxSplits bounds the split-KV attention partials per (row, head).
 const maxSplits = 64
@@ -94,8 +93,9 @@ type Backend struct {
 	// matvec picks the decode Q1_0 kernel (MatVecEnv): "auto", "select"
 	// (q1_matvec), "lut" (q1_lut, where K is a multiple of 2048) or "popc"
 	// (q1_popc). docs/gpu-kernels.md has their H200 timings.
-	matvec string
-	noFuse bool // FuseEnv: no lazy norms or SwiGLUs
+	matvec   string
+	noFuse   bool // FuseEnv "off": no fusion
+	fuseNorm bool // FuseEnv "all": token RMSNorms folded into matvecs
 	// in-place per-head RMSNorms waiting for the Ropes that follow them
 	norms []pendingNorm
 	// per-head norm+Ropes (q's, then k's) waiting for the StoreKV that
@@ -202,13 +202,14 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{
-		d:       d,
-		opts:    opts,
-		weights: map[string]*weight{},
-		ropes:   map[infer.Rope]*wgpu.Buffer{},
-		ops:     map[opKey]*op{},
-		matvec:  matVecKernel(os.Getenv(MatVecEnv)),
-		noFuse:  os.Getenv(FuseEnv) == "off",
+		d:        d,
+		opts:     opts,
+		weights:  map[string]*weight{},
+		ropes:    map[infer.Rope]*wgpu.Buffer{},
+		ops:      map[opKey]*op{},
+		matvec:   matVecKernel(os.Getenv(MatVecEnv)),
+		noFuse:   os.Getenv(FuseEnv) == "off",
+		fuseNorm: os.Getenv(FuseEnv) == "all",
 	}
 	if b.batchBuf, err = d.newBuffer("batch", 16, wgpu.BufferUsageUniform|wgpu.BufferUsageCopyDst); err != nil {
 		d.Close()
@@ -920,7 +921,7 @@ func (b *Backend) flushMatVec() {
 		key.e = ps[2].dst
 	}
 	variant := b.matvec
-	if variant == "auto" || variant == "auto32" {
+	if variant == "auto" || variant == "auto32" || variant == "auto64" {
 		big := total*w0.k >= popcMinWeights
 		switch {
 		case !big:
@@ -928,11 +929,11 @@ func (b *Backend) flushMatVec() {
 		case variant == "auto":
 			variant = "popc"
 		default:
-			variant = "popc32"
+			variant = "popc" + variant[4:]
 		}
 	}
 	if variant == "lut" && (w0.k%2048 != 0 || total%32 != 0 || in != nil) || variant == "popc" && total%16 != 0 ||
-		variant == "popc32" && total%32 != 0 {
+		variant == "popc32" && total%32 != 0 || variant == "popc64" && total%64 != 0 {
 		variant = "select"
 	}
 	if variant != "select" {
@@ -946,6 +947,11 @@ func (b *Backend) flushMatVec() {
 		case "popc32":
 			key.i += 16
 			kname, rg = "q1_popc", 8
+			perWG = 32
+		case "popc64":
+			key.i += 24
+			kname, rg = "q1_popc", 16
+			perWG = 64
 		}
 		o := b.prepared(key, func() (*kernel, []binding, error) {
 			k, err := b.d.kernel(kname, withDefs(map[string]shaders.Const{
@@ -1047,9 +1053,9 @@ func (b *Backend) RMSNorm(dstT, xT infer.Tensor, wI infer.Weight, eps float32) {
 		b.shapeErr("RMSNorm: weight %s (%s, %d values) against rows of %d", w.name, w.typ, g, x.cols)
 		return
 	}
-	// A decode token norm waits to be folded into the matvecs that read
-	// its result (q/k/v, gate/up).
-	if !b.noFuse && b.n == 1 && dst != x && g == x.cols && x.cols%4 == 0 && min(x.rows, dst.rows) >= 1 && len(w.chunks) == 1 {
+	// With FuseEnv "all", a decode token norm waits to be folded into the
+	// matvecs that read its result (q/k/v, gate/up).
+	if b.fuseNorm && b.n == 1 && dst != x && g == x.cols && x.cols%4 == 0 && min(x.rows, dst.rows) >= 1 && len(w.chunks) == 1 {
 		b.materialize(x)
 		b.overwrite(dst)
 		b.lazies = append(b.lazies, &lazy{dst: dst, src: x, w: w, eps: eps})
@@ -1264,7 +1270,12 @@ func (b *Backend) Attention(dstT, qT infer.Tensor, layer int, a infer.Attn) {
 			"KVD": shaders.U32(kvd), "QROWS": shaders.U32(rows), "LAYER_OFF": shaders.U32(layer * s.Context * kvd / 2),
 			"SCALE": shaders.F32(a.Scale), "TILE": shaders.U32(tile), "WG": shaders.U32(wg)}
 	}
-	if b.n == 1 && b.batch.Pos+1 <= attnOneMax && !b.noFuse {
+	// With one split (decode over ≤ 32 positions) attn_one does exactly
+	// the work of attn_stats and attn_pv on the same workgroups, without
+	// the two launches between them and attn_sum. It is not used for
+	// longer sequences: at 200 positions one workgroup per kv head took
+	// 42 µs on the H200 against 26 µs for the split passes at 600.
+	if b.n == 1 && b.splits == 1 && !b.noFuse {
 		one := b.prepared(opKey{kind: "attnone", a: q, b: a, c: dst, i: layer}, func() (*kernel, []binding, error) {
 			k, err := b.d.kernel("attn_one", defs())
 			return k, []binding{whole(b.batchBuf), whole(q.buf), whole(b.kv.k), whole(b.kv.v), whole(dst.buf)}, err

@@ -196,56 +196,59 @@ func TestLongDecodeNoLeak(t *testing.T) {
 	}
 }
 
-// TestFusedDecodeMatchesUnfused decodes on two GPU models, one with the
-// token RMSNorms folded into the q/k/v and gate/up matvecs, SwiGLU into
-// the down matvec and q/k norm+RoPE+KV store in one kernel, one with every
-// op its own dispatch. The fused kernels
-// reproduce the separate ones' arithmetic and summation order, so the
-// logits must agree to f32 rounding (1e-6 of the largest), for both decode
-// matvec kernels (the fused q/k norm+RoPE+KV store runs in prefill too);
-// and the fused decode pass must use at least 5 dispatches per layer fewer
-// (norms ×2, SwiGLU, norm_rope ×2 + store_kv → 1; the last SwiGLU is
-// encoded at Commit).
+// TestFusedDecodeMatchesUnfused decodes on GPU models with each fusion
+// level (FuseEnv) against one with every op its own dispatch. The fused
+// kernels reproduce the separate ones' arithmetic and summation order, so
+// the logits must agree to f32 rounding (1e-6 of the largest), for each
+// decode matvec kernel; prefill goes through the fused q/k norm+RoPE+KV
+// store too. Per decode layer the default saves SwiGLU, two of norm_rope
+// ×2 + store_kv and (≤ 32 positions: one split) two attention passes; "all"
+// also the two token RMSNorms. The last layer's SwiGLU is encoded at Commit.
 func TestFusedDecodeMatchesUnfused(t *testing.T) {
-	for _, kernel := range []string{"select", "popc", "popc32"} {
-		t.Run(kernel, func(t *testing.T) {
-			t.Setenv(gpu.MatVecEnv, kernel)
-			cfg := tinymodel.Small(gguf.Q1_0)
-			cfg.Tied = false
-			t.Setenv(gpu.FuseEnv, "off")
-			plain := loadOn(t, "gpu", cfg)
-			t.Setenv(gpu.FuseEnv, "")
-			fused := loadOn(t, "gpu", cfg)
-			toks, pos := []int32{1, 5, 9, 13, 17, 21, 25, 29}, 0
-			for step := 0; step < 12; step++ {
-				if err := plain.Forward(toks, pos); err != nil {
-					t.Fatal(err)
-				}
-				if err := fused.Forward(toks, pos); err != nil {
-					t.Fatal(err)
-				}
-				want, got := plain.Logits(), fused.Logits()
-				var maxAbs, maxDiff float64
-				for i := range want {
-					maxAbs = math.Max(maxAbs, math.Abs(float64(want[i])))
-					maxDiff = math.Max(maxDiff, math.Abs(float64(got[i]-want[i])))
-				}
-				if maxDiff > 1e-6*maxAbs {
-					t.Fatalf("step %d (%d tokens): fused logits differ by %.3g (largest %.3g)", step, len(toks), maxDiff, maxAbs)
-				}
-				if len(toks) == 1 {
-					dp := plain.Backend().(*gpu.Backend).LastDispatches()
-					df := fused.Backend().(*gpu.Backend).LastDispatches()
-					if df > dp-5*cfg.Layers+1 {
-						t.Fatalf("decode: %d dispatches fused, %d unfused, %d layers", df, dp, cfg.Layers)
+	for _, level := range []struct {
+		env   string
+		saved int // dispatches per layer fewer, at least
+	}{{"", 5}, {"all", 7}} {
+		for _, kernel := range []string{"select", "popc", "popc32", "popc64"} {
+			t.Run(level.env+"/"+kernel, func(t *testing.T) {
+				t.Setenv(gpu.MatVecEnv, kernel)
+				cfg := tinymodel.Small(gguf.Q1_0)
+				cfg.Tied = false
+				t.Setenv(gpu.FuseEnv, "off")
+				plain := loadOn(t, "gpu", cfg)
+				t.Setenv(gpu.FuseEnv, level.env)
+				fused := loadOn(t, "gpu", cfg)
+				toks, pos := []int32{1, 5, 9, 13, 17, 21, 25, 29}, 0
+				for step := 0; step < 12; step++ {
+					if err := plain.Forward(toks, pos); err != nil {
+						t.Fatal(err)
 					}
-					if step == 1 {
-						t.Logf("decode dispatches: %d fused, %d unfused (%d layers)", df, dp, cfg.Layers)
+					if err := fused.Forward(toks, pos); err != nil {
+						t.Fatal(err)
 					}
+					want, got := plain.Logits(), fused.Logits()
+					var maxAbs, maxDiff float64
+					for i := range want {
+						maxAbs = math.Max(maxAbs, math.Abs(float64(want[i])))
+						maxDiff = math.Max(maxDiff, math.Abs(float64(got[i]-want[i])))
+					}
+					if maxDiff > 1e-6*maxAbs {
+						t.Fatalf("step %d (%d tokens): fused logits differ by %.3g (largest %.3g)", step, len(toks), maxDiff, maxAbs)
+					}
+					if len(toks) == 1 {
+						dp := plain.Backend().(*gpu.Backend).LastDispatches()
+						df := fused.Backend().(*gpu.Backend).LastDispatches()
+						if df > dp-level.saved*cfg.Layers+1 {
+							t.Fatalf("decode: %d dispatches fused, %d unfused, %d layers", df, dp, cfg.Layers)
+						}
+						if step == 1 {
+							t.Logf("decode dispatches: %d fused, %d unfused (%d layers)", df, dp, cfg.Layers)
+						}
+					}
+					pos += len(toks)
+					toks = []int32{argmax(want)}
 				}
-				pos += len(toks)
-				toks = []int32{argmax(want)}
-			}
-		})
+			})
+		}
 	}
 }

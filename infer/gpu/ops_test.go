@@ -356,9 +356,9 @@ func TestAttentionMatchesReference(t *testing.T) {
 		t.Errorf("decode at %d: max error %.3g", pre, e)
 	}
 
-	// A decode within attnOneMax runs as one dispatch (attn_one): redo
-	// position 200 with the prefill's own k, v and q for it.
-	const short = 200
+	// A decode over ≤ 32 positions (one split) runs as one dispatch
+	// (attn_one): redo position 20 with the prefill's own k, v and q for it.
+	const short = 20
 	k2, v2 := b.mustTensor(t, "k2", 1, kvd), b.mustTensor(t, "v2", 1, kvd)
 	q2, out2 := b.mustTensor(t, "q2", 1, heads*hd), b.mustTensor(t, "out2", 1, heads*hd)
 	b.write(t, k2, kvals[short*kvd:(short+1)*kvd])
@@ -423,7 +423,7 @@ func TestEmbed(t *testing.T) {
 // folds into it; results must equal the unfused ones.
 func TestFusedMatVec(t *testing.T) {
 	for _, k := range []int{256, 2048} {
-		for _, kernel := range []string{"select", "lut", "popc", "popc32"} {
+		for _, kernel := range []string{"select", "lut", "popc", "popc32", "popc64"} {
 			b := newTestBackend(t)
 			b.matvec = kernel
 			r := rand.New(rand.NewPCG(9, uint64(k)))

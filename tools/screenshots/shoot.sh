@@ -135,8 +135,8 @@ tmux_ kill-session -t chat
 
 # 60 columns, profiling panel stacked under the conversation.
 start narrow 60 24
-ask narrow "Narrow terminals work too" 1.5
 keys narrow F3
+ask narrow "Narrow terminals work too" 1.5
 shot narrow narrow
 
 # Light background, and NO_COLOR.

@@ -1,0 +1,80 @@
+package tui
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	tea "github.com/charmbracelet/bubbletea"
+)
+
+func TestParseSlash(t *testing.T) {
+	tests := []struct {
+		in        string
+		name, arg string
+		ok        bool
+	}{
+		{"/think on", "think", "on", true},
+		{"  /SYSTEM  Be brief.  ", "system", "Be brief.", true},
+		{"/new", "new", "", true},
+		{"//not a command", "", "", false},
+		{"hello /think", "", "", false},
+	}
+	for _, tc := range tests {
+		name, arg, ok := parseSlash(tc.in)
+		if name != tc.name || arg != tc.arg || ok != tc.ok {
+			t.Errorf("parseSlash(%q) = %q, %q, %v", tc.in, name, arg, ok)
+		}
+	}
+}
+
+func TestComplete(t *testing.T) {
+	tests := map[string]string{
+		"/th":         "/think ",
+		"/think o":    "/think o", // on and off share only "o"
+		"/think of":   "/think off",
+		"/s":          "/s", // /sessions and /system
+		"/se":         "/sessions",
+		"/new":        "/new",
+		"/nope":       "/nope",
+		"plain text":  "plain text",
+		"/backend g":  "/backend gpu",
+		"/model x y":  "/model x y",
+		"/p":          "/p", // /profile, /panel
+		"/panel b":    "/panel backend",
+		"/export a.m": "/export a.m",
+	}
+	for in, want := range tests {
+		if got := complete(in); got != want {
+			t.Errorf("complete(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestKeyOverride(t *testing.T) {
+	k := DefaultKeyMap()
+	if err := k.Override(map[string]string{"send": "ctrl+s, alt+s", "think": "f6"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(k.Send.Keys(), ","); got != "ctrl+s,alt+s" {
+		t.Errorf("send keys %q", got)
+	}
+	if k.Send.Help().Key != "ctrl+s / alt+s" {
+		t.Errorf("help shows %q", k.Send.Help().Key)
+	}
+	if err := k.Override(map[string]string{"sned": "x"}); !errors.Is(err, ErrUnknownAction) {
+		t.Errorf("unknown action: %v", err)
+	}
+	if err := k.Override(map[string]string{"send": " , "}); err == nil {
+		t.Error("an empty key list was accepted")
+	}
+	// The override takes effect in the chat.
+	m, fe, _ := newTestModel(t, Options{Keys: &k}, 80, 24)
+	loaded(t, m, fe)
+	typeText(m, "hi")
+	m.Update(tea.KeyMsg{Type: tea.KeyCtrlS})
+	idle(t, m, fe)
+	if len(fe.Requests()) != 1 {
+		t.Error("the rebound send key did not send")
+	}
+}
