@@ -319,14 +319,14 @@ func (c *conversation) renderUncached(e *entry, live bool) []string {
 	switch e.kind {
 	case entryUser:
 		out = append(out, s.UserLabel.Render("▌ you"))
-		return indent(out, splitLines(lipgloss.NewStyle().Width(inner).Render(e.content))...)
+		return indent(out, splitLines(lipgloss.NewStyle().Width(inner).Render(printable(e.content)))...)
 	case entrySystem:
 		out = append(out, s.Dim.Render("▌ system prompt"))
-		return indent(out, splitLines(s.Dim.Width(inner).Render(e.content))...)
+		return indent(out, splitLines(s.Dim.Width(inner).Render(printable(e.content)))...)
 	case entryNotice:
-		return splitLines(s.Dim.Width(c.width).Render("· " + e.content))
+		return splitLines(s.Dim.Width(c.width).Render("· " + printable(e.content)))
 	case entryError:
-		return splitLines(s.Error.Width(c.width).Render("✗ " + e.content))
+		return splitLines(s.Error.Width(c.width).Render("✗ " + printable(e.content)))
 	}
 
 	label := s.BotLabel.Render("● bonsai")
@@ -339,9 +339,9 @@ func (c *conversation) renderUncached(e *entry, live bool) []string {
 	}
 	switch {
 	case live:
-		out = indent(out, c.stream.Lines(c.md, e.content, inner)...)
+		out = indent(out, c.stream.Lines(c.md, printable(e.content), inner)...)
 	case e.content != "":
-		out = indent(out, splitLines(c.md.Render(e.content, inner))...)
+		out = indent(out, splitLines(c.md.Render(printable(e.content), inner))...)
 	}
 	if !live {
 		if f := c.footer(e); f != "" {
@@ -355,7 +355,7 @@ func (c *conversation) renderUncached(e *entry, live bool) []string {
 // summary once finished, or the last few lines while it streams.
 func (c *conversation) renderThinking(e *entry, live bool, width int) []string {
 	s := c.styles
-	thought := strings.TrimSpace(e.thinking)
+	thought := strings.TrimSpace(printable(e.thinking))
 	words := len(strings.Fields(thought))
 	if c.thinkOpen {
 		return splitLines(s.Thinking.Width(width).Render(thought))

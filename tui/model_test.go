@@ -552,3 +552,32 @@ func TestViewsFitEveryWidth(t *testing.T) {
 		check("resized")
 	}
 }
+
+// TestControlCharactersNeverReachTheTerminal streams bytes a terminal would
+// act on; the view shows them as symbols and the frame keeps its size.
+func TestControlCharactersNeverReachTheTerminal(t *testing.T) {
+	m, _, _ := newTestModel(t, Options{}, 80, 24)
+	m.Update(engineMsg{events: []engine.Event{engine.Loaded{Info: fakeengine.DefaultInfo}}})
+	typeText(m, "x")
+	press(m, tea.KeyEnter)
+	m.Update(engineMsg{events: []engine.Event{engine.Token{Text: "a\x0bb\x0cc\r\nd\x1b[2Je\x07"}}})
+	m.Update(frameMsg{})
+	check := func() {
+		t.Helper()
+		raw := m.View()
+		if strings.ContainsAny(raw, "\x0b\x0c\r\x07") || strings.Contains(raw, "\x1b[2J") {
+			t.Errorf("raw control characters in the view: %q", raw)
+		}
+		v := plain(raw)
+		if n := strings.Count(m.View(), "\n") + 1; n != 24 {
+			t.Errorf("frame has %d lines", n)
+		}
+		contains(t, v, "a␋b␌c")
+	}
+	check()
+	m.Update(engineMsg{events: []engine.Event{engine.Done{Reason: "stop"}}})
+	check()
+	if got := m.conv.Messages()[1].Content; got != "a\x0bb\x0cc\r\nd\x1b[2Je\x07" {
+		t.Errorf("the transcript lost the model's raw text: %q", got)
+	}
+}

@@ -65,8 +65,8 @@ func (l *sessionList) View(st *Styles, width, height int) string {
 	inner := max(width-6, 20)
 	var b strings.Builder
 	b.WriteString(st.PanelHead.Render("Saved chats"))
-	b.WriteString(st.Dim.Render("  type to search · enter open · ctrl+r rename · ctrl+x delete · esc close") + "\n")
-	b.WriteString("filter: " + l.filter + "\n")
+	b.WriteString(st.Dim.Render("  enter open · ctrl+r rename · ctrl+x delete · esc") + "\n")
+	b.WriteString(st.Dim.Render("search titles and messages: ") + l.filter + "▏\n")
 	switch {
 	case l.loading:
 		b.WriteString(st.Dim.Render("loading…"))
@@ -163,7 +163,7 @@ func (m *Model) searchSessions() tea.Cmd {
 		return nil
 	}
 	return func() tea.Msg {
-		hits, err := store.Search(context.Background(), query+"*", session.SearchOptions{Limit: 200, Open: "", Close: ""})
+		hits, err := store.Search(context.Background(), query+"*", session.SearchOptions{Limit: 200})
 		if err != nil {
 			hits = nil // a query FTS cannot parse just finds nothing
 		}
@@ -220,7 +220,7 @@ func (m *Model) onSessionMsg(msg tea.Msg) tea.Cmd {
 		m.sessions.hits = map[int64]string{}
 		for _, h := range msg.hits {
 			if _, seen := m.sessions.hits[h.SessionID]; !seen {
-				m.sessions.hits[h.SessionID] = h.Snippet
+				m.sessions.hits[h.SessionID] = strings.ReplaceAll(h.Snippet, "**", "")
 			}
 		}
 		m.sessions.cursor = min(m.sessions.cursor, max(len(m.sessions.visible())-1, 0))

@@ -30,13 +30,15 @@ import (
 // on a rounding boundary of the 8-bit (or half) quantizer, the two sides
 // round it to neighbouring codes — one step of ε·max on one element — and
 // the random synthetic networks amplify that through the layers and the KV
-// cache. Measured over the cases below, the largest difference per case is
-// 0–5.8·ε·(|logit|+1) (Q2_0 and Q4_0, whose dot order is llama.cpp's: 0);
-// tolFactor leaves headroom over that. A real kernel bug (a sign, a scale, a
-// wrong block or rounding rule everywhere) moves logits by tens of ε or more
-// and fails. With a Q1_0 dot product in ggml's order (measured in a scratch
-// copy), the q1_0 cases match llama.cpp to the bit; once every type's does,
-// this bound can drop to a few ulps.
+// cache. Measured over the cases below (three prompts each), the largest
+// difference per case is 0–4.9·ε·(|logit|+1): Q8_0 4.8, Q6_K 4.5, Q5_K 3.9,
+// Q1_0 2.9, F16 2.1, BF16 2.0, Q4_K 1.8, F32 0.5, and 0 for Q2_0 and Q4_0,
+// whose dot products already sum in llama.cpp's order; other models of the
+// same kind reached 5.8 (Q4_K), so tolFactor keeps its headroom. A real
+// kernel bug (a sign, a scale, a wrong block or rounding rule everywhere)
+// moves logits by tens of ε or more and fails. With a Q1_0 dot product in
+// ggml's order (measured in a scratch copy), the q1_0 cases match llama.cpp
+// to the bit; once every type's does, this bound can drop to a few ulps.
 const tolFactor = 8
 
 func logitTol(t gguf.Type, v float64) float64 {
@@ -110,14 +112,10 @@ func TestModelParity(t *testing.T) {
 // a decisive step still fails. Every other type must match llama.cpp's ids
 // exactly at every step.
 var inexactDots = map[gguf.Type]string{
-	gguf.Q1_0: "Q1_0 dot order differs from ggml_vec_dot_q1_0_q8_0 (AVX2 lanes)",
-	gguf.Q8_0: "Q8_0 dot order differs from ggml_vec_dot_q8_0_q8_0 / tinyBLAS_Q0_AVX",
-	gguf.Q4_K: "Q4_K dot order differs from ggml's repacked q4_K_8x8 gemv/gemm",
-	gguf.Q5_K: "Q5_K dot order differs from ggml_vec_dot_q5_K_q8_K",
-	gguf.Q6_K: "Q6_K dot order differs from ggml_vec_dot_q6_K_q8_K",
-	gguf.F16:  "F16 dot order differs from ggml_vec_dot_f16 / tinyBLAS",
-	gguf.BF16: "BF16 dot order differs from ggml_vec_dot_bf16 / tinyBLAS",
-	gguf.F32:  "F32 dot order differs from ggml_vec_dot_f32 / tinyBLAS",
+	// Measured 2026-11-30: one of 72 steps (q5_k, "In 1969…", step 2; gap
+	// 2.84·ε·(|logit|+1)) goes the other way. Every other type's
+	// continuations are llama.cpp's, id for id.
+	gguf.Q5_K: "Q5_K: infer/quant's dot product sums in another order than ggml_vec_dot_q5_K_q8_K",
 }
 
 // decisiveRuns counts the steps of all runs that are not near ties.
