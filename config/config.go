@@ -26,7 +26,7 @@ type Config struct {
 	Adapter      string   `toml:"adapter"` // GPU adapter name (substring); "" picks the best
 	Threads      int      `toml:"threads"` // CPU threads; 0 uses every core
 	ContextSize  int      `toml:"context_size"`
-	Think        bool     `toml:"think"` // thinking mode on by default
+	Think        bool     `toml:"think"` // thinking mode (off by default, as PrismML runs Bonsai 1.x)
 	Theme        string   `toml:"theme"` // "auto", "dark" or "light"
 	SystemPrompt string   `toml:"system_prompt"`
 	Sampling     Sampling `toml:"sampling"`
@@ -62,12 +62,14 @@ func Defaults() Config {
 		Backend:     "auto",
 		Threads:     0,
 		ContextSize: 4096,
-		Think:       true,
+		Think:       false, // PrismML runs Bonsai 1.x with thinking off (enable_thinking: false)
 		Theme:       "auto",
 		Sampling: Sampling{
-			Temperature:   0.6,
+			// PrismML's recommendation for Bonsai 1.x (Bonsai-demo's
+			// run_llama.sh): temperature 0.5, top-p 0.85, top-k 20.
+			Temperature:   0.5,
 			TopK:          20,
-			TopP:          0.95,
+			TopP:          0.85,
 			MinP:          0,
 			RepeatPenalty: 1,
 			RepeatLastN:   64,

@@ -124,8 +124,8 @@ func TestSharedFlags(t *testing.T) {
 		think    bool
 		thinkSrc Origin
 	}{
-		{nil, false, 0, true, FromDefault},
-		{[]string{"-c"}, true, 0, true, FromDefault},
+		{nil, false, 0, false, FromDefault},
+		{[]string{"-c"}, true, 0, false, FromDefault},
 		{[]string{"--continue", "--think"}, true, 0, true, FromFlag},
 		{[]string{"--session", "42", "--think=false"}, false, 42, false, FromFlag},
 	} {
@@ -295,7 +295,7 @@ func TestSamplingEngine(t *testing.T) {
 	s := Defaults().Sampling
 	s.Seed = 99
 	e := s.Engine()
-	if e.Seed != 99 || e.Temperature != 0.6 || e.TopK != 20 || e.TopP != 0.95 || e.RepeatLastN != 64 || e.RepeatPenalty != 1 {
+	if e.Seed != 99 || e.Temperature != 0.5 || e.TopK != 20 || e.TopP != 0.85 || e.RepeatLastN != 64 || e.RepeatPenalty != 1 {
 		t.Fatalf("Engine() = %+v", e)
 	}
 	s.Seed = -1

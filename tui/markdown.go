@@ -42,7 +42,11 @@ func (m *markdownRenderer) Render(src string, width int) string {
 		var err error
 		r, err = glamour.NewTermRenderer(
 			glamour.WithStyles(m.style),
-			glamour.WithWordWrap(width),
+			// glamour's own wrapping overshoots the width it is given
+			// and then wraps again, stranding single words on lines of
+			// their own (measured at 60 and 98 columns); so it renders
+			// unwrapped and the lines are word-wrapped below.
+			glamour.WithWordWrap(0),
 			glamour.WithColorProfile(m.profile),
 		)
 		if err != nil {
@@ -59,7 +63,8 @@ func (m *markdownRenderer) Render(src string, width int) string {
 	// Tabs (from code blocks) are expanded: a terminal would move them to
 	// its own tab stops, which the layout cannot see.
 	out = strings.ReplaceAll(out, "\t", "    ")
-	return xansi.Hardwrap(trimBlankEdges(trimLineEnds(out)), width, true)
+	out = xansi.Wordwrap(trimBlankEdges(trimLineEnds(out)), width, "")
+	return xansi.Hardwrap(out, width, true)
 }
 
 // ansiSeq matches one SGR or other CSI escape sequence.

@@ -9,6 +9,8 @@ import (
 	"os"
 
 	"github.com/bonsai-chat/bonsai/config"
+	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer/defaultmodel"
 	"github.com/bonsai-chat/bonsai/infer/engine"
 	"github.com/bonsai-chat/bonsai/infer/hub"
 	"github.com/bonsai-chat/bonsai/session"
@@ -57,7 +59,7 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 	if err := keys.Override(cfg.Keys); err != nil {
 		return fmt.Errorf("%s: %w", cfg.Path, err)
 	}
-	modelPath, err := resolveChatModel(cfg.Model)
+	modelPath, modelFile, err := resolveChatModel(cfg.Model)
 	if err != nil {
 		return err
 	}
@@ -99,7 +101,7 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 	profile := opts.State != nil && opts.State.Panels["profile"]
 	// The engine starts loading at once; the UI shows its progress.
 	eng := engine.New(engine.Options{
-		Path: modelPath, Backend: cfg.Backend, Threads: cfg.Threads, Context: cfg.ContextSize, Profile: profile,
+		Path: modelPath, File: modelFile, Backend: cfg.Backend, Threads: cfg.Threads, Context: cfg.ContextSize, Profile: profile,
 	})
 	defer eng.Close()
 	opts.Engine = eng
@@ -113,17 +115,22 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 }
 
 // resolveChatModel turns the model setting into a file: a path, a
-// registry name already pulled, or a file in the models directory.
-func resolveChatModel(name string) (string, error) {
+// registry name already pulled, or a file in the models directory. No model
+// configured means the embedded default model, bonsai-tiny, so that a fresh
+// install chats at once, offline; it comes back already parsed (file).
+func resolveChatModel(name string) (path string, file *gguf.File, err error) {
 	if name == "" {
-		return "", fmt.Errorf("%w: no model: pass --model FILE (or a name from 'bonsai models'), or set model in %s",
-			errUsage, configPathForHelp())
+		f, err := defaultmodel.Open()
+		if err != nil {
+			return "", nil, err
+		}
+		return "(embedded) " + defaultmodel.Name, f, nil
 	}
 	p, err := hub.Resolve(name, hub.DefaultDir())
 	if err != nil {
-		return "", fmt.Errorf("model %q: %w", name, err)
+		return "", nil, fmt.Errorf("model %q: %w", name, err)
 	}
-	return p, nil
+	return p, nil, nil
 }
 
 func configPathForHelp() string {
