@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"math/big"
 	"testing"
 )
 
@@ -33,4 +34,36 @@ func TestExpf(t *testing.T) {
 	if s := silu(10); math.Abs(float64(s)-10/(1+math.Exp(-10))) > 1e-5 {
 		t.Errorf("silu(10) = %v", s)
 	}
+}
+
+// TestFMA32RoundsOnce checks fma32 against exact arithmetic where rounding
+// the f64 sum to f32 rounds twice: a·b = M − 3·2⁻⁴⁷ with M = 1 + 2⁻²² + 2⁻²⁴
+// halfway between two f32s, and c = 3·2⁻⁴⁷ ± 3·2⁻⁶⁹, so the exact sum lies
+// just above or below M while its f64 rounding is M itself.
+func TestFMA32RoundsOnce(t *testing.T) {
+	a, b := float32(1+3*0x1p-23), float32(1-0x1p-24)
+	naiveWrong := 0
+	for _, c := range []struct{ a, b, c float32 }{
+		{a, b, 3*0x1p-47 + 3*0x1p-69}, {a, b, 3*0x1p-47 - 3*0x1p-69}, {1.5, 1.25, 0.125}, {3, 1.0 / 3, -1},
+	} {
+		want := exactFMA32(c.a, c.b, c.c)
+		if got := fma32(c.a, c.b, c.c); got != want {
+			t.Errorf("fma32(%v, %v, %v) = %v, want %v", c.a, c.b, c.c, got, want)
+		}
+		if float32(math.FMA(float64(c.a), float64(c.b), float64(c.c))) != want {
+			naiveWrong++
+		}
+	}
+	if naiveWrong == 0 {
+		t.Error("no case needs the correction: the table does not test double rounding")
+	}
+}
+
+// exactFMA32 rounds a·b+c, computed exactly, to f32.
+func exactFMA32(a, b, c float32) float32 {
+	const prec = 200
+	p := new(big.Float).SetPrec(prec).Mul(new(big.Float).SetPrec(prec).SetFloat64(float64(a)), new(big.Float).SetPrec(prec).SetFloat64(float64(b)))
+	p.Add(p, new(big.Float).SetPrec(prec).SetFloat64(float64(c)))
+	f, _ := p.Float32()
+	return f
 }

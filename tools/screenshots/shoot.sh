@@ -74,14 +74,17 @@ wait_for() {
 
 keys() { tmux_ send-keys -t "$@"; }
 
-# ask NAME PROMPT [SECONDS] sends a prompt and stops the (endless, random)
-# reply after SECONDS.
+# ask NAME PROMPT [SECONDS] sends a prompt and, if the reply is still
+# streaming after SECONDS, stops it with Esc (a random synthetic model never
+# ends its replies; the default model usually does, well before).
 ask() {
 	keys "$1" -l "$2"
 	keys "$1" Enter
 	sleep "${3:-1.5}"
-	keys "$1" Escape
-	wait_for "$1" "stopped|cut off"
+	if ! tmux_ capture-pane -p -t "$1" | grep -q "✓ ready"; then
+		keys "$1" Escape
+	fi
+	wait_for "$1" "✓ ready"
 }
 
 # shot NAME FILE [BACKGROUND] captures the pane into screenshots/FILE.png.
@@ -100,14 +103,15 @@ shot() {
 
 # A chat: two turns, the second stopped mid-reply.
 start chat 100 30
-ask chat "Hello! Who are you?" 1
-ask chat "Write a haiku about *tiny* models." 1.5
+ask chat "Hello! Who are you?" 2
+ask chat "Give me a verse about light." 2
+ask chat "Read me a passage from the Psalms." 0.15
 shot chat chat
 
 # Both panels beside the conversation, with live profile numbers.
 keys chat F2
 keys chat F3
-ask chat "One more, with the profiler on." 2
+ask chat "Another verse, please." 2
 tmux_ resize-window -t chat -x 140 -y 36 2>/dev/null || true
 shot chat panels
 
@@ -124,9 +128,9 @@ shot chat backend-switch
 
 # Saved chats: start two more, then open the list.
 keys chat C-n
-ask chat "A second conversation" 1
+ask chat "What is the first verse of Genesis?" 2
 keys chat C-n
-ask chat "And a third one" 1
+ask chat "Tell me a saying of the Buddha." 2
 keys chat F4
 wait_for chat "Saved chats"
 shot chat sessions
@@ -136,13 +140,13 @@ tmux_ kill-session -t chat
 # 60 columns, profiling panel stacked under the conversation.
 start narrow 60 24
 keys narrow F3
-ask narrow "Narrow terminals work too" 1.5
+ask narrow "Give me a verse about the sea." 2
 shot narrow narrow
 
 # Light background, and NO_COLOR.
 start light 100 26 BONSAI_THEME=light
-ask light "Light theme" 1
+ask light "Who are you?" 2
 shot light light "#FAFAFA"
 start nocolor 100 26 NO_COLOR=1
-ask nocolor "No colour" 1
+ask nocolor "Give me a proverb." 2
 shot nocolor no-color
