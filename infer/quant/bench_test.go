@@ -1,14 +1,16 @@
+//go:build unix
+
 package quant
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/bonsai-chat/bonsai/gguf"
+	"golang.org/x/sys/unix"
 )
 
 // Benchmarks on Bonsai-1.7B-like shapes (2048 columns). Besides wall time
@@ -55,11 +57,11 @@ func benchProduct(b *testing.B, typ gguf.Type, rows, cols, tokens int) {
 	b.ReportMetric(float64(len(m.Data))*float64(b.N)/cpu/1e9, "GB/s-cpu")
 }
 
-// threadCPU is the calling thread's CPU time (Linux RUSAGE_THREAD).
+// threadCPU is the calling thread's CPU time (nanosecond resolution).
 func threadCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(1, &ru) // RUSAGE_THREAD
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+	return time.Duration(ts.Nano())
 }
 
 // randMatrixFast fills a matrix with random bytes and small sane scales
