@@ -208,16 +208,20 @@ func (b *Backend) SwiGLU(dst, gate, up infer.Tensor) {
 	}
 	n := b.active(g) * g.cols
 	b.swiglu = swigluJob{gate: g.data[:n], up: u.data[:n], dst: d.data[:n]}
-	b.pool.parallel(n, 2048, &b.swiglu)
+	b.pool.parallel((n+swigluBlock-1)/swigluBlock, 2048/swigluBlock, &b.swiglu)
 }
 
-// swigluJob computes silu(gate)·up over elements [lo, hi).
+// swigluBlock is quant.SwiGLU's vector width: shares split at its multiples
+// so each share rounds exactly as one call over the whole row would.
+const swigluBlock = 16
+
+// swigluJob computes silu(gate)·up over blocks [lo, hi) of swigluBlock
+// elements (the last one possibly short).
 type swigluJob struct{ gate, up, dst []float32 }
 
 func (j *swigluJob) run(lo, hi, _ int) {
-	for i, x := range j.gate[lo:hi] {
-		j.dst[lo+i] = silu(x) * j.up[lo+i]
-	}
+	lo, hi = lo*swigluBlock, min(hi*swigluBlock, len(j.dst))
+	quant.SwiGLU(j.dst[lo:hi], j.gate[lo:hi], j.up[lo:hi])
 }
 
 func (b *Backend) Add(dst, x, y infer.Tensor) {

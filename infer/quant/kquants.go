@@ -446,17 +446,27 @@ func dotQ4_K(n int, w, x []byte) float32 {
 	return sumf
 }
 
+// dotQ5_K and dotQ6_K add up in the order of ggml's AVX2 kernels, which
+// llama.cpp's x86 build runs for these types at batch 1 and in prompts
+// alike: eight f32 lanes, lane l holding elements 4l…4l+3 of every group of
+// 32, one FMA per super-block with d_w·d_x, and the lanes summed
+// (4+0)+(6+2) + (5+1)+(7+3) at the end. Any other order moves a product by
+// an ulp, and an activation sitting on an 8-bit rounding boundary then
+// rounds the other way downstream (infer/parity measures it).
 func dotQ5_K(n int, w, x []byte) float32 {
-	var sumf float32
+	var acc [8]float32
+	var summs float32
 	for b := 0; b < n/qkK; b++ {
 		wb, xb := w[b*q5_KBytes:], x[b*q8_KBytes:]
 		scales, qh, qs, q8 := wb[4:16], wb[16:48], wb[48:176], xb[4:4+qkK]
-		var sumi, sumMins int32
+		dy := f32at(xb, 0)
+		d, dmin := dy*f16at(wb, 0), -dy*f16at(wb, 2)
+		var mins int32
+		var lane [8]int32
 		for j := 0; j < 8; j++ {
 			sc, m := scaleMinK4(j, scales)
-			sumMins += int32(m) * (bsum(xb, 2*j) + bsum(xb, 2*j+1))
+			mins += int32(m) * (bsum(xb, 2*j) + bsum(xb, 2*j+1))
 			q := qs[32*(j/2):]
-			var s int32
 			for l := 0; l < 32; l++ {
 				v := int32(q[l] & 0xf)
 				if j%2 == 1 {
@@ -465,31 +475,41 @@ func dotQ5_K(n int, w, x []byte) float32 {
 				if qh[l]>>j&1 != 0 {
 					v += 16
 				}
-				s += v * int32(int8(q8[32*j+l]))
+				lane[l/4] += int32(sc) * v * int32(int8(q8[32*j+l]))
 			}
-			sumi += int32(sc) * s
 		}
-		dx := f32at(xb, 0)
-		sumf += f16at(wb, 0)*dx*float32(sumi) - f16at(wb, 2)*dx*float32(sumMins)
+		summs = fma32(dmin, float32(mins), summs)
+		for l := range acc {
+			acc[l] = fma32(d, float32(lane[l]), acc[l])
+		}
 	}
-	return sumf
+	return sumLanes8(&acc) + summs
 }
 
 func dotQ6_K(n int, w, x []byte) float32 {
-	var sumf float32
+	var acc [8]float32
 	for b := 0; b < n/qkK; b++ {
 		wb, xb := w[b*q6_KBytes:], x[b*q8_KBytes:]
 		ql, qh, sc, q8 := wb[0:128], wb[128:192], wb[192:208], xb[4:4+qkK]
-		var sumi int32
-		for j := 0; j < 16; j++ {
-			var s int32
-			for l := 0; l < 16; l++ {
-				e := 16*j + l
-				s += q6Value(ql, qh, e) * int32(int8(q8[e]))
-			}
-			sumi += int32(int8(sc[j])) * s
+		// ggml works on the unsigned 6-bit codes and takes the −32 offset
+		// out once per lane through Q8_K's block sums.
+		var lane [8]int32
+		for e := 0; e < qkK; e++ {
+			u := q6Value(ql, qh, e) + 32
+			lane[(e%32)/4] += int32(int8(sc[e/16])) * u * int32(int8(q8[e]))
 		}
-		sumf += f16at(wb, 208) * f32at(xb, 0) * float32(sumi)
+		for l := 0; l < 8; l++ {
+			lane[l] -= 32 * (bsum(xb, 2*l)*int32(int8(sc[2*l])) + bsum(xb, 2*l+1)*int32(int8(sc[2*l+1])))
+		}
+		d := f32at(xb, 0) * f16at(wb, 208)
+		for l := range acc {
+			acc[l] = fma32(d, float32(lane[l]), acc[l])
+		}
 	}
-	return sumf
+	return sumLanes8(&acc)
+}
+
+// sumLanes8 is ggml's horizontal sum of an 8-lane f32 register (hsum_float_8).
+func sumLanes8(a *[8]float32) float32 {
+	return ((a[4] + a[0]) + (a[6] + a[2])) + ((a[5] + a[1]) + (a[7] + a[3]))
 }
