@@ -3,7 +3,9 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -141,10 +143,21 @@ func (e *Engine) emit(ev Event) bool {
 	}
 }
 
+// ErrCrashed reports a bug caught inside the engine goroutine: the engine
+// has stopped, but the front end keeps running (and a terminal UI can restore
+// the terminal and say what happened instead of dying in raw mode).
+var ErrCrashed = errors.New("engine crashed")
+
 func (e *Engine) run() {
 	defer close(e.finished)
 	defer close(e.events)
 	defer e.release()
+	defer func() {
+		if r := recover(); r != nil {
+			slog.Error("engine panic", "panic", r, "stack", string(debug.Stack()))
+			e.emit(Error{Err: fmt.Errorf("%w: %v", ErrCrashed, r), Fatal: true})
+		}
+	}()
 	if err := e.open(); err != nil {
 		e.emit(Error{Err: err, Fatal: true})
 		return

@@ -304,3 +304,33 @@ func TestMissingFileIsFatal(t *testing.T) {
 	e.SwitchBackend("cpu")
 	e.Reset()
 }
+
+// TestPanicBecomesFatalError: a bug that panics on the engine goroutine must
+// reach the front end as a fatal Error (so a terminal UI can restore the
+// terminal and say so), and Events must then close, never hang or kill the
+// process.
+func TestPanicBecomesFatalError(t *testing.T) {
+	infer.RegisterBackend("test-panics", func(infer.BackendOptions) (infer.Backend, error) {
+		panic("backend exploded")
+	})
+	e := New(Options{File: testFile(t), Backend: "test-panics"})
+	defer e.Close()
+	timeout := time.After(60 * time.Second)
+	var fatal error
+	for {
+		select {
+		case ev, ok := <-e.Events():
+			if !ok {
+				if !errors.Is(fatal, ErrCrashed) || !strings.Contains(fatal.Error(), "backend exploded") {
+					t.Fatalf("events closed; fatal error %v, want ErrCrashed with the panic value", fatal)
+				}
+				return
+			}
+			if er, isErr := ev.(Error); isErr && er.Fatal {
+				fatal = er.Err
+			}
+		case <-timeout:
+			t.Fatal("no fatal error and no close after a panic")
+		}
+	}
+}
