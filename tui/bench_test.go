@@ -86,5 +86,6 @@ func (silentEngine) Events() <-chan engine.Event     { return nil }
 func (silentEngine) Generate(engine.GenerateRequest) {}
 func (silentEngine) Stop()                           {}
 func (silentEngine) SwitchBackend(string)            {}
+func (silentEngine) SwitchModel(string)              {}
 func (silentEngine) Reset()                          {}
 func (silentEngine) Close()                          {}

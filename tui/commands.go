@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bonsai-chat/bonsai/infer/chat"
+	"github.com/bonsai-chat/bonsai/infer/hub"
 	"github.com/bonsai-chat/bonsai/session"
 	tea "github.com/charmbracelet/bubbletea"
 )
@@ -39,7 +40,10 @@ func (m *Model) runSlash(name, arg string) tea.Cmd {
 	case "backend":
 		return m.switchBackend(arg)
 	case "model":
-		return m.showModel()
+		if arg == "" {
+			return m.showModel()
+		}
+		return m.switchModel(arg)
 	case "export":
 		return m.export(arg)
 	case "copy":
@@ -113,13 +117,41 @@ func (m *Model) switchBackend(name string) tea.Cmd {
 	return m.notify("reloading the model on "+name+"; the KV cache is rebuilt on the next reply", false)
 }
 
+// switchModel resolves a model name or path (a file lookup, so in a
+// command, not in Update) and asks the engine to load it.
+func (m *Model) switchModel(nameOrPath string) tea.Cmd {
+	if m.generating {
+		return m.notify("wait for the reply to finish (or esc) before switching", true)
+	}
+	return func() tea.Msg {
+		path, err := hub.Resolve(nameOrPath, hub.DefaultDir())
+		return modelResolvedMsg{name: nameOrPath, path: path, err: err}
+	}
+}
+
+// modelResolvedMsg carries switchModel's lookup back into Update.
+type modelResolvedMsg struct {
+	name, path string
+	err        error
+}
+
+func (m *Model) modelResolved(msg modelResolvedMsg) tea.Cmd {
+	if msg.err != nil {
+		return m.notify(fmt.Sprintf("model %q: %v", msg.name, msg.err), true)
+	}
+	m.status.phase = phaseLoading
+	m.status.load = emptyLoad
+	m.eng.SwitchModel(msg.path)
+	return m.notify("loading "+msg.path+"; the conversation is prefilled again on the next reply", false)
+}
+
 func (m *Model) showModel() tea.Cmd {
 	if m.info == nil {
 		return m.notify("no model loaded yet", true)
 	}
 	i := m.info
 	text := fmt.Sprintf("%s — %s (%s, %s params), %d-token context on %s. File: %s. "+
-		"To run another model, restart with --model FILE.",
+		"/model NAME|FILE loads another.",
 		i.Name, i.Variant, i.Arch, formatCount(i.Params), i.ContextSize, i.Backend, i.Path)
 	m.conv.Notice(text)
 	return nil

@@ -192,6 +192,8 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 		return nil
 	case engineMsg:
 		return m.onEngine(msg)
+	case modelResolvedMsg:
+		return m.modelResolved(msg)
 	case frameMsg:
 		m.ticking = false
 		start := time.Now()

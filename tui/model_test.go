@@ -581,3 +581,32 @@ func TestControlCharactersNeverReachTheTerminal(t *testing.T) {
 		t.Errorf("the transcript lost the model's raw text: %q", got)
 	}
 }
+
+// TestSlashModelLoadsAnother: /model FILE resolves the file outside Update
+// and asks the engine to load it; the status line follows the new model. A
+// name that resolves to nothing is an error in the status line, and the
+// engine is not asked.
+func TestSlashModelLoadsAnother(t *testing.T) {
+	m, fe, _ := newTestModel(t, Options{}, 100, 30)
+	loaded(t, m, fe)
+	typeText(m, "/model no-such-model-anywhere")
+	_, cmd := m.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	run(m, cmd)
+	// The error is long; the status line cuts it rather than hiding it.
+	contains(t, m.View(), `model "no-such-model-anywhere": unknown model`)
+	if !strings.Contains(m.status.note, "no-such-model-anywhere") || !m.status.noteErr {
+		t.Fatalf("unknown model is not reported as an error: %q", m.status.note)
+	}
+
+	file := filepath.Join(t.TempDir(), "other-model.gguf")
+	if err := os.WriteFile(file, []byte("GGUF"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	typeText(m, "/model "+file)
+	_, cmd = m.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	run(m, cmd)
+	pump(t, m, fe, func() bool { return m.info != nil && m.info.Path == file })
+	typeText(m, "/model")
+	press(m, tea.KeyEnter)
+	contains(t, m.View(), "other-model.gguf")
+}

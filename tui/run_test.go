@@ -22,6 +22,7 @@ func (p panickyEngine) Events() <-chan engine.Event   { return p.events }
 func (panickyEngine) Generate(engine.GenerateRequest) { panic("boom") }
 func (panickyEngine) Stop()                           {}
 func (panickyEngine) SwitchBackend(string)            {}
+func (panickyEngine) SwitchModel(string)              {}
 func (panickyEngine) Reset()                          {}
 func (panickyEngine) Close()                          {}
 

@@ -50,8 +50,14 @@ func (s *statusLine) View(st *Styles, width int, following bool) string {
 	line := badge
 	for i, seg := range segments {
 		style := st.Status
-		if i == 0 && s.note != "" && s.noteErr {
-			style = st.Busy
+		if i == 0 && s.note != "" {
+			if s.noteErr {
+				style = st.Busy
+			}
+			// A note (an error above all) must be seen: cut it to the
+			// room left rather than drop it like the other segments.
+			room := width - lipgloss.Width(line+st.Status.Render(sep))
+			seg = xansi.Truncate(seg, max(room, 0), "…")
 		}
 		candidate := line + st.Status.Render(sep) + style.Render(seg)
 		if lipgloss.Width(candidate) > width {

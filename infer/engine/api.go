@@ -29,6 +29,11 @@ type Client interface {
 	// "auto"), reporting LoadProgress and then Loaded (or Error and staying on
 	// the old one).
 	SwitchBackend(name string)
+	// SwitchModel replaces the model with the GGUF file at path, on the
+	// backend in use (LoadProgress, then Loaded; or Error, keeping the old
+	// model). The KV cache starts afresh: the next Generate prefills the
+	// whole conversation under the new model.
+	SwitchModel(path string)
 	// Reset forgets the KV cache (a new conversation).
 	Reset()
 	// Close stops the engine and releases the model.

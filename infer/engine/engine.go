@@ -66,7 +66,21 @@ type Engine struct {
 	tmpl         *chat.Template
 	stopIDs      map[int32]bool
 	info         ModelInfo
+	backend      string        // the backend asked for by the last successful load
 	samplingTime time.Duration // sampler time since the last ProfileSample
+}
+
+// loaded is what the engine holds for one model file, kept aside while
+// SwitchModel tries another so that a failure can put it back.
+type loaded struct {
+	file     *gguf.File
+	ownsFile bool
+	model    *infer.Model
+	seq      *infer.Sequence
+	tok      *tokenizer.Tokenizer
+	tmpl     *chat.Template
+	stopIDs  map[int32]bool
+	info     ModelInfo
 }
 
 type generateRequest struct {
@@ -74,6 +88,7 @@ type generateRequest struct {
 	id  uint64
 }
 type switchRequest struct{ name string }
+type switchModelRequest struct{ path string }
 type resetRequest struct{}
 type profileRequest struct{ on bool }
 
@@ -104,6 +119,8 @@ func (e *Engine) Generate(req GenerateRequest) {
 func (e *Engine) Stop() { e.stopped.Store(e.generation.Load()) }
 
 func (e *Engine) SwitchBackend(name string) { e.send(switchRequest{name}) }
+
+func (e *Engine) SwitchModel(path string) { e.send(switchModelRequest{path}) }
 
 func (e *Engine) Reset() { e.send(resetRequest{}) }
 
@@ -178,6 +195,10 @@ func (e *Engine) run() {
 				if err := e.load(r.name); err != nil {
 					e.emit(Error{Err: fmt.Errorf("switching to %s: %w", r.name, err)})
 				}
+			case switchModelRequest:
+				if err := e.switchModel(r.path); err != nil {
+					e.emit(Error{Err: fmt.Errorf("loading %s: %w", filepath.Base(r.path), err)})
+				}
 			case resetRequest:
 				e.seq.Reset()
 			case profileRequest:
@@ -203,6 +224,11 @@ func (e *Engine) open() error {
 		}
 		e.file, e.ownsFile = f, true
 	}
+	return e.bindVocab()
+}
+
+// bindVocab reads e.file's tokenizer and chat template.
+func (e *Engine) bindVocab() error {
 	tok, err := tokenizer.FromGGUF(e.file.KV)
 	if err != nil {
 		return fmt.Errorf("tokenizer: %w", err)
@@ -233,7 +259,7 @@ func (e *Engine) load(backend string) error {
 	if e.model != nil {
 		e.model.Close()
 	}
-	e.model = m
+	e.model, e.backend = m, backend
 	if e.seq == nil {
 		e.seq = infer.NewSequence(m)
 	} else {
@@ -241,6 +267,34 @@ func (e *Engine) load(backend string) error {
 	}
 	e.info = e.modelInfo()
 	e.emit(Loaded{Info: e.info})
+	return nil
+}
+
+// switchModel replaces the model with the file at path, on the backend in
+// use; the conversation's KV cache starts afresh. On any failure the old
+// model stays, loaded and usable.
+func (e *Engine) switchModel(path string) error {
+	e.emit(LoadProgress{Stage: "mapping " + filepath.Base(path)})
+	f, err := gguf.Open(path)
+	if err != nil {
+		return err
+	}
+	old := loaded{e.file, e.ownsFile, e.model, e.seq, e.tok, e.tmpl, e.stopIDs, e.info}
+	e.file, e.ownsFile, e.model, e.seq = f, true, nil, nil
+	err = e.bindVocab()
+	if err == nil {
+		err = e.load(e.backend)
+	}
+	if err != nil {
+		f.Close()
+		e.file, e.ownsFile, e.model, e.seq, e.tok, e.tmpl, e.stopIDs, e.info =
+			old.file, old.ownsFile, old.model, old.seq, old.tok, old.tmpl, old.stopIDs, old.info
+		return err
+	}
+	old.model.Close()
+	if old.ownsFile {
+		old.file.Close()
+	}
 	return nil
 }
 

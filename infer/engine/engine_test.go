@@ -2,6 +2,8 @@ package engine
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -332,5 +334,48 @@ func TestPanicBecomesFatalError(t *testing.T) {
 		case <-timeout:
 			t.Fatal("no fatal error and no close after a panic")
 		}
+	}
+}
+
+// TestSwitchModel: /model loads another file on the same backend; a bad
+// file is reported and leaves the old model working.
+func TestSwitchModel(t *testing.T) {
+	e := start(t, testFile(t), Options{})
+	bad := filepath.Join(t.TempDir(), "truncated.gguf")
+	if err := os.WriteFile(bad, []byte("GGUF\x03\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.SwitchModel(bad)
+	evs := waitFor[Error](t, e)
+	if err := evs[len(evs)-1].(Error); err.Fatal || !errors.Is(err.Err, gguf.ErrNotGGUF) {
+		t.Fatalf("switch to a truncated file: %+v", err)
+	}
+	e.Generate(GenerateRequest{Messages: ask("Hi"), MaxTokens: 2, Sampling: greedy})
+	if r := collect(t, e); r.done.Reason != "length" {
+		t.Fatalf("old model after a failed switch: Done = %+v", r.done)
+	}
+
+	cfg := tinymodel.Config{Layers: 1, Embed: 128, Heads: 2, KVHeads: 1, HeadDim: 64, FFN: 256,
+		Context: 1024, Type: gguf.Q8_0, Tied: true, Seed: 9, RopeBase: 1e6}
+	cfg, err := tinymodel.WithQwenTokenizer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := tinymodel.Build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := filepath.Join(t.TempDir(), "next.gguf")
+	if err := os.WriteFile(next, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.SwitchModel(next)
+	evs = waitFor[Loaded](t, e)
+	if info := evs[len(evs)-1].(Loaded).Info; info.Path != next || info.Backend != "cpu" {
+		t.Fatalf("Loaded after switch: %+v", info)
+	}
+	e.Generate(GenerateRequest{Messages: ask("Hi"), MaxTokens: 2, Sampling: greedy})
+	if r := collect(t, e); r.done.Reason != "length" || r.done.Stats.PrefillTokens == 0 {
+		t.Fatalf("new model: Done = %+v", r.done)
 	}
 }

@@ -7,6 +7,8 @@ package fakeengine
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -231,6 +233,24 @@ func (e *Engine) SwitchBackend(name string) {
 			return
 		}
 		e.load(name)
+	}()
+}
+
+// SwitchModel implements engine.Client: a path that does not exist fails
+// (the old model stays); any other loads with progress as that model.
+func (e *Engine) SwitchModel(path string) {
+	e.busy.Add(1)
+	go func() {
+		defer e.busy.Done()
+		if _, err := os.Stat(path); err != nil {
+			e.emit(engine.Error{Err: fmt.Errorf("loading %s: %w", path, err)})
+			return
+		}
+		e.mu.Lock()
+		e.info.Path, e.info.Name = path, filepath.Base(path)
+		backend := e.info.Backend
+		e.mu.Unlock()
+		e.load(backend)
 	}()
 }
 
