@@ -8,6 +8,7 @@ package gpu
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 
@@ -117,6 +118,15 @@ func createInstance() (inst *wgpu.Instance, err error) {
 			inst, err = nil, fmt.Errorf("gpu: creating a WebGPU instance: %v: %w", r, ErrNoAdapter)
 		}
 	}()
+	// wgpu-native's warnings (missing swapchain extensions, surfaceless
+	// platform) concern windowing, which a compute-only engine never uses,
+	// and would land on the user's terminal; errors still show.
+	// BONSAI_GPU_LOG=debug brings them all back.
+	level := wgpu.LogLevelError
+	if os.Getenv("BONSAI_GPU_LOG") == "debug" {
+		level = wgpu.LogLevelDebug
+	}
+	wgpu.SetLogLevel(level)
 	return wgpu.CreateInstance(nil), nil
 }
 
