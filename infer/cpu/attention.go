@@ -84,5 +84,5 @@ func (b *Backend) Attention(dst, q infer.Tensor, layer int, a infer.Attn) {
 		return
 	}
 	b.attn = attnJob{b: b, q: cq, dst: d, layer: layer, a: a}
-	b.pool.parallel(b.n*a.Heads, 1, &b.attn)
+	b.parallel(b.n*a.Heads, 1, &b.attn)
 }

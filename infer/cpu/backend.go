@@ -26,8 +26,7 @@ func init() {
 
 // Backend implements infer.Backend on the CPU.
 type Backend struct {
-	pool    *pool       // attention and other row-parallel work
-	qpool   *quant.Pool // matrix products
+	qpool   *quant.Pool // matrix products, attention and other row-parallel work
 	weights map[string]*weight
 	kv      kvCache
 	closed  bool
@@ -54,9 +53,13 @@ type Backend struct {
 	actOf     *tensor           // whose values act holds, until another op runs
 	attn      attnJob           // the job value handed to the pool
 	swiglu    swigluJob
+	task      rangeTask   // the pool task handed to the products' pool
 	scores    [][]float32 // per worker: attention scores over the context
 	ropeCos   []float32
 	ropeSin   []float32
+	pending   []quant.Product            // products queued by MatMul, all reading pendingX
+	pendingOf [maxPending]pendingProduct // their tensors, for errors and ordering
+	pendingX  *tensor
 	qf16      [][]float32 // per worker: a query head rounded to f16
 	accum     [][]float32 // per worker: a head's output sum
 	ropeFor   infer.Rope  // the parameters ropeCos/ropeSin hold angles for
@@ -70,12 +73,12 @@ func New(opts infer.BackendOptions) (*Backend, error) {
 		threads = runtime.NumCPU()
 	}
 	b := &Backend{
-		pool:      newPool(threads),
 		qpool:     quant.NewPool(threads),
 		weights:   map[string]*weight{},
 		profiling: opts.Profile,
 	}
 	b.sample.Source = "cpu timers"
+	b.pending = make([]quant.Product, 0, maxPending)
 	b.scores = make([][]float32, threads)
 	b.qf16 = make([][]float32, threads)
 	b.accum = make([][]float32, threads)
@@ -88,10 +91,10 @@ func (b *Backend) Info() infer.BackendInfo {
 	return infer.BackendInfo{
 		Name:    "cpu",
 		Adapter: cpuModel(),
-		Threads: b.pool.size,
+		Threads: b.qpool.Threads(),
 		SIMD:    simdLevel(),
 		Details: []string{
-			fmt.Sprintf("%d worker threads", b.pool.size),
+			fmt.Sprintf("%d worker threads", b.qpool.Threads()),
 			fmt.Sprintf("weights: %d MiB in the file mapping, %d MiB repacked for the SIMD kernels (%d MiB of file pages released)",
 				b.weightBytes>>20, b.repackedBytes>>20, b.releasedBytes>>20),
 		},
@@ -215,7 +218,12 @@ func (b *Backend) NewKVCache(spec infer.KVSpec) error {
 	return nil
 }
 
+// maxPending is the most products MatMul queues (Q, K and V share an input).
+const maxPending = 3
+
 func (b *Backend) Begin(batch infer.Batch) {
+	clear(b.pending)
+	b.pending, b.pendingX = b.pending[:0], nil
 	b.batch, b.n, b.inPass, b.err = batch, len(batch.Tokens), true, nil
 	b.ropeValid, b.actOf = false, nil
 	switch {
@@ -237,6 +245,7 @@ func (b *Backend) Commit() error {
 	if !b.inPass {
 		return errors.New("cpu backend: Commit without Begin")
 	}
+	b.flush()
 	b.endPhase(time.Now())
 	if b.profiling && b.err == nil {
 		b.sample.Tokens += b.n
@@ -250,6 +259,7 @@ func (b *Backend) Phase(p profile.Phase) {
 	if !b.profiling {
 		return
 	}
+	b.flush() // the queued products belong to the phase that is ending
 	now := time.Now()
 	b.endPhase(now)
 	b.phase, b.phaseStart, b.inPhase = p, now, true
@@ -285,7 +295,6 @@ func (b *Backend) Memory() infer.BackendMemory {
 func (b *Backend) Close() error {
 	if !b.closed {
 		b.closed = true
-		b.pool.close()
 		b.qpool.Close()
 		b.weights, b.kv = nil, kvCache{}
 	}
@@ -303,6 +312,12 @@ func (b *Backend) fail(err error) {
 // also where the quantized activations are forgotten: any op may change
 // the tensor they came from.
 func (b *Backend) ok() bool {
+	b.flush()
+	return b.check()
+}
+
+// check is ok without running the queued products.
+func (b *Backend) check() bool {
 	b.actOf = nil
 	if !b.inPass {
 		b.fail(errors.New("cpu backend: op outside Begin/Commit"))

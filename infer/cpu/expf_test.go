@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 	"math/big"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -66,4 +67,31 @@ func exactFMA32(a, b, c float32) float32 {
 	p.Add(p, new(big.Float).SetPrec(prec).SetFloat64(float64(c)))
 	f, _ := p.Float32()
 	return f
+}
+
+// TestFMA32 checks fma32 against the exact a·b+c rounded once to f32 (big
+// arithmetic), on random operands and on ones whose f64 sum is an f32 tie.
+func TestFMA32(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	check := func(a, b, c float32) {
+		exact := new(big.Float).SetPrec(200).Mul(big.NewFloat(float64(a)).SetPrec(200), big.NewFloat(float64(b)).SetPrec(200))
+		exact.Add(exact, big.NewFloat(float64(c)).SetPrec(200))
+		want, _ := new(big.Float).SetPrec(24).SetMode(big.ToNearestEven).Set(exact).Float32()
+		if math.Abs(float64(want)) < 0x1p-126 {
+			return // f32 subnormals: big.Float does not model them
+		}
+		if got := fma32(a, b, c); got != want {
+			t.Fatalf("fma32(%v, %v, %v) = %v, exact %v", a, b, c, got, want)
+		}
+	}
+	for range 200000 {
+		a := float32(r.NormFloat64() * math.Exp2(float64(r.IntN(20)-10)))
+		b := float32(r.NormFloat64() * math.Exp2(float64(r.IntN(20)-10)))
+		c := float32(r.NormFloat64() * math.Exp2(float64(r.IntN(20)-10)))
+		check(a, b, c)
+		// c = 1 + ulp/2 − a·b's tail: the f64 sum sits on an f32 tie with
+		// a tiny product just off it.
+		check(0x1p-30*a, 0x1p-30, 1+0x1p-24)
+		check(0x1p-60, a, 1+0x1p-24)
+	}
 }

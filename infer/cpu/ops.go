@@ -46,9 +46,16 @@ func (b *Backend) Embed(dst infer.Tensor, w infer.Weight) {
 	}
 }
 
+// MatMul defers the product: products that read the same input (Q, K and
+// V; gate and up) are queued and run as one pool dispatch when the next
+// other op (or a product with another input) flushes them, which saves a
+// wake-up and a wait of every worker per product.
 func (b *Backend) MatMul(dst infer.Tensor, w infer.Weight, x infer.Tensor) {
-	quantized := b.actOf // ok forgets it; a MatMul may reuse it
-	if !b.ok() {
+	quantized := b.actOf // check forgets it; a MatMul may reuse it
+	if cx, _ := x.(*tensor); cx == nil || cx != b.pendingX || len(b.pending) == cap(b.pending) {
+		b.flush()
+	}
+	if !b.check() {
 		return
 	}
 	d, cw, cx := b.tensorOf("MatMul", dst), b.weightOf("MatMul", w), b.tensorOf("MatMul", x)
@@ -64,24 +71,49 @@ func (b *Backend) MatMul(dst infer.Tensor, w infer.Weight, x infer.Tensor) {
 		b.fail(fmt.Errorf("%w: MatMul by %s, a vector", infer.ErrBadShape, cw.name))
 		return
 	}
+	for _, q := range b.pendingOf[:len(b.pending)] {
+		if q.dst == d { // two products into one tensor: keep their order
+			b.flush()
+			break
+		}
+	}
 	x32, y := cx.data[:rows*cx.cols], d.data[:rows*d.cols]
 	// Q, K and V (and gate and up) read the same input: quantize it once.
 	if quantized != cx || b.act.Type != quant.VecDotType(cw.typ) || b.act.Tokens != rows {
+		b.flush() // the queued products still need the old activations
+		if !b.ok() {
+			return
+		}
 		if err := b.qpool.Quantize(&b.act, cw.typ, x32, cx.cols, rows); err != nil {
 			b.fail(fmt.Errorf("MatMul %s: %w", cw.name, err))
 			return
 		}
 	}
-	b.actOf = cx
-	var err error
-	if rows == 1 {
-		err = b.qpool.MatVec(cw.mat, &b.act, y)
-	} else {
-		err = b.qpool.MatMul(cw.mat, &b.act, y)
+	b.actOf, b.pendingX = cx, cx
+	b.pendingOf[len(b.pending)] = pendingProduct{dst: d, w: cw}
+	b.pending = append(b.pending, quant.Product{M: cw.mat, Y: y})
+}
+
+// pendingProduct says which tensors a queued product involves.
+type pendingProduct struct {
+	dst *tensor
+	w   *weight
+}
+
+// flush runs the queued products.
+func (b *Backend) flush() {
+	if len(b.pending) == 0 {
+		return
 	}
-	if err != nil {
-		b.fail(fmt.Errorf("MatMul %s: %w", cw.name, err))
+	ps := b.pending
+	b.pending, b.pendingX = b.pending[:0], nil
+	if b.err != nil {
+		return
 	}
+	if err := b.qpool.MatMuls(ps, &b.act); err != nil {
+		b.fail(fmt.Errorf("MatMul %s (and %d more sharing its input): %w", b.pendingOf[0].w.name, len(ps)-1, err))
+	}
+	clear(ps) // drop references to the outputs
 }
 
 func (b *Backend) RMSNorm(dst, x infer.Tensor, w infer.Weight, eps float32) {
@@ -208,7 +240,7 @@ func (b *Backend) SwiGLU(dst, gate, up infer.Tensor) {
 	}
 	n := b.active(g) * g.cols
 	b.swiglu = swigluJob{gate: g.data[:n], up: u.data[:n], dst: d.data[:n]}
-	b.pool.parallel((n+swigluBlock-1)/swigluBlock, 2048/swigluBlock, &b.swiglu)
+	b.parallel((n+swigluBlock-1)/swigluBlock, 2048/swigluBlock, &b.swiglu)
 }
 
 // swigluBlock is quant.SwiGLU's vector width: shares split at its multiples

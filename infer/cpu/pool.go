@@ -1,58 +1,40 @@
 package cpu
 
-import "sync"
-
 // job is work split over rows [lo, hi); worker says which scratch space the
-// part may use (0 ≤ worker < pool.size).
+// part may use (0 ≤ worker < the pool's threads).
 type job interface {
 	run(lo, hi, worker int)
 }
 
-type part struct {
-	j              job
-	lo, hi, worker int
+// chunksPerThread cuts row-parallel work finer than one share per thread:
+// shares are claimed dynamically on the matrix products' pool, so on a
+// machine shared with other processes a thread that is not scheduled in time
+// does less instead of holding everyone up, and uneven rows (causal
+// attention) balance themselves.
+const chunksPerThread = 8
+
+// rangeTask runs a job over [0, n) as chunks of contiguous rows.
+type rangeTask struct {
+	j         job
+	n, chunks int
 }
 
-// pool is a fixed set of worker goroutines. parallel hands each a
-// contiguous share of the rows and runs one share itself; nothing is
-// allocated per call, so a forward pass stays allocation-free.
-type pool struct {
-	size  int
-	parts chan part
-	wg    sync.WaitGroup
-	stop  sync.Once
+func (t *rangeTask) RunChunk(c, worker int) {
+	t.j.run(c*t.n/t.chunks, (c+1)*t.n/t.chunks, worker)
 }
 
-func newPool(size int) *pool {
-	p := &pool{size: max(1, size), parts: make(chan part)}
-	for range p.size - 1 {
-		go func() {
-			for pt := range p.parts {
-				pt.j.run(pt.lo, pt.hi, pt.worker)
-				p.wg.Done()
-			}
-		}()
-	}
-	return p
-}
-
-// parallel runs j over [0, n) and returns when all of it is done. Shares are
-// at least grain rows, so small jobs are not split.
-func (p *pool) parallel(n, grain int, j job) {
+// parallel runs j over [0, n) on the products' pool and returns when all of
+// it is done. Chunks are at least grain rows, so small jobs are not split.
+func (b *Backend) parallel(n, grain int, j job) {
 	if n <= 0 {
 		return
 	}
-	shares := min(p.size, max(1, n/max(1, grain)))
-	if shares == 1 {
+	chunks := min(chunksPerThread*b.qpool.Threads(), max(1, n/max(1, grain)))
+	if chunks == 1 {
 		j.run(0, n, 0)
 		return
 	}
-	p.wg.Add(shares - 1)
-	for s := 1; s < shares; s++ {
-		p.parts <- part{j, s * n / shares, (s + 1) * n / shares, s}
-	}
-	j.run(0, n/shares, 0)
-	p.wg.Wait()
+	b.task = rangeTask{j: j, n: n, chunks: chunks}
+	b.qpool.Run(chunks, &b.task)
+	b.task = rangeTask{}
 }
-
-func (p *pool) close() { p.stop.Do(func() { close(p.parts) }) }

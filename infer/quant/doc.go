@@ -43,7 +43,14 @@
 // MatVec and MatMul allocate nothing once the Activations buffers have grown
 // to the largest batch. The Pool and Activations are for one goroutine at a
 // time. Quantize once per input, not once per matrix: q, k and v (and gate
-// and up) can share one Activations.
+// and up) can share one Activations, and MatMuls runs such products in one
+// dispatch (one wake-up of the workers instead of one per matrix):
+//
+//	err = pool.MatMuls([]quant.Product{{M: wq, Y: q}, {M: wk, Y: k}, {M: wv, Y: v}}, &a)
+//
+// Pool.Run(chunks, task) runs other row-parallel work (attention, SwiGLU) on
+// the same workers, chunks claimed dynamically; task.RunChunk gets a worker
+// index below Threads() for per-thread scratch space.
 //
 // # Attention helpers
 //

@@ -154,6 +154,45 @@ func (p *Pool) MatMul(m *Matrix, a *Activations, y []float32) error {
 	return nil
 }
 
+// Product is one matrix product of a MatMuls call: Y = X·Mᵀ.
+type Product struct {
+	M *Matrix
+	Y []float32
+}
+
+// maxShared is how many products one MatMuls dispatch carries (Q, K and V).
+const maxShared = 4
+
+// MatMuls computes every product of ps against the same activations a (all
+// a.Tokens tokens), as MatMul would one by one, but wakes the workers once
+// for up to maxShared of them: the products of a layer that read the same
+// input (Q, K, V; gate, up) then cost one synchronisation instead of three.
+func (p *Pool) MatMuls(ps []Product, a *Activations) error {
+	for _, pr := range ps {
+		if err := check(pr.M, a, pr.Y, a.Tokens); err != nil {
+			return err
+		}
+	}
+	for len(ps) > 0 {
+		group := ps[:min(len(ps), maxShared)]
+		ps = ps[len(group):]
+		if len(group) == 1 {
+			p.matmul(group[0].M, a, a.Tokens, group[0].Y)
+			continue
+		}
+		total := 0
+		for i, pr := range group {
+			p.shared[i] = p.tiling(pr.M, a, a.Tokens, pr.Y)
+			p.starts[i] = total
+			total += p.shared[i].chunks
+		}
+		p.starts[len(group)] = total
+		p.job = job{shared: p.shared[:len(group)], starts: p.starts[:len(group)+1], chunks: total}
+		p.run()
+	}
+	return nil
+}
+
 func check(m *Matrix, a *Activations, y []float32, tokens int) error {
 	switch {
 	case a.Type != m.format.vecDot:
@@ -177,6 +216,12 @@ const (
 )
 
 func (p *Pool) matmul(m *Matrix, a *Activations, tokens int, y []float32) {
+	p.job = p.tiling(m, a, tokens, y)
+	p.run()
+}
+
+// tiling cuts the product y = m·a (tokens tokens) into chunks.
+func (p *Pool) tiling(m *Matrix, a *Activations, tokens int, y []float32) job {
 	tt := min(tokens, tokenTile)
 	tokenChunks := (tokens + tt - 1) / tt
 	// Aim for ~8 chunks per thread, for balance on a shared machine.
@@ -184,6 +229,5 @@ func (p *Pool) matmul(m *Matrix, a *Activations, tokens int, y []float32) {
 	per := (m.Rows + rowChunksWanted - 1) / rowChunksWanted
 	per = (per + rowAlign - 1) / rowAlign * rowAlign
 	rowChunks := (m.Rows + per - 1) / per
-	p.job = job{m: m, a: a, y: y, rowsPerChunk: per, rowChunks: rowChunks, tokensPerChunk: tt, tokens: tokens, chunks: rowChunks * tokenChunks}
-	p.run()
+	return job{m: m, a: a, y: y, rowsPerChunk: per, rowChunks: rowChunks, tokensPerChunk: tt, tokens: tokens, chunks: rowChunks * tokenChunks}
 }

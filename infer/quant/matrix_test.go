@@ -129,3 +129,47 @@ func TestProductErrors(t *testing.T) {
 		t.Error("Q8_K weights: no error")
 	}
 }
+
+// TestMatMulsMatchesMatMul checks that products sharing one dispatch give
+// exactly what MatMul gives each alone (the same kernels over the same
+// tiles), including more products than one dispatch carries, and that a bad
+// product is reported.
+func TestMatMulsMatchesMatMul(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	const cols = 512
+	for _, tokens := range []int{1, 3, 70} {
+		for _, count := range []int{1, 2, 3, maxShared + 1} {
+			x := randVec(r, cols*tokens)
+			p := NewPool(3)
+			var a Activations
+			if err := p.Quantize(&a, gguf.Q1_0, x, cols, tokens); err != nil {
+				t.Fatal(err)
+			}
+			ps := make([]Product, count)
+			want := make([][]float32, count)
+			for i := range ps {
+				rows := 16 + 37*i
+				ps[i] = Product{M: randMatrix(t, r, gguf.Q1_0, rows, cols), Y: make([]float32, rows*tokens)}
+				want[i] = make([]float32, rows*tokens)
+				if err := p.MatMul(ps[i].M, &a, want[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := p.MatMuls(ps, &a); err != nil {
+				t.Fatal(err)
+			}
+			for i := range ps {
+				for j, w := range want[i] {
+					if ps[i].Y[j] != w {
+						t.Fatalf("tokens %d, %d products: product %d y[%d] = %v, MatMul %v", tokens, count, i, j, ps[i].Y[j], w)
+					}
+				}
+			}
+			ps[count-1].Y = ps[count-1].Y[1:]
+			if err := p.MatMuls(ps, &a); err == nil {
+				t.Errorf("tokens %d, %d products: short output, no error", tokens, count)
+			}
+			p.Close()
+		}
+	}
+}

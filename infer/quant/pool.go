@@ -23,6 +23,8 @@ type Pool struct {
 	// The product in flight. job is written before state publishes it and
 	// is stable while any of its chunks is unfinished.
 	job       job
+	shared    [maxShared]job // MatMuls' products, pointed to by job.shared
+	starts    [maxShared + 1]int
 	gen       uint64
 	state     atomic.Uint64 // gen<<40 | chunks<<20 | next chunk
 	remaining atomic.Int64  // chunks not yet finished
@@ -44,7 +46,7 @@ func NewPool(threads int) *Pool {
 	p := &Pool{threads: threads, wake: make([]chan struct{}, threads-1), done: make(chan struct{}, 1)}
 	for i := range p.wake {
 		p.wake[i] = make(chan struct{}, 1)
-		go p.worker(p.wake[i])
+		go p.worker(i+1, p.wake[i])
 	}
 	return p
 }
@@ -63,10 +65,26 @@ func (p *Pool) Close() {
 	}
 }
 
-func (p *Pool) worker(wake <-chan struct{}) {
+func (p *Pool) worker(id int, wake <-chan struct{}) {
 	for range wake {
-		p.work()
+		p.work(id)
 	}
+}
+
+// Task is work cut into chunks for Run. worker (0 ≤ worker < Threads) says
+// which per-thread scratch space the chunk may use.
+type Task interface {
+	RunChunk(chunk, worker int)
+}
+
+// Run runs chunks [0, chunks) of t on the pool's threads, claimed
+// dynamically like a product's, and returns when all are done.
+func (p *Pool) Run(chunks int, t Task) {
+	if chunks <= 0 {
+		return
+	}
+	p.job = job{task: t, chunks: chunks}
+	p.run()
 }
 
 // run executes p.job (its chunks set) on every thread that turns up and
@@ -88,13 +106,14 @@ func (p *Pool) run() {
 		default: // already has a wake-up pending
 		}
 	}
-	p.work()
+	p.work(0)
 	<-p.done
 	p.job = job{} // drop references to the caller's buffers
+	clear(p.shared[:])
 }
 
 // work claims chunks of the current product until none are left.
-func (p *Pool) work() {
+func (p *Pool) work(worker int) {
 	for {
 		s := p.state.Load()
 		next, chunks := s&chunkMask, s>>chunkBits&chunkMask
@@ -106,7 +125,7 @@ func (p *Pool) work() {
 		}
 		// The claim succeeded for the live product: its fields stay put
 		// until this chunk is counted done.
-		p.job.do(int(next))
+		p.job.do(int(next), worker)
 		if p.remaining.Add(-1) == 0 {
 			p.done <- struct{}{}
 		}
@@ -128,9 +147,27 @@ type job struct {
 	// quantize instead runs a.quantizeTokens over chunks of tokens of x.
 	quantize bool
 	x        []float32
+	// shared, when set, holds the products of one MatMuls call: chunk c
+	// belongs to shared[i] where starts[i] ≤ c < starts[i+1].
+	shared []job
+	starts []int
+	// task, when set, is Run's: chunk c is task.RunChunk(c, worker).
+	task Task
 }
 
-func (j *job) do(c int) {
+func (j *job) do(c, worker int) {
+	if j.task != nil {
+		j.task.RunChunk(c, worker)
+		return
+	}
+	if j.shared != nil {
+		i := 0
+		for c >= j.starts[i+1] {
+			i++
+		}
+		j.shared[i].do(c-j.starts[i], worker)
+		return
+	}
 	if j.quantize {
 		t0 := c * j.tokensPerChunk
 		j.a.quantizeTokens(j.x, t0, min(t0+j.tokensPerChunk, j.a.Tokens))
