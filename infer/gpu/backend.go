@@ -1241,10 +1241,13 @@ func (b *Backend) Attention(dstT, qT infer.Tensor, layer int, a infer.Attn) {
 		b.fail(fmt.Errorf("gpu: attention with head_dim %d and %d query heads per kv head: %w", a.HeadDim, qpg, ErrUnsupported))
 		return
 	}
-	tile := wg / qpg
-	if tile&(tile-1) != 0 {
-		b.fail(fmt.Errorf("gpu: attention with %d query heads per kv head (not a power of two): %w", qpg, ErrUnsupported))
-		return
+	// Each query head of the group scores TILE positions at a time with a
+	// tree reduction over its TILE threads, so TILE is a power of two; when
+	// the group size (3 in bonsai-tiny) does not divide WG, the spare
+	// threads idle through the scoring.
+	tile := 1
+	for 2*tile*qpg <= wg {
+		tile *= 2
 	}
 	rows := min(q.rows, dst.rows)
 	n := min(rows, b.n)

@@ -270,10 +270,21 @@ func TestNormRopeElementwise(t *testing.T) {
 	}
 }
 
+// TestAttentionMatchesReference covers grouped-query attention with a
+// power-of-two group (2 query heads per kv head) and an odd one (3, as in
+// bonsai-tiny).
 func TestAttentionMatchesReference(t *testing.T) {
+	for _, g := range []struct{ heads, kvHeads int }{{4, 2}, {6, 2}} {
+		t.Run(fmt.Sprintf("%d-per-kv-head", g.heads/g.kvHeads), func(t *testing.T) {
+			attentionMatchesReference(t, g.heads, g.kvHeads)
+		})
+	}
+}
+
+func attentionMatchesReference(t *testing.T, heads, kvHeads int) {
 	b := newTestBackend(t)
 	r := rand.New(rand.NewPCG(5, 6))
-	const heads, kvHeads, hd, ctx = 4, 2, 32, 1024
+	const hd, ctx = 32, 1024
 	a := infer.Attn{Heads: heads, KVHeads: kvHeads, HeadDim: hd, Scale: float32(1 / math.Sqrt(hd))}
 	kvd := kvHeads * hd
 	if err := b.NewKVCache(infer.KVSpec{Layers: 2, Context: ctx, KVHeads: kvHeads, HeadDim: hd}); err != nil {
