@@ -54,7 +54,7 @@ func (j *attnJob) run(lo, hi, worker int) {
 		for c := 0; c < len(scores); c += 16 {
 			clear(chunk[:])
 			for l := range min(16, len(scores)-c) {
-				e := expf(scores[c+l] - maxScore)
+				e := quant.ExpF(scores[c+l] - maxScore)
 				scores[c+l] = e
 				chunk[l] = e
 			}

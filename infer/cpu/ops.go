@@ -175,8 +175,8 @@ func (b *Backend) Rope(x infer.Tensor, r infer.Rope) {
 				x0, x1 := head[j], head[j+half]
 				// GCC contracts ggml's x0·cos − x1·sin into one FMA
 				// over the rounded x1·sin, and likewise the sum.
-				head[j] = fma32(x0, c[j], -(x1 * s[j]))
-				head[j+half] = fma32(x0, s[j], x1*c[j])
+				head[j] = quant.FMA32(x0, c[j], -(x1 * s[j]))
+				head[j+half] = quant.FMA32(x0, s[j], x1*c[j])
 			}
 		}
 	}

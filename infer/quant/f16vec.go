@@ -1,7 +1,5 @@
 package quant
 
-import "math"
-
 // Vector helpers for attention over an f16 KV cache, in the order of
 // operations of llama.cpp's CPU attention without flash attention (tinyBLAS's
 // f16 dot on AVX-512): 16 lanes of fused multiply-adds, lane i taking
@@ -64,6 +62,3 @@ func Reduce16(l *[16]float32) float32 {
 	}
 	return (s4[0] + s4[2]) + (s4[1] + s4[3])
 }
-
-// fma32 is a·b + c: exact product, one rounding to f64, then to f32.
-func fma32(a, b, c float32) float32 { return float32(math.FMA(float64(a), float64(b), float64(c))) }

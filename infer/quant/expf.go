@@ -1,14 +1,14 @@
-package cpu
+package quant
 
 import "math"
 
-// expf is ggml's vectorised single-precision exp (ggml_v_expf, which
+// ExpF is ggml's vectorised single-precision exp (ggml_v_expf, which
 // llama.cpp's x86 build uses in softmax and SiLU), computed lane by lane:
 // e^x = 2^n · p(b) with n = round(x·log2 e) and b = x − n·ln 2 in two parts,
 // p a degree-5 polynomial. It differs from the correctly rounded exp by an
 // ulp or two, and matching it keeps attention weights and the FFN on the
 // same side of every later f16 and 8-bit rounding as llama.cpp.
-func expf(x float32) float32 {
+func ExpF(x float32) float32 {
 	const (
 		shifter = 0x1.8p23 // adding it rounds to an integer
 		log2e   = 0x1.715476p+0
@@ -36,15 +36,15 @@ func expf(x float32) float32 {
 	return float32(math.Ldexp(float64(j), int(n)))
 }
 
-// silu is x·sigmoid(x) as ggml_v_silu computes it.
-func silu(x float32) float32 { return x / (1 + expf(-x)) }
+// SiLU is x·sigmoid(x) as ggml_v_silu computes it.
+func SiLU(x float32) float32 { return x / (1 + ExpF(-x)) }
 
-// fma32 is a·b+c with one rounding to f32, as the FMA instructions that
+// FMA32 is a·b+c with one rounding to f32, as the FMA instructions that
 // ggml's x86 build is compiled to (-mfma, GCC's default -ffp-contract=fast)
 // compute it. The product is exact in f64 and the sum's rounding error is
 // recovered exactly (TwoSum), so the double rounding f64 → f32 is corrected
 // where it matters: when the f64 sum lands exactly halfway between two f32s.
-func fma32(a, b, c float32) float32 {
+func FMA32(a, b, c float32) float32 {
 	// Fast path: one f64 FMA (an instruction on amd64). Rounding its result
 	// to f32 is the single rounding of the exact value unless it landed on
 	// an f32 midpoint (checked for normal results; the rest go the long way).
@@ -79,4 +79,5 @@ func halfwayF32(x float64) bool {
 	return bits&(1<<29-1) == 1<<28
 }
 
-func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }
+// fma32 is FMA32 for this package's kernels.
+func fma32(a, b, c float32) float32 { return FMA32(a, b, c) }
