@@ -40,6 +40,15 @@ import (
 // moves logits by tens of ε or more and fails. With a Q1_0 dot product in
 // ggml's order (measured in a scratch copy), the q1_0 cases match llama.cpp
 // to the bit; once every type's does, this bound can drop to a few ulps.
+// That order (ggml_vec_dot_q1_0_q8_0, AVX2, for one token and for prompts
+// alike): eight f32 lanes, lane l holding elements 4l…4l+3 of each 32-wide
+// Q8_0 sub-block k of a 128-weight block; per block blk[l] = d_x0·s0[l],
+// then blk[l] = fma(d_xk, float(sk[l]), blk[l]) for k = 1…3, then
+// acc[l] = fma(d_w, blk[l], acc[l]); the result is
+// ((a4+a0)+(a6+a2)) + ((a5+a1)+(a7+a3)). Q8_0 at one token: per block
+// d = d_x·d_w, acc[l] = fma(d, Σ of lane l's 4 products, acc[l]), the same
+// final sum (prompts go through tinyBLAS, not yet derived). Q5_K and Q6_K
+// already follow ggml's order (infer/quant/kquants.go).
 const tolFactor = 8
 
 func logitTol(t gguf.Type, v float64) float64 {
