@@ -3,6 +3,7 @@ package quant
 import (
 	"runtime"
 	"sync/atomic"
+	"time"
 )
 
 // Pool is a fixed set of worker goroutines that split matrix products by
@@ -14,11 +15,19 @@ import (
 // never for idle workers: on a machine shared with other processes a worker
 // that is not scheduled in time simply does less, instead of stalling every
 // product until it wakes (what a barrier would do).
+//
+// Between products the workers spin for a while before they sleep, and so
+// does the caller waiting for the last chunk: a decoded token is ~150
+// products a few hundred µs apart, and a futex wake-up (tens of µs before
+// the woken thread runs) on each would leave a core idle a sixth of the
+// time. A sleeping worker is woken through its channel.
 type Pool struct {
-	threads int
-	wake    []chan struct{}
-	done    chan struct{} // one signal per product, from whoever ends its last chunk
-	closed  bool
+	threads  int
+	wake     []chan struct{}
+	sleeping []atomic.Bool // worker i+1 is (about to be) blocked on wake[i]
+	done     chan struct{} // the last chunk's signal to a caller that sleeps
+	waiting  atomic.Bool   // the caller is (about to be) blocked on done
+	closed   atomic.Bool
 
 	// The product in flight. job is written before state publishes it and
 	// is stable while any of its chunks is unfinished.
@@ -43,7 +52,7 @@ func NewPool(threads int) *Pool {
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
-	p := &Pool{threads: threads, wake: make([]chan struct{}, threads-1), done: make(chan struct{}, 1)}
+	p := &Pool{threads: threads, wake: make([]chan struct{}, threads-1), sleeping: make([]atomic.Bool, threads-1), done: make(chan struct{}, 1)}
 	for i := range p.wake {
 		p.wake[i] = make(chan struct{}, 1)
 		go p.worker(i+1, p.wake[i])
@@ -56,17 +65,57 @@ func (p *Pool) Threads() int { return p.threads }
 
 // Close stops the workers. The Pool must not be used afterwards.
 func (p *Pool) Close() {
-	if p.closed {
+	if p.closed.Swap(true) {
 		return
 	}
-	p.closed = true
 	for _, w := range p.wake {
 		close(w)
 	}
 }
 
+// spinFor is how long an idle thread polls for the next product (or the
+// last chunk) before it blocks: longer than the serial work between two
+// products of a token, short enough that an idle chat costs nothing.
+const spinFor = 200 * time.Microsecond
+
+// spin polls until ready returns true or spinFor has passed.
+func spin(ready func() bool) bool {
+	var start time.Time
+	for i := 0; ; i++ {
+		if ready() {
+			return true
+		}
+		if i%64 == 63 { // time.Now is ~20 ns: check it now and then
+			if start.IsZero() {
+				start = time.Now()
+			} else if time.Since(start) > spinFor {
+				return false
+			}
+		}
+	}
+}
+
 func (p *Pool) worker(id int, wake <-chan struct{}) {
-	for range wake {
+	sleeping := &p.sleeping[id-1]
+	seen := uint64(0) // the generation this worker last worked on
+	fresh := func() bool { return p.state.Load()>>(2*chunkBits) != seen }
+	for {
+		if !spin(fresh) {
+			// Announce the sleep before the last look: run() publishes
+			// the product before it reads the flag, so one of the two
+			// sees the other (a stale wake-up is harmless).
+			sleeping.Store(true)
+			if !fresh() {
+				if _, ok := <-wake; !ok {
+					return
+				}
+			}
+			sleeping.Store(false)
+		}
+		if p.closed.Load() {
+			return
+		}
+		seen = p.state.Load() >> (2 * chunkBits)
 		p.work(id)
 	}
 }
@@ -100,14 +149,25 @@ func (p *Pool) run() {
 	p.gen++
 	p.remaining.Store(int64(chunks))
 	p.state.Store(p.gen<<(2*chunkBits) | uint64(chunks)<<chunkBits)
-	for _, w := range p.wake[:min(len(p.wake), chunks-1)] {
+	for i, w := range p.wake[:min(len(p.wake), chunks-1)] {
+		if !p.sleeping[i].Load() {
+			continue // spinning: it sees the new generation itself
+		}
 		select {
 		case w <- struct{}{}:
 		default: // already has a wake-up pending
 		}
 	}
 	p.work(0)
-	<-p.done
+	finished := func() bool { return p.remaining.Load() == 0 }
+	if !spin(finished) {
+		p.waiting.Store(true)
+		if finished() && p.waiting.CompareAndSwap(true, false) {
+			// Done meanwhile, and no signal is coming.
+		} else {
+			<-p.done
+		}
+	}
 	p.job = job{} // drop references to the caller's buffers
 	clear(p.shared[:])
 }
@@ -126,7 +186,7 @@ func (p *Pool) work(worker int) {
 		// The claim succeeded for the live product: its fields stay put
 		// until this chunk is counted done.
 		p.job.do(int(next), worker)
-		if p.remaining.Add(-1) == 0 {
+		if p.remaining.Add(-1) == 0 && p.waiting.CompareAndSwap(true, false) {
 			p.done <- struct{}{}
 		}
 	}
