@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/quant"
@@ -39,31 +38,9 @@ func (j *attnJob) run(lo, hi, worker int) {
 		scores := b.scores[worker][:past]
 		kvOff := (h / group) * a.HeadDim
 
-		for d, x := range j.q.row(i)[h*a.HeadDim : (h+1)*a.HeadDim] {
-			q16[d] = roundF16(x)
-		}
+		quant.RoundF16s(q16, j.q.row(i)[h*a.HeadDim:(h+1)*a.HeadDim])
 		quant.DotsF16(q16, kc[kvOff:], width, scores)
-		maxScore := float32(math.Inf(-1))
-		for t, s := range scores {
-			s *= a.Scale
-			scores[t] = s
-			maxScore = max(maxScore, s)
-		}
-		var sum float64
-		var chunk [16]float32
-		for c := 0; c < len(scores); c += 16 {
-			clear(chunk[:])
-			for l := range min(16, len(scores)-c) {
-				e := quant.ExpF(scores[c+l] - maxScore)
-				scores[c+l] = e
-				chunk[l] = e
-			}
-			sum += float64(quant.Reduce16(&chunk))
-		}
-		inv := float32(1 / sum)
-		for t, e := range scores {
-			scores[t] = roundF16(e * inv)
-		}
+		quant.SoftmaxF16(scores, a.Scale)
 		quant.WeightedSumF16(scores, vc[kvOff:], width, j.dst.row(i)[h*a.HeadDim:(h+1)*a.HeadDim])
 	}
 }

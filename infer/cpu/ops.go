@@ -217,12 +217,8 @@ func (b *Backend) StoreKV(layer int, k, v infer.Tensor) {
 	for i := range b.n {
 		at := (b.batch.Pos + i) * width
 		kc, vc := b.kv.k[layer][at:at+width], b.kv.v[layer][at:at+width]
-		for j, x := range ck.row(i) {
-			kc[j] = quant.F32ToF16(x)
-		}
-		for j, x := range cv.row(i) {
-			vc[j] = quant.F32ToF16(x)
-		}
+		quant.F32sToF16(kc, ck.row(i))
+		quant.F32sToF16(vc, cv.row(i))
 	}
 }
 

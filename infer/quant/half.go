@@ -78,3 +78,26 @@ func F32ToBF16(f float32) uint16 {
 	}
 	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
 }
+
+// RoundF16 rounds x to the nearest f16 (ties to even) and back.
+func RoundF16(x float32) float32 { return F16ToF32(F32ToF16(x)) }
+
+// F32sToF16 converts src to f16 bits in dst (len(dst) ≥ len(src)).
+func F32sToF16(dst []uint16, src []float32) {
+	if f32ToF16sSIMD(dst, src) {
+		return
+	}
+	for i, x := range src {
+		dst[i] = F32ToF16(x)
+	}
+}
+
+// RoundF16s sets dst[i] = RoundF16(src[i]) (len(dst) ≥ len(src)).
+func RoundF16s(dst, src []float32) {
+	if roundF16sSIMD(dst, src) {
+		return
+	}
+	for i, x := range src {
+		dst[i] = RoundF16(x)
+	}
+}

@@ -4073,7 +4073,7 @@ block:
 	RET
 
 // func dotsF16(x *float32, h *uint16, stride int, n int, chunks int, out *float32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, AVX512VL
 TEXT ·dotsF16(SB), NOSPLIT, $0-48
 	MOVQ x+0(FP), AX
 	MOVQ h+8(FP), CX
@@ -4082,33 +4082,113 @@ TEXT ·dotsF16(SB), NOSPLIT, $0-48
 	MOVQ chunks+32(FP), SI
 	MOVQ out+40(FP), DI
 	SHLQ $0x01, DX
+	CMPQ BX, $0x04
+	JB   single
+
+quad:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ   SI, R8
+	MOVQ   AX, R9
+	MOVQ   CX, R10
+
+quadchunk:
+	VMOVUPS       (R9), Z4
+	MOVQ          R10, R11
+	VCVTPH2PS     (R11), Z5
+	VFMADD231PS   Z4, Z5, Z0
+	ADDQ          DX, R11
+	VCVTPH2PS     (R11), Z5
+	VFMADD231PS   Z4, Z5, Z1
+	ADDQ          DX, R11
+	VCVTPH2PS     (R11), Z5
+	VFMADD231PS   Z4, Z5, Z2
+	ADDQ          DX, R11
+	VCVTPH2PS     (R11), Z5
+	VFMADD231PS   Z4, Z5, Z3
+	ADDQ          $0x20, R10
+	ADDQ          $0x40, R9
+	DECQ          R8
+	JNZ           quadchunk
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X4
+	VADDPS        X4, X0, X0
+	VMOVHLPS      X0, X0, X4
+	VADDPS        X4, X0, X0
+	VMOVSHDUP     X0, X4
+	VADDSS        X4, X0, X0
+	VMOVSS        X0, (DI)
+	VEXTRACTF64X4 $0x01, Z1, Y4
+	VADDPS        Y4, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X4
+	VADDPS        X4, X1, X1
+	VMOVHLPS      X1, X1, X4
+	VADDPS        X4, X1, X1
+	VMOVSHDUP     X1, X4
+	VADDSS        X4, X1, X1
+	VMOVSS        X1, 4(DI)
+	VEXTRACTF64X4 $0x01, Z2, Y4
+	VADDPS        Y4, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X4
+	VADDPS        X4, X2, X2
+	VMOVHLPS      X2, X2, X4
+	VADDPS        X4, X2, X2
+	VMOVSHDUP     X2, X4
+	VADDSS        X4, X2, X2
+	VMOVSS        X2, 8(DI)
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VADDPS        Y4, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X3
+	VMOVHLPS      X3, X3, X4
+	VADDPS        X4, X3, X3
+	VMOVSHDUP     X3, X4
+	VADDSS        X4, X3, X3
+	VMOVSS        X3, 12(DI)
+	ADDQ          $0x10, DI
+	ADDQ          DX, CX
+	ADDQ          DX, CX
+	ADDQ          DX, CX
+	ADDQ          DX, CX
+	SUBQ          $0x04, BX
+	CMPQ          BX, $0x04
+	JAE           quad
+
+single:
+	TESTQ BX, BX
+	JZ    done
 
 row:
-	VPXORD Z0, Z0, Z0
+	VPXORD Z6, Z6, Z6
 	MOVQ   SI, R8
 	MOVQ   AX, R9
 	MOVQ   CX, R10
 
 chunk:
-	VCVTPH2PS     (R10), Z1
-	VFMADD231PS   (R9), Z1, Z0
+	VCVTPH2PS     (R10), Z0
+	VFMADD231PS   (R9), Z0, Z6
 	ADDQ          $0x20, R10
 	ADDQ          $0x40, R9
 	DECQ          R8
 	JNZ           chunk
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF128  $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, (DI)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X0
+	VADDPS        X0, X6, X6
+	VMOVHLPS      X6, X6, X0
+	VADDPS        X0, X6, X6
+	VMOVSHDUP     X6, X0
+	VADDSS        X0, X6, X6
+	VMOVSS        X6, (DI)
 	ADDQ          $0x04, DI
 	ADDQ          DX, CX
 	DECQ          BX
 	JNZ           row
+
+done:
 	VZEROUPPER
 	RET
 
@@ -4471,6 +4551,196 @@ normal:
 	ADDQ    $0x40, AX
 	DECQ    BX
 	JNZ     silu
+	VZEROUPPER
+	RET
+
+// func softmaxF16(s *float32, n int, scale float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, BMI2, CMOV, SSE, SSE2
+TEXT ·softmaxF16(SB), NOSPLIT, $0-20
+	MOVQ         s+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVSS        scale+16(FP), X0
+	VBROADCASTSS X0, Z0
+	MOVL         $0x0000ffff, DX
+	MOVL         $0xff800000, BX
+	VPBROADCASTD BX, Z1
+	MOVQ         AX, BX
+	MOVQ         CX, SI
+
+scale:
+	MOVQ          SI, DI
+	MOVQ          $0x00000010, R8
+	CMPQ          DI, R8
+	CMOVQGT       R8, DI
+	BZHIL         DI, DX, DI
+	KMOVW         DI, K1
+	VMOVUPS.Z     (BX), K1, Z2
+	VMULPS        Z0, Z2, Z2
+	VMOVUPS       Z2, K1, (BX)
+	VMAXPS        Z2, Z1, K1, Z1
+	ADDQ          $0x40, BX
+	SUBQ          $0x10, SI
+	JG            scale
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VMAXPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VMAXPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VMAXPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VMAXSS        X0, X1, X1
+	VBROADCASTSS  X1, Z1
+	MOVL          $0x4b400000, BX
+	VPBROADCASTD  BX, Z0
+	MOVL          $0x3fb8aa3b, BX
+	VPBROADCASTD  BX, Z2
+	MOVL          $0x3f317200, BX
+	VPBROADCASTD  BX, Z6
+	MOVL          $0x35bfbe8e, BX
+	VPBROADCASTD  BX, Z7
+	MOVL          $0x43400000, BX
+	VPBROADCASTD  BX, Z8
+	MOVL          $0x7f800000, BX
+	VPBROADCASTD  BX, Z9
+	MOVL          $0x7fffffff, BX
+	VPBROADCASTD  BX, Z10
+	MOVL          $0x3c072010, BX
+	VPBROADCASTD  BX, Z11
+	MOVL          $0x3d2b9f17, BX
+	VPBROADCASTD  BX, Z12
+	MOVL          $0x3e2aaf33, BX
+	VPBROADCASTD  BX, Z13
+	MOVL          $0x3efffedb, BX
+	VPBROADCASTD  BX, Z14
+	MOVL          $0x3f7ffff6, BX
+	VPBROADCASTD  BX, Z15
+	MOVL          $0x3f800000, BX
+	VPBROADCASTD  BX, Z16
+	VPXORD        Z3, Z3, Z3
+	VXORPD        X17, X17, X17
+	MOVQ          AX, BX
+	MOVQ          CX, SI
+
+exp:
+	MOVQ          SI, DI
+	MOVQ          $0x00000010, R8
+	CMPQ          DI, R8
+	CMOVQGT       R8, DI
+	BZHIL         DI, DX, DI
+	KMOVW         DI, K1
+	VMOVUPS.Z     (BX), K1, Z18
+	VSUBPS        Z1, Z18, Z18
+	VMOVAPS       Z0, Z19
+	VFMADD231PS   Z2, Z18, Z19
+	VSUBPS        Z0, Z19, Z19
+	VMOVAPS       Z18, Z18
+	VFNMADD231PS  Z6, Z19, Z18
+	VFNMADD231PS  Z7, Z19, Z18
+	VMULPS        Z18, Z18, Z20
+	VMOVAPS       Z12, Z21
+	VFMADD231PS   Z11, Z18, Z21
+	VMOVAPS       Z14, Z22
+	VFMADD231PS   Z13, Z18, Z22
+	VFMADD213PS   Z22, Z20, Z21
+	VMOVAPS       Z16, Z22
+	VFMADD231PS   Z15, Z18, Z22
+	VFMADD213PS   Z22, Z20, Z21
+	VSCALEFPS     Z19, Z21, Z18
+	VANDPS        Z10, Z19, Z20
+	VCMPPS        $0x1e, Z8, Z20, K2
+	VCMPPS        $0x12, Z3, Z19, K3
+	VMOVAPS       Z9, Z19
+	VMOVAPS       Z3, K3, Z19
+	VMOVAPS       Z19, K2, Z18
+	VMOVAPS.Z     Z18, K1, Z18
+	VMOVUPS       Z18, K1, (BX)
+	VEXTRACTF64X4 $0x01, Z18, Y19
+	VADDPS        Y19, Y18, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VADDPS        X19, X18, X18
+	VMOVHLPS      X18, X18, X19
+	VADDPS        X19, X18, X18
+	VMOVSHDUP     X18, X19
+	VADDSS        X19, X18, X18
+	VCVTSS2SD     X18, X4, X4
+	VADDSD        X4, X17, X17
+	ADDQ          $0x40, BX
+	SUBQ          $0x10, SI
+	JG            exp
+	MOVQ          $0x3ff0000000000000, BX
+	MOVQ          BX, X0
+	VDIVSD        X17, X0, X0
+	VCVTSD2SS     X0, X5, X5
+	VBROADCASTSS  X5, Z5
+	MOVQ          AX, BX
+	MOVQ          CX, SI
+
+norm:
+	MOVQ      SI, AX
+	MOVQ      $0x00000010, CX
+	CMPQ      AX, CX
+	CMOVQGT   CX, AX
+	BZHIL     AX, DX, AX
+	KMOVW     AX, K1
+	VMOVUPS.Z (BX), K1, Z0
+	VMULPS    Z5, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VCVTPH2PS Y0, Z0
+	VMOVUPS   Z0, K1, (BX)
+	ADDQ      $0x40, BX
+	SUBQ      $0x10, SI
+	JG        norm
+	VZEROUPPER
+	RET
+
+// func f32ToF16s(src *float32, n int, dst *uint16)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, BMI2, CMOV
+TEXT ·f32ToF16s(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), AX
+	MOVQ n+8(FP), CX
+	MOVQ dst+16(FP), DX
+	MOVL $0x0000ffff, BX
+
+f32ToF16schunk:
+	MOVQ      CX, SI
+	MOVQ      $0x00000010, DI
+	CMPQ      SI, DI
+	CMOVQGT   DI, SI
+	BZHIL     SI, BX, SI
+	KMOVW     SI, K1
+	VMOVUPS.Z (AX), K1, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVDQU16 Y0, K1, (DX)
+	ADDQ      $0x20, DX
+	ADDQ      $0x40, AX
+	SUBQ      $0x10, CX
+	JG        f32ToF16schunk
+	VZEROUPPER
+	RET
+
+// func roundF16s(src *float32, n int, dst *float32)
+// Requires: AVX, AVX512F, BMI2, CMOV
+TEXT ·roundF16s(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), AX
+	MOVQ n+8(FP), CX
+	MOVQ dst+16(FP), DX
+	MOVL $0x0000ffff, BX
+
+roundF16schunk:
+	MOVQ      CX, SI
+	MOVQ      $0x00000010, DI
+	CMPQ      SI, DI
+	CMOVQGT   DI, SI
+	BZHIL     SI, BX, SI
+	KMOVW     SI, K1
+	VMOVUPS.Z (AX), K1, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VCVTPH2PS Y0, Z0
+	VMOVUPS   Z0, K1, (DX)
+	ADDQ      $0x40, DX
+	ADDQ      $0x40, AX
+	SUBQ      $0x10, CX
+	JG        roundF16schunk
 	VZEROUPPER
 	RET
 

@@ -24,3 +24,8 @@ func weightedSumF16SIMD([]float32, []uint16, int, []float32) bool { return false
 func quantizeQ8_0SIMD([]float32, []byte) bool { return false }
 
 func swigluSIMD(_, _, _ []float32) int { return 0 }
+
+func softmaxF16SIMD([]float32, float32) bool { return false }
+
+func f32ToF16sSIMD([]uint16, []float32) bool { return false }
+func roundF16sSIMD(_, _ []float32) bool      { return false }

@@ -122,6 +122,21 @@ func quantizeQ8_0(x *float32, blocks int, dst *byte)
 //go:noescape
 func swiglu(dst *float32, gate *float32, up *float32, blocks int)
 
+// softmaxF16 replaces the n scores at s by their f16-rounded softmax after scaling them by scale.
+//
+//go:noescape
+func softmaxF16(s *float32, n int, scale float32)
+
+// f32ToF16s converts n floats at src to f16 bits at dst.
+//
+//go:noescape
+func f32ToF16s(src *float32, n int, dst *uint16)
+
+// roundF16s rounds n floats at src to f16 precision into dst.
+//
+//go:noescape
+func roundF16s(src *float32, n int, dst *float32)
+
 // q1_0x8avx2t1 computes 8 rows × 1 tokens of a Q1_0 · Q8_0 product with AVX2.
 //
 //go:noescape

@@ -29,6 +29,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/mmcloughlin/avo/attr"
 
@@ -127,6 +128,10 @@ func q2Spec(name string, cols int) spec {
 const prefetchBlocks = 16
 
 func main() {
+	if os.Getenv("BONSAI_ASM_SET") == "kquants" {
+		kquantsMain()
+		return
+	}
 	for _, s := range specs {
 		for _, t := range []int{1, 2, 4, 8} {
 			kernel(s, t)
@@ -136,6 +141,8 @@ func main() {
 	weightedSumF16()
 	quantizeQ8_0()
 	swiglu()
+	softmaxF16()
+	f16Convert()
 	avx2Data()
 	for _, t := range []int{1, 4} {
 		q1_0AVX2(t)
@@ -269,7 +276,7 @@ func reduce16(z reg.VecVirtual) {
 	lo := z.AsY()
 	VADDPS(hi, lo, lo)
 	hx := XMM()
-	VEXTRACTF128(U8(1), lo, hx)
+	VEXTRACTF32X4(U8(1), lo, hx) // EVEX: the allocator may pick Y16–Y31
 	lx := z.AsX()
 	VADDPS(hx, lx, lx)
 	VMOVHLPS(lx, lx, hx)
@@ -293,6 +300,52 @@ func dotsF16() {
 	chunks := Load(Param("chunks"), GP64())
 	out := Load(Param("out"), GP64())
 	SHLQ(U8(1), stride) // bytes
+	// Four rows at a time: each row keeps its own single chain of FMAs
+	// (the order above), but four chains hide the FMA latency.
+	CMPQ(n, U8(4))
+	JB(LabelRef("single"))
+	Label("quad")
+	{
+		acc := []reg.VecVirtual{ZMM(), ZMM(), ZMM(), ZMM()}
+		for _, a := range acc {
+			VPXORD(a, a, a)
+		}
+		i, xp, hp := GP64(), GP64(), GP64()
+		MOVQ(chunks, i)
+		MOVQ(x, xp)
+		MOVQ(h, hp)
+		Label("quadchunk")
+		xv := ZMM()
+		VMOVUPS(Mem{Base: xp}, xv)
+		row := GP64()
+		MOVQ(hp, row)
+		for r, a := range acc {
+			k := ZMM()
+			VCVTPH2PS(Mem{Base: row}, k)
+			VFMADD231PS(xv, k, a)
+			if r < 3 {
+				ADDQ(stride, row)
+			}
+		}
+		ADDQ(U8(32), hp)
+		ADDQ(U8(64), xp)
+		DECQ(i)
+		JNZ(LabelRef("quadchunk"))
+		for r, a := range acc {
+			reduce16(a)
+			VMOVSS(a.AsX(), Mem{Base: out, Disp: 4 * r})
+		}
+		ADDQ(U8(16), out)
+		for r := 0; r < 4; r++ {
+			ADDQ(stride, h)
+		}
+		SUBQ(U8(4), n)
+		CMPQ(n, U8(4))
+		JAE(LabelRef("quad"))
+	}
+	Label("single")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
 	Label("row")
 	acc := ZMM()
 	VPXORD(acc, acc, acc)
@@ -314,6 +367,7 @@ func dotsF16() {
 	ADDQ(stride, h)
 	DECQ(n)
 	JNZ(LabelRef("row"))
+	Label("done")
 	VZEROUPPER()
 	RET()
 }
