@@ -4,7 +4,7 @@
 // WGSL under wgpu 0.19 has no override constants, so every kernel is
 // specialised by text: Source prepends `const NAME: T = value;` lines and
 // resolves `//#if NAME` / `//#else` / `//#endif` blocks (NAME true when its
-// define is present and not "0"). Blocks do not nest.
+// define is present and not "0"); blocks nest.
 package shaders
 
 import (
@@ -73,49 +73,46 @@ func Source(name string, defs map[string]Const) (string, error) {
 
 func preprocess(src string, defs map[string]Const) (string, error) {
 	var b strings.Builder
-	const (
-		outside = iota
-		taking
-		skipping
-	)
-	state := outside
+	// One entry per open //#if: whether its current branch is taken, and
+	// whether its //#else was seen. A line is kept when every open branch
+	// is taken.
+	type level struct{ taking, inElse bool }
+	var open []level
+	keeping := func() bool {
+		for _, l := range open {
+			if !l.taking {
+				return false
+			}
+		}
+		return true
+	}
 	for i, line := range strings.Split(src, "\n") {
 		t := strings.TrimSpace(line)
 		switch {
 		case strings.HasPrefix(t, "//#if "):
-			if state != outside {
-				return "", fmt.Errorf("line %d: nested //#if", i+1)
-			}
 			c, ok := defs[strings.TrimSpace(t[len("//#if "):])]
-			if ok && c.Value != "0" && c.Value != "0u" {
-				state = taking
-			} else {
-				state = skipping
-			}
+			open = append(open, level{taking: ok && c.Value != "0" && c.Value != "0u"})
 			continue
 		case t == "//#else":
-			if state == outside {
+			if len(open) == 0 || open[len(open)-1].inElse {
 				return "", fmt.Errorf("line %d: //#else without //#if", i+1)
 			}
-			if state == taking {
-				state = skipping
-			} else {
-				state = taking
-			}
+			top := &open[len(open)-1]
+			top.taking, top.inElse = !top.taking, true
 			continue
 		case t == "//#endif":
-			if state == outside {
+			if len(open) == 0 {
 				return "", fmt.Errorf("line %d: //#endif without //#if", i+1)
 			}
-			state = outside
+			open = open[:len(open)-1]
 			continue
 		}
-		if state != skipping {
+		if keeping() {
 			b.WriteString(line)
 			b.WriteByte('\n')
 		}
 	}
-	if state != outside {
+	if len(open) != 0 {
 		return "", errors.New("unterminated //#if")
 	}
 	return b.String(), nil

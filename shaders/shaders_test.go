@@ -27,7 +27,26 @@ func TestPreprocess(t *testing.T) {
 			t.Errorf("defs %v: got %q want %q", c.defs, got, c.want)
 		}
 	}
-	for _, bad := range []string{"//#if A\n//#if B\n//#endif\n//#endif", "//#else", "//#endif", "//#if A\nx"} {
+	// Nested blocks: inner lines need every enclosing branch taken.
+	nested := "a\n//#if X\nb\n//#if Y\nc\n//#else\nd\n//#endif\ne\n//#else\nf\n//#if Y\ng\n//#endif\n//#endif\nh\n"
+	for _, c := range []struct {
+		x, y bool
+		want string
+	}{
+		{true, true, "a\nb\nc\ne\nh"},
+		{true, false, "a\nb\nd\ne\nh"},
+		{false, true, "a\nf\ng\nh"},
+		{false, false, "a\nf\nh"},
+	} {
+		got, err := preprocess(nested, map[string]Const{"X": Flag(c.x), "Y": Flag(c.y)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimRight(got, "\n") != c.want {
+			t.Errorf("nested X=%v Y=%v: got %q want %q", c.x, c.y, got, c.want)
+		}
+	}
+	for _, bad := range []string{"//#if A\n//#if B\n//#endif", "//#if A\n//#else\n//#else\n//#endif", "//#else", "//#endif", "//#if A\nx"} {
 		if _, err := preprocess(bad, nil); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
