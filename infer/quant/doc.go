@@ -62,6 +62,9 @@
 //	WeightedSumF16(probs, vCache[off:], stride, out) // out = Σ_t probs[t]·value t
 //	Reduce16(&lanes)                                 // the 16-lane tree
 //
+// SoftmaxF16(scores, scale) is the softmax between them (ggml_v_expf, sums
+// per 16 lanes in f64, weights rounded to f16), F32sToF16 and RoundF16s the
+// f16 roundings of K/V and q;
 // and SwiGLU(dst, gate, up), silu(gate)·up as ggml_vec_swiglu_f32 computes
 // it (ggml_v_expf on blocks of 16, libm expf on the tail): callers that
 // split a row across threads should cut it at multiples of 16 to keep
@@ -71,10 +74,12 @@
 //
 // Each Matrix picks the fastest kernel the CPU supports when it is created
 // (golang.org/x/sys/cpu): AVX-512 VNNI assembly generated with avo
-// (infer/quant/asm, its own module; see go:generate in simd_amd64.go) for
-// Q1_0, Q2_0, Q2_0G128, Q4_0 and Q8_0, an AVX2+FMA kernel for Q1_0 on CPUs
-// without AVX-512, the portable Go kernels otherwise (and for the K-quants
-// and floats). The SIMD kernels read a copy of the
+// (infer/quant/asm, its own module; see the go:generate lines in
+// simd_amd64.go and kquants_amd64.go) for Q1_0, Q2_0, Q2_0G128, Q4_0, Q8_0,
+// Q4_K and Q6_K, an AVX2+FMA kernel for Q1_0 on CPUs without AVX-512, the
+// portable Go kernels otherwise (and for Q5_K and the floats). The K-quant
+// kernels take Q8_K activations with their block sums beside the quants.
+// The SIMD kernels read a copy of the
 // weights repacked at NewMatrix into groups of 16 rows (repack.go), with the
 // same bits per weight, so one VPDPBUSD yields a partial sum for each of 16
 // rows; a tile of up to 8 tokens shares each expanded weight register

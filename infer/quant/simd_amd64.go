@@ -60,7 +60,7 @@ type planes struct {
 }
 
 func (a *Activations) preparePlanes() {
-	if !(haveVNNI || haveAVX2) || a.Type != gguf.Q8_0 {
+	if !(haveVNNI && a.Type == gguf.Q8_K || (haveVNNI || haveAVX2) && a.Type == gguf.Q8_0) {
 		a.planes = nil
 		return
 	}
@@ -86,6 +86,10 @@ const tileTokens = 8
 func (a *Activations) fillPlanes(t int) {
 	p := a.planes
 	if p == nil {
+		return
+	}
+	if a.Type == gguf.Q8_K {
+		a.fillPlanesQ8_K(t)
 		return
 	}
 	tile, lane := t/tileTokens, t%tileTokens

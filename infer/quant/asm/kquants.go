@@ -1,0 +1,391 @@
+package main
+
+// K-quant kernels, generated into their own file (kquants_amd64.s) so they
+// can change without regenerating the core set:
+//
+//	cd asm && BONSAI_ASM_SET=kquants go run . -out ../kquants_amd64.s -stubs ../kquants_stub_amd64.go -pkg quant
+//
+// Q4_K × Q8_K. The packed block (16 rows × 256 columns, 2368 bytes, built
+// by layoutQ4_K in kquants_amd64.go):
+//
+//	   0  32 × 64 B  chunk 8k+g: byte 4r+e = row r's qs[32k+4g+e], i.e. the
+//	                 codes of columns 64k+4g+e (low nibble, sub-block 2k)
+//	                 and 64k+32+4g+e (high nibble, sub-block 2k+1)
+//	2048  [8][16]u8  sub-block scales sc_j of each row
+//	2176  [4][16][2]u8 mins (m_2k, m_2k+1) of each row
+//	2304  [16]f16    d
+//	2336  [16]f16    dmin
+//
+// The activations come as the Q8_0 kernels' planes (fillPlanesQ8_K): qs
+// interleaved per 4-byte group for a tile of 8 tokens; per super-block,
+// 256 bytes of the dk plane hold the f32 d of 8 tokens, then Q8_K's sums
+// per 32 columns as int16 pairs (b_2k, b_2k+1) for Q4_K; 256 bytes of the
+// negq plane hold −(sums per 16) as int16 pairs for Q6_K.
+//
+// Per super-block and token, with u the 4-bit codes:
+//
+//	s_j   = Σ_{32 columns} u·q          exact (VPDPBUSD)
+//	sumi  = Σ_j sc_j·s_j                exact (VPMULLD)
+//	mins  = Σ_j m_j·b_j                 exact (VPDPWSSD)
+//	acc  += (d·dx)·float(sumi) − (dmin·dx)·float(mins)
+//
+// which is dotQ4_K's arithmetic, float rounding steps included, so the
+// kernel and the portable code agree to the last bit (unless Go fuses a
+// multiply-add there; it does not for GOAMD64 < v3).
+//
+// The high nibbles are not shifted down per chunk: u = code·16 (v & 0xf0)
+// fits a byte, s_j comes out 16 times too large and exact, and one VPSRAD
+// per sub-block and token divides it back.
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/ir"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+const (
+	q4kBlockBytes = 2368
+	q4kScales     = 2048
+	q4kMins       = 2176
+	q4kD          = 2304
+	q4kDmin       = 2336
+	// q4kPrefetch is how far ahead (in packed super-blocks, ~9 KiB) the
+	// kernel prefetches: past the 4 KiB page boundaries where the hardware
+	// streamers stop.
+	q4kPrefetch = 4
+)
+
+func kquantsMain() {
+	for _, t := range []int{1, 2, 4, 8} {
+		q4kKernel(t)
+	}
+	for _, t := range []int{1, 2, 4, 8} {
+		q6kKernel(t)
+	}
+	Generate()
+}
+
+// vpdpwssdBcst emits VPDPWSSD.BCST m32, a, acc: acc += Σ₂ a(s16)·m(s16) per
+// lane, m one broadcast dword (avo v0.5.0 predates AVX512_VNNI).
+func vpdpwssdBcst(m Mem, a, acc reg.VecVirtual) {
+	Instruction(&ir.Instruction{
+		Opcode:   "VPDPWSSD",
+		Suffixes: []string{"BCST"},
+		Operands: []Op{m, a, acc},
+		Inputs:   []Op{m, a, acc},
+		Outputs:  []Op{acc},
+		ISA:      []string{"AVX512VNNI"},
+	})
+}
+
+// q4kKernel generates q4_Kx16t<T>: 16 rows × T tokens of Q4_K · Q8_K, with
+// the signature of the other x16 kernels (negq and dk are the Q8_K planes
+// described above).
+func q4kKernel(T int) {
+	name := fmt.Sprintf("q4_Kx16t%d", T)
+	TEXT(name, NOSPLIT, "func(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)")
+	Doc(fmt.Sprintf("%s computes 16 rows × %d tokens of a q4_K · Q8_K product.", name, T))
+	Pragma("noescape")
+	w := Load(Param("w"), GP64())
+	blocks := Load(Param("blocks"), GP64())
+	qs := Load(Param("qs"), GP64())
+	dk := Load(Param("dk"), GP64())
+	lowMask, highMask := broadcastByte(0x0f), broadcastByte(0xf0)
+
+	acc := make([]reg.VecVirtual, T)
+	sumi := make([]reg.VecVirtual, T)
+	s := make([]reg.VecVirtual, T)
+	for t := range acc {
+		acc[t], sumi[t], s[t] = ZMM(), ZMM(), ZMM()
+		VPXORD(acc[t], acc[t], acc[t])
+	}
+
+	Label("block")
+	for off := 0; off < q4kBlockBytes; off += 64 {
+		PREFETCHT0(Mem{Base: w, Disp: q4kPrefetch*q4kBlockBytes + off})
+	}
+	for j := 0; j < 8; j++ {
+		k, odd := j/2, j%2 == 1
+		for t := 0; t < T; t++ {
+			VPXORD(s[t], s[t], s[t])
+		}
+		for g := 0; g < 8; g++ {
+			u := ZMM()
+			if odd {
+				VPANDD(Mem{Base: w, Disp: 64 * (8*k + g)}, highMask, u)
+			} else {
+				VPANDD(Mem{Base: w, Disp: 64 * (8*k + g)}, lowMask, u)
+			}
+			for t := 0; t < T; t++ {
+				vpdpbusdBcst(Mem{Base: qs, Disp: 32*(8*j+g) + 4*t}, u, s[t])
+			}
+		}
+		sc := ZMM()
+		VPMOVZXBD(Mem{Base: w, Disp: q4kScales + 16*j}, sc)
+		for t := 0; t < T; t++ {
+			if odd {
+				VPSRAD(U8(4), s[t], s[t])
+			}
+			if j == 0 {
+				VPMULLD(sc, s[t], sumi[t])
+			} else {
+				VPMULLD(sc, s[t], s[t])
+				VPADDD(s[t], sumi[t], sumi[t])
+			}
+		}
+	}
+	// Mins: s[t] = Σ_j m_j·b_j.
+	for t := 0; t < T; t++ {
+		VPXORD(s[t], s[t], s[t])
+	}
+	for k := 0; k < 4; k++ {
+		m := ZMM()
+		VPMOVZXBW(Mem{Base: w, Disp: q4kMins + 32*k}, m)
+		for t := 0; t < T; t++ {
+			vpdpwssdBcst(Mem{Base: dk, Disp: 32 + 32*k + 4*t}, m, s[t])
+		}
+	}
+	d, dmin := ZMM(), ZMM()
+	VCVTPH2PS(Mem{Base: w, Disp: q4kD}, d)
+	VCVTPH2PS(Mem{Base: w, Disp: q4kDmin}, dmin)
+	for t := 0; t < T; t++ {
+		a, b := ZMM(), ZMM()
+		VCVTDQ2PS(sumi[t], sumi[t])
+		VCVTDQ2PS(s[t], s[t])
+		VMULPS_BCST(Mem{Base: dk, Disp: 4 * t}, d, a)
+		VMULPS(sumi[t], a, a)
+		VMULPS_BCST(Mem{Base: dk, Disp: 4 * t}, dmin, b)
+		VMULPS(s[t], b, b)
+		VSUBPS(b, a, a)
+		VADDPS(a, acc[t], acc[t])
+	}
+	ADDQ(U32(q4kBlockBytes), w)
+	ADDQ(U32(8*256), qs) // 64 groups × 8 tokens × 4 bytes
+	ADDQ(U32(256), dk)
+	DECQ(blocks)
+	JNZ(LabelRef("block"))
+
+	y := Load(Param("y"), GP64())
+	ldy := Load(Param("ldy"), GP64())
+	mask := Load(Param("rowMask"), GP32())
+	kstore := K()
+	KMOVW(mask, kstore)
+	for t := 0; t < T; t++ {
+		VMOVUPS(acc[t], kstore, Mem{Base: y})
+		if t+1 < T {
+			ADDQ(ldy, y)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// Q6_K × Q8_K. The packed block (16 rows × 256 columns, 3360 bytes like
+// the file's, built by layoutQ6_K), u the 6-bit code q + 32 and group G
+// columns 4G…4G+3 of sub-block i = G/4:
+//
+//	   0  32 × 64 B  chunk 2i+m (m < 2): byte 4r+e = low 4 bits of u for row
+//	                 r, column e of group 4i+m (low nibble) and 4i+m+2 (high)
+//	2048  16 × 64 B  chunk i: byte 4r+e = high 2 bits of u for groups
+//	                 4i…4i+3 at bits 0-1, 2-3, 4-5, 6-7
+//	3072  [16][16]i8 sub-block scales of each row
+//	3328  [16]f16    d
+//
+// A group's u is lo | (hi shifted to bits 4-5 & 0x30), the OR and AND in one
+// VPTERNLOGD; decode streams weights from memory, so the 13 shifts and
+// logic ops per sub-block (shared by the tokens, on the port VNNI leaves
+// idle) cost less than the 2 bits per weight a byte layout would add.
+//
+// The sum follows dotQ6_K (ggml's AVX2 order, which infer/parity relies on
+// to match llama.cpp to the bit): per super-block eight integer lanes per
+// row, lane l collecting the 4-column groups G ≡ l (mod 8),
+//
+//	lane[l] = Σ_i sc_i·S_G (G = 4i + l%4, i ≡ l/4 mod 2) − 32·Σ_{i=2l,2l+1} sc_i·b_i
+//
+// (S_G = Σ u·q over the group, |S_G| ≤ 4·63·128 fits an int16, so
+// VPDPWSSD with (sc_i, 0) words multiplies it exactly; b_i Q8_K's sum per
+// 16 columns), then acc[l] = fma(dx·d, float(lane[l]), acc[l]) and at the
+// end ((a4+a0)+(a6+a2)) + ((a5+a1)+(a7+a3)). Eight lanes per token do not
+// fit the registers beyond two tokens, so the float lanes live in a stack
+// frame and tokens go through the integer part two at a time.
+const (
+	q6kBlockBytes = 3360
+	q6kHigh       = 2048
+	q6kScales     = 3072
+	q6kD          = 3328
+	q6kPrefetch   = 3
+)
+
+func q6kKernel(T int) {
+	name := fmt.Sprintf("q6_Kx16t%d", T)
+	// Not NOSPLIT: the float lanes (and the expanded weights) need a frame
+	// of up to 8 KiB.
+	TEXT(name, 0, "func(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)")
+	Doc(fmt.Sprintf("%s computes 16 rows × %d tokens of a q6_K · Q8_K product.", name, T))
+	Pragma("noescape")
+	// Beyond one token the expanded u of a super-block (4 KiB) is written
+	// to the frame once and read back by each pair of tokens.
+	expandOnce := T > 1
+	frameBytes := T * 8 * 64
+	if expandOnce {
+		frameBytes += 64 * 64
+	}
+	frame := AllocLocal(frameBytes)
+	expanded := frame.Offset(T * 8 * 64)
+	lane := func(t, l int) Mem { return frame.Offset(512*t + 64*l) }
+	w := Load(Param("w"), GP64())
+	blocks := Load(Param("blocks"), GP64())
+	qs := Load(Param("qs"), GP64())
+	bs := Load(Param("negq"), GP64())
+	dk := Load(Param("dk"), GP64())
+	m0f, m30 := broadcastByte(0x0f), broadcastByte(0x30)
+	// avo takes VPXORD x, x, x for a read of x, which would keep every
+	// lane register live around the loop: zeroing goes through one
+	// register instead.
+	zero := ZMM()
+	VPXORD(zero, zero, zero)
+	for t := 0; t < T; t++ {
+		for l := 0; l < 8; l++ {
+			VMOVUPS(zero, lane(t, l))
+		}
+	}
+
+	Label("block")
+	for off := 0; off < q6kBlockBytes; off += 64 {
+		PREFETCHT0(Mem{Base: w, Disp: q6kPrefetch*q6kBlockBytes + off})
+	}
+	if expandOnce {
+		for G := 0; G < 64; G++ {
+			VMOVDQU64(q6kExpand(w, G/4, G%4, m0f, m30), expanded.Offset(64*G))
+		}
+	}
+	dw := ZMM()
+	VCVTPH2PS(Mem{Base: w, Disp: q6kD}, dw)
+	for t0 := 0; t0 < T; t0 += 2 {
+		toks := min(2, T-t0)
+		li := make([][8]reg.VecVirtual, toks)
+		for t := range li {
+			for l := range li[t] {
+				li[t][l] = ZMM()
+				VPXORD(zero, zero, li[t][l])
+			}
+		}
+		for i := 0; i < 16; i++ {
+			sc, off := ZMM(), ZMM()
+			VPMOVSXBW(Mem{Base: w, Disp: q6kScales + 16*i}, sc.AsY())
+			VPMOVZXWD(sc.AsY(), sc) // (sc_i, 0) words
+			// −32·sc_i·b_i with b_i from the pair (−b_2L, −b_2L+1): 32·sc_i
+			// goes in the word of b_i, the other word 0 (a dword shift by
+			// 5 would carry into it).
+			if i%2 == 0 {
+				VPSLLW(U8(5), sc, off)
+			} else {
+				VPSLLD(U8(21), sc, off)
+			}
+			for m := 0; m < 4; m++ {
+				G, l := 4*i+m, 4*(i%2)+m
+				var u reg.VecVirtual
+				if expandOnce {
+					u = ZMM()
+					VMOVDQU64(expanded.Offset(64*G), u)
+				} else {
+					u = q6kExpand(w, i, m, m0f, m30)
+				}
+				for t := 0; t < toks; t++ {
+					s := ZMM()
+					VPXORD(zero, zero, s)
+					vpdpbusdBcst(Mem{Base: qs, Disp: 32*G + 4*(t0+t)}, u, s)
+					vpdpwssd(s, sc, li[t][l])
+				}
+			}
+			for t := 0; t < toks; t++ {
+				vpdpwssdBcst(Mem{Base: bs, Disp: 32*(i/2) + 4*(t0+t)}, off, li[t][i/2])
+			}
+		}
+		for t := 0; t < toks; t++ {
+			d := ZMM()
+			VMULPS_BCST(Mem{Base: dk, Disp: 4 * (t0 + t)}, dw, d)
+			for l := 0; l < 8; l++ {
+				a := ZMM()
+				VCVTDQ2PS(li[t][l], li[t][l])
+				VMOVUPS(lane(t0+t, l), a)
+				VFMADD231PS(li[t][l], d, a)
+				VMOVUPS(a, lane(t0+t, l))
+			}
+		}
+	}
+	ADDQ(U32(q6kBlockBytes), w)
+	ADDQ(U32(8*256), qs)
+	ADDQ(U32(256), bs)
+	ADDQ(U32(256), dk)
+	DECQ(blocks)
+	JNZ(LabelRef("block"))
+
+	y := Load(Param("y"), GP64())
+	ldy := Load(Param("ldy"), GP64())
+	mask := Load(Param("rowMask"), GP32())
+	kstore := K()
+	KMOVW(mask, kstore)
+	for t := 0; t < T; t++ {
+		a := make([]reg.VecVirtual, 8)
+		for l := range a {
+			a[l] = ZMM()
+			VMOVUPS(lane(t, l), a[l])
+		}
+		VADDPS(a[0], a[4], a[4])
+		VADDPS(a[2], a[6], a[6])
+		VADDPS(a[1], a[5], a[5])
+		VADDPS(a[3], a[7], a[7])
+		VADDPS(a[6], a[4], a[4])
+		VADDPS(a[7], a[5], a[5])
+		VADDPS(a[5], a[4], a[4])
+		VMOVUPS(a[4], kstore, Mem{Base: y})
+		if t+1 < T {
+			ADDQ(ldy, y)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// vpdpwssd emits VPDPWSSD b, a, acc: acc += Σ₂ a(s16)·b(s16) per lane.
+func vpdpwssd(b, a, acc reg.VecVirtual) {
+	Instruction(&ir.Instruction{
+		Opcode:   "VPDPWSSD",
+		Operands: []Op{b, a, acc},
+		Inputs:   []Op{b, a, acc},
+		Outputs:  []Op{acc},
+		ISA:      []string{"AVX512VNNI"},
+	})
+}
+
+// q6kExpand emits the expansion of group 4i+m to 16 rows × 4 bytes of u.
+func q6kExpand(w reg.Register, i, m int, m0f, m30 reg.VecVirtual) reg.VecVirtual {
+	lo := Mem{Base: w, Disp: 64 * (2*i + m%2)}
+	hi := Mem{Base: w, Disp: q6kHigh + 64*i}
+	u := ZMM()
+	if m < 2 {
+		VPANDD(lo, m0f, u)
+	} else {
+		VPSRLW(U8(4), lo, u)
+		VPANDD(u, m0f, u)
+	}
+	// u |= x & 0x30 (imm 0xf8: a | b&c), x the high bits moved to 4-5.
+	switch m {
+	case 2:
+		VPTERNLOGD(U8(0xf8), hi, m30, u)
+		return u
+	case 3:
+		x := ZMM()
+		VPSRLW(U8(2), hi, x)
+		VPTERNLOGD(U8(0xf8), m30, x, u)
+		return u
+	}
+	x := ZMM()
+	VPSLLW(U8(4-2*m), hi, x)
+	VPTERNLOGD(U8(0xf8), m30, x, u)
+	return u
+}

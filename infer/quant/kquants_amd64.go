@@ -1,0 +1,107 @@
+package quant
+
+//go:generate sh -c "cd asm && BONSAI_ASM_SET=kquants go run . -out ../kquants_amd64.s -stubs ../kquants_stub_amd64.go -pkg quant"
+
+import (
+	"encoding/binary"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+)
+
+// The Q4_K and Q6_K kernels (asm/kquants.go) join the x16 kernel sets:
+// same driver (simdProduct), same 8-token activation tiles, their own packed
+// layouts and their own Q8_K planes.
+func init() {
+	type kern = func(*byte, int, *byte, *byte, *byte, *float32, int, uint16)
+	kernelSets[gguf.Q4_K] = &kernelSet{layoutQ4_K, [4]kern{q4_Kx16t1, q4_Kx16t2, q4_Kx16t4, q4_Kx16t8}}
+	kernelSets[gguf.Q6_K] = &kernelSet{layoutQ6_K, [4]kern{q6_Kx16t1, q6_Kx16t2, q6_Kx16t4, q6_Kx16t8}}
+}
+
+// layoutQ4_K packs 16 rows × one super-block as asm/kquants.go reads it:
+// 32 chunks of 64 bytes (chunk 8k+g, byte 4r+e = row r's qs[32k+4g+e], so
+// a chunk's low nibbles are sub-block 2k and its high nibbles 2k+1), then
+// the scales [8][16], the min pairs [4][16][2], d [16] and dmin [16]. The
+// scales and mins are unpacked from their 6-bit form once here instead of
+// once per token in the kernel.
+var layoutQ4_K = &packedLayout{cols: qkK, blockBytes: 2368, scales: 2304, pack: func(rows *[packRows][]byte, dst []byte) {
+	for r, blk := range rows {
+		if blk == nil {
+			continue // zero codes, scales and d: the row sums to 0
+		}
+		for c := 0; c < 32; c++ {
+			copy(dst[64*c+4*r:][:4], blk[16+4*c:])
+		}
+		for j := 0; j < 8; j++ {
+			sc, m := scaleMinK4(j, blk[4:16])
+			dst[2048+16*j+r] = sc
+			dst[2176+32*(j/2)+2*r+j%2] = m
+		}
+		copy(dst[2336+2*r:][:2], blk[2:4])
+	}
+}}
+
+// layoutQ6_K packs 16 rows × one super-block as asm/kquants.go reads it,
+// in the file's 6.56 bits per weight: with u = q+32 and group G columns
+// 4G…4G+3, 32 chunks of low nibbles (chunk 2i+m, byte 4r+e: group 4i+m low,
+// 4i+m+2 high), 16 chunks of high 2-bit pairs (chunk i, byte 4r+e: groups
+// 4i…4i+3 from bit 0 up), the scales [16][16] and d [16].
+var layoutQ6_K = &packedLayout{cols: qkK, blockBytes: 3360, scales: 3328, pack: func(rows *[packRows][]byte, dst []byte) {
+	for r, blk := range rows {
+		if blk == nil {
+			continue
+		}
+		ql, qh := blk[0:128], blk[128:192]
+		u := func(G, e int) byte { return byte(q6Value(ql, qh, 4*G+e) + 32) }
+		for i := 0; i < 16; i++ {
+			for e := 0; e < 4; e++ {
+				for m := 0; m < 2; m++ {
+					dst[64*(2*i+m)+4*r+e] = u(4*i+m, e)&0xf | u(4*i+m+2, e)<<4
+				}
+				var h byte
+				for m := 0; m < 4; m++ {
+					h |= u(4*i+m, e) >> 4 << (2 * m)
+				}
+				dst[2048+64*i+4*r+e] = h
+			}
+			dst[3072+16*i+r] = blk[192+i]
+		}
+		copy(dst[3328+2*r:][:2], blk[208:210]) // repack put the first two bytes there
+	}
+}}
+
+// fillPlanesQ8_K lays out token t of Q8_K activations for the K-quant
+// kernels, in the planes the Q8_0 kernels use (per tile of 8 tokens, the
+// tile's negq and dk regions each N bytes, 256 per super-block):
+//
+//	qs   [N/4 groups][8 tokens] 4 bytes         as for Q8_0
+//	negq [N/256][8 pairs][8 tokens] 2×i16       −(sums per 16), (−b_2L, −b_2L+1), for Q6_K
+//	dk   [N/256] { [8 tokens] float32           the super-block's d
+//	             [4 pairs][8 tokens] 2×i16 }    sums per 32, (b_2k, b_2k+1), for Q4_K
+func (a *Activations) fillPlanesQ8_K(t int) {
+	p := a.planes
+	tile, lane := t/tileTokens, t%tileTokens
+	src := a.Token(t)
+	qs := p.qs[tile*tileTokens*a.N:]
+	sums := p.negq[tile*tileTokens*a.N/8:]
+	dk := p.dk[tile*tileTokens*a.N/8:]
+	for b := 0; b < a.N/qkK; b++ {
+		blk := src[b*q8_KBytes : (b+1)*q8_KBytes]
+		for g := 0; g < qkK/4; g++ {
+			copy(qs[4*((qkK/4*b+g)*tileTokens+lane):][:4], blk[4+4*g:])
+		}
+		for L := 0; L < 8; L++ {
+			lo, hi := -bsum(blk, 2*L), -bsum(blk, 2*L+1)
+			binary.LittleEndian.PutUint32(sums[256*b+4*(L*tileTokens+lane):], pairI16(lo, hi))
+		}
+		sb := dk[256*b:]
+		copy(sb[4*lane:][:4], blk[:4])
+		for k := 0; k < 4; k++ {
+			lo := bsum(blk, 4*k) + bsum(blk, 4*k+1)
+			hi := bsum(blk, 4*k+2) + bsum(blk, 4*k+3)
+			binary.LittleEndian.PutUint32(sb[32+4*(k*tileTokens+lane):], pairI16(lo, hi))
+		}
+	}
+}
+
+// pairI16 packs two int16 values (as VPDPWSSD reads a dword).
+func pairI16(lo, hi int32) uint32 { return uint32(uint16(lo)) | uint32(uint16(hi))<<16 }
