@@ -168,19 +168,7 @@ func q4kKernel(T int) {
 	DECQ(blocks)
 	JNZ(LabelRef("block"))
 
-	y := Load(Param("y"), GP64())
-	ldy := Load(Param("ldy"), GP64())
-	mask := Load(Param("rowMask"), GP32())
-	kstore := K()
-	KMOVW(mask, kstore)
-	for t := 0; t < T; t++ {
-		VMOVUPS(acc[t], kstore, Mem{Base: y})
-		if t+1 < T {
-			ADDQ(ldy, y)
-		}
-	}
-	VZEROUPPER()
-	RET()
+	storeRows(acc)
 }
 
 // Q6_K × Q8_K. The packed block (16 rows × 256 columns, 3360 bytes like

@@ -250,16 +250,21 @@ func kernel(s spec, T int) {
 	DECQ(blocks)
 	JNZ(LabelRef("block"))
 
-	// Only the rows in rowMask are stored: the last group of a matrix may
-	// be partial.
+	storeRows(acc)
+}
+
+// storeRows stores token t's 16 row results acc[t] at y + t·ldy and
+// returns. Only the rows in rowMask are stored: the last group of a matrix
+// may be partial.
+func storeRows(acc []reg.VecVirtual) {
 	y := Load(Param("y"), GP64())
 	ldy := Load(Param("ldy"), GP64())
 	mask := Load(Param("rowMask"), GP32())
 	kstore := K()
 	KMOVW(mask, kstore)
-	for t := 0; t < T; t++ {
+	for t := 0; t < len(acc); t++ {
 		VMOVUPS(acc[t], kstore, Mem{Base: y})
-		if t+1 < T {
+		if t+1 < len(acc) {
 			ADDQ(ldy, y)
 		}
 	}
