@@ -26,6 +26,32 @@ go vet ./...
 step go test
 go test -timeout "$timeout" ./...
 
+# fuzz_target fuzzes one target. Go 1.26's fuzz coordinator can fail a
+# target with a bare "context deadline exceeded" when the -fuzztime deadline
+# races its workers' shutdown (golang/go#75804, fixed in Go 1.27). A real
+# finding always writes its input under testdata/fuzz, so that failure
+# counts as a pass only when no new input was written and the target's
+# corpus (seeds and testdata) still replays cleanly.
+fuzz_target() {
+	local name=$1 pkg=$2 log
+	log=$(mktemp)
+	local before
+	before=$(ls -R "$pkg/testdata/fuzz/$name" 2>/dev/null | md5sum)
+	if go test -run='^$' -fuzz="^${name}\$" -fuzztime="$fuzztime" -fuzzminimizetime=100x "$pkg" 2>&1 | tee "$log"; then
+		rm -f "$log"
+		return 0
+	fi
+	if grep -q '^    context deadline exceeded$' "$log" && ! grep -q 'Failing input written' "$log" &&
+		[[ $(ls -R "$pkg/testdata/fuzz/$name" 2>/dev/null | md5sum) == "$before" ]] &&
+		go test -run="^${name}\$" "$pkg"; then
+		echo "note: $name hit Go's fuzz-deadline race (golang/go#75804), no failing input; corpus replays cleanly"
+		rm -f "$log"
+		return 0
+	fi
+	rm -f "$log"
+	return 1
+}
+
 if [[ $fuzztime != 0 ]]; then
 	# Each package's Fuzz functions, one at a time (go test fuzzes one target
 	# per run). The seed corpora already ran as unit tests above.
@@ -34,7 +60,7 @@ if [[ $fuzztime != 0 ]]; then
 		name=${name%%(*}
 		pkg=./$(dirname "$file")
 		step "fuzz $name in $pkg for $fuzztime"
-		go test -run='^$' -fuzz="^${name}\$" -fuzztime="$fuzztime" "$pkg"
+		fuzz_target "$name" "$pkg"
 	done < <(grep -rn --exclude-dir=node_modules --exclude-dir=.git --include='*_test.go' -E '^func Fuzz[A-Za-z0-9_]*\(f \*testing\.F\)' . | sed 's|^\./||' | sort)
 fi
 step "all tests passed"
