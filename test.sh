@@ -32,17 +32,17 @@ go test -timeout "$timeout" ./...
 # finding always writes its input under testdata/fuzz, so that failure
 # counts as a pass only when no new input was written and the target's
 # corpus (seeds and testdata) still replays cleanly.
+corpus_sum() { { ls -R "$1" 2>/dev/null || true; } | md5sum; }
 fuzz_target() {
-	local name=$1 pkg=$2 log
+	local name=$1 pkg=$2 log before
 	log=$(mktemp)
-	local before
-	before=$(ls -R "$pkg/testdata/fuzz/$name" 2>/dev/null | md5sum)
+	before=$(corpus_sum "$pkg/testdata/fuzz/$name")
 	if go test -run='^$' -fuzz="^${name}\$" -fuzztime="$fuzztime" -fuzzminimizetime=100x "$pkg" 2>&1 | tee "$log"; then
 		rm -f "$log"
 		return 0
 	fi
 	if grep -q '^    context deadline exceeded$' "$log" && ! grep -q 'Failing input written' "$log" &&
-		[[ $(ls -R "$pkg/testdata/fuzz/$name" 2>/dev/null | md5sum) == "$before" ]] &&
+		[[ $(corpus_sum "$pkg/testdata/fuzz/$name") == "$before" ]] &&
 		go test -run="^${name}\$" "$pkg"; then
 		echo "note: $name hit Go's fuzz-deadline race (golang/go#75804), no failing input; corpus replays cleanly"
 		rm -f "$log"
