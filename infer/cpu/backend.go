@@ -70,7 +70,7 @@ type Backend struct {
 func New(opts infer.BackendOptions) (*Backend, error) {
 	threads := opts.Threads
 	if threads <= 0 {
-		threads = runtime.NumCPU()
+		threads = quant.PhysicalCores()
 	}
 	b := &Backend{
 		qpool:     quant.NewPool(threads),

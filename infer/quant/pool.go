@@ -1,7 +1,6 @@
 package quant
 
 import (
-	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -45,12 +44,10 @@ const (
 )
 
 // NewPool starts a pool of threads workers (the caller counts as one).
-// threads ≤ 0 means one per core (runtime.NumCPU: this project's machines
-// report physical cores; hyperthreads would only contend for the same SIMD
-// units).
+// threads ≤ 0 means one per physical core (PhysicalCores).
 func NewPool(threads int) *Pool {
 	if threads <= 0 {
-		threads = runtime.NumCPU()
+		threads = PhysicalCores()
 	}
 	p := &Pool{threads: threads, wake: make([]chan struct{}, threads-1), sleeping: make([]atomic.Bool, threads-1), done: make(chan struct{}, 1)}
 	for i := range p.wake {
