@@ -42,6 +42,8 @@ func simdKernel(t gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int,
 		return simdProduct
 	case haveAVX2 && t == gguf.Q1_0:
 		return q1_0AVX2Product
+	case haveAVX2 && avx2Sets[t] != nil:
+		return avx2Product
 	}
 	return nil
 }

@@ -146,3 +146,23 @@ func q1_0x8avx2t1(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte,
 //
 //go:noescape
 func q1_0x8avx2t4(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+
+// q4_0x16avx2t1 computes 16 rows × 1 tokens of a Q4_0 · Q8_0 product with AVX2.
+//
+//go:noescape
+func q4_0x16avx2t1(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+
+// q4_0x8avx2t4 computes 8 rows × 4 tokens of a Q4_0 · Q8_0 product with AVX2.
+//
+//go:noescape
+func q4_0x8avx2t4(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+
+// q8_0x16avx2t1 computes 16 rows × 1 tokens of a Q8_0 · Q8_0 product with AVX2.
+//
+//go:noescape
+func q8_0x16avx2t1(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+
+// q8_0x8avx2t4 computes 8 rows × 4 tokens of a Q8_0 · Q8_0 product with AVX2.
+//
+//go:noescape
+func q8_0x8avx2t4(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)

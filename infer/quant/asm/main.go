@@ -147,6 +147,7 @@ func main() {
 	for _, t := range []int{1, 4} {
 		q1_0AVX2(t)
 	}
+	avx2QuantKernels()
 	Generate()
 }
 

@@ -1,0 +1,59 @@
+package quant
+
+import "github.com/bonsai-chat/bonsai/gguf"
+
+// avx2Kernels is one type's AVX2 kernels over the AVX-512 kernels' packed
+// layout, for CPUs without AVX-512 (asm/avx2.go): a whole 16-row group × 1
+// token, or one 8-row half of it × 4 tokens. Rows 8–15 sit 32 bytes into
+// each 64-byte chunk.
+type avx2Kernels struct {
+	layout      *packedLayout
+	x16t1, x8t4 func(w, sc *byte, blocks int, qs, negq, dk *byte, y *float32, ldy int)
+}
+
+var avx2Sets = map[gguf.Type]*avx2Kernels{
+	gguf.Q4_0: {layoutQ4_0, q4_0x16avx2t1, q4_0x8avx2t4},
+	gguf.Q8_0: {layoutQ8_0, q8_0x16avx2t1, q8_0x8avx2t4},
+}
+
+// avx2Product is simdProduct for the kernels of avx2Sets.
+func avx2Product(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
+	ks := avx2Sets[m.Type]
+	l := ks.layout
+	blocks := m.Cols / l.cols
+	groupBytes := blocks * l.blockBytes
+	p := a.planes
+	// The kernels store whole 8- or 16-row blocks; the last group's rows
+	// past m.Rows would land in the next token's outputs, so a partial
+	// group goes through scratch.
+	var scratch [packRows * 4]float32
+	for g0 := r0; g0 < r1; g0 += packRows {
+		base := g0 / packRows * groupBytes
+		rows := min(packRows, m.Rows-g0)
+		for t := t0; t < t1; {
+			tile, lane := t/tileTokens, t%tileTokens
+			qs := &p.qs[tile*tileTokens*a.N+4*lane]
+			negq := &p.negq[tile*tileTokens*a.N/8+4*lane]
+			dk := &p.dk[tile*tileTokens*a.N/8+4*lane]
+			out, ldy := y[t*m.Rows+g0:], m.Rows
+			if rows < packRows {
+				out, ldy = scratch[:], packRows
+			}
+			n := 1
+			if lane%4 == 0 && t1-t >= 4 {
+				n = 4
+				for half := 0; half < 2 && 8*half < rows; half++ {
+					ks.x8t4(&m.packed[base+32*half], &m.packed[base+l.scales+16*half], blocks, qs, negq, dk, &out[8*half], 4*ldy)
+				}
+			} else {
+				ks.x16t1(&m.packed[base], &m.packed[base+l.scales], blocks, qs, negq, dk, &out[0], 4*ldy)
+			}
+			if rows < packRows {
+				for i := 0; i < n; i++ {
+					copy(y[(t+i)*m.Rows+g0:][:rows], scratch[packRows*i:])
+				}
+			}
+			t += n
+		}
+	}
+}
