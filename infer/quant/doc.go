@@ -76,8 +76,8 @@
 // (golang.org/x/sys/cpu): AVX-512 VNNI assembly generated with avo
 // (infer/quant/asm, its own module; see the go:generate lines in
 // simd_amd64.go and kquants_amd64.go) for Q1_0, Q2_0, Q2_0G128, Q4_0, Q8_0,
-// Q4_K and Q6_K, an AVX2+FMA kernel for Q1_0 on CPUs without AVX-512, the
-// portable Go kernels otherwise (and for Q5_K and the floats). The K-quant
+// Q4_K, Q5_K and Q6_K, AVX2+FMA kernels for Q1_0, Q4_0 and Q8_0 on CPUs without AVX-512,
+// the portable Go kernels otherwise (and for the floats). The K-quant
 // kernels take Q8_K activations with their block sums beside the quants.
 // The SIMD kernels read a copy of the
 // weights repacked at NewMatrix into groups of 16 rows (repack.go), with the

@@ -8,12 +8,13 @@ import (
 	"github.com/bonsai-chat/bonsai/gguf"
 )
 
-// The Q4_K and Q6_K kernels (asm/kquants.go) join the x16 kernel sets:
+// The Q4_K, Q5_K and Q6_K kernels (asm/kquants.go) join the x16 kernel sets:
 // same driver (simdProduct), same 8-token activation tiles, their own packed
 // layouts and their own Q8_K planes.
 func init() {
 	type kern = func(*byte, int, *byte, *byte, *byte, *float32, int, uint16)
 	kernelSets[gguf.Q4_K] = &kernelSet{layoutQ4_K, [4]kern{q4_Kx16t1, q4_Kx16t2, q4_Kx16t4, q4_Kx16t8}}
+	kernelSets[gguf.Q5_K] = &kernelSet{layoutQ5_K, [4]kern{q5_Kx16t1, q5_Kx16t2, q5_Kx16t4, q5_Kx16t8}}
 	kernelSets[gguf.Q6_K] = &kernelSet{layoutQ6_K, [4]kern{q6_Kx16t1, q6_Kx16t2, q6_Kx16t4, q6_Kx16t8}}
 }
 
@@ -39,6 +40,36 @@ var layoutQ4_K = &packedLayout{cols: qkK, blockBytes: 2368, scales: 2304, pack: 
 		copy(dst[2336+2*r:][:2], blk[2:4])
 	}
 }}
+
+// layoutQ5_K packs 16 rows × one super-block as asm/kquants.go reads it,
+// in the file's 5.5 bits per weight: Q4_K's 32 chunks of nibbles, the 5th
+// bits as 64 byte masks (word 8j+g, bit 4r+e: bit j of row r's qh[4g+e],
+// i.e. of column 32j+4g+e), the file's 12 scale bytes as three
+// chunks of one dword per row (chunk i, byte 4r+e = scales[4i+e]), d [16]
+// and dmin [16]. The scales stay 6-bit: the kernel unpacks them once per
+// super-block for all its tokens.
+var layoutQ5_K = &packedLayout{cols: qkK, blockBytes: 2816, scales: 2752, pack: func(rows *[packRows][]byte, dst []byte) {
+	for r, blk := range rows {
+		if blk == nil {
+			continue
+		}
+		for c := 0; c < 32; c++ {
+			copy(dst[64*c+4*r:][:4], blk[48+4*c:])
+		}
+		for i := 0; i < 3; i++ {
+			copy(dst[2560+64*i+4*r:][:4], blk[4+4*i:])
+		}
+		copy(dst[2784+2*r:][:2], blk[2:4])
+	}
+	for j := 0; j < 8; j++ {
+		for g := 0; g < 8; g++ {
+			binary.LittleEndian.PutUint64(dst[2048+8*(8*j+g):], bitPlane(rows, g, j, q5High))
+		}
+	}
+}}
+
+// q5High is column c's qh byte (bit j: the 5th bit of column 32j+c).
+func q5High(blk []byte, c int) byte { return blk[16+c] }
 
 // layoutQ6_K packs 16 rows × one super-block as asm/kquants.go reads it,
 // in the file's 6.56 bits per weight: with u = q+32 and group G columns

@@ -41,8 +41,8 @@ func randKQuantMatrix(t *testing.T, r *rand.Rand, typ gguf.Type, rows, cols int)
 	return m
 }
 
-// TestKQuantSIMDMatchesPortable compares the AVX-512 Q4_K and Q6_K kernels
-// with dotQ4_K and dotQ6_K.
+// TestKQuantSIMDMatchesPortable compares the AVX-512 Q4_K, Q5_K and Q6_K
+// kernels with dotQ4_K, dotQ5_K and dotQ6_K.
 //
 // Tolerance: the integer sums (per 32 or 16 columns, then over the scales
 // and mins of a super-block) are exact in both, so they can only differ in
@@ -62,6 +62,7 @@ func TestKQuantSIMDMatchesPortable(t *testing.T) {
 		rows, cols, threads int
 	}{
 		{gguf.Q4_K, 16, 256, 1}, {gguf.Q4_K, 5, 256, 2}, {gguf.Q4_K, 37, 2048, 2}, {gguf.Q4_K, 50, 2560, 1}, {gguf.Q4_K, 21, 6144, 2},
+		{gguf.Q5_K, 16, 256, 1}, {gguf.Q5_K, 5, 256, 2}, {gguf.Q5_K, 37, 2048, 2}, {gguf.Q5_K, 50, 2560, 1}, {gguf.Q5_K, 21, 6144, 2},
 		{gguf.Q6_K, 16, 256, 1}, {gguf.Q6_K, 5, 256, 2}, {gguf.Q6_K, 37, 2048, 2}, {gguf.Q6_K, 50, 2560, 1}, {gguf.Q6_K, 21, 6144, 2},
 	} {
 		t.Run(fmt.Sprintf("%s/%dx%d/threads=%d", tc.typ, tc.rows, tc.cols, tc.threads), func(t *testing.T) {
@@ -120,7 +121,7 @@ func TestKQuantSIMDMatchesPortable(t *testing.T) {
 // with it set.
 func TestNoSIMDEnv(t *testing.T) {
 	if os.Getenv("BONSAI_NOSIMD") != "" {
-		for _, typ := range []gguf.Type{gguf.Q4_K, gguf.Q6_K} {
+		for _, typ := range []gguf.Type{gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
 			m := randKQuantMatrix(t, rand.New(rand.NewPCG(1, 2)), typ, 16, 256)
 			if m.packed != nil || haveVNNI {
 				t.Fatalf("BONSAI_NOSIMD=1 still selects the SIMD %s kernel", typ)

@@ -41,3 +41,23 @@ func q6_Kx16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, 
 //
 //go:noescape
 func q6_Kx16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
+// q5_Kx16t1 computes 16 rows × 1 tokens of a q5_K · Q8_K product.
+//
+//go:noescape
+func q5_Kx16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
+// q5_Kx16t2 computes 16 rows × 2 tokens of a q5_K · Q8_K product.
+//
+//go:noescape
+func q5_Kx16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
+// q5_Kx16t4 computes 16 rows × 4 tokens of a q5_K · Q8_K product.
+//
+//go:noescape
+func q5_Kx16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
+// q5_Kx16t8 computes 16 rows × 8 tokens of a q5_K · Q8_K product.
+//
+//go:noescape
+func q5_Kx16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)

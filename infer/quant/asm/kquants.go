@@ -65,6 +65,9 @@ func kquantsMain() {
 	for _, t := range []int{1, 2, 4, 8} {
 		q6kKernel(t)
 	}
+	for _, t := range []int{1, 2, 4, 8} {
+		q5kKernel(t)
+	}
 	Generate()
 }
 
@@ -376,4 +379,250 @@ func q6kExpand(w reg.Register, i, m int, m0f, m30 reg.VecVirtual) reg.VecVirtual
 	VPSLLW(U8(4-2*m), hi, x)
 	VPTERNLOGD(U8(0xf8), m30, x, u)
 	return u
+}
+
+// Q5_K × Q8_K. The packed block (16 rows × 256 columns, 2816 bytes like
+// the file's, built by layoutQ5_K):
+//
+//	   0  32 × 64 B  the low 4 bits, as Q4_K's chunks
+//	2048  [64]u64    word 8j+g: bit 4r+e = row r's 5th bit of column
+//	                 32j+4g+e (bit j of qh[4g+e]), a byte mask for VPADDB
+//	2560   3 × 64 B  chunk i: dword r = row r's scales[4i…4i+3], the
+//	                 file's 6-bit packing (D0, D1, D2 below)
+//	2752  [16]f16    d
+//	2784  [16]f16    dmin
+//
+// Unpacking the scales and mins costs ~70 vector ops per super-block,
+// shared by the tokens; unpacked they would add 64 bytes (2%) to stream
+// per super-block in decode, which is bandwidth-bound (one core runs the
+// one-token kernel at ~25 GB/s from L2, two share ~22 GB/s of memory).
+//
+// The sum follows dotQ5_K (ggml's AVX2 order): per super-block eight
+// integer lanes per row, lane l collecting the 4-column groups 8j+l,
+//
+//	lane[l] = Σ_j sc_j·S_{8j+l}        S = Σ u·q over the group
+//	mins    = Σ_j m_j·b_j              b_j Q8_K's sum per 32, as Q4_K
+//
+// (u the 5-bit codes), then acc[l] = fma(dx·d, float(lane[l]), acc[l]) and
+// summs = fma(−(dx·dmin), float(mins), summs), and at the end
+// ((a4+a0)+(a6+a2)) + ((a5+a1)+(a7+a3)) + summs. As for Q6_K the float
+// lanes live in the frame and tokens go through the integer part two at a
+// time, reading the expanded codes back from the frame beyond one token.
+//
+// VPMADDUBSW forms S as two int16 halves (|half| ≤ 2·31·128, no
+// saturation) and VPDPWSSD with (sc_j, sc_j) words scales and adds both,
+// exactly: two VNNI-port ops per group and token, where a zeroed VPDPBUSD
+// accumulator would cost a third op.
+const (
+	q5kBlockBytes = 2816
+	q5kHigh       = 2048
+	q5kScales     = 2560
+	q5kD          = 2752
+	q5kDmin       = 2784
+	q5kPrefetch   = 4
+)
+
+func q5kKernel(T int) {
+	name := fmt.Sprintf("q5_Kx16t%d", T)
+	TEXT(name, 0, "func(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)")
+	Doc(fmt.Sprintf("%s computes 16 rows × %d tokens of a q5_K · Q8_K product.", name, T))
+	Pragma("noescape")
+	expandOnce := T > 1
+	frameBytes := T*9*64 + 8*64
+	if expandOnce {
+		frameBytes += 64 * 64
+	}
+	frame := AllocLocal(frameBytes)
+	scales := frame.Offset(T * 9 * 64)
+	expanded := frame.Offset(T*9*64 + 8*64)
+	lane := func(t, l int) Mem { return frame.Offset(576*t + 64*l) } // l = 8: summs
+	w := Load(Param("w"), GP64())
+	blocks := Load(Param("blocks"), GP64())
+	qs := Load(Param("qs"), GP64())
+	dk := Load(Param("dk"), GP64())
+	m0f, m10 := broadcastByte(0x0f), broadcastByte(0x10)
+	dmask := [3]reg.VecVirtual{broadcastDword(63), broadcastDword(0x0f), broadcastDword(0x30)}
+	zero := ZMM() // zeroing goes through it, as in q6kKernel
+	VPXORD(zero, zero, zero)
+	for t := 0; t < T; t++ {
+		for l := 0; l < 9; l++ {
+			VMOVUPS(zero, lane(t, l))
+		}
+	}
+
+	Label("block")
+	for off := 0; off < q5kBlockBytes; off += 64 {
+		PREFETCHT0(Mem{Base: w, Disp: q5kPrefetch*q5kBlockBytes + off})
+	}
+	if expandOnce {
+		for G := 0; G < 64; G++ {
+			VMOVDQU64(q5kExpand(w, G/8, G%8, m0f, m10), expanded.Offset(64*G))
+		}
+	}
+	// The scales as (sc_j, sc_j) words, once for every pair of tokens.
+	for j := 0; j < 8; j++ {
+		sc, x := q5kScale(w, dmask, 0, j), ZMM()
+		VPSLLD(U8(16), sc, x)
+		VPORD(x, sc, sc)
+		VMOVDQU64(sc, scales.Offset(64*j))
+	}
+	// Mins: summs[t] = fma(−(dx·dmin), float(Σ_j m_j·b_j), summs[t]).
+	{
+		pairs := make([]reg.VecVirtual, 4)
+		for k := range pairs {
+			lo, hi := q5kScale(w, dmask, 1, 2*k), q5kScale(w, dmask, 1, 2*k+1)
+			VPSLLD(U8(16), hi, hi)
+			VPORD(hi, lo, lo)
+			pairs[k] = lo
+		}
+		dmin := ZMM()
+		VCVTPH2PS(Mem{Base: w, Disp: q5kDmin}, dmin)
+		for t := 0; t < T; t++ {
+			s, dd, a := ZMM(), ZMM(), ZMM()
+			VPXORD(zero, zero, s)
+			for k := 0; k < 4; k++ {
+				vpdpwssdBcst(Mem{Base: dk, Disp: 32 + 32*k + 4*t}, pairs[k], s)
+			}
+			VCVTDQ2PS(s, s)
+			VMULPS_BCST(Mem{Base: dk, Disp: 4 * t}, dmin, dd)
+			VMOVUPS(lane(t, 8), a)
+			VFNMADD231PS(s, dd, a) // −(dx·dmin) rounds as dx·dmin, negated
+			VMOVUPS(a, lane(t, 8))
+		}
+	}
+	dw := ZMM()
+	VCVTPH2PS(Mem{Base: w, Disp: q5kD}, dw)
+	for t0 := 0; t0 < T; t0 += 2 {
+		toks := min(2, T-t0)
+		li := make([][8]reg.VecVirtual, toks)
+		for t := range li {
+			for l := range li[t] {
+				li[t][l] = ZMM()
+				VPXORD(zero, zero, li[t][l])
+			}
+		}
+		for j := 0; j < 8; j++ {
+			sc := ZMM()
+			VMOVDQU64(scales.Offset(64*j), sc)
+			for g := 0; g < 8; g++ {
+				G := 8*j + g
+				var u reg.VecVirtual
+				if expandOnce {
+					u = ZMM()
+					VMOVDQU64(expanded.Offset(64*G), u)
+				} else {
+					u = q5kExpand(w, j, g, m0f, m10)
+				}
+				for t := 0; t < toks; t++ {
+					q, p := ZMM(), ZMM()
+					VPBROADCASTD(Mem{Base: qs, Disp: 32*G + 4*(t0+t)}, q)
+					VPMADDUBSW(q, u, p)
+					vpdpwssd(p, sc, li[t][g])
+				}
+			}
+		}
+		for t := 0; t < toks; t++ {
+			d := ZMM()
+			VMULPS_BCST(Mem{Base: dk, Disp: 4 * (t0 + t)}, dw, d)
+			for l := 0; l < 8; l++ {
+				a := ZMM()
+				VCVTDQ2PS(li[t][l], li[t][l])
+				VMOVUPS(lane(t0+t, l), a)
+				VFMADD231PS(li[t][l], d, a)
+				VMOVUPS(a, lane(t0+t, l))
+			}
+		}
+	}
+	ADDQ(U32(q5kBlockBytes), w)
+	ADDQ(U32(8*256), qs)
+	ADDQ(U32(256), dk)
+	DECQ(blocks)
+	JNZ(LabelRef("block"))
+
+	y := Load(Param("y"), GP64())
+	ldy := Load(Param("ldy"), GP64())
+	mask := Load(Param("rowMask"), GP32())
+	kstore := K()
+	KMOVW(mask, kstore)
+	for t := 0; t < T; t++ {
+		a := make([]reg.VecVirtual, 9)
+		for l := range a {
+			a[l] = ZMM()
+			VMOVUPS(lane(t, l), a[l])
+		}
+		VADDPS(a[0], a[4], a[4])
+		VADDPS(a[2], a[6], a[6])
+		VADDPS(a[1], a[5], a[5])
+		VADDPS(a[3], a[7], a[7])
+		VADDPS(a[6], a[4], a[4])
+		VADDPS(a[7], a[5], a[5])
+		VADDPS(a[5], a[4], a[4])
+		VADDPS(a[8], a[4], a[4])
+		VMOVUPS(a[4], kstore, Mem{Base: y})
+		if t+1 < T {
+			ADDQ(ldy, y)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// q5kExpand emits the 5-bit codes of group 8j+g (columns 32j+4g…+3) for
+// 16 rows × 4 bytes: the nibble of sub-block j, plus 16 where the 5th bit
+// is set. The bits come as a ready byte mask: a KMOVQ load instead of
+// shifting and masking a qh byte per sub-block.
+func q5kExpand(w reg.Register, j, g int, m0f, m10 reg.VecVirtual) reg.VecVirtual {
+	lo := Mem{Base: w, Disp: 64 * (8*(j/2) + g)}
+	u, k := ZMM(), K()
+	KMOVQ(Mem{Base: w, Disp: q5kHigh + 8*(8*j+g)}, k)
+	if j%2 == 0 {
+		VPANDD(lo, m0f, u)
+	} else {
+		VPSRLW(U8(4), lo, u)
+		VPANDD(u, m0f, u)
+	}
+	VPADDB(m10, u, k, u)
+	return u
+}
+
+// q5kScale emits sub-block j's 6-bit scale (which = 0) or min (which = 1)
+// of 16 rows, one per dword lane (get_scale_min_k4 on the dwords D0, D1,
+// D2 of the packed scales): j < 4, byte j of D_which & 63; else the low 4
+// bits from byte j−4 of D2 (low nibble for the scale, high for the min)
+// and the high 2 from the top of byte j−4 of D_which. m holds the dword
+// masks 63, 0x0f and 0x30.
+func q5kScale(w reg.Register, m [3]reg.VecVirtual, which, j int) reg.VecVirtual {
+	dq := func(i int) Mem { return Mem{Base: w, Disp: q5kScales + 64*i} }
+	v := ZMM()
+	if j < 4 {
+		m63 := m[0]
+		if j == 0 {
+			VPANDD(dq(which), m63, v)
+		} else {
+			VPSRLD(U8(8*j), dq(which), v)
+			VPANDD(v, m63, v)
+		}
+		return v
+	}
+	i := j - 4
+	m0f, m30 := m[1], m[2]
+	if sh := 8*i + 4*which; sh == 0 {
+		VPANDD(dq(2), m0f, v)
+	} else {
+		VPSRLD(U8(sh), dq(2), v)
+		VPANDD(v, m0f, v)
+	}
+	x := ZMM()
+	VPSRLD(U8(8*i+2), dq(which), x)
+	VPTERNLOGD(U8(0xf8), m30, x, v)
+	return v
+}
+
+// broadcastDword returns v in every dword lane.
+func broadcastDword(v uint32) reg.VecVirtual {
+	r := GP32()
+	MOVL(U32(v), r)
+	z := ZMM()
+	VPBROADCASTD(r, z)
+	return z
 }
