@@ -9,7 +9,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
-	"runtime"
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -129,29 +128,10 @@ func BenchmarkAVX2Kernel(b *testing.B) {
 }
 
 func benchKernel(b *testing.B, typ gguf.Type, rows, cols, tokens int, avx2 bool) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	r := rand.New(rand.NewPCG(1, 1))
-	m := randMatrixFast(b, r, typ, rows, cols)
-	m.kernel, m.packed = portableKernel, nil
-	if avx2 {
-		m.kernel, m.packed = avx2Product, repack(m, avx2Sets[typ].layout)
-	}
-	x := randVec(r, cols*tokens)
-	p := NewPool(1)
-	defer p.Close()
-	var a Activations
-	if err := p.Quantize(&a, typ, x, cols, tokens); err != nil {
-		b.Fatal(err)
-	}
-	y := make([]float32, rows*tokens)
-	b.SetBytes(int64(len(m.Data)))
-	cpu0 := threadCPU()
-	for b.Loop() {
-		if err := p.MatMul(m, &a, y); err != nil {
-			b.Fatal(err)
+	benchProductWith(b, typ, rows, cols, tokens, func(m *Matrix) {
+		m.kernel, m.packed = portableKernel, nil
+		if avx2 {
+			m.kernel, m.packed = avx2Product, repack(m, avx2Sets[typ].layout)
 		}
-	}
-	cpu := (threadCPU() - cpu0).Seconds()
-	b.ReportMetric(float64(rows)*float64(cols)*float64(tokens)*float64(b.N)/cpu/1e9, "GMAC/s-cpu")
+	})
 }

@@ -33,10 +33,19 @@ func BenchmarkKernel(b *testing.B) {
 }
 
 func benchProduct(b *testing.B, typ gguf.Type, rows, cols, tokens int) {
+	benchProductWith(b, typ, rows, cols, tokens, nil)
+}
+
+// benchProductWith is benchProduct with the matrix's kernel chosen by
+// prepare (nil: the one NewMatrix picked).
+func benchProductWith(b *testing.B, typ gguf.Type, rows, cols, tokens int, prepare func(*Matrix)) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	r := rand.New(rand.NewPCG(1, 1))
 	m := randMatrixFast(b, r, typ, rows, cols)
+	if prepare != nil {
+		prepare(m)
+	}
 	x := randVec(r, cols*tokens)
 	p := NewPool(1) // one thread: the figures are per core
 	defer p.Close()

@@ -315,31 +315,7 @@ func q6kKernel(T int) {
 	DECQ(blocks)
 	JNZ(LabelRef("block"))
 
-	y := Load(Param("y"), GP64())
-	ldy := Load(Param("ldy"), GP64())
-	mask := Load(Param("rowMask"), GP32())
-	kstore := K()
-	KMOVW(mask, kstore)
-	for t := 0; t < T; t++ {
-		a := make([]reg.VecVirtual, 8)
-		for l := range a {
-			a[l] = ZMM()
-			VMOVUPS(lane(t, l), a[l])
-		}
-		VADDPS(a[0], a[4], a[4])
-		VADDPS(a[2], a[6], a[6])
-		VADDPS(a[1], a[5], a[5])
-		VADDPS(a[3], a[7], a[7])
-		VADDPS(a[6], a[4], a[4])
-		VADDPS(a[7], a[5], a[5])
-		VADDPS(a[5], a[4], a[4])
-		VMOVUPS(a[4], kstore, Mem{Base: y})
-		if t+1 < T {
-			ADDQ(ldy, y)
-		}
-	}
-	VZEROUPPER()
-	RET()
+	storeLaneSums(T, lane, false)
 }
 
 // vpdpwssd emits VPDPWSSD b, a, acc: acc += Σ₂ a(s16)·b(s16) per lane.
@@ -539,13 +515,25 @@ func q5kKernel(T int) {
 	DECQ(blocks)
 	JNZ(LabelRef("block"))
 
+	storeLaneSums(T, lane, true)
+}
+
+// storeLaneSums stores, for each token t, the sum of its eight f32 lane
+// accumulators lane(t, 0…7) in ggml's AVX2 order (4+0)+(6+2) + (5+1)+(7+3),
+// plus lane(t, 8) (Q5_K's mins term) when withMins, at y + t·ldy, rows in
+// rowMask only, and returns.
+func storeLaneSums(T int, lane func(t, l int) Mem, withMins bool) {
 	y := Load(Param("y"), GP64())
 	ldy := Load(Param("ldy"), GP64())
 	mask := Load(Param("rowMask"), GP32())
 	kstore := K()
 	KMOVW(mask, kstore)
+	n := 8
+	if withMins {
+		n = 9
+	}
 	for t := 0; t < T; t++ {
-		a := make([]reg.VecVirtual, 9)
+		a := make([]reg.VecVirtual, n)
 		for l := range a {
 			a[l] = ZMM()
 			VMOVUPS(lane(t, l), a[l])
@@ -557,7 +545,9 @@ func q5kKernel(T int) {
 		VADDPS(a[6], a[4], a[4])
 		VADDPS(a[7], a[5], a[5])
 		VADDPS(a[5], a[4], a[4])
-		VADDPS(a[8], a[4], a[4])
+		if withMins {
+			VADDPS(a[8], a[4], a[4])
+		}
 		VMOVUPS(a[4], kstore, Mem{Base: y})
 		if t+1 < T {
 			ADDQ(ldy, y)
