@@ -13,106 +13,10 @@
 // without a dispatch of its own.
 // Fused inputs (flags NORM with NORMWG, EPS; GLU): see xin.
 // Constants: K, WORDS (=K/32), WG, M0, M1; flags OUT2, OUT3, ADD.
-@group(0) @binding(0) var<storage, read> bits: array<u32>;
-@group(0) @binding(1) var<storage, read> scales: array<f32>;
-@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read_write> dst0: array<f32>;
-//#if OUT2
-@group(0) @binding(4) var<storage, read_write> dst1: array<f32>;
-//#endif
-//#if OUT3
-@group(0) @binding(5) var<storage, read_write> dst2: array<f32>;
-//#endif
-//#if ADD
-@group(0) @binding(4) var<storage, read_write> resid: array<f32>;
-//#endif
-//#if NORM
-@group(0) @binding(6) var<storage, read> nw: array<vec4<f32>>;
-//#endif
-//#if GLU
-@group(0) @binding(6) var<storage, read> up: array<vec4<f32>>;
-//#endif
-
-var<workgroup> red: array<vec4<f32>, RED>;
+//#include q1_vec_io
 
 fn add_set(m: vec4<f32>, b: vec4<u32>, mask: u32, v: f32) -> vec4<f32> {
 	return m + select(vec4<f32>(0.0), vec4<f32>(v), (b & vec4<u32>(mask)) != vec4<u32>(0u));
-}
-
-// xin is four activations as the matvec sees them: with NORM, x is the
-// un-normed row and this is the RMSNorm that the forward pass asked for
-// (same arithmetic as rmsnorm.wgsl); with GLU, x is the gate and this is
-// silu(gate)·up (as elementwise.wgsl). Fusing either saves a dispatch.
-fn xin(i: u32, scale: f32) -> vec4<f32> {
-	var v = x[i];
-//#if NORM
-	v = v * scale * nw[i];
-//#endif
-//#if GLU
-	v = v / (1.0 + exp(-v)) * up[i];
-//#endif
-	return v;
-}
-
-// norm_scale is 1/rms(x) for NORM, summed in exactly the order of
-// rmsnorm.wgsl run with NORMWG threads (thread t sums x_t, x_{t+NORMWG}, …,
-// then a tree): this workgroup's WG threads each play NORMWG/WG of those
-// threads and finish the tree's first levels in registers, so the fused
-// norm is bit-identical to the separate one. Every workgroup recomputes it
-// (K floats from L2) instead of waiting on a dispatch of its own.
-fn norm_scale(lid: u32) -> f32 {
-//#if NORM
-	var part = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
-	let per = max(NORMWG / WG, 1u);
-	for (var k = 0u; k < per; k++) {
-		let t = lid + k * WG;
-		if (t < NORMWG) {
-			var ss = 0.0;
-			for (var j = t; j < K; j += NORMWG) {
-				let v = x[j / 4u][j % 4u];
-				ss += v * v;
-			}
-			part[k] = ss;
-		}
-	}
-	for (var h = per / 2u; h > 0u; h >>= 1u) {
-		for (var k = 0u; k < h; k++) {
-			part[k] += part[k + h];
-		}
-	}
-	red[lid] = vec4<f32>(part[0], 0.0, 0.0, 0.0);
-	workgroupBarrier();
-	for (var s = min(WG, NORMWG) / 2u; s > 0u; s >>= 1u) {
-		if (lid < s) {
-			red[lid] += red[lid + s];
-		}
-		workgroupBarrier();
-	}
-	let scale = 1.0 / sqrt(red[0].x / f32(K) + EPS);
-	workgroupBarrier();
-	return scale;
-//#else
-	return 1.0;
-//#endif
-}
-
-fn store(row: u32, v: f32) {
-	if (row < M0) {
-		dst0[row] = v;
-//#if ADD
-		resid[row] = resid[row] + v;
-//#endif
-		return;
-	}
-//#if OUT2
-	if (row < M1) {
-		dst1[row - M0] = v;
-		return;
-	}
-//#endif
-//#if OUT3
-	dst2[row - M1] = v;
-//#endif
 }
 
 @compute @workgroup_size(WG)

@@ -4,7 +4,9 @@
 // WGSL under wgpu 0.19 has no override constants, so every kernel is
 // specialised by text: Source prepends `const NAME: T = value;` lines and
 // resolves `//#if NAME` / `//#else` / `//#endif` blocks (NAME true when its
-// define is present and not "0"); blocks nest.
+// define is present and not "0"); blocks nest. A line `//#include NAME`
+// is replaced by the fragment NAME.wgsli (code several kernels share;
+// fragments include nothing themselves).
 package shaders
 
 import (
@@ -15,7 +17,7 @@ import (
 	"strings"
 )
 
-//go:embed *.wgsl
+//go:embed *.wgsl *.wgsli
 var files embed.FS
 
 // ErrUnknown is returned for a kernel name with no .wgsl file.
@@ -45,6 +47,10 @@ func Source(name string, defs map[string]Const) (string, error) {
 	body, err := files.ReadFile(name + ".wgsl")
 	if err != nil {
 		return "", fmt.Errorf("shaders: %q: %w", name, ErrUnknown)
+	}
+	body, err = includeFragments(body)
+	if err != nil {
+		return "", fmt.Errorf("shaders: %s: %w", name, err)
 	}
 	keys := make([]string, 0, len(defs))
 	for k := range defs {
@@ -116,4 +122,30 @@ func preprocess(src string, defs map[string]Const) (string, error) {
 		return "", errors.New("unterminated //#if")
 	}
 	return b.String(), nil
+}
+
+// includeFragments replaces each `//#include NAME` line of src by the
+// fragment NAME.wgsli.
+func includeFragments(src []byte) ([]byte, error) {
+	if !strings.Contains(string(src), "//#include ") {
+		return src, nil
+	}
+	var b strings.Builder
+	for i, line := range strings.Split(string(src), "\n") {
+		t := strings.TrimSpace(line)
+		if !strings.HasPrefix(t, "//#include ") {
+			b.WriteString(line)
+			b.WriteByte('\n')
+			continue
+		}
+		frag, err := files.ReadFile(strings.TrimSpace(t[len("//#include "):]) + ".wgsli")
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w: %s", i+1, ErrUnknown, t)
+		}
+		if strings.Contains(string(frag), "//#include ") {
+			return nil, fmt.Errorf("line %d: %s: fragments cannot include", i+1, t)
+		}
+		b.Write(frag)
+	}
+	return []byte(strings.TrimSuffix(b.String(), "\n")), nil
 }

@@ -67,3 +67,27 @@ func TestSource(t *testing.T) {
 		t.Errorf("unknown shader: got %v", err)
 	}
 }
+
+func TestIncludeFragments(t *testing.T) {
+	got, err := includeFragments([]byte("a\n//#include q1_vec_io\nb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frag, _ := files.ReadFile("q1_vec_io.wgsli")
+	if want := "a\n" + string(frag) + "b"; string(got) != want {
+		t.Errorf("include: got %d bytes, want %d", len(got), len(want))
+	}
+	if _, err := includeFragments([]byte("//#include nope")); !errors.Is(err, ErrUnknown) {
+		t.Errorf("unknown fragment: got %v", err)
+	}
+	// Both matvecs get the shared store and x load.
+	for _, k := range []string{"q1_matvec", "q1_popc"} {
+		src, err := Source(k, map[string]Const{"OUT2": Flag(true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(src, "fn store(row: u32, v: f32)") || !strings.Contains(src, "fn xin(") {
+			t.Errorf("%s lacks the q1_vec_io fragment", k)
+		}
+	}
+}
