@@ -39,6 +39,14 @@ type Network interface {
 	Forward(batch Batch, logits []float32) error
 }
 
+// RecurrentNetwork is a Network with recurrent layers (qwen35's Gated
+// DeltaNet) whose state the backend holds beside the KV cache (see
+// HybridOps). Its KVSpec counts only the attention layers.
+type RecurrentNetwork interface {
+	Network
+	RecurrentSpec() RecurrentSpec
+}
+
 var (
 	archMu sync.Mutex
 	archs  = map[string]Architecture{}

@@ -186,6 +186,9 @@ type Backend interface {
 	// Close releases device memory and the weights' bindings. The Backend is
 	// unusable afterwards.
 	Close() error
+
+	// The ops of recurrent layers and rotated weights (recurrent.go).
+	HybridOps
 }
 
 // Weight is a bound model tensor. Its shape is GGUF's: ne0 (the row length,

@@ -19,6 +19,13 @@ var (
 	ErrInterrupted = errors.New("interrupted")
 	// ErrUnknownBackend: no backend is registered under the name.
 	ErrUnknownBackend = errors.New("unknown backend")
+	// ErrUnsupportedOp: the backend has no kernel for an op the network
+	// needs (a hybrid layer's op on a backend that lacks it).
+	ErrUnsupportedOp = errors.New("unsupported operation")
+	// ErrStateMismatch: a recurrent network's state does not belong to the
+	// position a pass starts at, and no snapshot for it exists; the caller
+	// must run the sequence again from position 0.
+	ErrStateMismatch = errors.New("recurrent state does not match the position")
 	// ErrBackendUnavailable: the backend exists but cannot run here (no GPU
 	// adapter, for instance).
 	ErrBackendUnavailable = errors.New("backend unavailable")
