@@ -5,15 +5,21 @@ import "github.com/bonsai-chat/bonsai/gguf"
 // avx2Kernels is one type's AVX2 kernels over the AVX-512 kernels' packed
 // layout, for CPUs without AVX-512 (asm/avx2.go): a whole 16-row group × 1
 // token, or one 8-row half of it × 4 tokens. Rows 8–15 sit 32 bytes into
-// each 64-byte chunk.
+// each 64-byte chunk; x8t4[h] is the kernel for half h (the same for both
+// halves except PTQ1_0's, whose tail bytes both halves share).
 type avx2Kernels struct {
-	layout      *packedLayout
-	x16t1, x8t4 func(w, sc *byte, blocks int, qs, negq, dk *byte, y *float32, ldy int)
+	layout *packedLayout
+	x16t1  avx2Kernel
+	x8t4   [2]avx2Kernel
 }
 
+type avx2Kernel = func(w, sc *byte, blocks int, qs, negq, dk *byte, y *float32, ldy int)
+
 var avx2Sets = map[gguf.Type]*avx2Kernels{
-	gguf.Q4_0: {layoutQ4_0, q4_0x16avx2t1, q4_0x8avx2t4},
-	gguf.Q8_0: {layoutQ8_0, q8_0x16avx2t1, q8_0x8avx2t4},
+	gguf.Q4_0:   {layoutQ4_0, q4_0x16avx2t1, [2]avx2Kernel{q4_0x8avx2t4, q4_0x8avx2t4}},
+	gguf.Q8_0:   {layoutQ8_0, q8_0x16avx2t1, [2]avx2Kernel{q8_0x8avx2t4, q8_0x8avx2t4}},
+	gguf.PQ2_0:  {layoutPQ2_0, pq2_0x16avx2t1, [2]avx2Kernel{pq2_0x8avx2t4, pq2_0x8avx2t4}},
+	gguf.PTQ1_0: {layoutPTQ1_0, ptq1_0x16avx2t1, [2]avx2Kernel{ptq1_0x8avx2t4h0, ptq1_0x8avx2t4h1}},
 }
 
 // avx2Product is simdProduct for the kernels of avx2Sets.
@@ -43,7 +49,7 @@ func avx2Product(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
 			if lane%4 == 0 && t1-t >= 4 {
 				n = 4
 				for half := 0; half < 2 && 8*half < rows; half++ {
-					ks.x8t4(&m.packed[base+32*half], &m.packed[base+l.scales+16*half], blocks, qs, negq, dk, &out[8*half], 4*ldy)
+					ks.x8t4[half](&m.packed[base+32*half], &m.packed[base+l.scales+16*half], blocks, qs, negq, dk, &out[8*half], 4*ldy)
 				}
 			} else {
 				ks.x16t1(&m.packed[base], &m.packed[base+l.scales], blocks, qs, negq, dk, &out[0], 4*ldy)

@@ -84,7 +84,7 @@ func randMatrixFast(tb testing.TB, r *rand.Rand, typ gguf.Type, rows, cols int) 
 	bb := typ.BlockBytes()
 	for off := 0; off < len(data); off += bb {
 		switch typ {
-		case gguf.Q6_K: // d last
+		case gguf.Q6_K, gguf.PTQ1_0: // d last
 			copy(data[off+bb-2:], []byte{0x00, 0x2c})
 		default: // d (and dmin) first: 1/16
 			copy(data[off:], []byte{0x00, 0x2c, 0x00, 0x2c})

@@ -40,6 +40,8 @@ var formats = map[gguf.Type]*format{
 	gguf.Q1_0:     {gguf.Q8_0, dequantizeQ1_0, quantizeQ1_0, dotQ1_0},
 	gguf.Q2_0:     {gguf.Q8_0, dequantizeQ2_0, quantizeQ2_0, dotQ2_0},
 	gguf.Q2_0G128: {gguf.Q8_0, dequantizeQ2_0G128, quantizeQ2_0G128, dotQ2_0G128},
+	gguf.PQ2_0:    {gguf.Q8_0, dequantizeQ2_0G128, quantizeQ2_0G128, dotPQ2_0},
+	gguf.PTQ1_0:   {gguf.Q8_0, dequantizePTQ1_0, quantizePTQ1_0, dotPTQ1_0},
 	gguf.Q4_K:     {gguf.Q8_K, dequantizeQ4_K, quantizeQ4_K, dotQ4_K},
 	gguf.Q5_K:     {gguf.Q8_K, dequantizeQ5_K, quantizeQ5_K, dotQ5_K},
 	gguf.Q6_K:     {gguf.Q8_K, dequantizeQ6_K, quantizeQ6_K, dotQ6_K},
@@ -120,7 +122,7 @@ func QuantizeRow(t gguf.Type, src []float32, dst []byte) error {
 
 // VecDotType is the type activations are quantized to before they meet a
 // row of type t, as in llama.cpp's CPU backend: Q8_0 for Q1_0, Q2_0,
-// Q2_0G128, Q4_0 and Q8_0; Q8_K for the K-quants; F16, BF16 and F32 for
+// Q2_0G128, Q4_0 and Q8_0 (and for the Prism types PQ2_0 and PTQ1_0); Q8_K for the K-quants; F16, BF16 and F32 for
 // themselves. It returns t itself for an unsupported type.
 func VecDotType(t gguf.Type) gguf.Type {
 	if f, ok := formats[t]; ok {

@@ -10,7 +10,7 @@ import (
 	"github.com/bonsai-chat/bonsai/gguf"
 )
 
-var weightTypes = []gguf.Type{gguf.F32, gguf.F16, gguf.BF16, gguf.Q8_0, gguf.Q4_0, gguf.Q1_0, gguf.Q2_0, gguf.Q2_0G128, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K}
+var weightTypes = []gguf.Type{gguf.F32, gguf.F16, gguf.BF16, gguf.Q8_0, gguf.Q4_0, gguf.Q1_0, gguf.Q2_0, gguf.Q2_0G128, gguf.PQ2_0, gguf.PTQ1_0, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K}
 
 func half(f float32) []byte { return binary.LittleEndian.AppendUint16(nil, F32ToF16(f)) }
 
@@ -140,7 +140,7 @@ func TestRoundTripError(t *testing.T) {
 		// 1-bit codes of Gaussian data: sign·mean|x| leaves √(1 − 2/π) ≈
 		// 0.60 of the RMS. Ternary codes with d = max|x| (≈ 2.5σ) zero
 		// everything under 1.25σ, leaving ≈ 0.8 of it.
-		gguf.Q1_0: 0.61, gguf.Q2_0: 0.9, gguf.Q2_0G128: 0.9,
+		gguf.Q1_0: 0.61, gguf.Q2_0: 0.9, gguf.Q2_0G128: 0.9, gguf.PQ2_0: 0.9, gguf.PTQ1_0: 0.9,
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, typ := range append(weightTypes, gguf.Q8_K) {

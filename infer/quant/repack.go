@@ -13,6 +13,7 @@ type packedLayout struct {
 	cols       int // columns per packed block
 	blockBytes int // bytes per 16 rows × cols
 	scales     int // offset of the 16 f16 scales
+	dAt        int // offset of the f16 d in the file's block
 	// pack writes the expansion data of one block: rows[r] is row r's block
 	// in the file's layout (nil for padding rows).
 	pack func(rows *[packRows][]byte, dst []byte)
@@ -32,7 +33,7 @@ func repack(m *Matrix, l *packedLayout) []byte {
 				rows[r] = nil
 				if row := g*packRows + r; row < m.Rows {
 					rows[r] = m.Row(row)[b*srcBlock:][:srcBlock]
-					copy(dst[l.scales+2*r:], rows[r][:2]) // every layout here starts with f16 d
+					copy(dst[l.scales+2*r:], rows[r][l.dAt:l.dAt+2])
 				}
 			}
 			l.pack(&rows, dst)
@@ -109,3 +110,57 @@ func q2Layout(cols int) *packedLayout {
 		}
 	}}
 }
+
+// layoutPQ2_0 holds 4 groups of 4 columns per 64-byte chunk, two bits per
+// code: byte 4r+e of chunk p = row r's codes of columns 16p + 4j + e at bits
+// 2j, j = 0..3, so a shift and a mask yield group 4p+j. Rows 8–15 are the
+// chunk's upper half, as the AVX2 kernels want.
+var layoutPQ2_0 = &packedLayout{cols: 128, blockBytes: 544, scales: 512, pack: func(rows *[packRows][]byte, dst []byte) {
+	for p := 0; p < 8; p++ {
+		for r, blk := range rows {
+			if blk == nil {
+				continue
+			}
+			for e := 0; e < 4; e++ {
+				var b byte
+				for j := 0; j < 4; j++ {
+					b |= q2Code(blk, 16*p+4*j+e) << (2 * j)
+				}
+				dst[64*p+4*r+e] = b
+			}
+		}
+	}
+}}
+
+// layoutPTQ1_0 keeps PTQ1_0's 1.6 bits per weight: chunk c (0..5, 64 bytes)
+// holds groups 5c … 5c+4 as trits n = 0..4 of byte 4r+e (row r, column
+// 4(5c+n)+e), and the 32-byte tail holds groups 30 and 31: trit n of byte
+// 4i+e is row i + 8·(n%2) of group 30 + n/2 (i < 8, the fifth trit 0). Bytes
+// are canonical (ceil(256·N/243)) and stored XOR 0x80, so the kernels
+// extract trits with signed compares: with w = b − 128, the next trit's
+// state is 3·w mod 256 and the trit is [w > −43] + [w > 42].
+var layoutPTQ1_0 = &packedLayout{cols: 128, blockBytes: 448, scales: 416, dAt: ptq1_0D, pack: func(rows *[packRows][]byte, dst []byte) {
+	trit := func(r, j int) uint8 {
+		if rows[r] == nil {
+			return 1 // padding rows: zeros
+		}
+		return ptq1Trit(rows[r], j)
+	}
+	for c := 0; c < 6; c++ {
+		for r := 0; r < packRows; r++ {
+			for e := 0; e < 4; e++ {
+				var t [5]uint8
+				for n := range t {
+					t[n] = trit(r, 4*(5*c+n)+e)
+				}
+				dst[64*c+4*r+e] = tritByte(t) ^ 0x80
+			}
+		}
+	}
+	for i := 0; i < 8; i++ {
+		for e := 0; e < 4; e++ {
+			t := [5]uint8{trit(i, 120+e), trit(8+i, 120+e), trit(i, 124+e), trit(8+i, 124+e), 0}
+			dst[384+4*i+e] = tritByte(t) ^ 0x80
+		}
+	}
+}}

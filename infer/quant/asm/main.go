@@ -22,7 +22,8 @@
 // the integer sum per 32-column sub-block is exact, as in llama.cpp.
 //
 //	Q1_0: u = 2·bit ∈ {0, 2}, value 2·bit − 1, c = 1
-//	Q2_0: u = code ∈ {0..3}, value code − 1,  c = 1
+//	Q2_0: u = code ∈ {0..3}, value code − 1,  c = 1 (PQ2_0 too)
+//	PTQ1_0: u = trit ∈ {0, 1, 2}, value trit − 1, c = 1
 //	Q4_0: u = code ∈ {0..15}, value code − 8, c = 8
 //	Q8_0: u = q + 128,        value q,        c = 128
 package main
@@ -75,6 +76,8 @@ var specs = []spec{
 	},
 	q2Spec("q2_0", 64),
 	q2Spec("q2_0g128", 128),
+	pq2_0Spec,
+	ptq1_0Spec,
 	{
 		// 4 × 64 bytes: byte 4r+e of chunk p holds row r's codes of column
 		// 8p+e (low nibble) and 8p+4+e (high nibble); 16 f16.
@@ -148,6 +151,7 @@ func main() {
 		q1_0AVX2(t)
 	}
 	avx2QuantKernels()
+	prismAVX2Kernels()
 	Generate()
 }
 

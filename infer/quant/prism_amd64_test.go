@@ -1,0 +1,80 @@
+package quant
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+)
+
+// TestPrismSIMDMatchesPortable runs the Prism types' AVX-512 and AVX2
+// kernels against the portable dot product. All three compute the same
+// exact integer sums and the same single-rounded float steps, so they must
+// agree bit for bit. Quantized Gaussian rows and random bytes (PQ2_0 code
+// 3, PTQ1_0 bytes that are not canonical, a nonzero fifth trit in qh) both
+// occur; 5, 27 and 37 rows end in a partial 16-row group (the masked stores
+// of AVX-512, the scratch rows of AVX2), and the token counts cover every
+// tile width and remainder.
+func TestPrismSIMDMatchesPortable(t *testing.T) {
+	if !haveAVX2 {
+		t.Skip("no AVX2")
+	}
+	r := rand.New(rand.NewPCG(23, 24))
+	for _, typ := range []gguf.Type{gguf.PQ2_0, gguf.PTQ1_0} {
+		for _, rows := range []int{16, 5, 37, 64, 27} {
+			for _, cols := range []int{128, 384, 2048} {
+				for _, tokens := range []int{1, 2, 3, 5, 8, 9, 13, 70} {
+					if cols == 2048 && tokens > 13 {
+						continue
+					}
+					m := randMatrix(t, r, typ, rows, cols)
+					if rows%2 == 1 {
+						m = randMatrixFast(t, r, typ, rows, cols)
+					}
+					name := fmt.Sprintf("%s/%dx%d/tokens=%d", typ, rows, cols, tokens)
+					checkPrismKernels(t, name, m, randVec(r, cols*tokens), tokens)
+				}
+			}
+		}
+	}
+}
+
+func checkPrismKernels(t *testing.T, name string, m *Matrix, x []float32, tokens int) {
+	t.Helper()
+	p := NewPool(2)
+	defer p.Close()
+	var a Activations
+	if err := p.Quantize(&a, m.Type, x, m.Cols, tokens); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float32, m.Rows*tokens)
+	portableKernel(m, &a, 0, m.Rows, 0, tokens, want)
+	kernels := map[string]func(*Matrix, *Activations, int, int, int, int, []float32){"avx2": avx2Product}
+	if haveVNNI {
+		kernels["avx512"] = simdProduct
+	}
+	for kname, kern := range kernels {
+		m.kernel, m.packed = kern, repack(m, kernelSets[m.Type].layout)
+		// A sentinel past the last output catches stores beyond it.
+		buf := make([]float32, len(want)+packRows)
+		for i := range buf {
+			buf[i] = -7
+		}
+		got := buf[:len(want)]
+		if err := p.MatMul(m, &a, got); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range buf[len(want):] {
+			if v != -7 {
+				t.Fatalf("%s %s: stored past the outputs at +%d", name, kname, i)
+			}
+		}
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%s %s: y[%d] = %v, portable %v", name, kname, i, got[i], want[i])
+			}
+		}
+	}
+}
