@@ -324,6 +324,34 @@ func TestQ2_0Layouts(t *testing.T) {
 	checkTensors(t, f, tensors)
 }
 
+// TestPrismTypes: PQ2_0 (142) and PTQ1_0 (143) round-trip under their own
+// ids, beside type-42 tensors of both layouts: a PQ2_0 tensor has the
+// legacy g128 size but is never taken for id 42, and the g64/g128 choice
+// for id 42 is unchanged around it.
+func TestPrismTypes(t *testing.T) {
+	tensors := []testTensor{
+		{"pq2", PQ2_0, []int64{4096, 3}},
+		{"g128", Q2_0G128, []int64{4096, 3}},
+		{"ptq1", PTQ1_0, []int64{2048, 2}},
+		{"g64", Q2_0, []int64{4096, 2}},
+		{"ptq1.last", PTQ1_0, []int64{128, 5}},
+	}
+	f, err := Parse(buildTestFile(t, tensors, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTensors(t, f, tensors)
+	for _, c := range []struct {
+		typ  Type
+		id   Type
+		name string
+	}{{PQ2_0, 142, "pq2_0"}, {PTQ1_0, 143, "ptq1_0"}} {
+		if c.typ.diskID() != c.id || c.typ.String() != c.name {
+			t.Errorf("%s: disk id %d, name %q", c.typ, c.typ.diskID(), c.typ.String())
+		}
+	}
+}
+
 func TestOpenWriteFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "m.gguf")

@@ -83,9 +83,19 @@ func dequantizePTQ1_0(src []byte, dst []float32) {
 	}
 }
 
+// ptq1Values are the values t − 1 of a PTQ1_0 block, byte by byte.
 func ptq1Values(blk []byte, v *[qkPrism]int8) {
-	for j := range v {
-		v[j] = int8(ptq1Trit(blk, j)) - 1
+	for m := 0; m < 16; m++ {
+		t := &trits[blk[m]]
+		v[m], v[16+m], v[32+m], v[48+m], v[64+m] = int8(t[0])-1, int8(t[1])-1, int8(t[2])-1, int8(t[3])-1, int8(t[4])-1
+	}
+	for m := 0; m < 8; m++ {
+		t := &trits[blk[16+m]]
+		v[80+m], v[88+m], v[96+m], v[104+m], v[112+m] = int8(t[0])-1, int8(t[1])-1, int8(t[2])-1, int8(t[3])-1, int8(t[4])-1
+	}
+	for h := 0; h < 2; h++ {
+		t := &trits[blk[24+h]]
+		v[120+h], v[122+h], v[124+h], v[126+h] = int8(t[0])-1, int8(t[1])-1, int8(t[2])-1, int8(t[3])-1
 	}
 }
 
@@ -123,8 +133,8 @@ func quantizePTQ1_0(src []float32, dst []byte) {
 
 // pq2Values are the values code − 1 of a PQ2_0 (Q2_0G128) block.
 func pq2Values(blk []byte, v *[qkPrism]int8) {
-	for j := range v {
-		v[j] = int8(q2Code(blk, j)) - 1
+	for i, b := range blk[2:q2_0G128Bytes] {
+		v[4*i], v[4*i+1], v[4*i+2], v[4*i+3] = int8(b&3)-1, int8(b>>2&3)-1, int8(b>>4&3)-1, int8(b>>6)-1
 	}
 }
 
@@ -147,9 +157,10 @@ func dotPrism(n int, w, x []byte, blockBytes, dOff int, values func(blk []byte, 
 		var sumBlock float32
 		for k := 0; k < 4; k++ {
 			xb := x[(4*b+k)*q8_0Bytes:][:q8_0Bytes]
+			xs, vs := (*[32]byte)(xb[2:]), (*[32]int8)(v[32*k:])
 			var sumi int32
-			for j, q := range v[32*k : 32*k+32] {
-				sumi += int32(q) * int32(int8(xb[2+j]))
+			for j, q := range vs {
+				sumi += int32(q) * int32(int8(xs[j]))
 			}
 			if k == 0 {
 				sumBlock = f16at(xb, 0) * float32(sumi)

@@ -78,3 +78,42 @@ func checkPrismKernels(t *testing.T, name string, m *Matrix, x []float32, tokens
 		}
 	}
 }
+
+// BenchmarkPTQ1_0 and BenchmarkPQ2_0: each kernel (portable, AVX2,
+// AVX-512) on one thread, decode (1 token, a 27B-like 5120 × 5120 matrix)
+// and prefill (512 tokens; fewer rows for the portable kernel), in
+// bench_test.go's GMAC/s per CPU-second:
+//
+//	go test ./infer/quant -run X -bench 'PTQ1_0|PQ2_0'
+func BenchmarkPTQ1_0(b *testing.B) { benchPrism(b, gguf.PTQ1_0) }
+func BenchmarkPQ2_0(b *testing.B)  { benchPrism(b, gguf.PQ2_0) }
+
+func benchPrism(b *testing.B, typ gguf.Type) {
+	kernels := []struct {
+		name string
+		ok   bool
+		kern func(*Matrix, *Activations, int, int, int, int, []float32)
+	}{{"portable", true, portableKernel}, {"avx2", haveAVX2, avx2Product}, {"avx512", haveVNNI, simdProduct}}
+	for _, tokens := range []int{1, 512} {
+		for _, k := range kernels {
+			if !k.ok {
+				continue
+			}
+			rows := 5120
+			if tokens > 1 {
+				rows = 1024
+				if k.name == "portable" {
+					rows = 128
+				}
+			}
+			b.Run(fmt.Sprintf("%dx5120/tokens=%d/%s", rows, tokens, k.name), func(b *testing.B) {
+				benchProductWith(b, typ, rows, 5120, tokens, func(m *Matrix) {
+					m.kernel, m.packed = k.kern, nil
+					if k.name != "portable" {
+						m.packed = repack(m, kernelSets[typ].layout)
+					}
+				})
+			})
+		}
+	}
+}
