@@ -51,7 +51,7 @@ func TestAVX2Routing(t *testing.T) {
 	defer func(v bool) { haveVNNI = v }(haveVNNI)
 	haveVNNI = false
 	r := rand.New(rand.NewPCG(21, 22))
-	for _, typ := range []gguf.Type{gguf.Q4_0, gguf.Q8_0} {
+	for _, typ := range []gguf.Type{gguf.Q4_0, gguf.Q8_0, gguf.PQ2_0, gguf.PTQ1_0} {
 		m := randMatrix(t, r, typ, 40, 512)
 		if reflect.ValueOf(m.kernel).Pointer() != reflect.ValueOf(avx2Product).Pointer() {
 			t.Fatalf("%s: NewMatrix did not pick the AVX2 kernel", typ)

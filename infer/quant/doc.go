@@ -5,14 +5,18 @@
 // # Types
 //
 // F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q1_0, Q2_0 (ggml id 42,
-// group 64) and the legacy Prism Q2_0G128 layout. Q8_K is an activation type
-// only. Supported reports whether a type has kernels here.
+// group 64), the legacy Prism Q2_0G128 layout, and the Prism fork's PQ2_0
+// (the same codec under id 142) and PTQ1_0 (id 143, trits five to a byte).
+// Q8_K is an activation type only. Supported reports whether a type has
+// kernels here. Stock llama.cpp has no Prism types; their dot products
+// (with Q8_0 activations) follow the float order stated in prism.go, which
+// every kernel matches bit for bit.
 //
 // # Row functions
 //
 //	DequantizeRow(t, src, dst) error     // blocks → float32
 //	QuantizeRow(t, src, dst) error       // float32 → blocks, quantize_row_*_ref
-//	VecDotType(t) gguf.Type              // Q8_0 for Q1_0/Q2_0/Q4_0/Q8_0, Q8_K for K-quants, F16/BF16/F32 for themselves
+//	VecDotType(t) gguf.Type              // Q8_0 for Q1_0/Q2_0/Q4_0/Q8_0 and the Prism types, Q8_K for K-quants, F16/BF16/F32 for themselves
 //	ActivationBytes(t, n) (int, error)   // size of n activations quantized for weight type t
 //	QuantizeActivations(t, x, dst)       // exactly as llama.cpp's x86 build (Q8_0: 127/amax, round half to even)
 //	Dot(t, n, w, xq) float32             // one row · quantized activations, llama.cpp's arithmetic order
@@ -75,13 +79,15 @@
 // Each Matrix picks the fastest kernel the CPU supports when it is created
 // (golang.org/x/sys/cpu): AVX-512 VNNI assembly generated with avo
 // (infer/quant/asm, its own module; see the go:generate lines in
-// simd_amd64.go and kquants_amd64.go) for Q1_0, Q2_0, Q2_0G128, Q4_0, Q8_0,
-// Q4_K, Q5_K and Q6_K, AVX2+FMA kernels for Q1_0, Q4_0 and Q8_0 on CPUs without AVX-512,
+// simd_amd64.go and kquants_amd64.go) for Q1_0, Q2_0, Q2_0G128, PQ2_0,
+// PTQ1_0, Q4_0, Q8_0, Q4_K, Q5_K and Q6_K, AVX2+FMA kernels for Q1_0, PQ2_0,
+// PTQ1_0, Q4_0 and Q8_0 on CPUs without AVX-512,
 // the portable Go kernels otherwise (and for the floats). The K-quant
 // kernels take Q8_K activations with their block sums beside the quants.
 // The SIMD kernels read a copy of the
 // weights repacked at NewMatrix into groups of 16 rows (repack.go), with the
-// same bits per weight, so one VPDPBUSD yields a partial sum for each of 16
+// same bits per weight (PTQ1_0's trits stay five to a byte), so one VPDPBUSD
+// yields a partial sum for each of 16
 // rows; a tile of up to 8 tokens shares each expanded weight register
 // (prompt processing), and Q8_0 activations get an interleaved copy with
 // −Σq and the scale per 32 (planes in simd_amd64.go). BONSAI_NOSIMD=1

@@ -21,9 +21,10 @@ import (
 //	blk  = d_x0·s_0,  blk = fma(d_xk, s_k, blk) for k = 1, 2, 3
 //	sumf = fma(d_w, blk, sumf)
 //
-// in float32, each fma32 rounded once: the order of the AVX-512 and AVX2
-// kernels, which therefore match the portable dot product bit for bit. The
-// same ternary weights give the same sums in either type.
+// in float32, each fma32 rounded once (d_x·s_k, 11 by 13 bits, is exact;
+// d_w·blk is not): the order of the AVX-512 and AVX2 kernels, which
+// therefore match the portable dot product bit for bit. The same ternary
+// weights give the same result in either type.
 const (
 	qkPrism     = 128
 	ptq1_0Bytes = 28

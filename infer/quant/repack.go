@@ -132,7 +132,8 @@ var layoutPQ2_0 = &packedLayout{cols: 128, blockBytes: 544, scales: 512, pack: f
 	}
 }}
 
-// layoutPTQ1_0 keeps PTQ1_0's 1.6 bits per weight: chunk c (0..5, 64 bytes)
+// layoutPTQ1_0 keeps PTQ1_0's size (448 bytes per 16 rows × 128 columns, as
+// in the file), so the copy is no larger than the file pages it replaces: chunk c (0..5, 64 bytes)
 // holds groups 5c … 5c+4 as trits n = 0..4 of byte 4r+e (row r, column
 // 4(5c+n)+e), and the 32-byte tail holds groups 30 and 31: trit n of byte
 // 4i+e is row i + 8·(n%2) of group 30 + n/2 (i < 8, the fifth trit 0). Bytes
