@@ -137,9 +137,8 @@ var layoutPQ2_0 = &packedLayout{cols: 128, blockBytes: 544, scales: 512, pack: f
 // holds groups 5c … 5c+4 as trits n = 0..4 of byte 4r+e (row r, column
 // 4(5c+n)+e), and the 32-byte tail holds groups 30 and 31: trit n of byte
 // 4i+e is row i + 8·(n%2) of group 30 + n/2 (i < 8, the fifth trit 0). Bytes
-// are canonical (ceil(256·N/243)) and stored XOR 0x80, so the kernels
-// extract trits with signed compares: with w = b − 128, the next trit's
-// state is 3·w mod 256 and the trit is [w > −43] + [w > 42].
+// are canonical (ceil(256·N/243)); the kernels shift trit n+1 to the top as
+// v ← 3·v mod 256 and read the top trit as [v > 85] + [v > 170].
 var layoutPTQ1_0 = &packedLayout{cols: 128, blockBytes: 448, scales: 416, dAt: ptq1_0D, pack: func(rows *[packRows][]byte, dst []byte) {
 	trit := func(r, j int) uint8 {
 		if rows[r] == nil {
@@ -154,14 +153,14 @@ var layoutPTQ1_0 = &packedLayout{cols: 128, blockBytes: 448, scales: 416, dAt: p
 				for n := range t {
 					t[n] = trit(r, 4*(5*c+n)+e)
 				}
-				dst[64*c+4*r+e] = tritByte(t) ^ 0x80
+				dst[64*c+4*r+e] = tritByte(t)
 			}
 		}
 	}
 	for i := 0; i < 8; i++ {
 		for e := 0; e < 4; e++ {
 			t := [5]uint8{trit(i, 120+e), trit(8+i, 120+e), trit(i, 124+e), trit(8+i, 124+e), 0}
-			dst[384+4*i+e] = tritByte(t) ^ 0x80
+			dst[384+4*i+e] = tritByte(t)
 		}
 	}
 }}

@@ -52,6 +52,8 @@ type spec struct {
 	// u emits the expansion of group g (4 columns × 16 rows) of the block
 	// at w and returns the register holding it.
 	u func(w reg.Register, consts []reg.VecVirtual, g int, cache map[int]reg.VecVirtual) reg.VecVirtual
+	// few, if set, generates the kernels for 1 and 2 tokens instead.
+	few func(s spec, T int)
 }
 
 func broadcastByte(v uint32) reg.VecVirtual {
@@ -137,6 +139,10 @@ func main() {
 	}
 	for _, s := range specs {
 		for _, t := range []int{1, 2, 4, 8} {
+			if s.few != nil && t <= 2 {
+				s.few(s, t)
+				continue
+			}
 			kernel(s, t)
 		}
 	}

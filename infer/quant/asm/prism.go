@@ -16,10 +16,10 @@ import (
 //
 //	pq2_0:  chunk p (64 bytes) holds groups 4p+j as bits 2j of each byte,
 //	        so u = (chunk >> 2j) & 3;
-//	ptq1_0: chunk c (64 bytes) holds groups 5c+n as trit n of each byte,
+//	ptq1_0: chunk c (64 bytes) holds groups 5c+n as trit n of each byte v,
 //	        the 32-byte tail groups 30 and 31 (rows 0–7 in trits 0 and 2,
-//	        rows 8–15 in trits 1 and 3); bytes stored as w = b − 128, so
-//	        the trit is [w > −43] + [w > 42] and the next trit's w is 3·w.
+//	        rows 8–15 in trits 1 and 3); the top trit is [v > 85] + [v >
+//	        170], and v ← 3·v mod 256 brings up the next.
 //
 // Both the AVX-512 kernels (spec/kernel in main.go) and the AVX2 kernels
 // below scale in the order of the portable dot product: blk = d_x0·s_0,
@@ -58,21 +58,14 @@ var ptq1_0Spec = spec{
 		MOVQ(U64(0xffffffff00000000), r)
 		ptq1Upper = K()
 		KMOVQ(r, ptq1Upper)
-		return []reg.VecVirtual{broadcastByte(1), broadcastByte(0xd5), broadcastByte(42)} // 1, −43, 42
+		return []reg.VecVirtual{broadcastByte(1), broadcastByte(85), broadcastByte(170)}
 	},
 	u: func(w reg.Register, c []reg.VecVirtual, g int, cache map[int]reg.VecVirtual) reg.VecVirtual {
-		st := cache[-1] // the state of the current chunk
+		st := cache[-1]
 		switch {
-		case g < 30 && g%5 == 0:
-			st = ZMM()
-			VMOVDQU64(Mem{Base: w, Disp: 64 * (g / 5)}, st)
-		case g == 30:
-			st = ZMM()
-			VBROADCASTI64X4(Mem{Base: w, Disp: 384}, st)
-			t := ZMM()
-			VPADDB(st, st, t)
-			VPADDB(t, st, ptq1Upper, st) // rows 8–15: ×3, to trit 1
-		case g == 31:
+		case ptq1Fresh(g):
+			st = ptq1Load(w, g)
+		case g == 31: // trits 2 and 3, after 0 and 1
 			times3(st, ZMM)
 			times3(st, ZMM)
 		default:
@@ -80,12 +73,116 @@ var ptq1_0Spec = spec{
 		}
 		cache[-1] = st
 		k1, k2, u := K(), K(), ZMM()
-		VPCMPGTB(c[1], st, k1)
-		VPCMPGTB(c[2], st, k2)
+		VPCMPUB(U8(6), c[1], st, k1) // v > 85
+		VPCMPUB(U8(6), c[2], st, k2) // v > 170
 		VMOVDQU8_Z(c[0], k1, u)
 		VPADDB(c[0], u, k2, u)
 		return u
 	},
+	few: ptq1Linear,
+}
+
+// ptq1Fresh reports whether group g starts a chunk or the tail.
+func ptq1Fresh(g int) bool { return g < 30 && g%5 == 0 || g == 30 }
+
+// ptq1Load loads the state of group g (ptq1Fresh): a chunk, or the tail
+// with rows 8–15 one trit further (trit 1, rows 0–7 at trit 0).
+func ptq1Load(w reg.Register, g int) reg.VecVirtual {
+	st := ZMM()
+	if g < 30 {
+		VMOVDQU64(Mem{Base: w, Disp: 64 * (g / 5)}, st)
+		return st
+	}
+	VBROADCASTI64X4(Mem{Base: w, Disp: 384}, st)
+	t := ZMM()
+	VPADDB(st, st, t)
+	VPADDB(t, st, ptq1Upper, st)
+	return st
+}
+
+// ptq1Linear generates ptq1_0x16t<T> for few tokens, where extracting the
+// trits would cost more than the products. With v' = 3·v mod 256 the top
+// trit is t = (3·v − v')/256 exactly, so per group
+//
+//	Σ t·q = (3·Σ v·q − Σ v'·q) / 256,
+//
+// two VPDPBUSDs of the states themselves into A and B (and v' is the next
+// group's v); per sub-block s =
+// (3A − B)/256 − Σq, the same exact integer as the other kernels'. States
+// and activations are below 256 and 128, so A < 32·255·127 < 2³¹/3.
+func ptq1Linear(s spec, T int) {
+	name := fmt.Sprintf("%sx16t%d", s.name, T)
+	TEXT(name, NOSPLIT, "func(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)")
+	Doc(fmt.Sprintf("%s computes 16 rows × %d tokens of a %s · Q8_0 product.", name, T, s.name))
+	Pragma("noescape")
+	w := Load(Param("w"), GP64())
+	blocks := Load(Param("blocks"), GP64())
+	qs := Load(Param("qs"), GP64())
+	negq := Load(Param("negq"), GP64())
+	dk := Load(Param("dk"), GP64())
+	s.setup()
+	acc := make([]reg.VecVirtual, T)
+	blk := make([]reg.VecVirtual, T)
+	for t := range acc {
+		acc[t], blk[t] = ZMM(), ZMM()
+		VPXORD(acc[t], acc[t], acc[t])
+	}
+
+	Label("block")
+	for off := 0; off < s.blockBytes; off += 64 {
+		PREFETCHT0(Mem{Base: w, Disp: prefetchBlocks*s.blockBytes + off})
+	}
+	var st reg.VecVirtual
+	for k := 0; k < 4; k++ {
+		a, b := make([]reg.VecVirtual, T), make([]reg.VecVirtual, T)
+		for t := range a {
+			a[t], b[t] = ZMM(), ZMM()
+			VPXORD(a[t], a[t], a[t])
+			VPXORD(b[t], b[t], b[t])
+		}
+		for g := 8 * k; g < 8*k+8; g++ {
+			switch {
+			case ptq1Fresh(g):
+				st = ptq1Load(w, g)
+			case g == 31: // trits 2 and 3: one step past group 30's v'
+				times3(st, ZMM)
+			} // else st is the previous group's v', this group's v
+			for t := 0; t < T; t++ {
+				vpdpbusdBcst(Mem{Base: qs, Disp: 32*g + 4*t}, st, a[t])
+			}
+			times3(st, ZMM)
+			for t := 0; t < T; t++ {
+				vpdpbusdBcst(Mem{Base: qs, Disp: 32*g + 4*t}, st, b[t])
+			}
+		}
+		for t := 0; t < T; t++ {
+			sum := ZMM()
+			VPADDD(a[t], a[t], sum)
+			VPADDD(a[t], sum, sum)
+			VPSUBD(b[t], sum, sum)
+			VPSRAD(U8(8), sum, sum)
+			VPADDD_BCST(Mem{Base: negq, Disp: 32*k + 4*t}, sum, sum)
+			VCVTDQ2PS(sum, sum)
+			if k == 0 {
+				VMULPS_BCST(Mem{Base: dk, Disp: 32*k + 4*t}, sum, blk[t])
+			} else {
+				VFMADD231PS_BCST(Mem{Base: dk, Disp: 32*k + 4*t}, sum, blk[t])
+			}
+		}
+	}
+	dw := ZMM()
+	VCVTPH2PS(Mem{Base: w, Disp: s.scales}, dw)
+	for t := 0; t < T; t++ {
+		VFMADD231PS(blk[t], dw, acc[t])
+	}
+	ADDQ(U32(s.blockBytes), w)
+	ADDQ(U32(8*s.cols), qs)
+	ADDQ(U32(32*4), negq)
+	ADDQ(U32(32*4), dk)
+	DECQ(blocks)
+	JNZ(LabelRef("block"))
+
+	storeRows(acc)
 }
 
 // times3 sets each byte of v to 3·v mod 256: the next trit to the top.
@@ -155,8 +252,10 @@ func newCrumbs(w reg.Register, halves []int) expander {
 
 // newTrits: chunk c's row-half bytes, or for groups 30 and 31 the shared
 // tail (at 384 from the group, w being 32·half past it in an 8-row
-// kernel), brought to the half's trit; then u = −([w > −43] + [w > 42])
-// negated by VPABSB.
+// kernel), brought to the half's trit. AVX2 compares only signed bytes, so
+// the state is kept as w = v − 128 (XOR 0x80), which also evolves as 3·w
+// mod 256; the trit is [w > −43] + [w > 42], summed as −1s and negated by
+// VPABSB.
 func newTrits(w reg.Register, halves []int) expander {
 	st := make([]reg.VecVirtual, len(halves))
 	return func(g, i int) reg.VecVirtual {
@@ -165,9 +264,11 @@ func newTrits(w reg.Register, halves []int) expander {
 		case g < 30 && g%5 == 0:
 			st[i] = YMM()
 			VMOVDQU(Mem{Base: w, Disp: 64*(g/5) + 32*i}, st[i])
+			VPXOR(avx2Sign, st[i], st[i])
 		case g == 30:
 			st[i] = YMM()
 			VMOVDQU(Mem{Base: w, Disp: 384 - 32*(h-i)}, st[i])
+			VPXOR(avx2Sign, st[i], st[i])
 			if h == 1 {
 				times3(st[i], YMM)
 			}
