@@ -98,7 +98,7 @@ func TestBadOptions(t *testing.T) {
 	cases := map[string]Options{
 		"no layers":       {Shape: Shape{Name: "x", Layers: 0, Hidden: 256, Heads: 2, KVHeads: 1, HeadDim: 128, FFN: 512, Vocab: 1024, Context: 16}, Type: gguf.Q1_0},
 		"heads vs kv":     {Shape: Shape{Name: "x", Layers: 1, Hidden: 256, Heads: 3, KVHeads: 2, HeadDim: 128, FFN: 512, Vocab: 1024, Context: 16}, Type: gguf.Q1_0},
-		"vocab too big":   {Shape: Shape{Name: "x", Layers: 1, Hidden: 256, Heads: 2, KVHeads: 1, HeadDim: 128, FFN: 512, Vocab: 200000, Context: 16}, Type: gguf.Q1_0},
+		"vocab too big":   {Shape: Shape{Name: "x", Layers: 1, Hidden: 256, Heads: 2, KVHeads: 1, HeadDim: 128, FFN: 512, Vocab: 300000, Context: 16}, Type: gguf.Q1_0},
 		"vocab too small": {Shape: Shape{Name: "x", Layers: 1, Hidden: 256, Heads: 2, KVHeads: 1, HeadDim: 128, FFN: 512, Vocab: 100, Context: 16}, Type: gguf.Q1_0},
 		"block size":      {Shape: Shape{Name: "x", Layers: 1, Hidden: 128, Heads: 1, KVHeads: 1, HeadDim: 128, FFN: 384, Vocab: 1024, Context: 16}, Type: gguf.Q4_K},
 		"type":            {Shape: Shapes["tiny"], Type: gguf.Q3_K},
