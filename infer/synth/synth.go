@@ -130,7 +130,11 @@ func setMetadata(w *gguf.Writer, o Options, v vocab) {
 	s := o.Shape
 	a := s.arch()
 	w.Set("general.architecture", a)
-	w.Set("general.name", fmt.Sprintf("bonsai-synth %s %s %s seed %d", a, s.Name, o.Type, o.Seed))
+	label := s.Name
+	if s.hybrid() {
+		label = a + " " + s.Name
+	}
+	w.Set("general.name", fmt.Sprintf("bonsai-synth %s %s seed %d", label, o.Type, o.Seed))
 	w.Set("general.alignment", uint32(32))
 	w.Set(a+".block_count", uint32(s.Layers))
 	w.Set(a+".context_length", uint32(s.Context))
