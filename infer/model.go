@@ -118,6 +118,11 @@ func (m *Model) build(arch Architecture, name string, bopts BackendOptions, prog
 			err = fmt.Errorf("KV cache for %d tokens: %w", m.context, err)
 		}
 	}
+	if rn, ok := net.(RecurrentNetwork); ok && err == nil {
+		if err = b.NewRecurrentState(rn.RecurrentSpec()); err != nil {
+			err = fmt.Errorf("recurrent state: %w", err)
+		}
+	}
 	if err == nil {
 		err = net.Forward(Batch{Tokens: []int32{0}, Pos: 0}, m.logits)
 		if err != nil {

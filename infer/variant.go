@@ -9,9 +9,9 @@ import (
 // Variant is what a file is, as far as bonsai cares: which Bonsai model (if
 // any) and the sampling PrismML recommends for it.
 type Variant struct {
-	Name   string // "Bonsai-1.7B", "Ternary-Bonsai-8B", "Qwen3 (other)"
+	Name   string // "Bonsai-1.7B", "Ternary-Bonsai-8B", "Bonsai-2-27B", "Qwen3 (other)"
 	Bonsai bool   // a PrismML Bonsai model (1-bit or ternary)
-	Size   string // "1.7B", "4B", "8B"; empty when not a known shape
+	Size   string // "1.7B", "4B", "8B", "27B"; empty when not a known shape
 	// Recommended sampling (formats.md §6); zero for other models.
 	Temperature float32
 	TopP        float32
@@ -26,26 +26,37 @@ type ModelShape struct {
 	Tied                                               bool
 }
 
-// bonsaiShapes are the Bonsai 1.x dense shapes (formats.md §5.1).
+// bonsaiShapes are the Bonsai 1.x dense shapes (formats.md §5.1) and the
+// 27B qwen35 shape of Bonsai 27B and Bonsai 2 (§5.2), whose output may be
+// tied or separate.
 var bonsaiShapes = []struct {
-	size  string
-	shape ModelShape
+	size     string
+	shape    ModelShape
+	anyTying bool
 }{
-	{"1.7B", ModelShape{"qwen3", 28, 2048, 16, 8, 128, 6144, 151936, true}},
-	{"4B", ModelShape{"qwen3", 36, 2560, 32, 8, 128, 9728, 151936, true}},
-	{"8B", ModelShape{"qwen3", 36, 4096, 32, 8, 128, 12288, 151936, false}},
+	{"1.7B", ModelShape{"qwen3", 28, 2048, 16, 8, 128, 6144, 151936, true}, false},
+	{"4B", ModelShape{"qwen3", 36, 2560, 32, 8, 128, 9728, 151936, true}, false},
+	{"8B", ModelShape{"qwen3", 36, 4096, 32, 8, 128, 12288, 151936, false}, false},
+	{"27B", ModelShape{"qwen35", 64, 5120, 24, 4, 256, 17408, 248320, false}, true},
 }
 
 // ClassifyVariant names a model from its shape and the types of its 2-D
-// weights (type → tensor count). It is a pure function: Bonsai when the
-// shape is one of the Bonsai 1.x shapes and every 2-D weight is Q1_0;
-// Ternary-Bonsai when they are all 2-bit (Q2_0, its legacy g128 layout or
-// PQ2_0); otherwise "<Arch> (other)".
+// weights (type → tensor count; for qwen35 without the DeltaNet's conv
+// kernel and gate projections, which every file keeps in F32 or BF16). It is
+// a pure function: Bonsai when the shape is a Bonsai shape and every 2-D
+// weight is Q1_0; Ternary-Bonsai when they are all 2-bit (Q2_0, its legacy
+// g128 layout, or PQ2_0 for the 1.x shapes); Bonsai-2-27B when the 27B
+// shape's weights are PTQ1_0 and PQ2_0 (Bonsai 2's Prism types); otherwise
+// "<Arch> (other)".
 func ClassifyVariant(s ModelShape, weightTypes map[gguf.Type]int) Variant {
 	other := Variant{Name: archTitle(s.Arch) + " (other)"}
 	size := ""
 	for _, b := range bonsaiShapes {
-		if b.shape == s {
+		t := s
+		if b.anyTying {
+			t.Tied = b.shape.Tied
+		}
+		if b.shape == t {
 			size = b.size
 		}
 	}
@@ -65,10 +76,18 @@ func ClassifyVariant(s ModelShape, weightTypes map[gguf.Type]int) Variant {
 		return true
 	}
 	v := Variant{Bonsai: true, Size: size, Temperature: 0.5, TopP: 0.85, TopK: 20}
+	if s.Arch == "qwen35" {
+		// PrismML's sampling for 27B and Bonsai 2 (formats.md §6).
+		v.Temperature, v.TopP, v.Think = 0.7, 0.95, true
+	}
 	switch {
 	case allOf(gguf.Q1_0):
 		v.Name = "Bonsai-" + size
-	case allOf(gguf.Q2_0, gguf.Q2_0G128, gguf.PQ2_0):
+	case s.Arch == "qwen35" && allOf(gguf.Q2_0, gguf.Q2_0G128):
+		v.Name = "Ternary-Bonsai-" + size
+	case s.Arch == "qwen35" && allOf(gguf.PTQ1_0, gguf.PQ2_0):
+		v.Name = "Bonsai-2-" + size
+	case s.Arch != "qwen35" && allOf(gguf.Q2_0, gguf.Q2_0G128, gguf.PQ2_0):
 		v.Name = "Ternary-Bonsai-" + size
 	default:
 		other.Size = size
@@ -84,10 +103,36 @@ func DetectVariant(f *gguf.File) Variant {
 		return Variant{Name: "unknown (no general.architecture)"}
 	}
 	s := ModelShape{Arch: arch}
-	if hp, err := ReadHyperparams(f, arch); err == nil {
+	read := func(f *gguf.File) (Hyperparams, error) { return ReadHyperparams(f, arch) }
+	if a, err := LookupArch(arch); err == nil {
+		read = a.Hyperparams // qwen35's counts the trunk's layers only
+	}
+	if hp, err := read(f); err == nil {
 		s = ModelShape{arch, hp.Layers, hp.Embed, hp.Heads, hp.KVHeads, hp.HeadDim, hp.FFN, hp.Vocab, hp.TiedOutput}
 	}
-	return ClassifyVariant(s, WeightTypes(f))
+	types := WeightTypes(f)
+	if arch == "qwen35" {
+		types = map[gguf.Type]int{}
+		for i := range f.Tensors {
+			t := &f.Tensors[i]
+			if len(t.Shape) >= 2 && t.Rows() > 1 && !deltaNetSmallWeight(t.Name) {
+				types[t.Type]++
+			}
+		}
+	}
+	return ClassifyVariant(s, types)
+}
+
+// deltaNetSmallWeight reports the Gated DeltaNet tensors that are 2-D but
+// not projections of the model's type: the conv kernel and the gates' 48-wide
+// projections (F32 or BF16 in every qwen35 file).
+func deltaNetSmallWeight(name string) bool {
+	for _, suffix := range []string{".ssm_conv1d.weight", ".ssm_alpha.weight", ".ssm_beta.weight"} {
+		if strings.HasSuffix(name, suffix) {
+			return true
+		}
+	}
+	return false
 }
 
 // WeightTypes counts the tensor types of f's 2-D (matrix) weights.

@@ -11,6 +11,8 @@ func TestClassifyVariant(t *testing.T) {
 	b4 := ModelShape{"qwen3", 36, 2560, 32, 8, 128, 9728, 151936, true}
 	b8 := ModelShape{"qwen3", 36, 4096, 32, 8, 128, 12288, 151936, false}
 	q1 := map[gguf.Type]int{gguf.Q1_0: 197}
+	b27 := ModelShape{"qwen35", 64, 5120, 24, 4, 256, 17408, 248320, false}
+	b27tied := func() ModelShape { s := b27; s.Tied = true; return s }()
 	tests := []struct {
 		name   string
 		shape  ModelShape
@@ -31,6 +33,16 @@ func TestClassifyVariant(t *testing.T) {
 		{"other arch", ModelShape{Arch: "llama"}, q1, "llama (other)", false},
 		{"qwen35", ModelShape{Arch: "qwen35"}, q1, "Qwen35 (other)", false},
 		{"no weights", b17, nil, "Qwen3 (other)", false},
+		{"27B Q1_0", b27, map[gguf.Type]int{gguf.Q1_0: 497}, "Bonsai-27B", true},
+		{"27B Q1_0 tied", b27tied, map[gguf.Type]int{gguf.Q1_0: 496}, "Bonsai-27B", true},
+		{"27B ternary g64", b27, map[gguf.Type]int{gguf.Q2_0: 497}, "Ternary-Bonsai-27B", true},
+		{"27B ternary g128", b27, map[gguf.Type]int{gguf.Q2_0G128: 497}, "Ternary-Bonsai-27B", true},
+		{"Bonsai 2 PTQ1_0", b27, map[gguf.Type]int{gguf.PTQ1_0: 497}, "Bonsai-2-27B", true},
+		{"Bonsai 2 PQ2_0", b27, map[gguf.Type]int{gguf.PQ2_0: 497}, "Bonsai-2-27B", true},
+		{"Bonsai 2 mixed Prism types", b27, map[gguf.Type]int{gguf.PTQ1_0: 496, gguf.PQ2_0: 1}, "Bonsai-2-27B", true},
+		{"27B in Q4_K", b27, map[gguf.Type]int{gguf.Q4_K: 497}, "Qwen35 (other)", false},
+		{"27B shape with 48 layers", func() ModelShape { s := b27; s.Layers = 48; return s }(), map[gguf.Type]int{gguf.Q1_0: 497}, "Qwen35 (other)", false},
+		{"PTQ1_0 in a 1.x shape", b8, map[gguf.Type]int{gguf.PTQ1_0: 254}, "Qwen3 (other)", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -38,8 +50,12 @@ func TestClassifyVariant(t *testing.T) {
 			if v.Name != tc.want || v.Bonsai != tc.bonsai {
 				t.Fatalf("ClassifyVariant = %+v, want %q (bonsai %v)", v, tc.want, tc.bonsai)
 			}
-			if v.Bonsai && (v.Temperature != 0.5 || v.TopP != 0.85 || v.TopK != 20 || v.Think) {
-				t.Errorf("Bonsai sampling defaults %+v, want temp 0.5, top-p 0.85, top-k 20, no thinking", v)
+			wantTemp, wantTopP, wantThink := float32(0.5), float32(0.85), false
+			if tc.shape.Arch == "qwen35" {
+				wantTemp, wantTopP, wantThink = 0.7, 0.95, true
+			}
+			if v.Bonsai && (v.Temperature != wantTemp || v.TopP != wantTopP || v.TopK != 20 || v.Think != wantThink) {
+				t.Errorf("Bonsai sampling defaults %+v, want temp %v, top-p %v, top-k 20, thinking %v", v, wantTemp, wantTopP, wantThink)
 			}
 		})
 	}

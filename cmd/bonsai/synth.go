@@ -13,7 +13,7 @@ import (
 func init() {
 	register(command{
 		name:    "synth",
-		summary: "write a synthetic Qwen3/Bonsai GGUF model with random weights",
+		summary: "write a synthetic Qwen3 or Qwen3.5 (Bonsai) GGUF model with random weights",
 		run:     runSynth,
 	})
 }
@@ -21,15 +21,16 @@ func init() {
 func runSynth(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("synth", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	shapeName := fs.String("shape", "tiny", "model shape: tiny, 1.7b, 4b or 8b")
+	arch := fs.String("arch", "qwen3", "architecture: qwen3 (Bonsai 1.x) or qwen35 (Bonsai 27B, Bonsai 2)")
+	shapeName := fs.String("shape", "tiny", "model shape: tiny, 1.7b, 4b or 8b (qwen3); tiny or 27b (qwen35)")
 	typeName := fs.String("type", "q1_0", "type of every 2-D weight: q1_0, q2_0, q2_0_g128, q4_0, q8_0, q4_k, q5_k, q6_k, f16, bf16, f32")
 	seed := fs.Uint64("seed", 1, "random seed (the same seed writes the same file)")
 	layers := fs.Int("layers", 0, "number of layers (0: the shape's)")
-	vocab := fs.Int("vocab", 0, "vocabulary size (0: the full Qwen vocab of 151936; smaller keeps the first tokens)")
+	vocab := fs.Int("vocab", 0, "vocabulary size (0: the shape's; smaller keeps the first Qwen tokens, larger pads)")
 	logitStd := fs.Float64("logit-std", synth.DefaultLogitStd, "spread of the logits")
 	out := fs.String("o", "", "output GGUF file (required)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: bonsai synth --shape tiny|1.7b|4b|8b --type q1_0 [--seed N] [--layers N] -o FILE")
+		fmt.Fprintln(stderr, "usage: bonsai synth [--arch qwen3|qwen35] --shape tiny|1.7b|4b|8b|27b --type q1_0 [--seed N] [--layers N] -o FILE")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -44,7 +45,7 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 	if *out == "" {
 		return fmt.Errorf("%w: synth: -o FILE is required", errUsage)
 	}
-	shape, err := synth.ShapeByName(*shapeName)
+	shape, err := synth.ArchShape(*arch, *shapeName)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
@@ -67,8 +68,8 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	start := time.Now()
-	fmt.Fprintf(stderr, "writing %s: %s %s, %d layers, vocab %d, seed %d, ~%.1f MiB\n",
-		*out, shape.Name, typ, shape.Layers, shape.Vocab, *seed, float64(size)/(1<<20))
+	fmt.Fprintf(stderr, "writing %s: %s %s %s, %d layers, vocab %d, seed %d, ~%.1f MiB\n",
+		*out, *arch, shape.Name, typ, shape.Layers, shape.Vocab, *seed, float64(size)/(1<<20))
 	if err := synth.Write(*out, opts); err != nil {
 		return err
 	}

@@ -29,6 +29,7 @@ type Backend struct {
 	qpool   *quant.Pool // matrix products, attention and other row-parallel work
 	weights map[string]*weight
 	kv      kvCache
+	rs      recurrentState
 	closed  bool
 
 	// The pass in progress.
@@ -64,6 +65,12 @@ type Backend struct {
 	accum     [][]float32 // per worker: a head's output sum
 	ropeFor   infer.Rope  // the parameters ropeCos/ropeSin hold angles for
 	ropeValid bool        // they are this pass's
+
+	// Recurrent layers' scratch.
+	conv         convJob
+	delta        deltaJob
+	deltaScratch [][]float32 // per worker: a head's δ
+	gateRow      []float32   // f(g) of one row for Gate
 }
 
 // New starts a CPU backend with opts.Threads workers (one per core when 0).
@@ -82,6 +89,7 @@ func New(opts infer.BackendOptions) (*Backend, error) {
 	b.scores = make([][]float32, threads)
 	b.qf16 = make([][]float32, threads)
 	b.accum = make([][]float32, threads)
+	b.deltaScratch = make([][]float32, threads)
 	return b, nil
 }
 
@@ -296,7 +304,7 @@ func (b *Backend) Close() error {
 	if !b.closed {
 		b.closed = true
 		b.qpool.Close()
-		b.weights, b.kv = nil, kvCache{}
+		b.weights, b.kv, b.rs = nil, kvCache{}, recurrentState{}
 	}
 	return nil
 }

@@ -34,6 +34,7 @@ const (
 // separate output matrix (as the 8B has) instead of tied embeddings.
 type modelCase struct {
 	name    string
+	arch    string // synth architecture; "" is qwen3
 	typ     gguf.Type
 	vocab   int // 0: the real Qwen vocab
 	untied  bool
@@ -61,11 +62,22 @@ var modelCases = []modelCase{
 	{name: "f16", typ: gguf.F16, vocab: 4096, prompts: []string{"To be, or not to be: that is", promptCode, promptDates}},
 	{name: "bf16", typ: gguf.BF16, vocab: 4096, prompts: []string{"Hello, world! Hello, bonsai!", promptCode, promptDates}},
 	{name: "f32", typ: gguf.F32, vocab: 4096, prompts: []string{"1, 1, 2, 3, 5, 8, 13,", promptCode, promptProse}},
+
+	// qwen35: six layers, four Gated DeltaNet (2 K heads, 4 V heads) and
+	// two gated full-attention layers with partial RoPE (synth's tiny).
+	{name: "qwen35-q1_0-qwen-vocab", arch: "qwen35", typ: gguf.Q1_0, prompts: []string{"The quick brown fox jumps over the lazy dog.", promptCode}},
+	{name: "qwen35-q1_0", arch: "qwen35", typ: gguf.Q1_0, vocab: 4096, prompts: []string{"Once upon a time, in a land far away,", promptDates}},
+	{name: "qwen35-q2_0", arch: "qwen35", typ: gguf.Q2_0, vocab: 4096, prompts: []string{promptCode, promptProse}},
+	{name: "qwen35-q8_0", arch: "qwen35", typ: gguf.Q8_0, vocab: 4096, prompts: []string{promptProse, promptDates}},
+	{name: "qwen35-q4_k", arch: "qwen35", typ: gguf.Q4_K, vocab: 4096, prompts: []string{"SELECT name FROM users WHERE id = 42;", promptCode}},
+	{name: "qwen35-bf16", arch: "qwen35", typ: gguf.BF16, vocab: 4096, prompts: []string{"Hello, world! Hello, bonsai!", promptDates}},
+	{name: "qwen35-f32", arch: "qwen35", typ: gguf.F32, vocab: 4096, prompts: []string{"1, 1, 2, 3, 5, 8, 13,", promptProse}},
 }
 
 // golden is llama.cpp's answer for one case, with what it takes to rebuild
 // the exact model it was asked about.
 type golden struct {
+	Arch        string      `json:"arch,omitempty"` // "" is qwen3
 	Shape       string      `json:"shape"`
 	Type        string      `json:"type"`
 	Vocab       int         `json:"vocab"`
@@ -105,8 +117,16 @@ func writeGolden(name string, g golden) error {
 }
 
 // options rebuilds the synth options of a case with a seed.
-func (c modelCase) options(seed uint64) synth.Options {
-	s := synth.Shapes["tiny"]
+func (c modelCase) options(t *testing.T, seed uint64) synth.Options {
+	t.Helper()
+	arch := c.arch
+	if arch == "" {
+		arch = "qwen3"
+	}
+	s, err := synth.ArchShape(arch, "tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if c.vocab != 0 {
 		s.Vocab = c.vocab
 	}
@@ -127,7 +147,7 @@ func modelFile(t *testing.T, o synth.Options) (path, sum string) {
 	t.Helper()
 	models.Lock()
 	defer models.Unlock()
-	key := fmt.Sprintf("%s-%s-v%d-l%d-t%v-s%d", o.Shape.Name, strings.ToLower(o.Type.String()), o.Shape.Vocab, o.Shape.Layers, o.Shape.Tied, o.Seed)
+	key := fmt.Sprintf("%s%s-%s-v%d-l%d-t%v-s%d", o.Shape.Arch, o.Shape.Name, strings.ToLower(o.Type.String()), o.Shape.Vocab, o.Shape.Layers, o.Shape.Tied, o.Seed)
 	if p, ok := models.paths[key]; ok {
 		return p, models.paths[key+"#sha"]
 	}

@@ -87,7 +87,7 @@ func TestModelParity(t *testing.T) {
 	for _, c := range modelCases {
 		t.Run(c.name, func(t *testing.T) {
 			g := caseGolden(t, c)
-			path, sum := modelFile(t, c.options(g.Seed))
+			path, sum := modelFile(t, c.options(t, g.Seed))
 			if sum != g.ModelSHA256 {
 				t.Fatalf("the generated model (seed %d) is not the one %s was made from: synth or a quantizer changed; rerun `go test ./infer/parity -update` (with the oracle) and review the diff", g.Seed, goldenPath(c.name))
 			}
@@ -149,10 +149,10 @@ func caseGolden(t *testing.T, c modelCase) golden {
 	var best golden
 	bestScore := math.Inf(-1)
 	for seed := uint64(1); seed <= seedTries; seed++ {
-		o := c.options(seed)
+		o := c.options(t, seed)
 		path, sum := modelFile(t, o)
 		g := golden{
-			Shape: o.Shape.Name, Type: o.Type.String(), Vocab: o.Shape.Vocab, Layers: o.Shape.Layers,
+			Arch: c.arch, Shape: o.Shape.Name, Type: o.Type.String(), Vocab: o.Shape.Vocab, Layers: o.Shape.Layers,
 			Tied: o.Shape.Tied, Seed: seed, ModelSHA256: sum,
 		}
 		for _, p := range c.prompts {

@@ -60,7 +60,7 @@ func TestTokenizerParity(t *testing.T) {
 	if c.vocab != 0 {
 		t.Fatal("modelCases[0] must use the real Qwen vocab")
 	}
-	path, _ := modelFile(t, c.options(1))
+	path, _ := modelFile(t, c.options(t, 1))
 
 	golden, err := tokenizerGolden(t, path)
 	if err != nil {

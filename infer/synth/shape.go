@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/bonsai-chat/bonsai/gguf"
 )
 
-// Shape is the architecture of a Qwen3 (Bonsai 1.x) model: everything the
-// generator needs to lay out its tensors.
+// Shape is the architecture of a model: everything the generator needs to
+// lay out its tensors. Arch is "qwen3" (Bonsai 1.x, the default when empty)
+// or "qwen35" (Bonsai 27B and Bonsai 2), whose extra sizes are in Hybrid.
 type Shape struct {
 	Name      string
+	Arch      string
 	Layers    int
 	Hidden    int // embedding length
 	Heads     int
@@ -22,10 +26,41 @@ type Shape struct {
 	Context   int
 	RopeTheta float64
 	RMSEps    float64
+	Hybrid    Hybrid // qwen35 only
+}
+
+// Hybrid holds the sizes of a qwen35 model beyond the dense ones: every
+// AttnInterval-th layer is gated full attention, the others Gated DeltaNet.
+type Hybrid struct {
+	RopeDims     int    // rope.dimension_count: the rotated dims of each head
+	Sections     [4]int // rope.dimension_sections (IMROPE), summing to RopeDims/2
+	AttnInterval int    // full_attention_interval
+	ConvKernel   int    // ssm.conv_kernel
+	StateSize    int    // ssm.state_size: DeltaNet head dimension
+	KHeads       int    // ssm.group_count
+	VHeads       int    // ssm.time_step_rank
+}
+
+// arch is the general.architecture the shape writes.
+func (s Shape) arch() string {
+	if s.Arch == "" {
+		return "qwen3"
+	}
+	return s.Arch
+}
+
+func (s Shape) hybrid() bool { return s.arch() == "qwen35" }
+
+// attention reports whether layer i is a full-attention layer.
+func (s Shape) attention(i int) bool {
+	return !s.hybrid() || (i+1)%s.Hybrid.AttnInterval == 0
 }
 
 // ErrUnknownShape is returned for a shape name outside Shapes.
 var ErrUnknownShape = errors.New("unknown model shape")
+
+// ErrUnknownArch is returned for an architecture the generator cannot write.
+var ErrUnknownArch = errors.New("unknown architecture")
 
 // Shapes are the real Bonsai 1.x shapes (formats.md §5.1) plus tiny, a
 // model of the same structure small enough for unit tests. tiny's widths
@@ -41,21 +76,48 @@ var Shapes = map[string]Shape{
 		Vocab: qwenVocab, Tied: false, Context: 32768, RopeTheta: 1e6, RMSEps: 1e-6},
 }
 
-// ShapeNames lists the shape names, smallest model first.
-func ShapeNames() []string {
-	names := make([]string, 0, len(Shapes))
-	for n := range Shapes {
+// Qwen35Shapes are the qwen35 shapes: 27b is Bonsai 27B's and Bonsai 2's
+// (formats.md §5.2), tiny the same structure small enough for tests, with
+// two attention layers among six, fewer K heads than V heads and partial
+// RoPE.
+var Qwen35Shapes = map[string]Shape{
+	"tiny": {Name: "tiny", Arch: "qwen35", Layers: 6, Hidden: 256, Heads: 2, KVHeads: 1, HeadDim: 128, FFN: 512,
+		Vocab: qwenVocab, Tied: true, Context: 4096, RopeTheta: 1e7, RMSEps: 1e-6,
+		Hybrid: Hybrid{RopeDims: 32, Sections: [4]int{6, 5, 5, 0}, AttnInterval: 3, ConvKernel: 4,
+			StateSize: 64, KHeads: 2, VHeads: 4}},
+	"27b": {Name: "27b", Arch: "qwen35", Layers: 64, Hidden: 5120, Heads: 24, KVHeads: 4, HeadDim: 256, FFN: 17408,
+		Vocab: qwen35Vocab, Tied: false, Context: 262144, RopeTheta: 1e7, RMSEps: 1e-6,
+		Hybrid: Hybrid{RopeDims: 64, Sections: [4]int{11, 11, 10, 0}, AttnInterval: 4, ConvKernel: 4,
+			StateSize: 128, KHeads: 16, VHeads: 48}},
+}
+
+// archShapes are the shape tables by architecture.
+var archShapes = map[string]map[string]Shape{"qwen3": Shapes, "qwen35": Qwen35Shapes}
+
+// ShapeNames lists the qwen3 shape names, smallest model first.
+func ShapeNames() []string { return shapeNames(Shapes) }
+
+func shapeNames(shapes map[string]Shape) []string {
+	names := make([]string, 0, len(shapes))
+	for n := range shapes {
 		names = append(names, n)
 	}
-	sort.Slice(names, func(i, j int) bool { return Shapes[names[i]].params() < Shapes[names[j]].params() })
+	sort.Slice(names, func(i, j int) bool { return shapes[names[i]].params() < shapes[names[j]].params() })
 	return names
 }
 
-// ShapeByName looks a shape up by its name ("tiny", "1.7b", "4b", "8b").
-func ShapeByName(name string) (Shape, error) {
-	s, ok := Shapes[strings.ToLower(name)]
+// ShapeByName looks a qwen3 shape up by its name ("tiny", "1.7b", "4b", "8b").
+func ShapeByName(name string) (Shape, error) { return ArchShape("qwen3", name) }
+
+// ArchShape looks a shape of an architecture ("qwen3", "qwen35") up by name.
+func ArchShape(arch, name string) (Shape, error) {
+	shapes, ok := archShapes[strings.ToLower(arch)]
 	if !ok {
-		return Shape{}, fmt.Errorf("%w %q (want one of %s)", ErrUnknownShape, name, strings.Join(ShapeNames(), ", "))
+		return Shape{}, fmt.Errorf("%w %q (want qwen3 or qwen35)", ErrUnknownArch, arch)
+	}
+	s, ok := shapes[strings.ToLower(name)]
+	if !ok {
+		return Shape{}, fmt.Errorf("%w %q for %s (want one of %s)", ErrUnknownShape, name, arch, strings.Join(shapeNames(shapes), ", "))
 	}
 	return s, nil
 }
@@ -71,21 +133,41 @@ func (s Shape) Validate() error {
 		return fmt.Errorf("synth: shape %s: %d heads is not a multiple of %d kv heads", s.Name, s.Heads, s.KVHeads)
 	case s.HeadDim%2 != 0:
 		return fmt.Errorf("synth: shape %s: head dim %d is odd (RoPE rotates pairs)", s.Name, s.HeadDim)
-	case s.Vocab < minVocab || s.Vocab > qwenVocab:
-		return fmt.Errorf("synth: shape %s: vocab %d outside [%d, %d]", s.Name, s.Vocab, minVocab, qwenVocab)
+	case s.Vocab < minVocab || s.Vocab > maxVocab:
+		return fmt.Errorf("synth: shape %s: vocab %d outside [%d, %d]", s.Name, s.Vocab, minVocab, maxVocab)
 	case s.Context < 1:
 		return fmt.Errorf("synth: shape %s: context %d", s.Name, s.Context)
+	case s.arch() != "qwen3" && !s.hybrid():
+		return fmt.Errorf("synth: shape %s: %w %q", s.Name, ErrUnknownArch, s.Arch)
+	}
+	if s.hybrid() {
+		return s.Hybrid.validate(s)
+	}
+	return nil
+}
+
+func (h Hybrid) validate(s Shape) error {
+	sections := h.Sections[0] + h.Sections[1] + h.Sections[2] + h.Sections[3]
+	switch {
+	case h.RopeDims < 2 || h.RopeDims > s.HeadDim || h.RopeDims%2 != 0:
+		return fmt.Errorf("synth: shape %s: %d rotated dims for head dim %d", s.Name, h.RopeDims, s.HeadDim)
+	case sections != h.RopeDims/2:
+		return fmt.Errorf("synth: shape %s: rope sections %v do not sum to %d", s.Name, h.Sections, h.RopeDims/2)
+	case h.AttnInterval < 1 || h.AttnInterval > s.Layers:
+		return fmt.Errorf("synth: shape %s: attention interval %d for %d layers", s.Name, h.AttnInterval, s.Layers)
+	case h.ConvKernel < 1 || h.StateSize < 1 || h.KHeads < 1 || h.VHeads < 1:
+		return fmt.Errorf("synth: shape %s: DeltaNet sizes must be positive", s.Name)
+	case h.VHeads%h.KHeads != 0:
+		return fmt.Errorf("synth: shape %s: %d V heads is not a multiple of %d K heads", s.Name, h.VHeads, h.KHeads)
 	}
 	return nil
 }
 
 // params is the number of weights, for ordering and reporting.
 func (s Shape) params() int64 {
-	h, q, kv, f := int64(s.Hidden), int64(s.Heads*s.HeadDim), int64(s.KVHeads*s.HeadDim), int64(s.FFN)
-	perLayer := h*q + 2*h*kv + q*h + 3*h*f
-	n := int64(s.Layers)*perLayer + int64(s.Vocab)*h
-	if !s.Tied {
-		n += int64(s.Vocab) * h
+	var n int64
+	for _, t := range plan(s, gguf.F32, 1) {
+		n += t.elements()
 	}
 	return n
 }

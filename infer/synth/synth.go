@@ -1,7 +1,7 @@
-// Package synth writes synthetic Qwen3 (Bonsai 1.x) GGUF models: the real
-// architecture, shapes and Qwen3 tokenizer with seeded random weights, every
-// 2-D weight in one chosen type and the norms in F32, as PrismML's files
-// store them. They exercise loaders, kernels and speed without downloading
+// Package synth writes synthetic Qwen3 (Bonsai 1.x) and Qwen3.5 (qwen35:
+// Bonsai 27B, Bonsai 2) GGUF models: the real architecture, shapes and Qwen3
+// tokenizer with seeded random weights, every 2-D weight in one chosen type
+// and the norms in F32, as PrismML's files store them. They exercise loaders, kernels and speed without downloading
 // a real model, and, being decisive by construction, they make good parity
 // tests against llama.cpp.
 package synth
@@ -39,9 +39,9 @@ func (o Options) validate() error {
 		return fmt.Errorf("synth: %w: %s", ErrUnsupportedType, o.Type)
 	}
 	bs := int64(o.Type.BlockSize())
-	for _, n := range []int{o.Shape.Hidden, o.Shape.Heads * o.Shape.HeadDim, o.Shape.FFN} {
-		if int64(n)%bs != 0 {
-			return fmt.Errorf("synth: shape %s: width %d is not a multiple of the %s block size %d", o.Shape.Name, n, o.Type, bs)
+	for _, t := range plan(o.Shape, o.Type, 1) {
+		if t.typ == o.Type && t.shape[0]%bs != 0 {
+			return fmt.Errorf("synth: shape %s: %s's width %d is not a multiple of the %s block size %d", o.Shape.Name, t.name, t.shape[0], o.Type, bs)
 		}
 	}
 	if o.LogitStd < 0 {
@@ -124,22 +124,39 @@ func Write(path string, o Options) error {
 	return nil
 }
 
-// setMetadata writes the keys llama.cpp's qwen3 loader and tokenizer read.
+// setMetadata writes the keys llama.cpp's loader and tokenizer read for the
+// shape's architecture.
 func setMetadata(w *gguf.Writer, o Options, v vocab) {
 	s := o.Shape
-	w.Set("general.architecture", "qwen3")
-	w.Set("general.name", fmt.Sprintf("bonsai-synth %s %s seed %d", s.Name, o.Type, o.Seed))
+	a := s.arch()
+	w.Set("general.architecture", a)
+	label := s.Name
+	if s.hybrid() {
+		label = a + " " + s.Name
+	}
+	w.Set("general.name", fmt.Sprintf("bonsai-synth %s %s seed %d", label, o.Type, o.Seed))
 	w.Set("general.alignment", uint32(32))
-	w.Set("qwen3.block_count", uint32(s.Layers))
-	w.Set("qwen3.context_length", uint32(s.Context))
-	w.Set("qwen3.embedding_length", uint32(s.Hidden))
-	w.Set("qwen3.feed_forward_length", uint32(s.FFN))
-	w.Set("qwen3.attention.head_count", uint32(s.Heads))
-	w.Set("qwen3.attention.head_count_kv", uint32(s.KVHeads))
-	w.Set("qwen3.attention.key_length", uint32(s.HeadDim))
-	w.Set("qwen3.attention.value_length", uint32(s.HeadDim))
-	w.Set("qwen3.attention.layer_norm_rms_epsilon", float32(s.RMSEps))
-	w.Set("qwen3.rope.freq_base", float32(s.RopeTheta))
+	w.Set(a+".block_count", uint32(s.Layers))
+	w.Set(a+".context_length", uint32(s.Context))
+	w.Set(a+".embedding_length", uint32(s.Hidden))
+	w.Set(a+".feed_forward_length", uint32(s.FFN))
+	w.Set(a+".attention.head_count", uint32(s.Heads))
+	w.Set(a+".attention.head_count_kv", uint32(s.KVHeads))
+	w.Set(a+".attention.key_length", uint32(s.HeadDim))
+	w.Set(a+".attention.value_length", uint32(s.HeadDim))
+	w.Set(a+".attention.layer_norm_rms_epsilon", float32(s.RMSEps))
+	w.Set(a+".rope.freq_base", float32(s.RopeTheta))
+	if s.hybrid() {
+		h := s.Hybrid
+		w.Set(a+".rope.dimension_count", uint32(h.RopeDims))
+		w.Set(a+".rope.dimension_sections", []int32{int32(h.Sections[0]), int32(h.Sections[1]), int32(h.Sections[2]), int32(h.Sections[3])})
+		w.Set(a+".full_attention_interval", uint32(h.AttnInterval))
+		w.Set(a+".ssm.conv_kernel", uint32(h.ConvKernel))
+		w.Set(a+".ssm.state_size", uint32(h.StateSize))
+		w.Set(a+".ssm.group_count", uint32(h.KHeads))
+		w.Set(a+".ssm.time_step_rank", uint32(h.VHeads))
+		w.Set(a+".ssm.inner_size", uint32(h.VHeads*h.StateSize))
+	}
 	w.Set("tokenizer.ggml.model", "gpt2")
 	w.Set("tokenizer.ggml.pre", "qwen2")
 	w.Set("tokenizer.ggml.tokens", v.tokens)

@@ -3,6 +3,7 @@ package synth
 import (
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -98,7 +99,7 @@ func TestBadOptions(t *testing.T) {
 	cases := map[string]Options{
 		"no layers":       {Shape: Shape{Name: "x", Layers: 0, Hidden: 256, Heads: 2, KVHeads: 1, HeadDim: 128, FFN: 512, Vocab: 1024, Context: 16}, Type: gguf.Q1_0},
 		"heads vs kv":     {Shape: Shape{Name: "x", Layers: 1, Hidden: 256, Heads: 3, KVHeads: 2, HeadDim: 128, FFN: 512, Vocab: 1024, Context: 16}, Type: gguf.Q1_0},
-		"vocab too big":   {Shape: Shape{Name: "x", Layers: 1, Hidden: 256, Heads: 2, KVHeads: 1, HeadDim: 128, FFN: 512, Vocab: 200000, Context: 16}, Type: gguf.Q1_0},
+		"vocab too big":   {Shape: Shape{Name: "x", Layers: 1, Hidden: 256, Heads: 2, KVHeads: 1, HeadDim: 128, FFN: 512, Vocab: 300000, Context: 16}, Type: gguf.Q1_0},
 		"vocab too small": {Shape: Shape{Name: "x", Layers: 1, Hidden: 256, Heads: 2, KVHeads: 1, HeadDim: 128, FFN: 512, Vocab: 100, Context: 16}, Type: gguf.Q1_0},
 		"block size":      {Shape: Shape{Name: "x", Layers: 1, Hidden: 128, Heads: 1, KVHeads: 1, HeadDim: 128, FFN: 384, Vocab: 1024, Context: 16}, Type: gguf.Q4_K},
 		"type":            {Shape: Shapes["tiny"], Type: gguf.Q3_K},
@@ -336,4 +337,128 @@ func equal(a, b []int64) bool {
 		}
 	}
 	return true
+}
+
+func TestQwen35Shapes(t *testing.T) {
+	s, err := ArchShape("qwen35", "27b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Bonsai 27B / Bonsai 2 (formats.md §5.2).
+	got := [10]int{s.Layers, s.Hidden, s.FFN, s.Vocab, s.Heads, s.KVHeads, s.HeadDim, s.Hybrid.RopeDims, s.Hybrid.StateSize, s.Hybrid.ConvKernel}
+	if want := [10]int{64, 5120, 17408, 248320, 24, 4, 256, 64, 128, 4}; got != want {
+		t.Errorf("27b: %v, want %v", got, want)
+	}
+	if s.Hybrid.KHeads != 16 || s.Hybrid.VHeads != 48 || s.Hybrid.VHeads*s.Hybrid.StateSize != 6144 || s.Hybrid.Sections != [4]int{11, 11, 10, 0} {
+		t.Errorf("27b DeltaNet %+v", s.Hybrid)
+	}
+	attn := 0
+	for i := range s.Layers {
+		if s.attention(i) {
+			attn++
+		}
+	}
+	if attn != 16 {
+		t.Errorf("27b: %d attention layers, want 16 (and 48 DeltaNet)", attn)
+	}
+	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q2_0, gguf.Q4_K} {
+		if _, err := (Options{Shape: s, Type: typ}).Size(); err != nil {
+			t.Errorf("27b in %s: %v", typ, err)
+		}
+	}
+	if _, err := ArchShape("qwen35", "8b"); !errors.Is(err, ErrUnknownShape) {
+		t.Errorf("qwen35 8b: %v, want ErrUnknownShape", err)
+	}
+	if _, err := ArchShape("llama", "tiny"); !errors.Is(err, ErrUnknownArch) {
+		t.Errorf("llama: %v, want ErrUnknownArch", err)
+	}
+}
+
+// TestQwen35Layout checks what llama.cpp's qwen35 loader reads: its keys and,
+// per kind of layer, the tensors' names, shapes and types.
+func TestQwen35Layout(t *testing.T) {
+	for _, typ := range []gguf.Type{gguf.Q4_K, gguf.F32} {
+		t.Run(typ.String(), func(t *testing.T) {
+			s := Qwen35Shapes["tiny"]
+			s.Vocab = 1024
+			f, _ := write(t, Options{Shape: s, Type: typ, Seed: 2})
+			if a, _ := f.KV.String("general.architecture"); a != "qwen35" {
+				t.Errorf("architecture %q", a)
+			}
+			for key, want := range map[string]uint64{
+				"qwen35.block_count": 6, "qwen35.rope.dimension_count": 32, "qwen35.full_attention_interval": 3,
+				"qwen35.ssm.conv_kernel": 4, "qwen35.ssm.state_size": 64, "qwen35.ssm.group_count": 2,
+				"qwen35.ssm.time_step_rank": 4, "qwen35.ssm.inner_size": 256, "qwen35.attention.key_length": 128,
+			} {
+				if got, ok := f.KV.Uint(key); !ok || got != want {
+					t.Errorf("%s = %d, %v; want %d", key, got, ok, want)
+				}
+			}
+			if sec, _ := f.KV.Int32s("qwen35.rope.dimension_sections"); len(sec) != 4 || sec[0]+sec[1]+sec[2]+sec[3] != 16 {
+				t.Errorf("sections %v", sec)
+			}
+			gate := gguf.BF16
+			if typ == gguf.F32 {
+				gate = gguf.F32
+			}
+			h := int64(256)
+			want := map[string]struct {
+				shape []int64
+				typ   gguf.Type
+			}{
+				"blk.0.attn_qkv.weight":            {[]int64{h, 512}, typ},
+				"blk.0.attn_gate.weight":           {[]int64{h, 256}, typ},
+				"blk.0.ssm_conv1d.weight":          {[]int64{4, 512}, gguf.F32},
+				"blk.0.ssm_dt.bias":                {[]int64{4}, gguf.F32},
+				"blk.0.ssm_a":                      {[]int64{4}, gguf.F32},
+				"blk.0.ssm_alpha.weight":           {[]int64{h, 4}, gate},
+				"blk.0.ssm_beta.weight":            {[]int64{h, 4}, gate},
+				"blk.0.ssm_norm.weight":            {[]int64{64}, gguf.F32},
+				"blk.0.ssm_out.weight":             {[]int64{256, h}, typ},
+				"blk.0.post_attention_norm.weight": {[]int64{h}, gguf.F32},
+				"blk.2.attn_q.weight":              {[]int64{h, 512}, typ}, // q|gate of 2 heads of 128
+				"blk.2.attn_k.weight":              {[]int64{h, 128}, typ},
+				"blk.2.attn_output.weight":         {[]int64{256, h}, typ},
+				"blk.2.attn_q_norm.weight":         {[]int64{128}, gguf.F32},
+				"blk.5.ffn_down.weight":            {[]int64{512, h}, typ},
+			}
+			for name, w := range want {
+				ti, ok := f.Tensor(name)
+				if !ok {
+					t.Errorf("missing %s", name)
+					continue
+				}
+				if !equal(ti.Shape, w.shape) || ti.Type != w.typ {
+					t.Errorf("%s: %v %s, want %v %s", name, ti.Shape, ti.Type, w.shape, w.typ)
+				}
+			}
+			for _, absent := range []string{"blk.0.attn_q.weight", "blk.2.attn_qkv.weight", "blk.0.ffn_norm.weight"} {
+				if _, ok := f.Tensor(absent); ok {
+					t.Errorf("%s should not exist", absent)
+				}
+			}
+			a, _ := f.Tensor("blk.3.ssm_a")
+			vals := make([]float32, 4)
+			if err := quant.DequantizeRow(gguf.F32, f.Data(a), vals); err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range vals {
+				if !(v < 0) {
+					t.Errorf("ssm_a %v: want −exp(A_log) < 0", vals)
+				}
+			}
+		})
+	}
+}
+
+// TestPaddedVocab: a vocab beyond Qwen's 151,936 is padded with [PADn]
+// tokens, as the Qwen vocab itself is.
+func TestPaddedVocab(t *testing.T) {
+	v, err := qwen3Vocab(qwenVocab + 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.tokens) != qwenVocab+3 || v.tokens[qwenVocab+2] != fmt.Sprintf("[PAD%d]", qwenVocab+2) || v.types[qwenVocab] != padType {
+		t.Fatalf("padded vocab ends %q %v", v.tokens[len(v.tokens)-3:], v.types[len(v.types)-3:])
+	}
 }

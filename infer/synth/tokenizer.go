@@ -20,6 +20,11 @@ var qwen3ChatTemplate = strings.TrimSuffix(qwen3ChatTemplateFile, "\n")
 
 const (
 	qwenVocab = qwen.VocabSize
+	// qwen35Vocab is the embedding height of the 27B qwen35 models. The
+	// synthetic files keep the Qwen3 tokenizer and pad it to that size with
+	// unused [PADn] tokens, as the Qwen3 vocab itself is padded.
+	qwen35Vocab = 248320
+	maxVocab    = qwen35Vocab
 	// minVocab leaves room for the 256 byte tokens, a few merges and the
 	// special tokens a truncated vocab keeps.
 	minVocab = 512
@@ -71,8 +76,12 @@ func qwen3Specials() []qwen.AddedToken {
 	return append(s, qwen.AddedTokens...)
 }
 
-// qwen3Vocab is the real Qwen3 tokenizer when n is the full 151,936, and
-// otherwise the same tokenizer cut to n tokens: the first n−26 Qwen tokens
+// padType is the token type of the Qwen3 vocab's own padding ([PAD151669]
+// and on): llama.cpp's user-defined type.
+const padType = 4
+
+// qwen3Vocab is the real Qwen3 tokenizer when n is the full 151,936 (padded
+// with [PADn] tokens beyond it), and otherwise the same tokenizer cut to n tokens: the first n−26 Qwen tokens
 // (the 256 byte tokens and the tokens of the earliest merges), the merges
 // that stay inside them, and the 26 special tokens renumbered to the end.
 // Prompts still tokenize; they just take more, shorter tokens.
@@ -81,8 +90,12 @@ func qwen3Vocab(n int) (vocab, error) {
 	if err != nil {
 		return vocab{}, err
 	}
-	if n == qwenVocab {
+	if n >= qwenVocab {
 		t, ty := qwen.Qwen3(tokens, types)
+		for id := qwenVocab; id < n; id++ {
+			t = append(t, fmt.Sprintf("[PAD%d]", id))
+			ty = append(ty, padType)
+		}
 		return vocab{tokens: t, types: ty, merges: merges, bos: qwen.BOS, eos: qwen.EOS, pad: qwen.PAD}, nil
 	}
 	specials := qwen3Specials()

@@ -23,7 +23,11 @@ type tensor struct {
 	std   float64
 	// rowSpread gives each row its own scale exp(rowSpread·z), z ~ N(0,1).
 	rowSpread float64
+	// negExp stores −exp(value) instead (qwen35's ssm_a = −exp(A_log)).
+	negExp bool
 }
+
+func (t tensor) elements() int64 { return t.shape[0] * t.rows() }
 
 func (t tensor) rows() int64 {
 	n := int64(1)
@@ -110,7 +114,11 @@ func fillChunk(dst []byte, t tensor, seed uint64, chunk int64, ne0, rowBytes int
 			std *= math.Exp(t.rowSpread * rng.NormFloat64())
 		}
 		for i := range row {
-			row[i] = float32(t.mean + std*rng.NormFloat64())
+			v := t.mean + std*rng.NormFloat64()
+			if t.negExp {
+				v = -math.Exp(v)
+			}
+			row[i] = float32(v)
 		}
 		if err := quant.QuantizeRow(t.typ, row, dst[off:off+rowBytes]); err != nil {
 			return fmt.Errorf("synth: quantizing %s to %s: %w", t.name, t.typ, err)
@@ -123,12 +131,9 @@ func fillChunk(dst []byte, t tensor, seed uint64, chunk int64, ne0, rowBytes int
 // that make it decisive (see Options.LogitStd).
 func plan(s Shape, typ gguf.Type, logitStd float64) []tensor {
 	h, q, kv, f, v := int64(s.Hidden), int64(s.Heads*s.HeadDim), int64(s.KVHeads*s.HeadDim), int64(s.FFN), int64(s.Vocab)
-	inv := func(n int64) float64 { return 1 / math.Sqrt(float64(n)) }
+	hd := int64(s.HeadDim)
 	weight := func(name string, in, out int64, std float64) tensor {
 		return tensor{name: name, typ: typ, shape: []int64{in, out}, std: std}
-	}
-	norm := func(name string, n int64, mean float64) tensor {
-		return tensor{name: name, typ: gguf.F32, shape: []int64{n}, mean: mean, std: 0.1 * mean}
 	}
 
 	// The logits are <output_norm ⊙ rms(x), output row>. Two choices make
@@ -164,19 +169,72 @@ func plan(s Shape, typ gguf.Type, logitStd float64) []tensor {
 	ts = append(ts, norm("output_norm.weight", h, g))
 	for i := range s.Layers {
 		p := fmt.Sprintf("blk.%d.", i)
+		ts = append(ts, norm(p+"attn_norm.weight", h, 1))
+		switch {
+		case !s.hybrid():
+			ts = append(ts, weight(p+"attn_q.weight", h, q, inv(h)))
+		case s.attention(i):
+			// q and its sigmoid gate, interleaved per head.
+			ts = append(ts, weight(p+"attn_q.weight", h, 2*q, inv(h)))
+		default:
+			ts = append(ts, deltaNet(p, s, typ)...)
+		}
+		if s.attention(i) {
+			ts = append(ts,
+				weight(p+"attn_k.weight", h, kv, inv(h)),
+				weight(p+"attn_v.weight", h, kv, inv(h)),
+				norm(p+"attn_q_norm.weight", hd, 1),
+				norm(p+"attn_k_norm.weight", hd, 1),
+				weight(p+"attn_output.weight", q, h, 2*inv(q)),
+			)
+		}
+		ffnNorm := "ffn_norm.weight"
+		if s.hybrid() {
+			ffnNorm = "post_attention_norm.weight"
+		}
 		ts = append(ts,
-			norm(p+"attn_norm.weight", h, 1),
-			weight(p+"attn_q.weight", h, q, inv(h)),
-			weight(p+"attn_k.weight", h, kv, inv(h)),
-			weight(p+"attn_v.weight", h, kv, inv(h)),
-			norm(p+"attn_q_norm.weight", int64(s.HeadDim), 1),
-			norm(p+"attn_k_norm.weight", int64(s.HeadDim), 1),
-			weight(p+"attn_output.weight", q, h, 2*inv(q)),
-			norm(p+"ffn_norm.weight", h, 1),
+			norm(p+ffnNorm, h, 1),
 			weight(p+"ffn_gate.weight", h, f, inv(h)),
 			weight(p+"ffn_up.weight", h, f, inv(h)),
 			weight(p+"ffn_down.weight", f, h, 4*inv(f)),
 		)
 	}
 	return ts
+}
+
+func inv(n int64) float64 { return 1 / math.Sqrt(float64(n)) }
+
+func norm(name string, n int64, mean float64) tensor {
+	return tensor{name: name, typ: gguf.F32, shape: []int64{n}, mean: mean, std: 0.1 * mean}
+}
+
+// deltaNet lists the tensors of a Gated DeltaNet layer (its mixer; the
+// norms and FFN are the block's). The projections are in the model's type
+// but the gates' small projections, which real files keep in BF16 (F32 in
+// an F32 model); the conv kernel, decay and norm are F32. The decay
+// g = softplus(W_α·x + dt_bias)·ssm_a is near −0.1 (dt_bias ≈ −3, |ssm_a|
+// ≈ 4, as trained models have), so the state remembers tens of tokens.
+func deltaNet(p string, s Shape, typ gguf.Type) []tensor {
+	hy := s.Hybrid
+	h := int64(s.Hidden)
+	kd, vd := int64(hy.KHeads*hy.StateSize), int64(hy.VHeads*hy.StateSize)
+	vh, taps := int64(hy.VHeads), int64(hy.ConvKernel)
+	gateType := gguf.BF16
+	if typ == gguf.F32 {
+		gateType = gguf.F32
+	}
+	f32 := func(name string, shape []int64, mean, std float64) tensor {
+		return tensor{name: name, typ: gguf.F32, shape: shape, mean: mean, std: std}
+	}
+	return []tensor{
+		{name: p + "attn_qkv.weight", typ: typ, shape: []int64{h, 2*kd + vd}, std: inv(h)},
+		{name: p + "attn_gate.weight", typ: typ, shape: []int64{h, vd}, std: inv(h)},
+		f32(p+"ssm_conv1d.weight", []int64{taps, 2*kd + vd}, 0, inv(taps)),
+		f32(p+"ssm_dt.bias", []int64{vh}, -3, 0.5),
+		{name: p + "ssm_a", typ: gguf.F32, shape: []int64{vh}, mean: math.Log(4), std: 0.3, negExp: true},
+		{name: p + "ssm_beta.weight", typ: gateType, shape: []int64{h, vh}, std: inv(h)},
+		{name: p + "ssm_alpha.weight", typ: gateType, shape: []int64{h, vh}, std: inv(h)},
+		norm(p+"ssm_norm.weight", int64(hy.StateSize), 1),
+		{name: p + "ssm_out.weight", typ: typ, shape: []int64{vd, h}, std: 2 * inv(vd)},
+	}
 }

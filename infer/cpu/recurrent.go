@@ -1,0 +1,435 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/quant"
+)
+
+// The ops of recurrent (Gated DeltaNet) layers. Each follows llama.cpp's CPU
+// kernels down to the order of their float operations: the gates through
+// libm's expf and logf, SiLU through ggml's vectorised exp, the convolution
+// as an FMA chain over the kernel taps, and the delta rule as
+// ggml_gated_delta_net computes it, with its dot products summed the way
+// ggml_vec_dot_f32 does on AVX-512 (dotF32).
+
+// recurrentState holds, for each recurrent layer, the last ConvWidth−1
+// inputs of its convolution (oldest first) and the delta-rule matrices of
+// its value heads, each stored transposed as ggml keeps them: element
+// [j·HeadDim + i] is S[i][j], so that a column of S is contiguous.
+type recurrentState struct {
+	spec  infer.RecurrentSpec
+	data  []float32   // the whole state, in RecurrentSpec's layout
+	conv  [][]float32 // per layer: (ConvWidth−1)·Channels values
+	delta [][]float32 // per layer: VHeads·HeadDim² values
+}
+
+func (b *Backend) NewRecurrentState(spec infer.RecurrentSpec) error {
+	b.rs = recurrentState{}
+	if spec.Layers == 0 {
+		return nil
+	}
+	if spec.Layers < 0 || spec.Channels <= 0 || spec.ConvWidth < 1 || spec.VHeads <= 0 || spec.HeadDim <= 0 ||
+		spec.Floats() > 1<<34 {
+		return fmt.Errorf("%w: recurrent state %+v", infer.ErrBadShape, spec)
+	}
+	rs := recurrentState{spec: spec, data: make([]float32, spec.Floats())}
+	convLen := (spec.ConvWidth - 1) * spec.Channels
+	per := int(spec.LayerFloats())
+	for l := range spec.Layers {
+		layer := rs.data[l*per : (l+1)*per]
+		rs.conv = append(rs.conv, layer[:convLen])
+		rs.delta = append(rs.delta, layer[convLen:])
+	}
+	b.rs = rs
+	for w := range b.deltaScratch {
+		b.deltaScratch[w] = make([]float32, spec.HeadDim)
+	}
+	return nil
+}
+
+func (b *Backend) ReadRecurrentState(dst []float32) error {
+	if b.inPass {
+		return fmt.Errorf("cpu backend: ReadRecurrentState during a pass")
+	}
+	if len(dst) != len(b.rs.data) {
+		return fmt.Errorf("%w: ReadRecurrentState into %d floats, the state has %d", infer.ErrBadShape, len(dst), len(b.rs.data))
+	}
+	copy(dst, b.rs.data)
+	return nil
+}
+
+func (b *Backend) WriteRecurrentState(src []float32) error {
+	if b.inPass {
+		return fmt.Errorf("cpu backend: WriteRecurrentState during a pass")
+	}
+	if len(src) != len(b.rs.data) {
+		return fmt.Errorf("%w: WriteRecurrentState of %d floats, the state has %d", infer.ErrBadShape, len(src), len(b.rs.data))
+	}
+	copy(b.rs.data, src)
+	return nil
+}
+
+func (b *Backend) CopyCols(dst, src infer.Tensor, c infer.Cols) {
+	if !b.ok() {
+		return
+	}
+	d, s := b.tensorOf("CopyCols", dst), b.tensorOf("CopyCols", src)
+	if d == nil || s == nil {
+		return
+	}
+	last := c.Src + (c.Count-1)*c.Stride + c.Width // one past the last column read
+	if c.Count < 1 || c.Width < 1 || c.Dst < 0 || c.Src < 0 || (c.Count > 1 && c.Stride < c.Width) ||
+		last > s.cols || c.Dst+c.Count*c.Width > d.cols || d == s || b.active(d) != b.active(s) {
+		b.fail(fmt.Errorf("%w: CopyCols %+v of %s (%d×%d) into %s (%d×%d)", infer.ErrBadShape, c, s.name, s.rows, s.cols, d.name, d.rows, d.cols))
+		return
+	}
+	for r := range b.active(s) {
+		sr, dr := s.row(r), d.row(r)
+		for h := range c.Count {
+			copy(dr[c.Dst+h*c.Width:c.Dst+(h+1)*c.Width], sr[c.Src+h*c.Stride:])
+		}
+	}
+}
+
+// expf and logf are glibc's single-precision functions, which ggml's scalar
+// unary ops call: the f64 result rounded to f32 is the correctly rounded
+// value that glibc returns.
+func expf(x float32) float32 { return float32(math.Exp(float64(x))) }
+func logf(x float32) float32 { return float32(math.Log(float64(x))) }
+
+// sigmoid is ggml's op_sigmoid, 1/(1 + expf(−x)).
+func sigmoid(x float32) float32 { return 1 / (1 + expf(-x)) }
+
+// softplus is ggml's op_softplus: logf(1 + expf(x)), or x above 20.
+func softplus(x float32) float32 {
+	if x > 20 {
+		return x
+	}
+	return logf(1 + expf(x))
+}
+
+// siluBlock is the width of ggml_vec_silu_f32's AVX-512 loop: each full
+// block of a row goes through ggml_v_silu (quant.SiLU), the tail through
+// libm's expf.
+const siluBlock = 16
+
+// siluRow applies ggml_vec_silu_f32 to one row (the blocks start at the
+// row's first value, so the caller passes whole ggml rows).
+func siluRow(dst, x []float32) {
+	full := len(x) / siluBlock * siluBlock
+	for i, v := range x[:full] {
+		dst[i] = quant.SiLU(v)
+	}
+	for i := full; i < len(x); i++ {
+		dst[i] = x[i] / (1 + expf(-x[i]))
+	}
+}
+
+// actRow sets dst = f(x) over one row.
+func actRow(dst, x []float32, f infer.Act) {
+	switch f {
+	case infer.ActSiLU:
+		siluRow(dst, x)
+	case infer.ActSigmoid:
+		for i, v := range x {
+			dst[i] = sigmoid(v)
+		}
+	case infer.ActSoftplus:
+		for i, v := range x {
+			dst[i] = softplus(v)
+		}
+	}
+}
+
+func validAct(f infer.Act) bool {
+	return f == infer.ActSiLU || f == infer.ActSigmoid || f == infer.ActSoftplus
+}
+
+// Unary applies f to each active row; SiLU's blocks of 16 start at each
+// row's first column, as ggml's do over a contiguous row.
+func (b *Backend) Unary(dst, x infer.Tensor, f infer.Act) {
+	if !b.ok() {
+		return
+	}
+	d, cx := b.tensorOf("Unary", dst), b.tensorOf("Unary", x)
+	if d == nil || cx == nil {
+		return
+	}
+	if !validAct(f) || d.cols != cx.cols || b.active(d) != b.active(cx) {
+		b.fail(fmt.Errorf("%w: Unary %v of %s (%d×%d) into %s (%d×%d)", infer.ErrBadShape, f, cx.name, cx.rows, cx.cols, d.name, d.rows, d.cols))
+		return
+	}
+	for r := range b.active(cx) {
+		actRow(d.row(r), cx.row(r), f)
+	}
+}
+
+// Gate sets dst = x ⊙ f(g). llama.cpp applies SiLU to the DeltaNet gate z
+// viewed as rows of one head each; its blocks of 16 line up with the
+// tensor's rows whenever the head dimension is a multiple of 16, as in
+// every qwen35 model.
+func (b *Backend) Gate(dst, x, g infer.Tensor, f infer.Act) {
+	if !b.ok() {
+		return
+	}
+	d, cx, cg := b.tensorOf("Gate", dst), b.tensorOf("Gate", x), b.tensorOf("Gate", g)
+	if d == nil || cx == nil || cg == nil {
+		return
+	}
+	if !validAct(f) || d.cols != cx.cols || cg.cols != cx.cols || b.active(d) != b.active(cx) || b.active(cg) != b.active(cx) {
+		b.fail(fmt.Errorf("%w: Gate %v of %s by %s into %s", infer.ErrBadShape, f, cx.name, cg.name, d.name))
+		return
+	}
+	for r := range b.active(cx) {
+		gr, xr, dr := cg.row(r), cx.row(r), d.row(r)
+		if len(b.gateRow) < len(gr) {
+			b.gateRow = make([]float32, len(gr))
+		}
+		fg := b.gateRow[:len(gr)]
+		actRow(fg, gr, f)
+		for i := range dr {
+			dr[i] = xr[i] * fg[i]
+		}
+	}
+}
+
+// DecayGate is llama.cpp's ggml_add, ggml_softplus and ggml_mul in turn.
+func (b *Backend) DecayGate(dst, alpha infer.Tensor, bias, a infer.Weight) {
+	if !b.ok() {
+		return
+	}
+	d, cx := b.tensorOf("DecayGate", dst), b.tensorOf("DecayGate", alpha)
+	cb, ca := b.weightOf("DecayGate", bias), b.weightOf("DecayGate", a)
+	if d == nil || cx == nil || cb == nil || ca == nil {
+		return
+	}
+	if !isVector(cb, cx.cols) || !isVector(ca, cx.cols) || d.cols != cx.cols || b.active(d) != b.active(cx) {
+		b.fail(fmt.Errorf("%w: DecayGate of %s (%d cols) with %s (%v %s), %s (%v %s)", infer.ErrBadShape, cx.name, cx.cols, cb.name, cb.shape, cb.typ, ca.name, ca.shape, ca.typ))
+		return
+	}
+	bf, af := f32s(cb.data), f32s(ca.data)
+	for r := range b.active(cx) {
+		xr, dr := cx.row(r), d.row(r)
+		for i, v := range xr {
+			dr[i] = softplus(v+bf[i]) * af[i]
+		}
+	}
+}
+
+// isVector reports whether w is an F32 vector of n values.
+func isVector(w *weight, n int) bool { return w.typ == gguf.F32 && w.rows == 1 && w.cols == n }
+
+// L2Norm is build_gdn_l2_norm: ggml_rms_norm with eps/group (the sum of
+// squares in f64 of f32 products, mean and scale in f32), then ggml_scale by
+// 1/√group.
+func (b *Backend) L2Norm(dst, x infer.Tensor, group int, eps float32) {
+	if !b.ok() {
+		return
+	}
+	d, cx := b.tensorOf("L2Norm", dst), b.tensorOf("L2Norm", x)
+	if d == nil || cx == nil {
+		return
+	}
+	if group < 1 || cx.cols%group != 0 || d.cols != cx.cols || b.active(d) != b.active(cx) || !(eps >= 0) {
+		b.fail(fmt.Errorf("%w: L2Norm of %s (%d cols) in groups of %d, eps %g", infer.ErrBadShape, cx.name, cx.cols, group, eps))
+		return
+	}
+	n := float32(group)
+	geps := eps / n
+	post := 1 / float32(math.Sqrt(float64(n)))
+	for r := range b.active(cx) {
+		xr, dr := cx.row(r), d.row(r)
+		for s := 0; s < len(xr); s += group {
+			xs, ds := xr[s:s+group], dr[s:s+group]
+			var sum float64
+			for _, v := range xs {
+				sum += float64(v * v)
+			}
+			mean := float32(sum / float64(group))
+			scale := 1 / float32(math.Sqrt(float64(mean+geps)))
+			for i, v := range xs {
+				ds[i] = v * scale * post
+			}
+		}
+	}
+}
+
+// CausalConv is ggml_ssm_conv over the layer's conv state followed by the
+// batch: each output is an FMA chain over the kernel's taps, oldest first
+// (GCC contracts ggml's sumf += s·c). Channels are independent, so the work
+// is split over them.
+func (b *Backend) CausalConv(dst, x infer.Tensor, w infer.Weight, layer int) {
+	if !b.ok() {
+		return
+	}
+	d, cx, cw := b.tensorOf("CausalConv", dst), b.tensorOf("CausalConv", x), b.weightOf("CausalConv", w)
+	if d == nil || cx == nil || cw == nil {
+		return
+	}
+	s := b.rs.spec
+	if layer < 0 || layer >= s.Layers || cw.typ != gguf.F32 || cw.cols != s.ConvWidth || cw.rows != s.Channels ||
+		cx.cols != s.Channels || d.cols != s.Channels || b.active(cx) != b.n || b.active(d) != b.n || d == cx {
+		b.fail(fmt.Errorf("%w: CausalConv layer %d of %s (%d×%d) by %s (%v %s) into %s, state %+v", infer.ErrBadShape, layer, cx.name, cx.rows, cx.cols, cw.name, cw.shape, cw.typ, d.name, s))
+		return
+	}
+	if b.batch.Pos == 0 {
+		clear(b.rs.conv[layer])
+	}
+	b.conv = convJob{x: cx, dst: d, w: f32s(cw.data), state: b.rs.conv[layer], width: s.ConvWidth, n: b.n}
+	b.parallel(s.Channels, 256, &b.conv)
+}
+
+// convJob convolves channels [lo, hi) over the batch and shifts their
+// state.
+type convJob struct {
+	x, dst *tensor
+	w      []float32 // [channel][tap]
+	state  []float32 // [row][channel], width−1 rows
+	width  int
+	n      int
+}
+
+func (j *convJob) run(lo, hi, _ int) {
+	keep := j.width - 1
+	ch := j.x.cols
+	// u(t) is the t-th input of the window: the state's rows, then the
+	// batch's.
+	u := func(t, c int) float32 {
+		if t < keep {
+			return j.state[t*ch+c]
+		}
+		return j.x.data[(t-keep)*ch+c]
+	}
+	for c := lo; c < hi; c++ {
+		wc := j.w[c*j.width : (c+1)*j.width]
+		for i := range j.n {
+			var sum float32
+			for t, wt := range wc {
+				sum = quant.FMA32(u(i+t, c), wt, sum)
+			}
+			j.dst.data[i*ch+c] = sum
+		}
+		// The new state is the window's last width−1 inputs.
+		for t := range keep {
+			j.state[t*ch+c] = u(j.n+t, c)
+		}
+	}
+}
+
+// DeltaNet is ggml_gated_delta_net with one snapshot, which llama.cpp's CPU
+// build runs for one token and for prompts alike (the fused path): for each
+// value head, token by token,
+//
+//	M    = expf(g)·M                       (M = Sᵀ, ggml_vec_scale_f32)
+//	δ_j  = (v_j − dot(M_j, k))·β            (ggml_vec_dot_f32)
+//	M_j += δ_j·k                            (ggml_vec_mad_f32: one FMA each)
+//	o_j  = dot(M_j, q)·(1/√HeadDim)
+//
+// The value heads are independent and split over the workers.
+func (b *Backend) DeltaNet(dst, q, k, v, g, beta infer.Tensor, layer int, d infer.DeltaNetSpec) {
+	if !b.ok() {
+		return
+	}
+	cd, cq, ck, cv := b.tensorOf("DeltaNet", dst), b.tensorOf("DeltaNet", q), b.tensorOf("DeltaNet", k), b.tensorOf("DeltaNet", v)
+	cg, cb := b.tensorOf("DeltaNet", g), b.tensorOf("DeltaNet", beta)
+	if cd == nil || cq == nil || ck == nil || cv == nil || cg == nil || cb == nil {
+		return
+	}
+	s := b.rs.spec
+	kw, vw := d.KHeads*d.HeadDim, d.VHeads*d.HeadDim
+	bad := d.KHeads < 1 || d.VHeads < 1 || d.VHeads%d.KHeads != 0 || d.HeadDim != s.HeadDim || d.VHeads != s.VHeads ||
+		layer < 0 || layer >= s.Layers || cq.cols != kw || ck.cols != kw || cv.cols != vw || cd.cols != vw ||
+		cg.cols != d.VHeads || cb.cols != d.VHeads || cd == cq || cd == ck || cd == cv
+	for _, t := range []*tensor{cd, cq, ck, cv, cg, cb} {
+		bad = bad || b.active(t) != b.n
+	}
+	if bad {
+		b.fail(fmt.Errorf("%w: DeltaNet layer %d %+v of q %s (%d cols), k %s (%d), v %s (%d), g %s (%d), beta %s (%d) into %s (%d), state %+v",
+			infer.ErrBadShape, layer, d, cq.name, cq.cols, ck.name, ck.cols, cv.name, cv.cols, cg.name, cg.cols, cb.name, cb.cols, cd.name, cd.cols, s))
+		return
+	}
+	b.delta = deltaJob{b: b, q: cq, k: ck, v: cv, g: cg, beta: cb, dst: cd, state: b.rs.delta[layer], d: d, zero: b.batch.Pos == 0}
+	b.parallel(d.VHeads, 1, &b.delta)
+}
+
+type deltaJob struct {
+	b                     *Backend
+	q, k, v, g, beta, dst *tensor
+	state                 []float32
+	d                     infer.DeltaNetSpec
+	zero                  bool // the pass starts at position 0: no past
+}
+
+func (j *deltaJob) run(lo, hi, worker int) {
+	D := j.d.HeadDim
+	scale := 1 / float32(math.Sqrt(float64(D)))
+	delta := j.b.deltaScratch[worker][:D]
+	for h := lo; h < hi; h++ {
+		M := j.state[h*D*D : (h+1)*D*D]
+		if j.zero {
+			clear(M)
+		}
+		kh := h % j.d.KHeads // ggml's broadcast of the K heads over the V heads
+		for t := range j.b.n {
+			qt := j.q.row(t)[kh*D : (kh+1)*D]
+			kt := j.k.row(t)[kh*D : (kh+1)*D]
+			vt := j.v.row(t)[h*D : (h+1)*D]
+			decay, beta := expf(j.g.row(t)[h]), j.beta.row(t)[h]
+			for i := range M {
+				M[i] *= decay
+			}
+			for c := range D {
+				delta[c] = (vt[c] - dotF32(M[c*D:(c+1)*D], kt)) * beta
+			}
+			for c := range D {
+				row := M[c*D : (c+1)*D]
+				for i, kv := range kt {
+					row[i] = quant.FMA32(kv, delta[c], row[i])
+				}
+			}
+			out := j.dst.row(t)[h*D : (h+1)*D]
+			for c := range D {
+				out[c] = dotF32(M[c*D:(c+1)*D], qt) * scale
+			}
+		}
+	}
+}
+
+// dotF32 is ggml_vec_dot_f32 as its AVX-512 build sums: four accumulators of
+// 16 lanes take element i + 16a + l of each 64-element step by FMA, are
+// added pairwise (0+2, 1+3, then the two) and reduced as
+// _mm512_reduce_add_ps; the elements past the last full step follow one by
+// one, each an FMA into the sum.
+func dotF32(x, y []float32) float32 {
+	n := len(x)
+	y = y[:n]
+	steps := n &^ 63
+	var sum float32
+	if steps > 0 {
+		var acc [4][16]float32
+		for i := 0; i < steps; i += 64 {
+			for a := range acc {
+				xa, ya := x[i+16*a:i+16*a+16], y[i+16*a:i+16*a+16]
+				for l := range acc[a] {
+					acc[a][l] = quant.FMA32(xa[l], ya[l], acc[a][l])
+				}
+			}
+		}
+		for l := range acc[0] {
+			acc[0][l] += acc[2][l]
+			acc[1][l] += acc[3][l]
+		}
+		for l := range acc[0] {
+			acc[0][l] += acc[1][l]
+		}
+		sum = quant.Reduce16(&acc[0])
+	}
+	for i := steps; i < n; i++ {
+		sum = quant.FMA32(x[i], y[i], sum)
+	}
+	return sum
+}
