@@ -64,6 +64,10 @@ type Backend struct {
 	accum     [][]float32 // per worker: a head's output sum
 	ropeFor   infer.Rope  // the parameters ropeCos/ropeSin hold angles for
 	ropeValid bool        // they are this pass's
+
+	// Hadamard's job, and the copy of its input when it regroups in place.
+	hadamard    hadamardJob
+	hadamardSrc []float32
 }
 
 // New starts a CPU backend with opts.Threads workers (one per core when 0).

@@ -39,4 +39,3 @@ func (b *Backend) CausalConv(dst, x infer.Tensor, w infer.Weight, layer int) {
 func (b *Backend) DeltaNet(dst, q, k, v, g, beta infer.Tensor, layer int, d infer.DeltaNetSpec) {
 	b.unsupported("DeltaNet")
 }
-func (b *Backend) Hadamard(dst, x infer.Tensor, r infer.Rotation) { b.unsupported("Hadamard") }
