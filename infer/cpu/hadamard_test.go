@@ -24,7 +24,7 @@ func hadamardRef(x []float32, block int, signs []float32, after bool, g infer.He
 		if g.HeadDim > 0 {
 			rep := n / g.HeadDim / g.KHeads
 			head, off := c/g.HeadDim, c%g.HeadDim
-			k, r := head/rep, head%rep // grouped head k·rep + r …
+			k, r := head/rep, head%rep            // grouped head k·rep + r …
 			from = (r*g.KHeads+k)*g.HeadDim + off // … is tiled head r·nk + k
 		}
 		p[c] = float64(x[from])
