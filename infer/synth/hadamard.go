@@ -20,7 +20,8 @@ import (
 //	W_twin   = W_stored · H · diag(s_n) · P     (listed weights)
 //	E_twin,v = s_n ⊙ H(z_v)                     (token_embd rows)
 //
-// and every other tensor copied (dequantized to F32 for the 2-D ones). Any
+// and every other tensor (norms, weights left out of weight_names) copied
+// as it is. Any
 // implementation of the rotation run on the rotated file must therefore
 // match a plain implementation, llama.cpp included, run on the twin. The
 // stored weights are ternary times a per-row scale, so the Prism codecs
@@ -34,7 +35,8 @@ type RotatedOptions struct {
 	// rotated width (1024 in Bonsai 2; smaller for small shapes).
 	Block int
 	// Unrotated names 2-D weights left out of weight_names: they read the
-	// activation as it is, as Bonsai 2's ssm_alpha and ssm_beta do.
+	// activation as it is, as Bonsai 2's ssm_alpha and ssm_beta do, and
+	// keep the plan's Gaussian values and type in both files.
 	Unrotated []string
 }
 
@@ -138,7 +140,7 @@ func writeRotatedPair(rotatedPath, twinPath string, ts []tensor, p rotationPlan,
 			return err
 		}
 		twinType := gguf.F32
-		if len(t.shape) < 2 {
+		if len(t.shape) < 2 || p.unrotated[t.name] {
 			twinType = t.typ
 		}
 		if err := rw.AddTensor(t.name, t.typ, t.shape, stored); err != nil {
@@ -162,22 +164,26 @@ func writeRotatedPair(rotatedPath, twinPath string, ts []tensor, p rotationPlan,
 func rotatedTensor(t tensor, p rotationPlan, signs map[int][]float64, seed uint64) (stored, twin []byte, err error) {
 	rng := stream(seed, t.name, 0)
 	ne0 := int(t.shape[0])
-	if len(t.shape) < 2 { // a norm: the same values in both files
-		row := make([]float32, ne0)
-		for i := range row {
-			row[i] = float32(t.mean + t.std*rng.NormFloat64())
-		}
-		b := make([]byte, 4*ne0)
-		if err := quant.QuantizeRow(t.typ, row, b); err != nil {
-			return nil, nil, fmt.Errorf("synth: %s: %w", t.name, err)
-		}
-		return b, b, nil
-	}
 	rowBytes, err := t.typ.RowBytes(int64(ne0))
 	if err != nil {
 		return nil, nil, fmt.Errorf("synth: tensor %s: %w", t.name, err)
 	}
 	rows := int(t.rows())
+	if len(t.shape) < 2 || p.unrotated[t.name] {
+		// A norm, or a weight that reads the activation as it is: the
+		// plan's values, the same bytes in both files.
+		b := make([]byte, int64(rows)*rowBytes)
+		row := make([]float32, ne0)
+		for r := range rows {
+			for i := range row {
+				row[i] = float32(t.mean + t.std*rng.NormFloat64())
+			}
+			if err := quant.QuantizeRow(t.typ, row, b[int64(r)*rowBytes:int64(r+1)*rowBytes]); err != nil {
+				return nil, nil, fmt.Errorf("synth: quantizing %s to %s: %w", t.name, t.typ, err)
+			}
+		}
+		return b, b, nil
+	}
 	stored, twin = make([]byte, int64(rows)*rowBytes), make([]byte, 4*rows*ne0)
 	row, deq := make([]float32, ne0), make([]float32, ne0)
 	w := make([]float64, ne0)
@@ -202,7 +208,6 @@ func rotatedTensor(t tensor, p rotationPlan, signs map[int][]float64, seed uint6
 			w[i] = float64(v)
 		}
 		switch {
-		case p.unrotated[t.name]:
 		case t.name == p.inverse:
 			unrotateRow(w, p.block, signs[ne0])
 		default:
