@@ -290,6 +290,15 @@ func TestRotator(t *testing.T) {
 			t.Fatalf("signs of width %d bound as %+v", n, w)
 		}
 	}
+	if rot, ok := r.rots.Input("blk.0.ssm_out.weight"); !ok || rot.Block != 8 || rot.Signs.Name() != SignsName(24) || rot.SignsAfter || rot.Regroup != (HeadOrder{HeadDim: 4, KHeads: 2}) {
+		t.Errorf("ssm_out's rotation: %+v, %v", rot, ok)
+	}
+	if rot, ok := r.rots.Inverse("token_embd.weight"); !ok || rot.Signs.Name() != SignsName(16) || !rot.SignsAfter || rot.Regroup != (HeadOrder{}) {
+		t.Errorf("token_embd's rotation: %+v, %v", rot, ok)
+	}
+	if _, ok := r.rots.Input("blk.0.ssm_alpha.weight"); ok {
+		t.Error("ssm_alpha, unlisted, has a rotation")
+	}
 	weight := func(name string) Weight { return &fakeWeight{name: name} }
 	x := &fakeTensor{"x", 4, 16}
 	h := &fakeTensor{"h", 4, 16}

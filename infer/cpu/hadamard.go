@@ -143,16 +143,29 @@ func gatherGrouped(out, src []float32, c0 int, g infer.HeadOrder) {
 
 // fwht is the unnormalised Walsh–Hadamard transform of x in place, in
 // natural (Sylvester) order: x ← H x, H[i][j] = (−1)^popcount(i&j), by
-// log₂(len(x)) stages of butterflies (a, b) → (a+b, a−b).
+// log₂(len(x)) stages of butterflies (a, b) → (a+b, a−b), two stages per
+// pass over x where it can (the same additions in the same order as one
+// stage at a time, so the same result, with half the passes).
 func fwht(x []float32) {
-	n := len(x)
-	for h := 1; h < n; h <<= 1 {
-		for i := 0; i < n; i += 2 * h {
-			a, b := x[i:i+h], x[i+h:i+2*h]
-			for j := range a {
-				u, v := a[j], b[j]
-				a[j], b[j] = u+v, u-v
+	n, h := len(x), 1
+	for ; 4*h <= n; h *= 4 {
+		for i := 0; i < n; i += 4 * h {
+			x0 := x[i : i+h : i+h]
+			x1 := x[i+h : i+2*h : i+2*h][:len(x0)]
+			x2 := x[i+2*h : i+3*h : i+3*h][:len(x0)]
+			x3 := x[i+3*h : i+4*h : i+4*h][:len(x0)]
+			for j := range x0 {
+				a, b := x0[j]+x1[j], x0[j]-x1[j]
+				c, d := x2[j]+x3[j], x2[j]-x3[j]
+				x0[j], x1[j], x2[j], x3[j] = a+c, b+d, a-c, b-d
 			}
+		}
+	}
+	if 2*h == n {
+		a, b := x[:h:h], x[h:][:h]
+		for j := range a {
+			u, v := a[j], b[j]
+			a[j], b[j] = u+v, u-v
 		}
 	}
 }
