@@ -28,6 +28,10 @@ func init() {
 //	    h = rms(x)·ffn_norm
 //	    x += Wdown · (silu(Wgate·h) ⊙ Wup·h)
 //	logits = Woutput · rms(x_last)·output_norm       (Woutput = token_embd when tied)
+//
+// A rotated file (prism.hadamard.*) stores some W in a Hadamard basis: their
+// inputs are rotated first (matmul), and embedded rows rotated back (see
+// Rotator).
 type qwen3 struct {
 	hp      Hyperparams
 	b       Backend
@@ -36,6 +40,7 @@ type qwen3 struct {
 	outNorm Weight
 	output  Weight
 	layers  []qwen3Layer
+	rot     *Rotator
 
 	// Activations, MaxBatch rows each but last and logits (one row).
 	x, h, q, k, v, att, gate, up, last, logits Tensor
@@ -91,6 +96,9 @@ func buildQwen3(f *gguf.File, b Backend, cfg BuildConfig) (Network, error) {
 	if bind.err != nil {
 		return nil, bind.err
 	}
+	if n.rot, err = NewRotator(f, b, cfg.MaxBatch); err != nil {
+		return nil, err
+	}
 
 	B := cfg.MaxBatch
 	alloc := tensorAllocator{b: b}
@@ -123,14 +131,14 @@ func (n *qwen3) Forward(batch Batch, logits []float32) error {
 	b.Begin(batch)
 
 	b.Phase(profile.Embed)
-	b.Embed(n.x, n.embd)
+	n.rot.Embed(n.x, n.embd)
 
 	for l, L := range n.layers {
 		b.Phase(profile.QKV)
 		b.RMSNorm(n.h, n.x, L.attnNorm, eps)
-		b.MatMul(n.q, L.wq, n.h)
-		b.MatMul(n.k, L.wk, n.h)
-		b.MatMul(n.v, L.wv, n.h)
+		n.matmul(n.q, L.wq, n.h)
+		n.matmul(n.k, L.wk, n.h)
+		n.matmul(n.v, L.wv, n.h)
 		b.RMSNorm(n.q, n.q, L.qNorm, eps)
 		b.RMSNorm(n.k, n.k, L.kNorm, eps)
 		b.Rope(n.q, n.hp.Rope)
@@ -141,25 +149,28 @@ func (n *qwen3) Forward(batch Batch, logits []float32) error {
 		b.Attention(n.att, n.q, l, n.attn)
 
 		b.Phase(profile.AttnOutput)
-		b.MatMul(n.h, L.wo, n.att)
+		n.matmul(n.h, L.wo, n.att)
 		b.Add(n.x, n.x, n.h)
 
 		b.Phase(profile.FFN)
 		b.RMSNorm(n.h, n.x, L.ffnNorm, eps)
-		b.MatMul(n.gate, L.wGate, n.h)
-		b.MatMul(n.up, L.wUp, n.h)
+		n.matmul(n.gate, L.wGate, n.h)
+		n.matmul(n.up, L.wUp, n.h)
 		b.SwiGLU(n.gate, n.gate, n.up)
-		b.MatMul(n.h, L.wDown, n.gate)
+		n.matmul(n.h, L.wDown, n.gate)
 		b.Add(n.x, n.x, n.h)
 	}
 
 	b.Phase(profile.OutputHead)
 	b.LastRow(n.last, n.x)
 	b.RMSNorm(n.last, n.last, n.outNorm, eps)
-	b.MatMul(n.logits, n.output, n.last)
+	n.matmul(n.logits, n.output, n.last)
 	b.Read(n.logits, logits)
 	return b.Commit()
 }
+
+// matmul is dst = W·x, x first rotated when the file stores W rotated.
+func (n *qwen3) matmul(dst Tensor, w Weight, x Tensor) { n.b.MatMul(dst, w, n.rot.Input(w, x)) }
 
 // binder binds weights by name, checking their shapes, and keeps the first
 // error so that a network's wiring reads as a list.

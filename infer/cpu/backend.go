@@ -71,6 +71,10 @@ type Backend struct {
 	delta        deltaJob
 	deltaScratch [][]float32 // per worker: a head's δ
 	gateRow      []float32   // f(g) of one row for Gate
+
+	// Hadamard's job, and the copy of its input when it regroups in place.
+	hadamard    hadamardJob
+	hadamardSrc []float32
 }
 
 // New starts a CPU backend with opts.Threads workers (one per core when 0).
