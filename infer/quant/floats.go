@@ -74,7 +74,8 @@ func dotF32(n int, w, x []byte) float32 {
 // (tinyBLAS, when the row length is a multiple of its vector), so bonsai
 // has both: dotF16/dotBF16 for one token, gemmF16/gemmBF16 for more
 // (gemmDots). Products of two f16 or two bf16 values are exact in float32,
-// so a fused multiply-add rounds as a separate add would.
+// so the fused multiply-adds of the SIMD code round as the plain adds
+// below do (and a compiler that fuses them changes nothing).
 
 // dotF16 is ggml_vec_dot_f16 on AVX-512: four accumulators of 16 lanes take
 // the four 16-element chunks of each 64 elements by fused multiply-adds;
@@ -85,7 +86,7 @@ func dotF16(n int, w, x []byte) float32 {
 	np := n - n%64
 	for i := 0; i < np; i++ {
 		a := &acc[i/16%4]
-		a[i%16] = fma32(f16at(w, 2*i), f16at(x, 2*i), a[i%16])
+		a[i%16] += f16at(w, 2*i) * f16at(x, 2*i)
 	}
 	var s [16]float32
 	for l := range s {
@@ -104,7 +105,7 @@ func dotF16(n int, w, x []byte) float32 {
 func gemmF16(n int, w, x []byte) float32 {
 	var lanes [16]float32
 	for i := 0; i < n; i++ {
-		lanes[i%16] = fma32(f16at(w, 2*i), f16at(x, 2*i), lanes[i%16])
+		lanes[i%16] += f16at(w, 2*i) * f16at(x, 2*i)
 	}
 	return Reduce16(&lanes)
 }
@@ -117,8 +118,8 @@ func dpbf16(lanes *[16]float32, w, x []byte, i int) {
 	bf := func(b []byte, i int) float32 { return BF16ToF32(le16(b, 2*i)) }
 	for j := range lanes {
 		k := i + 2*j
-		lanes[j] = fma32(bf(w, k+1), bf(x, k+1), lanes[j])
-		lanes[j] = fma32(bf(w, k), bf(x, k), lanes[j])
+		lanes[j] += bf(w, k+1) * bf(x, k+1)
+		lanes[j] += bf(w, k) * bf(x, k)
 	}
 }
 

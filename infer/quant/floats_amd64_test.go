@@ -75,3 +75,33 @@ func checkFloatKernel(t *testing.T, name string, m *Matrix, x []float32, tokens 
 		}
 	}
 }
+
+// BenchmarkFloatKernel: the f16/bf16 kernels (portable, AVX2, AVX-512) on
+// one thread, 1 and 64 tokens, in bench_test.go's GMAC/s per CPU-second:
+//
+//	go test ./infer/quant -run X -bench FloatKernel
+func BenchmarkFloatKernel(b *testing.B) {
+	avx512 := haveAVX512
+	defer func() { haveAVX512 = avx512 }()
+	for _, typ := range []gguf.Type{gguf.F16, gguf.BF16} {
+		for _, tokens := range []int{1, 64} {
+			for _, isa := range []string{"portable", "avx2", "avx512"} {
+				if isa == "avx512" && !avx512 || isa == "avx2" && !(haveAVX2 && haveF16C) {
+					continue
+				}
+				rows := 2048
+				if isa == "portable" && tokens > 1 {
+					rows = 128
+				}
+				b.Run(fmt.Sprintf("%s/%dx2048/tokens=%d/%s", typ, rows, tokens, isa), func(b *testing.B) {
+					haveAVX512 = isa == "avx512"
+					benchProductWith(b, typ, rows, 2048, tokens, func(m *Matrix) {
+						if isa == "portable" {
+							m.kernel = portableKernel
+						}
+					})
+				})
+			}
+		}
+	}
+}
