@@ -3,6 +3,8 @@ package quant
 import (
 	"encoding/binary"
 	"math"
+
+	"github.com/bonsai-chat/bonsai/gguf"
 )
 
 // Plain float types: one element per block, little-endian.
@@ -49,8 +51,8 @@ func quantizeBF16(src []float32, dst []byte) {
 	}
 }
 
-// The float dot products keep eight partial sums, as ggml's SIMD loops keep
-// vector accumulators, and add them pairwise at the end.
+// dotF32 keeps eight partial sums, as ggml's SIMD loops keep vector
+// accumulators, and adds them pairwise at the end.
 
 func dotF32(n int, w, x []byte) float32 {
 	var acc [8]float32
@@ -66,32 +68,99 @@ func dotF32(n int, w, x []byte) float32 {
 	return sum8(&acc)
 }
 
+// llama.cpp's x86 CPU build (the AVX-512 BF16 variant it picks on Zen 4
+// and Sapphire Rapids) computes f16 and bf16 matrix products in one order
+// for a single token (ggml_vec_dot_f16/bf16) and in another for two or more
+// (tinyBLAS, when the row length is a multiple of its vector), so bonsai
+// has both: dotF16/dotBF16 for one token, gemmF16/gemmBF16 for more
+// (gemmDots). Products of two f16 or two bf16 values are exact in float32,
+// so the fused multiply-adds of the SIMD code round as the plain adds
+// below do (and a compiler that fuses them changes nothing).
+
+// dotF16 is ggml_vec_dot_f16 on AVX-512: four accumulators of 16 lanes take
+// the four 16-element chunks of each 64 elements by fused multiply-adds;
+// then (a0 + a2) + (a1 + a3) lane by lane and the tree of
+// _mm512_reduce_add_ps; the last n mod 64 products are added in float64.
 func dotF16(n int, w, x []byte) float32 {
-	var acc [8]float32
-	i := 0
-	for ; i+8 <= n; i += 8 {
-		for l := range acc {
-			acc[l] += f16at(w, 2*(i+l)) * f16at(x, 2*(i+l))
-		}
+	var acc [4][16]float32
+	np := n - n%64
+	for i := 0; i < np; i++ {
+		a := &acc[i/16%4]
+		a[i%16] += f16at(w, 2*i) * f16at(x, 2*i)
 	}
-	for ; i < n; i++ {
-		acc[0] += f16at(w, 2*i) * f16at(x, 2*i)
+	var s [16]float32
+	for l := range s {
+		s[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l])
 	}
-	return sum8(&acc)
+	sumf := float64(Reduce16(&s))
+	for i := np; i < n; i++ {
+		sumf += float64(f16at(w, 2*i) * f16at(x, 2*i))
+	}
+	return float32(sumf)
 }
 
+// gemmF16 is tinyBLAS's f16 dot on AVX-512 (n a multiple of 16): 16 lanes,
+// lane l taking elements l, l+16, … by fused multiply-adds, then the tree
+// of _mm512_reduce_add_ps.
+func gemmF16(n int, w, x []byte) float32 {
+	var lanes [16]float32
+	for i := 0; i < n; i++ {
+		lanes[i%16] += f16at(w, 2*i) * f16at(x, 2*i)
+	}
+	return Reduce16(&lanes)
+}
+
+// dpbf16 is VDPBF16PS on 32 elements from i: lane j adds the product of
+// element i+2j+1, then that of element i+2j, each rounded once. Unlike the
+// instruction it keeps subnormals (no DAZ/FTZ), which activations never
+// reach.
+func dpbf16(lanes *[16]float32, w, x []byte, i int) {
+	bf := func(b []byte, i int) float32 { return BF16ToF32(le16(b, 2*i)) }
+	for j := range lanes {
+		k := i + 2*j
+		lanes[j] += bf(w, k+1) * bf(x, k+1)
+		lanes[j] += bf(w, k) * bf(x, k)
+	}
+}
+
+// dotBF16 is ggml_vec_dot_bf16 on AVX-512 BF16: two accumulators take the
+// two 32-element halves of each 64 elements by dpbf16; their trees are
+// added in float64, then the last n mod 64 products.
 func dotBF16(n int, w, x []byte) float32 {
-	var acc [8]float32
-	i := 0
-	for ; i+8 <= n; i += 8 {
-		for l := range acc {
-			acc[l] += BF16ToF32(le16(w, 2*(i+l))) * BF16ToF32(le16(x, 2*(i+l)))
-		}
+	var c1, c2 [16]float32
+	np := n - n%64
+	for i := 0; i < np; i += 64 {
+		dpbf16(&c1, w, x, i)
+		dpbf16(&c2, w, x, i+32)
 	}
-	for ; i < n; i++ {
-		acc[0] += BF16ToF32(le16(w, 2*i)) * BF16ToF32(le16(x, 2*i))
+	sumf := float64(Reduce16(&c1)) + float64(Reduce16(&c2))
+	for i := np; i < n; i++ {
+		sumf += float64(BF16ToF32(le16(w, 2*i)) * BF16ToF32(le16(x, 2*i)))
 	}
-	return sum8(&acc)
+	return float32(sumf)
+}
+
+// gemmBF16 is tinyBLAS's bf16 dot on AVX-512 BF16 (n a multiple of 32): one
+// accumulator by dpbf16, then the tree of _mm512_reduce_add_ps.
+func gemmBF16(n int, w, x []byte) float32 {
+	var lanes [16]float32
+	for i := 0; i < n; i += 32 {
+		dpbf16(&lanes, w, x, i)
+	}
+	return Reduce16(&lanes)
+}
+
+// gemmDot is a type's dot product for products of two or more tokens, used
+// when the row length is a multiple of block (else llama.cpp stays with
+// its one-token dot).
+type gemmDot struct {
+	block int
+	dot   func(n int, w, x []byte) float32
+}
+
+var gemmDots = map[gguf.Type]gemmDot{
+	gguf.F16:  {16, gemmF16},
+	gguf.BF16: {32, gemmBF16},
 }
 
 func sum8(a *[8]float32) float32 {

@@ -54,15 +54,27 @@ func NewMatrix(t gguf.Type, rows, cols int, data []byte) (*Matrix, error) {
 // Row is the bytes of row r.
 func (m *Matrix) Row(r int) []byte { return m.Data[r*m.rowBytes : (r+1)*m.rowBytes] }
 
-// portableKernel is the pure-Go product: one Dot per row and token.
+// portableKernel is the pure-Go product: one dot product per row and
+// token.
 func portableKernel(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
+	dot := m.dotFor(a.Tokens)
 	for t := t0; t < t1; t++ {
 		x := a.Token(t)
 		yt := y[t*m.Rows:]
 		for r := r0; r < r1; r++ {
-			yt[r] = m.format.dot(m.Cols, m.Row(r), x)
+			yt[r] = dot(m.Cols, m.Row(r), x)
 		}
 	}
+}
+
+// dotFor is the dot product of a product of the given number of tokens:
+// the format's, or for two or more tokens the type's gemmDot if it applies
+// (llama.cpp's f16 and bf16 products change order with the batch).
+func (m *Matrix) dotFor(tokens int) func(n int, w, x []byte) float32 {
+	if g, ok := gemmDots[m.Type]; ok && tokens > 1 && m.Cols%g.block == 0 {
+		return g.dot
+	}
+	return m.format.dot
 }
 
 // Activations is a batch of Tokens vectors of N activations quantized to

@@ -46,12 +46,20 @@ func simdKernel(t gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int,
 		return q1_0AVX2Product
 	case haveAVX2 && avx2Sets[t] != nil:
 		return avx2Product
+	case floatSet(t) != nil:
+		return floatProduct
 	}
 	return nil
 }
 
-// simdRepack builds the kernels' weight layout for m.
-func simdRepack(m *Matrix) []byte { return repack(m, kernelSets[m.Type].layout) }
+// simdRepack builds the kernels' weight layout for m, or nil for kernels
+// that read the file's layout.
+func simdRepack(m *Matrix) []byte {
+	if ks := kernelSets[m.Type]; ks != nil {
+		return repack(m, ks.layout)
+	}
+	return nil
+}
 
 // planes is Q8_0 activations re-laid for the kernels, per tile of 8
 // tokens:
@@ -196,6 +204,9 @@ func kernelTokens(lane, left int) (n, index int) {
 }
 
 var haveAVX512 = cpu.X86.HasAVX512F && os.Getenv("BONSAI_NOSIMD") == ""
+
+// haveF16C: the AVX2 f16 kernels convert with VCVTPH2PS.
+var haveF16C = cpu.X86.HasF16C
 
 func dotsF16SIMD(x []float32, h []uint16, stride int, out []float32) bool {
 	if !haveAVX512 || len(x)%16 != 0 || len(x) == 0 {

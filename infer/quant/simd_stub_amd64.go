@@ -231,3 +231,63 @@ func ptq1_0x8avx2t4h0(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *b
 //
 //go:noescape
 func ptq1_0x8avx2t4h1(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+
+// f16x4dot512 computes 4 rows × 1 tokens of a f16 product, 4 accumulators per output.
+//
+//go:noescape
+func f16x4dot512(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
+
+// f16x4t4gemm512 computes 4 rows × 4 tokens of a f16 product, 1 accumulators per output.
+//
+//go:noescape
+func f16x4t4gemm512(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
+
+// f16x4t1gemm512 computes 4 rows × 1 tokens of a f16 product, 1 accumulators per output.
+//
+//go:noescape
+func f16x4t1gemm512(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
+
+// bf16x4dot512 computes 4 rows × 1 tokens of a bf16 product, 2 accumulators per output.
+//
+//go:noescape
+func bf16x4dot512(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
+
+// bf16x4t4gemm512 computes 4 rows × 4 tokens of a bf16 product, 1 accumulators per output.
+//
+//go:noescape
+func bf16x4t4gemm512(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
+
+// bf16x4t1gemm512 computes 4 rows × 1 tokens of a bf16 product, 1 accumulators per output.
+//
+//go:noescape
+func bf16x4t1gemm512(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
+
+// f16x1dotavx2 computes 1 rows × 1 tokens of a f16 product, 4 accumulators per output.
+//
+//go:noescape
+func f16x1dotavx2(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
+
+// f16x2t2gemmavx2 computes 2 rows × 2 tokens of a f16 product, 1 accumulators per output.
+//
+//go:noescape
+func f16x2t2gemmavx2(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
+
+// f16x2t1gemmavx2 computes 2 rows × 1 tokens of a f16 product, 1 accumulators per output.
+//
+//go:noescape
+func f16x2t1gemmavx2(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
+
+// bf16x2dotavx2 computes 2 rows × 1 tokens of a bf16 product, 2 accumulators per output.
+//
+//go:noescape
+func bf16x2dotavx2(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
+
+// bf16x2t2gemmavx2 computes 2 rows × 2 tokens of a bf16 product, 1 accumulators per output.
+//
+//go:noescape
+func bf16x2t2gemmavx2(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
+
+// bf16x2t1gemmavx2 computes 2 rows × 1 tokens of a bf16 product, 1 accumulators per output.
+//
+//go:noescape
+func bf16x2t1gemmavx2(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)

@@ -158,6 +158,7 @@ func main() {
 	}
 	avx2QuantKernels()
 	prismAVX2Kernels()
+	floatKernels()
 	Generate()
 }
 
