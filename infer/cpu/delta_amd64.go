@@ -16,6 +16,21 @@ func madAVX512(y, x *float32, n int, v float32)
 //go:noescape
 func scaleAVX512(y *float32, n int, v float32)
 
+//go:noescape
+func deltaRowsAVX512(m, k, q, v, out *float32, d int, decay, beta, scale float32)
+
+// deltaToken runs one token of the delta rule on one head's M = Sᵀ with
+// the fused AVX-512 rows when the head dimension allows, and reports
+// whether it did.
+func deltaToken(M, k, q, v, out []float32, decay, beta, scale float32) bool {
+	d := len(v)
+	if !haveAVX512 || d%64 != 0 || len(M) != d*d || len(k) != d || len(q) != d || len(out) != d {
+		return false
+	}
+	deltaRowsAVX512(&M[0], &k[0], &q[0], &v[0], &out[0], d, decay, beta, scale)
+	return true
+}
+
 // dotF32 is ggml_vec_dot_f32 (see dotF32Go).
 func dotF32(x, y []float32) float32 {
 	n := len(x)

@@ -14,3 +14,6 @@ func scaleF32(y []float32, v float32) {
 		y[i] *= v
 	}
 }
+
+// deltaToken has no fused form here: the portable loops run.
+func deltaToken(M, k, q, v, out []float32, decay, beta, scale float32) bool { return false }

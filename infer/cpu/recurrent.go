@@ -379,6 +379,10 @@ func (j *deltaJob) run(lo, hi, worker int) {
 			kt := j.k.row(t)[kh*D : (kh+1)*D]
 			vt := j.v.row(t)[h*D : (h+1)*D]
 			decay, beta := expf(j.g.row(t)[h]), j.beta.row(t)[h]
+			out := j.dst.row(t)[h*D : (h+1)*D]
+			if deltaToken(M, kt, qt, vt, out, decay, beta, scale) {
+				continue
+			}
 			scaleF32(M, decay)
 			for c := range D {
 				delta[c] = (vt[c] - dotF32(M[c*D:(c+1)*D], kt)) * beta
@@ -386,7 +390,6 @@ func (j *deltaJob) run(lo, hi, worker int) {
 			for c := range D {
 				madF32(M[c*D:(c+1)*D], kt, delta[c])
 			}
-			out := j.dst.row(t)[h*D : (h+1)*D]
 			for c := range D {
 				out[c] = dotF32(M[c*D:(c+1)*D], qt) * scale
 			}
