@@ -30,7 +30,7 @@ type Qwen35Params struct {
 	VHeads     int    // ssm.time_step_rank
 	Recurrent  []bool // per trunk layer: a DeltaNet layer (else attention)
 	NextN      int    // nextn_predict_layers: trailing MTP blocks, not run
-	AttnScale  float32
+	AttnScale  float32 // 1/√HeadDim
 	Sections   [4]int // rope.dimension_sections
 }
 
@@ -123,11 +123,9 @@ func ReadQwen35Params(f *gguf.File) (Qwen35Params, error) {
 		return p, fmt.Errorf("%w: no full-attention layer among the %d", ErrBadShape, p.Layers)
 	}
 
-	if v, ok := kv.Float(key("attention.scale")); ok && v != 0 {
-		p.AttnScale = float32(v)
-	} else {
-		p.AttnScale = float32(1 / math.Sqrt(float64(hp.HeadDim)))
-	}
+	// llama.cpp's qwen35 loader reads no attention.scale: kq_scale is
+	// always 1/√head_dim.
+	p.AttnScale = float32(1 / math.Sqrt(float64(hp.HeadDim)))
 	if err := p.readSections(kv, key("rope.dimension_sections")); err != nil {
 		return p, err
 	}
