@@ -24,14 +24,14 @@ func init() {
 // DeltaNet layers.
 type Qwen35Params struct {
 	Hyperparams
-	ConvKernel int    // ssm.conv_kernel: taps of the causal convolution
-	StateSize  int    // ssm.state_size: the head dimension of q, k and v
-	KHeads     int    // ssm.group_count
-	VHeads     int    // ssm.time_step_rank
-	Recurrent  []bool // per trunk layer: a DeltaNet layer (else attention)
-	NextN      int    // nextn_predict_layers: trailing MTP blocks, not run
+	ConvKernel int     // ssm.conv_kernel: taps of the causal convolution
+	StateSize  int     // ssm.state_size: the head dimension of q, k and v
+	KHeads     int     // ssm.group_count
+	VHeads     int     // ssm.time_step_rank
+	Recurrent  []bool  // per trunk layer: a DeltaNet layer (else attention)
+	NextN      int     // nextn_predict_layers: trailing MTP blocks, not run
 	AttnScale  float32 // 1/√HeadDim
-	Sections   [4]int // rope.dimension_sections
+	Sections   [4]int  // rope.dimension_sections
 }
 
 // Channels is the width of the fused q|k|v projection and its convolution.
