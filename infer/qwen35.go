@@ -24,14 +24,14 @@ func init() {
 // DeltaNet layers.
 type Qwen35Params struct {
 	Hyperparams
-	ConvKernel int    // ssm.conv_kernel: taps of the causal convolution
-	StateSize  int    // ssm.state_size: the head dimension of q, k and v
-	KHeads     int    // ssm.group_count
-	VHeads     int    // ssm.time_step_rank
-	Recurrent  []bool // per trunk layer: a DeltaNet layer (else attention)
-	NextN      int    // nextn_predict_layers: trailing MTP blocks, not run
-	AttnScale  float32
-	Sections   [4]int // rope.dimension_sections
+	ConvKernel int     // ssm.conv_kernel: taps of the causal convolution
+	StateSize  int     // ssm.state_size: the head dimension of q, k and v
+	KHeads     int     // ssm.group_count
+	VHeads     int     // ssm.time_step_rank
+	Recurrent  []bool  // per trunk layer: a DeltaNet layer (else attention)
+	NextN      int     // nextn_predict_layers: trailing MTP blocks, not run
+	AttnScale  float32 // 1/√HeadDim
+	Sections   [4]int  // rope.dimension_sections
 }
 
 // Channels is the width of the fused q|k|v projection and its convolution.
@@ -123,11 +123,9 @@ func ReadQwen35Params(f *gguf.File) (Qwen35Params, error) {
 		return p, fmt.Errorf("%w: no full-attention layer among the %d", ErrBadShape, p.Layers)
 	}
 
-	if v, ok := kv.Float(key("attention.scale")); ok && v != 0 {
-		p.AttnScale = float32(v)
-	} else {
-		p.AttnScale = float32(1 / math.Sqrt(float64(hp.HeadDim)))
-	}
+	// llama.cpp's qwen35 loader reads no attention.scale: kq_scale is
+	// always 1/√head_dim.
+	p.AttnScale = float32(1 / math.Sqrt(float64(hp.HeadDim)))
 	if err := p.readSections(kv, key("rope.dimension_sections")); err != nil {
 		return p, err
 	}
@@ -209,6 +207,7 @@ type qwen35 struct {
 	// Activations, MaxBatch rows each but last and logits (one row).
 	x, h                   Tensor
 	qg, q, gate, k, v, att Tensor // attention layers
+	qgkv                   Tensor // their fused projection, if a file has one
 	qkv, conv, z           Tensor // DeltaNet layers
 	dq, dk, dv, o          Tensor
 	alpha, beta            Tensor
@@ -224,8 +223,8 @@ type qwen35Layer struct {
 	index     int
 	attnNorm  Weight
 	postNorm  Weight
-	// Attention.
-	wq, wk, wv, qNorm, kNorm, wo Weight
+	// Attention: q|gate, k and v apart, or fused in one matrix (wqgkv).
+	wq, wk, wv, wqgkv, qNorm, kNorm, wo Weight
 	// Gated DeltaNet.
 	wqkv, wz, wAlpha, wBeta, dtBias, ssmA, conv1d, ssmNorm, ssmOut Weight
 	// FFN.
@@ -259,7 +258,7 @@ func buildQwen35(f *gguf.File, b Backend, cfg BuildConfig) (Network, error) {
 	} else {
 		n.output = bind.weight("output.weight", E, V)
 	}
-	attnLayers, recLayers := 0, 0
+	attnLayers, recLayers, fusedAttn := 0, 0, false
 	for i := range n.layers {
 		pre := fmt.Sprintf("blk.%d.", i)
 		L := qwen35Layer{
@@ -282,9 +281,19 @@ func buildQwen35(f *gguf.File, b Backend, cfg BuildConfig) (Network, error) {
 		} else {
 			L.index = attnLayers
 			attnLayers++
-			L.wq = bind.weight(pre+"attn_q.weight", E, 2*qDim)
-			L.wk = bind.weight(pre+"attn_k.weight", E, kvDim)
-			L.wv = bind.weight(pre+"attn_v.weight", E, kvDim)
+			for _, b := range []string{"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_qkv.bias"} {
+				if _, ok := f.Tensor(pre + b); ok {
+					return nil, fmt.Errorf("%w: qwen35 with attention biases (%s%s)", ErrUnsupportedArch, pre, b)
+				}
+			}
+			if _, fused := f.Tensor(pre + "attn_qkv.weight"); fused {
+				L.wqgkv = bind.weight(pre+"attn_qkv.weight", E, 2*qDim+2*kvDim)
+				fusedAttn = true
+			} else {
+				L.wq = bind.weight(pre+"attn_q.weight", E, 2*qDim)
+				L.wk = bind.weight(pre+"attn_k.weight", E, kvDim)
+				L.wv = bind.weight(pre+"attn_v.weight", E, kvDim)
+			}
 			L.qNorm = bind.weight(pre+"attn_q_norm.weight", D)
 			L.kNorm = bind.weight(pre+"attn_k_norm.weight", D)
 			L.wo = bind.weight(pre+"attn_output.weight", qDim, E)
@@ -308,6 +317,9 @@ func buildQwen35(f *gguf.File, b Backend, cfg BuildConfig) (Network, error) {
 	n.k = alloc.tensor("k", B, int(kvDim))
 	n.v = alloc.tensor("v", B, int(kvDim))
 	n.att = alloc.tensor("attn", B, int(qDim))
+	if fusedAttn {
+		n.qgkv = alloc.tensor("q_gate_k_v", B, int(2*qDim+2*kvDim))
+	}
 	if recLayers > 0 {
 		KD := int(p.KHeads) * p.StateSize
 		n.qkv = alloc.tensor("qkv", B, int(C))
@@ -394,9 +406,17 @@ func (n *qwen35) Forward(batch Batch, logits []float32) error {
 // attention is the gated full-attention block: h in, its output in h.
 func (n *qwen35) attention(L *qwen35Layer) {
 	b, eps, D, H := n.b, n.p.RMSEps, n.p.HeadDim, n.p.Heads
-	n.matmul(n.qg, L.wq, n.h)
-	n.matmul(n.k, L.wk, n.h)
-	n.matmul(n.v, L.wv, n.h)
+	if L.wqgkv != nil {
+		QG, KV := 2*H*D, n.p.KVHeads*D
+		n.matmul(n.qgkv, L.wqgkv, n.h)
+		b.CopyCols(n.qg, n.qgkv, Cols{Dst: 0, Src: 0, Width: QG, Count: 1})
+		b.CopyCols(n.k, n.qgkv, Cols{Dst: 0, Src: QG, Width: KV, Count: 1})
+		b.CopyCols(n.v, n.qgkv, Cols{Dst: 0, Src: QG + KV, Width: KV, Count: 1})
+	} else {
+		n.matmul(n.qg, L.wq, n.h)
+		n.matmul(n.k, L.wk, n.h)
+		n.matmul(n.v, L.wv, n.h)
+	}
 	b.CopyCols(n.q, n.qg, Cols{Dst: 0, Src: 0, Width: D, Stride: 2 * D, Count: H})
 	b.CopyCols(n.gate, n.qg, Cols{Dst: 0, Src: D, Width: D, Stride: 2 * D, Count: H})
 	b.RMSNorm(n.q, n.q, L.qNorm, eps)

@@ -2,6 +2,7 @@ package infer_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"slices"
@@ -237,5 +238,69 @@ func TestQwen35Prefill(t *testing.T) {
 	fresh := m.Logits()
 	if slices.Equal(fresh, whole) {
 		t.Fatal("the last 20 tokens alone give the 40-token logits: the state carries nothing")
+	}
+}
+
+// TestQwen35FusedAttention: a file whose attention layers fuse q|gate, k
+// and v into attn_qkv (as llama.cpp's loader also accepts) gives the logits
+// of the same weights apart; attention biases, which qwen35 never has, are
+// refused rather than ignored.
+func TestQwen35FusedAttention(t *testing.T) {
+	f := qwen35File(t, gguf.Q8_0)
+	fused := func(bias bool) *gguf.File {
+		w := gguf.NewWriter()
+		for _, k := range f.KV.Keys() {
+			v, _ := f.KV.Get(k)
+			w.Set(k, v.Any())
+		}
+		apart := map[string]bool{}
+		for _, layer := range []int{2, 5} { // the attention layers
+			for _, p := range []string{"q", "k", "v"} {
+				apart[fmt.Sprintf("blk.%d.attn_%s.weight", layer, p)] = true
+			}
+		}
+		for i := range f.Tensors {
+			ti := &f.Tensors[i]
+			if apart[ti.Name] {
+				continue
+			}
+			if err := w.AddTensor(ti.Name, ti.Type, ti.Shape, f.Data(ti)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, layer := range []int{2, 5} {
+			var data []byte
+			rows := int64(0)
+			for _, p := range []string{"q", "k", "v"} {
+				ti, _ := f.Tensor(fmt.Sprintf("blk.%d.attn_%s.weight", layer, p))
+				data = append(data, f.Data(ti)...)
+				rows += ti.Shape[1]
+			}
+			if err := w.AddTensor(fmt.Sprintf("blk.%d.attn_qkv.weight", layer), gguf.Q8_0, []int64{256, rows}, data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if bias {
+			if err := w.AddTensor("blk.2.attn_k.bias", gguf.F32, []int64{128}, make([]byte, 512)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		path := filepath.Join(t.TempDir(), "fused.gguf")
+		if err := w.WriteFile(path); err != nil {
+			t.Fatal(err)
+		}
+		g, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { g.Close() })
+		return g
+	}
+	tokens := []int32{7, 300, 12, 999, 45, 45, 3}
+	if got, want := logitsOf(t, fused(false), tokens, 0), logitsOf(t, f, tokens, 0); !slices.Equal(got, want) {
+		t.Fatal("fused attention projections changed the logits")
+	}
+	if _, err := infer.Load(fused(true), infer.Options{Backend: "cpu", Context: 64}); !errors.Is(err, infer.ErrUnsupportedArch) {
+		t.Fatalf("attention bias: %v, want ErrUnsupportedArch", err)
 	}
 }

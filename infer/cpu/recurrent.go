@@ -379,19 +379,17 @@ func (j *deltaJob) run(lo, hi, worker int) {
 			kt := j.k.row(t)[kh*D : (kh+1)*D]
 			vt := j.v.row(t)[h*D : (h+1)*D]
 			decay, beta := expf(j.g.row(t)[h]), j.beta.row(t)[h]
-			for i := range M {
-				M[i] *= decay
+			out := j.dst.row(t)[h*D : (h+1)*D]
+			if deltaToken(M, kt, qt, vt, out, decay, beta, scale) {
+				continue
 			}
+			scaleF32(M, decay)
 			for c := range D {
 				delta[c] = (vt[c] - dotF32(M[c*D:(c+1)*D], kt)) * beta
 			}
 			for c := range D {
-				row := M[c*D : (c+1)*D]
-				for i, kv := range kt {
-					row[i] = quant.FMA32(kv, delta[c], row[i])
-				}
+				madF32(M[c*D:(c+1)*D], kt, delta[c])
 			}
-			out := j.dst.row(t)[h*D : (h+1)*D]
 			for c := range D {
 				out[c] = dotF32(M[c*D:(c+1)*D], qt) * scale
 			}
@@ -399,12 +397,12 @@ func (j *deltaJob) run(lo, hi, worker int) {
 	}
 }
 
-// dotF32 is ggml_vec_dot_f32 as its AVX-512 build sums: four accumulators of
-// 16 lanes take element i + 16a + l of each 64-element step by FMA, are
-// added pairwise (0+2, 1+3, then the two) and reduced as
+// dotF32Go is ggml_vec_dot_f32 as its AVX-512 build sums: four
+// accumulators of 16 lanes take element i + 16a + l of each 64-element step
+// by FMA, are added pairwise (0+2, 1+3, then the two) and reduced as
 // _mm512_reduce_add_ps; the elements past the last full step follow one by
 // one, each an FMA into the sum.
-func dotF32(x, y []float32) float32 {
+func dotF32Go(x, y []float32) float32 {
 	n := len(x)
 	y = y[:n]
 	steps := n &^ 63
@@ -426,10 +424,25 @@ func dotF32(x, y []float32) float32 {
 		for l := range acc[0] {
 			acc[0][l] += acc[1][l]
 		}
-		sum = quant.Reduce16(&acc[0])
+		sum = quantReduce16(&acc[0])
 	}
-	for i := steps; i < n; i++ {
+	return dotTail(sum, x, y, steps)
+}
+
+// dotTail adds x[i]·y[i] for i ≥ from to sum, one FMA each.
+func dotTail(sum float32, x, y []float32, from int) float32 {
+	for i := from; i < len(x); i++ {
 		sum = quant.FMA32(x[i], y[i], sum)
 	}
 	return sum
+}
+
+func quantReduce16(l *[16]float32) float32 { return quant.Reduce16(l) }
+
+// madF32Go sets y[i] = fma(x[i], v, y[i]).
+func madF32Go(y, x []float32, v float32) {
+	x = x[:len(y)]
+	for i, xi := range x {
+		y[i] = quant.FMA32(xi, v, y[i])
+	}
 }

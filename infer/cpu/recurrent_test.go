@@ -85,6 +85,32 @@ func TestDotF32(t *testing.T) {
 	}
 }
 
+// TestDotF32SIMD: the AVX-512 loops give the portable loops' bits.
+func TestDotF32SIMD(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	for _, n := range []int{16, 64, 100, 128, 256} {
+		x, y := make([]float32, n), make([]float32, n)
+		for i := range x {
+			x[i], y[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+		}
+		if got, want := dotF32(x, y), dotF32Go(x, y); got != want {
+			t.Errorf("n=%d: dot %v, portable %v", n, got, want)
+		}
+		a, b := append([]float32(nil), y...), append([]float32(nil), y...)
+		madF32(a, x, 0.37)
+		madF32Go(b, x, 0.37)
+		scaleF32(a, 0.93)
+		for i := range b {
+			b[i] *= 0.93
+		}
+		for i := range a {
+			if a[i] != b[i] {
+				t.Fatalf("n=%d: mad/scale [%d] = %v, portable %v", n, i, a[i], b[i])
+			}
+		}
+	}
+}
+
 func TestCopyCols(t *testing.T) {
 	b := newTestBackend(t, 1)
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -437,6 +463,40 @@ func TestRecurrentBadShapes(t *testing.T) {
 		op()
 		if err := b.Commit(); !errors.Is(err, infer.ErrBadShape) {
 			t.Errorf("%s: %v, want ErrBadShape", name, err)
+		}
+	}
+}
+
+// BenchmarkDeltaNet is one decode token of one 27B DeltaNet layer (48 V
+// heads of 128).
+func BenchmarkDeltaNet(b *testing.B) {
+	spec := infer.DeltaNetSpec{KHeads: 16, VHeads: 48, HeadDim: 128}
+	be, err := New(infer.BackendOptions{Threads: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	if err := be.NewRecurrentState(infer.RecurrentSpec{Layers: 1, Channels: 8, ConvWidth: 2, VHeads: 48, HeadDim: 128}); err != nil {
+		b.Fatal(err)
+	}
+	mk := func(cols int) *tensor {
+		x, _ := be.NewTensor("x", 1, cols)
+		ct := x.(*tensor)
+		for i := range ct.data {
+			ct.data[i] = 0.01 * float32(i%7)
+		}
+		return ct
+	}
+	q, k, v, g, beta, out := mk(16*128), mk(16*128), mk(48*128), mk(48), mk(48), mk(48*128)
+	for i := range g.data {
+		g.data[i], beta.data[i] = -0.1, 0.5
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		be.Begin(infer.Batch{Tokens: []int32{0}, Pos: 1 + i%100})
+		be.DeltaNet(out, q, k, v, g, beta, 0, spec)
+		if err := be.Commit(); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -45,7 +45,7 @@ func (t tensor) bytes() (int64, error) {
 	return row * t.rows(), nil
 }
 
-// outputRowSpread is the spread of the output rows' log-scales.
+// outputRowSpread is the default spread of the output rows' log-scales.
 const outputRowSpread = 0.3
 
 // chunkRows is how many rows share one random stream. It depends only on the
@@ -139,7 +139,8 @@ func plan(s Shape, typ gguf.Type, logitStd float64) []tensor {
 	// The logits are <output_norm ⊙ rms(x), output row>. Two choices make
 	// the greedy choice clear-cut rather than a near tie that rounding could
 	// flip:
-	//   - Output rows get scales exp(0.3·z), z ~ N(0,1): the logits become
+	//   - Output rows get scales exp(σ·z), z ~ N(0,1), σ = RowSpread (0.3
+	//     unless the shape says otherwise): the logits become
 	//     heavy-tailed, which widens the gap between the best two several
 	//     times over plain Gaussian rows (measured with llama.cpp: median
 	//     top-1/top-2 gap ~8% of the top logit instead of ~2%).
@@ -157,10 +158,14 @@ func plan(s Shape, typ gguf.Type, logitStd float64) []tensor {
 
 	emb := weight("token_embd.weight", h, v, embStd)
 	out := weight("output.weight", h, v, outStd)
+	spread := s.RowSpread
+	if spread == 0 {
+		spread = outputRowSpread
+	}
 	if s.Tied {
-		emb.rowSpread = outputRowSpread
+		emb.rowSpread = spread
 	} else {
-		out.rowSpread = outputRowSpread
+		out.rowSpread = spread
 	}
 	ts := []tensor{emb}
 	if !s.Tied {
