@@ -228,10 +228,10 @@ func rotatedCaseGolden(t *testing.T, c rotatedCase) rotatedGolden {
 			g.Runs = append(g.Runs, promptRun{Prompt: p, oracleRun: run})
 		}
 		score := minMarginRuns(c.typ, g.Runs)
+		t.Logf("seed %d: smallest gap %.2f·ε·(|logit|+1), %d steps decisive", seed, score, decisiveRuns(c.typ, g.Runs))
 		if c.typ != gguf.F32 {
 			score = float64(decisiveRuns(c.typ, g.Runs))
 		}
-		t.Logf("seed %d: smallest gap %.2f·ε·(|logit|+1), %d steps decisive", seed, score, decisiveRuns(c.typ, g.Runs))
 		if score > bestScore {
 			best, bestScore = g, score
 		}
