@@ -47,6 +47,11 @@ func matVecKernel(name string) string {
 // ~4 % slower on the 6144×4096 fused q/k/v (docs/gpu-kernels.md).
 const popcMinWeights = 32 << 20
 
+// lutWorkgroupBytes is q1_lut's workgroup memory (its table and three
+// 64-value vectors): more than the 32 KiB lavapipe grants, where running it
+// anyway overruns the workgroup allocation.
+const lutWorkgroupBytes = (8192 + 3*64) * 4
+
 // maxBatchTokens bounds one pass's batch (the token buffer is fixed so
 // bind groups never change).
 const maxBatchTokens = 8192
@@ -423,6 +428,11 @@ func (b *Backend) Commit() error {
 	start := time.Now()
 	b.d.queue.Submit(cmd)
 	cmd.Release()
+	// Wait for the pass before mapping anything (see bonsai_poll_until for
+	// why never through a blocking poll).
+	if err := waitIdle(b.d.dev); err != nil {
+		return err
+	}
 	var scratch []byte
 	for _, r := range b.reads {
 		if cap(scratch) < r.bytes {
@@ -439,9 +449,6 @@ func (b *Backend) Commit() error {
 				r.ints[i] = int32(binary.LittleEndian.Uint32(s[4*i:]))
 			}
 		}
-	}
-	if len(b.reads) == 0 {
-		b.d.dev.Poll(true, nil)
 	}
 	if err := b.prof.collect(b, time.Since(start)); err != nil {
 		return err
@@ -932,7 +939,7 @@ func (b *Backend) flushMatVec() {
 			variant = "popc" + variant[4:]
 		}
 	}
-	if variant == "lut" && (w0.k%2048 != 0 || total%32 != 0 || in != nil) || variant == "popc" && total%16 != 0 ||
+	if variant == "lut" && (w0.k%2048 != 0 || total%32 != 0 || in != nil || b.d.Limits.MaxComputeWorkgroupStorageSize < lutWorkgroupBytes) || variant == "popc" && total%16 != 0 ||
 		variant == "popc32" && total%32 != 0 || variant == "popc64" && total%64 != 0 {
 		variant = "select"
 	}
@@ -1498,6 +1505,12 @@ func (b *Backend) Memory() infer.BackendMemory {
 func (b *Backend) Close() error {
 	if b.d == nil {
 		return nil
+	}
+	// Releasing the device waits for it at most 5 s and then frees what a
+	// late pass may still use; every Commit waits for its pass, so this
+	// only matters after a failed one.
+	if err := waitIdle(b.d.dev); err != nil {
+		return err
 	}
 	for _, o := range b.ops {
 		o.bg.Release()
