@@ -80,6 +80,7 @@ type Backend struct {
 	weights map[string]*weight
 	tensors []*tensor
 	kv      *kvCache
+	rec     *recurrent
 	// Q1_0 weights loaded but not yet on the device, and the arenas of
 	// those that are.
 	unplaced []*weight
@@ -138,6 +139,7 @@ type tensor struct {
 	argmax     *wgpu.Buffer
 	argStaging *wgpu.Buffer
 	embedRows  *wgpu.Buffer // CPU-dequantized embedding rows
+	tmp        *wgpu.Buffer // a copy of the tensor for ops that read it while writing it
 }
 
 func (t *tensor) Name() string { return t.name }
@@ -185,10 +187,36 @@ type pendingRead struct {
 	ints    []int32
 }
 
-// op is a prepared dispatch: pipeline plus bind group.
+// op is a prepared dispatch: pipeline plus bind group, and the buffers the
+// bind group holds (an op is dropped with any of them: dropOps).
 type op struct {
-	k  *kernel
-	bg *wgpu.BindGroup
+	k    *kernel
+	bg   *wgpu.BindGroup
+	bufs []*wgpu.Buffer
+}
+
+// binds reports whether o's bind group holds buf.
+func (o *op) binds(buf *wgpu.Buffer) bool {
+	for _, b := range o.bufs {
+		if b == buf {
+			return true
+		}
+	}
+	return false
+}
+
+// dropOps forgets the prepared ops that bind any of bufs, before those
+// buffers are released or replaced.
+func (b *Backend) dropOps(bufs ...*wgpu.Buffer) {
+	for k, o := range b.ops {
+		for _, buf := range bufs {
+			if buf != nil && o.binds(buf) {
+				o.bg.Release()
+				delete(b.ops, k)
+				break
+			}
+		}
+	}
 }
 
 // opKey identifies an op by kernel variant and operands (pointers), so a
@@ -278,16 +306,20 @@ func (b *Backend) NewKVCache(spec infer.KVSpec) error {
 		return fmt.Errorf("gpu: KV cache %+v: %w", spec, infer.ErrBadShape)
 	}
 	if b.kv != nil {
+		// Every op binding the old cache is stale (its kernel also bakes
+		// the old context into its offsets), and so are the RoPE angle
+		// tables, which span the old context.
+		b.dropOps(b.kv.k, b.kv.v)
+		if b.kv.spec.Context != spec.Context {
+			for r, t := range b.ropes {
+				b.dropOps(t)
+				t.Release()
+				delete(b.ropes, r)
+			}
+		}
 		b.kv.k.Release()
 		b.kv.v.Release()
 		b.kv = nil
-		// ops bound to the old cache are stale
-		for k, o := range b.ops {
-			if k.kind == "attnstats" || k.kind == "attnpv" || k.kind == "storekv" {
-				o.bg.Release()
-				delete(b.ops, k)
-			}
-		}
 	}
 	half := uint64(spec.Bytes() / 2)
 	if half > b.d.Limits.MaxStorageBufferBindingSize {
@@ -487,6 +519,9 @@ func (b *Backend) prepared(key opKey, make func() (*kernel, []binding, error)) *
 		return nil
 	}
 	o := &op{k: k, bg: bg}
+	for _, bb := range bufs {
+		o.bufs = append(o.bufs, bb.buf)
+	}
 	b.ops[key] = o
 	return o
 }
@@ -1522,7 +1557,7 @@ func (b *Backend) Close() error {
 		a.Release()
 	}
 	for _, t := range b.tensors {
-		for _, buf := range append([]*wgpu.Buffer{t.buf, t.scratch, t.part, t.stats, t.argmax, t.argStaging, t.embedRows}, t.stagings...) {
+		for _, buf := range append([]*wgpu.Buffer{t.buf, t.scratch, t.part, t.stats, t.argmax, t.argStaging, t.embedRows, t.tmp}, t.stagings...) {
 			if buf != nil {
 				buf.Release()
 			}
@@ -1534,6 +1569,9 @@ func (b *Backend) Close() error {
 	if b.kv != nil {
 		b.kv.k.Release()
 		b.kv.v.Release()
+	}
+	if b.rec != nil {
+		b.rec.release()
 	}
 	b.prof.release()
 	b.batchBuf.Release()
