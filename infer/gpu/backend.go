@@ -11,6 +11,7 @@ import (
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/profile"
+	"github.com/bonsai-chat/bonsai/infer/quant"
 	"github.com/bonsai-chat/bonsai/shaders"
 	"github.com/cogentcore/webgpu/wgpu"
 )
@@ -268,7 +269,7 @@ func (b *Backend) Info() infer.BackendInfo {
 			fmt.Sprintf("max storage binding %d MiB, max buffer %d MiB", l.MaxStorageBufferBindingSize>>20, l.MaxBufferSize>>20),
 			fmt.Sprintf("workgroup storage %d KiB, %d invocations", l.MaxComputeWorkgroupStorageSize>>10, l.MaxComputeInvocationsPerWorkgroup),
 			fmt.Sprintf("timestamp queries: %v", b.d.Timestamps),
-			"Q1_0 native (repacked sign words); other types dequantized to f32 at load",
+			"Q1_0 native (repacked sign words); Q2_0, PQ2_0, PTQ1_0 native (2-bit codes); other types dequantized to f32 at load",
 		},
 	}
 }
@@ -781,6 +782,24 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 	if xin == nil {
 		return
 	}
+	if len(w.twoBit) > 0 {
+		group, _ := twoBit(w.typ)
+		for ci, c := range w.twoBit {
+			crpw := rpw
+			for c.rows%crpw != 0 {
+				crpw /= 2
+			}
+			o := b.prepared(opKey{kind: "q2mm", a: dst, b: w, c: x, i: boolInt(decode) + 2*ci}, func() (*kernel, []binding, error) {
+				k, err := b.d.kernel("q2_matmul", map[string]shaders.Const{
+					"K": shaders.U32(w.k), "M": shaders.U32(w.m), "ROW0": shaders.U32(c.row0), "GROUP": shaders.U32(group),
+					"RPW": shaders.U32(crpw), "TT": shaders.U32(tt), "WG": shaders.U32(64), "XROWS": shaders.U32(rows),
+					"ACC": shaders.U32(crpw * tt), "RED": shaders.U32(64 * crpw * tt)})
+				return k, []binding{whole(b.batchBuf), whole(c.codes), whole(c.scales), whole(xin), whole(dst.buf)}, err
+			})
+			b.dispatch(o, c.rows/crpw, ceilDiv(n, tt), 1)
+		}
+		return
+	}
 	for ci, c := range w.chunks {
 		crpw := rpw
 		for c.rows%crpw != 0 {
@@ -1065,8 +1084,12 @@ func (b *Backend) roundActivations(x *tensor, w *weight, rows, n int) *wgpu.Buff
 }
 
 // activationMode maps a weight type to how llama.cpp quantizes the
-// activations it meets (quant.VecDotType).
+// activations it meets (quant.VecDotType; Q8_0 for a type the CPU codecs
+// do not know).
 func activationMode(t gguf.Type) (mode string, block int) {
+	if quant.Supported(t) {
+		t = quant.VecDotType(t)
+	}
 	switch t {
 	case gguf.F32:
 		return "", 1
@@ -1074,7 +1097,7 @@ func activationMode(t gguf.Type) (mode string, block int) {
 		return "F16", 1
 	case gguf.BF16:
 		return "BF16", 1
-	case gguf.Q2_K, gguf.Q3_K, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K:
+	case gguf.Q8_K, gguf.Q2_K, gguf.Q3_K, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K:
 		return "Q8_K", 256
 	}
 	return "Q8_0", 32
