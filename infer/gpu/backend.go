@@ -11,6 +11,7 @@ import (
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/profile"
+	"github.com/bonsai-chat/bonsai/infer/quant"
 	"github.com/bonsai-chat/bonsai/shaders"
 	"github.com/cogentcore/webgpu/wgpu"
 )
@@ -47,6 +48,11 @@ func matVecKernel(name string) string {
 // ~4 % slower on the 6144×4096 fused q/k/v (docs/gpu-kernels.md).
 const popcMinWeights = 32 << 20
 
+// lutWorkgroupBytes is q1_lut's workgroup memory (its table and three
+// 64-value vectors): more than the 32 KiB lavapipe grants, where running it
+// anyway overruns the workgroup allocation.
+const lutWorkgroupBytes = (8192 + 3*64) * 4
+
 // maxBatchTokens bounds one pass's batch (the token buffer is fixed so
 // bind groups never change).
 const maxBatchTokens = 8192
@@ -75,6 +81,7 @@ type Backend struct {
 	weights map[string]*weight
 	tensors []*tensor
 	kv      *kvCache
+	rec     *recurrent
 	// Q1_0 weights loaded but not yet on the device, and the arenas of
 	// those that are.
 	unplaced []*weight
@@ -133,6 +140,7 @@ type tensor struct {
 	argmax     *wgpu.Buffer
 	argStaging *wgpu.Buffer
 	embedRows  *wgpu.Buffer // CPU-dequantized embedding rows
+	tmp        *wgpu.Buffer // a copy of the tensor for ops that read it while writing it
 }
 
 func (t *tensor) Name() string { return t.name }
@@ -180,10 +188,36 @@ type pendingRead struct {
 	ints    []int32
 }
 
-// op is a prepared dispatch: pipeline plus bind group.
+// op is a prepared dispatch: pipeline plus bind group, and the buffers the
+// bind group holds (an op is dropped with any of them: dropOps).
 type op struct {
-	k  *kernel
-	bg *wgpu.BindGroup
+	k    *kernel
+	bg   *wgpu.BindGroup
+	bufs []*wgpu.Buffer
+}
+
+// binds reports whether o's bind group holds buf.
+func (o *op) binds(buf *wgpu.Buffer) bool {
+	for _, b := range o.bufs {
+		if b == buf {
+			return true
+		}
+	}
+	return false
+}
+
+// dropOps forgets the prepared ops that bind any of bufs, before those
+// buffers are released or replaced.
+func (b *Backend) dropOps(bufs ...*wgpu.Buffer) {
+	for k, o := range b.ops {
+		for _, buf := range bufs {
+			if buf != nil && o.binds(buf) {
+				o.bg.Release()
+				delete(b.ops, k)
+				break
+			}
+		}
+	}
 }
 
 // opKey identifies an op by kernel variant and operands (pointers), so a
@@ -235,7 +269,7 @@ func (b *Backend) Info() infer.BackendInfo {
 			fmt.Sprintf("max storage binding %d MiB, max buffer %d MiB", l.MaxStorageBufferBindingSize>>20, l.MaxBufferSize>>20),
 			fmt.Sprintf("workgroup storage %d KiB, %d invocations", l.MaxComputeWorkgroupStorageSize>>10, l.MaxComputeInvocationsPerWorkgroup),
 			fmt.Sprintf("timestamp queries: %v", b.d.Timestamps),
-			"Q1_0 native (repacked sign words); other types dequantized to f32 at load",
+			"Q1_0 native (repacked sign words); Q2_0, PQ2_0, PTQ1_0 native (2-bit codes); other types dequantized to f32 at load",
 		},
 	}
 }
@@ -273,16 +307,20 @@ func (b *Backend) NewKVCache(spec infer.KVSpec) error {
 		return fmt.Errorf("gpu: KV cache %+v: %w", spec, infer.ErrBadShape)
 	}
 	if b.kv != nil {
+		// Every op binding the old cache is stale (its kernel also bakes
+		// the old context into its offsets), and so are the RoPE angle
+		// tables, which span the old context.
+		b.dropOps(b.kv.k, b.kv.v)
+		if b.kv.spec.Context != spec.Context {
+			for r, t := range b.ropes {
+				b.dropOps(t)
+				t.Release()
+				delete(b.ropes, r)
+			}
+		}
 		b.kv.k.Release()
 		b.kv.v.Release()
 		b.kv = nil
-		// ops bound to the old cache are stale
-		for k, o := range b.ops {
-			if k.kind == "attnstats" || k.kind == "attnpv" || k.kind == "storekv" {
-				o.bg.Release()
-				delete(b.ops, k)
-			}
-		}
 	}
 	half := uint64(spec.Bytes() / 2)
 	if half > b.d.Limits.MaxStorageBufferBindingSize {
@@ -423,6 +461,11 @@ func (b *Backend) Commit() error {
 	start := time.Now()
 	b.d.queue.Submit(cmd)
 	cmd.Release()
+	// Wait for the pass before mapping anything (see bonsai_poll_until for
+	// why never through a blocking poll).
+	if err := waitIdle(b.d.dev); err != nil {
+		return err
+	}
 	var scratch []byte
 	for _, r := range b.reads {
 		if cap(scratch) < r.bytes {
@@ -439,9 +482,6 @@ func (b *Backend) Commit() error {
 				r.ints[i] = int32(binary.LittleEndian.Uint32(s[4*i:]))
 			}
 		}
-	}
-	if len(b.reads) == 0 {
-		b.d.dev.Poll(true, nil)
 	}
 	if err := b.prof.collect(b, time.Since(start)); err != nil {
 		return err
@@ -480,6 +520,9 @@ func (b *Backend) prepared(key opKey, make func() (*kernel, []binding, error)) *
 		return nil
 	}
 	o := &op{k: k, bg: bg}
+	for _, bb := range bufs {
+		o.bufs = append(o.bufs, bb.buf)
+	}
 	b.ops[key] = o
 	return o
 }
@@ -739,6 +782,24 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 	if xin == nil {
 		return
 	}
+	if len(w.twoBit) > 0 {
+		group, _ := twoBit(w.typ)
+		for ci, c := range w.twoBit {
+			crpw := rpw
+			for c.rows%crpw != 0 {
+				crpw /= 2
+			}
+			o := b.prepared(opKey{kind: "q2mm", a: dst, b: w, c: x, i: boolInt(decode) + 2*ci}, func() (*kernel, []binding, error) {
+				k, err := b.d.kernel("q2_matmul", map[string]shaders.Const{
+					"K": shaders.U32(w.k), "M": shaders.U32(w.m), "ROW0": shaders.U32(c.row0), "GROUP": shaders.U32(group),
+					"RPW": shaders.U32(crpw), "TT": shaders.U32(tt), "WG": shaders.U32(64), "XROWS": shaders.U32(rows),
+					"ACC": shaders.U32(crpw * tt), "RED": shaders.U32(64 * crpw * tt)})
+				return k, []binding{whole(b.batchBuf), whole(c.codes), whole(c.scales), whole(xin), whole(dst.buf)}, err
+			})
+			b.dispatch(o, c.rows/crpw, ceilDiv(n, tt), 1)
+		}
+		return
+	}
 	for ci, c := range w.chunks {
 		crpw := rpw
 		for c.rows%crpw != 0 {
@@ -932,7 +993,7 @@ func (b *Backend) flushMatVec() {
 			variant = "popc" + variant[4:]
 		}
 	}
-	if variant == "lut" && (w0.k%2048 != 0 || total%32 != 0 || in != nil) || variant == "popc" && total%16 != 0 ||
+	if variant == "lut" && (w0.k%2048 != 0 || total%32 != 0 || in != nil || b.d.Limits.MaxComputeWorkgroupStorageSize < lutWorkgroupBytes) || variant == "popc" && total%16 != 0 ||
 		variant == "popc32" && total%32 != 0 || variant == "popc64" && total%64 != 0 {
 		variant = "select"
 	}
@@ -1023,8 +1084,12 @@ func (b *Backend) roundActivations(x *tensor, w *weight, rows, n int) *wgpu.Buff
 }
 
 // activationMode maps a weight type to how llama.cpp quantizes the
-// activations it meets (quant.VecDotType).
+// activations it meets (quant.VecDotType; Q8_0 for a type the CPU codecs
+// do not know).
 func activationMode(t gguf.Type) (mode string, block int) {
+	if quant.Supported(t) {
+		t = quant.VecDotType(t)
+	}
 	switch t {
 	case gguf.F32:
 		return "", 1
@@ -1032,7 +1097,7 @@ func activationMode(t gguf.Type) (mode string, block int) {
 		return "F16", 1
 	case gguf.BF16:
 		return "BF16", 1
-	case gguf.Q2_K, gguf.Q3_K, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K:
+	case gguf.Q8_K, gguf.Q2_K, gguf.Q3_K, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K:
 		return "Q8_K", 256
 	}
 	return "Q8_0", 32
@@ -1499,6 +1564,12 @@ func (b *Backend) Close() error {
 	if b.d == nil {
 		return nil
 	}
+	// Releasing the device waits for it at most 5 s and then frees what a
+	// late pass may still use; every Commit waits for its pass, so this
+	// only matters after a failed one.
+	if err := waitIdle(b.d.dev); err != nil {
+		return err
+	}
 	for _, o := range b.ops {
 		o.bg.Release()
 	}
@@ -1509,7 +1580,7 @@ func (b *Backend) Close() error {
 		a.Release()
 	}
 	for _, t := range b.tensors {
-		for _, buf := range append([]*wgpu.Buffer{t.buf, t.scratch, t.part, t.stats, t.argmax, t.argStaging, t.embedRows}, t.stagings...) {
+		for _, buf := range append([]*wgpu.Buffer{t.buf, t.scratch, t.part, t.stats, t.argmax, t.argStaging, t.embedRows, t.tmp}, t.stagings...) {
 			if buf != nil {
 				buf.Release()
 			}
@@ -1521,6 +1592,9 @@ func (b *Backend) Close() error {
 	if b.kv != nil {
 		b.kv.k.Release()
 		b.kv.v.Release()
+	}
+	if b.rec != nil {
+		b.rec.release()
 	}
 	b.prof.release()
 	b.batchBuf.Release()

@@ -19,12 +19,18 @@ import (
 
 func loadOn(t *testing.T, backend string, cfg tinymodel.Config) *infer.Model {
 	t.Helper()
+	return loadBatch(t, backend, cfg, 64)
+}
+
+// loadBatch loads cfg with passes of up to batch prompt tokens.
+func loadBatch(t *testing.T, backend string, cfg tinymodel.Config, batch int) *infer.Model {
+	t.Helper()
 	f, err := tinymodel.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	m, err := infer.Load(f, infer.Options{Backend: backend, Batch: 64})
+	m, err := infer.Load(f, infer.Options{Backend: backend, Batch: batch})
 	if err != nil {
 		if backend == "gpu" && errors.Is(err, gpu.ErrNoAdapter) && os.Getenv("CI") != "true" {
 			t.Skipf("no GPU adapter: %v", err)
@@ -133,6 +139,51 @@ func TestOneLayerLogitsMatchCPU(t *testing.T) {
 				if maxDiff > tol*maxAbs {
 					t.Errorf("%d tokens at %d: logits differ by %.3g (largest %.3g)", len(step.toks), step.pos, maxDiff, maxAbs)
 				}
+			}
+		})
+	}
+}
+
+// TestLongPromptMatchesCPU prefills 320 tokens in one pass (as `bonsai
+// run` does: the default batch is 512) through each kernel family — Q1_0's
+// GEMM, the dequantized f32 path with Q8_0 and F16 activation rounding —
+// and decodes a few tokens past it: the attention, RoPE table
+// and KV store index math beyond the first few hundred positions, where
+// the software adapter used to crash. Tolerances as TestGreedyMatchesCPU.
+func TestLongPromptMatchesCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long prompts")
+	}
+	const promptLen = 320
+	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q4_0, gguf.F16} {
+		t.Run(typ.String(), func(t *testing.T) {
+			cfg := tinymodel.Small(typ)
+			cfg.Tied = typ != gguf.Q1_0
+			cpu := loadBatch(t, "cpu", cfg, infer.DefaultBatch)
+			gpuM := loadBatch(t, "gpu", cfg, infer.DefaultBatch)
+			toks := make([]int32, promptLen)
+			for i := range toks {
+				toks[i] = int32((7*i + 3) % cfg.Vocab)
+			}
+			pos := 0
+			for step := 0; step < 4; step++ {
+				if err := cpu.Forward(toks, pos); err != nil {
+					t.Fatal(err)
+				}
+				if err := gpuM.Forward(toks, pos); err != nil {
+					t.Fatal(err)
+				}
+				want, got := cpu.Logits(), gpuM.Logits()
+				var maxAbs, maxDiff float64
+				for i := range want {
+					maxAbs = math.Max(maxAbs, math.Abs(float64(want[i])))
+					maxDiff = math.Max(maxDiff, math.Abs(float64(got[i]-want[i])))
+				}
+				if tol := 3e-2 * maxAbs; maxDiff > tol || math.IsNaN(maxDiff) {
+					t.Fatalf("step %d at position %d: logits differ by %.3g (largest logit %.3g)", step, pos, maxDiff, maxAbs)
+				}
+				pos += len(toks)
+				toks = []int32{argmax(want)}
 			}
 		})
 	}

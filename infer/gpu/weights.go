@@ -26,6 +26,8 @@ type weight struct {
 	// and one dispatch can serve them all.
 	bits, scales         span
 	hostBits, hostScales []byte
+	// the ternary family: 2-bit codes and f32 scales, chunked (twobit.go)
+	twoBit []twoBitChunk
 	// everything else: dense f32 rows, chunked
 	chunks []f32Chunk
 
@@ -58,6 +60,10 @@ func (w *weight) release() {
 	for _, c := range w.chunks {
 		c.buf.Release()
 	}
+	for _, c := range w.twoBit {
+		c.codes.Release()
+		c.scales.Release()
+	}
 }
 
 func loadWeight(d *Device, wd infer.WeightData) (*weight, error) {
@@ -72,7 +78,8 @@ func loadWeight(d *Device, wd infer.WeightData) (*weight, error) {
 	if k <= 0 || m <= 0 {
 		return nil, fmt.Errorf("gpu: weight %s: shape %v: %w", wd.Name, wd.Shape, infer.ErrBadShape)
 	}
-	if wd.Type != gguf.Q1_0 && !quant.Supported(wd.Type) {
+	_, packed := twoBit(wd.Type)
+	if wd.Type != gguf.Q1_0 && !packed && !quant.Supported(wd.Type) {
 		return nil, fmt.Errorf("gpu: weight %s: %w %s", wd.Name, infer.ErrUnsupportedType, wd.Type)
 	}
 	rowBytes, err := wd.Type.RowBytes(int64(k))
@@ -84,9 +91,14 @@ func loadWeight(d *Device, wd infer.WeightData) (*weight, error) {
 			wd.Name, len(wd.Data), rowBytes*int64(m), wd.Type, wd.Shape, infer.ErrBadShape)
 	}
 	w := &weight{name: wd.Name, typ: wd.Type, shape: append([]int64(nil), wd.Shape...), k: k, m: m, data: wd.Data}
-	if wd.Type == gguf.Q1_0 {
+	switch {
+	case wd.Type == gguf.Q1_0:
 		err = w.repackQ1(d, int(rowBytes))
-	} else {
+	case packed && m > 1:
+		err = w.repackTwoBit(d, int(rowBytes))
+	case packed:
+		err = fmt.Errorf("gpu: weight %s: a %s vector: %w", wd.Name, wd.Type, ErrUnsupported)
+	default:
 		err = w.dequantize(d, int(rowBytes))
 	}
 	if err != nil {
@@ -161,7 +173,9 @@ func (w *weight) embedRows(tokens []int32, dst []byte) error {
 			return fmt.Errorf("gpu: token %d outside the vocabulary of %d: %w", t, w.m, infer.ErrBadShape)
 		}
 		src := w.data[int64(t)*rowBytes : int64(t+1)*rowBytes]
-		if err := quant.DequantizeRow(w.typ, src, row); err != nil {
+		if _, packed := twoBit(w.typ); packed {
+			twoBitRow(w.typ, src, row)
+		} else if err := quant.DequantizeRow(w.typ, src, row); err != nil {
 			return err
 		}
 		for j, v := range row {

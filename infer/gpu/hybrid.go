@@ -1,0 +1,502 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/shaders"
+	"github.com/cogentcore/webgpu/wgpu"
+)
+
+// The ops of hybrid (qwen35) layers and Hadamard-rotated weights. Each is
+// its own dispatch: none is folded into a neighbour, so each is tested
+// alone (hybrid_test.go) against a float64 reference.
+
+// recurrent is the state of the network's recurrent layers: per layer a
+// conv buffer (ConvWidth−1 rows of Channels) and a delta-rule buffer (VHeads
+// matrices of HeadDim², each transposed as llama.cpp keeps it: element
+// j·HeadDim + i is S[i][j]). Separate buffers keep every binding small (a
+// 27B layer's delta state is 3 MiB; all 48 exceed lavapipe's 128 MiB).
+type recurrent struct {
+	spec        infer.RecurrentSpec
+	conv, delta []*wgpu.Buffer
+}
+
+func (r *recurrent) release() {
+	for _, buf := range append(append([]*wgpu.Buffer(nil), r.conv...), r.delta...) {
+		buf.Release()
+	}
+}
+
+func (r *recurrent) convFloats() int { return max(r.spec.ConvWidth-1, 0) * r.spec.Channels }
+func (r *recurrent) deltaFloats() int {
+	return r.spec.VHeads * r.spec.HeadDim * r.spec.HeadDim
+}
+
+func (b *Backend) NewRecurrentState(spec infer.RecurrentSpec) error {
+	if b.rec != nil {
+		b.dropOps(append(append([]*wgpu.Buffer(nil), b.rec.conv...), b.rec.delta...)...)
+		b.rec.release()
+		b.rec = nil
+	}
+	if spec.Layers == 0 {
+		return nil
+	}
+	if spec.Layers < 0 || spec.Channels <= 0 || spec.ConvWidth <= 0 || spec.VHeads <= 0 || spec.HeadDim <= 0 {
+		return fmt.Errorf("gpu: recurrent state %+v: %w", spec, infer.ErrBadShape)
+	}
+	r := &recurrent{spec: spec}
+	limit := b.d.Limits.MaxStorageBufferBindingSize
+	if uint64(4*r.deltaFloats()) > limit || uint64(4*r.convFloats()) > limit {
+		return fmt.Errorf("gpu: a recurrent layer's state of %d MiB exceeds the %d MiB storage binding: %w",
+			4*r.deltaFloats()>>20, limit>>20, ErrOutOfMemory)
+	}
+	for l := 0; l < spec.Layers; l++ {
+		c, err := b.d.newBuffer(fmt.Sprintf("conv state %d", l), uint64(4*r.convFloats()), storageUsage)
+		if err != nil {
+			r.release()
+			return err
+		}
+		r.conv = append(r.conv, c)
+		d, err := b.d.newBuffer(fmt.Sprintf("delta state %d", l), uint64(4*r.deltaFloats()), storageUsage)
+		if err != nil {
+			r.release()
+			return err
+		}
+		r.delta = append(r.delta, d)
+	}
+	b.rec = r
+	return nil
+}
+
+// errInPass: the state is copied between passes only.
+var errInPass = errors.New("gpu: recurrent state copied during a pass")
+
+func (b *Backend) ReadRecurrentState(dst []float32) error {
+	if b.enc != nil {
+		return errInPass
+	}
+	if b.rec == nil {
+		if len(dst) == 0 {
+			return nil
+		}
+		return fmt.Errorf("gpu: ReadRecurrentState without a recurrent state: %w", infer.ErrBadShape)
+	}
+	total := int(b.rec.spec.Floats())
+	if len(dst) < total {
+		return fmt.Errorf("gpu: ReadRecurrentState: %d floats for a state of %d: %w", len(dst), total, infer.ErrBadShape)
+	}
+	staging, err := b.d.newBuffer("recurrent state read", uint64(4*total), readUsage)
+	if err != nil {
+		return err
+	}
+	defer staging.Release()
+	enc, err := b.d.dev.CreateCommandEncoder(nil)
+	if err != nil {
+		return fmt.Errorf("gpu: %w: %w", ErrDeviceLost, err)
+	}
+	var off uint64
+	for l := range b.rec.conv {
+		for _, p := range []struct {
+			buf    *wgpu.Buffer
+			floats int
+		}{{b.rec.conv[l], b.rec.convFloats()}, {b.rec.delta[l], b.rec.deltaFloats()}} {
+			if p.floats == 0 {
+				continue
+			}
+			if err := enc.CopyBufferToBuffer(p.buf, 0, staging, off, uint64(4*p.floats)); err != nil {
+				enc.Release()
+				return fmt.Errorf("gpu: copying the recurrent state: %w", err)
+			}
+			off += uint64(4 * p.floats)
+		}
+	}
+	cmd, err := enc.Finish(nil)
+	enc.Release()
+	if err != nil {
+		return fmt.Errorf("gpu: copying the recurrent state: %w", err)
+	}
+	b.d.queue.Submit(cmd)
+	cmd.Release()
+	if err := waitIdle(b.d.dev); err != nil {
+		return err
+	}
+	raw := make([]byte, 4*total)
+	if err := readBuffer(b.d.dev, staging, 0, raw); err != nil {
+		return err
+	}
+	bytesToFloats(raw, dst[:total])
+	return nil
+}
+
+func (b *Backend) WriteRecurrentState(src []float32) error {
+	if b.enc != nil {
+		return errInPass
+	}
+	if b.rec == nil {
+		if len(src) == 0 {
+			return nil
+		}
+		return fmt.Errorf("gpu: WriteRecurrentState without a recurrent state: %w", infer.ErrBadShape)
+	}
+	total := int(b.rec.spec.Floats())
+	if len(src) < total {
+		return fmt.Errorf("gpu: WriteRecurrentState: %d floats for a state of %d: %w", len(src), total, infer.ErrBadShape)
+	}
+	off := 0
+	for l := range b.rec.conv {
+		for _, p := range []struct {
+			buf    *wgpu.Buffer
+			floats int
+		}{{b.rec.conv[l], b.rec.convFloats()}, {b.rec.delta[l], b.rec.deltaFloats()}} {
+			if p.floats == 0 {
+				continue
+			}
+			if err := b.d.queue.WriteBuffer(p.buf, 0, floatsToBytes(src[off:off+p.floats])); err != nil {
+				return fmt.Errorf("gpu: writing the recurrent state: %w", err)
+			}
+			off += p.floats
+		}
+	}
+	// Later passes read it in queue order; waiting here only makes the
+	// write complete before returning, as the interface promises.
+	b.d.queue.Submit()
+	return waitIdle(b.d.dev)
+}
+
+func (b *Backend) CopyCols(dstT, srcT infer.Tensor, c infer.Cols) {
+	if !b.ready() {
+		return
+	}
+	dst, src := b.tensorArg("CopyCols dst", dstT), b.tensorArg("CopyCols src", srcT)
+	if dst == nil || src == nil {
+		return
+	}
+	if dst == src || c.Width <= 0 || c.Count <= 0 || c.Dst < 0 || c.Src < 0 || c.Stride < 0 ||
+		c.Dst+c.Count*c.Width > dst.cols || c.Src+(c.Count-1)*c.Stride+c.Width > src.cols {
+		b.shapeErr("CopyCols: %+v from rows of %d into rows of %d", c, src.cols, dst.cols)
+		return
+	}
+	rows := min(dst.rows, src.rows)
+	o := b.prepared(opKey{kind: "copycols", a: dst, b: src, c: c}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("copy_cols", map[string]shaders.Const{
+			"SCOLS": shaders.U32(src.cols), "DCOLS": shaders.U32(dst.cols), "SRC0": shaders.U32(c.Src), "DST0": shaders.U32(c.Dst),
+			"WIDTH": shaders.U32(c.Width), "STRIDE": shaders.U32(c.Stride), "COUNT": shaders.U32(c.Count), "XROWS": shaders.U32(rows)})
+		return k, []binding{whole(b.batchBuf), whole(src.buf), whole(dst.buf)}, err
+	})
+	b.dispatch(o, ceilDiv(c.Count*c.Width, 256), min(rows, b.n), 1)
+}
+
+// actFlag is unary.wgsl's flag for f, or "" for an unknown activation.
+func actFlag(f infer.Act) string {
+	switch f {
+	case infer.ActSigmoid:
+		return "SIGMOID"
+	case infer.ActSiLU:
+		return "SILU"
+	case infer.ActSoftplus:
+		return "SOFTPLUS"
+	}
+	return ""
+}
+
+func (b *Backend) Unary(dstT, xT infer.Tensor, f infer.Act) {
+	b.activation("Unary", dstT, xT, nil, f)
+}
+
+func (b *Backend) Gate(dstT, xT, gT infer.Tensor, f infer.Act) {
+	if gT == nil {
+		b.shapeErr("Gate: no gate tensor")
+		return
+	}
+	b.activation("Gate", dstT, xT, gT, f)
+}
+
+// activation encodes unary.wgsl's UNARY (gT nil) or GATE.
+func (b *Backend) activation(name string, dstT, xT, gT infer.Tensor, f infer.Act) {
+	if !b.ready() {
+		return
+	}
+	dst, x := b.tensorArg(name+" dst", dstT), b.tensorArg(name+" x", xT)
+	var g *tensor
+	if gT != nil {
+		g = b.tensorArg(name+" g", gT)
+		if g == nil {
+			return
+		}
+	}
+	if dst == nil || x == nil {
+		return
+	}
+	flag := actFlag(f)
+	if flag == "" {
+		b.shapeErr("%s: activation %d", name, int(f))
+		return
+	}
+	rows := min(dst.rows, x.rows)
+	if dst.cols != x.cols || g != nil && g.cols != x.cols {
+		b.shapeErr("%s: dst %d, x %d columns", name, dst.cols, x.cols)
+		return
+	}
+	defs := map[string]shaders.Const{"COLS": shaders.U32(x.cols), flag: shaders.Flag(true)}
+	bufs := []binding{whole(b.batchBuf)}
+	if dst == x {
+		defs["ALIAS_X"] = shaders.Flag(true)
+	} else {
+		bufs = append(bufs, at(1, whole(x.buf)))
+	}
+	kind := "unary"
+	if g == nil {
+		defs["UNARY"] = shaders.Flag(true)
+	} else {
+		kind = "gate"
+		defs["GATE"] = shaders.Flag(true)
+		rows = min(rows, g.rows)
+		switch {
+		case g == dst:
+			defs["ALIAS_G"] = shaders.Flag(true)
+		default:
+			bufs = append(bufs, at(2, whole(g.buf)))
+		}
+	}
+	defs["XROWS"] = shaders.U32(rows)
+	bufs = append(bufs, at(3, whole(dst.buf)))
+	o := b.prepared(opKey{kind: kind, a: dst, b: x, c: g, i: int(f)}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("unary", defs)
+		return k, bufs, err
+	})
+	b.dispatch(o, ceilDiv(x.cols, 256), min(rows, b.n), 1)
+}
+
+// vectorArg checks that w is an F32 vector of n values.
+func (b *Backend) vectorArg(name string, wI infer.Weight, n int) *weight {
+	w := b.weightArg(name, wI)
+	if w == nil {
+		return nil
+	}
+	if w.typ != gguf.F32 || w.k*w.m != n || len(w.chunks) != 1 {
+		b.shapeErr("%s: %s is %s %v, want %d F32 values", name, w.name, w.typ, w.shape, n)
+		return nil
+	}
+	return w
+}
+
+func (b *Backend) DecayGate(dstT, alphaT infer.Tensor, biasW, aW infer.Weight) {
+	if !b.ready() {
+		return
+	}
+	dst, alpha := b.tensorArg("DecayGate dst", dstT), b.tensorArg("DecayGate alpha", alphaT)
+	if dst == nil || alpha == nil {
+		return
+	}
+	bias, a := b.vectorArg("DecayGate bias", biasW, alpha.cols), b.vectorArg("DecayGate a", aW, alpha.cols)
+	if bias == nil || a == nil {
+		return
+	}
+	if dst.cols != alpha.cols {
+		b.shapeErr("DecayGate: dst %d, alpha %d columns", dst.cols, alpha.cols)
+		return
+	}
+	rows := min(dst.rows, alpha.rows)
+	defs := map[string]shaders.Const{"COLS": shaders.U32(alpha.cols), "XROWS": shaders.U32(rows), "DECAY": shaders.Flag(true)}
+	bufs := []binding{whole(b.batchBuf)}
+	if dst == alpha {
+		defs["ALIAS_X"] = shaders.Flag(true)
+	} else {
+		bufs = append(bufs, at(1, whole(alpha.buf)))
+	}
+	bufs = append(bufs, at(3, whole(dst.buf)), at(4, whole(bias.chunks[0].buf)), at(5, whole(a.chunks[0].buf)))
+	o := b.prepared(opKey{kind: "decaygate", a: dst, b: alpha, c: bias, d: a}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("unary", defs)
+		return k, bufs, err
+	})
+	b.dispatch(o, ceilDiv(alpha.cols, 256), min(rows, b.n), 1)
+}
+
+func (b *Backend) L2Norm(dstT, xT infer.Tensor, group int, eps float32) {
+	if !b.ready() {
+		return
+	}
+	dst, x := b.tensorArg("L2Norm dst", dstT), b.tensorArg("L2Norm x", xT)
+	if dst == nil || x == nil {
+		return
+	}
+	if group <= 0 || x.cols%group != 0 || dst.cols != x.cols {
+		b.shapeErr("L2Norm: groups of %d over rows of %d into %d", group, x.cols, dst.cols)
+		return
+	}
+	rows := min(dst.rows, x.rows)
+	inplace := dst == x
+	wg := normThreads(group)
+	o := b.prepared(opKey{kind: "l2norm", a: dst, b: x, i: group, f: eps}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("l2norm", map[string]shaders.Const{
+			"COLS": shaders.U32(x.cols), "G": shaders.U32(group), "EPS": shaders.F32(eps / float32(group)),
+			"INVSQRTG": shaders.F32(float32(1 / math.Sqrt(float64(group)))), "WG": shaders.U32(wg),
+			"XROWS": shaders.U32(rows), "INPLACE": shaders.Flag(inplace)})
+		bufs := []binding{whole(b.batchBuf)}
+		if !inplace {
+			bufs = append(bufs, at(1, whole(x.buf)))
+		}
+		return k, append(bufs, at(2, whole(dst.buf))), err
+	})
+	b.dispatch(o, x.cols/group, min(rows, b.n), 1)
+}
+
+// recurrentLayer checks that the state exists and has layer.
+func (b *Backend) recurrentLayer(op string, layer int) bool {
+	if b.rec == nil {
+		b.fail(fmt.Errorf("gpu: %s before NewRecurrentState: %w", op, infer.ErrBadShape))
+		return false
+	}
+	if layer < 0 || layer >= b.rec.spec.Layers {
+		b.shapeErr("%s: recurrent layer %d of %d", op, layer, b.rec.spec.Layers)
+		return false
+	}
+	return true
+}
+
+func (b *Backend) CausalConv(dstT, xT infer.Tensor, wI infer.Weight, layer int) {
+	if !b.ready() {
+		return
+	}
+	dst, x, w := b.tensorArg("CausalConv dst", dstT), b.tensorArg("CausalConv x", xT), b.weightArg("CausalConv", wI)
+	if dst == nil || x == nil || w == nil || !b.recurrentLayer("CausalConv", layer) {
+		return
+	}
+	s := b.rec.spec
+	if w.typ != gguf.F32 || w.k != s.ConvWidth || w.m != s.Channels || len(w.chunks) != 1 ||
+		x.cols != s.Channels || dst.cols != s.Channels {
+		b.shapeErr("CausalConv: %s %s %v, x %d and dst %d columns, state %+v", w.name, w.typ, w.shape, x.cols, dst.cols, s)
+		return
+	}
+	rows := min(dst.rows, x.rows)
+	alias := dst == x
+	state := b.rec.conv[layer]
+	o := b.prepared(opKey{kind: "conv", a: dst, b: x, c: w, i: layer}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("conv", map[string]shaders.Const{
+			"CH": shaders.U32(s.Channels), "W": shaders.U32(s.ConvWidth), "XROWS": shaders.U32(rows), "ALIAS": shaders.Flag(alias)})
+		bufs := []binding{whole(b.batchBuf)}
+		if !alias {
+			bufs = append(bufs, at(1, whole(x.buf)))
+		}
+		return k, append(bufs, at(2, whole(w.chunks[0].buf)), at(3, whole(state)), at(4, whole(dst.buf))), err
+	})
+	b.dispatch(o, ceilDiv(s.Channels, 64), 1, 1)
+}
+
+// deltaNetThreads is deltanet.wgsl's workgroup size: one thread per state
+// column.
+func deltaNetThreads(headDim int) int { return min(64, headDim) }
+
+func (b *Backend) DeltaNet(dstT, qT, kT, vT, gT, betaT infer.Tensor, layer int, d infer.DeltaNetSpec) {
+	if !b.ready() {
+		return
+	}
+	dst, q, k := b.tensorArg("DeltaNet dst", dstT), b.tensorArg("DeltaNet q", qT), b.tensorArg("DeltaNet k", kT)
+	v, g, beta := b.tensorArg("DeltaNet v", vT), b.tensorArg("DeltaNet g", gT), b.tensorArg("DeltaNet beta", betaT)
+	if dst == nil || q == nil || k == nil || v == nil || g == nil || beta == nil || !b.recurrentLayer("DeltaNet", layer) {
+		return
+	}
+	s := b.rec.spec
+	kd, vd := d.KHeads*d.HeadDim, d.VHeads*d.HeadDim
+	if d.KHeads <= 0 || d.VHeads%max(d.KHeads, 1) != 0 || d.HeadDim <= 0 || d.VHeads != s.VHeads || d.HeadDim != s.HeadDim ||
+		q.cols != kd || k.cols != kd || v.cols != vd || dst.cols != vd || g.cols != d.VHeads || beta.cols != d.VHeads {
+		b.shapeErr("DeltaNet: %+v on q %d, k %d, v %d, dst %d, g %d, beta %d columns, state %+v",
+			d, q.cols, k.cols, v.cols, dst.cols, g.cols, beta.cols, s)
+		return
+	}
+	for _, in := range []*tensor{q, k, v, g, beta} {
+		if in == dst {
+			b.shapeErr("DeltaNet: dst %s aliases an input", dst.name)
+			return
+		}
+	}
+	rows := min(dst.rows, q.rows, k.rows, v.rows, g.rows, beta.rows)
+	wg := deltaNetThreads(d.HeadDim)
+	state := b.rec.delta[layer]
+	o := b.prepared(opKey{kind: "deltanet", a: dst, b: q, c: k, d: v, e: g, g: beta, i: layer}, func() (*kernel, []binding, error) {
+		kern, err := b.d.kernel("deltanet", map[string]shaders.Const{
+			"D": shaders.U32(d.HeadDim), "KHEADS": shaders.U32(d.KHeads), "VHEADS": shaders.U32(d.VHeads),
+			"XROWS": shaders.U32(rows), "SCALE": shaders.F32(float32(1 / math.Sqrt(float64(d.HeadDim)))), "WG": shaders.U32(wg)})
+		return kern, []binding{whole(b.batchBuf), whole(q.buf), whole(k.buf), whole(v.buf), whole(g.buf), whole(beta.buf),
+			whole(state), whole(dst.buf)}, err
+	})
+	b.dispatch(o, ceilDiv(d.HeadDim, wg), d.VHeads, 1)
+}
+
+// maxHadamardBlock bounds the FWHT block held in workgroup memory (16 KiB).
+const maxHadamardBlock = 4096
+
+func (b *Backend) Hadamard(dstT, xT infer.Tensor, r infer.Rotation) {
+	if !b.ready() {
+		return
+	}
+	dst, x := b.tensorArg("Hadamard dst", dstT), b.tensorArg("Hadamard x", xT)
+	if dst == nil || x == nil {
+		return
+	}
+	if r.Block < 2 || r.Block&(r.Block-1) != 0 || r.Block > maxHadamardBlock || x.cols%r.Block != 0 || dst.cols != x.cols {
+		b.shapeErr("Hadamard: blocks of %d over rows of %d into %d", r.Block, x.cols, dst.cols)
+		return
+	}
+	var signs *weight
+	if r.Signs != nil {
+		if signs = b.vectorArg("Hadamard signs", r.Signs, x.cols); signs == nil {
+			return
+		}
+	}
+	hd, kh := r.Regroup.HeadDim, r.Regroup.KHeads
+	regroup := hd > 0
+	if regroup && (kh <= 0 || x.cols%hd != 0 || (x.cols/hd)%kh != 0) {
+		b.shapeErr("Hadamard: regrouping %d K heads of %d over rows of %d", kh, hd, x.cols)
+		return
+	}
+	rows := min(dst.rows, x.rows)
+	src := x.buf
+	if regroup && dst == x {
+		// The permutation reads across blocks: copy x aside first.
+		if x.tmp == nil {
+			buf, err := b.d.newBuffer(x.name+".tmp", x.buf.GetSize(), storageUsage)
+			if err != nil {
+				b.fail(err)
+				return
+			}
+			x.tmp = buf
+		}
+		cp := b.prepared(opKey{kind: "copytmp", a: x}, func() (*kernel, []binding, error) {
+			k, err := b.d.kernel("elementwise", map[string]shaders.Const{
+				"COLS": shaders.U32(x.cols), "XROWS": shaders.U32(x.rows), "ALIAS_A": shaders.Flag(true), "COPY": shaders.Flag(true)})
+			return k, []binding{whole(b.batchBuf), whole(x.buf), whole(x.tmp)}, err
+		})
+		b.dispatch(cp, ceilDiv(x.cols, 256), min(x.rows, b.n), 1)
+		src = x.tmp
+	}
+	inplace := src == dst.buf
+	rep := 1
+	if regroup {
+		rep = x.cols / hd / kh
+	}
+	wg := min(256, r.Block/2)
+	defs := map[string]shaders.Const{
+		"COLS": shaders.U32(x.cols), "B": shaders.U32(r.Block), "WG": shaders.U32(wg), "XROWS": shaders.U32(rows),
+		"SCALE": shaders.F32(float32(1 / math.Sqrt(float64(r.Block)))), "HD": shaders.U32(max(hd, 1)), "KH": shaders.U32(max(kh, 1)),
+		"REP": shaders.U32(rep), "REGROUP": shaders.Flag(regroup), "INPLACE": shaders.Flag(inplace),
+		"SIGNS": shaders.Flag(signs != nil), "SIGNS_BEFORE": shaders.Flag(signs != nil && !r.SignsAfter),
+		"SIGNS_AFTER": shaders.Flag(signs != nil && r.SignsAfter)}
+	bufs := []binding{whole(b.batchBuf)}
+	if !inplace {
+		bufs = append(bufs, at(1, whole(src)))
+	}
+	if signs != nil {
+		bufs = append(bufs, at(2, whole(signs.chunks[0].buf)))
+	}
+	bufs = append(bufs, at(3, whole(dst.buf)))
+	o := b.prepared(opKey{kind: "hadamard", a: dst, b: x, c: signs, d: r.Regroup, i: r.Block, f: float32(boolInt(r.SignsAfter))}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("fwht", defs)
+		return k, bufs, err
+	})
+	b.dispatch(o, x.cols/r.Block, min(rows, b.n), 1)
+}

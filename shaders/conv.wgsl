@@ -1,0 +1,52 @@
+// Depthwise causal convolution with state (HybridOps.CausalConv, ggml's
+// ssm_conv): one thread per channel walks the batch's rows in order with
+// the last W inputs in registers, so the state (W−1 rows of CH values,
+// oldest first) is read once and written once. A pass at position 0 starts
+// from zeros. dst may be x (ALIAS: x read through dst, each value before
+// it is overwritten).
+// Constants: CH, W, XROWS; flag ALIAS.
+struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
+@group(0) @binding(0) var<uniform> batch: Batch;
+//#if ALIAS
+fn getx(i: u32) -> f32 { return dst[i]; }
+//#else
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+fn getx(i: u32) -> f32 { return x[i]; }
+//#endif
+@group(0) @binding(2) var<storage, read> w: array<f32>; // [c][t]
+@group(0) @binding(3) var<storage, read_write> state: array<f32>;
+@group(0) @binding(4) var<storage, read_write> dst: array<f32>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+	let c = gid.x;
+	if (c >= CH) {
+		return;
+	}
+	let n = min(batch.n, XROWS);
+	var win: array<f32, W>;
+	var wt: array<f32, W>;
+	for (var t = 0u; t < W; t++) {
+		wt[t] = w[c * W + t];
+		win[t] = 0.0;
+	}
+	if (batch.pos != 0u) {
+		for (var t = 0u; t + 1u < W; t++) {
+			win[t] = state[t * CH + c];
+		}
+	}
+	for (var i = 0u; i < n; i++) {
+		win[W - 1u] = getx(i * CH + c);
+		var acc = 0.0;
+		for (var t = 0u; t < W; t++) {
+			acc += wt[t] * win[t];
+		}
+		dst[i * CH + c] = acc;
+		for (var t = 0u; t + 1u < W; t++) {
+			win[t] = win[t + 1u];
+		}
+	}
+	for (var t = 0u; t + 1u < W; t++) {
+		state[t * CH + c] = win[t];
+	}
+}
