@@ -92,7 +92,15 @@ type Stats struct {
 	ContextSize   int
 	KVUsedBytes   int64
 	KVAllocBytes  int64
+	// A recurrent model's state beside the KV cache (zero otherwise): the
+	// recurrent state and the snapshots held now, and the most they take.
+	StateBytes    int64
+	StateMaxBytes int64
 }
+
+// Notice is something the user should know that is not an error: a
+// recurrent model re-reading the conversation from the start, for instance.
+type Notice struct{ Text string }
 
 // ProfileSample carries per-phase timings (only while profiling is on).
 type ProfileSample struct{ Sample profile.Sample }
@@ -116,6 +124,7 @@ func (PrefillProgress) isEvent() {}
 func (Token) isEvent()           {}
 func (Stats) isEvent()           {}
 func (ProfileSample) isEvent()   {}
+func (Notice) isEvent()          {}
 func (Done) isEvent()            {}
 func (Error) isEvent()           {}
 
@@ -131,9 +140,13 @@ type ModelInfo struct {
 	WeightBytes  int64
 	ContextSize  int
 	KVAllocBytes int64
-	Backend      string // "cpu" or "gpu"
-	Adapter      string // GPU adapter name and driver; CPU model on cpu
-	Threads      int
-	SIMD         string   // "avx512-vnni", "avx2", "generic"
-	Details      []string // backend specifics (limits, memory estimate), one line each
+	// A recurrent model's state (zero otherwise): the recurrent state, and
+	// the most its snapshots at turn boundaries take.
+	RecurrentBytes int64
+	SnapshotBytes  int64
+	Backend        string // "cpu" or "gpu"
+	Adapter        string // GPU adapter name and driver; CPU model on cpu
+	Threads        int
+	SIMD           string   // "avx512-vnni", "avx2", "generic"
+	Details        []string // backend specifics (limits, memory estimate), one line each
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -317,6 +318,7 @@ func (e *Engine) modelInfo() ModelInfo {
 		Path: f.Path, Name: name, Arch: m.Hparams.Arch, Variant: m.Variant.Name,
 		Params: infer.Params(f), FileBytes: mem.FileBytes, WeightBytes: mem.WeightBytes,
 		ContextSize: m.Context(), KVAllocBytes: mem.KVAlloc,
+		RecurrentBytes: mem.Recurrent, SnapshotBytes: mem.SnapshotsMax,
 		Backend: bi.Name, Adapter: bi.Adapter, Threads: bi.Threads, SIMD: bi.SIMD, Details: bi.Details,
 	}
 }
@@ -362,11 +364,17 @@ func (e *Engine) generate(r generateRequest) {
 	stopped := func() bool { return e.stopped.Load() >= r.id }
 	m := e.model
 	start := time.Now()
-	stats := Stats{ContextSize: m.Context(), KVAllocBytes: m.KVSpec().Bytes()}
-	kvPerToken := infer.KVBytesPerToken(m.Hparams)
-	finish := func(reason string) {
+	stats := Stats{ContextSize: m.Context()}
+	measure := func() {
+		mem := m.Memory(e.seq.Len())
 		stats.ContextUsed = e.seq.Len()
-		stats.KVUsedBytes = kvPerToken * int64(e.seq.Len())
+		stats.KVUsedBytes, stats.KVAllocBytes = mem.KVUsed, mem.KVAlloc
+		stats.StateBytes = mem.Recurrent + mem.Snapshots
+		stats.StateMaxBytes = mem.Recurrent + mem.SnapshotsMax
+	}
+	measure()
+	finish := func(reason string) {
+		measure()
 		if e.profiling.Load() {
 			e.emit(e.profileSample(m))
 		}
@@ -397,7 +405,15 @@ func (e *Engine) generate(r generateRequest) {
 	if e.profiling.Load() {
 		e.profileSample(m) // start the next sample at this request
 	}
-	reused, err := e.seq.Prefill(ids, func(done, total int) bool {
+	var marks []int
+	if m.Recurrent() {
+		marks = e.turnMarks(r.req.Messages, r.req.Think, prompt, ids)
+		if plan := e.seq.Plan(ids); plan.Kept == 0 && plan.Shared > 0 {
+			e.emit(Notice{Text: fmt.Sprintf("re-reading the conversation from the start (%d tokens): "+
+				"this model's recurrent state cannot go back to where it changed", len(ids))})
+		}
+	}
+	reuse, err := e.seq.PrefillMarked(ids, marks, func(done, total int) bool {
 		if total >= 64 {
 			e.emit(PrefillProgress{Done: done, Total: total})
 		}
@@ -412,7 +428,7 @@ func (e *Engine) generate(r generateRequest) {
 		e.seq.Reset()
 		return
 	}
-	stats.PrefillTokens = len(ids) - reused
+	stats.PrefillTokens = len(ids) - reuse.Kept
 	stats.PrefillTPS = rate(stats.PrefillTokens, time.Since(start))
 
 	dec := e.tok.NewStreamDecoder()
@@ -463,13 +479,44 @@ func (e *Engine) generate(r generateRequest) {
 			return
 		}
 		stats.DecodeTPS = rate(stats.DecodeTokens, time.Since(decodeStart))
-		stats.ContextUsed = e.seq.Len()
-		stats.KVUsedBytes = kvPerToken * int64(e.seq.Len())
+		measure()
 		e.emit(stats)
 		if e.profiling.Load() && stats.DecodeTokens%e.opts.ProfileEvery == 0 {
 			e.emit(e.profileSample(m))
 		}
 	}
+}
+
+// turnMarks are the positions in ids (the tokens of prompt, msgs rendered
+// for generation) where the last few messages end: the turn boundaries that
+// regenerating the reply, editing the last message or the one before it go
+// back to, where a recurrent model snapshots its state. Each prefix is
+// rendered with an empty user turn after it, so that an assistant turn
+// renders as it does inside the whole conversation (without its reasoning)
+// and not as the last message would; a boundary whose tokens are still not
+// a prefix of the prompt's is left out.
+func (e *Engine) turnMarks(msgs []chat.Message, think bool, prompt string, ids []int32) []int {
+	var marks []int
+	bos := 0
+	if e.tok.AddBOS() && e.tok.BOS() >= 0 {
+		bos = 1
+	}
+	next := chat.Message{Role: chat.RoleUser}
+	nextTurn := e.tmpl.Render([]chat.Message{next}, false, think)
+	nextTurn = nextTurn[len(e.tmpl.Render(nil, false, think)):]
+	for k := max(len(msgs)-3, 0); k <= len(msgs); k++ {
+		text, ok := strings.CutSuffix(e.tmpl.Render(append(msgs[:k:k], next), false, think), nextTurn)
+		if !ok || text == "" || !strings.HasPrefix(prompt, text) {
+			continue
+		}
+		head := e.tok.Encode(text, true)
+		n := bos + len(head)
+		if n >= len(ids) || !slices.Equal(head, ids[bos:n]) {
+			continue
+		}
+		marks = append(marks, n)
+	}
+	return marks
 }
 
 // profileSample takes the backend's phase times, adds the sampler's and
