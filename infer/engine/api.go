@@ -9,6 +9,7 @@ import (
 
 	"github.com/bonsai-chat/bonsai/infer/chat"
 	"github.com/bonsai-chat/bonsai/infer/profile"
+	"github.com/bonsai-chat/bonsai/infer/sample"
 )
 
 // Client is what a front end needs from an engine. The real engine and the
@@ -57,6 +58,13 @@ type GenerateRequest struct {
 	Think     bool // thinking on: the model may reason in <think> before answering
 	MaxTokens int  // 0: until end of turn or context
 	Sampling  *Sampling
+	// Raw, when set, is the prompt itself, without the chat template
+	// (`bonsai run --raw`); Messages and Think are then not used.
+	Raw string
+	// Steps asks for a Step event for every sampled token (`bonsai run
+	// --format jsonl`), with the TopLogits largest logits of that step.
+	Steps     bool
+	TopLogits int
 }
 
 // Event is one of the types below.
@@ -79,6 +87,17 @@ type Token struct {
 	ID       int32
 	Text     string
 	Thinking bool
+}
+
+// Step is one sampled token, sent only when the request asks for Steps:
+// its id, the text it decoded to (before the thinking parser; an
+// incomplete UTF-8 sequence shows up in a later step) and, if asked for,
+// the largest logits it was sampled from, largest first. The end-of-turn
+// token has a Step too; ID −1 carries text held back until a Stop.
+type Step struct {
+	ID   int32
+	Text string
+	Top  []sample.Logit
 }
 
 // Stats is sent during decoding (about every token) and with Done.
@@ -125,6 +144,7 @@ func (Token) isEvent()           {}
 func (Stats) isEvent()           {}
 func (ProfileSample) isEvent()   {}
 func (Notice) isEvent()          {}
+func (Step) isEvent()            {}
 func (Done) isEvent()            {}
 func (Error) isEvent()           {}
 
