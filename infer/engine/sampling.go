@@ -30,6 +30,11 @@ func (e *Engine) sampling(req *Sampling) sample.Params {
 		d.Seed = uint64(time.Now().UnixNano())
 		s = &d
 	}
+	return s.Params()
+}
+
+// Params are the sampler's parameters for s.
+func (s Sampling) Params() sample.Params {
 	p := sample.Params{Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP,
 		RepeatPenalty: s.RepeatPenalty, RepeatLastN: s.RepeatLastN, Seed: s.Seed}
 	if p.RepeatLastN == 0 && p.RepeatPenalty != 0 && p.RepeatPenalty != 1 {
