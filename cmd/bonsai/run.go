@@ -258,4 +258,3 @@ func jsonToken(id int32, text string, top []sample.Logit, k int) map[string]any 
 	}
 	return line
 }
-
