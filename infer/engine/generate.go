@@ -21,13 +21,15 @@ func (e *Engine) generate(r generateRequest) {
 	cur := &e.cur
 	m, seq := cur.model, cur.seq
 	start := time.Now()
-	stats := Stats{ContextSize: m.Context()}
+	kv := m.KVSpec()
+	recurrent := m.RecurrentSpec().Bytes()
+	stats := Stats{ContextSize: m.Context(), KVAllocBytes: kv.Bytes()}
 	measure := func() {
-		mem := m.Memory(seq.Len())
 		stats.ContextUsed = seq.Len()
-		stats.KVUsedBytes, stats.KVAllocBytes = mem.KVUsed, mem.KVAlloc
-		stats.StateBytes = mem.Recurrent + mem.Snapshots
-		stats.StateMaxBytes = mem.Recurrent + mem.SnapshotsMax
+		kv.Context = seq.Len()
+		stats.KVUsedBytes = kv.Bytes()
+		held, most := m.SnapshotBytes()
+		stats.StateBytes, stats.StateMaxBytes = recurrent+held, recurrent+most
 	}
 	measure()
 	finish := func(reason string) {

@@ -130,6 +130,11 @@ func checkStateReuse(t *testing.T, path, backend string) {
 		t.Errorf("regenerating prefilled %d of %d tokens, want only the reply's opening", again.prefill, again.prompt)
 	}
 
+	// A reply cut short (as Esc leaves it), then regenerated.
+	live.Generate(GenerateRequest{Messages: c2, MaxTokens: 3, Sampling: greedy})
+	waitFor[Done](t, live)
+	same("regenerate after a reply cut short", turnOf(t, live, c2), r2)
+
 	// Edit the last message, then the one before the last reply.
 	c2e := append(slices.Clone(c1), assistant(r1.text), user("And the mountains, and the sea?"))
 	edited := turnOf(t, live, c2e)
