@@ -3,17 +3,31 @@ package infer
 import "github.com/bonsai-chat/bonsai/gguf"
 
 // Memory is what a model costs, in bytes, for `bonsai info` and the status
-// line.
+// line. A conversation's state is the KV cache of the attention layers plus,
+// on a recurrent network, the recurrent state and its snapshots.
 type Memory struct {
 	FileBytes   int64 // the whole GGUF file (mapped)
 	WeightBytes int64 // tensor data in the file
 	KVAlloc     int64 // the KV cache as allocated (whole context)
 	KVUsed      int64 // the part of it holding tokens
-	Activations int64 // backend activation buffers
-	Repacked    int64 // weight copies a fast kernel made
+	Recurrent   int64 // the recurrent state (RecurrentSpec.Bytes), whatever the tokens
+	// Snapshots: host copies of the recurrent state held now, and the most
+	// the model keeps (the estimate counts the most).
+	Snapshots, SnapshotsMax int64
+	Activations             int64 // backend activation buffers
+	Repacked                int64 // weight copies a fast kernel made
 }
 
-// KVBytesPerToken is the f16 K and V of one position over all layers.
+// State is the conversation state as allocated: the KV cache, the
+// recurrent state and the most its snapshots may take.
+func (m Memory) State() int64 { return m.KVAlloc + m.Recurrent + m.SnapshotsMax }
+
+// StateUsed is the state that holds something now: the used part of the KV
+// cache, the recurrent state (always whole) and the snapshots held.
+func (m Memory) StateUsed() int64 { return m.KVUsed + m.Recurrent + m.Snapshots }
+
+// KVBytesPerToken is the f16 K and V of one position over all the layers
+// that keep K and V (every layer of a dense transformer).
 func KVBytesPerToken(h Hyperparams) int64 {
 	return KVSpec{Layers: h.Layers, Context: 1, KVHeads: h.KVHeads, HeadDim: h.HeadDim}.Bytes()
 }
@@ -27,20 +41,85 @@ func WeightBytes(f *gguf.File) int64 {
 	return n
 }
 
-// EstimateMemory is what loading f with a context of ctx tokens needs before
-// activations: the file's weights and the full KV cache.
-func EstimateMemory(f *gguf.File, h Hyperparams, ctx int) Memory {
-	return Memory{
-		FileBytes:   int64(len(f.Bytes())),
-		WeightBytes: WeightBytes(f),
-		KVAlloc:     KVBytesPerToken(h) * int64(ctx),
+// StateSpecs sizes a conversation's state from f's metadata, without
+// building the network: the KV cache for ctx tokens and the recurrent state.
+// A hybrid file (one with ARCH.ssm.state_size, llama.cpp's keys for qwen35's
+// Gated DeltaNet) keeps K and V only in every full_attention_interval-th
+// layer and recurrent state in the others; NextN blocks
+// (nextn_predict_layers) hold neither. Any other file is a dense
+// transformer with K and V in every layer.
+func StateSpecs(f *gguf.File, h Hyperparams, ctx int) (KVSpec, RecurrentSpec) {
+	kv := KVSpec{Layers: h.Layers, Context: ctx, KVHeads: h.KVHeads, HeadDim: h.HeadDim}
+	key := func(k string) int {
+		v, ok := f.KV.Uint(h.Arch + "." + k)
+		if !ok || v > 1<<30 {
+			return 0
+		}
+		return int(v)
 	}
+	state := key("ssm.state_size")
+	if state == 0 {
+		return kv, RecurrentSpec{}
+	}
+	layers := max(h.Layers-key("nextn_predict_layers"), 0)
+	interval := key("full_attention_interval")
+	if interval == 0 {
+		interval = 4 // llama.cpp's default for qwen35
+	}
+	attn := layers / interval // layer il attends when (il+1) % interval == 0
+	kHeads, vHeads := key("ssm.group_count"), key("ssm.time_step_rank")
+	inner := key("ssm.inner_size")
+	if inner == 0 {
+		inner = vHeads * state
+	}
+	kv.Layers = attn
+	return kv, RecurrentSpec{
+		Layers:    layers - attn,
+		Channels:  inner + 2*kHeads*state,
+		ConvWidth: key("ssm.conv_kernel"),
+		VHeads:    vHeads,
+		HeadDim:   state,
+	}
+}
+
+// EstimateMemory is what loading f with a context of ctx tokens needs before
+// activations: the file's weights, the full KV cache, the recurrent state
+// and the most its snapshots take (snapshots as Options.Snapshots, 0 being
+// the default).
+func EstimateMemory(f *gguf.File, h Hyperparams, ctx, snapshots int) Memory {
+	kv, rs := StateSpecs(f, h, ctx)
+	return Memory{
+		FileBytes:    int64(len(f.Bytes())),
+		WeightBytes:  WeightBytes(f),
+		KVAlloc:      kv.Bytes(),
+		Recurrent:    rs.Bytes(),
+		SnapshotsMax: int64(snapshotLimit(rs, snapshots)) * rs.Bytes(),
+	}
+}
+
+// snapshotLimit is how many snapshots of a state of rs a model keeps when
+// Options.Snapshots is n.
+func snapshotLimit(rs RecurrentSpec, n int) int {
+	if rs.Bytes() <= 0 || n < 0 {
+		return 0
+	}
+	if n == 0 {
+		n = DefaultSnapshots
+	}
+	return max(1, min(n, int(SnapshotBudget/rs.Bytes())))
 }
 
 // Memory reports the model's memory with used tokens in the KV cache.
 func (m *Model) Memory(used int) Memory {
-	mem := EstimateMemory(m.File, m.Hparams, m.context)
-	mem.KVUsed = KVBytesPerToken(m.Hparams) * int64(used)
+	kv := m.KVSpec()
+	mem := Memory{
+		FileBytes:   int64(len(m.File.Bytes())),
+		WeightBytes: WeightBytes(m.File),
+		KVAlloc:     kv.Bytes(),
+		KVUsed:      KVSpec{Layers: kv.Layers, Context: min(max(used, 0), m.context), KVHeads: kv.KVHeads, HeadDim: kv.HeadDim}.Bytes(),
+		Recurrent:   m.rspec.Bytes(),
+	}
+	mem.Snapshots, mem.SnapshotsMax = m.SnapshotBytes()
 	if m.backend != nil {
 		bm := m.backend.Memory()
 		mem.Activations = bm.Activations

@@ -2,6 +2,7 @@ package infer
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/bonsai-chat/bonsai/gguf"
 )
@@ -14,6 +15,14 @@ const (
 	// DefaultBatch is the most prompt tokens per forward pass (llama.cpp's
 	// default ubatch).
 	DefaultBatch = 512
+	// DefaultSnapshots is how many recurrent-state snapshots a recurrent
+	// model keeps when Options.Snapshots is 0: enough for the last turn
+	// boundaries that regenerate and edit go back to.
+	DefaultSnapshots = 4
+	// SnapshotBudget caps the host memory of those snapshots (a 27B qwen35
+	// state is about 150 MiB), however many Options.Snapshots asks for;
+	// at least one snapshot is always kept.
+	SnapshotBudget = 1 << 30
 )
 
 // Options configure Load.
@@ -24,12 +33,24 @@ type Options struct {
 	Batch   int    // prompt tokens per pass; 0: DefaultBatch
 	Profile bool   // time the phases from the start
 	Adapter string // GPU adapter choice (BackendOptions.Adapter)
+	// Snapshots is how many recurrent-state snapshots to keep (recurrent
+	// networks only); 0: DefaultSnapshots, negative: none.
+	Snapshots int
 	// Progress, if set, reports loading: bytes of weights bound so far.
 	Progress func(done, total int64)
 }
 
 // Model is a loaded model on a backend with its KV cache. It is not safe for
 // concurrent use: the engine goroutine owns it.
+//
+// A recurrent network's state (RecurrentNetwork) cannot be truncated as the
+// KV cache can: it belongs to one position, the number of tokens it has
+// absorbed. The Model tracks that position (StatePos) and keeps a few host
+// snapshots of the state (Checkpoint), so that Forward at an earlier
+// position restores the snapshot taken exactly there, and fails with
+// ErrStateMismatch when there is none, rather than continue from a state
+// that belongs to other tokens. A network without recurrent layers pays
+// nothing for this.
 type Model struct {
 	File    *gguf.File
 	Hparams Hyperparams
@@ -40,6 +61,18 @@ type Model struct {
 	context  int
 	maxBatch int
 	logits   []float32
+
+	rspec     RecurrentSpec // zero for a network without recurrent layers
+	statePos  int           // the position the backend's recurrent state belongs to; −1: none
+	snaps     []snapshot    // ascending positions
+	maxSnaps  int           // snapshots kept (snapshotLimit of wantSnaps)
+	wantSnaps int           // Options.Snapshots
+}
+
+// snapshot is a host copy of the recurrent state after the first pos tokens.
+type snapshot struct {
+	pos   int
+	state []float32
 }
 
 // Load builds the model of f on the backend opts names. The file must stay
@@ -74,12 +107,14 @@ func Load(f *gguf.File, opts Options) (*Model, error) {
 	batch = min(batch, ctx)
 
 	m := &Model{
-		File:     f,
-		Hparams:  hp,
-		Variant:  DetectVariant(f),
-		context:  ctx,
-		maxBatch: batch,
-		logits:   make([]float32, hp.Vocab),
+		File:      f,
+		Hparams:   hp,
+		Variant:   DetectVariant(f),
+		context:   ctx,
+		maxBatch:  batch,
+		logits:    make([]float32, hp.Vocab),
+		statePos:  -1,
+		wantSnaps: opts.Snapshots,
 	}
 	bopts := BackendOptions{Threads: opts.Threads, Profile: opts.Profile, Adapter: opts.Adapter}
 	if opts.Backend == "" || opts.Backend == "auto" {
@@ -124,6 +159,11 @@ func (m *Model) build(arch Architecture, name string, bopts BackendOptions, prog
 		}
 	}
 	if err == nil {
+		if rn, ok := net.(RecurrentNetwork); ok {
+			err = b.NewRecurrentState(rn.RecurrentSpec())
+		}
+	}
+	if err == nil {
 		err = net.Forward(Batch{Tokens: []int32{0}, Pos: 0}, m.logits)
 		if err != nil {
 			err = fmt.Errorf("%s backend: trial pass: %w", name, err)
@@ -137,6 +177,11 @@ func (m *Model) build(arch Architecture, name string, bopts BackendOptions, prog
 		b.TakeProfile() // the trial pass is not the user's
 	}
 	m.backend, m.net = b, net
+	m.rspec, m.statePos, m.snaps, m.maxSnaps = RecurrentSpec{}, -1, nil, 0
+	if rn, ok := net.(RecurrentNetwork); ok && rn.RecurrentSpec().Floats() > 0 {
+		m.rspec = rn.RecurrentSpec()
+		m.maxSnaps = snapshotLimit(m.rspec, m.wantSnaps)
+	}
 	return nil
 }
 
@@ -145,6 +190,13 @@ func (m *Model) build(arch Architecture, name string, bopts BackendOptions, prog
 // Logits. The KV cache keeps positions below pos as they are, so a prompt
 // that shares a cached prefix only runs what follows it. It fails with
 // ErrContextFull when pos+len(tokens) exceeds the context.
+//
+// On a recurrent network pos must be where the state can continue: 0 (a
+// fresh start), StatePos, or a snapshot's position (restored first); any
+// other pos fails with ErrStateMismatch and runs nothing. Whether the KV
+// cache below pos still holds the right tokens is the caller's to know, as
+// for any network (Sequence does). Snapshots after pos are dropped: the
+// positions they cover are being overwritten.
 func (m *Model) Forward(tokens []int32, pos int) error {
 	if len(tokens) == 0 {
 		return fmt.Errorf("%w: no tokens to run", ErrBadShape)
@@ -157,13 +209,165 @@ func (m *Model) Forward(tokens []int32, pos int) error {
 			return fmt.Errorf("%w: token id %d outside the vocabulary of %d", ErrBadShape, id, m.Hparams.Vocab)
 		}
 	}
+	if m.Recurrent() {
+		if err := m.Restore(pos); err != nil {
+			return err
+		}
+		m.DropAfter(pos)
+	}
 	for start := 0; start < len(tokens); start += m.maxBatch {
 		end := min(start+m.maxBatch, len(tokens))
 		if err := m.net.Forward(Batch{Tokens: tokens[start:end], Pos: pos + start}, m.logits); err != nil {
+			if m.Recurrent() {
+				m.statePos = -1 // a failed pass may have advanced part of the state
+			}
 			return err
+		}
+		if m.Recurrent() {
+			m.statePos = pos + end
 		}
 	}
 	return nil
+}
+
+// Recurrent says the network has recurrent layers (state that Forward
+// tracks and Checkpoint snapshots).
+func (m *Model) Recurrent() bool { return m.rspec.Floats() > 0 }
+
+// RecurrentSpec is the recurrent state's shape (zero without recurrent
+// layers).
+func (m *Model) RecurrentSpec() RecurrentSpec { return m.rspec }
+
+// StatePos is the position the recurrent state belongs to: the tokens it
+// has absorbed, −1 when it belongs to none (after loading, or after a
+// failed pass), and −1 always for a network without recurrent layers.
+func (m *Model) StatePos() int { return m.statePos }
+
+// Snapshots lists the positions of the snapshots held, ascending.
+func (m *Model) Snapshots() []int {
+	pos := make([]int, len(m.snaps))
+	for i, s := range m.snaps {
+		pos[i] = s.pos
+	}
+	return pos
+}
+
+// CanResume says Forward may start at pos: 0, StatePos, a snapshot's
+// position, or any position for a network without recurrent layers.
+func (m *Model) CanResume(pos int) bool {
+	if !m.Recurrent() || pos == 0 || pos == m.statePos {
+		return true
+	}
+	_, ok := m.snapshot(pos)
+	return ok
+}
+
+// ResumePoint is the latest position ≤ limit that Forward can start at
+// (CanResume): limit itself for a network without recurrent layers.
+func (m *Model) ResumePoint(limit int) int {
+	if !m.Recurrent() || limit <= 0 {
+		return max(limit, 0)
+	}
+	best := 0
+	if m.statePos <= limit {
+		best = max(m.statePos, 0)
+	}
+	for _, s := range m.snaps {
+		if s.pos <= limit && s.pos > best {
+			best = s.pos
+		}
+	}
+	return best
+}
+
+// Checkpoint keeps a host copy of the recurrent state at StatePos (a turn
+// boundary). Beyond the limit the earliest snapshot goes: the latest turn
+// boundaries are where regenerate and edit return to. It does nothing for a
+// network without recurrent layers, with snapshots off, or when the state
+// belongs to no position.
+func (m *Model) Checkpoint() error {
+	if !m.Recurrent() || m.maxSnaps <= 0 || m.statePos <= 0 {
+		return nil
+	}
+	if _, ok := m.snapshot(m.statePos); ok {
+		return nil // the state at a position never changes while its snapshot lives
+	}
+	var buf []float32
+	if len(m.snaps) >= m.maxSnaps {
+		if m.snaps[0].pos > m.statePos {
+			return nil // it would be the first to go
+		}
+		buf = m.snaps[0].state
+		m.snaps = append(m.snaps[:0], m.snaps[1:]...)
+	} else {
+		buf = make([]float32, m.rspec.Floats())
+	}
+	if err := m.backend.ReadRecurrentState(buf); err != nil {
+		return fmt.Errorf("snapshot at position %d: %w", m.statePos, err)
+	}
+	i := len(m.snaps)
+	for i > 0 && m.snaps[i-1].pos > m.statePos {
+		i--
+	}
+	m.snaps = slices.Insert(m.snaps, i, snapshot{pos: m.statePos, state: buf})
+	return nil
+}
+
+// SnapshotBytes is the host memory the snapshots hold now, and the most
+// they may hold.
+func (m *Model) SnapshotBytes() (held, limit int64) {
+	return int64(len(m.snaps)) * m.rspec.Bytes(), int64(m.maxSnaps) * m.rspec.Bytes()
+}
+
+// Restore makes the recurrent state belong to pos: nothing to do at
+// StatePos or at 0 (a pass at position 0 starts from zero state), the
+// snapshot taken at pos otherwise, or ErrStateMismatch when there is none.
+// The snapshot stays (a second regenerate goes back to it again).
+func (m *Model) Restore(pos int) error {
+	if !m.Recurrent() || pos == m.statePos {
+		return nil
+	}
+	if pos == 0 {
+		m.statePos = 0
+		return nil
+	}
+	s, ok := m.snapshot(pos)
+	if !ok {
+		return fmt.Errorf("%w: a pass at position %d, the state is at %d and snapshots are at %v",
+			ErrStateMismatch, pos, m.statePos, m.Snapshots())
+	}
+	if err := m.backend.WriteRecurrentState(s.state); err != nil {
+		m.statePos = -1
+		return fmt.Errorf("restoring the snapshot at position %d: %w", pos, err)
+	}
+	m.statePos = pos
+	return nil
+}
+
+// DropAfter forgets the snapshots after pos (their positions no longer hold
+// the tokens they saw).
+func (m *Model) DropAfter(pos int) {
+	for len(m.snaps) > 0 && m.snaps[len(m.snaps)-1].pos > pos {
+		m.snaps = m.snaps[:len(m.snaps)-1]
+	}
+}
+
+// Drop forgets every snapshot and the state's position (a new
+// conversation, or a KV cache that no longer holds what they saw).
+func (m *Model) Drop() {
+	m.DropAfter(-1)
+	if m.Recurrent() {
+		m.statePos = -1
+	}
+}
+
+func (m *Model) snapshot(pos int) (snapshot, bool) {
+	for _, s := range m.snaps {
+		if s.pos == pos {
+			return s, true
+		}
+	}
+	return snapshot{}, false
 }
 
 // Logits are the next-token logits after the last Forward (len Vocab). The

@@ -1,6 +1,9 @@
 package infer
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Sequence is one conversation's tokens in a model's KV cache. It knows
 // which tokens the cache holds, so a new prompt that starts with them only
@@ -24,14 +27,40 @@ func (s *Sequence) Len() int { return len(s.tokens) }
 // Tokens are the cached tokens; the slice is the sequence's own.
 func (s *Sequence) Tokens() []int32 { return s.tokens }
 
-// Reset forgets the cache's contents.
-func (s *Sequence) Reset() { s.tokens = s.tokens[:0] }
+// Reset forgets the cache's contents (and a recurrent model's snapshots,
+// which belong to them).
+func (s *Sequence) Reset() {
+	s.tokens = s.tokens[:0]
+	s.m.Drop()
+}
 
 // SetModel moves the sequence to another model (a backend switch); the new
 // model's cache is empty.
 func (s *Sequence) SetModel(m *Model) {
 	s.m = m
 	s.tokens = s.tokens[:0]
+}
+
+// Reuse says what a prefill kept of the cache.
+type Reuse struct {
+	// Shared is how many tokens at the prompt's start the cache held
+	// (never the prompt's last token, whose logits are needed).
+	Shared int
+	// Kept is how many of them were not run again: Shared, or on a
+	// recurrent model the latest position ≤ Shared its state could resume
+	// from (its state then, or a snapshot), 0 when there was none.
+	Kept int
+}
+
+// Plan says what a prefill of prompt would keep of the cache, without
+// running anything.
+func (s *Sequence) Plan(prompt []int32) Reuse {
+	var r Reuse
+	for r.Shared < len(s.tokens) && r.Shared < len(prompt)-1 && s.tokens[r.Shared] == prompt[r.Shared] {
+		r.Shared++
+	}
+	r.Kept = s.m.ResumePoint(r.Shared)
+	return r
 }
 
 // Prefill makes the cache hold exactly prompt and leaves the logits of its
@@ -41,28 +70,56 @@ func (s *Sequence) SetModel(m *Model) {
 // tokens run so far and in all; returning false stops the prefill there
 // with ErrInterrupted (the cache then holds the batches that ran).
 func (s *Sequence) Prefill(prompt []int32, progress func(done, total int) bool) (reused int, err error) {
+	r, err := s.PrefillMarked(prompt, nil, progress)
+	return r.Kept, err
+}
+
+// PrefillMarked is Prefill that also snapshots a recurrent model's state
+// (Model.Checkpoint) at each of marks, positions in prompt such as the
+// turn boundaries of a chat, that the prefill reaches, so that a later
+// prompt sharing the prompt's tokens up to a mark (a regenerated or edited
+// turn) resumes there instead of at 0. Batches are split at the marks. On a
+// network without recurrent layers marks change nothing.
+func (s *Sequence) PrefillMarked(prompt []int32, marks []int, progress func(done, total int) bool) (Reuse, error) {
 	if len(prompt) == 0 {
-		return 0, fmt.Errorf("%w: empty prompt", ErrBadShape)
+		return Reuse{}, fmt.Errorf("%w: empty prompt", ErrBadShape)
 	}
 	if len(prompt) > s.m.Context() {
-		return 0, fmt.Errorf("%w: the prompt has %d tokens, the context %d", ErrContextFull, len(prompt), s.m.Context())
+		return Reuse{}, fmt.Errorf("%w: the prompt has %d tokens, the context %d", ErrContextFull, len(prompt), s.m.Context())
 	}
-	for reused < len(s.tokens) && reused < len(prompt)-1 && s.tokens[reused] == prompt[reused] {
-		reused++
+	r := s.Plan(prompt)
+	s.tokens = s.tokens[:r.Kept]
+	if !s.m.Recurrent() {
+		marks = nil
 	}
-	s.tokens = s.tokens[:reused]
-	rest := prompt[reused:]
-	for start := 0; start < len(rest); start += s.m.MaxBatch() {
+	if slices.Contains(marks, r.Kept) && s.m.StatePos() == r.Kept {
+		if err := s.m.Checkpoint(); err != nil {
+			return r, err
+		}
+	}
+	rest := prompt[r.Kept:]
+	for start := 0; start < len(rest); {
 		end := min(start+s.m.MaxBatch(), len(rest))
-		if err := s.m.Forward(rest[start:end], reused+start); err != nil {
-			return reused, err
+		for _, mk := range marks {
+			if at := mk - r.Kept; at > start && at < end {
+				end = at
+			}
+		}
+		if err := s.m.Forward(rest[start:end], r.Kept+start); err != nil {
+			return r, err
 		}
 		s.tokens = append(s.tokens, rest[start:end]...)
-		if progress != nil && !progress(end, len(rest)) && end < len(rest) {
-			return reused, fmt.Errorf("%w after %d of %d prompt tokens", ErrInterrupted, reused+end, len(prompt))
+		if slices.Contains(marks, r.Kept+end) {
+			if err := s.m.Checkpoint(); err != nil {
+				return r, err
+			}
 		}
+		if progress != nil && !progress(end, len(rest)) && end < len(rest) {
+			return r, fmt.Errorf("%w after %d of %d prompt tokens", ErrInterrupted, r.Kept+end, len(prompt))
+		}
+		start = end
 	}
-	return reused, nil
+	return r, nil
 }
 
 // Append runs one more token (the one just sampled) and leaves the next

@@ -35,7 +35,7 @@ func Example() {
 	for _, tok := range []string{"Juniper", "."} { // per engine.Token
 		reply.Append(tok, "")
 	}
-	reply.Finish(session.Stats{GenTokens: 2}, false) // session.StatsFrom(done.Stats), done.Reason == "stopped"
+	reply.Finish(session.Stats{GenTokens: 2}, false) // from the engine's Done: its Stats, and Reason == "stopped"
 
 	loaded, _ := store.Load(ctx, sess.ID)
 	fmt.Println(loaded.Title)

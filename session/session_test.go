@@ -12,7 +12,6 @@ import (
 	"github.com/adrg/xdg"
 
 	"github.com/bonsai-chat/bonsai/infer/chat"
-	"github.com/bonsai-chat/bonsai/infer/engine"
 )
 
 // fakeClock advances one second per reading, so ordering by time is
@@ -266,7 +265,7 @@ func TestReplyWriterStreamsAndFinishes(t *testing.T) {
 		t.Fatalf("partial reply = %+v", partial)
 	}
 
-	stats := StatsFrom(engine.Stats{PrefillTokens: 12, DecodeTokens: 3, PrefillTPS: 250.5, DecodeTPS: 42.25, TTFT: 48 * time.Millisecond})
+	stats := Stats{PromptTokens: 12, GenTokens: 3, PrefillTPS: 250.5, DecodeTPS: 42.25, TTFT: 48 * time.Millisecond}
 	w.Append(" three", "")
 	if err := w.Finish(stats, true); err != nil {
 		t.Fatal(err)

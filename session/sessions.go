@@ -10,7 +10,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/bonsai-chat/bonsai/infer/chat"
-	"github.com/bonsai-chat/bonsai/infer/engine"
 )
 
 // Info describes a session for listings.
@@ -25,24 +24,15 @@ type Info struct {
 	Updated  time.Time // last message written
 }
 
-// Stats are one reply's measurements.
+// Stats are one reply's measurements, as the store keeps them (the store
+// owns its record types: the engine's events and these change
+// independently; the front end converts).
 type Stats struct {
 	PromptTokens int           // tokens prefilled for this reply
 	GenTokens    int           // tokens generated
 	PrefillTPS   float64       // prompt tokens per second
 	DecodeTPS    float64       // generated tokens per second
 	TTFT         time.Duration // request to first token
-}
-
-// StatsFrom takes a reply's measurements from the engine's final Stats.
-func StatsFrom(s engine.Stats) Stats {
-	return Stats{
-		PromptTokens: s.PrefillTokens,
-		GenTokens:    s.DecodeTokens,
-		PrefillTPS:   s.PrefillTPS,
-		DecodeTPS:    s.DecodeTPS,
-		TTFT:         s.TTFT,
-	}
 }
 
 // Message is one stored turn.

@@ -199,7 +199,7 @@ func (m *Model) export(arg string) tea.Cmd {
 		}
 		t := session.Message{Role: mm.Role, Content: mm.Content, Thinking: mm.Thinking, Stopped: e.stopped}
 		if e.stats != nil {
-			t.Stats = session.StatsFrom(*e.stats)
+			t.Stats = storedStats(*e.stats)
 		}
 		sess.Turns = append(sess.Turns, t)
 	}

@@ -320,6 +320,9 @@ func (m *Model) onEvent(ev engine.Event) tea.Cmd {
 		m.status.stats = ev.Stats
 		m.status.hasStats = true
 		m.finishReply(ev.Reason, ev.Stats)
+	case engine.Notice:
+		m.conv.Notice(ev.Text)
+		return m.notify(ev.Text, false)
 	case engine.Error:
 		return m.onEngineError(ev)
 	}

@@ -58,6 +58,9 @@ func (p *backendPanel) View(st *Styles, width int) string {
 		[2]string{"weights", fmt.Sprintf("%s (file %s)", formatBytes(info.WeightBytes), formatBytes(info.FileBytes))},
 		[2]string{"context", fmt.Sprintf("%d tokens · KV %s", info.ContextSize, formatBytes(info.KVAllocBytes))},
 	)
+	if info.RecurrentBytes > 0 {
+		rows = append(rows, [2]string{"state", fmt.Sprintf("recurrent %s · snapshots ≤ %s", formatBytes(info.RecurrentBytes), formatBytes(info.SnapshotBytes))})
+	}
 	for _, d := range info.Details {
 		k, v, ok := strings.Cut(d, ":")
 		if !ok {

@@ -115,7 +115,7 @@ func (s *saver) FinishReply(stats engine.Stats, stopped bool) {
 		}
 		w := s.reply
 		s.reply = nil
-		if err := w.Finish(session.StatsFrom(stats), stopped); err != nil {
+		if err := w.Finish(storedStats(stats), stopped); err != nil {
 			return saveErrMsg{fmt.Errorf("reply not saved: %w", err)}
 		}
 		return nil

@@ -98,7 +98,9 @@ func (s *statusLine) segments() []string {
 	if !s.hasStats {
 		if s.info != nil {
 			out = append(out, fmt.Sprintf("ctx 0/%d", s.info.ContextSize))
-			if s.info.KVAllocBytes > 0 {
+			if state := s.info.RecurrentBytes + s.info.SnapshotBytes; state > 0 {
+				out = append(out, fmt.Sprintf("KV+state %s/%s", formatBytes(s.info.RecurrentBytes), formatBytes(s.info.KVAllocBytes+state)))
+			} else if s.info.KVAllocBytes > 0 {
 				out = append(out, "KV 0/"+formatBytes(s.info.KVAllocBytes))
 			}
 		}
@@ -111,7 +113,10 @@ func (s *statusLine) segments() []string {
 	if st.ContextSize > 0 {
 		out = append(out, fmt.Sprintf("ctx %d/%d", st.ContextUsed, st.ContextSize))
 	}
-	if st.KVAllocBytes > 0 {
+	if st.StateMaxBytes > 0 {
+		// A recurrent model's state and snapshots count beside the KV cache.
+		out = append(out, fmt.Sprintf("KV+state %s/%s", formatBytes(st.KVUsedBytes+st.StateBytes), formatBytes(st.KVAllocBytes+st.StateMaxBytes)))
+	} else if st.KVAllocBytes > 0 {
 		out = append(out, fmt.Sprintf("KV %s/%s", formatBytes(st.KVUsedBytes), formatBytes(st.KVAllocBytes)))
 	}
 	if st.PrefillTokens > 0 && st.TTFT > 0 {

@@ -130,10 +130,16 @@ func describe(f *gguf.File, ctx int, out io.Writer) error {
 	}
 
 	if archErr == nil {
-		mem := infer.EstimateMemory(f, hp, ctx)
-		row("memory", "%s weights (mapped) + %s KV cache for %d tokens (%s per token, f16) = %s",
-			humanBytes(mem.WeightBytes), humanBytes(mem.KVAlloc), ctx, humanBytes(infer.KVBytesPerToken(hp)),
-			humanBytes(mem.WeightBytes+mem.KVAlloc))
+		mem := infer.EstimateMemory(f, hp, ctx, 0)
+		kv, rs := infer.StateSpecs(f, hp, 1)
+		state := ""
+		if mem.Recurrent > 0 {
+			state = fmt.Sprintf(" + %s recurrent state (%d layers) + %s for up to %d snapshots at turn boundaries",
+				humanBytes(mem.Recurrent), rs.Layers, humanBytes(mem.SnapshotsMax), mem.SnapshotsMax/mem.Recurrent)
+		}
+		row("memory", "%s weights (mapped) + %s KV cache for %d tokens (%s per token, f16)%s = %s",
+			humanBytes(mem.WeightBytes), humanBytes(mem.KVAlloc), ctx, humanBytes(kv.Bytes()), state,
+			humanBytes(mem.WeightBytes+mem.State()))
 	}
 	if err := w.Flush(); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -13,10 +14,10 @@ import (
 	"github.com/bonsai-chat/bonsai/infer/chat"
 	_ "github.com/bonsai-chat/bonsai/infer/cpu" // registers the "cpu" backend
 	"github.com/bonsai-chat/bonsai/infer/defaultmodel"
+	"github.com/bonsai-chat/bonsai/infer/engine"
 	"github.com/bonsai-chat/bonsai/infer/hub"
 	"github.com/bonsai-chat/bonsai/infer/profile"
 	"github.com/bonsai-chat/bonsai/infer/sample"
-	"github.com/bonsai-chat/bonsai/infer/tokenizer"
 )
 
 func init() {
@@ -39,8 +40,6 @@ type runFlags struct {
 	threads   int
 	backend   string
 	profile   bool
-	sampling  sample.Params
-	stop      map[int32]bool // end-of-turn tokens besides the tokenizer's EOG
 }
 
 func runRun(args []string, stdout, stderr io.Writer) error {
@@ -49,7 +48,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	var o runFlags
 	fs.StringVar(&o.model, "model", "", "model: a GGUF file path, a registry name or a file in the models directory (default: the embedded bonsai-tiny)")
 	fs.BoolVar(&o.raw, "raw", false, "send the prompt as is, without the chat template")
-	fs.BoolVar(&o.think, "think", false, "let the model reason in <think> before answering")
+	fs.BoolVar(&o.think, "think", false, "let the model reason in <think> before answering (text: the reasoning goes to stderr)")
 	fs.StringVar(&o.format, "format", "text", "output: text, or jsonl (one JSON object per token, then a summary)")
 	fs.IntVar(&o.topLogits, "top-logits", 0, "with --format jsonl, include the K largest logits of each step")
 	fs.IntVar(&o.maxTokens, "max-tokens", 0, "stop after N generated tokens (0: end of turn or context)")
@@ -93,74 +92,118 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer f.Close()
-	tok, err := tokenizer.FromGGUF(f.KV)
-	if err != nil {
-		return fmt.Errorf("tokenizer: %w", err)
-	}
 
-	// Sampling: the model's recommendation (llama.cpp's defaults for other
-	// models), then whatever the flags set.
-	variant := infer.DetectVariant(f)
-	o.sampling = sample.Params{Temperature: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1, RepeatLastN: 64}
-	if variant.Bonsai {
-		o.sampling = sample.Params{Temperature: variant.Temperature, TopK: variant.TopK, TopP: variant.TopP, RepeatPenalty: 1, RepeatLastN: 64}
-	}
+	// Sampling: the model's recommendation, then whatever the flags set.
+	sampling := engine.DefaultSampling(infer.DetectVariant(f))
 	if set["temp"] {
-		o.sampling.Temperature = float32(*temp)
+		sampling.Temperature = float32(*temp)
 	}
 	if set["top-k"] {
-		o.sampling.TopK = *topK
+		sampling.TopK = *topK
 	}
 	if set["top-p"] {
-		o.sampling.TopP = float32(*topP)
+		sampling.TopP = float32(*topP)
 	}
 	if set["min-p"] {
-		o.sampling.MinP = float32(*minP)
+		sampling.MinP = float32(*minP)
 	}
 	if set["repeat-penalty"] {
-		o.sampling.RepeatPenalty = float32(*repeat)
+		sampling.RepeatPenalty = float32(*repeat)
 	}
-	o.sampling.Seed = *seed
+	sampling.Seed = *seed
 	if !set["seed"] {
-		o.sampling.Seed = uint64(time.Now().UnixNano())
+		sampling.Seed = uint64(time.Now().UnixNano())
 	}
-	sampler, err := sample.New(o.sampling)
-	if err != nil {
+	if err := sampling.Params().Validate(); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-
 	prompt := fs.Arg(0)
-	tmpl := chat.FromGGUF(f.KV)
-	if !o.raw {
-		prompt = tmpl.Render([]chat.Message{{Role: chat.RoleUser, Content: prompt}}, true, o.think)
-	}
-	o.stop = map[int32]bool{}
-	for _, id := range tmpl.StopIDs(tok.ID) {
-		o.stop[id] = true
-	}
-	ids := tok.Encode(prompt, true)
-	if tok.AddBOS() && tok.BOS() >= 0 {
-		ids = append([]int32{tok.BOS()}, ids...)
-	}
-	if len(ids) == 0 {
+	if o.raw && prompt == "" {
 		return fmt.Errorf("%w: the prompt encodes to no tokens", errUsage)
 	}
+	req := engine.GenerateRequest{MaxTokens: o.maxTokens, Think: o.think, Sampling: &sampling,
+		Steps: o.format == "jsonl", TopLogits: o.topLogits}
+	if o.raw {
+		req.Raw = prompt
+	} else {
+		req.Messages = []chat.Message{{Role: chat.RoleUser, Content: prompt}}
+	}
 
-	m, err := infer.Load(f, infer.Options{Backend: o.backend, Threads: o.threads, Context: o.ctx, Profile: o.profile})
-	if err != nil {
-		return err
+	// The same engine as the chat's: one turn loop, one thinking parser.
+	e := engine.New(engine.Options{File: f, Backend: o.backend, Threads: o.threads, Context: o.ctx,
+		Profile: o.profile, ProfileEvery: math.MaxInt})
+	defer e.Close()
+	e.Generate(req)
+	return stream(e, o, stdout, stderr)
+}
+
+// stream writes the engine's reply as it comes: in text mode the answer to
+// out and any reasoning to errOut, in jsonl mode one object per sampled
+// token and then a summary.
+func stream(e *engine.Engine, o runFlags, out, errOut io.Writer) error {
+	enc := json.NewEncoder(out)
+	var (
+		backend string
+		held    string // text the decoder held back when the reply stopped
+		prof    profile.Sample
+		profs   int
+		inThink bool
+	)
+	for ev := range e.Events() {
+		switch ev := ev.(type) {
+		case engine.Loaded:
+			backend = ev.Info.Backend
+		case engine.Error:
+			return ev.Err
+		case engine.Notice:
+			fmt.Fprintln(errOut, ev.Text)
+		case engine.Step:
+			if ev.ID < 0 {
+				held += ev.Text
+				continue
+			}
+			if err := enc.Encode(jsonToken(ev.ID, ev.Text, ev.Top, o.topLogits)); err != nil {
+				return err
+			}
+		case engine.Token:
+			if o.format != "text" {
+				continue
+			}
+			w := out
+			if ev.Thinking {
+				w = errOut
+			} else if inThink {
+				fmt.Fprintln(errOut)
+			}
+			inThink = ev.Thinking
+			if _, err := io.WriteString(w, ev.Text); err != nil {
+				return err
+			}
+		case engine.ProfileSample:
+			prof.Source = ev.Sample.Source
+			prof.Tokens += ev.Sample.Tokens
+			for p, d := range ev.Sample.Phases {
+				prof.Phases[p] += d
+			}
+			profs++
+		case engine.Done:
+			if o.profile && profs > 0 {
+				printProfile(prof, errOut)
+			}
+			if o.format == "text" {
+				_, err := fmt.Fprintln(out)
+				return err
+			}
+			st := ev.Stats
+			return enc.Encode(doneLine{
+				Done: true, Reason: ev.Reason,
+				PromptTokens: st.PrefillTokens, GeneratedTokens: st.DecodeTokens,
+				PrefillTPS: st.PrefillTPS, DecodeTPS: st.DecodeTPS,
+				Backend: backend, Text: held,
+			})
+		}
 	}
-	defer m.Close()
-	var sampling time.Duration
-	if err := generate(m, tok, sampler, ids, o, stdout, &sampling); err != nil {
-		return err
-	}
-	if o.profile {
-		s := m.Backend().TakeProfile()
-		s.Add(profile.Sampling, sampling)
-		printProfile(s, stderr)
-	}
-	return nil
+	return errors.New("the engine stopped before the reply was done")
 }
 
 // printProfile writes the mean time per token of each phase.
@@ -199,75 +242,9 @@ type doneLine struct {
 	PrefillTPS      float64 `json:"prefill_tps"`
 	DecodeTPS       float64 `json:"decode_tps"`
 	Backend         string  `json:"backend"`
-	// Text is what the stream decoder held back at the end (an incomplete
-	// UTF-8 sequence), if anything.
+	// Text is what the stream decoder held back when the reply stopped (an
+	// incomplete UTF-8 sequence), if anything.
 	Text string `json:"text,omitempty"`
-}
-
-// generate prefills ids, then samples until the end of the turn, the token
-// limit or the end of the context, streaming to out.
-func generate(m *infer.Model, tok *tokenizer.Tokenizer, sampler *sample.Sampler, ids []int32, o runFlags, out io.Writer, sampling *time.Duration) error {
-	seq := infer.NewSequence(m)
-	for _, id := range ids {
-		sampler.Accept(id)
-	}
-	start := time.Now()
-	if _, err := seq.Prefill(ids, nil); err != nil {
-		return err
-	}
-	prefill := time.Since(start)
-
-	enc := json.NewEncoder(out)
-	dec := tok.NewStreamDecoder()
-	var top []sample.Logit
-	reason, generated := "length", 0
-	decodeStart := time.Now()
-	for o.maxTokens == 0 || generated < o.maxTokens {
-		logits := m.Logits()
-		if o.topLogits > 0 {
-			top = sample.Top(logits, o.topLogits, top)
-		}
-		t0 := time.Now()
-		id := sampler.Sample(logits)
-		sampler.Accept(id)
-		*sampling += time.Since(t0)
-		generated++
-		if tok.IsEOG(id) || o.stop[id] {
-			reason = "stop"
-			if o.format == "jsonl" {
-				if err := enc.Encode(jsonToken(id, "", top, o.topLogits)); err != nil {
-					return err
-				}
-			}
-			break
-		}
-		text := dec.Next(id)
-		if o.format == "jsonl" {
-			if err := enc.Encode(jsonToken(id, text, top, o.topLogits)); err != nil {
-				return err
-			}
-		} else if _, err := io.WriteString(out, text); err != nil {
-			return err
-		}
-		if seq.Len() >= m.Context() {
-			break // the sampled token has no room: reason stays "length"
-		}
-		if err := seq.Append(id); err != nil {
-			return err
-		}
-	}
-	decode := time.Since(decodeStart)
-	rest := dec.Flush()
-	if o.format == "text" {
-		_, err := fmt.Fprintln(out, rest)
-		return err
-	}
-	return enc.Encode(doneLine{
-		Done: true, Reason: reason,
-		PromptTokens: len(ids), GeneratedTokens: generated,
-		PrefillTPS: rate(len(ids), prefill), DecodeTPS: rate(generated-1, decode),
-		Backend: m.Backend().Name(), Text: rest,
-	})
 }
 
 func jsonToken(id int32, text string, top []sample.Logit, k int) map[string]any {
@@ -280,11 +257,4 @@ func jsonToken(id int32, text string, top []sample.Logit, k int) map[string]any 
 		line["top"] = pairs
 	}
 	return line
-}
-
-func rate(n int, d time.Duration) float64 {
-	if n <= 0 || d <= 0 {
-		return 0
-	}
-	return float64(n) / d.Seconds()
 }

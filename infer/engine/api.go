@@ -9,6 +9,7 @@ import (
 
 	"github.com/bonsai-chat/bonsai/infer/chat"
 	"github.com/bonsai-chat/bonsai/infer/profile"
+	"github.com/bonsai-chat/bonsai/infer/sample"
 )
 
 // Client is what a front end needs from an engine. The real engine and the
@@ -57,6 +58,13 @@ type GenerateRequest struct {
 	Think     bool // thinking on: the model may reason in <think> before answering
 	MaxTokens int  // 0: until end of turn or context
 	Sampling  *Sampling
+	// Raw, when set, is the prompt itself, without the chat template
+	// (`bonsai run --raw`); Messages and Think are then not used.
+	Raw string
+	// Steps asks for a Step event for every sampled token (`bonsai run
+	// --format jsonl`), with the TopLogits largest logits of that step.
+	Steps     bool
+	TopLogits int
 }
 
 // Event is one of the types below.
@@ -81,6 +89,17 @@ type Token struct {
 	Thinking bool
 }
 
+// Step is one sampled token, sent only when the request asks for Steps:
+// its id, the text it decoded to (before the thinking parser; an
+// incomplete UTF-8 sequence shows up in a later step) and, if asked for,
+// the largest logits it was sampled from, largest first. The end-of-turn
+// token has a Step too; ID −1 carries text held back until a Stop.
+type Step struct {
+	ID   int32
+	Text string
+	Top  []sample.Logit
+}
+
 // Stats is sent during decoding (about every token) and with Done.
 type Stats struct {
 	PrefillTokens int
@@ -92,7 +111,15 @@ type Stats struct {
 	ContextSize   int
 	KVUsedBytes   int64
 	KVAllocBytes  int64
+	// A recurrent model's state beside the KV cache (zero otherwise): the
+	// recurrent state and the snapshots held now, and the most they take.
+	StateBytes    int64
+	StateMaxBytes int64
 }
+
+// Notice is something the user should know that is not an error: a
+// recurrent model re-reading the conversation from the start, for instance.
+type Notice struct{ Text string }
 
 // ProfileSample carries per-phase timings (only while profiling is on).
 type ProfileSample struct{ Sample profile.Sample }
@@ -116,6 +143,8 @@ func (PrefillProgress) isEvent() {}
 func (Token) isEvent()           {}
 func (Stats) isEvent()           {}
 func (ProfileSample) isEvent()   {}
+func (Notice) isEvent()          {}
+func (Step) isEvent()            {}
 func (Done) isEvent()            {}
 func (Error) isEvent()           {}
 
@@ -131,9 +160,13 @@ type ModelInfo struct {
 	WeightBytes  int64
 	ContextSize  int
 	KVAllocBytes int64
-	Backend      string // "cpu" or "gpu"
-	Adapter      string // GPU adapter name and driver; CPU model on cpu
-	Threads      int
-	SIMD         string   // "avx512-vnni", "avx2", "generic"
-	Details      []string // backend specifics (limits, memory estimate), one line each
+	// A recurrent model's state (zero otherwise): the recurrent state, and
+	// the most its snapshots at turn boundaries take.
+	RecurrentBytes int64
+	SnapshotBytes  int64
+	Backend        string // "cpu" or "gpu"
+	Adapter        string // GPU adapter name and driver; CPU model on cpu
+	Threads        int
+	SIMD           string   // "avx512-vnni", "avx2", "generic"
+	Details        []string // backend specifics (limits, memory estimate), one line each
 }

@@ -379,3 +379,52 @@ func TestSwitchModel(t *testing.T) {
 		t.Fatalf("new model: Done = %+v", r.done)
 	}
 }
+
+// TestControlRequestsNeverBlock: the TUI calls the engine from its Update,
+// which must never block. A hundred panel toggles and twenty backend
+// switches during a reply each return at once, the toggles take effect
+// during the reply, Stop still ends it promptly, and the switches are
+// served after it, as one.
+func TestControlRequestsNeverBlock(t *testing.T) {
+	e := start(t, testFile(t), Options{Context: 1024, ProfileEvery: 2})
+	e.Generate(GenerateRequest{Messages: ask("Go on forever"), Sampling: &Sampling{Temperature: 1, Seed: 1}})
+	waitFor[Token](t, e)
+	var slowest time.Duration
+	for i := range 100 {
+		t0 := time.Now()
+		e.SetProfiling(i%2 == 1) // ends on
+		slowest = max(slowest, time.Since(t0))
+	}
+	for range 20 {
+		t0 := time.Now()
+		e.SwitchBackend("cpu")
+		slowest = max(slowest, time.Since(t0))
+	}
+	if slowest > 20*time.Millisecond {
+		t.Errorf("a request during a reply took %v to return", slowest)
+	}
+	stopAt := time.Now()
+	e.Stop()
+	evs := waitFor[Done](t, e)
+	if d := time.Since(stopAt); d > 2*time.Second {
+		t.Errorf("Stop took %v to end the reply", d)
+	}
+	if r := evs[len(evs)-1].(Done).Reason; r != "stopped" && r != "stop" {
+		t.Errorf("Done reason %q", r)
+	}
+	profiled := false
+	for _, ev := range evs {
+		_, ok := ev.(ProfileSample)
+		profiled = profiled || ok
+	}
+	if !profiled {
+		t.Error("profiling turned on during the reply produced no ProfileSample before its Done")
+	}
+	waitFor[Loaded](t, e)
+	e.Generate(GenerateRequest{Messages: ask("Hi"), MaxTokens: 2, Sampling: greedy})
+	for _, ev := range waitFor[Done](t, e) {
+		if _, ok := ev.(Loaded); ok {
+			t.Error("twenty queued switches to one backend reloaded the model more than once")
+		}
+	}
+}

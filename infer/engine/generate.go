@@ -1,0 +1,222 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/chat"
+	"github.com/bonsai-chat/bonsai/infer/profile"
+	"github.com/bonsai-chat/bonsai/infer/sample"
+)
+
+// generate answers one request: render, prefill what the cache lacks,
+// then sample and stream until the end of the turn, the limit, the end of
+// the context or Stop.
+func (e *Engine) generate(r generateRequest) {
+	stopped := func() bool { return e.stopped.Load() >= r.id }
+	cur := &e.cur
+	m, seq := cur.model, cur.seq
+	start := time.Now()
+	kv := m.KVSpec()
+	recurrent := m.RecurrentSpec().Bytes()
+	stats := Stats{ContextSize: m.Context(), KVAllocBytes: kv.Bytes()}
+	measure := func() {
+		stats.ContextUsed = seq.Len()
+		kv.Context = seq.Len()
+		stats.KVUsedBytes = kv.Bytes()
+		held, most := m.SnapshotBytes()
+		stats.StateBytes, stats.StateMaxBytes = recurrent+held, recurrent+most
+	}
+	measure()
+	finish := func(reason string) {
+		measure()
+		if e.profilingOn {
+			e.emit(e.profileSample(m))
+		}
+		e.emit(Done{Reason: reason, Stats: stats})
+	}
+	if stopped() {
+		finish("stopped")
+		return
+	}
+	sampler, err := sample.New(e.sampling(r.req.Sampling))
+	if err != nil {
+		e.emit(Error{Err: err})
+		return
+	}
+	prompt := r.req.Raw
+	if prompt == "" {
+		prompt = cur.tmpl.Render(r.req.Messages, true, r.req.Think)
+	}
+	ids := cur.tok.Encode(prompt, true)
+	if cur.tok.AddBOS() && cur.tok.BOS() >= 0 {
+		ids = append([]int32{cur.tok.BOS()}, ids...)
+	}
+	if len(ids) == 0 {
+		e.emit(Error{Err: fmt.Errorf("%w: the prompt encodes to no tokens", infer.ErrBadShape)})
+		finish("length")
+		return
+	}
+	if len(ids) >= m.Context() {
+		e.emit(Error{Err: fmt.Errorf("%w: the conversation has %d tokens, the context %d", infer.ErrContextFull, len(ids), m.Context())})
+		finish("length")
+		return
+	}
+	for _, id := range ids {
+		sampler.Accept(id)
+	}
+	e.applyProfiling()
+	if e.profilingOn {
+		e.profileSample(m) // start the next sample at this request
+	}
+	var marks []int
+	if m.Recurrent() && r.req.Raw == "" {
+		marks = e.turnMarks(r.req.Messages, r.req.Think, prompt, ids)
+	}
+	if plan := seq.Plan(ids); plan.Kept == 0 && plan.Shared > 0 {
+		e.emit(Notice{Text: fmt.Sprintf("re-reading the conversation from the start (%d tokens): "+
+			"this model's recurrent state cannot go back to where it changed", len(ids))})
+	}
+	reuse, err := seq.PrefillMarked(ids, marks, func(done, total int) bool {
+		if total >= 64 {
+			e.emit(PrefillProgress{Done: done, Total: total})
+		}
+		e.applyProfiling()
+		return !stopped()
+	})
+	if errors.Is(err, infer.ErrInterrupted) {
+		finish("stopped")
+		return
+	}
+	if err != nil {
+		e.emit(Error{Err: err})
+		seq.Reset()
+		return
+	}
+	stats.PrefillTokens = len(ids) - reuse.Kept
+	stats.PrefillTPS = rate(stats.PrefillTokens, time.Since(start))
+
+	dec := cur.tok.NewStreamDecoder()
+	think := chat.NewThinkParser(strings.HasSuffix(strings.TrimRight(prompt, "\n"), chat.ThinkOpen))
+	decodeStart := time.Now()
+	var top []sample.Logit
+	// out streams one sampled token's text: its Step if asked for, then
+	// its segments as Tokens.
+	out := func(id int32, text string, end bool) bool {
+		if r.req.Steps && !e.emit(Step{ID: id, Text: text, Top: slices.Clone(top)}) {
+			return false
+		}
+		segs := think.Feed(text)
+		if end {
+			segs = append(segs, think.Flush()...)
+		}
+		for _, s := range segs {
+			if s.Text != "" && !e.emit(Token{ID: id, Text: s.Text, Thinking: s.Thinking}) {
+				return false
+			}
+		}
+		return true
+	}
+	for {
+		e.applyProfiling()
+		if stopped() {
+			out(-1, dec.Flush(), true)
+			finish("stopped")
+			return
+		}
+		t0 := time.Now()
+		logits := m.Logits()
+		if r.req.TopLogits > 0 {
+			top = sample.Top(logits, r.req.TopLogits, top)
+		}
+		id := sampler.Sample(logits)
+		sampler.Accept(id)
+		e.samplingTime += time.Since(t0)
+		if stats.DecodeTokens == 0 {
+			stats.TTFT = time.Since(start)
+		}
+		stats.DecodeTokens++
+		if cur.tok.IsEOG(id) || cur.stopIDs[id] {
+			out(id, dec.Flush(), true)
+			finish("stop")
+			return
+		}
+		full := seq.Len() >= m.Context()
+		last := full || (r.req.MaxTokens > 0 && stats.DecodeTokens >= r.req.MaxTokens)
+		text := dec.Next(id)
+		if last {
+			text += dec.Flush()
+		}
+		if !out(id, text, last) {
+			return
+		}
+		if last {
+			finish("length")
+			return
+		}
+		if err := seq.Append(id); err != nil {
+			e.emit(Error{Err: err})
+			finish("length")
+			return
+		}
+		stats.DecodeTPS = rate(stats.DecodeTokens, time.Since(decodeStart))
+		measure()
+		e.emit(stats)
+		if e.profilingOn && stats.DecodeTokens%e.opts.ProfileEvery == 0 {
+			e.emit(e.profileSample(m))
+		}
+	}
+}
+
+// turnMarks are the positions in ids (the tokens of prompt, msgs rendered
+// for generation) where the last few messages end: the turn boundaries that
+// regenerating the reply, editing the last message or the one before it go
+// back to, where a recurrent model snapshots its state. Each prefix is
+// rendered with an empty user turn after it, so that an assistant turn
+// renders as it does inside the whole conversation (without its reasoning)
+// and not as the last message would; a boundary whose tokens are still not
+// a prefix of the prompt's is left out.
+func (e *Engine) turnMarks(msgs []chat.Message, think bool, prompt string, ids []int32) []int {
+	cur := &e.cur
+	var marks []int
+	bos := 0
+	if cur.tok.AddBOS() && cur.tok.BOS() >= 0 {
+		bos = 1
+	}
+	next := chat.Message{Role: chat.RoleUser}
+	nextTurn := cur.tmpl.Render([]chat.Message{next}, false, think)
+	nextTurn = nextTurn[len(cur.tmpl.Render(nil, false, think)):]
+	for k := max(len(msgs)-3, 0); k <= len(msgs); k++ {
+		text, ok := strings.CutSuffix(cur.tmpl.Render(append(msgs[:k:k], next), false, think), nextTurn)
+		if !ok || text == "" || !strings.HasPrefix(prompt, text) {
+			continue
+		}
+		head := cur.tok.Encode(text, true)
+		n := bos + len(head)
+		if n >= len(ids) || !slices.Equal(head, ids[bos:n]) {
+			continue
+		}
+		marks = append(marks, n)
+	}
+	return marks
+}
+
+// profileSample takes the backend's phase times, adds the sampler's and
+// starts over.
+func (e *Engine) profileSample(m *infer.Model) ProfileSample {
+	s := m.Backend().TakeProfile()
+	s.Add(profile.Sampling, e.samplingTime)
+	e.samplingTime = 0
+	return ProfileSample{Sample: s}
+}
+
+func rate(n int, d time.Duration) float64 {
+	if n <= 0 || d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}

@@ -1,0 +1,149 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/chat"
+	"github.com/bonsai-chat/bonsai/infer/tokenizer"
+)
+
+// loaded is everything the engine holds for one model file: the file, the
+// model on its backend with the conversation's cache, and the vocabulary
+// and template that turn messages into tokens. It is one value so that
+// SwitchModel can keep the old one aside and put it back whole.
+type loaded struct {
+	file     *gguf.File
+	ownsFile bool
+	model    *infer.Model
+	seq      *infer.Sequence
+	tok      *tokenizer.Tokenizer
+	tmpl     *chat.Template
+	stopIDs  map[int32]bool
+	info     ModelInfo
+}
+
+// close releases the model and, if the engine opened it, the file.
+func (l *loaded) close() {
+	if l.model != nil {
+		l.model.Close()
+		l.model = nil
+	}
+	if l.ownsFile && l.file != nil {
+		l.file.Close()
+		l.file = nil
+	}
+}
+
+func (e *Engine) open() error {
+	if e.opts.File != nil {
+		e.cur.file = e.opts.File
+	} else {
+		if e.opts.Path == "" {
+			return errors.New("engine: no model file given")
+		}
+		e.emit(LoadProgress{Stage: "mapping " + filepath.Base(e.opts.Path)})
+		f, err := gguf.Open(e.opts.Path)
+		if err != nil {
+			return err
+		}
+		e.cur.file, e.cur.ownsFile = f, true
+	}
+	return e.cur.bindVocab()
+}
+
+// bindVocab reads the file's tokenizer and chat template.
+func (l *loaded) bindVocab() error {
+	tok, err := tokenizer.FromGGUF(l.file.KV)
+	if err != nil {
+		return fmt.Errorf("tokenizer: %w", err)
+	}
+	l.tok = tok
+	l.tmpl = chat.FromGGUF(l.file.KV)
+	l.stopIDs = map[int32]bool{}
+	for _, id := range l.tmpl.StopIDs(tok.ID) {
+		l.stopIDs[id] = true
+	}
+	return nil
+}
+
+// load builds the current file's model on a backend. On failure the
+// previous model, if any, stays.
+func (e *Engine) load(backend string) error {
+	stage := "loading weights on " + orAuto(backend)
+	m, err := infer.Load(e.cur.file, infer.Options{
+		Backend: backend, Threads: e.opts.Threads, Context: e.opts.Context, Batch: e.opts.Batch,
+		Profile: e.profiling.Load(), Snapshots: e.opts.Snapshots,
+		Progress: func(done, total int64) {
+			e.emit(LoadProgress{Stage: stage, Done: done, Total: total})
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if e.cur.model != nil {
+		e.cur.model.Close()
+	}
+	e.cur.model, e.backend = m, backend
+	e.profilingOn = e.profiling.Load()
+	if e.cur.seq == nil {
+		e.cur.seq = infer.NewSequence(m)
+	} else {
+		e.cur.seq.SetModel(m)
+	}
+	e.cur.info = modelInfo(e.cur.file, m)
+	e.emit(Loaded{Info: e.cur.info})
+	return nil
+}
+
+// switchModel replaces the model with the file at path, on the backend in
+// use; the conversation's KV cache starts afresh. On any failure the old
+// model stays, loaded and usable.
+func (e *Engine) switchModel(path string) error {
+	e.emit(LoadProgress{Stage: "mapping " + filepath.Base(path)})
+	f, err := gguf.Open(path)
+	if err != nil {
+		return err
+	}
+	old := e.cur
+	e.cur = loaded{file: f, ownsFile: true}
+	err = e.cur.bindVocab()
+	if err == nil {
+		err = e.load(e.backend)
+	}
+	if err != nil {
+		e.cur.close()
+		e.cur = old
+		return err
+	}
+	old.close()
+	return nil
+}
+
+func orAuto(s string) string {
+	if s == "" {
+		return "auto"
+	}
+	return s
+}
+
+func modelInfo(f *gguf.File, m *infer.Model) ModelInfo {
+	bi := m.Backend().Info()
+	name, _ := f.KV.String("general.name")
+	if name == "" {
+		name = filepath.Base(f.Path)
+	}
+	mem := m.Memory(0)
+	return ModelInfo{
+		Path: f.Path, Name: name, Arch: m.Hparams.Arch, Variant: m.Variant.Name,
+		Params: infer.Params(f), FileBytes: mem.FileBytes, WeightBytes: mem.WeightBytes,
+		ContextSize: m.Context(), KVAllocBytes: mem.KVAlloc,
+		RecurrentBytes: mem.Recurrent, SnapshotBytes: mem.SnapshotsMax,
+		Backend: bi.Name, Adapter: bi.Adapter, Threads: bi.Threads, SIMD: bi.SIMD, Details: bi.Details,
+	}
+}
+
+func (e *Engine) release() { e.cur.close() }
