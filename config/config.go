@@ -56,12 +56,13 @@ type Sampling struct {
 }
 
 // Defaults are the built-in settings: Qwen3's recommended sampling for chat,
-// thinking on (as Qwen3's template defaults), 4096 tokens of context.
+// thinking off, the context left to the model (4096 tokens, capped by what
+// it was trained on).
 func Defaults() Config {
 	return Config{
 		Backend:     "auto",
 		Threads:     0,
-		ContextSize: 4096,
+		ContextSize: 0,
 		Think:       false, // PrismML runs Bonsai 1.x with thinking off (enable_thinking: false)
 		Theme:       "auto",
 		Sampling: Sampling{

@@ -180,6 +180,8 @@ func TestInvalidConfigNamesWhere(t *testing.T) {
 		{name: "env out of range", env: map[string]string{"BONSAI_MIN_P": "2"}, want: []string{"sampling.min_p", "env BONSAI_MIN_P"}},
 		{name: "flag out of range", args: []string{"--threads", "-1"}, want: []string{"threads", "flag --threads"}},
 		{name: "tiny context", args: []string{"--ctx", "3"}, want: []string{"context_size", "flag --ctx"}},
+		{name: "absurd context", env: map[string]string{"BONSAI_CTX": "9223372036854775807"}, want: []string{"context_size", "env BONSAI_CTX", "between 16 and"}},
+		{name: "absurd threads", file: "\n\nthreads = 9999999999999\n", want: []string{"threads", "config.toml:3", "between 0 and"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeConfig(t, tc.file)

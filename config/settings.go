@@ -3,7 +3,10 @@ package config
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
+
+	"github.com/bonsai-chat/bonsai/infer"
 )
 
 // setting is one configurable value: its TOML key, environment variable,
@@ -27,10 +30,17 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.Adapter }},
 	{key: "threads", env: "BONSAI_THREADS", flag: "threads", usage: "CPU threads (0: all cores)",
 		field: func(c *Config) any { return &c.Threads },
-		check: func(c *Config) error { return atLeast(float64(c.Threads), 0) }},
-	{key: "context_size", env: "BONSAI_CTX", flag: "ctx", usage: "context size in tokens",
+		check: func(c *Config) error { return between(float64(c.Threads), 0, float64(infer.MaxThreads(runtime.NumCPU()))) }},
+	{key: "context_size", env: "BONSAI_CTX", flag: "ctx", usage: "context size in tokens (0: 4096, capped by the model's trained context)",
 		field: func(c *Config) any { return &c.ContextSize },
-		check: func(c *Config) error { return atLeast(float64(c.ContextSize), 16) }},
+		check: func(c *Config) error {
+			if c.ContextSize == 0 {
+				return nil
+			}
+			// The model's trained context is checked when it loads; this
+			// bound only catches what no model has.
+			return between(float64(c.ContextSize), 16, maxContext)
+		}},
 	{key: "think", env: "BONSAI_THINK", flag: "think", usage: "let the model think before answering",
 		field: func(c *Config) any { return &c.Think }},
 	{key: "theme", env: "BONSAI_THEME", flag: "", usage: "colour theme: auto, dark or light",
@@ -130,6 +140,16 @@ func oneOf(v string, allowed ...string) error {
 		}
 	}
 	return fmt.Errorf("must be one of %q", allowed)
+}
+
+// maxContext is the largest context_length a model file may declare.
+const maxContext = 1 << 30
+
+func between(v, lo, hi float64) error {
+	if v < lo || v > hi {
+		return fmt.Errorf("must be between %g and %g", lo, hi)
+	}
+	return nil
 }
 
 func atLeast(v, min float64) error {

@@ -130,10 +130,15 @@ func describe(f *gguf.File, ctx int, out io.Writer) error {
 	}
 
 	if archErr == nil {
-		mem := infer.EstimateMemory(f, hp, ctx)
+		// In float64: an absurd --ctx reports an absurd size, never a
+		// wrapped-around negative one.
+		weights, kv := float64(infer.WeightBytes(f)), infer.KVBytes(hp, ctx)
 		row("memory", "%s weights (mapped) + %s KV cache for %d tokens (%s per token, f16) = %s",
-			humanBytes(mem.WeightBytes), humanBytes(mem.KVAlloc), ctx, humanBytes(infer.KVBytesPerToken(hp)),
-			humanBytes(mem.WeightBytes+mem.KVAlloc))
+			infer.FormatBytes(weights), infer.FormatBytes(kv), ctx, humanBytes(infer.KVBytesPerToken(hp)),
+			infer.FormatBytes(weights+kv))
+		if ctx > hp.ContextTrain {
+			row("", "a context of %d is beyond the %d the model was trained on: loading refuses it", ctx, hp.ContextTrain)
+		}
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -144,18 +149,7 @@ func describe(f *gguf.File, ctx int, out io.Writer) error {
 	return nil
 }
 
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+func humanBytes(n int64) string { return infer.FormatBytes(float64(n)) }
 
 func humanCount(n int64) string {
 	switch {
