@@ -30,7 +30,9 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.Adapter }},
 	{key: "threads", env: "BONSAI_THREADS", flag: "threads", usage: "CPU threads (0: all cores)",
 		field: func(c *Config) any { return &c.Threads },
-		check: func(c *Config) error { return between(float64(c.Threads), 0, float64(infer.MaxThreads(runtime.NumCPU()))) }},
+		check: func(c *Config) error {
+			return between(float64(c.Threads), 0, float64(infer.MaxThreads(runtime.NumCPU())))
+		}},
 	{key: "context_size", env: "BONSAI_CTX", flag: "ctx", usage: "context size in tokens (0: 4096, capped by the model's trained context)",
 		field: func(c *Config) any { return &c.ContextSize },
 		check: func(c *Config) error {
