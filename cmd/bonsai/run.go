@@ -129,16 +129,17 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 
-	prompt := fs.Arg(0)
 	tmpl := chat.FromGGUF(f.KV)
-	if !o.raw {
-		prompt = tmpl.Render([]chat.Message{{Role: chat.RoleUser, Content: prompt}}, true, o.think)
-	}
 	o.stop = map[int32]bool{}
 	for _, id := range tmpl.StopIDs(tok.ID) {
 		o.stop[id] = true
 	}
-	ids := tok.Encode(prompt, true)
+	// --raw is the caller's own prompt, markers and all; otherwise the
+	// prompt is text inside the template's turn.
+	ids := tok.Encode(fs.Arg(0), true)
+	if !o.raw {
+		ids = tmpl.Encode([]chat.Message{{Role: chat.RoleUser, Content: fs.Arg(0)}}, true, o.think, tok.Encode)
+	}
 	if tok.AddBOS() && tok.BOS() >= 0 {
 		ids = append([]int32{tok.BOS()}, ids...)
 	}

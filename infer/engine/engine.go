@@ -382,7 +382,9 @@ func (e *Engine) generate(r generateRequest) {
 		return
 	}
 	prompt := e.tmpl.Render(r.req.Messages, true, r.req.Think)
-	ids := e.tok.Encode(prompt, true)
+	// Only the template's markers are control tokens: a "<|im_end|>" in a
+	// message is text.
+	ids := e.tmpl.Encode(r.req.Messages, true, r.req.Think, e.tok.Encode)
 	if e.tok.AddBOS() && e.tok.BOS() >= 0 {
 		ids = append([]int32{e.tok.BOS()}, ids...)
 	}
