@@ -299,10 +299,16 @@ func insertMessage(ctx context.Context, tx *sql.Tx, sessionID int64, m Message, 
 	return res.LastInsertId()
 }
 
-// DeleteMessagesFrom removes the message messageID and every later one from
-// the session (regenerating or editing a turn replaces the conversation's
-// tail). A reply still streaming into a removed message is no longer saved.
-func (s *Store) DeleteMessagesFrom(ctx context.Context, sessionID, messageID int64) error {
+// DeleteMessages removes exactly the messages drop from the session, in one
+// transaction: the tail that regenerating or editing a turn replaces.
+// Messages another process added to the session stay. keep are the ids the
+// caller still holds for the session; when, after the deletion, the session
+// holds other messages than keep, or some of drop were already gone, the
+// session changed underneath the caller: the deletion is still done, and the
+// error wraps ErrChanged. A reply still streaming into a removed message is
+// no longer saved.
+func (s *Store) DeleteMessages(ctx context.Context, sessionID int64, keep, drop []int64) error {
+	var missing, foreign int
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE sessions SET updated_at = ? WHERE id = ?`, millis(s.opts.Now()), sessionID)
 		if err != nil {
@@ -311,11 +317,44 @@ func (s *Store) DeleteMessagesFrom(ctx context.Context, sessionID, messageID int
 		if err := mustHaveChanged(res, sessionID); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `DELETE FROM messages WHERE session_id = ? AND id >= ?`, sessionID, messageID)
-		return err
+		for _, id := range drop {
+			res, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE session_id = ? AND id = ?`, sessionID, id)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				missing++
+			}
+		}
+		known := make(map[int64]bool, len(keep))
+		for _, id := range keep {
+			known[id] = true
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM messages WHERE session_id = ?`, sessionID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		held := 0
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			if known[id] {
+				held++
+			} else {
+				foreign++
+			}
+		}
+		missing += len(known) - held
+		return rows.Err()
 	})
 	if err != nil {
-		return fmt.Errorf("session %d: delete messages from %d: %w", sessionID, messageID, err)
+		return fmt.Errorf("session %d: delete %d messages: %w", sessionID, len(drop), err)
+	}
+	if missing > 0 || foreign > 0 {
+		return fmt.Errorf("session %d: %d messages written by another process, %d removed by one: %w", sessionID, foreign, missing, ErrChanged)
 	}
 	return nil
 }

@@ -47,6 +47,9 @@ var (
 	ErrDiskFull = errors.New("disk full")
 	// ErrNotFound: no such session.
 	ErrNotFound = errors.New("no such session")
+	// ErrChanged: another process changed the session underneath this one
+	// (added messages to it, or removed some this one holds).
+	ErrChanged = errors.New("the session was changed by another process")
 	// ErrClosed: the Store or ReplyWriter was already closed.
 	ErrClosed = errors.New("closed")
 )

@@ -1,0 +1,211 @@
+package tui
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bonsai-chat/bonsai/infer/chat"
+	"github.com/bonsai-chat/bonsai/session"
+	"github.com/bonsai-chat/bonsai/tui/fakeengine"
+	tea "github.com/charmbracelet/bubbletea"
+)
+
+// shown is the transcript's stored entries in turns' form.
+func shown(m *Model) []string {
+	var out []string
+	for _, msg := range m.conv.Messages() {
+		out = append(out, msg.Role+":"+msg.Content)
+	}
+	return out
+}
+
+func storedTurns(t *testing.T, store *session.Store, id int64) []string {
+	t.Helper()
+	sess, err := store.Load(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range sess.Turns {
+		if m.Interrupted {
+			t.Errorf("message %d (%s) left interrupted", m.ID, m.Content)
+		}
+	}
+	return turns(sess)
+}
+
+func sameTurns(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("%s:\n got %q\nwant %q", what, got, want)
+	}
+}
+
+// retry runs the scheduled retry of unsaved messages at once.
+func retry(m *Model) {
+	m.Update(retrySaveMsg{})
+	settle(m)
+}
+
+// lockDB holds the database's write lock, as another process inside a long
+// transaction, until the returned function releases it.
+func lockDB(t *testing.T, path string) (release func()) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	release = func() {
+		if done {
+			return
+		}
+		done = true
+		conn.ExecContext(context.Background(), "ROLLBACK")
+		conn.Close()
+		db.Close()
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// A message sent while another process holds the database stays queued,
+// visibly unsaved, and is written (in order, once) when the lock goes; the
+// stored ids never drift from the screen, so regenerate afterwards replaces
+// the right reply and -c shows each message once.
+func TestLockedDatabaseQueuesAndRetries(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bonsai.db")
+	store, err := session.OpenWith(path, session.Options{BusyTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	m, fe, _ := newTestModel(t, Options{Store: store}, 100, 24)
+	loaded(t, m, fe)
+	sendAndWait(t, m, fe, "one")
+	settle(m)
+
+	release := lockDB(t, path)
+	sendAndWait(t, m, fe, "two")
+	settle(m)
+	contains(t, m.View(), "unsaved")
+	if !m.retryArmed {
+		t.Error("no retry scheduled")
+	}
+	retry(m) // still locked: still unsaved
+	contains(t, m.View(), "unsaved")
+
+	release()
+	retry(m)
+	lacks(t, m.View(), "unsaved")
+	sameTurns(t, "stored after the lock", storedTurns(t, store, m.sessionID), shown(m))
+
+	m.Update(tea.KeyMsg{Type: tea.KeyCtrlR})
+	idle(t, m, fe)
+	settle(m)
+	sameTurns(t, "stored after regenerate", storedTurns(t, store, m.sessionID), shown(m))
+	if got := shown(m); len(got) != 4 || got[3] != "assistant:Reply 3 to: two" {
+		t.Errorf("transcript %q", got)
+	}
+}
+
+// The same with a full disk: a real tmpfs of 1 MiB, filled up mid-chat.
+// Nothing is lost, no reply is left incomplete, and the order holds.
+func TestFullDiskQueuesAndRetries(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("mount tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	path := filepath.Join(dir, "bonsai.db")
+	store, err := session.OpenWith(path, session.Options{BusyTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	fe := fakeengine.New(fakeengine.Options{TokenDelay: time.Millisecond,
+		Replies: []fakeengine.Reply{{Content: "short"}, {Content: strings.Repeat("long reply ", 200)}}})
+	m, _, _ := newTestModel(t, Options{Store: store, Engine: fe}, 100, 24)
+	loaded(t, m, fe)
+	sendAndWait(t, m, fe, "one")
+	settle(m)
+
+	fill := filepath.Join(dir, "filler")
+	fillUp(t, fill)
+	sendAndWait(t, m, fe, "two")
+	settle(m)
+	contains(t, m.View(), "unsaved")
+	if err := os.Remove(fill); err != nil {
+		t.Fatal(err)
+	}
+	retry(m)
+	lacks(t, m.View(), "unsaved")
+	sameTurns(t, "stored after the disk filled", storedTurns(t, store, m.sessionID), shown(m))
+}
+
+// fillUp writes path until the file system is full.
+func fillUp(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			return
+		}
+	}
+}
+
+// Two bonsai processes on one session (a second Store on the same file
+// stands for the other process): the other one adds a turn after this one's
+// reply; this one regenerates. Only its own reply goes; the other's turn
+// stays, and this one says the session changed.
+func TestRegenerateKeepsAnotherProcesssTurns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bonsai.db")
+	store, err := session.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	m, fe, _ := newTestModel(t, Options{Store: store}, 100, 24)
+	loaded(t, m, fe)
+	sendAndWait(t, m, fe, "question")
+	settle(m)
+
+	other, err := session.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	ctx := context.Background()
+	for _, msg := range []session.Message{{Role: chat.RoleUser, Content: "other's question"}, {Role: chat.RoleAssistant, Content: "other's reply"}} {
+		if _, err := other.Add(ctx, m.sessionID, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	m.Update(tea.KeyMsg{Type: tea.KeyCtrlR})
+	idle(t, m, fe)
+	settle(m)
+	sameTurns(t, "stored", storedTurns(t, store, m.sessionID), []string{
+		"user:question", "user:other's question", "assistant:other's reply", "assistant:Reply 2 to: question"})
+	contains(t, m.View(), "changed this chat")
+}
