@@ -113,8 +113,8 @@ type Model struct {
 	bg         *background
 	save       *saver
 	retryArmed bool // a retry of unsaved messages is scheduled
-	state config.State
-	quit  bool
+	state      config.State
+	quit       bool
 }
 
 // New builds the chat. Call Close after the program ends.
