@@ -344,6 +344,12 @@ func unquoteKey(k string) string {
 // validate checks every setting's value and names its source on failure.
 func (c *Config) validate() error {
 	for _, s := range settings {
+		// A TOML file may write nan and inf.
+		if p, ok := s.field(c).(*float64); ok {
+			if err := finite(*p); err != nil {
+				return fmt.Errorf("%s = %s (%s): %w: %w", s.key, s.format(c), c.Sources[s.key], ErrInvalid, err)
+			}
+		}
 		if s.check == nil {
 			continue
 		}

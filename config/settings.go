@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"strconv"
 
@@ -72,7 +73,7 @@ var settings = []setting{
 		}},
 	{key: "sampling.repeat_last_n", env: "BONSAI_REPEAT_LAST_N", flag: "", usage: "how many recent tokens the repeat penalty looks at",
 		field: func(c *Config) any { return &c.Sampling.RepeatLastN },
-		check: func(c *Config) error { return atLeast(float64(c.Sampling.RepeatLastN), 0) }},
+		check: func(c *Config) error { return between(float64(c.Sampling.RepeatLastN), 0, maxRepeatLastN) }},
 	{key: "sampling.seed", env: "BONSAI_SEED", flag: "seed", usage: "sampling seed (-1: random per reply)",
 		field: func(c *Config) any { return &c.Sampling.Seed },
 		check: func(c *Config) error { return atLeast(float64(c.Sampling.Seed), -1) }},
@@ -99,6 +100,9 @@ func (s setting) set(c *Config, text string) error {
 		v, err := strconv.ParseFloat(text, 64)
 		if err != nil {
 			return fmt.Errorf("not a number")
+		}
+		if err := finite(v); err != nil {
+			return err
 		}
 		*p = v
 	case *bool:
@@ -146,6 +150,19 @@ func oneOf(v string, allowed ...string) error {
 
 // maxContext is the largest context_length a model file may declare.
 const maxContext = 1 << 30
+
+// maxRepeatLastN bounds the repeat penalty's window (the sampler keeps that
+// many token ids): far beyond any context bonsai can hold in memory.
+const maxRepeatLastN = 1 << 20
+
+// finite refuses NaN and the infinities, which every comparison-based check
+// would let through (NaN < 0 is false) and the sampler then fails on.
+func finite(v float64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return errors.New("must be a finite number")
+	}
+	return nil
+}
 
 func between(v, lo, hi float64) error {
 	if v < lo || v > hi {
