@@ -12,6 +12,11 @@ import (
 	"strings"
 )
 
+// ErrNonFinite: the model computes NaN or infinite logits (NaN or Inf in its
+// weights or norms, or a NaN rms epsilon); everything it generated would be
+// garbage.
+var ErrNonFinite = errors.New("the model computes non-finite logits")
+
 // ErrTooLarge: a requested size (context, threads) is beyond what the model
 // supports or what the machine can hold. The message says how much it would
 // need.
@@ -41,6 +46,30 @@ func checkSizes(hp Hyperparams, ctx, threads int) error {
 		return fmt.Errorf("%w: %d CPU threads: this machine has %d CPUs and bonsai runs at most %d", ErrTooLarge, threads, n, MaxThreads(n))
 	}
 	return nil
+}
+
+// checkLogits refuses the trial pass's logits when any is NaN or infinite:
+// a model that computes them produces garbage ("!!!!" until the context
+// fills) rather than an error, so it must not load.
+func checkLogits(logits []float32, hp Hyperparams) error {
+	nan, inf := 0, 0
+	for _, v := range logits {
+		switch {
+		case v != v:
+			nan++
+		case math.IsInf(float64(v), 0):
+			inf++
+		}
+	}
+	if nan == 0 && inf == 0 {
+		return nil
+	}
+	why := "NaN or Inf in its weights or norms"
+	if e := float64(hp.RMSEps); math.IsNaN(e) || math.IsInf(e, 0) {
+		why = fmt.Sprintf("its rms epsilon is %g", e)
+	}
+	return fmt.Errorf("%w: the trial pass gave %d NaN and %d infinite logits of %d (%s); the file is damaged",
+		ErrNonFinite, nan, inf, len(logits), why)
 }
 
 // KVBytes is the f16 KV cache of ctx positions over every layer, as a

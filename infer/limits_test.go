@@ -1,6 +1,7 @@
 package infer_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -127,5 +128,51 @@ func TestFormatBytes(t *testing.T) {
 		if got := infer.FormatBytes(tc.n); got != tc.want {
 			t.Errorf("FormatBytes(%g) = %q, want %q", tc.n, got, tc.want)
 		}
+	}
+}
+
+// A model whose weights or norms hold NaN or Inf, or whose rms epsilon is
+// NaN, computes garbage silently; the load-time trial pass catches it.
+func TestLoadRefusesNonFiniteModels(t *testing.T) {
+	poison := func(name string, v float32) func(*gguf.File) {
+		return func(f *gguf.File) {
+			ti, ok := f.Tensor(name)
+			if !ok || ti.Type != gguf.F32 {
+				t.Fatalf("no f32 tensor %s", name)
+			}
+			binary.LittleEndian.PutUint32(f.Data(ti)[4*3:], math.Float32bits(v))
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		extra  map[string]any
+		damage func(*gguf.File)
+		want   string
+	}{
+		{"NaN in the output norm", nil, poison("output_norm.weight", float32(math.NaN())), "weights or norms"},
+		{"Inf in a layer norm", nil, poison("blk.0.attn_norm.weight", float32(math.Inf(1))), "weights or norms"},
+		{"NaN rms epsilon", map[string]any{"qwen3.attention.layer_norm_rms_epsilon": float32(math.NaN())}, nil, "rms epsilon is NaN"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tinymodel.Small(gguf.F32)
+			cfg.Extra = tc.extra
+			f := open(t, cfg)
+			if tc.damage != nil {
+				tc.damage(f)
+			}
+			m, err := infer.Load(f, infer.Options{Backend: "cpu", Context: 16, Threads: 2})
+			if err == nil {
+				m.Close()
+				t.Fatal("loaded")
+			}
+			if !errors.Is(err, infer.ErrNonFinite) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want ErrNonFinite saying %q", err, tc.want)
+			}
+		})
+	}
+	if m, err := infer.Load(open(t, tinymodel.Small(gguf.F32)), infer.Options{Backend: "cpu", Context: 16, Threads: 2}); err != nil {
+		t.Errorf("the undamaged model: %v", err)
+	} else {
+		m.Close()
 	}
 }

@@ -129,6 +129,9 @@ func (m *Model) build(arch Architecture, name string, bopts BackendOptions, prog
 	}
 	if err == nil {
 		err = net.Forward(Batch{Tokens: []int32{0}, Pos: 0}, m.logits)
+		if err == nil {
+			err = checkLogits(m.logits, m.Hparams)
+		}
 		if err != nil {
 			err = fmt.Errorf("%s backend: trial pass: %w", name, err)
 		}
