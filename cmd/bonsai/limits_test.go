@@ -1,8 +1,13 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Sizes that used to crash the process (a fatal out-of-memory, a makeslice
@@ -33,5 +38,31 @@ func TestSizesAreRefusedNotCrashed(t *testing.T) {
 				t.Errorf("a wrapped-around size in %q", out)
 			}
 		})
+	}
+}
+
+// `bonsai info` and `run` on a FIFO refuse it at once instead of hanging.
+func TestModelPathMustBeARegularFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "model.gguf")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	for _, args := range [][]string{{"info", path}, {"run", "--model", path, "hi"}, {"tokenize", "--model", path, "hi"}} {
+		done := make(chan string, 1)
+		go func() {
+			_, errOut, code := run(t, args...)
+			done <- fmt.Sprint(code, " ", errOut)
+		}()
+		select {
+		case got := <-done:
+			if !strings.HasPrefix(got, "1 ") || !strings.Contains(got, "named pipe") {
+				t.Errorf("%v: %s", args, got)
+			}
+		case <-time.After(10 * time.Second):
+			if w, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
+				w.Close()
+			}
+			t.Fatalf("%v hung on a FIFO", args)
+		}
 	}
 }

@@ -487,3 +487,18 @@ func TestConcurrentPullRefused(t *testing.T) {
 	}
 	checkDir(t, dir, content, true, false)
 }
+
+// A FIFO or device named as the model is refused by name, before anything
+// opens it (opening a FIFO blocks until a writer comes).
+func TestResolveRefusesNonRegularFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "model.gguf")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	for _, p := range []string{fifo, dir, "/dev/zero"} {
+		if _, err := Resolve(p, dir); !errors.Is(err, ErrNotModelFile) {
+			t.Errorf("Resolve(%s) = %v, want ErrNotModelFile", p, err)
+		}
+	}
+}

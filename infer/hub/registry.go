@@ -81,6 +81,9 @@ func DefaultDir() string { return filepath.Join(xdg.DataHome, "bonsai", "models"
 var (
 	// ErrUnknownModel: neither a file nor a registry name.
 	ErrUnknownModel = errors.New("unknown model")
+	// ErrNotModelFile: the path names a directory, a FIFO, a device or
+	// another file that is not a regular file.
+	ErrNotModelFile = errors.New("not a regular file, so not a model file")
 	// ErrNotDownloaded: a registry name whose file is not in the models
 	// directory yet.
 	ErrNotDownloaded = errors.New("model not downloaded")
