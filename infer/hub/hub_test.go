@@ -207,8 +207,10 @@ func TestServerIgnoresRange(t *testing.T) {
 	s := newServer(t, content)
 	s.ignoreRange = true
 	dir := t.TempDir()
-	// A partial file whose bytes are wrong: only a restart gives the right file.
+	// A partial file whose bytes are wrong: only a restart gives the right
+	// file. Its origin says it is this URL's, so that resuming is tried.
 	os.WriteFile(filepath.Join(dir, "m.gguf"+PartialSuffix), bytes.Repeat([]byte{0xEE}, 300), 0o644)
+	writeOrigin(filepath.Join(dir, "m.gguf"+PartialSuffix+originSuffix), origin{URL: s.model(content).URL()})
 	if _, err := Download(context.Background(), s.model(content), dir, Options{}); err != nil {
 		t.Fatal(err)
 	}

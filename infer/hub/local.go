@@ -83,8 +83,8 @@ func List(dir string) ([]Local, error) {
 			continue
 		}
 		info, err := e.Info()
-		if err != nil || !info.Mode().IsRegular() {
-			continue
+		if err != nil || !info.Mode().IsRegular() || (partial && info.Size() == 0) {
+			continue // an empty partial file holds nothing to resume
 		}
 		l := Local{Path: filepath.Join(dir, name), Size: info.Size(), Modified: info.ModTime(), Partial: partial}
 		file := strings.TrimSuffix(name, PartialSuffix)

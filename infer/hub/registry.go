@@ -104,6 +104,11 @@ var (
 	ErrBusy = errors.New("another bonsai pull is downloading this file")
 	// ErrHTTP: the server answered with an error status.
 	ErrHTTP = errors.New("HTTP error")
+	// ErrStalled: the server sent nothing for Options.StallTimeout (it
+	// comes with ErrInterrupted: the transfer resumes).
+	ErrStalled = errors.New("the server stopped sending")
+	// ErrRedirectLoop: the URL redirects too many times (in a loop).
+	ErrRedirectLoop = errors.New("too many redirects")
 )
 
 func unknownModel(name string) error {
