@@ -122,17 +122,21 @@ var (
 )
 
 // DefaultPath is the config file: $BONSAI_CONFIG_DIR/config.toml when that
-// is set, else $XDG_CONFIG_HOME/bonsai/config.toml (~/.config on Linux). It
-// creates the directory.
+// is set, else $XDG_CONFIG_HOME/bonsai/config.toml (~/.config on Linux).
+// It creates the directory when it can, to show where the file goes; the
+// file is only read, so a read-only directory is fine. The path is always
+// the user's own (xdg.ConfigFile would answer with one in XDG_CONFIG_DIRS
+// when the home directory cannot be written).
 func DefaultPath() (string, error) {
 	if dir := os.Getenv("BONSAI_CONFIG_DIR"); dir != "" {
 		return filepath.Join(dir, "config.toml"), nil
 	}
-	p, err := xdg.ConfigFile("bonsai/config.toml")
-	if err != nil {
-		return "", fmt.Errorf("config path: %w", err)
+	if xdg.ConfigHome == "" {
+		return "", errors.New("config path: no home directory")
 	}
-	return p, nil
+	dir := filepath.Join(xdg.ConfigHome, "bonsai")
+	_ = os.MkdirAll(dir, 0o755)
+	return filepath.Join(dir, "config.toml"), nil
 }
 
 // LoadOptions say where to look; the zero value reads the default file and
