@@ -209,3 +209,39 @@ func TestRegenerateKeepsAnotherProcesssTurns(t *testing.T) {
 		"user:question", "user:other's question", "assistant:other's reply", "assistant:Reply 2 to: question"})
 	contains(t, m.View(), "changed this chat")
 }
+
+// A stored title or message holding escape sequences (a model can write
+// them, and so can another program) never reaches the terminal raw: not in
+// the header, the session list, a search hit or the transcript.
+func TestStoredEscapesNeverReachTheTerminal(t *testing.T) {
+	const evil = "maple\x1b]0;pwned\x07\x1b[2J\x00\u009b31m"
+	store := openStore(t)
+	ctx := context.Background()
+	info, err := store.Create(ctx, session.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.Add(ctx, info.ID, session.Message{Role: chat.RoleUser, Content: evil})
+	store.Add(ctx, info.ID, session.Message{Role: chat.RoleAssistant, Content: "reply " + evil})
+	sess, err := store.Load(ctx, info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, fe, _ := newTestModel(t, Options{Store: store, Resume: sess}, 100, 30)
+	loaded(t, m, fe)
+	check := func(what string) {
+		t.Helper()
+		v := m.View()
+		if strings.ContainsAny(v, "\x1b\x00\x07\u009b") {
+			t.Errorf("%s: raw control characters in the view: %q", what, v)
+		}
+		contains(t, v, "maple␛")
+	}
+	check("resumed")
+	_, cmd := m.Update(tea.KeyMsg{Type: tea.KeyCtrlS})
+	run(m, cmd)
+	check("session list")
+	typeText(m, "pwned")
+	settle(m)
+	check("search")
+}

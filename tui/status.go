@@ -131,7 +131,7 @@ func (s *statusLine) segments() []string {
 func header(st *Styles, width int, title string, info *engine.ModelInfo, backendNote string) string {
 	left := st.Title.Render("bonsai")
 	if title != "" {
-		left += st.TitleDim.Render(" · " + title)
+		left += st.TitleDim.Render(" · " + printable(strings.Join(strings.Fields(title), " ")))
 	}
 	var right []string
 	if info != nil {
