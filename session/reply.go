@@ -126,10 +126,11 @@ func (w *ReplyWriter) Flush() error {
 	return err
 }
 
-// finalState is what Finish adds to the last write.
+// finalState is what Finish (or Interrupt) adds to the last write.
 type finalState struct {
-	stats   Stats
-	stopped bool
+	stats       Stats
+	stopped     bool
+	interrupted bool // the reply stays marked interrupted (complete = 0)
 }
 
 func (w *ReplyWriter) write(content, thinking string, final *finalState) error {
@@ -144,9 +145,9 @@ func (w *ReplyWriter) write(content, thinking string, final *finalState) error {
 		} else {
 			st := final.stats
 			var res sql.Result
-			res, err = tx.ExecContext(ctx, `UPDATE messages SET content = ?, thinking = ?, stopped = ?, complete = 1,
+			res, err = tx.ExecContext(ctx, `UPDATE messages SET content = ?, thinking = ?, stopped = ?, complete = ?,
 				prompt_tokens = ?, gen_tokens = ?, prefill_tps = ?, decode_tps = ?, ttft_ms = ? WHERE id = ?`,
-				content, thinking, final.stopped, st.PromptTokens, st.GenTokens, st.PrefillTPS, st.DecodeTPS,
+				content, thinking, final.stopped, !final.interrupted, st.PromptTokens, st.GenTokens, st.PrefillTPS, st.DecodeTPS,
 				float64(st.TTFT)/float64(time.Millisecond), w.id)
 			if err == nil {
 				if n, _ := res.RowsAffected(); n == 0 {
@@ -175,6 +176,18 @@ func (w *ReplyWriter) write(content, thinking string, final *finalState) error {
 // message is gone (deleted, with its session or by another process) fails
 // with ErrNotFound.
 func (w *ReplyWriter) Finish(stats Stats, stopped bool) error {
+	return w.end(&finalState{stats: stats, stopped: stopped})
+}
+
+// Interrupt writes the reply's whole text so far with its statistics, and
+// leaves it marked interrupted: the process is ending (a signal, the
+// terminal gone) before the reply did. Like Finish, it may be retried after
+// a failure.
+func (w *ReplyWriter) Interrupt(stats Stats) error {
+	return w.end(&finalState{stats: stats, interrupted: true})
+}
+
+func (w *ReplyWriter) end(final *finalState) error {
 	w.mu.Lock()
 	finished := w.finished
 	w.mu.Unlock()
@@ -184,7 +197,7 @@ func (w *ReplyWriter) Finish(stats Stats, stopped bool) error {
 	w.close()
 	w.writeMu.Lock()
 	defer w.writeMu.Unlock()
-	if err := w.write(w.content.String(), w.thinking.String(), &finalState{stats: stats, stopped: stopped}); err != nil {
+	if err := w.write(w.content.String(), w.thinking.String(), final); err != nil {
 		return err
 	}
 	w.mu.Lock()

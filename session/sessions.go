@@ -250,7 +250,8 @@ func MakeTitle(prompt string) string {
 }
 
 // Add writes one complete message (a user prompt, a system prompt, or an
-// assistant reply produced without streaming) and returns its id. The first
+// assistant reply produced without streaming, or stored late) and returns
+// its id; a reply with Interrupted set stays marked interrupted. The first
 // user message titles an untitled session.
 func (s *Store) Add(ctx context.Context, sessionID int64, m Message) (int64, error) {
 	if !validRole(m.Role) {
@@ -259,7 +260,7 @@ func (s *Store) Add(ctx context.Context, sessionID int64, m Message) (int64, err
 	var id int64
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		id, err = insertMessage(ctx, tx, sessionID, m, true, s.opts.Now())
+		id, err = insertMessage(ctx, tx, sessionID, m, !m.Interrupted, s.opts.Now())
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ package tui
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -211,6 +212,8 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 		return nil
 	case saveStateMsg:
 		return tea.Batch(m.onSaveState(msg), waitForBackground(m.bg.out))
+	case signalMsg:
+		return m.onSignal()
 	case retrySaveMsg:
 		m.retryArmed = false
 		m.save.Retry()
@@ -455,6 +458,8 @@ func (m *Model) send(text string) tea.Cmd {
 	}
 	m.input.Remember(text)
 	m.state.AddHistory(text)
+	// At once, not at quit: a process killed later keeps its prompts.
+	m.saveState()
 	m.input.SetValue("")
 	msg := chat.Message{Role: chat.RoleUser, Content: text}
 	// The system prompt is stored with the first message, so that a chat
@@ -710,6 +715,26 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		return nil
 	}
 	return m.input.Update(msg)
+}
+
+// signalMsg: the process got a signal that ends it (SIGHUP, SIGTERM,
+// SIGINT from outside: the terminal closed, a kill, a shutdown).
+type signalMsg struct{ sig os.Signal }
+
+// onSignal saves everything and quits: a streaming reply is stored whole,
+// with its numbers, marked interrupted.
+func (m *Model) onSignal() tea.Cmd {
+	if m.generating {
+		m.eng.Stop()
+		m.flushPending()
+		m.generating = false
+		st := m.status.stats
+		m.conv.FinishReply("interrupted", &st)
+		m.save.InterruptReply(st)
+	}
+	m.saveState()
+	m.quit = true
+	return nil
 }
 
 // requestQuit stops a running reply (kept as stopped) and ends the program.

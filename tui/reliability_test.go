@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -244,4 +245,49 @@ func TestStoredEscapesNeverReachTheTerminal(t *testing.T) {
 	typeText(m, "pwned")
 	settle(m)
 	check("search")
+}
+
+// A prompt is in the state file as soon as it is sent (a process killed
+// later keeps its history), and a reply the process did not live to finish
+// reads "interrupted" on resume, not "stopped".
+func TestHistoryAtOnceAndInterruptedOnResume(t *testing.T) {
+	store := openStore(t)
+	statePath := filepath.Join(t.TempDir(), "state.json")
+	m, fe, _ := newTestModel(t, Options{Store: store, StatePath: statePath}, 100, 30)
+	loaded(t, m, fe)
+	sendAndWait(t, m, fe, "remember me")
+	settle(m)
+	if data, err := os.ReadFile(statePath); err != nil || !strings.Contains(string(data), "remember me") {
+		t.Errorf("state file before quitting: %q, %v", data, err)
+	}
+
+	// The signal path: the reply streams, the process is told to end.
+	fe2 := fakeengine.New(fakeengine.Options{TokenDelay: 2 * time.Millisecond,
+		Replies: []fakeengine.Reply{{Content: strings.Repeat("verse ", 400)}}})
+	m2, _, _ := newTestModel(t, Options{Store: store, Engine: fe2}, 100, 30)
+	loaded(t, m2, fe2)
+	typeText(m2, "go")
+	press(m2, tea.KeyEnter)
+	pump(t, m2, fe2, func() bool { return strings.Count(m2.conv.entries[len(m2.conv.entries)-1].content, "verse") > 20 })
+	shownReply := m2.conv.entries[len(m2.conv.entries)-1].content
+	tokens := m2.status.stats.DecodeTokens
+	m2.Update(signalMsg{syscall.SIGHUP})
+	if !m2.quit {
+		t.Error("a signal did not quit")
+	}
+	m2.Close()
+	sess, err := store.Last(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sess.Turns[len(sess.Turns)-1]
+	if !r.Interrupted || r.Stopped || r.Content != shownReply || r.Stats.GenTokens != tokens || tokens == 0 {
+		t.Errorf("reply stored interrupted=%v stopped=%v, %d of %d bytes, %d tokens (shown %d)",
+			r.Interrupted, r.Stopped, len(r.Content), len(shownReply), r.Stats.GenTokens, tokens)
+	}
+	m3, fe3, _ := newTestModel(t, Options{Store: store, Resume: sess}, 100, 30)
+	loaded(t, m3, fe3)
+	v := m3.View()
+	contains(t, v, "■ interrupted")
+	lacks(t, v, "■ stopped")
 }

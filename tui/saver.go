@@ -123,6 +123,23 @@ func (s *saver) FinishReply(stats engine.Stats, stopped bool) {
 	})
 }
 
+// InterruptReply stores the streaming reply with all its text and numbers,
+// marked interrupted: the process is ending before the reply did.
+func (s *saver) InterruptReply(stats engine.Stats) {
+	if !s.enabled() {
+		return
+	}
+	s.bg.Do(func() tea.Msg {
+		sl := s.streamingReply()
+		if sl == nil {
+			return nil
+		}
+		sl.msg.Interrupted = true
+		s.finish(session.StatsFrom(stats), false)
+		return s.sync()
+	})
+}
+
 // finish ends the streaming reply, if any, in its slot; sync writes it.
 func (s *saver) finish(stats session.Stats, stopped bool) bool {
 	sl := s.streamingReply()
@@ -341,7 +358,11 @@ func (s *saver) write(ctx context.Context, sl *slot) error {
 	case sl.streaming:
 		// The reply's writer flushes it; Finish completes it.
 	default:
-		if err := sl.w.Finish(sl.msg.Stats, sl.msg.Stopped); err != nil {
+		end := func() error { return sl.w.Finish(sl.msg.Stats, sl.msg.Stopped) }
+		if sl.msg.Interrupted {
+			end = func() error { return sl.w.Interrupt(sl.msg.Stats) }
+		}
+		if err := end(); err != nil {
 			return fmt.Errorf("reply not saved: %w", err)
 		}
 		sl.stored, sl.w = true, nil

@@ -248,7 +248,10 @@ func (m *Model) loadSession(sess *session.Session) {
 			m.system = t.Content
 		default:
 			e.kind = entryAssistant
-			e.stopped = t.Stopped || t.Interrupted
+			e.stopped = t.Stopped
+			if t.Interrupted {
+				e.reason = "interrupted"
+			}
 			e.stats = &engine.Stats{PrefillTokens: t.Stats.PromptTokens, DecodeTokens: t.Stats.GenTokens,
 				PrefillTPS: t.Stats.PrefillTPS, DecodeTPS: t.Stats.DecodeTPS, TTFT: t.Stats.TTFT}
 		}
