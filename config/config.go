@@ -56,12 +56,13 @@ type Sampling struct {
 }
 
 // Defaults are the built-in settings: Qwen3's recommended sampling for chat,
-// thinking on (as Qwen3's template defaults), 4096 tokens of context.
+// thinking off, the context left to the model (4096 tokens, capped by what
+// it was trained on).
 func Defaults() Config {
 	return Config{
 		Backend:     "auto",
 		Threads:     0,
-		ContextSize: 4096,
+		ContextSize: 0,
 		Think:       false, // PrismML runs Bonsai 1.x with thinking off (enable_thinking: false)
 		Theme:       "auto",
 		Sampling: Sampling{
@@ -121,17 +122,21 @@ var (
 )
 
 // DefaultPath is the config file: $BONSAI_CONFIG_DIR/config.toml when that
-// is set, else $XDG_CONFIG_HOME/bonsai/config.toml (~/.config on Linux). It
-// creates the directory.
+// is set, else $XDG_CONFIG_HOME/bonsai/config.toml (~/.config on Linux).
+// It creates the directory when it can, to show where the file goes; the
+// file is only read, so a read-only directory is fine. The path is always
+// the user's own (xdg.ConfigFile would answer with one in XDG_CONFIG_DIRS
+// when the home directory cannot be written).
 func DefaultPath() (string, error) {
 	if dir := os.Getenv("BONSAI_CONFIG_DIR"); dir != "" {
 		return filepath.Join(dir, "config.toml"), nil
 	}
-	p, err := xdg.ConfigFile("bonsai/config.toml")
-	if err != nil {
-		return "", fmt.Errorf("config path: %w", err)
+	if xdg.ConfigHome == "" {
+		return "", errors.New("config path: no home directory")
 	}
-	return p, nil
+	dir := filepath.Join(xdg.ConfigHome, "bonsai")
+	_ = os.MkdirAll(dir, 0o755)
+	return filepath.Join(dir, "config.toml"), nil
 }
 
 // LoadOptions say where to look; the zero value reads the default file and
@@ -343,6 +348,12 @@ func unquoteKey(k string) string {
 // validate checks every setting's value and names its source on failure.
 func (c *Config) validate() error {
 	for _, s := range settings {
+		// A TOML file may write nan and inf.
+		if p, ok := s.field(c).(*float64); ok {
+			if err := finite(*p); err != nil {
+				return fmt.Errorf("%s = %s (%s): %w: %w", s.key, s.format(c), c.Sources[s.key], ErrInvalid, err)
+			}
+		}
 		if s.check == nil {
 			continue
 		}

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -180,6 +181,13 @@ func TestInvalidConfigNamesWhere(t *testing.T) {
 		{name: "env out of range", env: map[string]string{"BONSAI_MIN_P": "2"}, want: []string{"sampling.min_p", "env BONSAI_MIN_P"}},
 		{name: "flag out of range", args: []string{"--threads", "-1"}, want: []string{"threads", "flag --threads"}},
 		{name: "tiny context", args: []string{"--ctx", "3"}, want: []string{"context_size", "flag --ctx"}},
+		{name: "nan temperature in file", file: "[sampling]\n\ntemperature = nan\n", want: []string{"sampling.temperature", "config.toml:3", "finite"}},
+		{name: "inf top_p in file", file: "[sampling]\ntop_p = inf\n", want: []string{"sampling.top_p", "config.toml:2", "finite"}},
+		{name: "-inf min_p in file", file: "[sampling]\nmin_p = -inf\n", want: []string{"sampling.min_p", "config.toml:2"}},
+		{name: "nan repeat_penalty in env", env: map[string]string{"BONSAI_REPEAT_PENALTY": "NaN"}, want: []string{"BONSAI_REPEAT_PENALTY", "finite"}},
+		{name: "huge repeat_last_n", file: "[sampling]\nrepeat_last_n = 4611686018427387904\n", want: []string{"sampling.repeat_last_n", "config.toml:2", "between 0 and"}},
+		{name: "absurd context", env: map[string]string{"BONSAI_CTX": "9223372036854775807"}, want: []string{"context_size", "env BONSAI_CTX", "between 16 and"}},
+		{name: "absurd threads", file: "\n\nthreads = 9999999999999\n", want: []string{"threads", "config.toml:3", "between 0 and"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeConfig(t, tc.file)
@@ -319,4 +327,16 @@ func FuzzLoad(f *testing.F) {
 			t.Fatalf("error does not wrap ErrInvalid: %v", err)
 		}
 	})
+}
+
+// A flag's value is checked as it is parsed, so the error comes with the
+// flag's name and usage.
+func TestNonFiniteFlagIsRefused(t *testing.T) {
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	RegisterFlags(fs)
+	err := fs.Parse([]string{"--temp", "+Inf"})
+	if err == nil || !strings.Contains(err.Error(), "-temp") || !strings.Contains(err.Error(), "finite") {
+		t.Errorf("--temp +Inf: %v", err)
+	}
 }

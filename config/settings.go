@@ -3,7 +3,11 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
+	"runtime"
 	"strconv"
+
+	"github.com/bonsai-chat/bonsai/infer"
 )
 
 // setting is one configurable value: its TOML key, environment variable,
@@ -27,10 +31,19 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.Adapter }},
 	{key: "threads", env: "BONSAI_THREADS", flag: "threads", usage: "CPU threads (0: all cores)",
 		field: func(c *Config) any { return &c.Threads },
-		check: func(c *Config) error { return atLeast(float64(c.Threads), 0) }},
-	{key: "context_size", env: "BONSAI_CTX", flag: "ctx", usage: "context size in tokens",
+		check: func(c *Config) error {
+			return between(float64(c.Threads), 0, float64(infer.MaxThreads(runtime.NumCPU())))
+		}},
+	{key: "context_size", env: "BONSAI_CTX", flag: "ctx", usage: "context size in tokens (0: 4096, capped by the model's trained context)",
 		field: func(c *Config) any { return &c.ContextSize },
-		check: func(c *Config) error { return atLeast(float64(c.ContextSize), 16) }},
+		check: func(c *Config) error {
+			if c.ContextSize == 0 {
+				return nil
+			}
+			// The model's trained context is checked when it loads; this
+			// bound only catches what no model has.
+			return between(float64(c.ContextSize), 16, maxContext)
+		}},
 	{key: "think", env: "BONSAI_THINK", flag: "think", usage: "let the model think before answering",
 		field: func(c *Config) any { return &c.Think }},
 	{key: "theme", env: "BONSAI_THEME", flag: "", usage: "colour theme: auto, dark or light",
@@ -60,7 +73,7 @@ var settings = []setting{
 		}},
 	{key: "sampling.repeat_last_n", env: "BONSAI_REPEAT_LAST_N", flag: "", usage: "how many recent tokens the repeat penalty looks at",
 		field: func(c *Config) any { return &c.Sampling.RepeatLastN },
-		check: func(c *Config) error { return atLeast(float64(c.Sampling.RepeatLastN), 0) }},
+		check: func(c *Config) error { return between(float64(c.Sampling.RepeatLastN), 0, maxRepeatLastN) }},
 	{key: "sampling.seed", env: "BONSAI_SEED", flag: "seed", usage: "sampling seed (-1: random per reply)",
 		field: func(c *Config) any { return &c.Sampling.Seed },
 		check: func(c *Config) error { return atLeast(float64(c.Sampling.Seed), -1) }},
@@ -87,6 +100,9 @@ func (s setting) set(c *Config, text string) error {
 		v, err := strconv.ParseFloat(text, 64)
 		if err != nil {
 			return fmt.Errorf("not a number")
+		}
+		if err := finite(v); err != nil {
+			return err
 		}
 		*p = v
 	case *bool:
@@ -130,6 +146,29 @@ func oneOf(v string, allowed ...string) error {
 		}
 	}
 	return fmt.Errorf("must be one of %q", allowed)
+}
+
+// maxContext is the largest context_length a model file may declare.
+const maxContext = 1 << 30
+
+// maxRepeatLastN bounds the repeat penalty's window (the sampler keeps that
+// many token ids): far beyond any context bonsai can hold in memory.
+const maxRepeatLastN = 1 << 20
+
+// finite refuses NaN and the infinities, which every comparison-based check
+// would let through (NaN < 0 is false) and the sampler then fails on.
+func finite(v float64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return errors.New("must be a finite number")
+	}
+	return nil
+}
+
+func between(v, lo, hi float64) error {
+	if v < lo || v > hi {
+		return fmt.Errorf("must be between %g and %g", lo, hi)
+	}
+	return nil
 }
 
 func atLeast(v, min float64) error {

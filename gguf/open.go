@@ -10,7 +10,9 @@ import (
 // Open memory-maps the file at path read-only and parses it. The tensor data
 // is never copied: Data returns views of the mapping until Close.
 func Open(path string) (*File, error) {
-	fd, err := os.Open(path)
+	// O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+	// writer forever; for a regular file it changes nothing.
+	fd, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
@@ -20,7 +22,7 @@ func Open(path string) (*File, error) {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("gguf: %s is not a regular file: %w", path, ErrNotGGUF)
+		return nil, fmt.Errorf("gguf: %s is %s, not a regular file: %w", path, FileKind(st.Mode()), ErrNotGGUF)
 	}
 	size := st.Size()
 	if size < 8 {
@@ -59,4 +61,25 @@ func (f *File) Prefetch() error {
 		return fmt.Errorf("gguf: madvise: %w", err)
 	}
 	return nil
+}
+
+// FileKind names a file mode's type for messages ("a named pipe").
+func FileKind(m os.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "a regular file"
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a block device"
+	case m&os.ModeSymlink != 0:
+		return "a symbolic link"
+	}
+	return "a special file"
 }

@@ -97,6 +97,9 @@ func Load(f *gguf.File, opts Options) (*Model, error) {
 	if ctx < 1 {
 		return nil, fmt.Errorf("%w: context %d", ErrBadShape, ctx)
 	}
+	if err := checkSizes(hp, ctx, opts.Threads); err != nil {
+		return nil, err
+	}
 	batch := opts.Batch
 	if batch == 0 {
 		batch = DefaultBatch
@@ -122,11 +125,12 @@ func Load(f *gguf.File, opts Options) (*Model, error) {
 		// this model, else the CPU.
 		gpu := bopts
 		gpu.Auto = true
-		if err := m.build(arch, "gpu", gpu, opts.Progress); err == nil {
+		gerr := m.build(arch, "gpu", gpu, opts.Progress)
+		if gerr == nil {
 			return m, nil
 		}
 		if err := m.build(arch, "cpu", bopts, opts.Progress); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("on the GPU: %w; on the CPU: %w", gerr, err)
 		}
 		return m, nil
 	}
@@ -142,6 +146,11 @@ func Load(f *gguf.File, opts Options) (*Model, error) {
 // nothing behind: the cache is overwritten from position 0 by the first
 // real pass.
 func (m *Model) build(arch Architecture, name string, bopts BackendOptions, progress func(done, total int64)) error {
+	if name == "cpu" {
+		if err := checkHostMemory(m.Hparams, m.context, m.maxBatch, bopts.Threads); err != nil {
+			return err
+		}
+	}
 	b, err := NewBackend(name, bopts)
 	if err != nil {
 		return err
@@ -165,6 +174,9 @@ func (m *Model) build(arch Architecture, name string, bopts BackendOptions, prog
 	}
 	if err == nil {
 		err = net.Forward(Batch{Tokens: []int32{0}, Pos: 0}, m.logits)
+		if err == nil {
+			err = checkLogits(m.logits, m.Hparams)
+		}
 		if err != nil {
 			err = fmt.Errorf("%s backend: trial pass: %w", name, err)
 		}

@@ -30,6 +30,8 @@ func TestMain(m *testing.M) {
 		os.Exit(report(writerHelper()))
 	case "streamer":
 		os.Exit(report(streamerHelper()))
+	case "adder":
+		os.Exit(report(adderHelper()))
 	default:
 		fmt.Fprintln(os.Stderr, "unknown helper", os.Getenv(helperEnv))
 		os.Exit(2)
@@ -54,6 +56,28 @@ func helperCommand(t *testing.T, helper string, args ...string) *exec.Cmd {
 	cmd.Env = append(os.Environ(), helperEnv+"="+helper)
 	cmd.Stderr = os.Stderr
 	return cmd
+}
+
+// adderSession names the session adderHelper continues.
+const adderSession = "BONSAI_ADDER_SESSION"
+
+// adderHelper is another bonsai continuing a session: it adds one turn.
+func adderHelper() error {
+	s, err := OpenWith(os.Getenv(writerDB), Options{BusyTimeout: 30 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	id, err := strconv.ParseInt(os.Getenv(adderSession), 10, 64)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	if _, err := s.Add(ctx, id, Message{Role: chat.RoleUser, Content: "A's question"}); err != nil {
+		return err
+	}
+	_, err = s.Add(ctx, id, Message{Role: chat.RoleAssistant, Content: "A's reply"})
+	return err
 }
 
 const (

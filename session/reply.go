@@ -27,7 +27,8 @@ type ReplyWriter struct {
 	thinking strings.Builder
 	dirty    bool  // appended since the last write
 	err      error // the last background write's failure, if it has not succeeded since
-	done     bool
+	done     bool  // no more appends or flushes
+	finished bool  // the final write succeeded (or the store closed the writer)
 
 	// writeMu orders writes, so an older snapshot never lands after a newer
 	// one.
@@ -125,10 +126,11 @@ func (w *ReplyWriter) Flush() error {
 	return err
 }
 
-// finalState is what Finish adds to the last write.
+// finalState is what Finish (or Interrupt) adds to the last write.
 type finalState struct {
-	stats   Stats
-	stopped bool
+	stats       Stats
+	stopped     bool
+	interrupted bool // the reply stays marked interrupted (complete = 0)
 }
 
 func (w *ReplyWriter) write(content, thinking string, final *finalState) error {
@@ -142,10 +144,16 @@ func (w *ReplyWriter) write(content, thinking string, final *finalState) error {
 			_, err = tx.ExecContext(ctx, `UPDATE messages SET content = ?, thinking = ? WHERE id = ? AND complete = 0`, content, thinking, w.id)
 		} else {
 			st := final.stats
-			_, err = tx.ExecContext(ctx, `UPDATE messages SET content = ?, thinking = ?, stopped = ?, complete = 1,
+			var res sql.Result
+			res, err = tx.ExecContext(ctx, `UPDATE messages SET content = ?, thinking = ?, stopped = ?, complete = ?,
 				prompt_tokens = ?, gen_tokens = ?, prefill_tps = ?, decode_tps = ?, ttft_ms = ? WHERE id = ?`,
-				content, thinking, final.stopped, st.PromptTokens, st.GenTokens, st.PrefillTPS, st.DecodeTPS,
+				content, thinking, final.stopped, !final.interrupted, st.PromptTokens, st.GenTokens, st.PrefillTPS, st.DecodeTPS,
 				float64(st.TTFT)/float64(time.Millisecond), w.id)
+			if err == nil {
+				if n, _ := res.RowsAffected(); n == 0 {
+					return fmt.Errorf("message %d: %w", w.id, ErrNotFound)
+				}
+			}
 		}
 		if err != nil {
 			return err
@@ -161,19 +169,48 @@ func (w *ReplyWriter) write(content, thinking string, final *finalState) error {
 }
 
 // Finish writes the complete reply with its statistics; stopped records that
-// the user cut it short. The writer is closed afterwards, even on error (the
-// error says the final text could not be saved; the last flushed text stays).
+// the user cut it short. The writer takes no more text afterwards. When the
+// write fails (the database locked, the disk full) the last flushed text
+// stays, marked interrupted, and Finish may be called again to retry; once it
+// has succeeded, or after Store.Close, it fails with ErrClosed. A reply whose
+// message is gone (deleted, with its session or by another process) fails
+// with ErrNotFound.
 func (w *ReplyWriter) Finish(stats Stats, stopped bool) error {
-	if !w.close() {
+	return w.end(&finalState{stats: stats, stopped: stopped})
+}
+
+// Interrupt writes the reply's whole text so far with its statistics, and
+// leaves it marked interrupted: the process is ending (a signal, the
+// terminal gone) before the reply did. Like Finish, it may be retried after
+// a failure.
+func (w *ReplyWriter) Interrupt(stats Stats) error {
+	return w.end(&finalState{stats: stats, interrupted: true})
+}
+
+func (w *ReplyWriter) end(final *finalState) error {
+	w.mu.Lock()
+	finished := w.finished
+	w.mu.Unlock()
+	if finished {
 		return fmt.Errorf("reply %d: %w", w.id, ErrClosed)
 	}
+	w.close()
 	w.writeMu.Lock()
 	defer w.writeMu.Unlock()
-	return w.write(w.content.String(), w.thinking.String(), &finalState{stats: stats, stopped: stopped})
+	if err := w.write(w.content.String(), w.thinking.String(), final); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.finished = true
+	w.mu.Unlock()
+	return nil
 }
 
 // abandon is Store.Close's last flush of a reply that was never finished.
 func (w *ReplyWriter) abandon() error {
+	w.mu.Lock()
+	w.finished = true
+	w.mu.Unlock()
 	if !w.close() {
 		return nil
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +32,16 @@ func openTest(t *testing.T, opts Options) *Store {
 		opts.Now = clock.Now
 	}
 	s, err := OpenWith(filepath.Join(t.TempDir(), "bonsai.db"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func openPath(t *testing.T, path string) *Store {
+	t.Helper()
+	s, err := OpenWith(path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,20 +391,20 @@ func TestCloseFlushesStreamingReply(t *testing.T) {
 	}
 }
 
-func TestDeleteMessagesFrom(t *testing.T) {
+func TestDeleteMessages(t *testing.T) {
 	s := openTest(t, Options{})
 	ctx := context.Background()
 	a, _ := s.Create(ctx, Meta{})
 	b, _ := s.Create(ctx, Meta{})
-	mustAdd(t, s, a.ID, chat.RoleUser, "keep me")
+	keep := mustAdd(t, s, a.ID, chat.RoleUser, "keep me")
 	cut := mustAdd(t, s, a.ID, chat.RoleAssistant, "regenerate me")
 	other := mustAdd(t, s, b.ID, chat.RoleUser, "another session, later id")
-	mustAdd(t, s, a.ID, chat.RoleUser, "drop me too")
+	drop := mustAdd(t, s, a.ID, chat.RoleUser, "drop me too")
 	if other < cut {
 		t.Fatal("test needs the other session's message after the cut")
 	}
 
-	if err := s.DeleteMessagesFrom(ctx, a.ID, cut); err != nil {
+	if err := s.DeleteMessages(ctx, a.ID, []int64{keep}, []int64{cut, drop}); err != nil {
 		t.Fatal(err)
 	}
 	sa, _ := s.Load(ctx, a.ID)
@@ -405,7 +417,44 @@ func TestDeleteMessagesFrom(t *testing.T) {
 	if hits, _ := s.Search(ctx, "regenerate", SearchOptions{}); len(hits) != 0 {
 		t.Errorf("deleted message still searchable: %+v", hits)
 	}
-	if err := s.DeleteMessagesFrom(ctx, 999, 1); !errors.Is(err, ErrNotFound) {
+	if err := s.DeleteMessages(ctx, 999, nil, []int64{1}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("unknown session: %v", err)
+	}
+	// Deleting again: the messages are gone already, someone else did it.
+	if err := s.DeleteMessages(ctx, a.ID, []int64{keep}, []int64{cut}); !errors.Is(err, ErrChanged) {
+		t.Errorf("deleting a message already gone: %v, want ErrChanged", err)
+	}
+}
+
+// Two processes on one session: B regenerates its last reply while A has
+// added a turn of its own after it. Only B's reply goes, A's turn stays, and
+// B hears that the session changed underneath it.
+func TestDeleteMessagesKeepsAnotherProcesssTurns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shared.db")
+	s := openPath(t, path)
+	ctx := context.Background()
+	in, _ := s.Create(ctx, Meta{})
+	u := mustAdd(t, s, in.ID, chat.RoleUser, "question")
+	r := mustAdd(t, s, in.ID, chat.RoleAssistant, "B's reply, to be regenerated")
+
+	// The other process: a second bonsai -c on the same session.
+	cmd := helperCommand(t, "adder")
+	cmd.Env = append(cmd.Env, writerDB+"="+path, adderSession+"="+strconv.FormatInt(in.ID, 10))
+	if out, err := cmd.Output(); err != nil {
+		t.Fatalf("adder: %v %s", err, out)
+	}
+
+	err := s.DeleteMessages(ctx, in.ID, []int64{u}, []int64{r})
+	if !errors.Is(err, ErrChanged) || !strings.Contains(err.Error(), "2 messages written by another process") {
+		t.Errorf("regenerate under a changed session: %v, want ErrChanged naming A's 2 messages", err)
+	}
+	sess, _ := s.Load(ctx, in.ID)
+	var got []string
+	for _, m := range sess.Turns {
+		got = append(got, m.Content)
+	}
+	want := []string{"question", "A's question", "A's reply"}
+	if !slices.Equal(got, want) {
+		t.Errorf("session after B's regenerate = %q, want %q", got, want)
 	}
 }

@@ -240,7 +240,8 @@ func MakeTitle(prompt string) string {
 }
 
 // Add writes one complete message (a user prompt, a system prompt, or an
-// assistant reply produced without streaming) and returns its id. The first
+// assistant reply produced without streaming, or stored late) and returns
+// its id; a reply with Interrupted set stays marked interrupted. The first
 // user message titles an untitled session.
 func (s *Store) Add(ctx context.Context, sessionID int64, m Message) (int64, error) {
 	if !validRole(m.Role) {
@@ -249,7 +250,7 @@ func (s *Store) Add(ctx context.Context, sessionID int64, m Message) (int64, err
 	var id int64
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		id, err = insertMessage(ctx, tx, sessionID, m, true, s.opts.Now())
+		id, err = insertMessage(ctx, tx, sessionID, m, !m.Interrupted, s.opts.Now())
 		if err != nil {
 			return err
 		}
@@ -289,10 +290,16 @@ func insertMessage(ctx context.Context, tx *sql.Tx, sessionID int64, m Message, 
 	return res.LastInsertId()
 }
 
-// DeleteMessagesFrom removes the message messageID and every later one from
-// the session (regenerating or editing a turn replaces the conversation's
-// tail). A reply still streaming into a removed message is no longer saved.
-func (s *Store) DeleteMessagesFrom(ctx context.Context, sessionID, messageID int64) error {
+// DeleteMessages removes exactly the messages drop from the session, in one
+// transaction: the tail that regenerating or editing a turn replaces.
+// Messages another process added to the session stay. keep are the ids the
+// caller still holds for the session; when, after the deletion, the session
+// holds other messages than keep, or some of drop were already gone, the
+// session changed underneath the caller: the deletion is still done, and the
+// error wraps ErrChanged. A reply still streaming into a removed message is
+// no longer saved.
+func (s *Store) DeleteMessages(ctx context.Context, sessionID int64, keep, drop []int64) error {
+	var missing, foreign int
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE sessions SET updated_at = ? WHERE id = ?`, millis(s.opts.Now()), sessionID)
 		if err != nil {
@@ -301,11 +308,44 @@ func (s *Store) DeleteMessagesFrom(ctx context.Context, sessionID, messageID int
 		if err := mustHaveChanged(res, sessionID); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `DELETE FROM messages WHERE session_id = ? AND id >= ?`, sessionID, messageID)
-		return err
+		for _, id := range drop {
+			res, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE session_id = ? AND id = ?`, sessionID, id)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				missing++
+			}
+		}
+		known := make(map[int64]bool, len(keep))
+		for _, id := range keep {
+			known[id] = true
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM messages WHERE session_id = ?`, sessionID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		held := 0
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			if known[id] {
+				held++
+			} else {
+				foreign++
+			}
+		}
+		missing += len(known) - held
+		return rows.Err()
 	})
 	if err != nil {
-		return fmt.Errorf("session %d: delete messages from %d: %w", sessionID, messageID, err)
+		return fmt.Errorf("session %d: delete %d messages: %w", sessionID, len(drop), err)
+	}
+	if missing > 0 || foreign > 0 {
+		return fmt.Errorf("session %d: %d messages written by another process, %d removed by one: %w", sessionID, foreign, missing, ErrChanged)
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/adrg/xdg"
+	"golang.org/x/sys/unix"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -47,6 +48,11 @@ var (
 	ErrDiskFull = errors.New("disk full")
 	// ErrNotFound: no such session.
 	ErrNotFound = errors.New("no such session")
+	// ErrReadOnly: the user's data directory cannot be written.
+	ErrReadOnly = errors.New("the data directory is not writable")
+	// ErrChanged: another process changed the session underneath this one
+	// (added messages to it, or removed some this one holds).
+	ErrChanged = errors.New("the session was changed by another process")
 	// ErrClosed: the Store or ReplyWriter was already closed.
 	ErrClosed = errors.New("closed")
 )
@@ -56,13 +62,20 @@ var (
 const applicationID = 0x426e7349
 
 // DefaultPath is where conversations are kept: $XDG_DATA_HOME/bonsai/bonsai.db
-// (~/.local/share on Linux). It creates the directory.
+// (~/.local/share on Linux). It creates the directory. When that directory
+// cannot be created or written it fails with ErrReadOnly and the path: it
+// never falls back to the system-wide XDG_DATA_DIRS (as xdg.DataFile
+// does), where a chat saved would be one the next normal run cannot find.
 func DefaultPath() (string, error) {
-	p, err := xdg.DataFile("bonsai/bonsai.db")
-	if err != nil {
-		return "", fmt.Errorf("session database path: %w", err)
+	dir := filepath.Join(xdg.DataHome, "bonsai")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("session database path: %s: %w: %w", dir, ErrReadOnly, err)
 	}
-	return p, nil
+	// access(2) sees a read-only mount even for root.
+	if err := unix.Access(dir, unix.W_OK); err != nil {
+		return "", fmt.Errorf("session database path: %s: %w: %w", dir, ErrReadOnly, err)
+	}
+	return filepath.Join(dir, "bonsai.db"), nil
 }
 
 // Options tune a Store; the zero value gives the defaults.

@@ -30,7 +30,7 @@ type entry struct {
 	thinking string
 	stopped  bool          // the user stopped this reply
 	stats    *engine.Stats // a finished reply's numbers
-	reason   string        // why a reply ended ("stop", "length", "stopped")
+	reason   string        // why a reply ended ("stop", "length", "stopped", "interrupted")
 
 	cache      []string
 	cacheWidth int
@@ -382,7 +382,9 @@ func (c *conversation) renderThinking(e *entry, live bool, width int) []string {
 func (c *conversation) footer(e *entry) string {
 	s := c.styles
 	var bits []string
-	if e.stopped {
+	if e.reason == "interrupted" {
+		bits = append(bits, s.Warn.Render("■ interrupted (bonsai ended while it streamed)"))
+	} else if e.stopped {
 		bits = append(bits, s.Warn.Render("■ stopped"))
 	} else if e.reason == "length" {
 		bits = append(bits, s.Warn.Render("■ cut off (length limit)"))

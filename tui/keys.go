@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
 )
 
 // KeyMap lists every binding with its help text; the help overlay is
@@ -71,8 +74,46 @@ func (k KeyMap) helpRows() []key.Binding {
 	}
 }
 
-// ErrUnknownAction: a key override names no action.
-var ErrUnknownAction = errors.New("unknown key action")
+// Errors of Override, inside a *KeyError.
+var (
+	// ErrUnknownAction: a key override names no action.
+	ErrUnknownAction = errors.New("unknown key action")
+	// ErrUnknownKey: a key override spells a key the terminal never
+	// reports, so the action would have no key at all.
+	ErrUnknownKey = errors.New("unknown key")
+)
+
+// KeyError is an override Override refused, with the action it was for.
+type KeyError struct {
+	Action string
+	Err    error
+}
+
+func (e *KeyError) Error() string { return "keys." + e.Action + ": " + e.Err.Error() }
+func (e *KeyError) Unwrap() error { return e.Err }
+
+// keyNames are the key names bubbletea reports (and shift+enter, which the
+// model recognises itself).
+var keyNames = func() map[string]bool {
+	names := map[string]bool{"shift+enter": true}
+	for t := tea.KeyType(-1000); t < 1000; t++ {
+		if s := t.String(); s != "" {
+			names[s] = true
+		}
+	}
+	return names
+}()
+
+// validKey reports whether a key press can ever match spelling s: a named
+// key or one printable character, either with alt+.
+func validKey(s string) bool {
+	s = strings.TrimPrefix(s, "alt+")
+	if keyNames[s] {
+		return true
+	}
+	r, size := utf8.DecodeRuneInString(s)
+	return size == len(s) && r != utf8.RuneError && unicode.IsPrint(r)
+}
 
 // actions maps the names used in the config file's [keys] table to bindings.
 func (k *KeyMap) actions() map[string]*key.Binding {
@@ -103,16 +144,19 @@ func (k *KeyMap) Override(overrides map[string]string) error {
 				known = append(known, a)
 			}
 			sort.Strings(known)
-			return fmt.Errorf("keys.%s: %w (known: %s)", name, ErrUnknownAction, strings.Join(known, ", "))
+			return &KeyError{Action: name, Err: fmt.Errorf("%w (known: %s)", ErrUnknownAction, strings.Join(known, ", "))}
 		}
 		var keys []string
 		for _, s := range strings.Split(overrides[name], ",") {
 			if s = strings.TrimSpace(s); s != "" {
+				if !validKey(s) {
+					return &KeyError{Action: name, Err: fmt.Errorf("%w %q (keys are spelled like \"ctrl+j\", \"alt+enter\", \"f5\" or one character)", ErrUnknownKey, s)}
+				}
 				keys = append(keys, s)
 			}
 		}
 		if len(keys) == 0 {
-			return fmt.Errorf("keys.%s: no key given", name)
+			return &KeyError{Action: name, Err: errors.New("no key given")}
 		}
 		b.SetKeys(keys...)
 		b.SetHelp(strings.Join(keys, " / "), b.Help().Desc)

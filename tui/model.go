@@ -6,6 +6,7 @@ package tui
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -110,10 +111,11 @@ type Model struct {
 	noteID      int
 	quitArmedAt time.Time // ctrl+c pressed once while idle
 
-	bg    *background
-	save  *saver
-	state config.State
-	quit  bool
+	bg         *background
+	save       *saver
+	retryArmed bool // a retry of unsaved messages is scheduled
+	state      config.State
+	quit       bool
 }
 
 // New builds the chat. Call Close after the program ends.
@@ -166,7 +168,7 @@ func New(opts Options) *Model {
 // Close stops the background writer after it has saved everything queued.
 func (m *Model) Close() {
 	m.flushPending()
-	m.save.Close()
+	m.save.Close(m.status.stats)
 	m.bg.Close()
 }
 
@@ -208,16 +210,14 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 			m.status.note = ""
 		}
 		return nil
-	case savedSessionMsg:
-		// A new session has no title yet (the store takes it from the first
-		// prompt, as the UI already did).
-		if msg.info.Title != "" {
-			m.title = msg.info.Title
-		}
-		m.sessionID = msg.info.ID
-		m.sessions.current = msg.info.ID
-		m.state.LastSession = msg.info.ID
-		return waitForBackground(m.bg.out)
+	case saveStateMsg:
+		return tea.Batch(m.onSaveState(msg), waitForBackground(m.bg.out))
+	case signalMsg:
+		return m.onSignal()
+	case retrySaveMsg:
+		m.retryArmed = false
+		m.save.Retry()
+		return nil
 	case saveErrMsg:
 		return tea.Batch(m.notify(msg.err.Error(), true), waitForBackground(m.bg.out))
 	case sessionsListedMsg, sessionLoadedMsg, sessionChangedMsg, sessionsSearchedMsg:
@@ -255,6 +255,40 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 // isShiftEnter recognises Shift+Enter sent as CSI 13;2u or CSI 27;2;13~.
 func isShiftEnter(s string) bool {
 	return s == "?CSI[49 51 59 50 117]?" || s == "?CSI[50 55 59 50 59 49 51 126]?"
+}
+
+// retrySaveMsg: time to try the unsaved messages again.
+type retrySaveMsg struct{}
+
+// onSaveState shows how saving stands: unsaved messages stay on the status
+// line, and are retried, until the database has them.
+func (m *Model) onSaveState(msg saveStateMsg) tea.Cmd {
+	var cmds []tea.Cmd
+	if in := msg.created; in != nil {
+		// A new session has no title yet (the store takes it from the first
+		// prompt, as the UI already did).
+		if in.Title != "" {
+			m.title = in.Title
+		}
+		m.sessionID = in.ID
+		m.sessions.current = in.ID
+		m.state.LastSession = in.ID
+	}
+	if msg.notice != "" {
+		m.conv.Notice(msg.notice)
+	}
+	was := m.status.unsaved
+	m.status.unsaved = ""
+	if msg.unsaved > 0 {
+		m.status.unsaved = fmt.Sprintf("⚠ %d unsaved (retrying): %v", msg.unsaved, msg.err)
+		if !m.retryArmed {
+			m.retryArmed = true
+			cmds = append(cmds, tea.Tick(saveRetryEvery, func(time.Time) tea.Msg { return retrySaveMsg{} }))
+		}
+	} else if was != "" {
+		cmds = append(cmds, m.notify("saved", false))
+	}
+	return tea.Batch(cmds...)
 }
 
 // onEngine applies a batch of engine events.
@@ -427,6 +461,8 @@ func (m *Model) send(text string) tea.Cmd {
 	}
 	m.input.Remember(text)
 	m.state.AddHistory(text)
+	// At once, not at quit: a process killed later keeps its prompts.
+	m.saveState()
 	m.input.SetValue("")
 	msg := chat.Message{Role: chat.RoleUser, Content: text}
 	// The system prompt is stored with the first message, so that a chat
@@ -682,6 +718,26 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		return nil
 	}
 	return m.input.Update(msg)
+}
+
+// signalMsg: the process got a signal that ends it (SIGHUP, SIGTERM,
+// SIGINT from outside: the terminal closed, a kill, a shutdown).
+type signalMsg struct{ sig os.Signal }
+
+// onSignal saves everything and quits: a streaming reply is stored whole,
+// with its numbers, marked interrupted.
+func (m *Model) onSignal() tea.Cmd {
+	if m.generating {
+		m.eng.Stop()
+		m.flushPending()
+		m.generating = false
+		st := m.status.stats
+		m.conv.FinishReply("interrupted", &st)
+		m.save.InterruptReply(st)
+	}
+	m.saveState()
+	m.quit = true
+	return nil
 }
 
 // requestQuit stops a running reply (kept as stopped) and ends the program.

@@ -2,7 +2,9 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/bonsai-chat/bonsai/infer/chat"
 	"github.com/bonsai-chat/bonsai/infer/engine"
@@ -10,42 +12,53 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 )
 
+// saveRetryEvery is how often unsaved messages are tried again.
+const saveRetryEvery = 2 * time.Second
+
 // saver keeps the conversation in the session store. Its fields belong to
 // the background goroutine: the UI only queues jobs (the methods below), so
-// message ids and the open ReplyWriter never cross goroutines. Stored
-// messages mirror the transcript's model-visible entries one for one, which
-// is how the UI names them (by position), never by database id.
+// message ids and the open ReplyWriter never cross goroutines.
+//
+// The saver holds one slot per stored transcript entry (user, system and
+// assistant), in transcript order, which is how the UI names messages (by
+// position), never by database id. A slot keeps its message until the
+// database has it, so a write that fails (the database locked by another
+// process, a full disk) loses nothing: it stays queued, later slots wait
+// behind it so that the stored order is the transcript's, and every sync
+// tries again. A slot's id is set only by a write that succeeded, so the
+// ids the saver deletes by are always the database's.
 type saver struct {
 	store     *session.Store
 	bg        *background
-	sessionID int64   // 0: no session yet (created with the first message)
-	ids       []int64 // stored message ids, in transcript order
-	reply     *session.ReplyWriter
+	sessionID int64 // 0: no session yet (created with the first message)
+	meta      session.Meta
+	slots     []*slot
+	drop      []int64 // ids of replaced messages not deleted yet
 }
 
-// Messages sent to the UI by saver jobs.
-type (
-	// savedSessionMsg: the conversation now lives in this session.
-	savedSessionMsg struct{ info session.Info }
-	// saveErrMsg: something could not be saved.
-	saveErrMsg struct{ err error }
-)
+// slot is one transcript entry's message and how far it got into the store.
+type slot struct {
+	msg       session.Message // for a reply: the text so far, then its stats and stop
+	id        int64           // 0: not in the database yet
+	reply     bool            // a streamed reply
+	streaming bool            // the reply has not finished
+	stored    bool            // the database holds the message as it ends
+	w         *session.ReplyWriter
+}
+
+// saveStateMsg tells the UI how saving stands after a sync.
+type saveStateMsg struct {
+	created *session.Info // the conversation now lives in this new session
+	unsaved int           // messages the database does not have yet
+	err     error         // why, when unsaved > 0
+	notice  string        // something the user should know (another process changed the chat)
+}
+
+// saveErrMsg: something other than a message could not be saved (the state
+// file).
+type saveErrMsg struct{ err error }
 
 func (s *saver) enabled() bool { return s != nil && s.store != nil }
-
-// ensureSession creates the session on first use. It runs in the
-// background goroutine.
-func (s *saver) ensureSession(meta session.Meta) (tea.Msg, error) {
-	if s.sessionID != 0 {
-		return nil, nil
-	}
-	info, err := s.store.Create(context.Background(), meta)
-	if err != nil {
-		return nil, err
-	}
-	s.sessionID = info.ID
-	return savedSessionMsg{info: info}, nil
-}
 
 // Add stores a complete message (user, system, or a reply that did not
 // stream).
@@ -54,19 +67,12 @@ func (s *saver) Add(m chat.Message, meta session.Meta) {
 		return
 	}
 	s.bg.Do(func() tea.Msg {
-		created, err := s.ensureSession(meta)
-		if err != nil {
-			return saveErrMsg{fmt.Errorf("not saved: %w", err)}
-		}
-		id, err := s.store.Add(context.Background(), s.sessionID, session.Message{
+		s.slots = append(s.slots, &slot{msg: session.Message{
 			Role: m.Role, Content: m.Content, Thinking: m.Thinking,
 			Model: meta.Model, Variant: meta.Variant, Backend: meta.Backend,
-		})
-		if err != nil {
-			return saveErrMsg{fmt.Errorf("not saved: %w", err)}
-		}
-		s.ids = append(s.ids, id)
-		return created
+		}})
+		s.meta = meta
+		return s.sync()
 	})
 }
 
@@ -76,17 +82,11 @@ func (s *saver) BeginReply(meta session.Meta) {
 		return
 	}
 	s.bg.Do(func() tea.Msg {
-		created, err := s.ensureSession(meta)
-		if err != nil {
-			return saveErrMsg{fmt.Errorf("reply not saved: %w", err)}
-		}
-		w, err := s.store.BeginReply(context.Background(), s.sessionID, meta)
-		if err != nil {
-			return saveErrMsg{fmt.Errorf("reply not saved: %w", err)}
-		}
-		s.reply = w
-		s.ids = append(s.ids, w.ID())
-		return created
+		s.slots = append(s.slots, &slot{reply: true, streaming: true, msg: session.Message{
+			Role: chat.RoleAssistant, Model: meta.Model, Variant: meta.Variant, Backend: meta.Backend,
+		}})
+		s.meta = meta
+		return s.sync()
 	})
 }
 
@@ -97,8 +97,14 @@ func (s *saver) AppendReply(content, thinking string) {
 		return
 	}
 	s.bg.Do(func() tea.Msg {
-		if s.reply != nil {
-			s.reply.Append(content, thinking)
+		sl := s.streamingReply()
+		if sl == nil {
+			return nil
+		}
+		sl.msg.Content += content
+		sl.msg.Thinking += thinking
+		if sl.w != nil {
+			sl.w.Append(content, thinking)
 		}
 		return nil
 	})
@@ -110,38 +116,77 @@ func (s *saver) FinishReply(stats engine.Stats, stopped bool) {
 		return
 	}
 	s.bg.Do(func() tea.Msg {
-		if s.reply == nil {
+		if !s.finish(storedStats(stats), stopped) {
 			return nil
 		}
-		w := s.reply
-		s.reply = nil
-		if err := w.Finish(storedStats(stats), stopped); err != nil {
-			return saveErrMsg{fmt.Errorf("reply not saved: %w", err)}
-		}
-		return nil
+		return s.sync()
 	})
 }
 
+// InterruptReply stores the streaming reply with all its text and numbers,
+// marked interrupted: the process is ending before the reply did.
+func (s *saver) InterruptReply(stats engine.Stats) {
+	if !s.enabled() {
+		return
+	}
+	s.bg.Do(func() tea.Msg {
+		sl := s.streamingReply()
+		if sl == nil {
+			return nil
+		}
+		sl.msg.Interrupted = true
+		s.finish(storedStats(stats), false)
+		return s.sync()
+	})
+}
+
+// finish ends the streaming reply, if any, in its slot; sync writes it.
+func (s *saver) finish(stats session.Stats, stopped bool) bool {
+	sl := s.streamingReply()
+	if sl == nil {
+		return false
+	}
+	sl.streaming = false
+	sl.msg.Stats, sl.msg.Stopped = stats, stopped
+	return true
+}
+
+func (s *saver) streamingReply() *slot {
+	if n := len(s.slots); n > 0 && s.slots[n-1].streaming {
+		return s.slots[n-1]
+	}
+	return nil
+}
+
 // TruncateTo keeps the first n stored messages and deletes the rest (for
-// regenerate and edit).
+// regenerate and edit): exactly those, by id, never another process's.
 func (s *saver) TruncateTo(n int) {
 	if !s.enabled() {
 		return
 	}
 	s.bg.Do(func() tea.Msg {
-		if s.reply != nil { // a reply still open is about to be dropped
-			s.reply.Finish(session.Stats{}, true)
-			s.reply = nil
-		}
-		if n >= len(s.ids) || s.sessionID == 0 {
+		if n >= len(s.slots) {
 			return nil
 		}
-		if err := s.store.DeleteMessagesFrom(context.Background(), s.sessionID, s.ids[n]); err != nil {
-			return saveErrMsg{fmt.Errorf("could not drop the old turn: %w", err)}
+		for _, sl := range s.slots[n:] {
+			if sl.w != nil {
+				sl.w.Finish(sl.msg.Stats, true) // it is deleted next: only stop its writer
+			}
+			if sl.id != 0 {
+				s.drop = append(s.drop, sl.id)
+			}
 		}
-		s.ids = s.ids[:n]
-		return nil
+		s.slots = s.slots[:n]
+		return s.sync()
 	})
+}
+
+// Retry tries the unsaved messages again.
+func (s *saver) Retry() {
+	if !s.enabled() {
+		return
+	}
+	s.bg.Do(func() tea.Msg { return s.sync() })
 }
 
 // Detach makes the next message start a new session.
@@ -150,12 +195,9 @@ func (s *saver) Detach() {
 		return
 	}
 	s.bg.Do(func() tea.Msg {
-		if s.reply != nil {
-			s.reply.Finish(session.Stats{}, true)
-			s.reply = nil
-		}
-		s.sessionID, s.ids = 0, nil
-		return nil
+		msg := s.flushAll()
+		s.sessionID, s.slots, s.drop = 0, nil, nil
+		return msg
 	})
 }
 
@@ -164,31 +206,166 @@ func (s *saver) Attach(sess *session.Session) {
 	if !s.enabled() {
 		return
 	}
-	ids := make([]int64, len(sess.Turns))
+	slots := make([]*slot, len(sess.Turns))
 	for i, t := range sess.Turns {
-		ids[i] = t.ID
+		slots[i] = &slot{msg: t, id: t.ID, reply: t.Role == chat.RoleAssistant, stored: true}
 	}
 	id := sess.ID
 	s.bg.Do(func() tea.Msg {
-		if s.reply != nil {
-			s.reply.Finish(session.Stats{}, true)
-			s.reply = nil
-		}
-		s.sessionID, s.ids = id, ids
-		return nil
+		msg := s.flushAll()
+		s.sessionID, s.slots, s.drop = id, slots, nil
+		return msg
 	})
 }
 
-// Close finishes an open reply as stopped (the user quit mid-reply).
-func (s *saver) Close() {
+// flushAll closes the conversation being left: an open reply finishes as
+// stopped, and everything is tried once more. What still fails is reported
+// (and lost: the UI has moved on).
+func (s *saver) flushAll() tea.Msg {
+	s.finish(s.lastStats(), true)
+	st := s.sync()
+	if st.unsaved == 0 {
+		return st
+	}
+	return saveErrMsg{fmt.Errorf("%d messages of the previous chat could not be saved: %w", st.unsaved, st.err)}
+}
+
+func (s *saver) lastStats() session.Stats {
+	if sl := s.streamingReply(); sl != nil {
+		return sl.msg.Stats
+	}
+	return session.Stats{}
+}
+
+// Close finishes an open reply as stopped (the user quit mid-reply) with the
+// statistics it had reached (stats), and makes a last attempt at whatever
+// is unsaved.
+func (s *saver) Close(stats engine.Stats) {
 	if !s.enabled() {
 		return
 	}
 	s.bg.Do(func() tea.Msg {
-		if s.reply != nil {
-			s.reply.Finish(session.Stats{}, true)
-			s.reply = nil
+		if sl := s.streamingReply(); sl != nil {
+			sl.msg.Stats = storedStats(stats)
 		}
-		return nil
+		return s.flushAll()
 	})
+}
+
+// sync writes what the database lacks, in order, stopping at the first
+// failure so that nothing is stored out of order.
+func (s *saver) sync() saveStateMsg {
+	var out saveStateMsg
+	err := s.syncOnce(&out)
+	if errors.Is(err, session.ErrNotFound) && s.sessionID != 0 {
+		if _, ierr := s.store.Info(context.Background(), s.sessionID); errors.Is(ierr, session.ErrNotFound) {
+			// Another process deleted this chat: store it again, whole, as
+			// a new session, rather than lose what is on the screen.
+			s.sessionID, s.drop = 0, nil
+			for _, sl := range s.slots {
+				if sl.w != nil {
+					sl.w.Finish(sl.msg.Stats, true)
+				}
+				sl.id, sl.stored, sl.w = 0, false, nil
+			}
+			out.notice = "this chat was deleted by another bonsai; it is saved again as a new chat"
+		} else if sl := s.firstUnstored(); sl != nil && sl.id != 0 {
+			// Only the reply's row went (another process replaced it):
+			// store it afresh, whole.
+			sl.id, sl.w = 0, nil
+			out.notice = "another bonsai removed a reply of this chat; it is saved again"
+		}
+		err = s.syncOnce(&out)
+	}
+	out.err = err
+	for _, sl := range s.slots {
+		if !sl.stored && (!sl.streaming || sl.w == nil) {
+			out.unsaved++
+		} else if sl.w != nil && sl.w.Err() != nil {
+			out.unsaved++
+			out.err = sl.w.Err()
+		}
+	}
+	out.unsaved += len(s.drop)
+	if out.unsaved == 0 {
+		out.err = nil
+	}
+	return out
+}
+
+func (s *saver) firstUnstored() *slot {
+	for _, sl := range s.slots {
+		if !sl.stored {
+			return sl
+		}
+	}
+	return nil
+}
+
+func (s *saver) syncOnce(out *saveStateMsg) error {
+	ctx := context.Background()
+	if len(s.drop) > 0 && s.sessionID != 0 {
+		var keep []int64
+		for _, sl := range s.slots {
+			if sl.id != 0 {
+				keep = append(keep, sl.id)
+			}
+		}
+		err := s.store.DeleteMessages(ctx, s.sessionID, keep, s.drop)
+		switch {
+		case errors.Is(err, session.ErrChanged):
+			out.notice = "another bonsai has changed this chat too: " + err.Error()
+		case err != nil:
+			return fmt.Errorf("could not drop the replaced messages: %w", err)
+		}
+		s.drop = nil
+	}
+	for _, sl := range s.slots {
+		if sl.stored {
+			continue
+		}
+		if s.sessionID == 0 {
+			info, err := s.store.Create(ctx, s.meta)
+			if err != nil {
+				return fmt.Errorf("not saved: %w", err)
+			}
+			s.sessionID = info.ID
+			out.created = &info
+		}
+		if err := s.write(ctx, sl); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// write stores one slot as far as it has got.
+func (s *saver) write(ctx context.Context, sl *slot) error {
+	switch {
+	case sl.id == 0 && sl.streaming:
+		w, err := s.store.BeginReply(ctx, s.sessionID, session.Meta{Model: sl.msg.Model, Variant: sl.msg.Variant, Backend: sl.msg.Backend})
+		if err != nil {
+			return fmt.Errorf("reply not saved: %w", err)
+		}
+		w.Append(sl.msg.Content, sl.msg.Thinking)
+		sl.id, sl.w = w.ID(), w
+	case sl.id == 0:
+		id, err := s.store.Add(ctx, s.sessionID, sl.msg)
+		if err != nil {
+			return fmt.Errorf("not saved: %w", err)
+		}
+		sl.id, sl.stored = id, true
+	case sl.streaming:
+		// The reply's writer flushes it; Finish completes it.
+	default:
+		end := func() error { return sl.w.Finish(sl.msg.Stats, sl.msg.Stopped) }
+		if sl.msg.Interrupted {
+			end = func() error { return sl.w.Interrupt(sl.msg.Stats) }
+		}
+		if err := end(); err != nil {
+			return fmt.Errorf("reply not saved: %w", err)
+		}
+		sl.stored, sl.w = true, nil
+	}
+	return nil
 }

@@ -84,7 +84,7 @@ func (l *sessionList) View(st *Styles, width, height int) string {
 		}
 		for i := first; i < len(v) && i < first+rows; i++ {
 			it := v[i]
-			title := it.Title
+			title := printable(strings.Join(strings.Fields(it.Title), " "))
 			if title == "" {
 				title = "(untitled)"
 			}
@@ -102,7 +102,7 @@ func (l *sessionList) View(st *Styles, width, height int) string {
 			}
 			meta := fmt.Sprintf(" %d msgs · %s", it.Messages, ago(it.Updated))
 			if snip, ok := l.hits[it.ID]; ok && !strings.Contains(strings.ToLower(it.Title), strings.ToLower(l.filter)) {
-				meta = " “" + truncate(strings.Join(strings.Fields(snip), " "), inner/2) + "”"
+				meta = " “" + truncate(printable(strings.Join(strings.Fields(snip), " ")), inner/2) + "”"
 			}
 			line := mark + truncate(title, max(inner-lipgloss.Width(meta)-2, 8))
 			line += strings.Repeat(" ", max(inner-lipgloss.Width(line)-lipgloss.Width(meta), 1)) + st.Dim.Render(meta)
@@ -113,7 +113,7 @@ func (l *sessionList) View(st *Styles, width, height int) string {
 		}
 		if l.mode == listConfirmDelete {
 			if it, ok := l.selected(); ok {
-				b.WriteString(st.Warn.Render(fmt.Sprintf("delete %q? y / n", it.Title)))
+				b.WriteString(st.Warn.Render(fmt.Sprintf("delete %q? y / n", printable(it.Title))))
 			}
 		}
 	}
@@ -212,7 +212,7 @@ func (m *Model) onSessionMsg(msg tea.Msg) tea.Cmd {
 		m.eng.Reset()
 		m.loadSession(msg.sess)
 		m.overlay = overlayNone
-		return m.notify(fmt.Sprintf("resumed %q", msg.sess.Title), false)
+		return m.notify(fmt.Sprintf("resumed %q", printable(msg.sess.Title)), false)
 	case sessionsSearchedMsg:
 		if msg.query != m.sessions.filter {
 			return nil // the user typed on
@@ -248,7 +248,10 @@ func (m *Model) loadSession(sess *session.Session) {
 			m.system = t.Content
 		default:
 			e.kind = entryAssistant
-			e.stopped = t.Stopped || t.Interrupted
+			e.stopped = t.Stopped
+			if t.Interrupted {
+				e.reason = "interrupted"
+			}
 			e.stats = &engine.Stats{PrefillTokens: t.Stats.PromptTokens, DecodeTokens: t.Stats.GenTokens,
 				PrefillTPS: t.Stats.PrefillTPS, DecodeTPS: t.Stats.DecodeTPS, TTFT: t.Stats.TTFT}
 		}

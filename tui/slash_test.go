@@ -68,6 +68,25 @@ func TestKeyOverride(t *testing.T) {
 	if err := k.Override(map[string]string{"send": " , "}); err == nil {
 		t.Error("an empty key list was accepted")
 	}
+	for _, bad := range []string{"bogus+key", "ctrl+enterr", "enter, ctrl+", "ab", "\x1b"} {
+		var ke *KeyError
+		if err := k.Override(map[string]string{"send": bad}); !errors.Is(err, ErrUnknownKey) || !errors.As(err, &ke) || ke.Action != "send" {
+			t.Errorf("send = %q: %v, want ErrUnknownKey for send", bad, err)
+		}
+	}
+	good := DefaultKeyMap()
+	for _, ok := range []string{"enter", "alt+enter", "shift+enter", "ctrl+j", "f12", "x", "alt+x", "é", "ctrl+end", "pgdown"} {
+		if err := good.Override(map[string]string{"stop": ok}); err != nil {
+			t.Errorf("stop = %q refused: %v", ok, err)
+		}
+	}
+	for _, b := range append(DefaultKeyMap().helpRows(), DefaultKeyMap().Interrupt) {
+		for _, key := range b.Keys() {
+			if !validKey(key) {
+				t.Errorf("default key %q is not a valid spelling", key)
+			}
+		}
+	}
 	// The override takes effect in the chat.
 	m, fe, _ := newTestModel(t, Options{Keys: &k}, 80, 24)
 	loaded(t, m, fe)

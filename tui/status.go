@@ -33,6 +33,9 @@ type statusLine struct {
 	info     *engine.ModelInfo
 	note     string // a transient message ("copied", "press ctrl+c again")
 	noteErr  bool
+	// unsaved says that messages are not in the database yet; it stays
+	// until they are.
+	unsaved string
 }
 
 // View renders the bar at width. Segments are dropped from the least
@@ -43,15 +46,19 @@ func (s *statusLine) View(st *Styles, width int, following bool) string {
 	if !following {
 		segments = append([]string{"↓ more below (ctrl+end)"}, segments...)
 	}
-	if s.note != "" {
-		segments = append([]string{s.note}, segments...)
+	note, noteErr := s.note, s.noteErr
+	if note == "" && s.unsaved != "" {
+		note, noteErr = s.unsaved, true
+	}
+	if note != "" {
+		segments = append([]string{note}, segments...)
 	}
 	sep := " │ "
 	line := badge
 	for i, seg := range segments {
 		style := st.Status
-		if i == 0 && s.note != "" {
-			if s.noteErr {
+		if i == 0 && note != "" {
+			if noteErr {
 				style = st.Busy
 			}
 			// A note (an error above all) must be seen: cut it to the
@@ -129,7 +136,7 @@ func (s *statusLine) segments() []string {
 func header(st *Styles, width int, title string, info *engine.ModelInfo, backendNote string) string {
 	left := st.Title.Render("bonsai")
 	if title != "" {
-		left += st.TitleDim.Render(" · " + title)
+		left += st.TitleDim.Render(" · " + printable(strings.Join(strings.Fields(title), " ")))
 	}
 	var right []string
 	if info != nil {

@@ -42,6 +42,10 @@ func printable(s string) string {
 	return b.String()
 }
 
+// Printable is printable for the other commands that put stored text on a
+// terminal (bonsai sessions, export).
+func Printable(s string) string { return printable(s) }
+
 func isPrintable(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]

@@ -55,9 +55,9 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	keys := tui.DefaultKeyMap()
-	if err := keys.Override(cfg.Keys); err != nil {
-		return fmt.Errorf("%s: %w", cfg.Path, err)
+	keys, err := keyMap(cfg)
+	if err != nil {
+		return err
 	}
 	modelPath, modelFile, err := resolveChatModel(cfg.Model)
 	if err != nil {
@@ -131,6 +131,20 @@ func resolveChatModel(name string) (path string, file *gguf.File, err error) {
 		return "", nil, fmt.Errorf("model %q: %w", name, err)
 	}
 	return p, nil, nil
+}
+
+// keyMap applies the configuration's [keys] overrides, refusing a bad one
+// with where it was written.
+func keyMap(cfg *config.Config) (tui.KeyMap, error) {
+	keys := tui.DefaultKeyMap()
+	if err := keys.Override(cfg.Keys); err != nil {
+		var ke *tui.KeyError
+		if errors.As(err, &ke) {
+			return keys, fmt.Errorf("keys.%s = %q (%s): %w: %w", ke.Action, cfg.Keys[ke.Action], cfg.Sources["keys."+ke.Action], config.ErrInvalid, ke.Err)
+		}
+		return keys, fmt.Errorf("%s: %w", cfg.Path, err)
+	}
+	return keys, nil
 }
 
 func configPathForHelp() string {

@@ -68,7 +68,11 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *out == "" {
-		return session.Write(stdout, s, f)
+		w, done := terminalSafe(stdout)
+		if err := session.Write(w, s, f); err != nil {
+			return err
+		}
+		return done()
 	}
 	return session.Export(s, f, *out)
 }

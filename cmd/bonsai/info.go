@@ -130,16 +130,22 @@ func describe(f *gguf.File, ctx int, out io.Writer) error {
 	}
 
 	if archErr == nil {
-		mem := infer.EstimateMemory(f, hp, ctx, 0)
+		// In float64: an absurd --ctx reports an absurd size, never a
+		// wrapped-around negative one.
 		kv, rs := infer.StateSpecs(f, hp, 1)
+		mem := infer.EstimateMemory(f, hp, 1, 0)
+		weights, kvBytes := float64(infer.WeightBytes(f)), float64(kv.Bytes())*float64(ctx)
 		state := ""
 		if mem.Recurrent > 0 {
 			state = fmt.Sprintf(" + %s recurrent state (%d layers) + %s for up to %d snapshots at turn boundaries",
 				humanBytes(mem.Recurrent), rs.Layers, humanBytes(mem.SnapshotsMax), mem.SnapshotsMax/mem.Recurrent)
 		}
 		row("memory", "%s weights (mapped) + %s KV cache for %d tokens (%s per token, f16)%s = %s",
-			humanBytes(mem.WeightBytes), humanBytes(mem.KVAlloc), ctx, humanBytes(kv.Bytes()), state,
-			humanBytes(mem.WeightBytes+mem.State()))
+			infer.FormatBytes(weights), infer.FormatBytes(kvBytes), ctx, humanBytes(kv.Bytes()), state,
+			infer.FormatBytes(weights+kvBytes+float64(mem.Recurrent+mem.SnapshotsMax)))
+		if ctx > hp.ContextTrain {
+			row("", "a context of %d is beyond the %d the model was trained on: loading refuses it", ctx, hp.ContextTrain)
+		}
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -150,18 +156,7 @@ func describe(f *gguf.File, ctx int, out io.Writer) error {
 	return nil
 }
 
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+func humanBytes(n int64) string { return infer.FormatBytes(float64(n)) }
 
 func humanCount(n int64) string {
 	switch {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/bonsai-chat/bonsai/infer/hub"
@@ -51,7 +52,10 @@ func runPull(args []string, stdout, stderr io.Writer) error {
 	if *sum != "" && !pullIsHexSHA256(*sum) {
 		return fmt.Errorf("%w: --sha256 %q is not 64 hex digits", errUsage, *sum)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGTERM and SIGHUP too: the download stops through its context, so
+	// the partial file is left in a state the next pull resumes (or, when
+	// empty, removed).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 
 	target := fs.Arg(0)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bonsai-chat/bonsai/session"
+	"github.com/bonsai-chat/bonsai/tui"
 )
 
 func init() {
@@ -166,19 +168,47 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// titleOrUntitled and oneLine clean stored text for a terminal: titles and
+// messages can hold anything a model or a user wrote, escape sequences
+// and NULs included.
 func titleOrUntitled(t string) string {
 	if t == "" {
 		return "(untitled)"
 	}
-	return t
+	return oneLine(t)
 }
 
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+func oneLine(s string) string { return tui.Printable(strings.Join(strings.Fields(s), " ")) }
 
 func printJSON(w io.Writer, v any) error {
+	w, done := terminalSafe(w)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	return done()
+}
+
+// isTerminalWriter reports whether w is a terminal; tests replace it.
+var isTerminalWriter = func(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && isTerminal(f)
+}
+
+// terminalSafe returns w itself when it is not a terminal (a file or a
+// pipe gets the text exactly), else a buffer whose content done writes to w
+// with control characters made visible (JSON leaves C1 controls and DEL
+// raw, and Markdown everything).
+func terminalSafe(w io.Writer) (io.Writer, func() error) {
+	if !isTerminalWriter(w) {
+		return w, func() error { return nil }
+	}
+	var buf bytes.Buffer
+	return &buf, func() error {
+		_, err := io.WriteString(w, tui.Printable(buf.String()))
+		return err
+	}
 }
 
 type sessionJSON struct {

@@ -106,14 +106,49 @@ func (t *Template) StopIDs(lookup func(text string) (int32, bool)) []int32 {
 	return ids
 }
 
+// Piece is a piece of a rendered prompt. Special pieces are the
+// template's own markers (<|im_start|>, <|im_end|>), to be encoded as control
+// tokens; the rest — roles, newlines and every message's text — is plain
+// text, so that a "<|im_end|>" a user types or a stored reply holds stays
+// characters and cannot end a turn or open a forged one.
+type Piece struct {
+	Text    string
+	Special bool
+}
+
 // Render writes msgs as a prompt. With addGenerationPrompt the prompt ends
 // with the opening of an assistant turn; for Qwen3 with think false that
 // opening includes an empty think block, so the model answers without
-// reasoning. Earlier assistant turns never carry their reasoning.
+// reasoning. Earlier assistant turns never carry their reasoning. The text is
+// for display and logs: encode prompts with Encode.
 func (t *Template) Render(msgs []Message, addGenerationPrompt bool, think bool) string {
 	var b strings.Builder
+	for _, s := range t.Pieces(msgs, addGenerationPrompt, think) {
+		b.WriteString(s.Text)
+	}
+	return b.String()
+}
+
+// Encode tokenizes the prompt Render writes with encode (a tokenizer's
+// Encode: text, and whether special tokens in it are parsed): the markers
+// with special tokens parsed, everything between them without. Plain text
+// between two markers is encoded in one piece, as a tokenizer that splits
+// the whole prompt at its special tokens would see it, so an ordinary
+// conversation encodes to the same ids as before.
+func (t *Template) Encode(msgs []Message, addGenerationPrompt, think bool, encode func(text string, special bool) []int32) []int32 {
+	var ids []int32
+	for _, s := range t.Pieces(msgs, addGenerationPrompt, think) {
+		ids = append(ids, encode(s.Text, s.Special)...)
+	}
+	return ids
+}
+
+// Pieces is the prompt Render writes, cut into markers and plain text;
+// adjacent plain pieces are merged, so no two plain pieces touch.
+func (t *Template) Pieces(msgs []Message, addGenerationPrompt bool, think bool) []Piece {
+	var b pieces
 	if t.DefaultSystem != "" && (len(msgs) == 0 || msgs[0].Role != RoleSystem) {
-		turn(&b, RoleSystem, t.DefaultSystem)
+		b.turn(RoleSystem, t.DefaultSystem)
 	}
 	lastUser := -1
 	for i, m := range msgs {
@@ -123,7 +158,7 @@ func (t *Template) Render(msgs []Message, addGenerationPrompt bool, think bool) 
 	}
 	for i, m := range msgs {
 		if m.Role != RoleAssistant || t.Kind != KindQwen3 {
-			turn(&b, m.Role, m.Content)
+			b.turn(m.Role, m.Content)
 			continue
 		}
 		thinking, content := m.Thinking, m.Content
@@ -140,21 +175,37 @@ func (t *Template) Render(msgs []Message, addGenerationPrompt bool, think bool) 
 		if i > lastUser && (i == len(msgs)-1 || thinking != "") {
 			content = ThinkOpen + "\n" + strings.Trim(thinking, "\n") + "\n" + ThinkClose + "\n\n" + content
 		}
-		turn(&b, m.Role, content)
+		b.turn(m.Role, content)
 	}
 	if addGenerationPrompt {
-		b.WriteString(IMStart + RoleAssistant + "\n")
+		b.special(IMStart)
+		b.text(RoleAssistant + "\n")
 		if t.Kind == KindQwen3 && !think {
-			b.WriteString(EmptyThink)
+			b.text(EmptyThink)
 		}
 	}
-	return b.String()
+	return b.out
 }
 
-func turn(b *strings.Builder, role, content string) {
-	b.WriteString(IMStart)
-	b.WriteString(role)
-	b.WriteString("\n")
-	b.WriteString(content)
-	b.WriteString(IMEnd + "\n")
+// pieces accumulates a prompt's pieces.
+type pieces struct{ out []Piece }
+
+func (b *pieces) special(s string) { b.out = append(b.out, Piece{Text: s, Special: true}) }
+
+func (b *pieces) text(s string) {
+	if s == "" {
+		return
+	}
+	if n := len(b.out); n > 0 && !b.out[n-1].Special {
+		b.out[n-1].Text += s
+		return
+	}
+	b.out = append(b.out, Piece{Text: s})
+}
+
+func (b *pieces) turn(role, content string) {
+	b.special(IMStart)
+	b.text(role + "\n" + content)
+	b.special(IMEnd)
+	b.text("\n")
 }

@@ -48,11 +48,17 @@ func (e *Engine) generate(r generateRequest) {
 		e.emit(Error{Err: err})
 		return
 	}
+	// A raw prompt is the caller's own, markers and all. In a conversation
+	// only the template's markers are control tokens: a "<|im_end|>" typed
+	// in a message (or stored in a reply) is text.
 	prompt := r.req.Raw
-	if prompt == "" {
+	var ids []int32
+	if prompt != "" {
+		ids = cur.tok.Encode(prompt, true)
+	} else {
 		prompt = cur.tmpl.Render(r.req.Messages, true, r.req.Think)
+		ids = cur.tmpl.Encode(r.req.Messages, true, r.req.Think, cur.tok.Encode)
 	}
-	ids := cur.tok.Encode(prompt, true)
 	if cur.tok.AddBOS() && cur.tok.BOS() >= 0 {
 		ids = append([]int32{cur.tok.BOS()}, ids...)
 	}
@@ -75,7 +81,7 @@ func (e *Engine) generate(r generateRequest) {
 	}
 	var marks []int
 	if m.Recurrent() && r.req.Raw == "" {
-		marks = e.turnMarks(r.req.Messages, r.req.Think, prompt, ids)
+		marks = e.turnMarks(r.req.Messages, r.req.Think, ids)
 	}
 	if plan := seq.Plan(ids); plan.Kept == 0 && plan.Shared > 0 {
 		e.emit(Notice{Text: fmt.Sprintf("re-reading the conversation from the start (%d tokens): "+
@@ -172,30 +178,34 @@ func (e *Engine) generate(r generateRequest) {
 	}
 }
 
-// turnMarks are the positions in ids (the tokens of prompt, msgs rendered
-// for generation) where the last few messages end: the turn boundaries that
+// turnMarks are the positions in ids (the tokens of msgs encoded for
+// generation) where the last few messages end: the turn boundaries that
 // regenerating the reply, editing the last message or the one before it go
 // back to, where a recurrent model snapshots its state. Each prefix is
-// rendered with an empty user turn after it, so that an assistant turn
-// renders as it does inside the whole conversation (without its reasoning)
-// and not as the last message would; a boundary whose tokens are still not
-// a prefix of the prompt's is left out.
-func (e *Engine) turnMarks(msgs []chat.Message, think bool, prompt string, ids []int32) []int {
+// encoded with an empty user turn after it, so that an assistant turn
+// encodes as it does inside the whole conversation (without its reasoning)
+// and not as the last message would; a boundary whose tokens are not a
+// prefix of ids is left out.
+func (e *Engine) turnMarks(msgs []chat.Message, think bool, ids []int32) []int {
 	cur := &e.cur
-	var marks []int
+	encode := func(ms []chat.Message) []int32 { return cur.tmpl.Encode(ms, false, think, cur.tok.Encode) }
 	bos := 0
 	if cur.tok.AddBOS() && cur.tok.BOS() >= 0 {
 		bos = 1
 	}
 	next := chat.Message{Role: chat.RoleUser}
-	nextTurn := cur.tmpl.Render([]chat.Message{next}, false, think)
-	nextTurn = nextTurn[len(cur.tmpl.Render(nil, false, think)):]
+	base, nextTurn := encode(nil), encode([]chat.Message{next})
+	if len(nextTurn) < len(base) || !slices.Equal(nextTurn[:len(base)], base) {
+		return nil
+	}
+	nextTurn = nextTurn[len(base):]
+	var marks []int
 	for k := max(len(msgs)-3, 0); k <= len(msgs); k++ {
-		text, ok := strings.CutSuffix(cur.tmpl.Render(append(msgs[:k:k], next), false, think), nextTurn)
-		if !ok || text == "" || !strings.HasPrefix(prompt, text) {
+		full := encode(append(msgs[:k:k], next))
+		if len(full) <= len(nextTurn) || !slices.Equal(full[len(full)-len(nextTurn):], nextTurn) {
 			continue
 		}
-		head := cur.tok.Encode(text, true)
+		head := full[:len(full)-len(nextTurn)]
 		n := bos + len(head)
 		if n >= len(ids) || !slices.Equal(head, ids[bos:n]) {
 			continue

@@ -47,6 +47,10 @@ type Options struct {
 	Retries  int             // automatic resumptions after a cut connection
 	Retried  func(err error) // told about each automatic retry, if set
 	SHA256   string          // expected hash for a URL pull (registry entries carry their own)
+	// StallTimeout is how long the server may send nothing, before the
+	// response headers or in the middle of the body, before the transfer
+	// counts as interrupted (and is resumed, within Retries). 0: 30s.
+	StallTimeout time.Duration
 
 	// Test hooks: wrap the partial file's writer (to simulate a full disk)
 	// and report free space.
@@ -105,6 +109,21 @@ func Download(ctx context.Context, m Model, dir string, opts Options) (Result, e
 	if d.opts.Client == nil {
 		d.opts.Client = &http.Client{}
 	}
+	if d.opts.Client.CheckRedirect == nil {
+		// The same limit as net/http's, with an error that says what
+		// happened rather than one that looks like a cut connection.
+		c := *d.opts.Client
+		c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+			if len(via) >= maxRedirects {
+				return fmt.Errorf("%w: %d redirects, the last to %s", ErrRedirectLoop, len(via), req.URL)
+			}
+			return nil
+		}
+		d.opts.Client = &c
+	}
+	if d.opts.StallTimeout <= 0 {
+		d.opts.StallTimeout = defaultStallTimeout
+	}
 	if d.opts.freeSpace == nil {
 		d.opts.freeSpace = freeSpace
 	}
@@ -135,9 +154,16 @@ func Download(ctx context.Context, m Model, dir string, opts Options) (Result, e
 	if err := os.Rename(d.partial, final); err != nil {
 		return Result{}, fmt.Errorf("hub: %w", err)
 	}
+	os.Remove(d.partial + originSuffix)
 	syncDir(dir)
 	return Result{Path: final, Size: size, SHA256: sum}, nil
 }
+
+// defaultStallTimeout is Options.StallTimeout's default.
+const defaultStallTimeout = 30 * time.Second
+
+// maxRedirects is how many redirects a request may follow.
+const maxRedirects = 10
 
 func retryDelay(attempt int) time.Duration {
 	return min(time.Duration(attempt+1)*500*time.Millisecond, 5*time.Second)
@@ -156,6 +182,19 @@ type downloader struct {
 	dir     string
 	partial string
 	opts    Options
+	watch   *watchdog // the transfer under way's
+}
+
+// stallError turns the error of a request the watchdog cancelled into one
+// that says so (and is retried, resuming); other errors pass unchanged.
+func (d *downloader) stallError(err error, done int64) error {
+	if !d.watch.fired() {
+		return err
+	}
+	if done > 0 {
+		return fmt.Errorf("hub: %s: no data for %v after %d bytes (run pull again to resume): %w: %w", d.m.URL(), d.opts.StallTimeout, done, ErrStalled, ErrInterrupted)
+	}
+	return fmt.Errorf("hub: %s: no response for %v: %w: %w", d.m.URL(), d.opts.StallTimeout, ErrStalled, ErrInterrupted)
 }
 
 func (d *downloader) report(p Progress) {
@@ -184,6 +223,7 @@ func (d *downloader) transfer(ctx context.Context) error {
 		// An empty partial file records nothing worth resuming.
 		if st, err := f.Stat(); err == nil && st.Size() == 0 {
 			os.Remove(d.partial)
+			os.Remove(d.partial + originSuffix)
 		}
 		f.Close()
 	}()
@@ -192,17 +232,35 @@ func (d *downloader) transfer(ctx context.Context) error {
 		return fmt.Errorf("hub: %w", err)
 	}
 	offset := st.Size()
+	// Bytes are resumed only onto a partial file known to come from this
+	// URL; If-Range then makes the server send the whole file instead of
+	// the rest when its version changed, so two versions are never spliced.
+	org, known := readOrigin(d.partial + originSuffix)
+	if offset > 0 && (!known || org.URL != d.m.URL()) {
+		offset = 0
+	}
 	if d.m.Size > 0 && offset > d.m.Size { // not ours to resume
 		offset = 0
 	}
 	if d.m.Size > 0 && offset == d.m.Size {
 		return nil // complete from an earlier run; verify decides
 	}
-	resp, offset, err := d.request(ctx, offset)
+	// The watchdog cancels the request when the server stalls.
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	d.watch = newWatchdog(d.opts.StallTimeout, cancel)
+	defer d.watch.stop()
+	resp, offset, err := d.request(rctx, offset, org)
 	if err != nil {
-		return err
+		return d.stallError(err, 0)
 	}
 	defer resp.Body.Close()
+	if offset == 0 && resp.StatusCode == http.StatusOK {
+		org = origin{URL: d.m.URL(), ETag: strongETag(resp.Header.Get("ETag")), LastModified: resp.Header.Get("Last-Modified"), Size: announcedTotal(resp, 0)}
+		if err := writeOrigin(d.partial+originSuffix, org); err != nil {
+			return fmt.Errorf("hub: cannot write to the models directory: %w", err)
+		}
+	}
 	if resp.StatusCode == http.StatusRequestedRangeNotSatisfiable {
 		return nil // the partial already holds the whole file
 	}
@@ -229,11 +287,14 @@ func (d *downloader) transfer(ctx context.Context) error {
 	if d.opts.wrapWriter != nil {
 		w = d.opts.wrapWriter(w)
 	}
-	done, err := d.copy(ctx, w, resp.Body, offset, total)
+	done, err := d.copy(rctx, w, resp.Body, offset, total)
 	if serr := f.Sync(); err == nil && serr != nil {
 		err = writeError(serr)
 	}
 	if err != nil {
+		if ctx.Err() == nil {
+			return d.stallError(err, done)
+		}
 		return err
 	}
 	if total > 0 && done < total {
@@ -244,7 +305,7 @@ func (d *downloader) transfer(ctx context.Context) error {
 
 // request asks for the bytes from offset on. It returns the offset the
 // response actually starts at: 0 when the server ignored Range.
-func (d *downloader) request(ctx context.Context, offset int64) (*http.Response, int64, error) {
+func (d *downloader) request(ctx context.Context, offset int64, org origin) (*http.Response, int64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.m.URL(), nil)
 	if err != nil {
 		return nil, 0, fmt.Errorf("hub: bad URL %q: %w", d.m.URL(), err)
@@ -252,33 +313,51 @@ func (d *downloader) request(ctx context.Context, offset int64) (*http.Response,
 	req.Header.Set("User-Agent", "bonsai")
 	if offset > 0 {
 		req.Header.Set("Range", "bytes="+strconv.FormatInt(offset, 10)+"-")
+		switch {
+		case org.ETag != "":
+			req.Header.Set("If-Range", org.ETag)
+		case org.LastModified != "":
+			req.Header.Set("If-Range", org.LastModified)
+		}
 	}
+	d.watch.kick()
 	resp, err := d.opts.Client.Do(req)
 	if err != nil {
+		if errors.Is(err, ErrRedirectLoop) {
+			return nil, 0, fmt.Errorf("hub: %s: %w", d.m.URL(), errors.Unwrap(err.(*url.Error)))
+		}
 		if ctx.Err() != nil {
 			return nil, 0, fmt.Errorf("hub: %w", ctx.Err())
 		}
+		if isPermanentNetError(err) {
+			return nil, 0, fmt.Errorf("hub: %s: %w (are you offline?)", d.m.URL(), err)
+		}
 		return nil, 0, fmt.Errorf("hub: %s: %w: %w", d.m.URL(), ErrInterrupted, err)
 	}
+	d.watch.kick()
 	switch resp.StatusCode {
 	case http.StatusOK:
-		return resp, 0, nil // whole file: Range not asked for, or ignored
+		return resp, 0, nil // whole file: Range not asked for, ignored, or the file changed (If-Range)
 	case http.StatusPartialContent:
-		if start, ok := contentRangeStart(resp.Header.Get("Content-Range")); ok && start == offset {
+		start, ok := contentRangeStart(resp.Header.Get("Content-Range"))
+		same := org.matches(resp)
+		if ok && start == offset && same {
 			return resp, offset, nil
 		}
 		resp.Body.Close()
 		if offset == 0 {
 			return nil, 0, fmt.Errorf("hub: %s: the server sent a range (%s) that was not asked for: %w", d.m.URL(), resp.Header.Get("Content-Range"), ErrHTTP)
 		}
-		return d.request(ctx, 0) // a range we did not ask for: start over
+		// A range we did not ask for, or of another version of the file
+		// (a server that ignores If-Range): start over.
+		return d.request(ctx, 0, origin{})
 	case http.StatusRequestedRangeNotSatisfiable:
-		if offset > 0 && contentRangeTotal(resp.Header.Get("Content-Range")) == offset {
+		if offset > 0 && contentRangeTotal(resp.Header.Get("Content-Range")) == offset && org.matches(resp) {
 			return resp, offset, nil
 		}
 		resp.Body.Close()
 		if offset > 0 {
-			return d.request(ctx, 0)
+			return d.request(ctx, 0, origin{})
 		}
 	}
 	resp.Body.Close()
@@ -341,6 +420,7 @@ func (d *downloader) copy(ctx context.Context, w io.Writer, body io.Reader, offs
 		}
 		n, rerr := body.Read(buf)
 		if n > 0 {
+			d.watch.kick()
 			if total > 0 && done+int64(n) > total {
 				return done, fmt.Errorf("hub: the server sent more than the %d bytes it announced: %w", total, ErrSizeMismatch)
 			}
@@ -381,7 +461,7 @@ func (d *downloader) verify() (string, int64, error) {
 	size := st.Size()
 	if d.m.Size > 0 && size != d.m.Size {
 		if size > d.m.Size {
-			os.Remove(d.partial)
+			d.removePartial()
 		}
 		return "", 0, fmt.Errorf("hub: %s: downloaded %d bytes, expected %d: %w", d.m.File, size, d.m.Size, ErrSizeMismatch)
 	}
@@ -392,16 +472,21 @@ func (d *downloader) verify() (string, int64, error) {
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	if d.m.SHA256 != "" && !strings.EqualFold(sum, d.m.SHA256) {
-		os.Remove(d.partial)
+		d.removePartial()
 		return "", 0, fmt.Errorf("hub: %s: sha256 %s, expected %s (the download was removed): %w", d.m.File, sum, d.m.SHA256, ErrChecksum)
 	}
 	g, err := gguf.Open(d.partial)
 	if err != nil {
-		os.Remove(d.partial)
+		d.removePartial()
 		return "", 0, fmt.Errorf("hub: %s (the download was removed): %w: %w", d.m.URL(), ErrNotGGUF, err)
 	}
 	g.Close()
 	return sum, size, nil
+}
+
+func (d *downloader) removePartial() {
+	os.Remove(d.partial)
+	os.Remove(d.partial + originSuffix)
 }
 
 type progressReader struct {

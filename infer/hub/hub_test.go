@@ -207,8 +207,10 @@ func TestServerIgnoresRange(t *testing.T) {
 	s := newServer(t, content)
 	s.ignoreRange = true
 	dir := t.TempDir()
-	// A partial file whose bytes are wrong: only a restart gives the right file.
+	// A partial file whose bytes are wrong: only a restart gives the right
+	// file. Its origin says it is this URL's, so that resuming is tried.
 	os.WriteFile(filepath.Join(dir, "m.gguf"+PartialSuffix), bytes.Repeat([]byte{0xEE}, 300), 0o644)
+	writeOrigin(filepath.Join(dir, "m.gguf"+PartialSuffix+originSuffix), origin{URL: s.model(content).URL()})
 	if _, err := Download(context.Background(), s.model(content), dir, Options{}); err != nil {
 		t.Fatal(err)
 	}
@@ -486,4 +488,19 @@ func TestConcurrentPullRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkDir(t, dir, content, true, false)
+}
+
+// A FIFO or device named as the model is refused by name, before anything
+// opens it (opening a FIFO blocks until a writer comes).
+func TestResolveRefusesNonRegularFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "model.gguf")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	for _, p := range []string{fifo, dir, "/dev/zero"} {
+		if _, err := Resolve(p, dir); !errors.Is(err, ErrNotModelFile) {
+			t.Errorf("Resolve(%s) = %v, want ErrNotModelFile", p, err)
+		}
+	}
 }

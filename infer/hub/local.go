@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/bonsai-chat/bonsai/gguf"
 )
 
 // Resolve turns --model's argument into a file path: an existing file is
@@ -21,14 +23,19 @@ func Resolve(nameOrPath, modelsDir string) (string, error) {
 		return "", fmt.Errorf("%w: no model given", ErrUnknownModel)
 	}
 	if st, err := os.Stat(nameOrPath); err == nil {
-		if st.IsDir() {
-			return "", fmt.Errorf("hub: %s is a directory, not a model file", nameOrPath)
+		if !st.Mode().IsRegular() {
+			// A FIFO or a device would block or stream forever once
+			// opened; only a regular file can be a model.
+			return "", fmt.Errorf("hub: %s is %s: %w", nameOrPath, gguf.FileKind(st.Mode()), ErrNotModelFile)
 		}
 		return nameOrPath, nil
 	}
 	if m, ok := Lookup(nameOrPath); ok {
 		p := filepath.Join(modelsDir, m.File)
-		if _, err := os.Stat(p); err == nil {
+		if st, err := os.Stat(p); err == nil {
+			if !st.Mode().IsRegular() {
+				return "", fmt.Errorf("hub: %s is %s: %w", p, gguf.FileKind(st.Mode()), ErrNotModelFile)
+			}
 			return p, nil
 		}
 		return "", fmt.Errorf("%w: %s is not in %s; run 'bonsai pull %s' first", ErrNotDownloaded, m.Name, modelsDir, m.Name)
@@ -76,8 +83,8 @@ func List(dir string) ([]Local, error) {
 			continue
 		}
 		info, err := e.Info()
-		if err != nil || !info.Mode().IsRegular() {
-			continue
+		if err != nil || !info.Mode().IsRegular() || (partial && info.Size() == 0) {
+			continue // an empty partial file holds nothing to resume
 		}
 		l := Local{Path: filepath.Join(dir, name), Size: info.Size(), Modified: info.ModTime(), Partial: partial}
 		file := strings.TrimSuffix(name, PartialSuffix)

@@ -81,6 +81,9 @@ func DefaultDir() string { return filepath.Join(xdg.DataHome, "bonsai", "models"
 var (
 	// ErrUnknownModel: neither a file nor a registry name.
 	ErrUnknownModel = errors.New("unknown model")
+	// ErrNotModelFile: the path names a directory, a FIFO, a device or
+	// another file that is not a regular file.
+	ErrNotModelFile = errors.New("not a regular file, so not a model file")
 	// ErrNotDownloaded: a registry name whose file is not in the models
 	// directory yet.
 	ErrNotDownloaded = errors.New("model not downloaded")
@@ -101,6 +104,11 @@ var (
 	ErrBusy = errors.New("another bonsai pull is downloading this file")
 	// ErrHTTP: the server answered with an error status.
 	ErrHTTP = errors.New("HTTP error")
+	// ErrStalled: the server sent nothing for Options.StallTimeout (it
+	// comes with ErrInterrupted: the transfer resumes).
+	ErrStalled = errors.New("the server stopped sending")
+	// ErrRedirectLoop: the URL redirects too many times (in a loop).
+	ErrRedirectLoop = errors.New("too many redirects")
 )
 
 func unknownModel(name string) error {

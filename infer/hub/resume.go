@@ -1,0 +1,121 @@
+package hub
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// originSuffix names the file beside a partial download that says which
+// version of which URL its bytes are (origin).
+const originSuffix = ".origin"
+
+// origin identifies what a partial file holds: the URL, and the validators
+// the server gave for it (a strong ETag, Last-Modified) with the full size.
+type origin struct {
+	URL          string `json:"url"`
+	ETag         string `json:"etag,omitempty"`
+	LastModified string `json:"last_modified,omitempty"`
+	Size         int64  `json:"size,omitempty"`
+}
+
+func readOrigin(path string) (origin, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return origin{}, false
+	}
+	var o origin
+	if json.Unmarshal(data, &o) != nil || o.URL == "" {
+		return origin{}, false
+	}
+	return o, true
+}
+
+func writeOrigin(path string, o origin) error {
+	data, err := json.Marshal(o)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+// matches checks a resumed response against what the partial file holds,
+// as far as the server says: a server that ignores If-Range still sends
+// its ETag, Last-Modified and total size, and a difference in any means the
+// rest belongs to another version of the file.
+func (o origin) matches(resp *http.Response) bool {
+	if e := strongETag(resp.Header.Get("ETag")); o.ETag != "" && e != "" && e != o.ETag {
+		return false
+	}
+	if lm := resp.Header.Get("Last-Modified"); o.LastModified != "" && lm != "" && lm != o.LastModified {
+		return false
+	}
+	if t := contentRangeTotal(resp.Header.Get("Content-Range")); o.Size > 0 && t > 0 && t != o.Size {
+		return false
+	}
+	return true
+}
+
+// strongETag returns etag unless it is weak (W/"..."), which If-Range may
+// not use.
+func strongETag(etag string) string {
+	if strings.HasPrefix(etag, "W/") {
+		return ""
+	}
+	return etag
+}
+
+// watchdog calls cancel when kick has not been called for d: the server
+// sent nothing (no headers, no body bytes) for that long.
+type watchdog struct {
+	d      time.Duration
+	mu     sync.Mutex
+	t      *time.Timer
+	cancel func()
+	done   atomic.Bool
+}
+
+func newWatchdog(d time.Duration, cancel func()) *watchdog {
+	w := &watchdog{d: d, cancel: cancel}
+	w.t = time.AfterFunc(d, func() {
+		w.done.Store(true)
+		w.cancel()
+	})
+	return w
+}
+
+func (w *watchdog) kick() {
+	if w == nil || w.done.Load() {
+		return
+	}
+	w.mu.Lock()
+	w.t.Reset(w.d)
+	w.mu.Unlock()
+}
+
+func (w *watchdog) stop() {
+	w.mu.Lock()
+	w.t.Stop()
+	w.mu.Unlock()
+}
+
+// fired reports whether the watchdog cancelled the request.
+func (w *watchdog) fired() bool { return w != nil && w.done.Load() }
+
+// isPermanentNetError reports failures that retrying at once cannot fix: a
+// host name that does not resolve (offline, or a typo) or no network at
+// all. A refused connection may be a server restarting, so it is retried.
+func isPermanentNetError(err error) bool {
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return !dns.IsTimeout
+	}
+	return errors.Is(err, syscall.ENETUNREACH)
+}
