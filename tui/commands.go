@@ -141,8 +141,9 @@ func (m *Model) modelResolved(msg modelResolvedMsg) tea.Cmd {
 	}
 	m.status.phase = phaseLoading
 	m.status.load = emptyLoad
+	m.loadingModel = msg.path
 	m.eng.SwitchModel(msg.path)
-	return m.notify("loading "+msg.path+"; the conversation is prefilled again on the next reply", false)
+	return m.notify("loading "+msg.path, false)
 }
 
 func (m *Model) showModel() tea.Cmd {

@@ -606,6 +606,18 @@ func TestSlashModelLoadsAnother(t *testing.T) {
 	_, cmd = m.Update(tea.KeyMsg{Type: tea.KeyEnter})
 	run(m, cmd)
 	pump(t, m, fe, func() bool { return m.info != nil && m.info.Path == file })
+	v := m.View()
+	// Confirmed, named in the header (not "Qwen3 (other)"), with the new
+	// model's KV numbers, and what it writes is stored under its name.
+	contains(t, v, "Now running other-model.gguf")
+	if top := plain(strings.Split(v, "\n")[0]); !strings.Contains(top, "other-model.gguf") {
+		t.Errorf("the header does not name the new model: %q", top)
+	}
+	contains(t, v, "KV 0/12 MiB")
+	contains(t, v, "ctx 0/1024")
+	if got := m.meta().Model; got != file {
+		t.Errorf("replies are stored as model %q, want %q", got, file)
+	}
 	typeText(m, "/model")
 	press(m, tea.KeyEnter)
 	contains(t, m.View(), "other-model.gguf")

@@ -262,6 +262,10 @@ func (m *Model) loadSession(sess *session.Session) {
 	m.state.LastSession = sess.ID
 	m.save.Attach(sess)
 	m.systemSaved = true
+	// The numbers shown were the previous chat's; this one's come with its
+	// next reply.
+	m.status.hasStats = false
+	m.resetContextNotes()
 }
 
 // sessionsKey handles keys while the session list is open.

@@ -21,7 +21,7 @@ var slashCommands = []slashCommand{
 	{name: "system", usage: "[text]", summary: "set the system prompt (empty: none)"},
 	{name: "think", args: []string{"on", "off"}, usage: "on|off", summary: "reasoning before answers"},
 	{name: "backend", args: []string{"cpu", "gpu", "auto"}, usage: "cpu|gpu|auto", summary: "reload on another backend"},
-	{name: "model", summary: "show the loaded model, or load another: /model NAME|FILE"},
+	{name: "model", usage: "[NAME|FILE]", summary: "show the model, or load another"},
 	{name: "export", usage: "[file.md]", summary: "write this chat as markdown"},
 	{name: "copy", usage: "[N]", summary: "copy the last reply or code block N"},
 	{name: "regen", summary: "regenerate the last reply"},

@@ -28,6 +28,7 @@ type Options struct {
 	File *gguf.File
 
 	Backend string // "cpu", "gpu", "auto" ("" = auto)
+	Adapter string // GPU adapter (infer.BackendOptions.Adapter); "" picks the best
 	Threads int
 	Context int // 0: infer.DefaultContext capped by the model
 	Batch   int // 0: infer.DefaultBatch
@@ -66,6 +67,7 @@ type Engine struct {
 	tmpl         *chat.Template
 	stopIDs      map[int32]bool
 	info         ModelInfo
+	window       window        // where the last prompt started (turns left out of a full context)
 	backend      string        // the backend asked for by the last successful load
 	samplingTime time.Duration // sampler time since the last ProfileSample
 }
@@ -201,6 +203,7 @@ func (e *Engine) run() {
 				}
 			case resetRequest:
 				e.seq.Reset()
+				e.window = window{}
 			case profileRequest:
 				if e.model != nil {
 					e.model.Backend().SetProfiling(r.on)
@@ -247,7 +250,7 @@ func (e *Engine) bindVocab() error {
 func (e *Engine) load(backend string) error {
 	stage := "loading weights on " + orAuto(backend)
 	m, err := infer.Load(e.file, infer.Options{
-		Backend: backend, Threads: e.opts.Threads, Context: e.opts.Context, Batch: e.opts.Batch,
+		Backend: backend, Adapter: e.opts.Adapter, Threads: e.opts.Threads, Context: e.opts.Context, Batch: e.opts.Batch,
 		Profile: e.profiling.Load(),
 		Progress: func(done, total int64) {
 			e.emit(LoadProgress{Stage: stage, Done: done, Total: total})
@@ -381,15 +384,23 @@ func (e *Engine) generate(r generateRequest) {
 		e.emit(Error{Err: err})
 		return
 	}
-	prompt := e.tmpl.Render(r.req.Messages, true, r.req.Think)
-	ids := e.tok.Encode(prompt, true)
-	if e.tok.AddBOS() && e.tok.BOS() >= 0 {
-		ids = append([]int32{e.tok.BOS()}, ids...)
-	}
-	if len(ids) >= m.Context() {
-		e.emit(Error{Err: fmt.Errorf("%w: the conversation has %d tokens, the context %d", infer.ErrContextFull, len(ids), m.Context())})
+	var prompt string
+	ids, dropped, err := e.window.fit(r.req.Messages, m.Context(), replyReserve(m.Context(), r.req.MaxTokens),
+		func(msgs []chat.Message) []int32 {
+			prompt = e.tmpl.Render(msgs, true, r.req.Think)
+			ids := e.tok.Encode(prompt, true)
+			if e.tok.AddBOS() && e.tok.BOS() >= 0 {
+				ids = append([]int32{e.tok.BOS()}, ids...)
+			}
+			return ids
+		})
+	if err != nil {
+		e.emit(Error{Err: err})
 		finish("length")
 		return
+	}
+	if dropped > 0 {
+		e.emit(ContextTrimmed{Dropped: dropped, Tokens: len(ids), Context: m.Context()})
 	}
 	for _, id := range ids {
 		sampler.Accept(id)
