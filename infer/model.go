@@ -34,6 +34,9 @@ type Model struct {
 	File    *gguf.File
 	Hparams Hyperparams
 	Variant Variant
+	// Fallback is why "auto" did not take the GPU (nil when it did, or
+	// when a backend was named).
+	Fallback error
 
 	backend  Backend
 	net      Network
@@ -87,12 +90,14 @@ func Load(f *gguf.File, opts Options) (*Model, error) {
 		// this model, else the CPU.
 		gpu := bopts
 		gpu.Auto = true
-		if err := m.build(arch, "gpu", gpu, opts.Progress); err == nil {
+		gpuErr := m.build(arch, "gpu", gpu, opts.Progress)
+		if gpuErr == nil {
 			return m, nil
 		}
 		if err := m.build(arch, "cpu", bopts, opts.Progress); err != nil {
 			return nil, err
 		}
+		m.Fallback = gpuErr
 		return m, nil
 	}
 	if err := m.build(arch, opts.Backend, bopts, opts.Progress); err != nil {

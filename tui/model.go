@@ -49,8 +49,11 @@ type Options struct {
 	Clipboard Clipboard
 	// Keys overrides DefaultKeyMap.
 	Keys *KeyMap
-	// ExportDir is where /export writes when given no path ("" = cwd).
+	// ExportDir is where /export writes a file given no path or a
+	// relative one ("" = the current directory); HomeDir is what a leading
+	// ~ in a path stands for ("" leaves ~ alone).
 	ExportDir string
+	HomeDir   string
 	// Notices are shown at the top of the transcript (configuration
 	// warnings, a session that could not be resumed).
 	Notices []string

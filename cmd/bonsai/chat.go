@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
+	"github.com/adrg/xdg"
 	"github.com/bonsai-chat/bonsai/config"
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
@@ -81,6 +83,10 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 		Keys:      &keys,
 		Sampling:  func() engine.Sampling { return cfg.Sampling.Engine() },
 		Clipboard: tui.SystemClipboard(tui.ProcessClipboardEnv()),
+		ExportDir: filepath.Join(xdg.DataHome, "bonsai", "exports"),
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		opts.HomeDir = home
 	}
 	if !*noSave {
 		store, resume, state, statePath, warn, err := openChatStorage(*dbPath, flags)

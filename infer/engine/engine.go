@@ -316,11 +316,15 @@ func (e *Engine) modelInfo() ModelInfo {
 		name = filepath.Base(f.Path)
 	}
 	mem := m.Memory(0)
+	details := bi.Details
+	if m.Fallback != nil {
+		details = append([]string{"auto: on the CPU, as the GPU backend declined: " + m.Fallback.Error()}, details...)
+	}
 	return ModelInfo{
 		Path: f.Path, Name: name, Arch: m.Hparams.Arch, Variant: m.Variant.Name,
 		Params: infer.Params(f), FileBytes: mem.FileBytes, WeightBytes: mem.WeightBytes,
 		ContextSize: m.Context(), KVAllocBytes: mem.KVAlloc,
-		Backend: bi.Name, Adapter: bi.Adapter, Threads: bi.Threads, SIMD: bi.SIMD, Details: bi.Details,
+		Backend: bi.Name, Adapter: bi.Adapter, Threads: bi.Threads, SIMD: bi.SIMD, Details: details,
 	}
 }
 
