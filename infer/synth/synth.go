@@ -29,6 +29,17 @@ type Options struct {
 	// differ by ~8% of the best (median, measured with llama.cpp), far above
 	// the rounding differences between implementations.
 	LogitStd float64
+	// YaRN, if set, makes the RoPE YaRN-scaled as Bonsai's own files are
+	// (rope.scaling.type = yarn); the context becomes Factor times the
+	// original one.
+	YaRN *YaRN
+}
+
+// YaRN is a YaRN RoPE scaling: the frequencies of a model trained on
+// OrigContext positions stretched by Factor.
+type YaRN struct {
+	Factor      float64
+	OrigContext int
 }
 
 func (o Options) validate() error {
@@ -43,6 +54,9 @@ func (o Options) validate() error {
 		if int64(n)%bs != 0 {
 			return fmt.Errorf("synth: shape %s: width %d is not a multiple of the %s block size %d", o.Shape.Name, n, o.Type, bs)
 		}
+	}
+	if y := o.YaRN; y != nil && (!(y.Factor > 1) || y.OrigContext < 1) {
+		return fmt.Errorf("synth: YaRN factor %g, original context %d", y.Factor, y.OrigContext)
 	}
 	if o.LogitStd < 0 {
 		return fmt.Errorf("synth: negative logit std %g", o.LogitStd)
@@ -140,6 +154,12 @@ func setMetadata(w *gguf.Writer, o Options, v vocab) {
 	w.Set("qwen3.attention.value_length", uint32(s.HeadDim))
 	w.Set("qwen3.attention.layer_norm_rms_epsilon", float32(s.RMSEps))
 	w.Set("qwen3.rope.freq_base", float32(s.RopeTheta))
+	if y := o.YaRN; y != nil {
+		w.Set("qwen3.context_length", uint32(float64(y.OrigContext)*y.Factor))
+		w.Set("qwen3.rope.scaling.type", "yarn")
+		w.Set("qwen3.rope.scaling.factor", float32(y.Factor))
+		w.Set("qwen3.rope.scaling.original_context_length", uint32(y.OrigContext))
+	}
 	w.Set("tokenizer.ggml.model", "gpt2")
 	w.Set("tokenizer.ggml.pre", "qwen2")
 	w.Set("tokenizer.ggml.tokens", v.tokens)
