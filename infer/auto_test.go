@@ -37,6 +37,10 @@ func TestAutoFallsBackWhenTheGPUCannotRunTheModel(t *testing.T) {
 	if name := m.Backend().Name(); name != "cpu" {
 		t.Errorf("auto chose %q, want cpu", name)
 	}
+	// It says why: the GPU's own error.
+	if !errors.Is(m.Fallback, infer.ErrBadShape) {
+		t.Errorf("Fallback = %v, want the GPU's trial pass error", m.Fallback)
+	}
 	if len(asked) != 1 || !asked[0].Auto {
 		t.Errorf("the GPU factory was asked %+v, want once with Auto set", asked)
 	}

@@ -55,6 +55,9 @@ type Model struct {
 	File    *gguf.File
 	Hparams Hyperparams
 	Variant Variant
+	// Fallback is why "auto" did not take the GPU (nil when it did, or
+	// when a backend was named).
+	Fallback error
 
 	backend  Backend
 	net      Network
@@ -132,6 +135,7 @@ func Load(f *gguf.File, opts Options) (*Model, error) {
 		if err := m.build(arch, "cpu", bopts, opts.Progress); err != nil {
 			return nil, fmt.Errorf("on the GPU: %w; on the CPU: %w", gerr, err)
 		}
+		m.Fallback = gerr
 		return m, nil
 	}
 	if err := m.build(arch, opts.Backend, bopts, opts.Progress); err != nil {

@@ -12,7 +12,7 @@ import (
 // longChat builds a chat with n finished turns of markdown.
 func longChat(b *testing.B, turns int) *Model {
 	b.Helper()
-	m := New(Options{Engine: silentEngine{}, Clipboard: func(string) error { return nil }})
+	m := New(Options{Engine: silentEngine{}, Clipboard: func(string) (string, error) { return "", nil }})
 	b.Cleanup(m.Close)
 	m.Update(tea.WindowSizeMsg{Width: 100, Height: 40})
 	m.Update(engineMsg{events: []engine.Event{engine.Loaded{Info: fakeengine.DefaultInfo}}})

@@ -3,6 +3,8 @@ package tui
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,6 +26,12 @@ func (m *Model) runSlash(name, arg string) tea.Cmd {
 	case "sessions":
 		return m.openSessions()
 	case "system":
+		switch arg {
+		case "":
+			return m.showSystem()
+		case "none":
+			return m.setSystem("")
+		}
 		return m.setSystem(arg)
 	case "think":
 		switch arg {
@@ -63,6 +71,16 @@ func (m *Model) runSlash(name, arg string) tea.Cmd {
 		return m.requestQuit()
 	}
 	return m.notify(fmt.Sprintf("unknown command /%s (/help lists them; // sends a message starting with /)", name), true)
+}
+
+// showSystem shows the system prompt the chat runs under.
+func (m *Model) showSystem() tea.Cmd {
+	if m.system == "" {
+		m.conv.Notice("No system prompt. /system TEXT sets one (a chat with turns starts anew under it).")
+		return nil
+	}
+	m.conv.Notice("System prompt: " + m.system + "\n/system TEXT replaces it, /system none removes it.")
+	return nil
 }
 
 // setSystem changes the system prompt. In an empty chat it simply becomes
@@ -141,8 +159,9 @@ func (m *Model) modelResolved(msg modelResolvedMsg) tea.Cmd {
 	}
 	m.status.phase = phaseLoading
 	m.status.load = emptyLoad
+	m.loadingModel = msg.path
 	m.eng.SwitchModel(msg.path)
-	return m.notify("loading "+msg.path+"; the conversation is prefilled again on the next reply", false)
+	return m.notify("loading "+msg.path, false)
 }
 
 func (m *Model) showModel() tea.Cmd {
@@ -203,7 +222,7 @@ func (m *Model) export(arg string) tea.Cmd {
 		}
 		sess.Turns = append(sess.Turns, t)
 	}
-	path := arg
+	path := expandHome(arg, m.opts.HomeDir)
 	if path == "" {
 		path = exportName(m.title, m.opts.Now())
 	}
@@ -215,7 +234,18 @@ func (m *Model) export(arg string) tea.Cmd {
 		path = filepath.Join(m.opts.ExportDir, path)
 	}
 	return func() tea.Msg {
+		if arg == "" {
+			// The exports directory is bonsai's own: make it on first use.
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return exportedMsg{path: path, err: err}
+			}
+		}
 		if err := session.Export(sess, format, path); err != nil {
+			// Say which file, not the temporary one the write went through.
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = fmt.Errorf("%s: %w", path, pe.Err)
+			}
 			return exportedMsg{path: path, err: err}
 		}
 		abs, err := filepath.Abs(path)
@@ -224,6 +254,15 @@ func (m *Model) export(arg string) tea.Cmd {
 		}
 		return exportedMsg{path: abs}
 	}
+}
+
+// expandHome expands a leading ~ (alone or before a slash) to home, as a
+// shell would; text without one, or with no home known, is unchanged.
+func expandHome(path, home string) string {
+	if home == "" || (path != "~" && !strings.HasPrefix(path, "~/")) {
+		return path
+	}
+	return filepath.Join(home, path[1:])
 }
 
 // exportName makes a file name from the chat's title and the time.

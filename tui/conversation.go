@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -112,8 +113,17 @@ func (c *conversation) Messages() []chat.Message {
 	return msgs
 }
 
+// add appends an entry; while a reply streams, anything else goes before
+// it, so that the reply stays the last entry the stream writes to.
 func (c *conversation) add(e entry) {
-	c.entries = append(c.entries, e)
+	if i := len(c.entries) - 1; c.streaming && e.kind != entryAssistant {
+		c.entries = slices.Insert(c.entries, i, e)
+		if c.headCount > i {
+			c.resetHead()
+		}
+	} else {
+		c.entries = append(c.entries, e)
+	}
 	c.refresh()
 }
 
@@ -277,7 +287,7 @@ func (c *conversation) refresh() {
 		c.tail = append(c.tail, c.renderEntry(&c.entries[i], live)...)
 	}
 	if len(c.entries) == 0 {
-		c.tail = append(c.tail, c.styles.Dim.Render("Type a message and press enter. F1 for help."))
+		c.tail = append(c.tail, c.styles.Dim.Render("Type a message and press enter. ? or F1 for help."))
 	}
 	c.clamp()
 }

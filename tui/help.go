@@ -13,7 +13,12 @@ import (
 func (m *Model) helpView() string {
 	st := m.styles
 	width := min(m.width-2, 84)
-	inner := min(width-6, helpColumnWidth)
+	twoColumns := m.width >= 2*helpColumnWidth+8
+	// One column has the box's width; two have helpColumnWidth each.
+	inner := width - 6
+	if twoColumns {
+		inner = helpColumnWidth
+	}
 	var keys []string
 	keyW := 0
 	for _, b := range m.keys.helpRows() {
@@ -34,8 +39,13 @@ func (m *Model) helpView() string {
 	}
 	keyBlock := st.PanelHead.Render("Keys") + "\n" + strings.Join(keys, "\n")
 	cmdBlock := st.PanelHead.Render("Commands") + "\n" + strings.Join(cmds, "\n")
+	var tips []string
+	for _, t := range helpTips {
+		tips = append(tips, st.HelpDesc.Render(truncate(t, inner)))
+	}
+	cmdBlock += "\n\n" + st.PanelHead.Render("Settings") + "\n" + strings.Join(tips, "\n")
 	var body string
-	if m.width >= 2*helpColumnWidth+8 {
+	if twoColumns {
 		body = lipgloss.JoinHorizontal(lipgloss.Top, keyBlock, "    ", cmdBlock)
 		width = lipgloss.Width(body) + 6
 	} else {
@@ -52,6 +62,14 @@ func (m *Model) helpView() string {
 	}
 	body = strings.Join(lines, "\n") + "\n" + st.Dim.Render(footer)
 	return st.Overlay.Width(width - 2).Render(body)
+}
+
+// helpTips are the settings people look for in the help.
+var helpTips = []string{
+	`config.toml: theme = "dark" | "light" | "auto"`,
+	"  also context_size, model, backend, [sampling], [keys]",
+	"bonsai --mouse: wheel scrolling (shift selects text)",
+	"bonsai config: each setting and where it came from",
 }
 
 // helpColumnWidth is roughly one column of the help (key or command list).

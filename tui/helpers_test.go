@@ -34,7 +34,7 @@ func newTestModel(t *testing.T, opts Options, width, height int) (*Model, *fakee
 		opts.Engine = fe
 	}
 	var clip []string
-	opts.Clipboard = func(s string) error { clip = append(clip, s); return nil }
+	opts.Clipboard = func(s string) (string, error) { clip = append(clip, s); return "to the test clipboard", nil }
 	opts.Profile = termenv.Ascii
 	opts.Dark = true
 	if opts.Now == nil {

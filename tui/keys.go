@@ -56,7 +56,7 @@ func DefaultKeyMap() KeyMap {
 		Profile:     key.NewBinding(key.WithKeys("ctrl+p", "f3"), key.WithHelp("ctrl+p / f3", "profiling panel")),
 		Sessions:    key.NewBinding(key.WithKeys("ctrl+s", "f4"), key.WithHelp("ctrl+s / f4", "sessions")),
 		NewChat:     key.NewBinding(key.WithKeys("ctrl+n"), key.WithHelp("ctrl+n", "new chat")),
-		Help:        key.NewBinding(key.WithKeys("f1", "ctrl+g"), key.WithHelp("f1 / ctrl+g", "this help")),
+		Help:        key.NewBinding(key.WithKeys("f1", "ctrl+g"), key.WithHelp("f1 / ctrl+g / ?", "this help (? on an empty input)")),
 		PageUp:      key.NewBinding(key.WithKeys("pgup", "alt+up"), key.WithHelp("pgup / alt+↑", "scroll up")),
 		PageDown:    key.NewBinding(key.WithKeys("pgdown", "alt+down"), key.WithHelp("pgdn / alt+↓", "scroll down")),
 		Bottom:      key.NewBinding(key.WithKeys("ctrl+end", "alt+end"), key.WithHelp("ctrl+end", "jump to the latest")),

@@ -23,7 +23,7 @@ func TestPanelTogglesDuringAReplyOnTheRealEngine(t *testing.T) {
 	defer eng.Close()
 	m := New(Options{Engine: eng, Profile: termenv.Ascii, Dark: true,
 		Sampling:  func() engine.Sampling { return engine.Sampling{Temperature: 1, Seed: 3} },
-		Clipboard: func(string) error { return nil }, Now: func() time.Time { return fixedNow }})
+		Clipboard: func(string) (string, error) { return "test", nil }, Now: func() time.Time { return fixedNow }})
 	defer m.Close()
 	m.Update(tea.WindowSizeMsg{Width: 100, Height: 30})
 	pumpLive := func(cond func() bool) {

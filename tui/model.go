@@ -7,6 +7,7 @@ package tui
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -43,12 +44,16 @@ type Options struct {
 	// profile (termenv.Ascii under NO_COLOR).
 	Dark    bool
 	Profile termenv.Profile
-	// Clipboard copies text (OSC 52 by default).
-	Clipboard func(string) error
+	// Clipboard copies text; nil copies with OSC 52 only, to stdout
+	// (SystemClipboard(ProcessClipboardEnv()) adds the system's clipboard).
+	Clipboard Clipboard
 	// Keys overrides DefaultKeyMap.
 	Keys *KeyMap
-	// ExportDir is where /export writes when given no path ("" = cwd).
+	// ExportDir is where /export writes a file given no path or a
+	// relative one ("" = the current directory); HomeDir is what a leading
+	// ~ in a path stands for ("" leaves ~ alone).
 	ExportDir string
+	HomeDir   string
 	// Notices are shown at the top of the transcript (configuration
 	// warnings, a session that could not be resumed).
 	Notices []string
@@ -96,12 +101,14 @@ type Model struct {
 	showBackend bool
 	showProfile bool
 
-	info       *engine.ModelInfo
-	think      bool
-	system     string
-	title      string
-	sessionID  int64 // the stored session shown, 0 before the first save
-	generating bool
+	info         *engine.ModelInfo
+	modelPath    string // the model replies come from, as stored with them
+	loadingModel string // a /model being loaded, "" when none
+	think        bool
+	system       string
+	title        string
+	sessionID    int64 // the stored session shown, 0 before the first save
+	generating   bool
 	// systemSaved: the transcript's system prompt (if any) is in the store.
 	systemSaved bool
 	// pending holds streamed text not yet drawn (flushed once per frame).
@@ -110,6 +117,11 @@ type Model struct {
 
 	noteID      int
 	quitArmedAt time.Time // ctrl+c pressed once while idle
+
+	// The context's state in this chat: messages the model no longer sees
+	// (engine.ContextTrimmed), and whether the user was told it is filling.
+	trimmed    int
+	warnedFull bool
 
 	bg         *background
 	save       *saver
@@ -124,7 +136,8 @@ func New(opts Options) *Model {
 		opts.Now = time.Now
 	}
 	if opts.Clipboard == nil {
-		opts.Clipboard = osc52Copy
+		opts.Clipboard = SystemClipboard(ClipboardEnv{Terminal: os.Stdout,
+			LookPath: func(string) (string, error) { return "", exec.ErrNotFound }})
 	}
 	styles := DefaultStyles()
 	keys := DefaultKeyMap()
@@ -133,15 +146,16 @@ func New(opts Options) *Model {
 	}
 	md := newMarkdownRenderer(opts.Profile, opts.Dark)
 	m := &Model{
-		opts:   opts,
-		eng:    opts.Engine,
-		styles: &styles,
-		keys:   keys,
-		md:     md,
-		conv:   newConversation(&styles, md),
-		think:  opts.Think,
-		system: opts.System,
-		bg:     newBackground(),
+		opts:      opts,
+		eng:       opts.Engine,
+		styles:    &styles,
+		keys:      keys,
+		md:        md,
+		conv:      newConversation(&styles, md),
+		think:     opts.Think,
+		system:    opts.System,
+		bg:        newBackground(),
+		modelPath: opts.ModelPath,
 	}
 	m.input = newInput(m.styles)
 	m.save = &saver{store: opts.Store, bg: m.bg}
@@ -226,7 +240,7 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 		if msg.err != nil {
 			return m.notify("copy failed: "+msg.err.Error(), true)
 		}
-		return m.notify(fmt.Sprintf("copied %s to the clipboard", msg.what), false)
+		return m.notify(fmt.Sprintf("copied %s %s", msg.what, msg.how), false)
 	case exportedMsg:
 		if msg.err != nil {
 			m.conv.Error("export failed: " + msg.err.Error())
@@ -322,6 +336,17 @@ func (m *Model) onEvent(ev engine.Event) tea.Cmd {
 		m.backend.load = ev
 	case engine.Loaded:
 		info := ev.Info
+		if m.info != nil {
+			// A new KV cache: the last reply's numbers are the old one's.
+			m.status.hasStats = false
+		}
+		if m.loadingModel != "" {
+			m.loadingModel = ""
+			m.modelPath = info.Path
+			m.status.note = "" // "loading …" is over; the transcript says what came of it
+			m.conv.Notice(fmt.Sprintf("Now running %s: %s, %d-token context on %s. The conversation is read again on the next reply.",
+				modelLabel(&info), info.Path, info.ContextSize, info.Backend))
+		}
 		m.info = &info
 		m.status.info = &info
 		m.backend.info = &info
@@ -349,11 +374,14 @@ func (m *Model) onEvent(ev engine.Event) tea.Cmd {
 	case engine.ProfileSample:
 		s := ev.Sample
 		m.prof.sample = &s
+	case engine.ContextTrimmed:
+		m.contextTrimmed(ev)
 	case engine.Done:
 		m.flushPending()
 		m.status.stats = ev.Stats
 		m.status.hasStats = true
 		m.finishReply(ev.Reason, ev.Stats)
+		m.warnContextFilling(ev.Stats)
 	case engine.Notice:
 		m.conv.Notice(ev.Text)
 		return m.notify(ev.Text, false)
@@ -376,18 +404,22 @@ func (m *Model) onEngineError(ev engine.Error) tea.Cmd {
 		}
 		m.status.phase = phaseFailed
 		m.conv.Error(text)
+	case m.loadingModel != "":
+		m.loadingModel = ""
+		m.conv.Error(text + " (still running " + modelLabel(m.info) + ")")
+		m.status.phase = phaseReady
 	case m.backend.switching != "":
 		m.backend.lastErr = text
 		m.backend.switching = ""
 		m.conv.Error(text + " (still on " + m.backendName() + ")")
 		m.status.phase = phaseReady
 	default:
-		m.conv.Error(text)
 		if m.generating {
 			m.finishReply("error", m.status.stats)
 		} else if m.info != nil {
 			m.status.phase = phaseReady
 		}
+		m.conv.Error(text)
 	}
 	return m.notify(text, true)
 }
@@ -430,7 +462,7 @@ func (m *Model) finishReply(reason string, stats engine.Stats) {
 
 // meta describes what produces the messages now, for the store.
 func (m *Model) meta() session.Meta {
-	meta := session.Meta{Model: m.opts.ModelPath}
+	meta := session.Meta{Model: m.modelPath}
 	if m.info != nil {
 		meta.Variant = m.info.Variant
 		meta.Backend = m.info.Backend
@@ -569,6 +601,7 @@ func (m *Model) newChat(system string, note string) tea.Cmd {
 		m.conv.add(entry{kind: entrySystem, content: system})
 	}
 	m.status.hasStats = false
+	m.resetContextNotes()
 	return m.notify(note, false)
 }
 
@@ -698,7 +731,7 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		return m.openSessions()
 	case key.Matches(msg, k.NewChat):
 		return m.newChat(m.opts.System, "new chat")
-	case key.Matches(msg, k.Help):
+	case key.Matches(msg, k.Help), isHelpQuestion(msg) && m.input.Value() == "":
 		m.overlay = overlayHelp
 		return nil
 	case key.Matches(msg, k.PageUp):
@@ -738,6 +771,12 @@ func (m *Model) onSignal() tea.Cmd {
 	m.saveState()
 	m.quit = true
 	return nil
+}
+
+// isHelpQuestion: "?" typed on an empty input asks for help (typed anywhere
+// else, it is text).
+func isHelpQuestion(msg tea.KeyMsg) bool {
+	return msg.Type == tea.KeyRunes && len(msg.Runes) == 1 && msg.Runes[0] == '?' && !msg.Paste
 }
 
 // requestQuit stops a running reply (kept as stopped) and ends the program.

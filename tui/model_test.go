@@ -214,6 +214,17 @@ func TestSlashCommands(t *testing.T) {
 				t.Errorf("messages %+v", msgs)
 			}
 		}},
+		{"system alone shows the prompt", "/system", func(t *testing.T, m *Model, fe *fakeengine.Engine, _ []string) {
+			contains(t, m.View(), "System prompt: You are helpful.")
+			if msgs := m.conv.Messages(); len(msgs) < 2 || fe.Resets() != 0 {
+				t.Errorf("/system without text changed the chat: %d messages, %d resets", len(msgs), fe.Resets())
+			}
+		}},
+		{"system none removes it", "/system none", func(t *testing.T, m *Model, fe *fakeengine.Engine, _ []string) {
+			if msgs := m.conv.Messages(); len(msgs) != 0 {
+				t.Errorf("messages %+v", msgs)
+			}
+		}},
 		{"think off", "/think off", func(t *testing.T, m *Model, fe *fakeengine.Engine, _ []string) {
 			typeText(m, "x")
 			press(m, tea.KeyEnter)
@@ -606,7 +617,46 @@ func TestSlashModelLoadsAnother(t *testing.T) {
 	_, cmd = m.Update(tea.KeyMsg{Type: tea.KeyEnter})
 	run(m, cmd)
 	pump(t, m, fe, func() bool { return m.info != nil && m.info.Path == file })
+	v := m.View()
+	// Confirmed, named in the header (not "Qwen3 (other)"), with the new
+	// model's KV numbers, and what it writes is stored under its name.
+	contains(t, v, "Now running other-model.gguf")
+	if top := plain(strings.Split(v, "\n")[0]); !strings.Contains(top, "other-model.gguf") {
+		t.Errorf("the header does not name the new model: %q", top)
+	}
+	contains(t, v, "KV 0/12 MiB")
+	contains(t, v, "ctx 0/1024")
+	if got := m.meta().Model; got != file {
+		t.Errorf("replies are stored as model %q, want %q", got, file)
+	}
 	typeText(m, "/model")
 	press(m, tea.KeyEnter)
 	contains(t, m.View(), "other-model.gguf")
+}
+
+// A bare /export writes into the exports directory (made on first use) and
+// says the full path; ~ is the home directory.
+func TestExportPaths(t *testing.T) {
+	home, dir := t.TempDir(), filepath.Join(t.TempDir(), "exports")
+	m, fe, _ := newTestModel(t, Options{ExportDir: dir, HomeDir: home}, 200, 24)
+	loaded(t, m, fe)
+	typeText(m, "export me")
+	press(m, tea.KeyEnter)
+	idle(t, m, fe)
+	for _, tc := range []struct{ arg, want string }{
+		{"~/out.md", filepath.Join(home, "out.md")},
+		{"", filepath.Join(dir, "bonsai-20261130-150000-export-me.md")},
+	} {
+		typeText(m, strings.TrimSpace("/export "+tc.arg))
+		_, cmd := m.Update(tea.KeyMsg{Type: tea.KeyEnter})
+		m.Update(runCmd(cmd))
+		if _, err := os.Stat(tc.want); err != nil {
+			t.Errorf("/export %s: %v", tc.arg, err)
+		}
+		contains(t, m.View(), "exported to "+tc.want)
+	}
+	typeText(m, "/export /nonexistent-dir/x.md")
+	_, cmd := m.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	m.Update(runCmd(cmd))
+	contains(t, m.View(), "export failed: /nonexistent-dir/x.md: no such file or directory")
 }

@@ -35,20 +35,24 @@ func (p *backendPanel) View(st *Styles, width int) string {
 		b.WriteString(st.Dim.Render("no model loaded yet"))
 		return st.Panel.Width(width - 2).Render(b.String())
 	}
+	adapter := info.Adapter
+	if isSoftwareAdapter(adapter) {
+		adapter += " — a software rasterizer, slower than the CPU backend"
+	}
 	rows := [][2]string{
 		{"backend", info.Backend},
-		{"adapter", info.Adapter},
+		{"adapter", adapter},
 	}
-	if info.Backend == "cpu" || info.Threads > 0 {
-		cpu := fmt.Sprintf("%d threads", info.Threads)
+	if info.Backend == "cpu" {
+		cpu := fmt.Sprintf("%d worker threads", info.Threads)
 		if info.SIMD != "" {
 			cpu += " · " + info.SIMD
 		}
 		rows = append(rows, [2]string{"cpu", cpu})
 	}
 	model := info.Name
-	if info.Variant != "" {
-		model = info.Variant
+	if info.Variant != "" && info.Variant != info.Name {
+		model += " · " + info.Variant
 	}
 	if info.Params > 0 {
 		model += fmt.Sprintf(" · %s params", formatCount(info.Params))
@@ -61,15 +65,54 @@ func (p *backendPanel) View(st *Styles, width int) string {
 	if info.RecurrentBytes > 0 {
 		rows = append(rows, [2]string{"state", fmt.Sprintf("recurrent %s · snapshots ≤ %s", formatBytes(info.RecurrentBytes), formatBytes(info.SnapshotBytes))})
 	}
+	// The backend's own lines: one under a row's key adds to that row; a
+	// short key is a row of its own; the rest are notes under the table, so
+	// that no long key squeezes the values into a strip. A line a row
+	// already says is left out.
+	var notes []string
+detail:
 	for _, d := range info.Details {
-		k, v, ok := strings.Cut(d, ":")
-		if !ok {
-			k, v = "", d
+		for _, r := range rows {
+			if strings.Contains(r[1], d) {
+				continue detail
+			}
 		}
-		rows = append(rows, [2]string{strings.TrimSpace(k), strings.TrimSpace(v)})
+		k, v, ok := strings.Cut(d, ":")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		switch {
+		case !ok || len(k) > maxKeyWidth:
+			notes = append(notes, d)
+			continue
+		}
+		for i := range rows {
+			if rows[i][0] == k {
+				rows[i][1] += "; " + v
+				continue detail
+			}
+		}
+		rows = append(rows, [2]string{k, v})
 	}
 	b.WriteString(table(st, rows, inner))
+	for _, n := range notes {
+		b.WriteString("\n" + st.Dim.Width(inner).Render(n))
+	}
 	return st.Panel.Width(width - 2).Render(b.String())
+}
+
+// maxKeyWidth is the longest key the backend panel's table takes; a longer
+// one would leave its values a narrow strip.
+const maxKeyWidth = 10
+
+// isSoftwareAdapter recognises the CPU-emulated Vulkan and WebGPU adapters
+// by the names their drivers give.
+func isSoftwareAdapter(name string) bool {
+	n := strings.ToLower(name)
+	for _, s := range []string{"llvmpipe", "lavapipe", "swiftshader", "software"} {
+		if strings.Contains(n, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // profilePanel shows where the time of one token goes, phase by phase, from

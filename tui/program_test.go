@@ -18,7 +18,7 @@ func newProgram(t *testing.T, fe *fakeengine.Engine, opts Options, w, h int) (*t
 	opts.Engine = fe
 	opts.Profile = termenv.Ascii
 	opts.Dark = true
-	opts.Clipboard = func(string) error { return nil }
+	opts.Clipboard = func(string) (string, error) { return "", nil }
 	m := New(opts)
 	t.Cleanup(func() {
 		m.Close()

@@ -43,14 +43,19 @@ func (l *sessionList) visible() []session.Info {
 		return l.items
 	}
 	f := strings.ToLower(l.filter)
-	var out []session.Info
+	// Title (or id) matches first, then chats that only said it; each
+	// group keeps the list's order (most recent first).
+	var titled, said []session.Info
 	for _, it := range l.items {
-		_, said := l.hits[it.ID]
-		if said || strings.Contains(strings.ToLower(it.Title), f) || strings.Contains(fmt.Sprint(it.ID), f) {
-			out = append(out, it)
+		_, hit := l.hits[it.ID]
+		switch {
+		case strings.Contains(strings.ToLower(it.Title), f) || strings.Contains(fmt.Sprint(it.ID), f):
+			titled = append(titled, it)
+		case hit:
+			said = append(said, it)
 		}
 	}
-	return out
+	return append(titled, said...)
 }
 
 func (l *sessionList) selected() (session.Info, bool) {
@@ -74,7 +79,10 @@ func (l *sessionList) View(st *Styles, width, height int) string {
 		b.WriteString(st.Error.Width(inner).Render(l.err))
 	default:
 		v := l.visible()
-		if len(v) == 0 {
+		switch {
+		case len(v) == 0 && l.filter != "":
+			b.WriteString(st.Dim.Render(fmt.Sprintf("no saved chat matches %q (backspace edits, esc closes)", l.filter)))
+		case len(v) == 0:
 			b.WriteString(st.Dim.Render("no saved chats"))
 		}
 		rows := max(height-5, 3)
@@ -88,7 +96,8 @@ func (l *sessionList) View(st *Styles, width, height int) string {
 			if title == "" {
 				title = "(untitled)"
 			}
-			if i == l.cursor && l.mode == listRename {
+			renaming := i == l.cursor && l.mode == listRename
+			if renaming {
 				title = l.edit + "▏"
 			}
 			// The cursor has a marker as well as reverse video, which
@@ -104,7 +113,12 @@ func (l *sessionList) View(st *Styles, width, height int) string {
 			if snip, ok := l.hits[it.ID]; ok && !strings.Contains(strings.ToLower(it.Title), strings.ToLower(l.filter)) {
 				meta = " “" + truncate(printable(strings.Join(strings.Fields(snip), " ")), inner/2) + "”"
 			}
-			line := mark + truncate(title, max(inner-lipgloss.Width(meta)-2, 8))
+			titleW := max(inner-lipgloss.Width(meta)-2, 8)
+			if renaming {
+				// Keep the end, where the cursor is, in view.
+				title = truncateLeft(title, titleW)
+			}
+			line := mark + truncate(title, titleW)
 			line += strings.Repeat(" ", max(inner-lipgloss.Width(line)-lipgloss.Width(meta), 1)) + st.Dim.Render(meta)
 			if i == l.cursor {
 				line = st.Selected.Render(xansiStrip(line))
@@ -118,6 +132,19 @@ func (l *sessionList) View(st *Styles, width, height int) string {
 		}
 	}
 	return st.Overlay.Width(width - 2).Render(strings.TrimRight(b.String(), "\n"))
+}
+
+// truncateLeft keeps the last width columns of s, with an ellipsis before
+// them when it cuts.
+func truncateLeft(s string, width int) string {
+	if lipgloss.Width(s) <= width {
+		return s
+	}
+	r := []rune(s)
+	for len(r) > 0 && lipgloss.Width(string(r))+1 > width {
+		r = r[1:]
+	}
+	return "…" + string(r)
 }
 
 // ago says how long ago t was, coarsely.
@@ -179,6 +206,8 @@ func (m *Model) openSessions() tea.Cmd {
 	m.sessions.loading = true
 	m.sessions.mode = listBrowse
 	m.sessions.err = ""
+	// Each opening starts from the whole list, not the last search.
+	m.sessions.filter, m.sessions.hits, m.sessions.cursor = "", nil, 0
 	return m.listSessions()
 }
 
@@ -265,6 +294,10 @@ func (m *Model) loadSession(sess *session.Session) {
 	m.state.LastSession = sess.ID
 	m.save.Attach(sess)
 	m.systemSaved = true
+	// The numbers shown were the previous chat's; this one's come with its
+	// next reply.
+	m.status.hasStats = false
+	m.resetContextNotes()
 }
 
 // sessionsKey handles keys while the session list is open.

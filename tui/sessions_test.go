@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bonsai-chat/bonsai/infer/chat"
+	"github.com/bonsai-chat/bonsai/infer/engine"
 	"github.com/bonsai-chat/bonsai/session"
 	"github.com/bonsai-chat/bonsai/tui/fakeengine"
 	tea "github.com/charmbracelet/bubbletea"
@@ -282,4 +283,69 @@ func TestSessionSearchByContent(t *testing.T) {
 	contains(t, v, "alpha chat")
 	contains(t, v, "zebra is striped")
 	lacks(t, v, "beta chat")
+}
+
+func TestSessionListFixes(t *testing.T) {
+	store := openStore(t)
+	ctx := context.Background()
+	long := strings.Repeat("a very long title ", 12)
+	for _, msgs := range [][]string{{"zebra facts", "none"}, {"alpha chat", "the zebra is striped"}, {long, "x"}} {
+		info, err := store.Create(ctx, session.Meta{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, text := range msgs {
+			role := map[bool]string{true: "user", false: "assistant"}[i == 0]
+			if _, err := store.Add(ctx, info.ID, session.Message{Role: role, Content: text}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	m, fe, _ := newTestModel(t, Options{Store: store}, 90, 30)
+	loaded(t, m, fe)
+	m.status.stats, m.status.hasStats = engine.Stats{ContextUsed: 777, ContextSize: 4096}, true
+	open := func() {
+		t.Helper()
+		_, cmd := m.Update(tea.KeyMsg{Type: tea.KeyCtrlS})
+		run(m, cmd)
+	}
+	search := func(q string) {
+		t.Helper()
+		var last tea.Cmd
+		for _, r := range q {
+			_, last = m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+		}
+		run(m, last)
+	}
+	open()
+	search("zebra")
+	// A title match outranks a chat that only said it, though older.
+	if v := m.sessions.visible(); len(v) != 2 || v[0].Title != "zebra facts" {
+		t.Errorf("search order %+v, want the title match first", v)
+	}
+	search("qqq")
+	contains(t, m.View(), `no saved chat matches "zebraqqq"`)
+	// Reopened, the list starts over.
+	press(m, tea.KeyEsc)
+	press(m, tea.KeyEsc)
+	if m.overlay != overlayNone {
+		t.Fatal("esc did not close the list")
+	}
+	open()
+	if m.sessions.filter != "" || len(m.sessions.visible()) != 3 {
+		t.Errorf("reopened with filter %q and %d chats", m.sessions.filter, len(m.sessions.visible()))
+	}
+	// Renaming a long title keeps the cursor in view.
+	m.sessions.cursor = 0 // the most recent: the long one
+	m.Update(tea.KeyMsg{Type: tea.KeyCtrlR})
+	typeText(m, "!")
+	contains(t, m.View(), "!▏")
+	press(m, tea.KeyEsc)
+	// Opening a chat shows its own context, not the last one's numbers.
+	_, cmd := m.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	run(m, cmd)
+	if m.overlay != overlayNone {
+		t.Fatal("the chat did not open")
+	}
+	lacks(t, m.View(), "ctx 777/")
 }

@@ -140,10 +140,8 @@ func header(st *Styles, width int, title string, info *engine.ModelInfo, backend
 	}
 	var right []string
 	if info != nil {
-		if info.Variant != "" {
-			right = append(right, info.Variant)
-		} else if info.Name != "" {
-			right = append(right, info.Name)
+		if l := modelLabel(info); l != "" {
+			right = append(right, l)
 		}
 		be := info.Backend
 		if info.Backend == "cpu" && info.SIMD != "" {
@@ -223,3 +221,18 @@ func truncate(s string, width int) string {
 
 // emptyLoad is the progress shown before the engine's first report.
 var emptyLoad = engine.LoadProgress{Stage: "starting"}
+
+// modelLabel names a model in a few words: its Bonsai variant when it is
+// one, else its own name (a variant such as "Qwen3 (other)" says nothing
+// about which file runs).
+func modelLabel(info *engine.ModelInfo) string {
+	switch {
+	case info == nil:
+		return "the old model"
+	case info.Variant != "" && !strings.HasSuffix(info.Variant, "(other)"):
+		return info.Variant
+	case info.Name != "":
+		return info.Name
+	}
+	return info.Variant
+}

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
+	"github.com/adrg/xdg"
 	"github.com/bonsai-chat/bonsai/config"
 	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/defaultmodel"
 	"github.com/bonsai-chat/bonsai/infer/engine"
 	"github.com/bonsai-chat/bonsai/infer/hub"
@@ -59,11 +62,19 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	modelPath, modelFile, err := resolveChatModel(cfg.Model)
+	// The model is opened and checked here, before the terminal is taken
+	// over: a file bonsai cannot run is refused with the reason, not shown
+	// as a chat whose engine has stopped.
+	modelPath, modelFile, hp, err := openChatModel(cfg.Model)
 	if err != nil {
 		return err
 	}
+	defer modelFile.Close()
 	notices := append([]string(nil), cfg.Warnings...)
+	ctxSize, note := chatContext(cfg, hp)
+	if note != "" {
+		notices = append(notices, note)
+	}
 
 	opts := tui.Options{
 		Think:     cfg.Think,
@@ -71,6 +82,11 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 		ModelPath: modelPath,
 		Keys:      &keys,
 		Sampling:  func() engine.Sampling { return cfg.Sampling.Engine() },
+		Clipboard: tui.SystemClipboard(tui.ProcessClipboardEnv()),
+		ExportDir: filepath.Join(xdg.DataHome, "bonsai", "exports"),
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		opts.HomeDir = home
 	}
 	if !*noSave {
 		store, resume, state, statePath, warn, err := openChatStorage(*dbPath, flags)
@@ -99,38 +115,79 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 	lipgloss.SetHasDarkBackground(opts.Dark)
 
 	profile := opts.State != nil && opts.State.Panels["profile"]
-	// The engine starts loading at once; the UI shows its progress.
-	eng := engine.New(engine.Options{
-		Path: modelPath, File: modelFile, Backend: cfg.Backend, Threads: cfg.Threads, Context: cfg.ContextSize, Profile: profile,
-	})
-	defer eng.Close()
-	opts.Engine = eng
+	// Native libraries (Mesa, wgpu) write to file descriptor 2 while the
+	// GPU is probed, which the engine does at once: the log gets it, not
+	// the terminal the UI is about to draw on.
 	if restore, err := captureStderr(); err == nil {
 		defer restore()
 	}
+	// The engine starts loading at once; the UI shows its progress.
+	eng := engine.New(engine.Options{
+		File: modelFile, Backend: cfg.Backend, Adapter: cfg.Adapter, Threads: cfg.Threads, Context: ctxSize, Profile: profile,
+	})
+	defer eng.Close()
+	opts.Engine = eng
 	if *mouse {
 		return tui.Run(opts, tea.WithMouseCellMotion())
 	}
 	return tui.Run(opts)
 }
 
-// resolveChatModel turns the model setting into a file: a path, a
-// registry name already pulled, or a file in the models directory. No model
-// configured means the embedded default model, bonsai-tiny, so that a fresh
-// install chats at once, offline; it comes back already parsed (file).
-func resolveChatModel(name string) (path string, file *gguf.File, err error) {
+// openChatModel turns the model setting into an open file that bonsai can
+// run: a path, a registry name already pulled, or a file in the models
+// directory. No model configured means the embedded default model,
+// bonsai-tiny, so that a fresh install chats at once, offline. A file that
+// is not a GGUF, or whose architecture bonsai does not run, is an error.
+func openChatModel(name string) (path string, f *gguf.File, hp infer.Hyperparams, err error) {
 	if name == "" {
-		f, err := defaultmodel.Open()
-		if err != nil {
-			return "", nil, err
+		path = defaultmodel.Path
+		f, err = defaultmodel.Open()
+	} else {
+		path, err = hub.Resolve(name, hub.DefaultDir())
+		if err == nil {
+			f, err = gguf.Open(path)
 		}
-		return "(embedded) " + defaultmodel.Name, f, nil
 	}
-	p, err := hub.Resolve(name, hub.DefaultDir())
+	if err == nil {
+		hp, err = runnableHyperparams(f)
+		if err != nil {
+			f.Close()
+		}
+	}
 	if err != nil {
-		return "", nil, fmt.Errorf("model %q: %w", name, err)
+		return "", nil, hp, fmt.Errorf("model %q: %w", name, err)
 	}
-	return p, nil, nil
+	return path, f, hp, nil
+}
+
+// runnableHyperparams reads f's sizes through its registered architecture;
+// an architecture bonsai does not run is an error wrapping
+// infer.ErrUnsupportedArch.
+func runnableHyperparams(f *gguf.File) (infer.Hyperparams, error) {
+	name, err := infer.ArchOf(f)
+	if err != nil {
+		return infer.Hyperparams{}, err
+	}
+	arch, err := infer.LookupArch(name)
+	if err != nil {
+		return infer.Hyperparams{}, err
+	}
+	return arch.Hyperparams(f)
+}
+
+// chatContext is the KV cache size to ask the engine for. Left at its
+// default, it is 0: the engine's default capped by the model's trained
+// context (and by each model loaded later with /model). A size the user
+// set is kept, with a note when it exceeds what the model was trained on.
+func chatContext(cfg *config.Config, hp infer.Hyperparams) (int, string) {
+	if cfg.Sources["context_size"].Origin == config.FromDefault {
+		return 0, ""
+	}
+	if hp.ContextTrain > 0 && cfg.ContextSize > hp.ContextTrain {
+		return cfg.ContextSize, fmt.Sprintf("context_size %d (%s) exceeds the %d tokens this model was trained on: "+
+			"past %d tokens its replies may fall apart", cfg.ContextSize, cfg.Sources["context_size"], hp.ContextTrain, hp.ContextTrain)
+	}
+	return cfg.ContextSize, ""
 }
 
 // keyMap applies the configuration's [keys] overrides, refusing a bad one

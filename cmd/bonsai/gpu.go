@@ -36,9 +36,6 @@ func runGPU(args []string, stdout, stderr io.Writer) error {
 		}
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if *adapter != "" {
-		os.Setenv(gpu.AdapterEnv, *adapter)
-	}
 	list, err := gpu.ListAdapters()
 	if err != nil {
 		return err
@@ -54,7 +51,7 @@ func runGPU(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer f.Close()
-	m, err := infer.Load(f, infer.Options{Backend: "gpu", Context: max(*prompt+*gen+1, 1024)})
+	m, err := infer.Load(f, infer.Options{Backend: "gpu", Adapter: *adapter, Context: max(*prompt+*gen+1, 1024)})
 	if err != nil {
 		return err
 	}

@@ -70,9 +70,22 @@ func runModels(args []string, stdout, stderr io.Writer) error {
 		if m.Size > 0 {
 			size = pullFormatBytes(m.Size)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", m.Name, size, m.Summary)
+		fmt.Fprintf(tw, "  %s\t%s\t%s%s\n", m.Name, size, m.Summary, unrunnableMark(m.Arch()))
 	}
 	return tw.Flush()
+}
+
+// unrunnableMark flags an architecture this build has no forward pass for;
+// it derives from the architecture registry, so the mark goes away by
+// itself once the architecture is added.
+func unrunnableMark(arch string) string {
+	if arch == "" {
+		return ""
+	}
+	if _, err := infer.LookupArch(arch); err != nil {
+		return " [bonsai cannot run " + arch + " models yet]"
+	}
+	return ""
 }
 
 // modelsDescribe reads a local file's header for its variant and weight types.
@@ -89,7 +102,8 @@ func modelsDescribe(l hub.Local) (variant, weights string) {
 	}
 	defer f.Close()
 	v := infer.DetectVariant(f)
-	return v.Name, modelsTypeCounts(infer.WeightTypes(f))
+	arch, _ := infer.ArchOf(f)
+	return v.Name + unrunnableMark(arch), modelsTypeCounts(infer.WeightTypes(f))
 }
 
 // modelsTypeCounts renders tensor type counts, most common first: "q1_0×254".

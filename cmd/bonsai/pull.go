@@ -34,7 +34,7 @@ func runPull(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "usage: bonsai pull [--dir DIR] [--sha256 HEX] NAME|URL")
 		fmt.Fprintln(stderr, "\nnames:")
 		for _, m := range hub.Registry {
-			fmt.Fprintf(stderr, "  %-20s %s\n", m.Name, m.Summary)
+			fmt.Fprintf(stderr, "  %-20s %s%s\n", m.Name, m.Summary, unrunnableMark(m.Arch()))
 		}
 		fmt.Fprintln(stderr, "\nflags:")
 		fs.PrintDefaults()
@@ -59,6 +59,11 @@ func runPull(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 
 	target := fs.Arg(0)
+	if m, ok := hub.Lookup(target); ok {
+		if mark := unrunnableMark(m.Arch()); mark != "" {
+			fmt.Fprintf(stderr, "note: %s is a %s model, which this bonsai cannot run yet; downloading it anyway\n", m.Name, m.Arch())
+		}
+	}
 	bar := newPullProgressBar(stderr, target)
 	res, err := hub.Pull(ctx, target, *dir, hub.Options{
 		SHA256:   strings.ToLower(*sum),

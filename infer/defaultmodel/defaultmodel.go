@@ -21,12 +21,16 @@ const Name = "bonsai-tiny"
 //go:embed bonsai-tiny.gguf
 var GGUF []byte
 
+// Path is what the embedded file's Path says in place of a file name.
+const Path = "(embedded) " + Name
+
 // Open parses the embedded file. Tensor data refers to GGUF in place; the
-// returned file needs no Close (closing it is harmless).
+// returned file needs no Close (closing it is harmless). Its Path is Path.
 func Open() (*gguf.File, error) {
 	f, err := gguf.Parse(GGUF)
 	if err != nil {
 		return nil, fmt.Errorf("embedded default model: %w", err)
 	}
+	f.Path = Path
 	return f, nil
 }

@@ -30,6 +30,7 @@ type Options struct {
 	File *gguf.File
 
 	Backend string // "cpu", "gpu", "auto" ("" = auto)
+	Adapter string // GPU adapter (infer.BackendOptions.Adapter); "" picks the best
 	Threads int
 	Context int // 0: infer.DefaultContext capped by the model
 	Batch   int // 0: infer.DefaultBatch
@@ -76,6 +77,7 @@ type Engine struct {
 
 	// Owned by the engine goroutine.
 	cur          loaded        // the model in use
+	window       window        // where the last prompt started (turns left out of a full context)
 	backend      string        // the backend asked for by the last successful load
 	profilingOn  bool          // what the backend was last told (SetProfiling)
 	samplingTime time.Duration // sampler time since the last ProfileSample
@@ -268,6 +270,7 @@ func (e *Engine) serve(r any) {
 		}
 	case resetRequest:
 		e.cur.seq.Reset()
+		e.window = window{}
 	}
 }
 

@@ -50,17 +50,34 @@ func (e *Engine) generate(r generateRequest) {
 	}
 	// A raw prompt is the caller's own, markers and all. In a conversation
 	// only the template's markers are control tokens: a "<|im_end|>" typed
-	// in a message (or stored in a reply) is text.
-	prompt := r.req.Raw
+	// in a message (or stored in a reply) is text. A conversation that
+	// outgrows the context leaves out its oldest turns (window.fit).
+	withBOS := func(ids []int32) []int32 {
+		if cur.tok.AddBOS() && cur.tok.BOS() >= 0 {
+			ids = append([]int32{cur.tok.BOS()}, ids...)
+		}
+		return ids
+	}
+	prompt, msgs := r.req.Raw, r.req.Messages
 	var ids []int32
 	if prompt != "" {
-		ids = cur.tok.Encode(prompt, true)
+		ids = withBOS(cur.tok.Encode(prompt, true))
 	} else {
-		prompt = cur.tmpl.Render(r.req.Messages, true, r.req.Think)
-		ids = cur.tmpl.Encode(r.req.Messages, true, r.req.Think, cur.tok.Encode)
-	}
-	if cur.tok.AddBOS() && cur.tok.BOS() >= 0 {
-		ids = append([]int32{cur.tok.BOS()}, ids...)
+		var dropped int
+		ids, dropped, err = e.window.fit(r.req.Messages, m.Context(), replyReserve(m.Context(), r.req.MaxTokens),
+			func(kept []chat.Message) []int32 { // fit encodes its final choice last
+				msgs = kept
+				return withBOS(cur.tmpl.Encode(kept, true, r.req.Think, cur.tok.Encode))
+			})
+		if err != nil {
+			e.emit(Error{Err: err})
+			finish("length")
+			return
+		}
+		if dropped > 0 {
+			e.emit(ContextTrimmed{Dropped: dropped, Tokens: len(ids), Context: m.Context()})
+		}
+		prompt = cur.tmpl.Render(msgs, true, r.req.Think)
 	}
 	if len(ids) == 0 {
 		e.emit(Error{Err: fmt.Errorf("%w: the prompt encodes to no tokens", infer.ErrBadShape)})
@@ -81,7 +98,7 @@ func (e *Engine) generate(r generateRequest) {
 	}
 	var marks []int
 	if m.Recurrent() && r.req.Raw == "" {
-		marks = e.turnMarks(r.req.Messages, r.req.Think, ids)
+		marks = e.turnMarks(msgs, r.req.Think, ids)
 	}
 	if plan := seq.Plan(ids); plan.Kept == 0 && plan.Shared > 0 {
 		e.emit(Notice{Text: fmt.Sprintf("re-reading the conversation from the start (%d tokens): "+

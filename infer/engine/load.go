@@ -75,7 +75,7 @@ func (l *loaded) bindVocab() error {
 func (e *Engine) load(backend string) error {
 	stage := "loading weights on " + orAuto(backend)
 	m, err := infer.Load(e.cur.file, infer.Options{
-		Backend: backend, Threads: e.opts.Threads, Context: e.opts.Context, Batch: e.opts.Batch,
+		Backend: backend, Adapter: e.opts.Adapter, Threads: e.opts.Threads, Context: e.opts.Context, Batch: e.opts.Batch,
 		Profile: e.profiling.Load(), Snapshots: e.opts.Snapshots,
 		Progress: func(done, total int64) {
 			e.emit(LoadProgress{Stage: stage, Done: done, Total: total})
@@ -137,12 +137,16 @@ func modelInfo(f *gguf.File, m *infer.Model) ModelInfo {
 		name = filepath.Base(f.Path)
 	}
 	mem := m.Memory(0)
+	details := bi.Details
+	if m.Fallback != nil {
+		details = append([]string{"auto: on the CPU, as the GPU backend declined: " + m.Fallback.Error()}, details...)
+	}
 	return ModelInfo{
 		Path: f.Path, Name: name, Arch: m.Hparams.Arch, Variant: m.Variant.Name,
 		Params: infer.Params(f), FileBytes: mem.FileBytes, WeightBytes: mem.WeightBytes,
 		ContextSize: m.Context(), KVAllocBytes: mem.KVAlloc,
 		RecurrentBytes: mem.Recurrent, SnapshotBytes: mem.SnapshotsMax,
-		Backend: bi.Name, Adapter: bi.Adapter, Threads: bi.Threads, SIMD: bi.SIMD, Details: bi.Details,
+		Backend: bi.Name, Adapter: bi.Adapter, Threads: bi.Threads, SIMD: bi.SIMD, Details: details,
 	}
 }
 

@@ -16,10 +16,6 @@ import (
 	"github.com/cogentcore/webgpu/wgpu"
 )
 
-// AdapterEnv names the environment variable holding the --adapter filter
-// (infer.BackendOptions has no field for it yet).
-const AdapterEnv = "BONSAI_GPU_ADAPTER"
-
 // MatVecEnv chooses the decode Q1_0 matvec kernel: auto (default),
 // select, lut, popc (16 rows per workgroup), popc32 / popc64 (32 or 64
 // rows: the bit planes of x built once per 32 or 64 rows instead of 16),
@@ -62,8 +58,8 @@ const maxSplits = 64
 
 func init() {
 	infer.RegisterBackend("gpu", func(opts infer.BackendOptions) (infer.Backend, error) {
-		filter := os.Getenv(AdapterEnv)
-		b, err := New(DeviceOptions{Adapter: filter, AllowSoftware: filter != "" || os.Getenv(SoftwareEnv) == "1"}, opts)
+		// Naming an adapter is asking for it, software or not.
+		b, err := New(DeviceOptions{Adapter: opts.Adapter, AllowSoftware: opts.Adapter != "" || os.Getenv(SoftwareEnv) == "1"}, opts)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", infer.ErrBackendUnavailable, err)
 		}

@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 // adapter is a failure.
 func newTestBackend(t *testing.T) *Backend {
 	t.Helper()
-	b, err := New(DeviceOptions{Adapter: os.Getenv(AdapterEnv), AllowSoftware: true}, infer.BackendOptions{})
+	b, err := New(DeviceOptions{Adapter: os.Getenv("BONSAI_GPU_ADAPTER"), AllowSoftware: true}, infer.BackendOptions{})
 	if err != nil {
 		if errors.Is(err, ErrNoAdapter) && os.Getenv("CI") != "true" {
 			t.Skipf("no GPU adapter: %v", err)

@@ -29,6 +29,17 @@ type Options struct {
 	// differ by ~8% of the best (median, measured with llama.cpp), far above
 	// the rounding differences between implementations.
 	LogitStd float64
+	// YaRN, if set, makes the RoPE YaRN-scaled as Bonsai's own files are
+	// (rope.scaling.type = yarn); the context becomes Factor times the
+	// original one.
+	YaRN *YaRN
+}
+
+// YaRN is a YaRN RoPE scaling: the frequencies of a model trained on
+// OrigContext positions stretched by Factor.
+type YaRN struct {
+	Factor      float64
+	OrigContext int
 }
 
 func (o Options) validate() error {
@@ -43,6 +54,9 @@ func (o Options) validate() error {
 		if t.typ == o.Type && t.shape[0]%bs != 0 {
 			return fmt.Errorf("synth: shape %s: %s's width %d is not a multiple of the %s block size %d", o.Shape.Name, t.name, t.shape[0], o.Type, bs)
 		}
+	}
+	if y := o.YaRN; y != nil && (!(y.Factor > 1) || y.OrigContext < 1) {
+		return fmt.Errorf("synth: YaRN factor %g, original context %d", y.Factor, y.OrigContext)
 	}
 	if o.LogitStd < 0 {
 		return fmt.Errorf("synth: negative logit std %g", o.LogitStd)
@@ -137,7 +151,11 @@ func setMetadata(w *gguf.Writer, o Options, v vocab) {
 	w.Set("general.name", fmt.Sprintf("bonsai-synth %s %s seed %d", label, o.Type, o.Seed))
 	w.Set("general.alignment", uint32(32))
 	w.Set(a+".block_count", uint32(s.Layers))
-	w.Set(a+".context_length", uint32(s.Context))
+	ctx := uint32(s.Context)
+	if y := o.YaRN; y != nil {
+		ctx = uint32(float64(y.OrigContext) * y.Factor)
+	}
+	w.Set(a+".context_length", ctx)
 	w.Set(a+".embedding_length", uint32(s.Hidden))
 	w.Set(a+".feed_forward_length", uint32(s.FFN))
 	w.Set(a+".attention.head_count", uint32(s.Heads))
@@ -146,6 +164,11 @@ func setMetadata(w *gguf.Writer, o Options, v vocab) {
 	w.Set(a+".attention.value_length", uint32(s.HeadDim))
 	w.Set(a+".attention.layer_norm_rms_epsilon", float32(s.RMSEps))
 	w.Set(a+".rope.freq_base", float32(s.RopeTheta))
+	if y := o.YaRN; y != nil {
+		w.Set(a+".rope.scaling.type", "yarn")
+		w.Set(a+".rope.scaling.factor", float32(y.Factor))
+		w.Set(a+".rope.scaling.original_context_length", uint32(y.OrigContext))
+	}
 	if s.hybrid() {
 		h := s.Hybrid
 		w.Set(a+".rope.dimension_count", uint32(h.RopeDims))

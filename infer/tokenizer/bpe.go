@@ -50,7 +50,10 @@ func (c *candidates) Pop() any {
 // ids to out.
 func (t *Tokenizer) bpeWord(word string, out []int32) []int32 {
 	if len(word) == 1 {
-		return append(out, t.byteToken[word[0]])
+		if id := t.byteToken[word[0]]; id != NoToken {
+			out = append(out, id)
+		}
+		return out
 	}
 	syms := make([]symbol, len(word))
 	for i := 0; i < len(word); i++ {
@@ -92,7 +95,9 @@ func (t *Tokenizer) bpeWord(word string, out []int32) []int32 {
 		push(c.left)
 	}
 	for i := 0; i >= 0; i = syms[i].next {
-		out = append(out, syms[i].id)
+		if syms[i].id != NoToken { // a byte the vocabulary has no token for
+			out = append(out, syms[i].id)
+		}
 	}
 	return out
 }

@@ -29,10 +29,26 @@ import (
 // words, \p{M} excluded from the punctuation run) — which is the same as
 // classifying marks as letters.
 
+// GPT-2's own regex, which gpt-2, mpt, olmo and phi-2 files name, is
+// simpler:
+//
+//	's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)
+//
+// (contractions in lower case only, a space attaches to the run after it,
+// whatever that run is). llama.cpp adds a \s+ fallback for the whitespace
+// that pattern leaves unmatched, and the starcoder family first cuts every
+// digit out on its own (\p{N}) before applying it to the rest.
+//
+// llama3's vocabularies also set ignore_merges: a pre-token that is itself
+// in the vocabulary is that one token, whatever the merges would make of it.
+
 // preTokenizer selects the regex variant.
 type preTokenizer struct {
+	gpt2            bool // GPT-2's regex instead of qwen2's shape
+	splitDigits     bool // gpt2: every \p{N} is a pre-token of its own first (starcoder)
 	digitRun        int  // 1 (qwen2, qwen35) or 3 (llama3)
 	marksAreLetters bool // qwen35
+	ignoreMerges    bool // llama3: a pre-token in the vocabulary is one token
 }
 
 type charClass uint8
@@ -99,11 +115,73 @@ func splitWords(text string, pre preTokenizer, emit func(word string)) {
 		return 255 // past the end: matches no class
 	}
 
+	if pre.gpt2 {
+		for start := 0; start < n; {
+			// The piece the GPT-2 regex runs over: the whole text, or
+			// with splitDigits a single digit or the run up to the next.
+			limit := n
+			if pre.splitDigits {
+				limit = start + 1
+				for c := classes[start] == classNumber; limit < n && !c && classes[limit] != classNumber; limit++ {
+				}
+			}
+			for pos := start; pos < limit; {
+				end := matchGPT2(pos, limit, runes, classes)
+				emit(text[offsets[pos]:offsets[end]])
+				pos = end
+			}
+			start = limit
+		}
+		return
+	}
 	for pos := 0; pos < n; {
 		end := matchAt(pos, n, runes, classAt, isNewline, pre.digitRun)
 		emit(text[offsets[pos]:offsets[end]])
 		pos = end
 	}
+}
+
+// matchGPT2 returns the end of GPT-2's regex match (with llama.cpp's \s+
+// fallback) that starts at pos, within [pos, limit).
+func matchGPT2(pos, limit int, runes []rune, classes []charClass) int {
+	classAt := func(i int) charClass {
+		if i < limit {
+			return classes[i]
+		}
+		return 255
+	}
+	// 's|'t|'re|'ve|'m|'ll|'d
+	if runes[pos] == '\'' && pos+1 < limit {
+		switch a := runes[pos+1]; {
+		case a == 's' || a == 't' || a == 'm' || a == 'd':
+			return pos + 2
+		case pos+2 < limit && (a == 'r' && runes[pos+2] == 'e' || a == 'v' && runes[pos+2] == 'e' || a == 'l' && runes[pos+2] == 'l'):
+			return pos + 3
+		}
+	}
+	// ' ?\p{L}+', ' ?\p{N}+', ' ?[^\s\p{L}\p{N}]+': a run of one class,
+	// with the space before it.
+	start := pos
+	if runes[pos] == ' ' && classAt(pos+1) != classSpace && pos+1 < limit {
+		start = pos + 1
+	}
+	if c := classAt(start); c != classSpace {
+		end := start + 1
+		for classAt(end) == c {
+			end++
+		}
+		return end
+	}
+	spaces := 0
+	for classAt(pos+spaces) == classSpace {
+		spaces++
+	}
+	// \s+(?!\S): the run minus its last space when something follows it.
+	if spaces > 1 && pos+spaces < limit {
+		return pos + spaces - 1
+	}
+	// \s+
+	return pos + spaces
 }
 
 // matchAt returns the end of the regex match that starts at pos (always > pos:

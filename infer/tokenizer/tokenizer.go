@@ -120,8 +120,14 @@ func New(c Config) (*Tokenizer, error) {
 	}
 	for b := 0; b < 256; b++ {
 		id, ok := t.ids[string(byteRunes[b])]
-		if !ok {
+		switch {
+		case !ok && b < utf8.RuneSelf:
 			return nil, fmt.Errorf("%w: no token for byte 0x%02x (%q)", ErrInvalid, b, string(byteRunes[b]))
+		case !ok:
+			// Some vocabularies (starcoder's, mpt's) leave out bytes that
+			// valid UTF-8 never has, or only has in unassigned planes:
+			// Encode drops such a byte (llama.cpp aborts on it).
+			id = NoToken
 		}
 		t.byteToken[b] = id
 	}
@@ -188,14 +194,20 @@ func New(c Config) (*Tokenizer, error) {
 // names llama.cpp gives these regexes.
 func lookupPre(pre string) (preTokenizer, error) {
 	switch pre {
-	case "qwen2", "deepseek-r1-qwen", "stablelm2":
+	case "qwen2", "deepseek-r1-qwen", "stablelm2", "megrez":
 		return preTokenizer{digitRun: 1}, nil
 	case "qwen35":
 		return preTokenizer{digitRun: 1, marksAreLetters: true}, nil
-	case "llama-bpe", "llama3", "llama-v3", "smaug-bpe", "dbrx":
+	case "llama-bpe", "llama3", "llama-v3", "falcon3", "pixtral":
+		return preTokenizer{digitRun: 3, ignoreMerges: true}, nil
+	case "smaug-bpe", "dbrx":
 		return preTokenizer{digitRun: 3}, nil
+	case "gpt-2", "phi-2", "mpt", "olmo", "jais", "exaone4":
+		return preTokenizer{gpt2: true}, nil
+	case "starcoder", "refact", "smollm", "codeshell", "exaone":
+		return preTokenizer{gpt2: true, splitDigits: true}, nil
 	}
-	return preTokenizer{}, fmt.Errorf("%w: pre-tokenizer %q (implemented: qwen2, qwen35, llama-bpe)", ErrUnsupported, pre)
+	return preTokenizer{}, fmt.Errorf("%w: pre-tokenizer %q (implemented: qwen2, qwen35, llama-bpe, gpt-2, starcoder and their aliases)", ErrUnsupported, pre)
 }
 
 // Vocab is the number of token ids.
@@ -290,7 +302,11 @@ func (t *Tokenizer) encodeWord(word string, out []int32) []int32 {
 	if ok {
 		return append(out, ids...)
 	}
-	ids = t.bpeWord(word, nil)
+	if id, whole := t.ids[byteLevelText([]byte(word))]; whole && t.pre.ignoreMerges {
+		ids = []int32{id}
+	} else {
+		ids = t.bpeWord(word, nil)
+	}
 	t.cacheMu.Lock()
 	if len(t.cache) >= wordCacheLimit {
 		clear(t.cache)

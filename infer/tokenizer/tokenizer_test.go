@@ -36,16 +36,64 @@ func qwen2(t testing.TB) *Tokenizer {
 	return qwenTok
 }
 
-// TestLlamaCppVectors runs llama.cpp's test-tokenizer-0 vectors: the .inp file
-// holds texts separated by "\n__ggml_vocab_test__\n", the .out file one line
-// of ids per text (encoded without special-token parsing or BOS).
+// TestLlamaCppVectors runs llama.cpp's test-tokenizer-0 vectors, one
+// vocabulary per pre-tokenizer family: the .inp file holds texts separated
+// by "\n__ggml_vocab_test__\n", the .out file one line of ids per text
+// (encoded without special-token parsing or BOS). qwen2 is the Qwen regex,
+// llama-bpe its three-digit variant with ignore_merges, gpt-2 GPT-2's own
+// regex and starcoder that regex after splitting off every digit.
 func TestLlamaCppVectors(t *testing.T) {
-	tok := qwen2(t)
-	inp, err := os.ReadFile("testdata/ggml-vocab-qwen2.gguf.inp")
+	for _, tc := range []struct {
+		name string
+		tok  func(t *testing.T) *Tokenizer
+	}{
+		{"qwen2", func(t *testing.T) *Tokenizer { return qwen2(t) }},
+		{"llama-bpe", vocabFile("llama-bpe")},
+		{"gpt-2", vocabFile("gpt-2")},
+		{"starcoder", vocabFile("starcoder")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tok := tc.tok(t)
+			texts, wants := readVectors(t, "testdata/ggml-vocab-"+tc.name+".gguf")
+			for i, text := range texts {
+				got := tok.Encode(text, false)
+				if !equalIDs(got, wants[i]) {
+					t.Errorf("vector %d %q:\n got %v\nwant %v", i, text, got, wants[i])
+				}
+				if dec := tok.Decode(got); dec != text {
+					t.Errorf("vector %d: decode = %q, want %q", i, dec, text)
+				}
+			}
+		})
+	}
+}
+
+// vocabFile loads testdata/ggml-vocab-NAME.gguf, one of llama.cpp's
+// tensor-less vocabulary files.
+func vocabFile(name string) func(t *testing.T) *Tokenizer {
+	return func(t *testing.T) *Tokenizer {
+		t.Helper()
+		f, err := gguf.Open("testdata/ggml-vocab-" + name + ".gguf")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		tok, err := FromGGUF(f.KV)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+}
+
+// readVectors reads a vocabulary's .inp texts and .out ids.
+func readVectors(t *testing.T, base string) ([]string, [][]int32) {
+	t.Helper()
+	inp, err := os.ReadFile(base + ".inp")
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := os.ReadFile("testdata/ggml-vocab-qwen2.gguf.out")
+	out, err := os.ReadFile(base + ".out")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,23 +103,17 @@ func TestLlamaCppVectors(t *testing.T) {
 	if len(texts) != len(lines) || len(texts) == 0 {
 		t.Fatalf("%d texts but %d expected lines", len(texts), len(lines))
 	}
-	for i, text := range texts {
-		var want []int32
-		for _, f := range strings.Fields(lines[i]) {
+	wants := make([][]int32, len(lines))
+	for i, line := range lines {
+		for _, f := range strings.Fields(line) {
 			n, err := strconv.Atoi(f)
 			if err != nil {
-				t.Fatalf("line %d: %v", i, err)
+				t.Fatalf("%s.out line %d: %v", base, i+1, err)
 			}
-			want = append(want, int32(n))
-		}
-		got := tok.Encode(text, false)
-		if !equalIDs(got, want) {
-			t.Errorf("vector %d %q:\n got %v\nwant %v", i, text, got, want)
-		}
-		if dec := tok.Decode(got); dec != text {
-			t.Errorf("vector %d: decode = %q, want %q", i, dec, text)
+			wants[i] = append(wants[i], int32(n))
 		}
 	}
+	return texts, wants
 }
 
 func equalIDs(a, b []int32) bool {

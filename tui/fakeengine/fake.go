@@ -247,7 +247,9 @@ func (e *Engine) SwitchModel(path string) {
 			return
 		}
 		e.mu.Lock()
+		// Another file: another model, whose variant and context differ.
 		e.info.Path, e.info.Name = path, filepath.Base(path)
+		e.info.Variant, e.info.ContextSize, e.info.KVAllocBytes = "Qwen3 (other)", 1024, 12<<20
 		backend := e.info.Backend
 		e.mu.Unlock()
 		e.load(backend)

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bonsai-chat/bonsai/config"
+	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/defaultmodel"
+)
+
+// A file bonsai cannot run is refused before the chat takes the terminal.
+func TestChatRefusesUnrunnableModels(t *testing.T) {
+	dir := t.TempDir()
+	notGGUF := filepath.Join(dir, "passwd")
+	if err := os.WriteFile(notGGUF, []byte("root:x:0:0:root:/root:/bin/bash\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	unknownArch := filepath.Join(dir, "mamba.gguf")
+	w := gguf.NewWriter()
+	w.Set("general.architecture", "mamba")
+	if err := w.WriteFile(unknownArch); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		want error
+	}{
+		{notGGUF, gguf.ErrNotGGUF},
+		{unknownArch, infer.ErrUnsupportedArch},
+		{filepath.Join(dir, "missing.gguf"), nil},
+	} {
+		_, f, _, err := openChatModel(tc.path)
+		if err == nil {
+			f.Close()
+			t.Errorf("%s: opened, want it refused", tc.path)
+			continue
+		}
+		if tc.want != nil && !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.path, err, tc.want)
+		}
+	}
+	path, f, hp, err := openChatModel("")
+	if err != nil {
+		t.Fatalf("the embedded model: %v", err)
+	}
+	defer f.Close()
+	if path != defaultmodel.Path || hp.ContextTrain == 0 {
+		t.Errorf("embedded model: path %q, trained context %d", path, hp.ContextTrain)
+	}
+}
+
+// The chat's default context is the engine's, which the model caps; a
+// larger size the user asks for is kept, and the user is told.
+func TestChatContext(t *testing.T) {
+	hp := infer.Hyperparams{ContextTrain: 1024}
+	def, err := config.Load(config.LoadOptions{NoFile: true, Env: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, note := chatContext(def, hp); n != 0 || note != "" {
+		t.Errorf("default: context %d, note %q; want 0 (capped by the model), no note", n, note)
+	}
+	env := func(k string) (string, bool) {
+		if k == "BONSAI_CTX" {
+			return "8192", true
+		}
+		return "", false
+	}
+	big, err := config.Load(config.LoadOptions{NoFile: true, Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, note := chatContext(big, hp); n != 8192 || !strings.Contains(note, "trained on") {
+		t.Errorf("asked for 8192: context %d, note %q", n, note)
+	}
+}
