@@ -32,8 +32,9 @@ var yarnCases = []yarnCase{
 // options are the case's synth options: its model case's, YaRN-scaled, under
 // a shape name of their own so that the generated files never share a
 // cache entry with the unscaled cases.
-func (c yarnCase) options(seed uint64) synth.Options {
-	o := c.modelCase.options(seed)
+func (c yarnCase) options(t *testing.T, seed uint64) synth.Options {
+	t.Helper()
+	o := c.modelCase.options(t, seed)
 	o.Shape.Name += "-yarn"
 	y := c.yarn
 	o.YaRN = &y
@@ -44,7 +45,7 @@ func TestYaRNParity(t *testing.T) {
 	for _, c := range yarnCases {
 		t.Run(c.name, func(t *testing.T) {
 			g := yarnGolden(t, c)
-			path, sum := modelFile(t, c.options(g.Seed))
+			path, sum := modelFile(t, c.options(t, g.Seed))
 			if sum != g.ModelSHA256 {
 				t.Fatalf("the generated model (seed %d) is not the one %s was made from: rerun `go test ./infer/parity -run YaRN -update` (with the oracle) and review the diff", g.Seed, goldenPath(c.name))
 			}
@@ -77,7 +78,7 @@ func yarnGolden(t *testing.T, c yarnCase) golden {
 	var best golden
 	bestScore := math.Inf(-1)
 	for seed := uint64(1); seed <= seedTries; seed++ {
-		o := c.options(seed)
+		o := c.options(t, seed)
 		path, sum := modelFile(t, o)
 		g := golden{Shape: o.Shape.Name, Type: o.Type.String(), Vocab: o.Shape.Vocab, Layers: o.Shape.Layers,
 			Tied: o.Shape.Tied, Seed: seed, ModelSHA256: sum}
