@@ -15,6 +15,10 @@ type Architecture struct {
 	// Hyperparams reads the sizes from the file without binding anything
 	// (for `bonsai info` and memory estimates).
 	Hyperparams func(f *gguf.File) (Hyperparams, error)
+	// State, if set, sizes the KV cache for ctx tokens and the recurrent
+	// state without binding anything (memory estimates); nil means a dense
+	// transformer with K and V in every layer.
+	State func(f *gguf.File, ctx int) (KVSpec, RecurrentSpec, error)
 	// Build binds the weights of f on b and allocates activations for
 	// batches of up to cfg.MaxBatch tokens.
 	Build func(f *gguf.File, b Backend, cfg BuildConfig) (Network, error)

@@ -42,44 +42,21 @@ func WeightBytes(f *gguf.File) int64 {
 }
 
 // StateSpecs sizes a conversation's state from f's metadata, without
-// building the network: the KV cache for ctx tokens and the recurrent state.
-// A hybrid file (one with ARCH.ssm.state_size, llama.cpp's keys for qwen35's
-// Gated DeltaNet) keeps K and V only in every full_attention_interval-th
-// layer and recurrent state in the others; NextN blocks
-// (nextn_predict_layers) hold neither. Any other file is a dense
-// transformer with K and V in every layer.
+// building the network: the KV cache for ctx tokens and the recurrent state,
+// as the file's architecture lays them out (Architecture.State); a file the
+// architecture would refuse, or a dense one, has K and V in every layer and
+// no recurrent state.
 func StateSpecs(f *gguf.File, h Hyperparams, ctx int) (KVSpec, RecurrentSpec) {
-	kv := KVSpec{Layers: h.Layers, Context: ctx, KVHeads: h.KVHeads, HeadDim: h.HeadDim}
-	key := func(k string) int {
-		v, ok := f.KV.Uint(h.Arch + "." + k)
-		if !ok || v > 1<<30 {
-			return 0
-		}
-		return int(v)
+	dense := KVSpec{Layers: h.Layers, Context: ctx, KVHeads: h.KVHeads, HeadDim: h.HeadDim}
+	arch, err := LookupArch(h.Arch)
+	if err != nil || arch.State == nil {
+		return dense, RecurrentSpec{}
 	}
-	state := key("ssm.state_size")
-	if state == 0 {
-		return kv, RecurrentSpec{}
+	kv, rs, err := arch.State(f, ctx)
+	if err != nil {
+		return dense, RecurrentSpec{}
 	}
-	layers := max(h.Layers-key("nextn_predict_layers"), 0)
-	interval := key("full_attention_interval")
-	if interval == 0 {
-		interval = 4 // llama.cpp's default for qwen35
-	}
-	attn := layers / interval // layer il attends when (il+1) % interval == 0
-	kHeads, vHeads := key("ssm.group_count"), key("ssm.time_step_rank")
-	inner := key("ssm.inner_size")
-	if inner == 0 {
-		inner = vHeads * state
-	}
-	kv.Layers = attn
-	return kv, RecurrentSpec{
-		Layers:    layers - attn,
-		Channels:  inner + 2*kHeads*state,
-		ConvWidth: key("ssm.conv_kernel"),
-		VHeads:    vHeads,
-		HeadDim:   state,
-	}
+	return kv, rs
 }
 
 // EstimateMemory is what loading f with a context of ctx tokens needs before

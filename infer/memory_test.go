@@ -1,39 +1,25 @@
 package infer_test
 
 import (
-	"bytes"
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
 )
 
-// StateSpecs sizes a hybrid file's state from its metadata: the figures of
-// Bonsai 27B (64 blocks, one in four full attention; 48 V heads of 128×128
-// per DeltaNet layer), and a dense file's KV cache in every layer.
+// StateSpecs sizes a hybrid file's state as its network lays it out,
+// without building it; Qwen35Params gives Bonsai 27B's figures (64 blocks,
+// one in four full attention; 48 V heads of 128×128 per DeltaNet layer); a
+// dense file has its KV cache in every layer.
 func TestStateSpecs(t *testing.T) {
-	w := gguf.NewWriter()
-	for k, v := range map[string]any{
-		"general.architecture":           "qwen35",
-		"qwen35.full_attention_interval": uint32(4),
-		"qwen35.ssm.state_size":          uint32(128),
-		"qwen35.ssm.group_count":         uint32(16),
-		"qwen35.ssm.time_step_rank":      uint32(48),
-		"qwen35.ssm.inner_size":          uint32(6144),
-		"qwen35.ssm.conv_kernel":         uint32(4),
-	} {
-		w.Set(k, v)
+	p := infer.Qwen35Params{
+		Hyperparams: infer.Hyperparams{Arch: "qwen35", Layers: 64, Heads: 24, KVHeads: 4, HeadDim: 256},
+		ConvKernel:  4, StateSize: 128, KHeads: 16, VHeads: 48, Recurrent: make([]bool, 64),
 	}
-	var buf bytes.Buffer
-	if _, err := w.WriteTo(&buf); err != nil {
-		t.Fatal(err)
+	for i := range p.Recurrent {
+		p.Recurrent[i] = (i+1)%4 != 0
 	}
-	f, err := gguf.Parse(buf.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := infer.Hyperparams{Arch: "qwen35", Layers: 64, Heads: 24, KVHeads: 4, HeadDim: 256}
-	kv, rs := infer.StateSpecs(f, h, 1)
+	kv, rs := p.KVSpec(1), p.RecurrentSpec()
 	if kv.Layers != 16 || kv.Bytes() != 64<<10 {
 		t.Errorf("KV %+v: %d bytes per token, want 16 layers, 64 KiB", kv, kv.Bytes())
 	}
@@ -45,8 +31,23 @@ func TestStateSpecs(t *testing.T) {
 	if got := rs.Bytes(); got != 48*(3*10240+48*128*128)*4 {
 		t.Errorf("recurrent state %d bytes", got)
 	}
-	mem := infer.EstimateMemory(f, h, 4096, 0)
-	if mem.KVAlloc != 4096*64<<10 || mem.Recurrent != rs.Bytes() || mem.SnapshotsMax != infer.DefaultSnapshots*rs.Bytes() {
+
+	f := qwen35File(t, gguf.F32)
+	h, err := infer.ReadQwen35Params(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := infer.Load(f, infer.Options{Backend: "cpu", Threads: 1, Context: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	kv, rs = infer.StateSpecs(f, h.Hyperparams, 64)
+	if kv != m.KVSpec() || rs != m.RecurrentSpec() {
+		t.Errorf("StateSpecs %+v %+v, the built network %+v %+v", kv, rs, m.KVSpec(), m.RecurrentSpec())
+	}
+	mem := infer.EstimateMemory(f, h.Hyperparams, 4096, 0)
+	if mem.KVAlloc != 4096*kv.Bytes()/64 || mem.Recurrent != rs.Bytes() || mem.SnapshotsMax != infer.DefaultSnapshots*rs.Bytes() {
 		t.Errorf("estimate %+v", mem)
 	}
 	if mem.State() != mem.KVAlloc+mem.Recurrent+mem.SnapshotsMax {

@@ -15,6 +15,10 @@ func init() {
 			p, err := ReadQwen35Params(f)
 			return p.Hyperparams, err
 		},
+		State: func(f *gguf.File, ctx int) (KVSpec, RecurrentSpec, error) {
+			p, err := ReadQwen35Params(f)
+			return p.KVSpec(ctx), p.RecurrentSpec(), err
+		},
 		Build: buildQwen35,
 	})
 }
@@ -346,17 +350,23 @@ func (n *qwen35) Hyperparams() Hyperparams { return n.p.Hyperparams }
 
 // KVSpec counts the attention layers only: DeltaNet layers keep their
 // recurrent state instead.
-func (n *qwen35) KVSpec(ctx int) KVSpec {
-	return KVSpec{Layers: n.p.AttentionLayers(), Context: ctx, KVHeads: n.p.KVHeads, HeadDim: n.p.HeadDim}
+func (n *qwen35) KVSpec(ctx int) KVSpec { return n.p.KVSpec(ctx) }
+
+func (n *qwen35) RecurrentSpec() RecurrentSpec { return n.p.RecurrentSpec() }
+
+// KVSpec sizes the attention layers' cache for ctx tokens.
+func (p Qwen35Params) KVSpec(ctx int) KVSpec {
+	return KVSpec{Layers: p.AttentionLayers(), Context: ctx, KVHeads: p.KVHeads, HeadDim: p.HeadDim}
 }
 
-func (n *qwen35) RecurrentSpec() RecurrentSpec {
+// RecurrentSpec sizes the DeltaNet layers' state.
+func (p Qwen35Params) RecurrentSpec() RecurrentSpec {
 	return RecurrentSpec{
-		Layers:    len(n.p.Recurrent) - n.p.AttentionLayers(),
-		Channels:  n.p.Channels(),
-		ConvWidth: n.p.ConvKernel,
-		VHeads:    n.p.VHeads,
-		HeadDim:   n.p.StateSize,
+		Layers:    len(p.Recurrent) - p.AttentionLayers(),
+		Channels:  p.Channels(),
+		ConvWidth: p.ConvKernel,
+		VHeads:    p.VHeads,
+		HeadDim:   p.StateSize,
 	}
 }
 
