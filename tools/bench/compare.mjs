@@ -6,6 +6,10 @@
 // usage (from the repository root):
 //   go build -o bonsai ./cmd/bonsai
 //   node tools/bench/compare.mjs --model FILE [--bonsai ./bonsai] [-p 512] [-n 128] [-r 5] [--threads 2] [--rounds 1]
+//                                [--peer-model FILE]
+//
+// --peer-model gives llama.cpp another file of the same shape, for a type it
+// lacks: the Prism types (PQ2_0, PTQ1_0) are measured against its Q2_0.
 //
 // On a shared machine the load changes from minute to minute; --rounds K
 // alternates the two programs K times (r repetitions each time), so both
@@ -34,6 +38,7 @@ const {values: args} = parseArgs({
         threads: {type: "string", default: "2"},
         rounds: {type: "string", default: "1"},
         "skip-llama": {type: "boolean", default: false},
+        "peer-model": {type: "string"},
     },
     strict: true,
 });
@@ -71,7 +76,7 @@ function tokenIds(count, vocab) {
 async function openLlama() {
     const {getLlama, LlamaLogLevel} = await import(pathToFileURL(resolve(here, "../oracle/node_modules/node-llama-cpp/dist/index.js")).href);
     const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error});
-    const model = await llama.loadModel({modelPath: args.model, gpuLayers: 0});
+    const model = await llama.loadModel({modelPath: args["peer-model"] ?? args.model, gpuLayers: 0});
     const context = await model.createContext({
         contextSize: Math.max(p, n, 1) + 8, batchSize: Math.max(p, 1), threads, flashAttention: false, sequences: 1,
     });
@@ -140,7 +145,7 @@ if (lm) {
 const loadAfter = loadavg()[0];
 
 const fmt = (s) => s ? `${s.mean.toFixed(2)} ± ${s.sd.toFixed(2)}` : "—";
-console.log(`model: ${args.model}`);
+console.log(`model: ${args.model}${args["peer-model"] ? ` (llama.cpp on ${args["peer-model"]})` : ""}`);
 console.log(`threads: ${threads}, ${rounds} round(s) × ${reps} repetitions, CPU: ${cpus()[0]?.model} ×${cpus().length}, load average ${loadBefore.toFixed(2)} → ${loadAfter.toFixed(2)}`);
 console.log("");
 console.log("| test | llama.cpp t/s | bonsai t/s | bonsai / llama.cpp | per round |");
