@@ -232,6 +232,21 @@ func ptq1_0x8avx2t4h0(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *b
 //go:noescape
 func ptq1_0x8avx2t4h1(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
 
+// f32x4dot512 computes 4 rows × 1 tokens of a f32 product, 4 accumulators per output.
+//
+//go:noescape
+func f32x4dot512(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
+
+// f32x4t4gemm512 computes 4 rows × 4 tokens of a f32 product, 1 accumulators per output.
+//
+//go:noescape
+func f32x4t4gemm512(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
+
+// f32x4t1gemm512 computes 4 rows × 1 tokens of a f32 product, 1 accumulators per output.
+//
+//go:noescape
+func f32x4t1gemm512(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
+
 // f16x4dot512 computes 4 rows × 1 tokens of a f16 product, 4 accumulators per output.
 //
 //go:noescape
@@ -261,6 +276,21 @@ func bf16x4t4gemm512(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, 
 //
 //go:noescape
 func bf16x4t1gemm512(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
+
+// f32x1dotavx2 computes 1 rows × 1 tokens of a f32 product, 4 accumulators per output.
+//
+//go:noescape
+func f32x1dotavx2(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
+
+// f32x2t2gemmavx2 computes 2 rows × 2 tokens of a f32 product, 1 accumulators per output.
+//
+//go:noescape
+func f32x2t2gemmavx2(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
+
+// f32x2t1gemmavx2 computes 2 rows × 1 tokens of a f32 product, 1 accumulators per output.
+//
+//go:noescape
+func f32x2t1gemmavx2(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
 
 // f16x1dotavx2 computes 1 rows × 1 tokens of a f16 product, 4 accumulators per output.
 //
