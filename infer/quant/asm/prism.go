@@ -21,9 +21,9 @@ import (
 //	        rows 8–15 in trits 1 and 3); the top trit is [v > 85] + [v >
 //	        170], and v ← 3·v mod 256 brings up the next.
 //
-// Both the AVX-512 kernels (spec/kernel in main.go) and the AVX2 kernels
-// below scale in the order of the portable dot product: blk = d_x0·s_0,
-// blk = fma(d_xk, s_k, blk), acc = fma(d_w, blk, acc).
+// The AVX2 kernels below scale as the AVX-512 ones (kernel in main.go) do,
+// which for PQ2_0 and PTQ1_0 is also the portable dot product's order:
+// blk = d_x0·s_0, blk = fma(d_xk, s_k, blk), acc = fma(d_w, blk, acc).
 
 // ptq1Upper selects the upper 32 bytes of a ZMM (rows 8–15), whose tail
 // trits sit one place below the lower half's.
@@ -199,7 +199,7 @@ func prismAVX2Kernels() {
 	ptq.kernel("ptq1_0x8avx2t4h1", []int{1}, 4)
 }
 
-// prismAVX2 describes one type's AVX2 kernels.
+// prismAVX2 describes one layout's AVX2 kernels.
 type prismAVX2 struct {
 	name       string
 	cols       int // per block: cols/32 sub-blocks
