@@ -14,7 +14,7 @@ import (
 	"github.com/bonsai-chat/bonsai/gguf"
 )
 
-// TestAVX2MatchesPortable runs the Q4_0 and Q8_0 AVX2 kernels (which a CPU
+// TestAVX2MatchesPortable runs the Q4_0, Q8_0, Q2_0 and Q2_0G128 AVX2 kernels (which a CPU
 // with AVX-512 VNNI never picks on its own) against the portable ones, and,
 // where this CPU has VNNI, against the AVX-512 kernels: those compute the
 // same exact integer sum per block and the same float steps, so the results
@@ -26,9 +26,12 @@ func TestAVX2MatchesPortable(t *testing.T) {
 		t.Skip("no AVX2")
 	}
 	r := rand.New(rand.NewPCG(19, 20))
-	for _, typ := range []gguf.Type{gguf.Q4_0, gguf.Q8_0} {
+	for _, typ := range []gguf.Type{gguf.Q4_0, gguf.Q8_0, gguf.Q2_0, gguf.Q2_0G128} {
 		for _, rows := range []int{16, 5, 37, 64, 27} {
 			for _, cols := range []int{32, 256, 2048} {
+				if cols%typ.BlockSize() != 0 {
+					continue
+				}
 				for _, tokens := range []int{1, 5, 9, 13} {
 					name := fmt.Sprintf("%s/%dx%d/tokens=%d", typ, rows, cols, tokens)
 					m := randMatrix(t, r, typ, rows, cols)
@@ -51,7 +54,7 @@ func TestAVX2Routing(t *testing.T) {
 	defer func(v bool) { haveVNNI = v }(haveVNNI)
 	haveVNNI = false
 	r := rand.New(rand.NewPCG(21, 22))
-	for _, typ := range []gguf.Type{gguf.Q4_0, gguf.Q8_0, gguf.PQ2_0, gguf.PTQ1_0} {
+	for _, typ := range []gguf.Type{gguf.Q4_0, gguf.Q8_0, gguf.Q2_0, gguf.Q2_0G128, gguf.PQ2_0, gguf.PTQ1_0} {
 		m := randMatrix(t, r, typ, 40, 512)
 		if reflect.ValueOf(m.kernel).Pointer() != reflect.ValueOf(avx2Product).Pointer() {
 			t.Fatalf("%s: NewMatrix did not pick the AVX2 kernel", typ)
@@ -116,7 +119,7 @@ func BenchmarkAVX2Kernel(b *testing.B) {
 	if !haveAVX2 {
 		b.Skip("no AVX2")
 	}
-	for _, typ := range []gguf.Type{gguf.Q4_0, gguf.Q8_0} {
+	for _, typ := range []gguf.Type{gguf.Q4_0, gguf.Q8_0, gguf.Q2_0} {
 		for _, tokens := range []int{1, 8} {
 			for _, kern := range []string{"avx2", "portable"} {
 				b.Run(fmt.Sprintf("%s/6144x2048/tokens=%d/%s", typ, tokens, kern), func(b *testing.B) {

@@ -80,11 +80,11 @@
 // (golang.org/x/sys/cpu): AVX-512 VNNI assembly generated with avo
 // (infer/quant/asm, its own module; see the go:generate lines in
 // simd_amd64.go and kquants_amd64.go) for Q1_0, Q2_0, Q2_0G128, PQ2_0,
-// PTQ1_0, Q4_0, Q8_0, Q4_K, Q5_K and Q6_K, AVX2+FMA kernels for Q1_0, PQ2_0,
-// PTQ1_0, Q4_0 and Q8_0 on CPUs without AVX-512, AVX-512 or AVX2 kernels
-// for F16 and BF16 (reading the file's rows), the portable Go kernels
-// otherwise (and for F32). F16 and BF16 products follow llama.cpp's x86
-// orders, which differ between one token (ggml_vec_dot_f16/bf16) and more
+// PTQ1_0, Q4_0, Q8_0, Q4_K, Q5_K and Q6_K, AVX2+FMA kernels for Q1_0, Q2_0,
+// Q2_0G128, PQ2_0, PTQ1_0, Q4_0 and Q8_0 on CPUs without AVX-512, AVX-512
+// or AVX2 kernels for F32, F16 and BF16 (reading the file's rows), the
+// portable Go kernels otherwise. Float products follow llama.cpp's x86
+// orders, which differ between one token (ggml_vec_dot_*) and more
 // (tinyBLAS; for bf16 VDPBF16PS's order), so their matrix products pick
 // the order by the batch (floats.go). The K-quant
 // kernels take Q8_K activations with their block sums beside the quants.

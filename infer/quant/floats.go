@@ -51,31 +51,48 @@ func quantizeBF16(src []float32, dst []byte) {
 	}
 }
 
-// dotF32 keeps eight partial sums, as ggml's SIMD loops keep vector
-// accumulators, and adds them pairwise at the end.
-
-func dotF32(n int, w, x []byte) float32 {
-	var acc [8]float32
-	i := 0
-	for ; i+8 <= n; i += 8 {
-		for l := range acc {
-			acc[l] += f32at(w, 4*(i+l)) * f32at(x, 4*(i+l))
-		}
-	}
-	for ; i < n; i++ {
-		acc[0] += f32at(w, 4*i) * f32at(x, 4*i)
-	}
-	return sum8(&acc)
-}
-
 // llama.cpp's x86 CPU build (the AVX-512 BF16 variant it picks on Zen 4
-// and Sapphire Rapids) computes f16 and bf16 matrix products in one order
-// for a single token (ggml_vec_dot_f16/bf16) and in another for two or more
+// and Sapphire Rapids) computes float matrix products in one order for a
+// single token (ggml_vec_dot_f32/f16/bf16) and in another for two or more
 // (tinyBLAS, when the row length is a multiple of its vector), so bonsai
-// has both: dotF16/dotBF16 for one token, gemmF16/gemmBF16 for more
-// (gemmDots). Products of two f16 or two bf16 values are exact in float32,
+// has both: dotF32/dotF16/dotBF16 for one token, gemmF32/gemmF16/gemmBF16
+// for more (gemmDots). Products of two f16 or two bf16 values are exact in float32,
 // so the fused multiply-adds of the SIMD code round as the plain adds
 // below do (and a compiler that fuses them changes nothing).
+
+// dotF32 is ggml_vec_dot_f32 on AVX-512: four accumulators of 16 lanes take
+// the four 16-element chunks of each 64 elements by fused multiply-adds;
+// then (a0 + a2) + (a1 + a3) lane by lane and the tree of
+// _mm512_reduce_add_ps; the last n mod 64 products are fused into the
+// float32 sum one by one.
+func dotF32(n int, w, x []byte) float32 {
+	var acc [4][16]float32
+	np := n - n%64
+	for i := 0; i < np; i++ {
+		a := &acc[i/16%4]
+		a[i%16] = fma32(f32at(w, 4*i), f32at(x, 4*i), a[i%16])
+	}
+	var s [16]float32
+	for l := range s {
+		s[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l])
+	}
+	sumf := Reduce16(&s)
+	for i := np; i < n; i++ {
+		sumf = fma32(f32at(w, 4*i), f32at(x, 4*i), sumf)
+	}
+	return sumf
+}
+
+// gemmF32 is tinyBLAS's f32 dot on AVX-512 (n a multiple of 16): 16 lanes,
+// lane l taking elements l, l+16, … by fused multiply-adds, then the tree
+// of _mm512_reduce_add_ps.
+func gemmF32(n int, w, x []byte) float32 {
+	var lanes [16]float32
+	for i := 0; i < n; i++ {
+		lanes[i%16] = fma32(f32at(w, 4*i), f32at(x, 4*i), lanes[i%16])
+	}
+	return Reduce16(&lanes)
+}
 
 // dotF16 is ggml_vec_dot_f16 on AVX-512: four accumulators of 16 lanes take
 // the four 16-element chunks of each 64 elements by fused multiply-adds;
@@ -159,10 +176,7 @@ type gemmDot struct {
 }
 
 var gemmDots = map[gguf.Type]gemmDot{
+	gguf.F32:  {16, gemmF32},
 	gguf.F16:  {16, gemmF16},
 	gguf.BF16: {32, gemmBF16},
-}
-
-func sum8(a *[8]float32) float32 {
-	return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]))
 }

@@ -2,7 +2,7 @@ package quant
 
 import "github.com/bonsai-chat/bonsai/gguf"
 
-// floatKernels is one type's f16/bf16 kernels (asm/floats.go), in the
+// floatKernels is one type's f32/f16/bf16 kernels (asm/floats.go), in the
 // orders of floats.go: dot for one token (rows × 1, row length a multiple
 // of 64), gemm for two or more (rows × tokens, and rows × 1 for the last
 // tokens of a tile). They read the file's rows and the activations as they
@@ -16,10 +16,12 @@ type floatKernel = func(w *byte, ldw int, x *byte, ldx int, steps int, y *float3
 
 var (
 	floatSets512 = map[gguf.Type]*floatKernels{
+		gguf.F32:  {4, 4, 4, f32x4dot512, f32x4t4gemm512, f32x4t1gemm512},
 		gguf.F16:  {4, 4, 4, f16x4dot512, f16x4t4gemm512, f16x4t1gemm512},
 		gguf.BF16: {4, 4, 4, bf16x4dot512, bf16x4t4gemm512, bf16x4t1gemm512},
 	}
 	floatSetsAVX2 = map[gguf.Type]*floatKernels{
+		gguf.F32:  {1, 2, 2, f32x1dotavx2, f32x2t2gemmavx2, f32x2t1gemmavx2},
 		gguf.F16:  {1, 2, 2, f16x1dotavx2, f16x2t2gemmavx2, f16x2t1gemmavx2},
 		gguf.BF16: {2, 2, 2, bf16x2dotavx2, bf16x2t2gemmavx2, bf16x2t1gemmavx2},
 	}
@@ -36,7 +38,7 @@ func floatSet(t gguf.Type) *floatKernels {
 	return nil
 }
 
-// floatProduct runs the f16/bf16 kernels over rows [r0, r1) and tokens [t0,
+// floatProduct runs the float kernels over rows [r0, r1) and tokens [t0,
 // t1); rows past the last whole group of the kernel's rows, and rows whose
 // length the kernels do not take, go through the portable dot product,
 // which computes the same sums in the same order.

@@ -25,7 +25,7 @@ func TestFloatSIMDMatchesPortable(t *testing.T) {
 			continue
 		}
 		haveAVX512 = isa == "avx512"
-		for _, typ := range []gguf.Type{gguf.F16, gguf.BF16} {
+		for _, typ := range []gguf.Type{gguf.F32, gguf.F16, gguf.BF16} {
 			for _, rows := range []int{1, 3, 4, 5, 16, 37} {
 				for _, cols := range []int{48, 64, 96, 128, 2048} {
 					for _, tokens := range []int{1, 2, 3, 5, 8} {
@@ -83,7 +83,7 @@ func checkFloatKernel(t *testing.T, name string, m *Matrix, x []float32, tokens 
 func BenchmarkFloatKernel(b *testing.B) {
 	avx512 := haveAVX512
 	defer func() { haveAVX512 = avx512 }()
-	for _, typ := range []gguf.Type{gguf.F16, gguf.BF16} {
+	for _, typ := range []gguf.Type{gguf.F32, gguf.F16, gguf.BF16} {
 		for _, tokens := range []int{1, 64} {
 			for _, isa := range []string{"portable", "avx2", "avx512"} {
 				if isa == "avx512" && !avx512 || isa == "avx2" && !(haveAVX2 && haveF16C) {

@@ -102,35 +102,29 @@ var (
 	}}
 )
 
+// q2Layout holds 4 groups of 4 columns per 64-byte chunk, two bits per
+// code: byte 4r+e of chunk p = row r's codes of columns 16p + 4j + e at bits
+// 2j, j = 0..3, so a shift and a mask yield group 4p+j. Rows 8–15 are the
+// chunk's upper half, as the AVX2 kernels want. Q2_0, the legacy Q2_0G128
+// and PQ2_0 (the same codec as Q2_0G128) share it.
 func q2Layout(cols int) *packedLayout {
 	return &packedLayout{cols: cols, blockBytes: 4*cols + 32, scales: 4 * cols, pack: func(rows *[packRows][]byte, dst []byte) {
-		for g := 0; g < cols/4; g++ {
-			binary.LittleEndian.PutUint64(dst[16*g:], bitPlane(rows, g, 0, q2Code))
-			binary.LittleEndian.PutUint64(dst[16*g+8:], bitPlane(rows, g, 1, q2Code))
+		for p := 0; p < cols/16; p++ {
+			for r, blk := range rows {
+				if blk == nil {
+					continue
+				}
+				for e := 0; e < 4; e++ {
+					var b byte
+					for j := 0; j < 4; j++ {
+						b |= q2Code(blk, 16*p+4*j+e) << (2 * j)
+					}
+					dst[64*p+4*r+e] = b
+				}
+			}
 		}
 	}}
 }
-
-// layoutPQ2_0 holds 4 groups of 4 columns per 64-byte chunk, two bits per
-// code: byte 4r+e of chunk p = row r's codes of columns 16p + 4j + e at bits
-// 2j, j = 0..3, so a shift and a mask yield group 4p+j. Rows 8–15 are the
-// chunk's upper half, as the AVX2 kernels want.
-var layoutPQ2_0 = &packedLayout{cols: 128, blockBytes: 544, scales: 512, pack: func(rows *[packRows][]byte, dst []byte) {
-	for p := 0; p < 8; p++ {
-		for r, blk := range rows {
-			if blk == nil {
-				continue
-			}
-			for e := 0; e < 4; e++ {
-				var b byte
-				for j := 0; j < 4; j++ {
-					b |= q2Code(blk, 16*p+4*j+e) << (2 * j)
-				}
-				dst[64*p+4*r+e] = b
-			}
-		}
-	}
-}}
 
 // layoutPTQ1_0 keeps PTQ1_0's size (448 bytes per 16 rows × 128 columns, as
 // in the file), so the copy is no larger than the file pages it replaces: chunk c (0..5, 64 bytes)

@@ -22,15 +22,18 @@ type kernelSet struct {
 	t      [4]func(w *byte, blocks int, qs, negq, dk *byte, y *float32, ldy int, rowMask uint16) // 1, 2, 4, 8 tokens
 }
 
-var kernelSets = map[gguf.Type]*kernelSet{
-	gguf.Q1_0:     {layoutQ1_0, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q1_0x16t1, q1_0x16t2, q1_0x16t4, q1_0x16t8}},
-	gguf.Q2_0:     {layoutQ2_0, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q2_0x16t1, q2_0x16t2, q2_0x16t4, q2_0x16t8}},
-	gguf.Q2_0G128: {layoutQ2_0G128, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q2_0g128x16t1, q2_0g128x16t2, q2_0g128x16t4, q2_0g128x16t8}},
-	gguf.Q4_0:     {layoutQ4_0, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q4_0x16t1, q4_0x16t2, q4_0x16t4, q4_0x16t8}},
-	gguf.Q8_0:     {layoutQ8_0, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q8_0x16t1, q8_0x16t2, q8_0x16t4, q8_0x16t8}},
-	gguf.PQ2_0:    {layoutPQ2_0, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){pq2_0x16t1, pq2_0x16t2, pq2_0x16t4, pq2_0x16t8}},
-	gguf.PTQ1_0:   {layoutPTQ1_0, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){ptq1_0x16t1, ptq1_0x16t2, ptq1_0x16t4, ptq1_0x16t8}},
-}
+var kernelSets = func() map[gguf.Type]*kernelSet {
+	m := map[gguf.Type]*kernelSet{
+		gguf.Q1_0:     {layoutQ1_0, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q1_0x16t1, q1_0x16t2, q1_0x16t4, q1_0x16t8}},
+		gguf.Q2_0:     {layoutQ2_0, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q2_0x16t1, q2_0x16t2, q2_0x16t4, q2_0x16t8}},
+		gguf.Q2_0G128: {layoutQ2_0G128, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q2_0g128x16t1, q2_0g128x16t2, q2_0g128x16t4, q2_0g128x16t8}},
+		gguf.Q4_0:     {layoutQ4_0, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q4_0x16t1, q4_0x16t2, q4_0x16t4, q4_0x16t8}},
+		gguf.Q8_0:     {layoutQ8_0, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q8_0x16t1, q8_0x16t2, q8_0x16t4, q8_0x16t8}},
+		gguf.PTQ1_0:   {layoutPTQ1_0, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){ptq1_0x16t1, ptq1_0x16t2, ptq1_0x16t4, ptq1_0x16t8}},
+	}
+	m[gguf.PQ2_0] = m[gguf.Q2_0G128] // the same codec
+	return m
+}()
 
 // haveAVX2: the fallback Q1_0 kernel for CPUs without AVX-512 (most
 // desktop x86) needs AVX2, FMA and F16C.

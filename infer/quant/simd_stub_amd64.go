@@ -62,26 +62,6 @@ func q2_0g128x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float
 //go:noescape
 func q2_0g128x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
 
-// pq2_0x16t1 computes 16 rows × 1 tokens of a pq2_0 · Q8_0 product.
-//
-//go:noescape
-func pq2_0x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-
-// pq2_0x16t2 computes 16 rows × 2 tokens of a pq2_0 · Q8_0 product.
-//
-//go:noescape
-func pq2_0x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-
-// pq2_0x16t4 computes 16 rows × 4 tokens of a pq2_0 · Q8_0 product.
-//
-//go:noescape
-func pq2_0x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-
-// pq2_0x16t8 computes 16 rows × 8 tokens of a pq2_0 · Q8_0 product.
-//
-//go:noescape
-func pq2_0x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-
 // ptq1_0x16t1 computes 16 rows × 1 tokens of a ptq1_0 · Q8_0 product.
 //
 //go:noescape
@@ -207,15 +187,25 @@ func q8_0x16avx2t1(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte
 //go:noescape
 func q8_0x8avx2t4(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
 
-// pq2_0x16avx2t1 computes 16 rows × 1 tokens of a pq2_0 · Q8_0 product with AVX2.
+// q2_0x16avx2t1 computes 16 rows × 1 tokens of a q2_0 · Q8_0 product with AVX2.
 //
 //go:noescape
-func pq2_0x16avx2t1(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+func q2_0x16avx2t1(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
 
-// pq2_0x8avx2t4 computes 8 rows × 4 tokens of a pq2_0 · Q8_0 product with AVX2.
+// q2_0x8avx2t4 computes 8 rows × 4 tokens of a q2_0 · Q8_0 product with AVX2.
 //
 //go:noescape
-func pq2_0x8avx2t4(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+func q2_0x8avx2t4(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+
+// q2_0g128x16avx2t1 computes 16 rows × 1 tokens of a q2_0g128 · Q8_0 product with AVX2.
+//
+//go:noescape
+func q2_0g128x16avx2t1(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+
+// q2_0g128x8avx2t4 computes 8 rows × 4 tokens of a q2_0g128 · Q8_0 product with AVX2.
+//
+//go:noescape
+func q2_0g128x8avx2t4(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
 
 // ptq1_0x16avx2t1 computes 16 rows × 1 tokens of a ptq1_0 · Q8_0 product with AVX2.
 //
@@ -231,6 +221,21 @@ func ptq1_0x8avx2t4h0(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *b
 //
 //go:noescape
 func ptq1_0x8avx2t4h1(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+
+// f32x4dot512 computes 4 rows × 1 tokens of a f32 product, 4 accumulators per output.
+//
+//go:noescape
+func f32x4dot512(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
+
+// f32x4t4gemm512 computes 4 rows × 4 tokens of a f32 product, 1 accumulators per output.
+//
+//go:noescape
+func f32x4t4gemm512(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
+
+// f32x4t1gemm512 computes 4 rows × 1 tokens of a f32 product, 1 accumulators per output.
+//
+//go:noescape
+func f32x4t1gemm512(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
 
 // f16x4dot512 computes 4 rows × 1 tokens of a f16 product, 4 accumulators per output.
 //
@@ -261,6 +266,21 @@ func bf16x4t4gemm512(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, 
 //
 //go:noescape
 func bf16x4t1gemm512(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
+
+// f32x1dotavx2 computes 1 rows × 1 tokens of a f32 product, 4 accumulators per output.
+//
+//go:noescape
+func f32x1dotavx2(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
+
+// f32x2t2gemmavx2 computes 2 rows × 2 tokens of a f32 product, 1 accumulators per output.
+//
+//go:noescape
+func f32x2t2gemmavx2(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
+
+// f32x2t1gemmavx2 computes 2 rows × 1 tokens of a f32 product, 1 accumulators per output.
+//
+//go:noescape
+func f32x2t1gemmavx2(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
 
 // f16x1dotavx2 computes 1 rows × 1 tokens of a f16 product, 4 accumulators per output.
 //

@@ -10,13 +10,14 @@ import (
 	"github.com/mmcloughlin/avo/reg"
 )
 
-// f16 and bf16 matrix kernels in the orders of infer/quant/floats.go
+// f32, f16 and bf16 matrix kernels in the orders of infer/quant/floats.go
 // (llama.cpp's): each output keeps a accumulators of 16 float32 lanes, one
 // ZMM or two YMMs (lanes 0–7, 8–15), which take the a consecutive chunks of
 // each step by fused multiply-adds:
 //
-//	f16:  a chunk is 16 elements, lane l gets element l (products of f16s
-//	      are exact, so an FMA rounds as the add alone would);
+//	f32:  a chunk is 16 elements, lane l gets element l;
+//	f16:  the same, converted (products of f16s are exact, so an FMA
+//	      rounds as the add alone would);
 //	bf16: a chunk is 32 elements, lane j gets element 2j+1, then 2j
 //	      (VDPBF16PS's order, emulated: the odd element of a pair is its
 //	      high half, the even one its low half shifted up).
@@ -28,7 +29,7 @@ import (
 // floatKernel describes one generated kernel.
 type floatKernel struct {
 	name   string
-	bf16   bool
+	typ    string // f32, f16 or bf16
 	zmm    bool
 	a      int // accumulators per output
 	rows   int
@@ -37,27 +38,33 @@ type floatKernel struct {
 
 var bf16High Mem
 
-// floatKernels emits the f16 and bf16 kernels: for AVX-512 4 rows × 1
+// floatKernels emits the f32, f16 and bf16 kernels: for AVX-512 4 rows × 1
 // token (one-token order) and 4 rows × 4 or 1 tokens (tinyBLAS order), for
-// AVX2 1 (f16) or 2 (bf16) rows × 1 token and 2 rows × 2 or 1 tokens.
+// AVX2 1 (f32, f16) or 2 (bf16) rows × 1 token and 2 rows × 2 or 1 tokens.
 func floatKernels() {
 	bf16High = GLOBL("bf16high", attr.RODATA|attr.NOPTR)
 	for i := 0; i < 8; i++ {
 		DATA(4*i, U32(0xffff0000))
 	}
 	for _, k := range []floatKernel{
-		{"f16x4dot512", false, true, 4, 4, 1},
-		{"f16x4t4gemm512", false, true, 1, 4, 4},
-		{"f16x4t1gemm512", false, true, 1, 4, 1},
-		{"bf16x4dot512", true, true, 2, 4, 1},
-		{"bf16x4t4gemm512", true, true, 1, 4, 4},
-		{"bf16x4t1gemm512", true, true, 1, 4, 1},
-		{"f16x1dotavx2", false, false, 4, 1, 1},
-		{"f16x2t2gemmavx2", false, false, 1, 2, 2},
-		{"f16x2t1gemmavx2", false, false, 1, 2, 1},
-		{"bf16x2dotavx2", true, false, 2, 2, 1},
-		{"bf16x2t2gemmavx2", true, false, 1, 2, 2},
-		{"bf16x2t1gemmavx2", true, false, 1, 2, 1},
+		{"f32x4dot512", "f32", true, 4, 4, 1},
+		{"f32x4t4gemm512", "f32", true, 1, 4, 4},
+		{"f32x4t1gemm512", "f32", true, 1, 4, 1},
+		{"f16x4dot512", "f16", true, 4, 4, 1},
+		{"f16x4t4gemm512", "f16", true, 1, 4, 4},
+		{"f16x4t1gemm512", "f16", true, 1, 4, 1},
+		{"bf16x4dot512", "bf16", true, 2, 4, 1},
+		{"bf16x4t4gemm512", "bf16", true, 1, 4, 4},
+		{"bf16x4t1gemm512", "bf16", true, 1, 4, 1},
+		{"f32x1dotavx2", "f32", false, 4, 1, 1},
+		{"f32x2t2gemmavx2", "f32", false, 1, 2, 2},
+		{"f32x2t1gemmavx2", "f32", false, 1, 2, 1},
+		{"f16x1dotavx2", "f16", false, 4, 1, 1},
+		{"f16x2t2gemmavx2", "f16", false, 1, 2, 2},
+		{"f16x2t1gemmavx2", "f16", false, 1, 2, 1},
+		{"bf16x2dotavx2", "bf16", false, 2, 2, 1},
+		{"bf16x2t2gemmavx2", "bf16", false, 1, 2, 2},
+		{"bf16x2t1gemmavx2", "bf16", false, 1, 2, 1},
 	} {
 		k.generate()
 	}
@@ -65,11 +72,7 @@ func floatKernels() {
 
 func (k floatKernel) generate() {
 	TEXT(k.name, NOSPLIT, "func(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)")
-	typ := "f16"
-	if k.bf16 {
-		typ = "bf16"
-	}
-	Doc(fmt.Sprintf("%s computes %d rows × %d tokens of a %s product, %d accumulators per output.", k.name, k.rows, k.tokens, typ, k.a))
+	Doc(fmt.Sprintf("%s computes %d rows × %d tokens of a %s product, %d accumulators per output.", k.name, k.rows, k.tokens, k.typ, k.a))
 	Pragma("noescape")
 	w := Load(Param("w"), GP64())
 	ldw := Load(Param("ldw"), GP64())
@@ -83,11 +86,11 @@ func (k floatKernel) generate() {
 	if k.zmm {
 		parts, newVec = 1, ZMM
 	}
-	if k.bf16 {
+	if k.typ != "f16" {
 		chunk = 64
 	}
 	var high reg.VecVirtual
-	if k.bf16 && k.zmm {
+	if k.typ == "bf16" && k.zmm {
 		r := GP32()
 		MOVL(U32(0xffff0000), r)
 		high = ZMM()
@@ -110,9 +113,14 @@ func (k floatKernel) generate() {
 		}
 	}
 	// load returns the lanes of part p of the chunk at m: one vector for
-	// f16, the odd and the even elements for bf16.
+	// f32 and f16, the odd and the even elements for bf16.
 	load := func(m Mem) []reg.VecVirtual {
-		if !k.bf16 {
+		switch k.typ {
+		case "f32":
+			v := newVec()
+			VMOVUPS(m, v)
+			return []reg.VecVirtual{v}
+		case "f16":
 			v := newVec()
 			VCVTPH2PS(m, v)
 			return []reg.VecVirtual{v}

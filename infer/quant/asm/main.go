@@ -77,8 +77,7 @@ var specs = []spec{
 		},
 	},
 	q2Spec("q2_0", 64),
-	q2Spec("q2_0g128", 128),
-	pq2_0Spec,
+	q2Spec("q2_0g128", 128), // and PQ2_0
 	ptq1_0Spec,
 	{
 		// 4 × 64 bytes: byte 4r+e of chunk p holds row r's codes of column
@@ -111,18 +110,27 @@ var specs = []spec{
 	},
 }
 
-// q2Spec: per group two u64 bit planes (low bits at 16g, high bits at
-// 16g+8), then 16 f16; u = low + 2·high.
+// q2Spec: 64-byte chunks of 16 columns, group 4p+j in bits 2j of chunk p's
+// bytes (repack.go's q2Layout); u = (chunk >> 2j) & 3.
 func q2Spec(name string, cols int) spec {
 	return spec{
 		name: name, cols: cols, blockBytes: 4*cols + 32, scales: 4 * cols, shift: 0,
-		setup: func() []reg.VecVirtual { return []reg.VecVirtual{broadcastByte(1), broadcastByte(2)} },
-		u: func(w reg.Register, c []reg.VecVirtual, g int, _ map[int]reg.VecVirtual) reg.VecVirtual {
-			klo, khi, u := K(), K(), ZMM()
-			KMOVQ(Mem{Base: w, Disp: 16 * g}, klo)
-			KMOVQ(Mem{Base: w, Disp: 16*g + 8}, khi)
-			VMOVDQU8_Z(c[0], klo, u)
-			VPADDB(c[1], u, khi, u)
+		setup: func() []reg.VecVirtual { return []reg.VecVirtual{broadcastByte(3)} },
+		u: func(w reg.Register, c []reg.VecVirtual, g int, cache map[int]reg.VecVirtual) reg.VecVirtual {
+			p, j := g/4, g%4
+			v, ok := cache[-1-p]
+			if !ok {
+				v = ZMM()
+				VMOVDQU64(Mem{Base: w, Disp: 64 * p}, v)
+				cache[-1-p] = v
+			}
+			u := ZMM()
+			if j == 0 {
+				VPANDD(c[0], v, u)
+				return u
+			}
+			VPSRLW(U8(2*j), v, u)
+			VPANDD(c[0], u, u)
 			return u
 		},
 	}

@@ -10,42 +10,20 @@ import (
 	"github.com/mmcloughlin/avo/reg"
 )
 
-// Kernels for the Prism types PQ2_0 and PTQ1_0 (128 columns per block, one
-// f16 scale, u = code or trit, value u − 1, so c = 1 as for Q2_0), over the
-// layouts of infer/quant/repack.go:
+// Kernels for PTQ1_0, and the AVX2 kernels of the 2-bit codec (Q2_0, the
+// legacy Q2_0G128 and PQ2_0): one f16 scale per block, u = code or trit,
+// value u − 1, so c = 1. Layouts (infer/quant/repack.go):
 //
-//	pq2_0:  chunk p (64 bytes) holds groups 4p+j as bits 2j of each byte,
+//	q2:     chunk p (64 bytes) holds groups 4p+j as bits 2j of each byte,
 //	        so u = (chunk >> 2j) & 3;
 //	ptq1_0: chunk c (64 bytes) holds groups 5c+n as trit n of each byte v,
 //	        the 32-byte tail groups 30 and 31 (rows 0–7 in trits 0 and 2,
 //	        rows 8–15 in trits 1 and 3); the top trit is [v > 85] + [v >
 //	        170], and v ← 3·v mod 256 brings up the next.
 //
-// Both the AVX-512 kernels (spec/kernel in main.go) and the AVX2 kernels
-// below scale in the order of the portable dot product: blk = d_x0·s_0,
-// blk = fma(d_xk, s_k, blk), acc = fma(d_w, blk, acc).
-
-var pq2_0Spec = spec{
-	name: "pq2_0", cols: 128, blockBytes: 544, scales: 512, shift: 0,
-	setup: func() []reg.VecVirtual { return []reg.VecVirtual{broadcastByte(3)} },
-	u: func(w reg.Register, c []reg.VecVirtual, g int, cache map[int]reg.VecVirtual) reg.VecVirtual {
-		p, j := g/4, g%4
-		v, ok := cache[-1-p]
-		if !ok {
-			v = ZMM()
-			VMOVDQU64(Mem{Base: w, Disp: 64 * p}, v)
-			cache[-1-p] = v
-		}
-		u := ZMM()
-		if j == 0 {
-			VPANDD(c[0], v, u)
-			return u
-		}
-		VPSRLW(U8(2*j), v, u)
-		VPANDD(c[0], u, u)
-		return u
-	},
-}
+// The AVX2 kernels below scale as the AVX-512 ones (kernel in main.go) do,
+// which for PQ2_0 and PTQ1_0 is also the portable dot product's order:
+// blk = d_x0·s_0, blk = fma(d_xk, s_k, blk), acc = fma(d_w, blk, acc).
 
 // ptq1Upper selects the upper 32 bytes of a ZMM (rows 8–15), whose tail
 // trits sit one place below the lower half's.
@@ -194,9 +172,9 @@ func times3(v reg.VecVirtual, alloc func() reg.VecVirtual) {
 
 var avx2Crumb, avx2TritLo, avx2TritHi Mem
 
-// prismAVX2Kernels emits the constants and the AVX2 kernels of both types:
-// 16 rows × 1 token and 8 rows × 4 tokens; PTQ1_0's 8-row kernel comes in
-// one variant per half, because both halves read the same tail bytes.
+// prismAVX2Kernels emits the constants and the AVX2 kernels: 16 rows × 1
+// token and 8 rows × 4 tokens; PTQ1_0's 8-row kernel comes in one variant
+// per half, because both halves read the same tail bytes.
 func prismAVX2Kernels() {
 	splat := func(name string, b byte) Mem {
 		m := GLOBL(name, attr.RODATA|attr.NOPTR)
@@ -208,25 +186,29 @@ func prismAVX2Kernels() {
 	avx2Crumb = splat("pq2avx2crumb", 3)
 	avx2TritLo = splat("ptq1avx2lo", 0xd5) // −43
 	avx2TritHi = splat("ptq1avx2hi", 42)
-	pq2 := prismAVX2{name: "pq2_0", blockBytes: 544, scales: 512, newExpand: newCrumbs}
-	pq2.kernel("pq2_0x16avx2t1", []int{0, 1}, 1)
-	pq2.kernel("pq2_0x8avx2t4", []int{0}, 4)
-	ptq := prismAVX2{name: "ptq1_0", blockBytes: 448, scales: 416, newExpand: newTrits}
+	for _, q2 := range []prismAVX2{
+		{name: "q2_0", cols: 64, blockBytes: 288, newExpand: newCrumbs},
+		{name: "q2_0g128", cols: 128, blockBytes: 544, newExpand: newCrumbs},
+	} {
+		q2.kernel(q2.name+"x16avx2t1", []int{0, 1}, 1)
+		q2.kernel(q2.name+"x8avx2t4", []int{0}, 4)
+	}
+	ptq := prismAVX2{name: "ptq1_0", cols: 128, blockBytes: 448, newExpand: newTrits}
 	ptq.kernel("ptq1_0x16avx2t1", []int{0, 1}, 1)
 	ptq.kernel("ptq1_0x8avx2t4h0", []int{0}, 4)
 	ptq.kernel("ptq1_0x8avx2t4h1", []int{1}, 4)
 }
 
-// prismAVX2 describes one type's AVX2 kernels.
+// prismAVX2 describes one layout's AVX2 kernels.
 type prismAVX2 struct {
 	name       string
+	cols       int // per block: cols/32 sub-blocks
 	blockBytes int
-	scales     int
 	newExpand  func(w reg.Register, halves []int) expander
 }
 
-// expander yields u of group g (0..31, in order) for the i-th half the
-// kernel computes: 8 rows × 4 columns as 32 unsigned bytes.
+// expander yields u of group g (0 … cols/4 − 1, in order) for the i-th
+// half the kernel computes: 8 rows × 4 columns as 32 unsigned bytes.
 type expander func(g, i int) reg.VecVirtual
 
 // newCrumbs: chunk p's row-half bytes, then u = (v >> 2j) & 3. An 8-row
@@ -309,7 +291,8 @@ func (p prismAVX2) kernel(name string, halves []int, T int) {
 	Label("block")
 	avx2Prefetch(w, p.blockBytes)
 	expand := p.newExpand(w, halves)
-	for k := 0; k < 4; k++ {
+	subs := p.cols / 32
+	for k := 0; k < subs; k++ {
 		sum := make([]reg.VecVirtual, H*T)
 		for g := 8 * k; g < 8*k+8; g++ {
 			u := make([]reg.VecVirtual, H)
@@ -363,9 +346,9 @@ func (p prismAVX2) kernel(name string, halves []int, T int) {
 	}
 	ADDQ(U32(p.blockBytes), w)
 	ADDQ(U32(p.blockBytes), sc)
-	ADDQ(U32(32*32), qs) // 32 groups × 8 tokens × 4 bytes
-	ADDQ(U32(4*32), negq)
-	ADDQ(U32(4*32), dk)
+	ADDQ(U32(8*p.cols), qs) // cols/4 groups × 8 tokens × 4 bytes
+	ADDQ(U32(32*subs), negq)
+	ADDQ(U32(32*subs), dk)
 	DECQ(blocks)
 	JNZ(LabelRef("block"))
 
