@@ -312,23 +312,6 @@ func TestSamplingEngine(t *testing.T) {
 	}
 }
 
-func FuzzLoad(f *testing.F) {
-	f.Add("model = \"x\"\n[sampling]\ntop_k = 3\n")
-	f.Add("[keys]\nsend = \"enter\"\n")
-	f.Add("a = \"\"\"\nb = 1\n\"\"\"\n[[t]]\nx=1")
-	f.Fuzz(func(t *testing.T, text string) {
-		path := filepath.Join(t.TempDir(), "config.toml")
-		os.WriteFile(path, []byte(text), 0o644)
-		c, err := Load(LoadOptions{Path: path, Env: noEnv})
-		if err == nil && c == nil {
-			t.Fatal("nil config without error")
-		}
-		if err != nil && !errors.Is(err, ErrInvalid) {
-			t.Fatalf("error does not wrap ErrInvalid: %v", err)
-		}
-	})
-}
-
 // A flag's value is checked as it is parsed, so the error comes with the
 // flag's name and usage.
 func TestNonFiniteFlagIsRefused(t *testing.T) {

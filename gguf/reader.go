@@ -147,6 +147,8 @@ func parse(data []byte) (*File, error) {
 	case version == 2 || version == 3:
 	case version == 1:
 		return nil, fmt.Errorf("version 1 files are not supported: %w", ErrVersion)
+	case version == 0:
+		return nil, fmt.Errorf("version 0 is not a GGUF version: %w", ErrVersion)
 	case version&0xFFFF == 0 && bits.ReverseBytes32(version) <= 3:
 		return nil, fmt.Errorf("version %d looks byte-swapped (big-endian file): %w", bits.ReverseBytes32(version), ErrVersion)
 	default:

@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+
+	"github.com/bonsai-chat/bonsai/gguf"
 )
 
 // ErrNonFinite: the model computes NaN or infinite logits (NaN or Inf in its
@@ -31,6 +33,29 @@ func MaxThreads(numCPU int) int { return max(64, 4*numCPU) }
 // hostMemory reports the memory this process may still allocate, in bytes,
 // and false when it cannot tell. Tests replace it.
 var hostMemory = availableMemory
+
+// checkFile refuses what would fail later with a misleading message or a
+// crash: the sizes (checkSizes) and norm weights of a type the backends do
+// not take.
+func checkFile(f *gguf.File, hp Hyperparams, ctx, threads int) error {
+	if err := checkSizes(hp, ctx, threads); err != nil {
+		return err
+	}
+	return checkNorms(f)
+}
+
+// checkNorms refuses norm weights that are not f32. Every converter writes
+// them in f32 and both backends read them only so; another type would
+// otherwise surface mid-pass as a bad tensor shape.
+func checkNorms(f *gguf.File) error {
+	for i := range f.Tensors {
+		t := &f.Tensors[i]
+		if strings.HasSuffix(t.Name, "norm.weight") && t.Type != gguf.F32 {
+			return fmt.Errorf("%w: norm %s is %s; norm weights must be f32", ErrUnsupportedType, t.Name, t.Type)
+		}
+	}
+	return nil
+}
 
 // checkSizes refuses a context or thread count that cannot work before
 // anything is allocated: a context beyond the model's training (its

@@ -1,6 +1,7 @@
 package infer_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/internal/tinymodel"
+	"github.com/bonsai-chat/bonsai/infer/quant"
 )
 
 // Sizes that would crash the process in an allocation (Go's out-of-memory
@@ -174,5 +176,47 @@ func TestLoadRefusesNonFiniteModels(t *testing.T) {
 		t.Errorf("the undamaged model: %v", err)
 	} else {
 		m.Close()
+	}
+}
+
+// A norm weight of another type than f32 is named as such, not reported as
+// a bad tensor shape from the middle of the trial pass.
+func TestLoadNamesANormOfTheWrongType(t *testing.T) {
+	src := open(t, tinymodel.Small(gguf.F32))
+	w := gguf.NewWriter()
+	for _, k := range src.KV.Keys() {
+		v, _ := src.KV.Get(k)
+		w.Set(k, v.Any())
+	}
+	for i := range src.Tensors {
+		ti := &src.Tensors[i]
+		typ, data := ti.Type, src.Data(ti)
+		if ti.Name == "output_norm.weight" {
+			vals := make([]float32, ti.Elements())
+			for j := range vals {
+				vals[j] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*j:]))
+			}
+			rb, _ := gguf.F16.RowBytes(ti.Shape[0])
+			data = make([]byte, rb)
+			if err := quant.QuantizeRow(gguf.F16, vals, data); err != nil {
+				t.Fatal(err)
+			}
+			typ = gguf.F16
+		}
+		if err := w.AddTensor(ti.Name, typ, ti.Shape, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	if _, err := w.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = infer.Load(f, infer.Options{Backend: "cpu", Context: 16, Threads: 2})
+	if !errors.Is(err, infer.ErrUnsupportedType) || errors.Is(err, infer.ErrBadShape) || !strings.Contains(err.Error(), "output_norm.weight is f16") {
+		t.Errorf("err = %v, want ErrUnsupportedType naming output_norm.weight's type", err)
 	}
 }

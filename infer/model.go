@@ -100,7 +100,7 @@ func Load(f *gguf.File, opts Options) (*Model, error) {
 	if ctx < 1 {
 		return nil, fmt.Errorf("%w: context %d", ErrBadShape, ctx)
 	}
-	if err := checkSizes(hp, ctx, opts.Threads); err != nil {
+	if err := checkFile(f, hp, ctx, opts.Threads); err != nil {
 		return nil, err
 	}
 	batch := opts.Batch

@@ -120,6 +120,21 @@ func TestLockedDatabaseQueuesAndRetries(t *testing.T) {
 	if got := shown(m); len(got) != 4 || got[3] != "assistant:Reply 3 to: two" {
 		t.Errorf("transcript %q", got)
 	}
+
+	// Locked while a reply streams: its row exists, incomplete; the final
+	// write fails and is retried until the row is complete, never left an
+	// orphan interrupted row.
+	typeText(m, "three")
+	press(m, tea.KeyEnter)
+	settle(m) // the prompt and the reply's row are written
+	release = lockDB(t, path)
+	idle(t, m, fe)
+	settle(m)
+	contains(t, m.View(), "unsaved")
+	release()
+	retry(m)
+	lacks(t, m.View(), "unsaved")
+	sameTurns(t, "stored after a lock mid-reply", storedTurns(t, store, m.sessionID), shown(m))
 }
 
 // The same with a full disk: a real tmpfs of 1 MiB, filled up mid-chat.

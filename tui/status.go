@@ -46,9 +46,14 @@ func (s *statusLine) View(st *Styles, width int, following bool) string {
 	if !following {
 		segments = append([]string{"↓ more below (ctrl+end)"}, segments...)
 	}
+	// Unsaved messages outrank a transient note: both show, the warning
+	// first, as it stays until the messages are saved.
 	note, noteErr := s.note, s.noteErr
-	if note == "" && s.unsaved != "" {
+	if s.unsaved != "" {
 		note, noteErr = s.unsaved, true
+		if s.note != "" {
+			note += " · " + s.note
+		}
 	}
 	if note != "" {
 		segments = append([]string{note}, segments...)

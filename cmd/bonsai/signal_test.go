@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -172,6 +174,68 @@ func TestSignalsKeepTheConversation(t *testing.T) {
 			// 4 bytes at least.
 			if r.Stats.GenTokens < 20 || len(r.Content) < r.Stats.GenTokens {
 				t.Errorf("reply stored with %d tokens in %d bytes", r.Stats.GenTokens, len(r.Content))
+			}
+		})
+	}
+}
+
+// `bonsai pull` killed with SIGTERM while the server stalls stops through
+// its context: no empty .partial is left for `bonsai models` to list, and a
+// partial with bytes in it stays for the next pull to resume.
+func TestPullStopsCleanlyOnSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin, err := bonsaiBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sent := range []int{0, 100} {
+		t.Run(fmt.Sprintf("%d bytes sent", sent), func(t *testing.T) {
+			release := make(chan struct{})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Length", "1000")
+				w.Header().Set("ETag", `"v1"`)
+				w.WriteHeader(http.StatusOK)
+				w.Write(bytes.Repeat([]byte{'G'}, sent))
+				w.(http.Flusher).Flush()
+				select { // stall
+				case <-r.Context().Done():
+				case <-release:
+				}
+			}))
+			defer srv.Close()
+			defer close(release)
+			dir := t.TempDir()
+			cmd := exec.Command(bin, "pull", "--dir", dir, srv.URL+"/m.gguf")
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			partial := filepath.Join(dir, "m.gguf.partial")
+			waitFor(t, "the download to start", func() bool {
+				st, err := os.Stat(partial)
+				return err == nil && st.Size() == int64(sent)
+			})
+			time.Sleep(200 * time.Millisecond)
+			cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(15 * time.Second):
+				cmd.Process.Kill()
+				t.Fatal("pull still running 15s after SIGTERM")
+			}
+			st, err := os.Stat(partial)
+			switch {
+			case sent == 0 && err == nil:
+				t.Errorf("an empty partial file was left (%d bytes)", st.Size())
+			case sent > 0 && (err != nil || st.Size() != int64(sent)):
+				t.Errorf("the partial file with %d bytes was not kept: %v", sent, err)
+			}
+			out, _ := exec.Command(bin, "models", "--dir", dir).CombinedOutput()
+			if sent == 0 && strings.Contains(string(out), "m.gguf") {
+				t.Errorf("models lists the empty download:\n%s", out)
 			}
 		})
 	}

@@ -24,7 +24,7 @@ import (
 )
 
 // testModelBytes is a small valid GGUF file.
-func testModelBytes(t *testing.T) []byte {
+func testModelBytes(t testing.TB) []byte {
 	t.Helper()
 	w := gguf.NewWriter()
 	w.Set("general.architecture", "qwen3")
