@@ -57,20 +57,35 @@ func checkNorms(f *gguf.File) error {
 	return nil
 }
 
+// MaxContext is the largest context Load accepts at all: positions are
+// int32 on every backend, and far below that a cache would not fit any
+// machine; the memory checks refuse what does not fit this one.
+const MaxContext = 1 << 24
+
 // checkSizes refuses a context or thread count that cannot work before
-// anything is allocated: a context beyond the model's training (its
-// positions were never trained, and a huge one would only fail later as
-// an allocation the runtime cannot recover from) or more threads than
-// MaxThreads.
+// anything is allocated: a context beyond MaxContext (it would only fail
+// later as an allocation the runtime cannot recover from) or more threads
+// than MaxThreads. A context beyond the model's training is the user's
+// choice: Load allows it and says so (Model.Notes).
 func checkSizes(hp Hyperparams, ctx, threads int) error {
-	if ctx > hp.ContextTrain {
-		return fmt.Errorf("%w: a context of %d tokens: the model was trained on %d (its KV cache alone would need %s); use a context of at most %d",
-			ErrTooLarge, ctx, hp.ContextTrain, FormatBytes(KVBytes(hp, ctx)), hp.ContextTrain)
+	if ctx > MaxContext {
+		return fmt.Errorf("%w: a context of %d tokens (its KV cache alone would need %s): bonsai takes at most %d, and the model was trained on %d",
+			ErrTooLarge, ctx, FormatBytes(KVBytes(hp, ctx)), MaxContext, hp.ContextTrain)
 	}
 	if n := runtime.NumCPU(); threads > MaxThreads(n) {
 		return fmt.Errorf("%w: %d CPU threads: this machine has %d CPUs and bonsai runs at most %d", ErrTooLarge, threads, n, MaxThreads(n))
 	}
 	return nil
+}
+
+// contextNote is what Load says about a context beyond the model's
+// training, or "" for one within it.
+func contextNote(hp Hyperparams, ctx int) string {
+	if ctx <= hp.ContextTrain {
+		return ""
+	}
+	return fmt.Sprintf("a context of %d tokens is beyond the %d this model was trained on: "+
+		"past %d tokens its replies may degrade", ctx, hp.ContextTrain, hp.ContextTrain)
 }
 
 // checkLogits refuses the trial pass's logits when any is NaN or infinite:

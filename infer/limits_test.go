@@ -27,12 +27,10 @@ func TestLoadRefusesSizesThatCannotWork(t *testing.T) {
 		opts infer.Options
 		want []string
 	}{
-		{"beyond the trained context", infer.Options{Backend: "cpu", Context: 100000000},
+		{"beyond any machine", infer.Options{Backend: "cpu", Context: 100000000},
 			[]string{"100000000 tokens", fmt.Sprintf("trained on %d", cfg.Context), "GiB"}},
 		{"max int context", infer.Options{Backend: "cpu", Context: math.MaxInt},
 			[]string{fmt.Sprint(math.MaxInt), "trained on"}},
-		{"one more than trained", infer.Options{Backend: "cpu", Context: cfg.Context + 1},
-			[]string{fmt.Sprintf("at most %d", cfg.Context)}},
 		{"absurd threads", infer.Options{Backend: "cpu", Context: 16, Threads: 9999999999999},
 			[]string{"9999999999999 CPU threads", fmt.Sprintf("has %d CPUs", runtime.NumCPU())}},
 		{"auto, absurd threads", infer.Options{Backend: "auto", Context: 16, Threads: 1 << 40},
@@ -58,7 +56,19 @@ func TestLoadRefusesSizesThatCannotWork(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the trained context itself: %v", err)
 	}
+	if len(m.Notes) != 0 {
+		t.Errorf("the trained context: notes %q", m.Notes)
+	}
 	m.Close()
+	// Beyond the training is the user's choice: loaded, and said.
+	m, err = infer.Load(f, infer.Options{Backend: "cpu", Context: 2 * cfg.Context, Threads: 2})
+	if err != nil {
+		t.Fatalf("twice the trained context: %v", err)
+	}
+	defer m.Close()
+	if len(m.Notes) != 1 || !strings.Contains(m.Notes[0], "trained on") {
+		t.Errorf("twice the trained context: notes %q, want one saying it is beyond the training", m.Notes)
+	}
 }
 
 // errGPUMemory stands for the GPU backend's clean out-of-memory error.

@@ -58,6 +58,9 @@ type Model struct {
 	// Fallback is why "auto" did not take the GPU (nil when it did, or
 	// when a backend was named).
 	Fallback error
+	// Notes are what the user should be told about this load (a context
+	// beyond the model's training), one sentence each.
+	Notes []string
 
 	backend  Backend
 	net      Network
@@ -121,6 +124,9 @@ func Load(f *gguf.File, opts Options) (*Model, error) {
 		logits:    make([]float32, hp.Vocab),
 		statePos:  -1,
 		wantSnaps: opts.Snapshots,
+	}
+	if note := contextNote(hp, ctx); note != "" {
+		m.Notes = append(m.Notes, note)
 	}
 	bopts := BackendOptions{Threads: opts.Threads, Profile: opts.Profile, Adapter: opts.Adapter}
 	if opts.Backend == "" || opts.Backend == "auto" {

@@ -71,10 +71,7 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 	}
 	defer modelFile.Close()
 	notices := append([]string(nil), cfg.Warnings...)
-	ctxSize, note := chatContext(cfg, hp)
-	if note != "" {
-		notices = append(notices, note)
-	}
+	ctxSize := chatContext(cfg, hp)
 
 	opts := tui.Options{
 		Think:     cfg.Think,
@@ -178,16 +175,13 @@ func runnableHyperparams(f *gguf.File) (infer.Hyperparams, error) {
 // chatContext is the KV cache size to ask the engine for. Left at its
 // default, it is 0: the engine's default capped by the model's trained
 // context (and by each model loaded later with /model). A size the user
-// set is kept, with a note when it exceeds what the model was trained on.
-func chatContext(cfg *config.Config, hp infer.Hyperparams) (int, string) {
+// set is kept; the engine says so when it exceeds what the model was
+// trained on (infer.Model.Notes).
+func chatContext(cfg *config.Config, hp infer.Hyperparams) int {
 	if cfg.Sources["context_size"].Origin == config.FromDefault {
-		return 0, ""
+		return 0
 	}
-	if hp.ContextTrain > 0 && cfg.ContextSize > hp.ContextTrain {
-		return cfg.ContextSize, fmt.Sprintf("context_size %d (%s) exceeds the %d tokens this model was trained on: "+
-			"past %d tokens its replies may fall apart", cfg.ContextSize, cfg.Sources["context_size"], hp.ContextTrain, hp.ContextTrain)
-	}
-	return cfg.ContextSize, ""
+	return cfg.ContextSize
 }
 
 // keyMap applies the configuration's [keys] overrides, refusing a bad one

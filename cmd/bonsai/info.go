@@ -144,7 +144,7 @@ func describe(f *gguf.File, ctx int, out io.Writer) error {
 			infer.FormatBytes(weights), infer.FormatBytes(kvBytes), ctx, humanBytes(kv.Bytes()), state,
 			infer.FormatBytes(weights+kvBytes+float64(mem.Recurrent+mem.SnapshotsMax)))
 		if ctx > hp.ContextTrain {
-			row("", "a context of %d is beyond the %d the model was trained on: loading refuses it", ctx, hp.ContextTrain)
+			row("", "a context of %d is beyond the %d the model was trained on: it loads, but replies past %d tokens may degrade", ctx, hp.ContextTrain, hp.ContextTrain)
 		}
 	}
 	if err := w.Flush(); err != nil {

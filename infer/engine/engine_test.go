@@ -428,3 +428,16 @@ func TestControlRequestsNeverBlock(t *testing.T) {
 		}
 	}
 }
+
+// What the model says about its load (a context beyond its training) reaches
+// every client as a Notice right after Loaded.
+func TestNotesAreNoticed(t *testing.T) {
+	f := testFile(t) // trained on 1024 tokens
+	e := New(Options{File: f, Backend: "cpu", Threads: 2, Context: 2048})
+	t.Cleanup(e.Close)
+	waitFor[Loaded](t, e)
+	evs := waitFor[Notice](t, e)
+	if n := evs[len(evs)-1].(Notice); !strings.Contains(n.Text, "trained on") {
+		t.Errorf("notice %q, want the context beyond the training", n.Text)
+	}
+}

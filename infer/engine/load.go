@@ -96,6 +96,9 @@ func (e *Engine) load(backend string) error {
 	}
 	e.cur.info = modelInfo(e.cur.file, m)
 	e.emit(Loaded{Info: e.cur.info})
+	for _, n := range m.Notes {
+		e.emit(Notice{Text: n})
+	}
 	return nil
 }
 
