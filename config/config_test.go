@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/adrg/xdg"
+
+	"github.com/bonsai-chat/bonsai/infer/engine"
 )
 
 // noEnv is an empty environment.
@@ -321,5 +323,40 @@ func TestNonFiniteFlagIsRefused(t *testing.T) {
 	err := fs.Parse([]string{"--temp", "+Inf"})
 	if err == nil || !strings.Contains(err.Error(), "-temp") || !strings.Contains(err.Error(), "finite") {
 		t.Errorf("--temp +Inf: %v", err)
+	}
+}
+
+// A reply's sampling is the model's recommendation where the user set
+// nothing, and the user's value for each key set in the file, the
+// environment or a flag.
+func TestSamplingFor(t *testing.T) {
+	model := engine.Sampling{Temperature: 0.7, TopK: 20, TopP: 0.95, MinP: 0, RepeatPenalty: 1, RepeatLastN: 64}
+	def, err := Load(LoadOptions{NoFile: true, Env: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := def.SamplingFor(model)
+	got.Seed = 0
+	if got != model {
+		t.Errorf("nothing set: %+v, want the model's %+v", got, model)
+	}
+	env := func(k string) (string, bool) {
+		switch k {
+		case "BONSAI_TEMPERATURE":
+			return "0.2", true
+		case "BONSAI_SEED":
+			return "42", true
+		}
+		return "", false
+	}
+	mine, err := Load(LoadOptions{NoFile: true, Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = mine.SamplingFor(model)
+	want := model
+	want.Temperature, want.Seed = 0.2, 42
+	if got != want {
+		t.Errorf("temperature and seed set: %+v, want %+v", got, want)
 	}
 }

@@ -22,7 +22,7 @@ func TestPanelTogglesDuringAReplyOnTheRealEngine(t *testing.T) {
 	eng := engine.New(engine.Options{File: f, Backend: "cpu", Threads: 2, Context: 1024})
 	defer eng.Close()
 	m := New(Options{Engine: eng, Profile: termenv.Ascii, Dark: true,
-		Sampling:  func() engine.Sampling { return engine.Sampling{Temperature: 1, Seed: 3} },
+		Sampling:  func(engine.Sampling) engine.Sampling { return engine.Sampling{Temperature: 1, Seed: 3} },
 		Clipboard: func(string) (string, error) { return "test", nil }, Now: func() time.Time { return fixedNow }})
 	defer m.Close()
 	m.Update(tea.WindowSizeMsg{Width: 100, Height: 30})

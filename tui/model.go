@@ -35,9 +35,10 @@ type Options struct {
 	// Think starts with thinking on; System is the system prompt of new chats.
 	Think  bool
 	System string
-	// Sampling returns the sampler settings for one reply (a fresh seed each
-	// time when the seed is random); nil leaves the engine's defaults.
-	Sampling  func() engine.Sampling
+	// Sampling returns the sampler settings for one reply from the model's
+	// recommendation (ModelInfo.Sampling; a fresh seed each time when the
+	// seed is random); nil leaves the engine's defaults.
+	Sampling  func(model engine.Sampling) engine.Sampling
 	MaxTokens int
 	ModelPath string
 	// Dark says the terminal background is dark; Profile is its colour
@@ -516,7 +517,11 @@ func (m *Model) send(text string) tea.Cmd {
 func (m *Model) generate() tea.Cmd {
 	req := engine.GenerateRequest{Messages: m.conv.Messages(), Think: m.think, MaxTokens: m.opts.MaxTokens}
 	if m.opts.Sampling != nil {
-		s := m.opts.Sampling()
+		var model engine.Sampling
+		if m.info != nil {
+			model = m.info.Sampling
+		}
+		s := m.opts.Sampling(model)
 		req.Sampling = &s
 	}
 	m.generating = true

@@ -78,7 +78,7 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 		System:    cfg.SystemPrompt,
 		ModelPath: modelPath,
 		Keys:      &keys,
-		Sampling:  func() engine.Sampling { return cfg.Sampling.Engine() },
+		Sampling:  cfg.SamplingFor,
 		Clipboard: tui.SystemClipboard(tui.ProcessClipboardEnv()),
 		ExportDir: filepath.Join(xdg.DataHome, "bonsai", "exports"),
 	}

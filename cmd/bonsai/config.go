@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/bonsai-chat/bonsai/config"
@@ -59,7 +60,13 @@ func runConfig(args []string, stdout, stderr io.Writer) error {
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	for _, e := range cfg.Entries() {
-		fmt.Fprintf(tw, "%s = %s\t# %s\n", e.Key, e.Value, e.Source)
+		src := e.Source.String()
+		if e.Source.Origin == config.FromDefault && strings.HasPrefix(e.Key, "sampling.") && e.Key != "sampling.seed" {
+			// The chat samples with the model's recommendation for keys
+			// the user leaves unset; these are Bonsai's.
+			src = "default: the model's recommendation (Bonsai's shown)"
+		}
+		fmt.Fprintf(tw, "%s = %s\t# %s\n", e.Key, e.Value, src)
 	}
 	return tw.Flush()
 }

@@ -169,4 +169,7 @@ type ModelInfo struct {
 	Threads        int
 	SIMD           string   // "avx512-vnni", "avx2", "generic"
 	Details        []string // backend specifics (limits, memory estimate), one line each
+	// Sampling is the model's recommended sampling (DefaultSampling), what
+	// a client's own settings go on top of.
+	Sampling Sampling
 }

@@ -150,6 +150,7 @@ func modelInfo(f *gguf.File, m *infer.Model) ModelInfo {
 		ContextSize: m.Context(), KVAllocBytes: mem.KVAlloc,
 		RecurrentBytes: mem.Recurrent, SnapshotBytes: mem.SnapshotsMax,
 		Backend: bi.Name, Adapter: bi.Adapter, Threads: bi.Threads, SIMD: bi.SIMD, Details: details,
+		Sampling: DefaultSampling(m.Variant),
 	}
 }
 
