@@ -338,10 +338,28 @@ func l2rows(v []float32, hd int) {
 	}
 }
 
+// TestDeltaNet checks both forms against the token-by-token definition:
+// sequential (every batch), chunked (every batch of two or more, chunks of
+// 16 with a partial last one) and the default split between them.
 func TestDeltaNet(t *testing.T) {
-	for _, d := range []infer.DeltaNetSpec{{KHeads: 2, VHeads: 6, HeadDim: 32}, {KHeads: 1, VHeads: 2, HeadDim: 128}} {
-		t.Run(fmt.Sprintf("%d-%d-%d", d.KHeads, d.VHeads, d.HeadDim), func(t *testing.T) {
+	forms := []struct {
+		name     string
+		chunkMin int
+	}{{"sequential", math.MaxInt}, {"chunked", 2}, {"default", DefaultDeltaChunkMin}}
+	for _, d := range []infer.DeltaNetSpec{{KHeads: 2, VHeads: 6, HeadDim: 32}, {KHeads: 1, VHeads: 2, HeadDim: 128}, {KHeads: 2, VHeads: 4, HeadDim: 24}} {
+		for _, form := range forms {
+			t.Run(fmt.Sprintf("%d-%d-%d/%s", d.KHeads, d.VHeads, d.HeadDim, form.name), func(t *testing.T) {
+				deltaNetMatchesReference(t, d, form.chunkMin)
+			})
+		}
+	}
+}
+
+func deltaNetMatchesReference(t *testing.T, d infer.DeltaNetSpec, chunkMin int) {
+	{
+		{
 			b := newTestBackend(t)
+			b.deltaChunkMin = chunkMin
 			r := rand.New(rand.NewPCG(19, uint64(d.HeadDim)))
 			spec := infer.RecurrentSpec{Layers: 2, Channels: 2*d.KHeads*d.HeadDim + d.VHeads*d.HeadDim, ConvWidth: 4, VHeads: d.VHeads, HeadDim: d.HeadDim}
 			if err := b.NewRecurrentState(spec); err != nil {
@@ -421,7 +439,7 @@ func TestDeltaNet(t *testing.T) {
 					t.Fatalf("after restoring the snapshot: output %d is %v, was %v", i, second[i], first[i])
 				}
 			}
-		})
+		}
 	}
 }
 
