@@ -471,14 +471,21 @@ func popcount(v int) int {
 }
 
 func TestHadamard(t *testing.T) {
+	t.Run("block of 1024", func(t *testing.T) { hadamardMatches(t, 2, 2048, []int{1024}) })
+	hadamardMatches(t, 3, 384, []int{128, 64})
+}
+
+// hadamardMatches rotates n rows of cols values in blocks of blocks[0]
+// (blocks[1] for the case with signs before) in every variant.
+func hadamardMatches(t *testing.T, n, cols int, blocks []int) {
 	b := newTestBackend(t)
-	r := rand.New(rand.NewPCG(21, 22))
-	const n, cols = 3, 384
+	r := rand.New(rand.NewPCG(21, uint64(cols)))
+	small := blocks[len(blocks)-1]
 	signv := make([]float32, cols)
 	for i := range signv {
 		signv[i] = float32(1 - 2*(r.IntN(2)))
 	}
-	signs := b.f32Weight(t, "signs", []int64{cols}, signv)
+	signs := b.f32Weight(t, "signs", []int64{int64(cols)}, signv)
 	x, dst := b.mustTensor(t, "x", n, cols), b.mustTensor(t, "dst", n, cols)
 	xv := randFloats(r, n*cols, 1)
 	for _, c := range []struct {
@@ -488,11 +495,11 @@ func TestHadamard(t *testing.T) {
 		after   bool
 		regroup infer.HeadOrder
 	}{
-		{"plain", 128, false, false, infer.HeadOrder{}},
-		{"signs", 64, true, false, infer.HeadOrder{}},
-		{"signs after", 128, true, true, infer.HeadOrder{}},
-		{"regroup", 128, true, false, infer.HeadOrder{HeadDim: 16, KHeads: 4}}, // 24 heads, 6 per K head
-		{"whole row", 128, false, false, infer.HeadOrder{HeadDim: 32, KHeads: 3}},
+		{"plain", blocks[0], false, false, infer.HeadOrder{}},
+		{"signs", small, true, false, infer.HeadOrder{}},
+		{"signs after", blocks[0], true, true, infer.HeadOrder{}},
+		{"regroup", blocks[0], true, false, infer.HeadOrder{HeadDim: 16, KHeads: 4}}, // 384: 24 heads, 6 per K head
+		{"regroup 2", blocks[0], false, false, infer.HeadOrder{HeadDim: 32, KHeads: 4}},
 	} {
 		for _, inplace := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/inplace=%v", c.name, inplace), func(t *testing.T) {
