@@ -271,6 +271,16 @@ func TestCausalConv(t *testing.T) {
 			t.Fatalf("layer 0's state[%d] = %v, want 0 (untouched)", i, v)
 		}
 	}
+	// A new state replaces the old one under the cached op: a pass that
+	// continues (position > 0) starts from its zeros.
+	if err := b.NewRecurrentState(spec); err != nil {
+		t.Fatal(err)
+	}
+	clear(ref.state)
+	xv := randFloats(r, 2*ch, 1)
+	b.write(t, x, xv)
+	got := b.run(t, 2, 7, func() { b.CausalConv(dst, x, w, 1) }, dst)[0]
+	checkClose(t, "after NewRecurrentState", got, ref.step(xv, 2, 7), 1e-6)
 }
 
 // deltaRef is the gated delta rule of infer.HybridOps.DeltaNet in float64,
