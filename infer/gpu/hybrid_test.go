@@ -552,3 +552,97 @@ func hadamardMatches(t *testing.T, n, cols int, blocks []int) {
 		}
 	}
 }
+
+// TestHybridChainInOnePass runs a DeltaNet layer's op sequence as decode
+// would — Q1_0 projections waiting for fusion, then every hybrid op — in
+// one pass and op by op in passes of their own: the pass machinery
+// (pending matvecs, lazy ops, flushes before each hybrid op) must not
+// change a single bit, over two tokens (the second continues the state).
+func TestHybridChainInOnePass(t *testing.T) {
+	d := infer.DeltaNetSpec{KHeads: 2, VHeads: 4, HeadDim: 32}
+	kd, vd := d.KHeads*d.HeadDim, d.VHeads*d.HeadDim
+	ch := 2*kd + vd
+	const embed, width = 256, 4
+	r := rand.New(rand.NewPCG(27, 28))
+	wqkv := quantizeMatrix(t, gguf.Q1_0, ch, embed, randFloats(r, ch*embed, 1))
+	wz := quantizeMatrix(t, gguf.Q1_0, vd, embed, randFloats(r, vd*embed, 1))
+	wab := randFloats(r, 2*d.VHeads*embed, 0.05)
+	conv, bias, aLog := randFloats(r, width*ch, 0.5), randFloats(r, d.VHeads, 1), randFloats(r, d.VHeads, 0.5)
+	xs := [][]float32{randFloats(r, embed, 1), randFloats(r, embed, 1)}
+
+	layer := func(split bool) [][]float32 {
+		b := newTestBackend(t)
+		if err := b.NewRecurrentState(infer.RecurrentSpec{Layers: 1, Channels: ch, ConvWidth: width, VHeads: d.VHeads, HeadDim: d.HeadDim}); err != nil {
+			t.Fatal(err)
+		}
+		load := func(name string, typ gguf.Type, k, m int, data []byte) infer.Weight {
+			w, err := b.LoadWeight(infer.WeightData{Name: name, Type: typ, Shape: []int64{int64(k), int64(m)}, Data: data})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return w
+		}
+		Wqkv, Wz := load("qkv", gguf.Q1_0, embed, ch, wqkv), load("z", gguf.Q1_0, embed, vd, wz)
+		Wab := load("ab", gguf.F32, embed, 2*d.VHeads, floatsToBytes(wab))
+		convW := b.f32Weight(t, "conv", []int64{width, int64(ch)}, conv)
+		ssmA := make([]float32, d.VHeads)
+		for i, v := range aLog {
+			ssmA[i] = -float32(math.Exp(float64(v)))
+		}
+		biasW, aW := b.f32Weight(t, "bias", []int64{int64(d.VHeads)}, bias), b.f32Weight(t, "a", []int64{int64(d.VHeads)}, ssmA)
+		x, qkv, z, ab := b.mustTensor(t, "x", 1, embed), b.mustTensor(t, "qkv", 1, ch), b.mustTensor(t, "z", 1, vd), b.mustTensor(t, "ab", 1, 2*d.VHeads)
+		cv, q, k, v := b.mustTensor(t, "conv", 1, ch), b.mustTensor(t, "q", 1, kd), b.mustTensor(t, "k", 1, kd), b.mustTensor(t, "v", 1, vd)
+		alpha, beta, o := b.mustTensor(t, "alpha", 1, d.VHeads), b.mustTensor(t, "beta", 1, d.VHeads), b.mustTensor(t, "o", 1, vd)
+		ops := []func(){
+			func() { b.MatMul(qkv, Wqkv, x) },
+			func() { b.MatMul(z, Wz, x) },
+			func() { b.MatMul(ab, Wab, x) },
+			func() { b.CausalConv(cv, qkv, convW, 0) },
+			func() { b.Unary(cv, cv, infer.ActSiLU) },
+			func() { b.CopyCols(q, cv, infer.Cols{Width: kd, Count: 1}) },
+			func() { b.CopyCols(k, cv, infer.Cols{Src: kd, Width: kd, Count: 1}) },
+			func() { b.CopyCols(v, cv, infer.Cols{Src: 2 * kd, Width: vd, Count: 1}) },
+			func() { b.L2Norm(q, q, d.HeadDim, 1e-6) },
+			func() { b.L2Norm(k, k, d.HeadDim, 1e-6) },
+			func() { b.CopyCols(alpha, ab, infer.Cols{Width: d.VHeads, Count: 1}) },
+			func() { b.CopyCols(beta, ab, infer.Cols{Src: d.VHeads, Width: d.VHeads, Count: 1}) },
+			func() { b.Unary(beta, beta, infer.ActSigmoid) },
+			func() { b.DecayGate(alpha, alpha, biasW, aW) },
+			func() { b.DeltaNet(o, q, k, v, alpha, beta, 0, d) },
+			func() { b.Gate(o, o, z, infer.ActSiLU) },
+			func() { b.Hadamard(o, o, infer.Rotation{Block: 64}) },
+		}
+		var outs [][]float32
+		for pos, xv := range xs {
+			b.write(t, x, xv)
+			if split {
+				for _, op := range ops {
+					b.run(t, 1, pos, op)
+				}
+				outs = append(outs, b.run(t, 1, pos, func() {}, o)[0])
+				continue
+			}
+			outs = append(outs, b.run(t, 1, pos, func() {
+				for _, op := range ops {
+					op()
+				}
+			}, o)[0])
+		}
+		return outs
+	}
+	want, got := layer(true), layer(false)
+	for step := range want {
+		var norm float64
+		for _, v := range want[step] {
+			norm += float64(v) * float64(v)
+		}
+		if norm == 0 || math.IsNaN(norm) {
+			t.Fatalf("token %d: the layer's output has norm %v", step, norm)
+		}
+		for i := range want[step] {
+			if got[step][i] != want[step][i] {
+				t.Fatalf("token %d: output %d is %v in one pass, %v op by op", step, i, got[step][i], want[step][i])
+			}
+		}
+	}
+}
