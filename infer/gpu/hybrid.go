@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/shaders"
 	"github.com/cogentcore/webgpu/wgpu"
@@ -271,14 +270,15 @@ func (b *Backend) activation(name string, dstT, xT, gT infer.Tensor, f infer.Act
 	b.dispatch(o, ceilDiv(x.cols, 256), min(rows, b.n), 1)
 }
 
-// vectorArg checks that w is an F32 vector of n values.
+// vectorArg checks that w is a vector of n values held as f32 (F32, or a
+// type dequantized at load) in one buffer.
 func (b *Backend) vectorArg(name string, wI infer.Weight, n int) *weight {
 	w := b.weightArg(name, wI)
 	if w == nil {
 		return nil
 	}
-	if w.typ != gguf.F32 || w.k*w.m != n || len(w.chunks) != 1 {
-		b.shapeErr("%s: %s is %s %v, want %d F32 values", name, w.name, w.typ, w.shape, n)
+	if w.k*w.m != n || len(w.chunks) != 1 {
+		b.shapeErr("%s: %s is %s %v, want %d values", name, w.name, w.typ, w.shape, n)
 		return nil
 	}
 	return w
@@ -367,7 +367,7 @@ func (b *Backend) CausalConv(dstT, xT infer.Tensor, wI infer.Weight, layer int) 
 		return
 	}
 	s := b.rec.spec
-	if w.typ != gguf.F32 || w.k != s.ConvWidth || w.m != s.Channels || len(w.chunks) != 1 ||
+	if w.k != s.ConvWidth || w.m != s.Channels || len(w.chunks) != 1 ||
 		x.cols != s.Channels || dst.cols != s.Channels {
 		b.shapeErr("CausalConv: %s %s %v, x %d and dst %d columns, state %+v", w.name, w.typ, w.shape, x.cols, dst.cols, s)
 		return
