@@ -96,9 +96,11 @@ type Backend struct {
 	// matvec picks the decode Q1_0 kernel (MatVecEnv): "auto", "select"
 	// (q1_matvec), "lut" (q1_lut, where K is a multiple of 2048) or "popc"
 	// (q1_popc). docs/gpu-kernels.md has their H200 timings.
-	matvec   string
-	noFuse   bool // FuseEnv "off": no fusion
-	fuseNorm bool // FuseEnv "all": token RMSNorms folded into matvecs
+	matvec string
+	noFuse bool // FuseEnv "off": no fusion
+	// deltaChunkMin is the batch from which DeltaNet runs chunked
+	deltaChunkMin int
+	fuseNorm      bool // FuseEnv "all": token RMSNorms folded into matvecs
 	// in-place per-head RMSNorms waiting for the Ropes that follow them
 	norms []pendingNorm
 	// per-head norm+Ropes (q's, then k's) waiting for the StoreKV that
@@ -137,6 +139,7 @@ type tensor struct {
 	argStaging *wgpu.Buffer
 	embedRows  *wgpu.Buffer // CPU-dequantized embedding rows
 	tmp        *wgpu.Buffer // a copy of the tensor for ops that read it while writing it
+	prep       *wgpu.Buffer // chunked DeltaNet's per-chunk matrices (DeltaNet dst)
 }
 
 func (t *tensor) Name() string { return t.name }
@@ -240,6 +243,8 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 		matvec:   matVecKernel(os.Getenv(MatVecEnv)),
 		noFuse:   os.Getenv(FuseEnv) == "off",
 		fuseNorm: os.Getenv(FuseEnv) == "all",
+
+		deltaChunkMin: DefaultDeltaChunkMin,
 	}
 	if b.batchBuf, err = d.newBuffer("batch", 16, wgpu.BufferUsageUniform|wgpu.BufferUsageCopyDst); err != nil {
 		d.Close()
@@ -1576,7 +1581,7 @@ func (b *Backend) Close() error {
 		a.Release()
 	}
 	for _, t := range b.tensors {
-		for _, buf := range append([]*wgpu.Buffer{t.buf, t.scratch, t.part, t.stats, t.argmax, t.argStaging, t.embedRows, t.tmp}, t.stagings...) {
+		for _, buf := range append([]*wgpu.Buffer{t.buf, t.scratch, t.part, t.stats, t.argmax, t.argStaging, t.embedRows, t.tmp, t.prep}, t.stagings...) {
 			if buf != nil {
 				buf.Release()
 			}

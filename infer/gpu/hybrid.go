@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/shaders"
 	"github.com/cogentcore/webgpu/wgpu"
@@ -271,14 +270,15 @@ func (b *Backend) activation(name string, dstT, xT, gT infer.Tensor, f infer.Act
 	b.dispatch(o, ceilDiv(x.cols, 256), min(rows, b.n), 1)
 }
 
-// vectorArg checks that w is an F32 vector of n values.
+// vectorArg checks that w is a vector of n values held as f32 (F32, or a
+// type dequantized at load) in one buffer.
 func (b *Backend) vectorArg(name string, wI infer.Weight, n int) *weight {
 	w := b.weightArg(name, wI)
 	if w == nil {
 		return nil
 	}
-	if w.typ != gguf.F32 || w.k*w.m != n || len(w.chunks) != 1 {
-		b.shapeErr("%s: %s is %s %v, want %d F32 values", name, w.name, w.typ, w.shape, n)
+	if w.k*w.m != n || len(w.chunks) != 1 {
+		b.shapeErr("%s: %s is %s %v, want %d values", name, w.name, w.typ, w.shape, n)
 		return nil
 	}
 	return w
@@ -367,7 +367,7 @@ func (b *Backend) CausalConv(dstT, xT infer.Tensor, wI infer.Weight, layer int) 
 		return
 	}
 	s := b.rec.spec
-	if w.typ != gguf.F32 || w.k != s.ConvWidth || w.m != s.Channels || len(w.chunks) != 1 ||
+	if w.k != s.ConvWidth || w.m != s.Channels || len(w.chunks) != 1 ||
 		x.cols != s.Channels || dst.cols != s.Channels {
 		b.shapeErr("CausalConv: %s %s %v, x %d and dst %d columns, state %+v", w.name, w.typ, w.shape, x.cols, dst.cols, s)
 		return
@@ -415,8 +415,12 @@ func (b *Backend) DeltaNet(dstT, qT, kT, vT, gT, betaT infer.Tensor, layer int, 
 		}
 	}
 	rows := min(dst.rows, q.rows, k.rows, v.rows, g.rows, beta.rows)
-	wg := deltaNetThreads(d.HeadDim)
 	state := b.rec.delta[layer]
+	if min(rows, b.n) >= b.deltaChunkMin {
+		b.deltaNetChunked(dst, q, k, v, g, beta, state, rows, layer, d)
+		return
+	}
+	wg := deltaNetThreads(d.HeadDim)
 	o := b.prepared(opKey{kind: "deltanet", a: dst, b: q, c: k, d: v, e: g, g: beta, i: layer}, func() (*kernel, []binding, error) {
 		kern, err := b.d.kernel("deltanet", map[string]shaders.Const{
 			"D": shaders.U32(d.HeadDim), "KHEADS": shaders.U32(d.KHeads), "VHEADS": shaders.U32(d.VHeads),
@@ -425,6 +429,53 @@ func (b *Backend) DeltaNet(dstT, qT, kT, vT, gT, betaT infer.Tensor, layer int, 
 			whole(state), whole(dst.buf)}, err
 	})
 	b.dispatch(o, ceilDiv(d.HeadDim, wg), d.VHeads, 1)
+}
+
+// Chunked DeltaNet: deltaChunk tokens per chunk, deltaChunkCols state
+// columns per workgroup (deltanet_prep.wgsl, deltanet_chunk.wgsl).
+const (
+	deltaChunk     = 16
+	deltaChunkCols = 16
+)
+
+// DefaultDeltaChunkMin is the batch from which DeltaNet runs in chunked
+// form: below it the per-column token loop has too few tokens to lose.
+const DefaultDeltaChunkMin = 32
+
+// deltaNetChunked encodes the chunked form: the state-free prep over all
+// chunks at once, then the pass over the chunks in order.
+func (b *Backend) deltaNetChunked(dst, q, k, v, g, beta *tensor, state *wgpu.Buffer, rows, layer int, d infer.DeltaNetSpec) {
+	nch := ceilDiv(rows, deltaChunk)
+	per := 2*deltaChunk*deltaChunk + deltaChunk
+	if dst.prep == nil {
+		buf, err := b.d.newBuffer(dst.name+".deltaprep", uint64(4*d.VHeads*nch*per), storageUsage)
+		if err != nil {
+			b.fail(err)
+			return
+		}
+		dst.prep = buf
+	}
+	if dst.prep.GetSize() < uint64(4*d.VHeads*nch*per) {
+		b.shapeErr("DeltaNet: %s's chunk scratch was sized for fewer value heads", dst.name)
+		return
+	}
+	defs := func() map[string]shaders.Const {
+		return map[string]shaders.Const{
+			"C": shaders.U32(deltaChunk), "JB": shaders.U32(deltaChunkCols), "D": shaders.U32(d.HeadDim),
+			"KHEADS": shaders.U32(d.KHeads), "VHEADS": shaders.U32(d.VHeads), "XROWS": shaders.U32(rows), "NCH": shaders.U32(nch),
+			"SCALE": shaders.F32(float32(1 / math.Sqrt(float64(d.HeadDim))))}
+	}
+	prep := b.prepared(opKey{kind: "deltaprep", a: dst, b: q, c: k, e: g, g: beta, d: d}, func() (*kernel, []binding, error) {
+		kern, err := b.d.kernel("deltanet_prep", defs())
+		return kern, []binding{whole(b.batchBuf), whole(q.buf), whole(k.buf), whole(g.buf), whole(beta.buf), whole(dst.prep)}, err
+	})
+	b.dispatch(prep, ceilDiv(min(rows, b.n), deltaChunk), d.VHeads, 1)
+	o := b.prepared(opKey{kind: "deltachunk", a: dst, b: q, c: k, d: v, e: beta, g: d, i: layer}, func() (*kernel, []binding, error) {
+		kern, err := b.d.kernel("deltanet_chunk", defs())
+		return kern, []binding{whole(b.batchBuf), whole(q.buf), whole(k.buf), whole(v.buf), whole(beta.buf), whole(dst.prep),
+			whole(state), whole(dst.buf)}, err
+	})
+	b.dispatch(o, ceilDiv(d.HeadDim, deltaChunkCols), d.VHeads, 1)
 }
 
 // maxHadamardBlock bounds the FWHT block held in workgroup memory (16 KiB).

@@ -271,6 +271,16 @@ func TestCausalConv(t *testing.T) {
 			t.Fatalf("layer 0's state[%d] = %v, want 0 (untouched)", i, v)
 		}
 	}
+	// A new state replaces the old one under the cached op: a pass that
+	// continues (position > 0) starts from its zeros.
+	if err := b.NewRecurrentState(spec); err != nil {
+		t.Fatal(err)
+	}
+	clear(ref.state)
+	xv := randFloats(r, 2*ch, 1)
+	b.write(t, x, xv)
+	got := b.run(t, 2, 7, func() { b.CausalConv(dst, x, w, 1) }, dst)[0]
+	checkClose(t, "after NewRecurrentState", got, ref.step(xv, 2, 7), 1e-6)
 }
 
 // deltaRef is the gated delta rule of infer.HybridOps.DeltaNet in float64,
@@ -338,10 +348,28 @@ func l2rows(v []float32, hd int) {
 	}
 }
 
+// TestDeltaNet checks both forms against the token-by-token definition:
+// sequential (every batch), chunked (every batch of two or more, chunks of
+// 16 with a partial last one) and the default split between them.
 func TestDeltaNet(t *testing.T) {
-	for _, d := range []infer.DeltaNetSpec{{KHeads: 2, VHeads: 6, HeadDim: 32}, {KHeads: 1, VHeads: 2, HeadDim: 128}} {
-		t.Run(fmt.Sprintf("%d-%d-%d", d.KHeads, d.VHeads, d.HeadDim), func(t *testing.T) {
+	forms := []struct {
+		name     string
+		chunkMin int
+	}{{"sequential", math.MaxInt}, {"chunked", 2}, {"default", DefaultDeltaChunkMin}}
+	for _, d := range []infer.DeltaNetSpec{{KHeads: 2, VHeads: 6, HeadDim: 32}, {KHeads: 1, VHeads: 2, HeadDim: 128}, {KHeads: 2, VHeads: 4, HeadDim: 24}} {
+		for _, form := range forms {
+			t.Run(fmt.Sprintf("%d-%d-%d/%s", d.KHeads, d.VHeads, d.HeadDim, form.name), func(t *testing.T) {
+				deltaNetMatchesReference(t, d, form.chunkMin)
+			})
+		}
+	}
+}
+
+func deltaNetMatchesReference(t *testing.T, d infer.DeltaNetSpec, chunkMin int) {
+	{
+		{
 			b := newTestBackend(t)
+			b.deltaChunkMin = chunkMin
 			r := rand.New(rand.NewPCG(19, uint64(d.HeadDim)))
 			spec := infer.RecurrentSpec{Layers: 2, Channels: 2*d.KHeads*d.HeadDim + d.VHeads*d.HeadDim, ConvWidth: 4, VHeads: d.VHeads, HeadDim: d.HeadDim}
 			if err := b.NewRecurrentState(spec); err != nil {
@@ -421,7 +449,7 @@ func TestDeltaNet(t *testing.T) {
 					t.Fatalf("after restoring the snapshot: output %d is %v, was %v", i, second[i], first[i])
 				}
 			}
-		})
+		}
 	}
 }
 
@@ -453,14 +481,21 @@ func popcount(v int) int {
 }
 
 func TestHadamard(t *testing.T) {
+	t.Run("block of 1024", func(t *testing.T) { hadamardMatches(t, 2, 2048, []int{1024}) })
+	hadamardMatches(t, 3, 384, []int{128, 64})
+}
+
+// hadamardMatches rotates n rows of cols values in blocks of blocks[0]
+// (blocks[1] for the case with signs before) in every variant.
+func hadamardMatches(t *testing.T, n, cols int, blocks []int) {
 	b := newTestBackend(t)
-	r := rand.New(rand.NewPCG(21, 22))
-	const n, cols = 3, 384
+	r := rand.New(rand.NewPCG(21, uint64(cols)))
+	small := blocks[len(blocks)-1]
 	signv := make([]float32, cols)
 	for i := range signv {
 		signv[i] = float32(1 - 2*(r.IntN(2)))
 	}
-	signs := b.f32Weight(t, "signs", []int64{cols}, signv)
+	signs := b.f32Weight(t, "signs", []int64{int64(cols)}, signv)
 	x, dst := b.mustTensor(t, "x", n, cols), b.mustTensor(t, "dst", n, cols)
 	xv := randFloats(r, n*cols, 1)
 	for _, c := range []struct {
@@ -470,11 +505,11 @@ func TestHadamard(t *testing.T) {
 		after   bool
 		regroup infer.HeadOrder
 	}{
-		{"plain", 128, false, false, infer.HeadOrder{}},
-		{"signs", 64, true, false, infer.HeadOrder{}},
-		{"signs after", 128, true, true, infer.HeadOrder{}},
-		{"regroup", 128, true, false, infer.HeadOrder{HeadDim: 16, KHeads: 4}}, // 24 heads, 6 per K head
-		{"whole row", 128, false, false, infer.HeadOrder{HeadDim: 32, KHeads: 3}},
+		{"plain", blocks[0], false, false, infer.HeadOrder{}},
+		{"signs", small, true, false, infer.HeadOrder{}},
+		{"signs after", blocks[0], true, true, infer.HeadOrder{}},
+		{"regroup", blocks[0], true, false, infer.HeadOrder{HeadDim: 16, KHeads: 4}}, // 384: 24 heads, 6 per K head
+		{"regroup 2", blocks[0], false, false, infer.HeadOrder{HeadDim: 32, KHeads: 4}},
 	} {
 		for _, inplace := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/inplace=%v", c.name, inplace), func(t *testing.T) {
@@ -514,6 +549,100 @@ func TestHadamard(t *testing.T) {
 				got := b.run(t, n, 0, func() { b.Hadamard(out, x, rot) }, out)[0]
 				checkClose(t, "Hadamard", got, want, 2e-6)
 			})
+		}
+	}
+}
+
+// TestHybridChainInOnePass runs a DeltaNet layer's op sequence as decode
+// would — Q1_0 projections waiting for fusion, then every hybrid op — in
+// one pass and op by op in passes of their own: the pass machinery
+// (pending matvecs, lazy ops, flushes before each hybrid op) must not
+// change a single bit, over two tokens (the second continues the state).
+func TestHybridChainInOnePass(t *testing.T) {
+	d := infer.DeltaNetSpec{KHeads: 2, VHeads: 4, HeadDim: 32}
+	kd, vd := d.KHeads*d.HeadDim, d.VHeads*d.HeadDim
+	ch := 2*kd + vd
+	const embed, width = 256, 4
+	r := rand.New(rand.NewPCG(27, 28))
+	wqkv := quantizeMatrix(t, gguf.Q1_0, ch, embed, randFloats(r, ch*embed, 1))
+	wz := quantizeMatrix(t, gguf.Q1_0, vd, embed, randFloats(r, vd*embed, 1))
+	wab := randFloats(r, 2*d.VHeads*embed, 0.05)
+	conv, bias, aLog := randFloats(r, width*ch, 0.5), randFloats(r, d.VHeads, 1), randFloats(r, d.VHeads, 0.5)
+	xs := [][]float32{randFloats(r, embed, 1), randFloats(r, embed, 1)}
+
+	layer := func(split bool) [][]float32 {
+		b := newTestBackend(t)
+		if err := b.NewRecurrentState(infer.RecurrentSpec{Layers: 1, Channels: ch, ConvWidth: width, VHeads: d.VHeads, HeadDim: d.HeadDim}); err != nil {
+			t.Fatal(err)
+		}
+		load := func(name string, typ gguf.Type, k, m int, data []byte) infer.Weight {
+			w, err := b.LoadWeight(infer.WeightData{Name: name, Type: typ, Shape: []int64{int64(k), int64(m)}, Data: data})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return w
+		}
+		Wqkv, Wz := load("qkv", gguf.Q1_0, embed, ch, wqkv), load("z", gguf.Q1_0, embed, vd, wz)
+		Wab := load("ab", gguf.F32, embed, 2*d.VHeads, floatsToBytes(wab))
+		convW := b.f32Weight(t, "conv", []int64{width, int64(ch)}, conv)
+		ssmA := make([]float32, d.VHeads)
+		for i, v := range aLog {
+			ssmA[i] = -float32(math.Exp(float64(v)))
+		}
+		biasW, aW := b.f32Weight(t, "bias", []int64{int64(d.VHeads)}, bias), b.f32Weight(t, "a", []int64{int64(d.VHeads)}, ssmA)
+		x, qkv, z, ab := b.mustTensor(t, "x", 1, embed), b.mustTensor(t, "qkv", 1, ch), b.mustTensor(t, "z", 1, vd), b.mustTensor(t, "ab", 1, 2*d.VHeads)
+		cv, q, k, v := b.mustTensor(t, "conv", 1, ch), b.mustTensor(t, "q", 1, kd), b.mustTensor(t, "k", 1, kd), b.mustTensor(t, "v", 1, vd)
+		alpha, beta, o := b.mustTensor(t, "alpha", 1, d.VHeads), b.mustTensor(t, "beta", 1, d.VHeads), b.mustTensor(t, "o", 1, vd)
+		ops := []func(){
+			func() { b.MatMul(qkv, Wqkv, x) },
+			func() { b.MatMul(z, Wz, x) },
+			func() { b.MatMul(ab, Wab, x) },
+			func() { b.CausalConv(cv, qkv, convW, 0) },
+			func() { b.Unary(cv, cv, infer.ActSiLU) },
+			func() { b.CopyCols(q, cv, infer.Cols{Width: kd, Count: 1}) },
+			func() { b.CopyCols(k, cv, infer.Cols{Src: kd, Width: kd, Count: 1}) },
+			func() { b.CopyCols(v, cv, infer.Cols{Src: 2 * kd, Width: vd, Count: 1}) },
+			func() { b.L2Norm(q, q, d.HeadDim, 1e-6) },
+			func() { b.L2Norm(k, k, d.HeadDim, 1e-6) },
+			func() { b.CopyCols(alpha, ab, infer.Cols{Width: d.VHeads, Count: 1}) },
+			func() { b.CopyCols(beta, ab, infer.Cols{Src: d.VHeads, Width: d.VHeads, Count: 1}) },
+			func() { b.Unary(beta, beta, infer.ActSigmoid) },
+			func() { b.DecayGate(alpha, alpha, biasW, aW) },
+			func() { b.DeltaNet(o, q, k, v, alpha, beta, 0, d) },
+			func() { b.Gate(o, o, z, infer.ActSiLU) },
+			func() { b.Hadamard(o, o, infer.Rotation{Block: 64}) },
+		}
+		var outs [][]float32
+		for pos, xv := range xs {
+			b.write(t, x, xv)
+			if split {
+				for _, op := range ops {
+					b.run(t, 1, pos, op)
+				}
+				outs = append(outs, b.run(t, 1, pos, func() {}, o)[0])
+				continue
+			}
+			outs = append(outs, b.run(t, 1, pos, func() {
+				for _, op := range ops {
+					op()
+				}
+			}, o)[0])
+		}
+		return outs
+	}
+	want, got := layer(true), layer(false)
+	for step := range want {
+		var norm float64
+		for _, v := range want[step] {
+			norm += float64(v) * float64(v)
+		}
+		if norm == 0 || math.IsNaN(norm) {
+			t.Fatalf("token %d: the layer's output has norm %v", step, norm)
+		}
+		for i := range want[step] {
+			if got[step][i] != want[step][i] {
+				t.Fatalf("token %d: output %d is %v in one pass, %v op by op", step, i, got[step][i], want[step][i])
+			}
 		}
 	}
 }

@@ -1,0 +1,73 @@
+package gpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/bonsai-chat/bonsai/infer"
+)
+
+// TestNewKVCacheDropsBoundOps replaces a backend's KV cache with a larger
+// one between passes and checks that every cached op follows: attention,
+// the fused q/k norm+RoPE+store and the RoPE tables, which span the
+// context, must match a backend that had the large cache from the start.
+// Ops that kept the old cache's bind groups read released buffers, and a
+// kept angle table ends at the old context.
+func TestNewKVCacheDropsBoundOps(t *testing.T) {
+	const heads, kvHeads, hd, rows = 4, 2, 32, 100
+	r := rand.New(rand.NewPCG(25, 26))
+	qv, kv, vv := randFloats(r, rows*heads*hd, 1), randFloats(r, rows*kvHeads*hd, 1), randFloats(r, rows*kvHeads*hd, 1)
+	nq, nk := randFloats(r, hd, 1), randFloats(r, hd, 1)
+	rope := infer.Rope{HeadDim: hd, Dims: hd, Base: 1e4, FreqScale: 1, AttnFactor: 1, BetaFast: 32, BetaSlow: 1}
+	a := infer.Attn{Heads: heads, KVHeads: kvHeads, HeadDim: hd, Scale: float32(1 / math.Sqrt(hd))}
+	spec := func(ctx int) infer.KVSpec {
+		return infer.KVSpec{Layers: 1, Context: ctx, KVHeads: kvHeads, HeadDim: hd}
+	}
+
+	type run struct {
+		b            *Backend
+		q, k, v, out *tensor
+		qnorm, knorm infer.Weight
+	}
+	open := func(ctx int) *run {
+		b := newTestBackend(t)
+		if err := b.NewKVCache(spec(ctx)); err != nil {
+			t.Fatal(err)
+		}
+		return &run{b: b, q: b.mustTensor(t, "q", rows, heads*hd), k: b.mustTensor(t, "k", rows, kvHeads*hd),
+			v: b.mustTensor(t, "v", rows, kvHeads*hd), out: b.mustTensor(t, "out", rows, heads*hd),
+			qnorm: b.f32Weight(t, "qn", []int64{hd}, nq), knorm: b.f32Weight(t, "kn", []int64{hd}, nk)}
+	}
+	layer := func(x *run, n, pos int) []float32 {
+		x.b.write(t, x.q, qv[pos*heads*hd:])
+		x.b.write(t, x.k, kv[pos*kvHeads*hd:])
+		x.b.write(t, x.v, vv[pos*kvHeads*hd:])
+		return x.b.run(t, n, pos, func() {
+			x.b.RMSNorm(x.q, x.q, x.qnorm, 1e-6)
+			x.b.Rope(x.q, rope)
+			x.b.RMSNorm(x.k, x.k, x.knorm, 1e-6)
+			x.b.Rope(x.k, rope)
+			x.b.StoreKV(0, x.k, x.v)
+			x.b.Attention(x.out, x.q, 0, a)
+		}, x.out)[0]
+	}
+	small := open(16)
+	for pos := 0; pos < 8; pos++ { // decode: fused store, one-split attention
+		layer(small, 1, pos)
+	}
+	layer(small, 8, 8) // prefill: split attention
+	if err := small.b.NewKVCache(spec(128)); err != nil {
+		t.Fatal(err)
+	}
+	big := open(128)
+	for _, step := range []struct{ n, pos int }{{rows - 1, 0}, {1, rows - 1}} {
+		want := layer(big, step.n, step.pos)
+		got := layer(small, step.n, step.pos)
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("%d rows at %d after the cache grew: out[%d] = %v, want %v", step.n, step.pos, i, got[i], want[i])
+			}
+		}
+	}
+}
