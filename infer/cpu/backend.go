@@ -71,6 +71,7 @@ type Backend struct {
 	delta        deltaJob
 	deltaScratch [][]float32 // per worker: a head's δ
 	gateRow      []float32   // f(g) of one row for Gate
+	ones         []float32   // 1s: silu(x) is SwiGLU(x, 1)
 }
 
 // New starts a CPU backend with opts.Threads workers (one per core when 0).
