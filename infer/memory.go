@@ -13,9 +13,14 @@ type Memory struct {
 	Repacked    int64 // weight copies a fast kernel made
 }
 
-// KVBytesPerToken is the f16 K and V of one position over all layers.
+// KVBytesPerToken is the f16 K and V of one position over the layers that
+// keep them.
 func KVBytesPerToken(h Hyperparams) int64 {
-	return KVSpec{Layers: h.Layers, Context: 1, KVHeads: h.KVHeads, HeadDim: h.HeadDim}.Bytes()
+	layers := h.Layers
+	if h.KVLayers > 0 {
+		layers = h.KVLayers
+	}
+	return KVSpec{Layers: layers, Context: 1, KVHeads: h.KVHeads, HeadDim: h.HeadDim}.Bytes()
 }
 
 // WeightBytes sums the sizes of f's tensors.
