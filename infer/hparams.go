@@ -12,6 +12,7 @@ import (
 type Hyperparams struct {
 	Arch         string
 	Layers       int // block_count
+	KVLayers     int // layers with a KV cache (qwen35: the attention layers); 0 means all
 	ContextTrain int // context_length
 	Embed        int // embedding_length
 	FFN          int // feed_forward_length

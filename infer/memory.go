@@ -26,10 +26,14 @@ func (m Memory) State() int64 { return m.KVAlloc + m.Recurrent + m.SnapshotsMax 
 // cache, the recurrent state (always whole) and the snapshots held.
 func (m Memory) StateUsed() int64 { return m.KVUsed + m.Recurrent + m.Snapshots }
 
-// KVBytesPerToken is the f16 K and V of one position over all the layers
-// that keep K and V (every layer of a dense transformer).
+// KVBytesPerToken is the f16 K and V of one position over the layers that
+// keep them (every layer of a dense transformer).
 func KVBytesPerToken(h Hyperparams) int64 {
-	return KVSpec{Layers: h.Layers, Context: 1, KVHeads: h.KVHeads, HeadDim: h.HeadDim}.Bytes()
+	layers := h.Layers
+	if h.KVLayers > 0 {
+		layers = h.KVLayers
+	}
+	return KVSpec{Layers: layers, Context: 1, KVHeads: h.KVHeads, HeadDim: h.HeadDim}.Bytes()
 }
 
 // WeightBytes sums the sizes of f's tensors.

@@ -126,6 +126,7 @@ func ReadQwen35Params(f *gguf.File) (Qwen35Params, error) {
 	if p.AttentionLayers() == 0 {
 		return p, fmt.Errorf("%w: no full-attention layer among the %d", ErrBadShape, p.Layers)
 	}
+	p.KVLayers = p.AttentionLayers()
 
 	// llama.cpp's qwen35 loader reads no attention.scale: kq_scale is
 	// always 1/√head_dim.

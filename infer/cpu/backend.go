@@ -71,6 +71,7 @@ type Backend struct {
 	delta        deltaJob
 	deltaScratch [][]float32 // per worker: a head's δ
 	gateRow      []float32   // f(g) of one row for Gate
+	ones         []float32   // 1s: silu(x) is SwiGLU(x, 1)
 
 	// Hadamard's job, and the copy of its input when it regroups in place.
 	hadamard    hadamardJob

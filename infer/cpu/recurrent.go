@@ -112,28 +112,26 @@ func softplus(x float32) float32 {
 	return logf(1 + expf(x))
 }
 
-// siluBlock is the width of ggml_vec_silu_f32's AVX-512 loop: each full
-// block of a row goes through ggml_v_silu (quant.SiLU), the tail through
-// libm's expf.
-const siluBlock = 16
-
-// siluRow applies ggml_vec_silu_f32 to one row (the blocks start at the
-// row's first value, so the caller passes whole ggml rows).
-func siluRow(dst, x []float32) {
-	full := len(x) / siluBlock * siluBlock
-	for i, v := range x[:full] {
-		dst[i] = quant.SiLU(v)
+// siluRow applies ggml_vec_silu_f32 to one row: full blocks of 16 from the
+// row's start through ggml_v_silu, the tail through libm's expf. That is
+// quant.SwiGLU's computation of silu(x)·up with up = 1 (exact), which runs
+// it vectorised; the blocks start at the row's first value, so the caller
+// passes whole ggml rows.
+func (b *Backend) siluRow(dst, x []float32) {
+	if len(b.ones) < len(x) {
+		b.ones = make([]float32, len(x))
+		for i := range b.ones {
+			b.ones[i] = 1
+		}
 	}
-	for i := full; i < len(x); i++ {
-		dst[i] = x[i] / (1 + expf(-x[i]))
-	}
+	quant.SwiGLU(dst, x, b.ones[:len(x)])
 }
 
 // actRow sets dst = f(x) over one row.
-func actRow(dst, x []float32, f infer.Act) {
+func (b *Backend) actRow(dst, x []float32, f infer.Act) {
 	switch f {
 	case infer.ActSiLU:
-		siluRow(dst, x)
+		b.siluRow(dst, x)
 	case infer.ActSigmoid:
 		for i, v := range x {
 			dst[i] = sigmoid(v)
@@ -164,7 +162,7 @@ func (b *Backend) Unary(dst, x infer.Tensor, f infer.Act) {
 		return
 	}
 	for r := range b.active(cx) {
-		actRow(d.row(r), cx.row(r), f)
+		b.actRow(d.row(r), cx.row(r), f)
 	}
 }
 
@@ -186,11 +184,16 @@ func (b *Backend) Gate(dst, x, g infer.Tensor, f infer.Act) {
 	}
 	for r := range b.active(cx) {
 		gr, xr, dr := cg.row(r), cx.row(r), d.row(r)
+		if f == infer.ActSiLU {
+			// ggml_mul(x, silu(g)) is ggml_vec_swiglu_f32's silu(g)·x.
+			quant.SwiGLU(dr, gr, xr)
+			continue
+		}
 		if len(b.gateRow) < len(gr) {
 			b.gateRow = make([]float32, len(gr))
 		}
 		fg := b.gateRow[:len(gr)]
-		actRow(fg, gr, f)
+		b.actRow(fg, gr, f)
 		for i := range dr {
 			dr[i] = xr[i] * fg[i]
 		}
