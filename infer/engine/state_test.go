@@ -10,6 +10,7 @@ import (
 	"github.com/bonsai-chat/bonsai/infer/chat"
 	"github.com/bonsai-chat/bonsai/infer/internal/tinymodel"
 	"github.com/bonsai-chat/bonsai/infer/internal/toyrec"
+	"github.com/bonsai-chat/bonsai/infer/synth"
 )
 
 // toyRecurrentPath writes a toy recurrent model (infer/internal/toyrec: a
@@ -163,4 +164,20 @@ func checkStateReuse(t *testing.T, path, backend string) {
 	if want := map[bool]int{true: 1, false: 0}[recurrent]; len(first.notices) != want {
 		t.Errorf("editing the first message (recurrent %v): notices %q, want %d", recurrent, first.notices, want)
 	}
+}
+
+// The same conversation on the hybrid qwen35 network (synth's tiny: Gated
+// DeltaNet layers beside gated attention), whose recurrent state cannot be
+// truncated: continuing, regenerating, editing and resuming give the tokens
+// of a fresh prefill.
+func TestQwen35StateReuse(t *testing.T) {
+	s, err := synth.ArchShape("qwen35", "tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "qwen35.gguf")
+	if err := synth.Write(path, synth.Options{Shape: s, Type: gguf.Q2_0, Seed: 2}); err != nil {
+		t.Fatal(err)
+	}
+	checkStateReuse(t, path, "cpu")
 }
