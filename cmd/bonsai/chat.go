@@ -22,6 +22,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 )
 
 func init() {
@@ -190,13 +191,6 @@ func chatContext(cfg *config.Config, hp infer.Hyperparams) (int, string) {
 	return cfg.ContextSize, ""
 }
 
-func configPathForHelp() string {
-	if p, err := config.DefaultPath(); err == nil {
-		return p
-	}
-	return "config.toml"
-}
-
 // openChatStorage opens the conversation database and the UI state file,
 // and the session to resume (-c or --session ID). A database that cannot be
 // opened does not stop the chat: it runs without saving and says so. Asking
@@ -242,11 +236,9 @@ func openChatStorage(dbFlag string, flags *config.Flags) (store *session.Store, 
 	return store, resume, state, statePath, warnings, nil
 }
 
-// isTerminal reports whether f is a terminal (the chat needs one).
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
+// isTerminal reports whether f is a terminal (the chat needs one). A
+// character device is not enough: /dev/null is one.
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 // captureStderr points file descriptor 2 at the log file while the chat
 // runs: GPU drivers and other native libraries print warnings straight to
