@@ -55,8 +55,9 @@ type Sampling struct {
 	Seed          int64   `toml:"seed"`
 }
 
-// Defaults are the built-in settings: Qwen3's recommended sampling for chat,
-// thinking on (as Qwen3's template defaults), 4096 tokens of context.
+// Defaults are the built-in settings: PrismML's sampling for Bonsai 1.x,
+// thinking off (as PrismML runs them), 4096 tokens of context (which the
+// chat lowers to a model's trained context unless the user sets it).
 func Defaults() Config {
 	return Config{
 		Backend:     "auto",

@@ -12,7 +12,7 @@ type Variant struct {
 	Name   string // "Bonsai-1.7B", "Ternary-Bonsai-8B", "Qwen3 (other)"
 	Bonsai bool   // a PrismML Bonsai model (1-bit or ternary)
 	Size   string // "1.7B", "4B", "8B"; empty when not a known shape
-	// Recommended sampling (formats.md §6); zero for other models.
+	// Recommended sampling (PrismML's for Bonsai); zero for other models.
 	Temperature float32
 	TopP        float32
 	TopK        int
@@ -26,7 +26,7 @@ type ModelShape struct {
 	Tied                                               bool
 }
 
-// bonsaiShapes are the Bonsai 1.x dense shapes (formats.md §5.1).
+// bonsaiShapes are the Bonsai 1.x dense shapes, as their GGUF files have them.
 var bonsaiShapes = []struct {
 	size  string
 	shape ModelShape

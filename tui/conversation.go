@@ -307,6 +307,10 @@ func (c *conversation) renderEntry(e *entry, live bool) []string {
 
 const bodyIndent = "  "
 
+// maxTextWidth bounds the transcript's text: past about a hundred columns
+// lines get hard to follow, so a wide terminal gets a margin instead.
+const maxTextWidth = 100
+
 // indent prefixes lines with the body indent (cheaper than a lipgloss
 // padding, which measures every line).
 func indent(dst []string, lines ...string) []string {
@@ -324,7 +328,7 @@ func splitLines(s string) []string { return strings.Split(s, "\n") }
 
 func (c *conversation) renderUncached(e *entry, live bool) []string {
 	s := c.styles
-	inner := max(c.width-len(bodyIndent), 10)
+	inner := min(max(c.width-len(bodyIndent), 10), maxTextWidth)
 	var out []string
 	switch e.kind {
 	case entryUser:
@@ -334,9 +338,9 @@ func (c *conversation) renderUncached(e *entry, live bool) []string {
 		out = append(out, s.Dim.Render("▌ system prompt"))
 		return indent(out, splitLines(s.Dim.Width(inner).Render(printable(e.content)))...)
 	case entryNotice:
-		return splitLines(s.Dim.Width(c.width).Render("· " + printable(e.content)))
+		return splitLines(s.Dim.Width(min(c.width, maxTextWidth)).Render("· " + printable(e.content)))
 	case entryError:
-		return splitLines(s.Error.Width(c.width).Render("✗ " + printable(e.content)))
+		return splitLines(s.Error.Width(min(c.width, maxTextWidth)).Render("✗ " + printable(e.content)))
 	}
 
 	label := s.BotLabel.Render("● bonsai")

@@ -27,7 +27,7 @@ type Shape struct {
 // ErrUnknownShape is returned for a shape name outside Shapes.
 var ErrUnknownShape = errors.New("unknown model shape")
 
-// Shapes are the real Bonsai 1.x shapes (formats.md §5.1) plus tiny, a
+// Shapes are the real Bonsai 1.x shapes (as their GGUF files have them) plus tiny, a
 // model of the same structure small enough for unit tests. tiny's widths
 // are multiples of 256 so every type, K-quants included, can store it.
 var Shapes = map[string]Shape{
