@@ -208,6 +208,16 @@ func (c *conversation) Clear() {
 	c.refresh()
 }
 
+// HasThinking reports whether any reply holds reasoning to fold or unfold.
+func (c *conversation) HasThinking() bool {
+	for _, e := range c.entries {
+		if e.thinking != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // ToggleThinking folds or unfolds every thinking block.
 func (c *conversation) ToggleThinking() {
 	c.thinkOpen = !c.thinkOpen
