@@ -17,7 +17,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/bonsai-chat/bonsai/gguf")
+	"github.com/bonsai-chat/bonsai/gguf"
+)
 
 // PartialSuffix marks a download in progress, beside its final name.
 const PartialSuffix = ".partial"
