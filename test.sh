@@ -2,7 +2,9 @@
 # test.sh: bonsai's whole test run, the same here and in CI.
 #   1. installs missing test dependencies (.ci/install: apt packages when
 #      root, the llama.cpp oracle under tools/oracle);
-#   2. go vet ./...;
+#   2. go vet ./..., staticcheck ./..., and the CPU-only static build
+#      (CGO_ENABLED=0) cross-compiled for linux, darwin and windows on
+#      amd64 and arm64;
 #   3. go test ./... (parity tests included: against stored llama.cpp
 #      goldens, and live against llama.cpp where the oracle is installed);
 #   4. every fuzz target for FUZZTIME each (default 30s).
@@ -22,6 +24,16 @@ step install
 
 step go vet
 go vet ./...
+
+step staticcheck
+"$(go env GOPATH)/bin/staticcheck" ./...
+
+# The CPU-only static build (no cgo, so no WebGPU) must build for every
+# platform bonsai ships to; unix-only calls have their other-OS files.
+for target in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64; do
+	step "CGO_ENABLED=0 build for $target"
+	CGO_ENABLED=0 GOOS=${target%/*} GOARCH=${target#*/} go build -o /dev/null ./cmd/bonsai
+done
 
 step go test
 go test -timeout "$timeout" ./...

@@ -55,9 +55,10 @@ type Sampling struct {
 	Seed          int64   `toml:"seed"`
 }
 
-// Defaults are the built-in settings: Qwen3's recommended sampling for chat,
-// thinking off, the context left to the model (4096 tokens, capped by what
-// it was trained on).
+// Defaults are the built-in settings: PrismML's sampling for Bonsai 1.x
+// (the chat uses each model's own recommendation for the keys the user
+// leaves unset: SamplingFor), thinking off (as PrismML runs them), the
+// context left to the model (4096 tokens, capped by what it was trained on).
 func Defaults() Config {
 	return Config{
 		Backend:     "auto",

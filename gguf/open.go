@@ -3,8 +3,6 @@ package gguf
 import (
 	"fmt"
 	"os"
-
-	"golang.org/x/sys/unix"
 )
 
 // Open memory-maps the file at path read-only and parses it. The tensor data
@@ -12,7 +10,7 @@ import (
 func Open(path string) (*File, error) {
 	// O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
 	// writer forever; for a regular file it changes nothing.
-	fd, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	fd, err := os.OpenFile(path, os.O_RDONLY|openNonblock, 0)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
@@ -31,18 +29,18 @@ func Open(path string) (*File, error) {
 	if size != int64(int(size)) {
 		return nil, fmt.Errorf("gguf: %s: %d bytes do not fit the address space", path, size)
 	}
-	data, err := unix.Mmap(int(fd.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	data, unmap, err := mapFile(fd, int(size))
 	if err != nil {
 		return nil, fmt.Errorf("gguf: mapping %s: %w", path, err)
 	}
 	f, err := parse(data)
 	if err != nil {
-		_ = unix.Munmap(data)
+		_ = unmap()
 		return nil, fmt.Errorf("gguf: %s: %w", path, err)
 	}
 	f.Path = path
 	f.unmap = func() error {
-		if err := unix.Munmap(data); err != nil {
+		if err := unmap(); err != nil {
 			return fmt.Errorf("gguf: unmapping %s: %w", path, err)
 		}
 		return nil
@@ -57,10 +55,7 @@ func (f *File) Prefetch() error {
 	if f.unmap == nil || len(f.data) == 0 {
 		return nil
 	}
-	if err := unix.Madvise(f.data, unix.MADV_WILLNEED); err != nil {
-		return fmt.Errorf("gguf: madvise: %w", err)
-	}
-	return nil
+	return prefetch(f.data)
 }
 
 // FileKind names a file mode's type for messages ("a named pipe").

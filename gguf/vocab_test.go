@@ -11,10 +11,10 @@ import (
 var vocabPath = filepath.Join("..", "infer", "tokenizer", "qwen", "ggml-vocab-qwen2.gguf")
 
 // TestRealVocabFile checks the header facts of llama.cpp's
-// ggml-vocab-qwen2.gguf (formats.md §6) through Open's mapping.
+// ggml-vocab-qwen2.gguf through Open's mapping.
 func TestRealVocabFile(t *testing.T) {
 	if _, err := os.Stat(vocabPath); err != nil {
-		t.Skipf("vocab fixture not present: %v", err)
+		t.Fatalf("vocab fixture missing (it is part of the repository): %v", err)
 	}
 	f, err := Open(vocabPath)
 	if err != nil {
@@ -77,7 +77,7 @@ func TestRealVocabFile(t *testing.T) {
 func TestRewriteRealVocab(t *testing.T) {
 	data, err := os.ReadFile(vocabPath)
 	if err != nil {
-		t.Skipf("vocab fixture not present: %v", err)
+		t.Fatalf("vocab fixture missing (it is part of the repository): %v", err)
 	}
 	f, err := Parse(data)
 	if err != nil {
@@ -104,7 +104,7 @@ func TestRewriteRealVocab(t *testing.T) {
 
 func BenchmarkOpenRealVocab(b *testing.B) {
 	if _, err := os.Stat(vocabPath); err != nil {
-		b.Skipf("vocab fixture not present: %v", err)
+		b.Fatalf("vocab fixture missing (it is part of the repository): %v", err)
 	}
 	for b.Loop() {
 		f, err := Open(vocabPath)

@@ -8,7 +8,7 @@ import (
 )
 
 // Hyperparams are a dense transformer's sizes, read from the `ARCH.*`
-// metadata keys (formats.md §6), never from file names.
+// metadata keys, never from file names.
 type Hyperparams struct {
 	Arch         string
 	Layers       int // block_count

@@ -12,7 +12,7 @@ type Variant struct {
 	Name   string // "Bonsai-1.7B", "Ternary-Bonsai-8B", "Bonsai-2-27B", "Qwen3 (other)"
 	Bonsai bool   // a PrismML Bonsai model (1-bit or ternary)
 	Size   string // "1.7B", "4B", "8B", "27B"; empty when not a known shape
-	// Recommended sampling (formats.md §6); zero for other models.
+	// Recommended sampling (PrismML's for Bonsai); zero for other models.
 	Temperature float32
 	TopP        float32
 	TopK        int
@@ -26,9 +26,9 @@ type ModelShape struct {
 	Tied                                               bool
 }
 
-// bonsaiShapes are the Bonsai 1.x dense shapes (formats.md §5.1) and the
-// 27B qwen35 shape of Bonsai 27B and Bonsai 2 (§5.2), whose output may be
-// tied or separate.
+// bonsaiShapes are the Bonsai 1.x dense shapes and the 27B qwen35 shape of
+// Bonsai 27B and Bonsai 2, as their GGUF files have them; the 27B's output
+// may be tied or separate.
 var bonsaiShapes = []struct {
 	size     string
 	shape    ModelShape

@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"github.com/adrg/xdg"
-	"golang.org/x/sys/unix"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -71,8 +70,7 @@ func DefaultPath() (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("session database path: %s: %w: %w", dir, ErrReadOnly, err)
 	}
-	// access(2) sees a read-only mount even for root.
-	if err := unix.Access(dir, unix.W_OK); err != nil {
+	if err := writable(dir); err != nil {
 		return "", fmt.Errorf("session database path: %s: %w: %w", dir, ErrReadOnly, err)
 	}
 	return filepath.Join(dir, "bonsai.db"), nil

@@ -208,6 +208,16 @@ func (c *conversation) Clear() {
 	c.refresh()
 }
 
+// HasThinking reports whether any reply holds reasoning to fold or unfold.
+func (c *conversation) HasThinking() bool {
+	for _, e := range c.entries {
+		if e.thinking != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // ToggleThinking folds or unfolds every thinking block.
 func (c *conversation) ToggleThinking() {
 	c.thinkOpen = !c.thinkOpen
@@ -307,6 +317,10 @@ func (c *conversation) renderEntry(e *entry, live bool) []string {
 
 const bodyIndent = "  "
 
+// maxTextWidth bounds the transcript's text: past about a hundred columns
+// lines get hard to follow, so a wide terminal gets a margin instead.
+const maxTextWidth = 100
+
 // indent prefixes lines with the body indent (cheaper than a lipgloss
 // padding, which measures every line).
 func indent(dst []string, lines ...string) []string {
@@ -324,7 +338,7 @@ func splitLines(s string) []string { return strings.Split(s, "\n") }
 
 func (c *conversation) renderUncached(e *entry, live bool) []string {
 	s := c.styles
-	inner := max(c.width-len(bodyIndent), 10)
+	inner := min(max(c.width-len(bodyIndent), 10), maxTextWidth)
 	var out []string
 	switch e.kind {
 	case entryUser:
@@ -334,9 +348,9 @@ func (c *conversation) renderUncached(e *entry, live bool) []string {
 		out = append(out, s.Dim.Render("▌ system prompt"))
 		return indent(out, splitLines(s.Dim.Width(inner).Render(printable(e.content)))...)
 	case entryNotice:
-		return splitLines(s.Dim.Width(c.width).Render("· " + printable(e.content)))
+		return splitLines(s.Dim.Width(min(c.width, maxTextWidth)).Render("· " + printable(e.content)))
 	case entryError:
-		return splitLines(s.Error.Width(c.width).Render("✗ " + printable(e.content)))
+		return splitLines(s.Error.Width(min(c.width, maxTextWidth)).Render("✗ " + printable(e.content)))
 	}
 
 	label := s.BotLabel.Render("● bonsai")

@@ -47,3 +47,14 @@ func TestHelpShowsWholeLines(t *testing.T) {
 		}
 	}
 }
+
+// Ctrl+T says why nothing happens when there is no thinking to show.
+func TestToggleThinkingWithoutThinking(t *testing.T) {
+	m, fe, _ := newTestModel(t, Options{}, 100, 30)
+	loaded(t, m, fe)
+	m.Update(tea.KeyMsg{Type: tea.KeyCtrlT})
+	contains(t, m.View(), "no thinking in this chat")
+	if m.conv.thinkOpen {
+		t.Error("folding state changed with nothing to fold")
+	}
+}

@@ -10,6 +10,10 @@ import (
 // of the conversation instead of under it.
 const sideBySideWidth = 110
 
+// narrowWidth is the width below which panels under the conversation may
+// take only half its rows.
+const narrowWidth = 80
+
 // arrangement is where things go for the current size and toggles.
 type arrangement struct {
 	mainH       int    // rows between the header and the hint line
@@ -48,8 +52,12 @@ func (m *Model) arrange() arrangement {
 		a.convW = m.width - lipgloss.Width(a.panels) - 1
 		return a
 	}
-	// Under the conversation: keep at least three rows of conversation.
+	// Under the conversation: keep at least three rows of conversation;
+	// on a narrow terminal, where the panels wrap into many rows, half.
 	maxPanel := max(a.mainH-3, 0)
+	if m.width < narrowWidth {
+		maxPanel = a.mainH / 2
+	}
 	a.panels = clipLines(p, maxPanel)
 	if a.panels != "" {
 		a.convH = a.mainH - lipgloss.Height(a.panels)

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -70,13 +71,14 @@ func TestStreamingMatchesFull(t *testing.T) {
 	md := newMarkdownRenderer(termenv.Ascii, true)
 	for _, doc := range docs {
 		var s streamingMarkdown
-		var got string
+		// Every frame, not just the last: what the user watches stream
+		// must be what the whole text so far renders to.
 		for i := 1; i <= len(doc); i += 3 {
-			got = s.Render(md, doc[:i], 40)
+			if got, want := s.Render(md, doc[:i], 40), md.Render(doc[:i], 40); got != want {
+				t.Fatalf("frame at byte %d differs from the full render of that prefix\nstreamed:\n%s\nfull:\n%s", i, got, want)
+			}
 		}
-		got = s.Render(md, doc, 40)
-		want := md.Render(doc, 40)
-		if got != want {
+		if got, want := s.Render(md, doc, 40), md.Render(doc, 40); got != want {
 			t.Errorf("streamed render differs from full render\nstreamed:\n%s\nfull:\n%s", got, want)
 		}
 	}
@@ -124,9 +126,20 @@ func FuzzStreamingMarkdown(f *testing.F) {
 		}
 		step = max(1, min(step, 50))
 		var s streamingMarkdown
+		var settled []string
 		for i := 0; i <= len(doc); i += step {
-			s.Render(md, doc[:i], 30)
+			lines := s.Lines(md, doc[:i], 30)
+			// What has settled stays on screen as it was: each frame
+			// starts with the stable lines of the one before.
+			if len(lines) < len(settled) || !slices.Equal(lines[:len(settled)], settled) {
+				t.Fatalf("frame at byte %d of %q rewrote settled lines:\nbefore %q\nnow    %q", i, doc, settled, lines)
+			}
+			settled = slices.Clone(s.stable)
 		}
-		codeBlocks(doc)
+		for _, b := range codeBlocks(doc) {
+			if !strings.Contains(doc, strings.TrimRight(b, "\n")) {
+				t.Fatalf("code block %q is not in %q", b, doc)
+			}
+		}
 	})
 }

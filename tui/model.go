@@ -724,6 +724,9 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, k.EditLast):
 		return m.editLast()
 	case key.Matches(msg, k.ToggleThink):
+		if !m.conv.HasThinking() {
+			return m.notify("no thinking in this chat to show (/think on lets the model reason first)", false)
+		}
 		m.conv.ToggleThinking()
 		return nil
 	case key.Matches(msg, k.Copy):

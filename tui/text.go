@@ -14,7 +14,12 @@ import (
 // invalid UTF-8 becomes U+FFFD. The transcript keeps the raw text (it is
 // what the model saw and will see again); only the display is cleaned.
 //
-// Each byte maps on its own, so cleaning a prefix gives a prefix of the
+// The emoji and text variation selectors (U+FE0F, U+FE0E) are dropped: the
+// width libraries disagree on "❤️" (lipgloss counts 2 columns, the textarea
+// and the wrapper 1), and terminals too, so lines holding one came out
+// misaligned; without it every side counts the base character alike.
+//
+// Each code point maps on its own, so cleaning a prefix gives a prefix of the
 // cleaned whole, which the streaming renderer relies on.
 func printable(s string) string {
 	if isPrintable(s) {
@@ -35,6 +40,7 @@ func printable(s string) string {
 			b.WriteRune('␡')
 		case r >= 0x80 && r < 0xa0:
 			b.WriteRune(utf8.RuneError)
+		case isVariationSelector(r):
 		default:
 			b.WriteRune(r) // includes RuneError for invalid bytes
 		}
@@ -62,10 +68,12 @@ func isPrintable(s string) bool {
 func isPrintableUTF8(s string) bool {
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 || r < 0x20 && r != '\n' && r != '\t' || r >= 0x7f && r < 0xa0 {
+		if r == utf8.RuneError && size == 1 || r < 0x20 && r != '\n' && r != '\t' || r >= 0x7f && r < 0xa0 || isVariationSelector(r) {
 			return false
 		}
 		i += size
 	}
 	return true
 }
+
+func isVariationSelector(r rune) bool { return r == 0xFE0F || r == 0xFE0E }

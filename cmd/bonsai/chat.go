@@ -21,7 +21,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
-	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 )
 
 func init() {
@@ -198,13 +198,6 @@ func keyMap(cfg *config.Config) (tui.KeyMap, error) {
 	return keys, nil
 }
 
-func configPathForHelp() string {
-	if p, err := config.DefaultPath(); err == nil {
-		return p
-	}
-	return "config.toml"
-}
-
 // openChatStorage opens the conversation database and the UI state file,
 // and the session to resume (-c or --session ID). A database that cannot be
 // opened does not stop the chat: it runs without saving and says so. Asking
@@ -250,38 +243,6 @@ func openChatStorage(dbFlag string, flags *config.Flags) (store *session.Store, 
 	return store, resume, state, statePath, warnings, nil
 }
 
-// isTerminal reports whether f is a terminal (the chat needs one).
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// captureStderr points file descriptor 2 at the log file while the chat
-// runs: GPU drivers and other native libraries print warnings straight to
-// stderr, which would scribble over the full-screen UI. restore puts the
-// terminal back.
-func captureStderr() (restore func(), err error) {
-	path, err := config.LogPath()
-	if err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	saved, err := unix.Dup(2)
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := unix.Dup2(int(f.Fd()), 2); err != nil {
-		unix.Close(saved)
-		f.Close()
-		return nil, err
-	}
-	return func() {
-		unix.Dup2(saved, 2)
-		unix.Close(saved)
-		f.Close()
-	}, nil
-}
+// isTerminal reports whether f is a terminal (the chat needs one). A
+// character device is not enough: /dev/null is one.
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }

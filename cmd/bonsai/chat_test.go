@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/config"
@@ -77,5 +78,28 @@ func TestChatContext(t *testing.T) {
 	}
 	if n := chatContext(big, hp); n != 8192 {
 		t.Errorf("asked for 8192: context %d", n)
+	}
+}
+
+// Help asked for goes to stdout, as `bonsai help` does; --version answers;
+// the chat refuses a stdin that is not a terminal (/dev/null is a character
+// device, not a terminal) instead of dying inside the TUI.
+func TestHelpVersionAndNoTerminal(t *testing.T) {
+	for _, args := range [][]string{{"pull", "-h"}, {"sessions", "--help"}, {"-h"}, {"help"}} {
+		out, errOut, code := run(t, args...)
+		if code != 0 || !strings.Contains(out, "usage") || errOut != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+	}
+	if out, _, code := run(t, "--version"); code != 0 || !strings.HasPrefix(out, "bonsai ") {
+		t.Errorf("--version: exit %d, %q", code, out)
+	}
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devNull.Close()
+	if isTerminal(devNull) {
+		t.Error("/dev/null counts as a terminal")
 	}
 }

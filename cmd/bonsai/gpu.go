@@ -1,3 +1,5 @@
+//go:build cgo && !nogpu
+
 package main
 
 import (

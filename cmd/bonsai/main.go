@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"sort"
 )
 
@@ -40,16 +41,63 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		case "help", "-h", "--help":
 			usage(stdout)
 			return 0
+		case "version", "-version", "--version":
+			fmt.Fprintln(stdout, versionString())
+			return 0
 		}
 		if c, ok := commands[args[0]]; ok {
-			return report(c.run(args[1:], stdout, stderr), stderr)
+			return report(c.run(args[1:], stdout, helpOutput(args[1:], stdout, stderr)), stderr)
 		}
 	}
 	if defaultCommand == nil {
 		usage(stderr)
 		return 2
 	}
-	return report(defaultCommand(args, stdout, stderr), stderr)
+	return report(defaultCommand(args, stdout, helpOutput(args, stdout, stderr)), stderr)
+}
+
+// helpOutput is where a command writes its usage: stdout when the user
+// asked for it (-h), as `bonsai help` does; stderr when it comes with an
+// error.
+func helpOutput(args []string, stdout, stderr io.Writer) io.Writer {
+	for _, a := range args {
+		switch a {
+		case "-h", "-help", "--help":
+			return stdout
+		case "--":
+			return stderr
+		}
+	}
+	return stderr
+}
+
+// versionString is the module version and VCS revision the binary was built
+// from, as the Go toolchain recorded them.
+func versionString() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "bonsai (unknown version)"
+	}
+	v := bi.Main.Version
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	out := "bonsai " + v
+	if rev != "" {
+		out += " (" + rev + dirty + ")"
+	}
+	return out + " " + bi.GoVersion
 }
 
 func report(err error, stderr io.Writer) int {
@@ -76,5 +124,5 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintln(w, "\nRun 'bonsai COMMAND -h' for a command's flags.")
+	fmt.Fprintln(w, "\nRun 'bonsai COMMAND -h' for a command's flags, 'bonsai --version' for the version.")
 }

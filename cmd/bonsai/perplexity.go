@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strconv"
 
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/tokenizer"
@@ -92,12 +93,21 @@ func runPerplexity(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		total += nll
-		fmt.Fprintf(stdout, "window %d: nll %.6f ppl %.4f\n", w, nll, math.Exp(nll))
+		fmt.Fprintf(stdout, "window %d: nll %.6f ppl %s\n", w, nll, formatPPL(math.Exp(nll)))
 	}
 	mean := total / float64(n)
-	_, err = fmt.Fprintf(stdout, "perplexity %.4f (mean nll %.6f over %d windows of %d tokens, %s backend)\n",
-		math.Exp(mean), mean, n, *ctx, m.Backend().Name())
+	_, err = fmt.Fprintf(stdout, "perplexity %s (mean nll %.6f over %d windows of %d tokens, %s backend)\n",
+		formatPPL(math.Exp(mean)), mean, n, *ctx, m.Backend().Name())
 	return err
+}
+
+// formatPPL writes a perplexity with five significant digits: a random
+// model's runs to 1e30 and more, which %f spells in 30 digits.
+func formatPPL(p float64) string {
+	if p >= 1e6 {
+		return strconv.FormatFloat(p, 'e', 4, 64)
+	}
+	return strconv.FormatFloat(p, 'f', 4, 64)
 }
 
 // windowNLL is the mean negative log-likelihood of window[1:], each token

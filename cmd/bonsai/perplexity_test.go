@@ -43,9 +43,6 @@ func TestReadTokenFile(t *testing.T) {
 }
 
 func TestPerplexityCommand(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a model")
-	}
 	text := filepath.Join(t.TempDir(), "text.txt")
 	os.WriteFile(text, []byte("In the beginning God created the heaven and the earth. And the earth was without form, and void."), 0o644)
 	var out, errOut bytes.Buffer
@@ -58,5 +55,16 @@ func TestPerplexityCommand(t *testing.T) {
 	}
 	if err := runPerplexity([]string{"--model", "x.gguf"}, &out, &errOut); err == nil {
 		t.Errorf("no input file: no error")
+	}
+}
+
+func TestFormatPPL(t *testing.T) {
+	for _, tc := range []struct {
+		p    float64
+		want string
+	}{{12.34567, "12.3457"}, {999999, "999999.0000"}, {3.2e30, "3.2000e+30"}, {math.Inf(1), "+Inf"}} {
+		if got := formatPPL(tc.p); got != tc.want {
+			t.Errorf("formatPPL(%g) = %q, want %q", tc.p, got, tc.want)
+		}
 	}
 }

@@ -33,7 +33,8 @@ func runSessions(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	dbPath := fs.String("db", "", "conversation database `file` (default: $XDG_DATA_HOME/bonsai/bonsai.db)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: bonsai sessions [--search WORDS] [--json]")
+		fmt.Fprintln(stderr, "usage: bonsai sessions [list] [--json]")
+		fmt.Fprintln(stderr, "       bonsai sessions search WORDS   (or --search WORDS)")
 		fmt.Fprintln(stderr, "       bonsai sessions rename ID TITLE")
 		fmt.Fprintln(stderr, "       bonsai sessions delete ID...")
 		fs.PrintDefaults()
@@ -44,6 +45,22 @@ func runSessions(args []string, stdout, stderr io.Writer) error {
 			return nil
 		}
 		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	// "list" and "search WORDS" are the flagless spellings of the two
+	// listings.
+	if len(rest) > 0 {
+		switch rest[0] {
+		case "list", "ls":
+			if len(rest) > 1 {
+				return fmt.Errorf("%w: sessions list takes no arguments", errUsage)
+			}
+			rest = nil
+		case "search":
+			if len(rest) < 2 {
+				return fmt.Errorf("%w: sessions search WORDS", errUsage)
+			}
+			*search, rest = strings.Join(rest[1:], " "), nil
+		}
 	}
 	path, err := sessionDBPath(*dbPath)
 	if err != nil {
@@ -80,7 +97,7 @@ func runSessions(args []string, stdout, stderr io.Writer) error {
 			return store.Rename(ctx, id, rest[2])
 		case "delete", "rm":
 			if len(rest) < 2 {
-				return fmt.Errorf("%w: sessions delete ID...", errUsage)
+				return fmt.Errorf("%w: sessions delete ID [ID ...]", errUsage)
 			}
 			for _, a := range rest[1:] {
 				id, err := parseSessionID(a)
@@ -93,7 +110,7 @@ func runSessions(args []string, stdout, stderr io.Writer) error {
 			}
 			return nil
 		}
-		return fmt.Errorf("%w: sessions: unknown action %q (rename, delete)", errUsage, rest[0])
+		return fmt.Errorf("%w: sessions: unknown action %q (list, search, rename, delete)", errUsage, rest[0])
 	}
 
 	if *search != "" {
@@ -110,7 +127,7 @@ func runSessions(args []string, stdout, stderr io.Writer) error {
 		}
 		for _, h := range hits {
 			fmt.Fprintf(stdout, "%d  %s  %s\n    %s: %s\n", h.SessionID, h.Created.Format("2006-01-02 15:04"),
-				titleOrUntitled(h.Title), h.Role, oneLine(h.Snippet))
+				titleOrUntitled(h.Title), h.Role, oneLine(strings.ReplaceAll(h.Snippet, "**", "")))
 		}
 		return nil
 	}

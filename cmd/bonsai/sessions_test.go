@@ -92,7 +92,7 @@ func TestSessionsCommand(t *testing.T) {
 	}
 
 	out, _, _ = run(t, "sessions", "--search", "autumn")
-	if !strings.Contains(out, "**autumn**") || !strings.Contains(out, "Tell me about maples") {
+	if !strings.Contains(out, "vivid autumn colour") || strings.Contains(out, "**") || !strings.Contains(out, "Tell me about maples") {
 		t.Fatalf("search:\n%s", out)
 	}
 	out, _, _ = run(t, "sessions", "--search", "oak")
@@ -217,4 +217,23 @@ func TestConfigCommand(t *testing.T) {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return !errors.Is(err, os.ErrNotExist)
+}
+
+// "sessions list" and "sessions search WORDS" work as the flags do, and
+// search snippets carry no highlight markers.
+func TestSessionsListAndSearchWords(t *testing.T) {
+	isolatedXDG(t)
+	seedSessions(t)
+	plain, _, code := run(t, "sessions")
+	list, stderr, code2 := run(t, "sessions", "list")
+	if code != 0 || code2 != 0 || list != plain {
+		t.Fatalf("sessions list (%d, %q):\n%s\nwant what sessions prints:\n%s", code2, stderr, list, plain)
+	}
+	out, stderr, code := run(t, "sessions", "search", "autumn", "colour")
+	if code != 0 || !strings.Contains(out, "Maples have vivid autumn colour.") {
+		t.Fatalf("sessions search (%d, %q):\n%s", code, stderr, out)
+	}
+	if strings.Contains(out, "**") {
+		t.Errorf("snippet shows highlight markers:\n%s", out)
+	}
 }

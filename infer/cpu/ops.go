@@ -9,19 +9,6 @@ import (
 	"github.com/bonsai-chat/bonsai/infer/quant"
 )
 
-// halfToFloat converts every f16 bit pattern, as ggml's CPU backend does
-// with its table.
-var halfToFloat = func() *[1 << 16]float32 {
-	var t [1 << 16]float32
-	for i := range t {
-		t[i] = quant.F16ToF32(uint16(i))
-	}
-	return &t
-}()
-
-// roundF16 rounds x to the nearest f16 and back.
-func roundF16(x float32) float32 { return halfToFloat[quant.F32ToF16(x)] }
-
 func (b *Backend) Embed(dst infer.Tensor, w infer.Weight) {
 	if !b.ok() {
 		return

@@ -278,12 +278,28 @@ func TestProfiling(t *testing.T) {
 	}
 }
 
+// Close during a reply returns, closes Events (after what was already
+// queued), and leaves later calls returning at once.
 func TestCloseEndsEvents(t *testing.T) {
 	e := start(t, testFile(t), Options{})
 	e.Generate(GenerateRequest{Messages: ask("Hi"), Sampling: &Sampling{Temperature: 1}})
-	e.Close()
-	for range e.Events() {
+	within := func(what string, f func()) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() { f(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s did not return", what)
+		}
 	}
+	within("Close during a reply", e.Close)
+	within("draining Events", func() {
+		for range e.Events() {
+		}
+	})
+	within("Generate after Close", func() { e.Generate(GenerateRequest{Messages: ask("again")}) })
+	within("Reset after Close", e.Reset)
 }
 
 func TestMissingFileIsFatal(t *testing.T) {

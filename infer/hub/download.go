@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/bonsai-chat/bonsai/gguf"
-	"golang.org/x/sys/unix"
 )
 
 // PartialSuffix marks a download in progress, beside its final name.
@@ -212,9 +211,9 @@ func (d *downloader) transfer(ctx context.Context) error {
 	}
 	// Two pulls of one model would interleave their bytes; the lock goes
 	// with the descriptor.
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if busy, err := lockFile(f); err != nil || busy {
 		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
+		if busy {
 			return fmt.Errorf("hub: %s: %w", d.partial, ErrBusy)
 		}
 		return fmt.Errorf("hub: locking %s: %w", d.partial, err)
@@ -501,14 +500,6 @@ func (p *progressReader) Read(b []byte) (int, error) {
 	p.done += int64(n)
 	p.report(Progress{Phase: PhaseVerify, Done: p.done, Total: p.total})
 	return n, err
-}
-
-func freeSpace(dir string) (int64, error) {
-	var s unix.Statfs_t
-	if err := unix.Statfs(dir, &s); err != nil {
-		return 0, err
-	}
-	return int64(s.Bavail) * int64(s.Bsize), nil
 }
 
 // syncDir makes a rename durable; failure only risks the rename, so it is

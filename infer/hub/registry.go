@@ -32,8 +32,8 @@ func (m Model) URL() string {
 	return "https://huggingface.co/" + m.Repo + "/resolve/main/" + m.File
 }
 
-// Registry lists the known models. Sizes are the published file sizes
-// (docs formats.md §5 and §8); only abbreviated hashes are known, so no
+// Registry lists the known models. Sizes are the file sizes Hugging Face
+// publishes for them; only abbreviated hashes are known, so no
 // SHA256 is pinned and downloads are checked by size and GGUF structure.
 var Registry = []Model{
 	{Name: "bonsai-1.7b", Repo: "prism-ml/Bonsai-1.7B-gguf", File: "Bonsai-1.7B-Q1_0.gguf", Size: 248_302_272,

@@ -23,7 +23,8 @@ type Params struct {
 	Seed          uint64
 }
 
-// Bonsai are PrismML's recommended settings for Bonsai 1.x (formats.md §6).
+// Bonsai are PrismML's recommended settings for Bonsai 1.x (their demo's
+// run_llama.sh).
 func Bonsai(seed uint64) Params {
 	return Params{Temperature: 0.5, TopK: 20, TopP: 0.85, RepeatPenalty: 1, RepeatLastN: 64, Seed: seed}
 }

@@ -65,7 +65,7 @@ var ErrUnknownShape = errors.New("unknown model shape")
 // ErrUnknownArch is returned for an architecture the generator cannot write.
 var ErrUnknownArch = errors.New("unknown architecture")
 
-// Shapes are the real Bonsai 1.x shapes (formats.md §5.1) plus tiny, a
+// Shapes are the real Bonsai 1.x shapes (as their GGUF files have them) plus tiny, a
 // model of the same structure small enough for unit tests. tiny's widths
 // are multiples of 256 so every type, K-quants included, can store it.
 var Shapes = map[string]Shape{

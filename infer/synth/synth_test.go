@@ -40,7 +40,7 @@ func write(t *testing.T, o Options) (*gguf.File, []byte) {
 }
 
 func TestShapes(t *testing.T) {
-	// The real shapes, from formats.md §5.1 / baseline.md.
+	// The real shapes, as the published Bonsai files have them.
 	want := map[string][7]int{ // layers, hidden, heads, kv, ffn, vocab, tied
 		"1.7b": {28, 2048, 16, 8, 6144, 151936, 1},
 		"4b":   {36, 2560, 32, 8, 9728, 151936, 1},
