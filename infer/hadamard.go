@@ -453,11 +453,15 @@ func (r *Rotations) Inverse(name string) (Rotation, bool) {
 //
 // Input transforms an activation once for all the weights that read it (q, k
 // and v; gate and up): it keeps the rotated copy while successive calls
-// name the same source, and forgets it as soon as a call names another. So
-// a source must not be rewritten between two Input calls that read it unless
-// a call with another source comes between, which holds for any transformer
-// layer (the tensor a norm rewrites was last read before the matmul whose
-// output the residual adds).
+// name the same source, and forgets it as soon as a call names another,
+// whether that call's weight is listed or not. Unlisted weights always get
+// the source itself (Bonsai 2's ssm_alpha and ssm_beta read h beside the
+// rotated q|k|v and z). So a source must not be rewritten between two
+// Input calls that read it unless a call with another source comes
+// between, which holds for any transformer layer: the tensor a norm
+// rewrites was last read before the matmul whose output the residual adds,
+// and that matmul reads another tensor, even when a file leaves its weight
+// (ssm_out, ffn_down) out of weight_names.
 type Rotator struct {
 	b    Backend
 	rots *Rotations
@@ -509,13 +513,13 @@ func (r *Rotator) Input(w Weight, x Tensor) Tensor {
 	if r.rots == nil {
 		return x
 	}
-	in, ok := r.rots.inputs[w.Name()]
-	if !ok {
-		return x
-	}
 	if x != r.last {
 		r.forget()
 		r.last = x
+	}
+	in, ok := r.rots.inputs[w.Name()]
+	if !ok {
+		return x
 	}
 	// The scratch of w's width: a width that is not x's fails in the
 	// backend's shape checks, as the matmul would.
