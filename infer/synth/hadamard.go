@@ -145,34 +145,22 @@ func WriteRotated(rotatedPath, twinPath string, o RotatedOptions) error {
 
 // writeRotatedPair is WriteRotated for any architecture's plan.
 func writeRotatedPair(rotatedPath, twinPath string, ts []tensor, p rotationPlan, seed uint64, rotatedMeta, twinMeta func(*gguf.Writer)) error {
-	// The sign vector of each rotated width, and the weights to list.
-	signs := map[int][]float64{}
-	var widths []int32
-	var listed []string
-	stored := make([]tensor, len(ts))
-	for i, t := range ts {
-		stored[i] = t
-		if !p.rotates(t) {
-			continue
-		}
-		stored[i].ternary = true
-		n := int(t.shape[0])
-		if n%p.block != 0 {
-			return fmt.Errorf("synth: %w: %s has rows of %d, not a multiple of the block %d", ErrRotatedShape, t.name, n, p.block)
-		}
-		if signs[n] == nil {
-			signs[n] = randomSigns(seed, n)
-			widths = append(widths, int32(n))
-		}
-		if t.name != p.inverse {
-			listed = append(listed, t.name)
-		}
+	widths, listed, err := p.layout(ts)
+	if err != nil {
+		return err
 	}
+	signs := map[int][]float64{}
 	var values []int32
 	for _, n := range widths {
+		signs[int(n)] = randomSigns(seed, int(n))
 		for _, s := range signs[int(n)] {
 			values = append(values, int32(s))
 		}
+	}
+	stored := make([]tensor, len(ts))
+	for i, t := range ts {
+		stored[i] = t
+		stored[i].ternary = p.rotates(t)
 	}
 
 	data, release, err := spool(rotatedPath, stored, func(w io.Writer, t tensor) error { return writeTensor(w, t, seed) })
@@ -226,6 +214,29 @@ func writeRotatedPair(rotatedPath, twinPath string, ts []tensor, p rotationPlan,
 		return fmt.Errorf("synth: %w", err)
 	}
 	return nil
+}
+
+// layout lists the rotated input widths (sign_widths), in the order the
+// plan first meets them, and the weights to list (weight_names).
+func (p rotationPlan) layout(ts []tensor) (widths []int32, listed []string, err error) {
+	seen := map[int64]bool{}
+	for _, t := range ts {
+		if !p.rotates(t) {
+			continue
+		}
+		n := t.shape[0]
+		if n%int64(p.block) != 0 {
+			return nil, nil, fmt.Errorf("synth: %w: %s has rows of %d, not a multiple of the block %d", ErrRotatedShape, t.name, n, p.block)
+		}
+		if !seen[n] {
+			seen[n] = true
+			widths = append(widths, int32(n))
+		}
+		if t.name != p.inverse {
+			listed = append(listed, t.name)
+		}
+	}
+	return widths, listed, nil
 }
 
 // twinTensors are the twin's tensors: the rotated ones in F32, the others
