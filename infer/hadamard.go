@@ -79,11 +79,7 @@ type rotatedInput struct {
 // inconsistent file is refused with an error wrapping ErrBadRotation that
 // names the key.
 func ReadHadamard(f *gguf.File) (*HadamardSpec, error) {
-	rotated := false
-	for _, k := range f.KV.Keys() {
-		rotated = rotated || strings.HasPrefix(k, hadamardPrefix)
-	}
-	if !rotated {
+	if !hasRotation(f) {
 		return nil, nil
 	}
 	kv := f.KV
@@ -249,6 +245,17 @@ func ReadHadamard(f *gguf.File) (*HadamardSpec, error) {
 	return h, nil
 }
 
+// hasRotation reports whether f has prism.hadamard.* keys, consistent or
+// not.
+func hasRotation(f *gguf.File) bool {
+	for _, k := range f.KV.Keys() {
+		if strings.HasPrefix(k, hadamardPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
 const (
 	tokenEmbd    = "token_embd.weight"
 	outputWeight = "output.weight"
@@ -369,6 +376,26 @@ func (h *HadamardSpec) Widths() []int {
 	sort.Ints(ws)
 	return ws
 }
+
+// Weights counts the weights whose input is rotated (weight_names), and
+// of them those whose input is regrouped first (ssm_out, gdn_v_grouped).
+func (h *HadamardSpec) Weights() (rotated, regrouped int) {
+	for _, in := range h.inputs {
+		rotated++
+		if in.regroup.HeadDim > 0 {
+			regrouped++
+		}
+	}
+	return rotated, regrouped
+}
+
+// HasSigns reports whether the rotation has sign vectors (sign_mode
+// explicit).
+func (h *HadamardSpec) HasSigns() bool { return h.signs != nil }
+
+// Tables counts the tables whose rows are rotated back after the lookup
+// (inverse_weight_names).
+func (h *HadamardSpec) Tables() int { return len(h.inverse) }
 
 // SignsName is the synthetic weight name a sign vector of width n is bound
 // under.

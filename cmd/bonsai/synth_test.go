@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -100,6 +101,14 @@ func TestSynthBonsai2(t *testing.T) {
 			t.Errorf("%s: no separate output", typ)
 		}
 		f.Close()
+		// 4 DeltaNet layers × 6 + 2 attention layers × 7 + output.
+		var info bytes.Buffer
+		if err := runInfo([]string{out}, &info, &stderr); err != nil {
+			t.Fatal(err)
+		}
+		if want := "blocks of 256, explicit signs, input widths [256 512]: 39 weights rotated (4 regrouped), 1 table(s) rotated back"; !strings.Contains(info.String(), want) {
+			t.Errorf("%s: bonsai info says\n%s\nwithout %q", typ, info.String(), want)
+		}
 		tw, err := gguf.Open(twin)
 		if err != nil {
 			t.Fatal(err)

@@ -25,13 +25,22 @@ import (
 // F32 weights (synth.WriteRotated). Stock llama.cpp on the rotated file
 // would output gibberish, as it does on Bonsai 2's own files.
 //
-// The models are the tiny qwen3 shape with a separate output (version 1
-// rotates token_embd's rows, so it cannot be tied), blocks of 128 so that
+// The qwen3 models are the tiny qwen3 shape with a separate output (version
+// 1 rotates token_embd's rows, so it cannot be tied), blocks of 128 so that
 // every width holds several, and one weight (blk.1.attn_k) left out of
 // weight_names: it must read the unrotated activation while q and v beside
 // it read the rotated one.
+//
+// The qwen35 models are Bonsai 2 in miniature: synth's tiny qwen35 shape
+// (four Gated DeltaNet layers with 2 K heads and 4 V heads of 64, two gated
+// attention layers), untied, in blocks of 128, their ternary weights stored
+// in PTQ1_0 or PQ2_0 (PrismML's types, which stock llama.cpp lacks), with
+// ssm_alpha and ssm_beta in BF16 outside weight_names reading the primal h
+// beside the rotated q|k|v and z, and gdn_v_grouped set, so that ssm_out
+// reads the DeltaNet output regrouped across blocks.
 type rotatedCase struct {
 	name    string
+	arch    string    // synth architecture; "" is qwen3
 	typ     gguf.Type // stored type of the rotated file's 2-D weights
 	prompts []string
 }
@@ -47,6 +56,11 @@ var rotatedCases = []rotatedCase{
 	// greedy token wherever the tolerance decides it (see
 	// compareRotatedQuantized).
 	{name: "hadamard-q8_0", typ: gguf.Q8_0, prompts: []string{promptProse, promptCode, promptDates}},
+	// PTQ1_0 and PQ2_0 multiply Q8_0 activations: the rules of
+	// hadamard-q8_0. Both codecs store the same ternary values, so the
+	// twins are the same function; the prompts differ.
+	{name: "hadamard-qwen35-ptq1_0", arch: "qwen35", typ: gguf.PTQ1_0, prompts: []string{"Bonsai 2 rotates its weights.", promptCode, promptDates}},
+	{name: "hadamard-qwen35-pq2_0", arch: "qwen35", typ: gguf.PQ2_0, prompts: []string{promptProse, promptDates, promptCode}},
 }
 
 // rotatedBlock is the prism.hadamard.block_size of the cases.
@@ -60,6 +74,11 @@ type rotatedGolden struct {
 }
 
 func (c rotatedCase) options(seed uint64) synth.RotatedOptions {
+	if c.arch == "qwen35" {
+		s := synth.Qwen35Shapes["tiny"]
+		s.Vocab, s.Tied = 4096, false
+		return synth.RotatedOptions{Options: synth.Options{Shape: s, Type: c.typ, Seed: seed}, Block: rotatedBlock}
+	}
 	s := synth.Shapes["tiny"]
 	s.Vocab, s.Tied = 4096, false
 	return synth.RotatedOptions{
@@ -88,7 +107,7 @@ func TestRotatedModelParity(t *testing.T) {
 			t.Logf("seed %d: %d of %d steps decisive within the tolerance; smallest top-1/top-2 gap %.2f·ε·(|logit|+1)",
 				g.Seed, decisiveRuns(c.typ, g.Runs), len(g.Runs)*steps, minMarginRuns(c.typ, g.Runs))
 			checkLiveOracle(t, twin, g.golden)
-			checkRotatedFile(t, rotated, g.golden)
+			checkRotatedFile(t, rotated, c.typ, g.golden)
 			if c.typ == gguf.F32 {
 				compareModel(t, rotated, c.typ, g.golden)
 			} else {
@@ -99,9 +118,11 @@ func TestRotatedModelParity(t *testing.T) {
 }
 
 // checkRotatedFile makes sure the comparison is about the rotation: the file
-// bonsai runs is rotated, and stock llama.cpp, which ignores the rotation,
-// continues it otherwise than the twin (where the oracle runs).
-func checkRotatedFile(t *testing.T, path string, g golden) {
+// bonsai runs is rotated, and a reader that ignores the rotation continues
+// it otherwise than the twin. That reader is stock llama.cpp where it knows
+// the stored type; for PrismML's types, which it lacks, bonsai itself on a
+// copy of the file without its prism.hadamard keys.
+func checkRotatedFile(t *testing.T, path string, typ gguf.Type, g golden) {
 	t.Helper()
 	f, err := gguf.Open(path)
 	if err != nil {
@@ -112,10 +133,16 @@ func checkRotatedFile(t *testing.T, path string, g golden) {
 	if err != nil || spec == nil || spec.Block != rotatedBlock {
 		t.Fatalf("%s: rotation %v, %v", path, spec, err)
 	}
+	r := g.Runs[0]
+	if typ == gguf.PTQ1_0 || typ == gguf.PQ2_0 {
+		if ids := bonsaiGreedy(t, withoutRotation(t, f), r.PromptTokens, steps); equalIDs(ids, r.Tokens) {
+			t.Fatalf("bonsai without the rotation continues %q as llama.cpp does the twin: the rotation changes nothing here", r.Prompt)
+		}
+		return
+	}
 	if oracleMissing() != nil {
 		return
 	}
-	r := g.Runs[0]
 	stock, err := oracleGenerate(path, r.Prompt, steps, topLogs)
 	if err != nil {
 		t.Fatal(err)
@@ -123,6 +150,56 @@ func checkRotatedFile(t *testing.T, path string, g golden) {
 	if equalIDs(stock.Tokens, r.Tokens) {
 		t.Fatalf("llama.cpp without the rotation continues %q as it does the twin: the rotation changes nothing here", r.Prompt)
 	}
+}
+
+// withoutRotation writes f without its prism.hadamard keys next to it and
+// returns the copy's path.
+func withoutRotation(t *testing.T, f *gguf.File) string {
+	t.Helper()
+	w := gguf.NewWriter()
+	for _, k := range f.KV.Keys() {
+		if !strings.HasPrefix(k, "prism.hadamard.") {
+			v, _ := f.KV.Get(k)
+			w.Set(k, v)
+		}
+	}
+	for i := range f.Tensors {
+		ti := &f.Tensors[i]
+		if err := w.AddTensor(ti.Name, ti.Type, ti.Shape, f.Data(ti)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "unrotated.gguf")
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// bonsaiGreedy is bonsai's greedy continuation of prompt, n tokens.
+func bonsaiGreedy(t *testing.T, path string, prompt []int32, n int) []int32 {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := infer.Load(f, infer.Options{Backend: "cpu", Context: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var ids []int32
+	input, pos := prompt, 0
+	for range n {
+		if err := m.Forward(input, pos); err != nil {
+			t.Fatal(err)
+		}
+		pos += len(input)
+		input = []int32{argmax(m.Logits())}
+		ids = append(ids, input[0])
+	}
+	return ids
 }
 
 // compareRotatedQuantized is compareModel for a rotated file whose
@@ -217,7 +294,7 @@ func rotatedCaseGolden(t *testing.T, c rotatedCase) rotatedGolden {
 		o := c.options(seed)
 		_, twin, rsum, tsum := rotatedPair(t, o)
 		g := rotatedGolden{golden: golden{
-			Shape: o.Shape.Name, Type: o.Type.String(), Vocab: o.Shape.Vocab, Layers: o.Shape.Layers,
+			Arch: c.arch, Shape: o.Shape.Name, Type: o.Type.String(), Vocab: o.Shape.Vocab, Layers: o.Shape.Layers,
 			Tied: o.Shape.Tied, Seed: seed, ModelSHA256: tsum,
 		}, RotatedSHA256: rsum}
 		for _, p := range c.prompts {
@@ -252,7 +329,7 @@ func rotatedPair(t *testing.T, o synth.RotatedOptions) (rotated, twin, rotatedSu
 	t.Helper()
 	models.Lock()
 	defer models.Unlock()
-	key := fmt.Sprintf("rotated-%s-%s-b%d-s%d", o.Shape.Name, strings.ToLower(o.Type.String()), o.Block, o.Seed)
+	key := fmt.Sprintf("rotated-%s%s-%s-b%d-s%d", o.Shape.Arch, o.Shape.Name, strings.ToLower(o.Type.String()), o.Block, o.Seed)
 	if p, ok := models.paths[key]; ok {
 		return p, models.paths[key+"#twin"], models.paths[key+"#sha"], models.paths[key+"#twinsha"]
 	}
