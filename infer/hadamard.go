@@ -79,11 +79,7 @@ type rotatedInput struct {
 // inconsistent file is refused with an error wrapping ErrBadRotation that
 // names the key.
 func ReadHadamard(f *gguf.File) (*HadamardSpec, error) {
-	rotated := false
-	for _, k := range f.KV.Keys() {
-		rotated = rotated || strings.HasPrefix(k, hadamardPrefix)
-	}
-	if !rotated {
+	if !hasRotation(f) {
 		return nil, nil
 	}
 	kv := f.KV
@@ -249,6 +245,17 @@ func ReadHadamard(f *gguf.File) (*HadamardSpec, error) {
 	return h, nil
 }
 
+// hasRotation reports whether f has prism.hadamard.* keys, consistent or
+// not.
+func hasRotation(f *gguf.File) bool {
+	for _, k := range f.KV.Keys() {
+		if strings.HasPrefix(k, hadamardPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
 const (
 	tokenEmbd    = "token_embd.weight"
 	outputWeight = "output.weight"
@@ -370,6 +377,26 @@ func (h *HadamardSpec) Widths() []int {
 	return ws
 }
 
+// Weights counts the weights whose input is rotated (weight_names), and
+// of them those whose input is regrouped first (ssm_out, gdn_v_grouped).
+func (h *HadamardSpec) Weights() (rotated, regrouped int) {
+	for _, in := range h.inputs {
+		rotated++
+		if in.regroup.HeadDim > 0 {
+			regrouped++
+		}
+	}
+	return rotated, regrouped
+}
+
+// HasSigns reports whether the rotation has sign vectors (sign_mode
+// explicit).
+func (h *HadamardSpec) HasSigns() bool { return h.signs != nil }
+
+// Tables counts the tables whose rows are rotated back after the lookup
+// (inverse_weight_names).
+func (h *HadamardSpec) Tables() int { return len(h.inverse) }
+
 // SignsName is the synthetic weight name a sign vector of width n is bound
 // under.
 func SignsName(n int) string { return fmt.Sprintf("prism.hadamard.signs.%d", n) }
@@ -453,11 +480,15 @@ func (r *Rotations) Inverse(name string) (Rotation, bool) {
 //
 // Input transforms an activation once for all the weights that read it (q, k
 // and v; gate and up): it keeps the rotated copy while successive calls
-// name the same source, and forgets it as soon as a call names another. So
-// a source must not be rewritten between two Input calls that read it unless
-// a call with another source comes between, which holds for any transformer
-// layer (the tensor a norm rewrites was last read before the matmul whose
-// output the residual adds).
+// name the same source, and forgets it as soon as a call names another,
+// whether that call's weight is listed or not. Unlisted weights always get
+// the source itself (Bonsai 2's ssm_alpha and ssm_beta read h beside the
+// rotated q|k|v and z). So a source must not be rewritten between two
+// Input calls that read it unless a call with another source comes
+// between, which holds for any transformer layer: the tensor a norm
+// rewrites was last read before the matmul whose output the residual adds,
+// and that matmul reads another tensor, even when a file leaves its weight
+// (ssm_out, ffn_down) out of weight_names.
 type Rotator struct {
 	b    Backend
 	rots *Rotations
@@ -509,13 +540,13 @@ func (r *Rotator) Input(w Weight, x Tensor) Tensor {
 	if r.rots == nil {
 		return x
 	}
-	in, ok := r.rots.inputs[w.Name()]
-	if !ok {
-		return x
-	}
 	if x != r.last {
 		r.forget()
 		r.last = x
+	}
+	in, ok := r.rots.inputs[w.Name()]
+	if !ok {
+		return x
 	}
 	// The scratch of w's width: a width that is not x's fails in the
 	// backend's shape checks, as the matmul would.

@@ -317,6 +317,9 @@ func TestRotator(t *testing.T) {
 	step("blk.0.ssm_alpha.weight", h) // unlisted: the primal h
 	step("blk.0.ssm_out.weight", o)   // regrouped
 	step("blk.0.attn_qkv.weight", h)  // another source came between: again
+	step("blk.0.ssm_alpha.weight", h) // unlisted after listed: still the primal h
+	step("blk.0.ffn_up.weight", o)    // unlisted, another source: h may change now
+	step("blk.0.attn_gate.weight", h) // so h is rotated again, not taken from before
 	step("output.weight", last)       // one row: the one-row scratch
 	want := []string{
 		"[embed token_embd.weight→x hadamard x→x block 8 signs prism.hadamard.signs.16 after true regroup {0 0}]",
@@ -325,6 +328,9 @@ func TestRotator(t *testing.T) {
 		"blk.0.ssm_alpha.weight(h): h []",
 		"blk.0.ssm_out.weight(o): hadamard.24 [hadamard o→hadamard.24 block 8 signs prism.hadamard.signs.24 after false regroup {4 2}]",
 		"blk.0.attn_qkv.weight(h): hadamard.16 [hadamard h→hadamard.16 block 8 signs prism.hadamard.signs.16 after false regroup {0 0}]",
+		"blk.0.ssm_alpha.weight(h): h []",
+		"blk.0.ffn_up.weight(o): o []",
+		"blk.0.attn_gate.weight(h): hadamard.16 [hadamard h→hadamard.16 block 8 signs prism.hadamard.signs.16 after false regroup {0 0}]",
 		"output.weight(last): hadamard.16.row [hadamard last→hadamard.16.row block 8 signs prism.hadamard.signs.16 after false regroup {0 0}]",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

@@ -208,6 +208,7 @@ type qwen35 struct {
 	outNorm Weight
 	output  Weight
 	layers  []qwen35Layer
+	rot     *Rotator
 
 	// Activations, MaxBatch rows each but last and logits (one row).
 	x, h                   Tensor
@@ -311,6 +312,9 @@ func buildQwen35(f *gguf.File, b Backend, cfg BuildConfig) (Network, error) {
 	if bind.err != nil {
 		return nil, bind.err
 	}
+	if n.rot, err = NewRotator(f, b, cfg.MaxBatch); err != nil {
+		return nil, err
+	}
 
 	B := cfg.MaxBatch
 	alloc := tensorAllocator{b: b}
@@ -372,9 +376,9 @@ func (p Qwen35Params) RecurrentSpec() RecurrentSpec {
 }
 
 // matmul is every matrix product of the network: the one place where a
-// weight's input basis is handled.
+// weight's input basis is handled (Bonsai 2's rotation).
 func (n *qwen35) matmul(dst Tensor, w Weight, x Tensor) {
-	n.b.MatMul(dst, w, x)
+	n.b.MatMul(dst, w, n.rot.Input(w, x))
 }
 
 // Forward runs the layers over the batch; see the type's comment for the
@@ -384,7 +388,7 @@ func (n *qwen35) Forward(batch Batch, logits []float32) error {
 	b.Begin(batch)
 
 	b.Phase(profile.Embed)
-	b.Embed(n.x, n.embd)
+	n.rot.Embed(n.x, n.embd)
 
 	for i := range n.layers {
 		L := &n.layers[i]

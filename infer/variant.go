@@ -19,11 +19,14 @@ type Variant struct {
 	Think       bool
 }
 
-// ModelShape is the part of a model's hyperparameters that identifies it.
+// ModelShape is the part of a model's hyperparameters that identifies it,
+// and whether its weights are stored rotated (prism.hadamard.*, which only
+// Bonsai 2 has).
 type ModelShape struct {
 	Arch                                               string
 	Layers, Embed, Heads, KVHeads, HeadDim, FFN, Vocab int
 	Tied                                               bool
+	Rotated                                            bool
 }
 
 // bonsaiShapes are the Bonsai 1.x dense shapes and the 27B qwen35 shape of
@@ -34,10 +37,10 @@ var bonsaiShapes = []struct {
 	shape    ModelShape
 	anyTying bool
 }{
-	{"1.7B", ModelShape{"qwen3", 28, 2048, 16, 8, 128, 6144, 151936, true}, false},
-	{"4B", ModelShape{"qwen3", 36, 2560, 32, 8, 128, 9728, 151936, true}, false},
-	{"8B", ModelShape{"qwen3", 36, 4096, 32, 8, 128, 12288, 151936, false}, false},
-	{"27B", ModelShape{"qwen35", 64, 5120, 24, 4, 256, 17408, 248320, false}, true},
+	{"1.7B", ModelShape{"qwen3", 28, 2048, 16, 8, 128, 6144, 151936, true, false}, false},
+	{"4B", ModelShape{"qwen3", 36, 2560, 32, 8, 128, 9728, 151936, true, false}, false},
+	{"8B", ModelShape{"qwen3", 36, 4096, 32, 8, 128, 12288, 151936, false, false}, false},
+	{"27B", ModelShape{"qwen35", 64, 5120, 24, 4, 256, 17408, 248320, false, false}, true},
 }
 
 // ClassifyVariant names a model from its shape and the types of its 2-D
@@ -45,14 +48,17 @@ var bonsaiShapes = []struct {
 // kernel and gate projections, which every file keeps in F32 or BF16). It is
 // a pure function: Bonsai when the shape is a Bonsai shape and every 2-D
 // weight is Q1_0; Ternary-Bonsai when they are all 2-bit (Q2_0, its legacy
-// g128 layout, or PQ2_0 for the 1.x shapes); Bonsai-2-27B when the 27B
-// shape's weights are PTQ1_0 and PQ2_0 (Bonsai 2's Prism types); otherwise
-// "<Arch> (other)".
+// g128 layout, or PQ2_0); Bonsai-2-27B when the 27B shape is rotated and its
+// weights are PTQ1_0, PQ2_0 or Q2_0 (Bonsai 2's files and its development
+// Q2_0); otherwise "<Arch> (other)". Only Bonsai 2 is rotated, and Bonsai 2
+// only rotated: a PTQ1_0 file without rotation is no Bonsai file, and a
+// 27B PQ2_0 one is Ternary-Bonsai-27B.
 func ClassifyVariant(s ModelShape, weightTypes map[gguf.Type]int) Variant {
 	other := Variant{Name: archTitle(s.Arch) + " (other)"}
 	size := ""
 	for _, b := range bonsaiShapes {
 		t := s
+		t.Rotated = false
 		if b.anyTying {
 			t.Tied = b.shape.Tied
 		}
@@ -81,13 +87,14 @@ func ClassifyVariant(s ModelShape, weightTypes map[gguf.Type]int) Variant {
 		v.Temperature, v.TopP, v.Think = 0.7, 0.95, true
 	}
 	switch {
+	case s.Rotated && s.Arch == "qwen35" && allOf(gguf.PTQ1_0, gguf.PQ2_0, gguf.Q2_0):
+		v.Name = "Bonsai-2-" + size
+	case s.Rotated:
+		other.Size = size
+		return other
 	case allOf(gguf.Q1_0):
 		v.Name = "Bonsai-" + size
-	case s.Arch == "qwen35" && allOf(gguf.Q2_0, gguf.Q2_0G128):
-		v.Name = "Ternary-Bonsai-" + size
-	case s.Arch == "qwen35" && allOf(gguf.PTQ1_0, gguf.PQ2_0):
-		v.Name = "Bonsai-2-" + size
-	case s.Arch != "qwen35" && allOf(gguf.Q2_0, gguf.Q2_0G128, gguf.PQ2_0):
+	case allOf(gguf.Q2_0, gguf.Q2_0G128, gguf.PQ2_0):
 		v.Name = "Ternary-Bonsai-" + size
 	default:
 		other.Size = size
@@ -108,8 +115,9 @@ func DetectVariant(f *gguf.File) Variant {
 		read = a.Hyperparams // qwen35's counts the trunk's layers only
 	}
 	if hp, err := read(f); err == nil {
-		s = ModelShape{arch, hp.Layers, hp.Embed, hp.Heads, hp.KVHeads, hp.HeadDim, hp.FFN, hp.Vocab, hp.TiedOutput}
+		s = ModelShape{arch, hp.Layers, hp.Embed, hp.Heads, hp.KVHeads, hp.HeadDim, hp.FFN, hp.Vocab, hp.TiedOutput, false}
 	}
+	s.Rotated = hasRotation(f)
 	types := WeightTypes(f)
 	if arch == "qwen35" {
 		types = map[gguf.Type]int{}

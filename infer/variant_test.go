@@ -7,12 +7,13 @@ import (
 )
 
 func TestClassifyVariant(t *testing.T) {
-	b17 := ModelShape{"qwen3", 28, 2048, 16, 8, 128, 6144, 151936, true}
-	b4 := ModelShape{"qwen3", 36, 2560, 32, 8, 128, 9728, 151936, true}
-	b8 := ModelShape{"qwen3", 36, 4096, 32, 8, 128, 12288, 151936, false}
+	b17 := ModelShape{"qwen3", 28, 2048, 16, 8, 128, 6144, 151936, true, false}
+	b4 := ModelShape{"qwen3", 36, 2560, 32, 8, 128, 9728, 151936, true, false}
+	b8 := ModelShape{"qwen3", 36, 4096, 32, 8, 128, 12288, 151936, false, false}
 	q1 := map[gguf.Type]int{gguf.Q1_0: 197}
-	b27 := ModelShape{"qwen35", 64, 5120, 24, 4, 256, 17408, 248320, false}
+	b27 := ModelShape{"qwen35", 64, 5120, 24, 4, 256, 17408, 248320, false, false}
 	b27tied := func() ModelShape { s := b27; s.Tied = true; return s }()
+	b2 := func() ModelShape { s := b27; s.Rotated = true; return s }()
 	tests := []struct {
 		name   string
 		shape  ModelShape
@@ -37,9 +38,15 @@ func TestClassifyVariant(t *testing.T) {
 		{"27B Q1_0 tied", b27tied, map[gguf.Type]int{gguf.Q1_0: 496}, "Bonsai-27B", true},
 		{"27B ternary g64", b27, map[gguf.Type]int{gguf.Q2_0: 497}, "Ternary-Bonsai-27B", true},
 		{"27B ternary g128", b27, map[gguf.Type]int{gguf.Q2_0G128: 497}, "Ternary-Bonsai-27B", true},
-		{"Bonsai 2 PTQ1_0", b27, map[gguf.Type]int{gguf.PTQ1_0: 497}, "Bonsai-2-27B", true},
-		{"Bonsai 2 PQ2_0", b27, map[gguf.Type]int{gguf.PQ2_0: 497}, "Bonsai-2-27B", true},
-		{"Bonsai 2 mixed Prism types", b27, map[gguf.Type]int{gguf.PTQ1_0: 496, gguf.PQ2_0: 1}, "Bonsai-2-27B", true},
+		{"Bonsai 2 PTQ1_0", b2, map[gguf.Type]int{gguf.PTQ1_0: 497}, "Bonsai-2-27B", true},
+		{"Bonsai 2 PQ2_0", b2, map[gguf.Type]int{gguf.PQ2_0: 497}, "Bonsai-2-27B", true},
+		{"Bonsai 2 mixed Prism types", b2, map[gguf.Type]int{gguf.PTQ1_0: 496, gguf.PQ2_0: 1}, "Bonsai-2-27B", true},
+		{"Bonsai 2 development Q2_0", b2, map[gguf.Type]int{gguf.Q2_0: 497}, "Bonsai-2-27B", true},
+		{"27B PQ2_0 without rotation", b27, map[gguf.Type]int{gguf.PQ2_0: 497}, "Ternary-Bonsai-27B", true},
+		{"27B PTQ1_0 without rotation", b27, map[gguf.Type]int{gguf.PTQ1_0: 497}, "Qwen35 (other)", false},
+		{"rotated Q1_0", b2, map[gguf.Type]int{gguf.Q1_0: 497}, "Qwen35 (other)", false},
+		{"rotated Bonsai 2 types in Q4_K", b2, map[gguf.Type]int{gguf.Q4_K: 497}, "Qwen35 (other)", false},
+		{"rotated 8B", func() ModelShape { s := b8; s.Rotated = true; return s }(), map[gguf.Type]int{gguf.PQ2_0: 254}, "Qwen3 (other)", false},
 		{"27B in Q4_K", b27, map[gguf.Type]int{gguf.Q4_K: 497}, "Qwen35 (other)", false},
 		{"27B shape with 48 layers", func() ModelShape { s := b27; s.Layers = 48; return s }(), map[gguf.Type]int{gguf.Q1_0: 497}, "Qwen35 (other)", false},
 		{"PTQ1_0 in a 1.x shape", b8, map[gguf.Type]int{gguf.PTQ1_0: 254}, "Qwen3 (other)", false},

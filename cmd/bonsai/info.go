@@ -100,6 +100,18 @@ func describe(f *gguf.File, ctx int, out io.Writer) error {
 		row("shape", "unavailable: %v", archErr)
 	}
 
+	if spec, err := infer.ReadHadamard(f); err != nil {
+		row("rotation", "refused: %v", err)
+	} else if spec != nil {
+		rotated, regrouped := spec.Weights()
+		signs := "explicit signs"
+		if !spec.HasSigns() {
+			signs = "no signs"
+		}
+		row("rotation", "Hadamard (prism.hadamard), blocks of %d, %s, input widths %v: %d weights rotated (%d regrouped), %d table(s) rotated back",
+			spec.Block, signs, spec.Widths(), rotated, regrouped, spec.Tables())
+	}
+
 	type typeUse struct {
 		t     gguf.Type
 		count int

@@ -12,6 +12,7 @@ import (
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/hub"
+	"github.com/bonsai-chat/bonsai/infer/quant"
 )
 
 func init() {
@@ -70,22 +71,45 @@ func runModels(args []string, stdout, stderr io.Writer) error {
 		if m.Size > 0 {
 			size = pullFormatBytes(m.Size)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s%s\n", m.Name, size, m.Summary, unrunnableMark(m.Arch()))
+		fmt.Fprintf(tw, "  %s\t%s\t%s%s\n", m.Name, size, m.Summary, unrunnableMark(m.Arch(), m.Types()))
 	}
 	return tw.Flush()
 }
 
-// unrunnableMark flags an architecture this build has no forward pass for;
-// it derives from the architecture registry, so the mark goes away by
-// itself once the architecture is added.
-func unrunnableMark(arch string) string {
+// unrunnableMark flags a model this build cannot run: an architecture it
+// has no forward pass for, or tensor types it has no kernels for. It
+// derives from the architecture registry and the quant package's table of
+// types, so the mark goes away by itself once both are there.
+func unrunnableMark(arch string, types []gguf.Type) string {
 	if arch == "" {
 		return ""
 	}
 	if _, err := infer.LookupArch(arch); err != nil {
 		return " [bonsai cannot run " + arch + " models yet]"
 	}
+	var missing []string
+	for _, t := range types {
+		if !quant.Supported(t) {
+			missing = append(missing, strings.ToLower(t.String()))
+		}
+	}
+	if len(missing) > 0 {
+		return " [bonsai cannot run " + strings.Join(missing, ", ") + " weights yet]"
+	}
 	return ""
+}
+
+// fileTypes lists the tensor types f holds.
+func fileTypes(f *gguf.File) []gguf.Type {
+	seen := map[gguf.Type]bool{}
+	var types []gguf.Type
+	for i := range f.Tensors {
+		if t := f.Tensors[i].Type; !seen[t] {
+			seen[t] = true
+			types = append(types, t)
+		}
+	}
+	return types
 }
 
 // modelsDescribe reads a local file's header for its variant and weight types.
@@ -103,7 +127,7 @@ func modelsDescribe(l hub.Local) (variant, weights string) {
 	defer f.Close()
 	v := infer.DetectVariant(f)
 	arch, _ := infer.ArchOf(f)
-	return v.Name + unrunnableMark(arch), modelsTypeCounts(infer.WeightTypes(f))
+	return v.Name + unrunnableMark(arch, fileTypes(f)), modelsTypeCounts(infer.WeightTypes(f))
 }
 
 // modelsTypeCounts renders tensor type counts, most common first: "q1_0×254".

@@ -5,23 +5,29 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/hub"
+	"github.com/bonsai-chat/bonsai/infer/quant"
 )
 
-// The "cannot run" mark follows the architecture registry: registering the
-// architecture removes it.
+// The "cannot run" mark follows the architecture registry and the table of
+// tensor types: registering the architecture removes it, and a type without
+// kernels keeps it.
 func TestUnrunnableMark(t *testing.T) {
-	if m := unrunnableMark("qwen3"); m != "" {
+	if m := unrunnableMark("qwen3", []gguf.Type{gguf.Q1_0, gguf.F32}); m != "" {
 		t.Errorf("qwen3 marked %q", m)
 	}
 	const arch = "test-arch-not-yet"
-	if m := unrunnableMark(arch); !strings.Contains(m, "cannot run") {
+	if m := unrunnableMark(arch, nil); !strings.Contains(m, "cannot run") {
 		t.Errorf("unregistered architecture marked %q", m)
 	}
 	infer.RegisterArch(infer.Architecture{Name: arch})
-	if m := unrunnableMark(arch); m != "" {
+	if m := unrunnableMark(arch, nil); m != "" {
 		t.Errorf("registered architecture still marked %q", m)
+	}
+	if m := unrunnableMark("qwen3", []gguf.Type{gguf.TQ1_0, gguf.F32}); !strings.Contains(m, "tq1_0") {
+		t.Errorf("a type without kernels marked %q", m)
 	}
 	var out bytes.Buffer
 	if err := runModels([]string{"--dir", t.TempDir()}, &out, &out); err != nil {
@@ -29,14 +35,28 @@ func TestUnrunnableMark(t *testing.T) {
 	}
 	for _, m := range hub.Registry {
 		_, err := infer.LookupArch(m.Arch())
+		runnable := err == nil
+		for _, typ := range m.Types() {
+			runnable = runnable && quant.Supported(typ)
+		}
 		line := ""
 		for _, l := range strings.Split(out.String(), "\n") {
 			if strings.HasPrefix(strings.TrimSpace(l), m.Name+" ") {
 				line = l
 			}
 		}
-		if marked := strings.Contains(line, "cannot run"); marked != (err != nil) {
-			t.Errorf("%s (%s): line %q, runnable %v", m.Name, m.Arch(), line, err == nil)
+		if marked := strings.Contains(line, "cannot run"); marked != !runnable {
+			t.Errorf("%s (%s %v): line %q, runnable %v", m.Name, m.Arch(), m.Types(), line, runnable)
+		}
+	}
+	// The whole 27B family runs: qwen35 and its types are in this build.
+	for _, name := range []string{"bonsai-27b", "ternary-bonsai-27b", "bonsai-2-27b", "bonsai-2-27b-ptq1_0"} {
+		m, ok := hub.Lookup(name)
+		if !ok {
+			t.Fatalf("%s is not in the registry", name)
+		}
+		if mark := unrunnableMark(m.Arch(), m.Types()); mark != "" {
+			t.Errorf("%s marked %q", name, mark)
 		}
 	}
 }

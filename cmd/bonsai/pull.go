@@ -34,7 +34,7 @@ func runPull(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "usage: bonsai pull [--dir DIR] [--sha256 HEX] NAME|URL")
 		fmt.Fprintln(stderr, "\nnames:")
 		for _, m := range hub.Registry {
-			fmt.Fprintf(stderr, "  %-20s %s%s\n", m.Name, m.Summary, unrunnableMark(m.Arch()))
+			fmt.Fprintf(stderr, "  %-20s %s%s\n", m.Name, m.Summary, unrunnableMark(m.Arch(), m.Types()))
 		}
 		fmt.Fprintln(stderr, "\nflags:")
 		fs.PrintDefaults()
@@ -60,8 +60,8 @@ func runPull(args []string, stdout, stderr io.Writer) error {
 
 	target := fs.Arg(0)
 	if m, ok := hub.Lookup(target); ok {
-		if mark := unrunnableMark(m.Arch()); mark != "" {
-			fmt.Fprintf(stderr, "note: %s is a %s model, which this bonsai cannot run yet; downloading it anyway\n", m.Name, m.Arch())
+		if mark := unrunnableMark(m.Arch(), m.Types()); mark != "" {
+			fmt.Fprintf(stderr, "note: %s:%s; downloading it anyway\n", m.Name, mark)
 		}
 	}
 	bar := newPullProgressBar(stderr, target)

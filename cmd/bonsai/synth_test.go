@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer"
 )
 
 func TestSynthCommand(t *testing.T) {
@@ -62,5 +65,70 @@ func TestSynthQwen35(t *testing.T) {
 	}
 	if _, ok := f.Tensor("blk.0.ssm_conv1d.weight"); !ok {
 		t.Error("no DeltaNet tensors in layer 0")
+	}
+}
+
+// qwen35 in a Prism type is Bonsai 2: rotated by default, untied, with a
+// twin on request.
+func TestSynthBonsai2(t *testing.T) {
+	dir := t.TempDir()
+	out, twin := filepath.Join(dir, "b2.gguf"), filepath.Join(dir, "twin.gguf")
+	for _, bad := range [][]string{
+		{"--arch", "qwen35", "--type", "q1_0", "--twin", twin, "-o", out},      // not rotated
+		{"--arch", "qwen35", "--type", "ptq1_0", "--block", "1000", "-o", out}, // not a power of two
+		{"--arch", "qwen35", "--type", "ptq1_0", "--block", "512", "-o", out},  // does not divide 256
+		{"--arch", "qwen35", "--type", "ptq1_0", "--rotation", "maybe", "-o", out},
+	} {
+		var stdout, stderr bytes.Buffer
+		if err := runSynth(bad, &stdout, &stderr); !errors.Is(err, errUsage) {
+			t.Errorf("synth %q: %v, want a usage error", bad, err)
+		}
+	}
+	for _, typ := range []string{"ptq1_0", "pq2_0"} {
+		var stdout, stderr bytes.Buffer
+		if err := runSynth([]string{"--arch", "qwen35", "--type", typ, "--vocab", "1024", "--twin", twin, "-o", out}, &stdout, &stderr); err != nil {
+			t.Fatalf("synth %s: %v\n%s", typ, err, stderr.String())
+		}
+		f, err := gguf.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec, err := infer.ReadHadamard(f)
+		if err != nil || spec == nil || spec.Block != 256 || fmt.Sprint(spec.Widths()) != "[256 512]" {
+			t.Errorf("%s: rotation %+v, %v; want blocks of 256 over widths 256 and 512", typ, spec, err)
+		}
+		if _, ok := f.Tensor("output.weight"); !ok {
+			t.Errorf("%s: no separate output", typ)
+		}
+		f.Close()
+		// 4 DeltaNet layers × 6 + 2 attention layers × 7 + output.
+		var info bytes.Buffer
+		if err := runInfo([]string{out}, &info, &stderr); err != nil {
+			t.Fatal(err)
+		}
+		if want := "blocks of 256, explicit signs, input widths [256 512]: 39 weights rotated (4 regrouped), 1 table(s) rotated back"; !strings.Contains(info.String(), want) {
+			t.Errorf("%s: bonsai info says\n%s\nwithout %q", typ, info.String(), want)
+		}
+		tw, err := gguf.Open(twin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if spec, err := infer.ReadHadamard(tw); spec != nil || err != nil {
+			t.Errorf("%s: the twin is rotated: %v, %v", typ, spec, err)
+		}
+		tw.Close()
+	}
+	// PQ2_0 in qwen3 is Ternary Bonsai 1.x: no rotation unless asked.
+	var stdout, stderr bytes.Buffer
+	if err := runSynth([]string{"--type", "pq2_0", "--vocab", "1024", "--layers", "1", "-o", out}, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if spec, err := infer.ReadHadamard(f); spec != nil || err != nil {
+		t.Errorf("qwen3 pq2_0 is rotated: %v, %v", spec, err)
 	}
 }

@@ -417,6 +417,29 @@ func TestRegistry(t *testing.T) {
 	if _, ok := Lookup(DefaultModel); !ok {
 		t.Error("default model not in the registry")
 	}
+	for _, m := range Registry {
+		if m.Arch() == "" || len(m.Types()) == 0 {
+			t.Errorf("%s: no published architecture and types", m.Name)
+		}
+	}
+	// The 27B family as published (formats.md §5.2, §5.3, §8): Bonsai
+	// 27B's Q1_0 and Ternary Bonsai 27B's Q2_0 g64 to the byte, Bonsai 2's
+	// two packings in one repository, PQ2_0 its default download.
+	for _, c := range []struct {
+		name, url string
+		size      int64
+		weights   gguf.Type
+	}{
+		{"bonsai-27b", "https://huggingface.co/prism-ml/Bonsai-27B-gguf/resolve/main/Bonsai-27B-Q1_0.gguf", 3_803_452_480, gguf.Q1_0},
+		{"ternary-bonsai-27b", "https://huggingface.co/prism-ml/Ternary-Bonsai-27B-gguf/resolve/main/Ternary-Bonsai-27B-Q2_g64.gguf", 7_585_330_240, gguf.Q2_0},
+		{"bonsai-2-27b", "https://huggingface.co/prism-ml/Ternary-Bonsai-2-27B-gguf/resolve/main/Ternary-Bonsai-2-27B-PQ2_0.gguf", 0, gguf.PQ2_0},
+		{"bonsai-2-27b-ptq1_0", "https://huggingface.co/prism-ml/Ternary-Bonsai-2-27B-gguf/resolve/main/Ternary-Bonsai-2-27B-PTQ1_0.gguf", 0, gguf.PTQ1_0},
+	} {
+		m, ok := Lookup(c.name)
+		if !ok || m.URL() != c.url || m.Size != c.size || m.Arch() != "qwen35" || m.Types()[0] != c.weights {
+			t.Errorf("%s: %+v (%s %v), want %s, %d bytes, qwen35 in %s", c.name, m, m.Arch(), m.Types(), c.url, c.size, c.weights)
+		}
+	}
 }
 
 func TestResolveAndList(t *testing.T) {

@@ -32,9 +32,10 @@ func (m Model) URL() string {
 	return "https://huggingface.co/" + m.Repo + "/resolve/main/" + m.File
 }
 
-// Registry lists the known models. Sizes are the file sizes Hugging Face
-// publishes for them; only abbreviated hashes are known, so no
-// SHA256 is pinned and downloads are checked by size and GGUF structure.
+// Registry lists the known models. Sizes are the published file sizes
+// where they are known to the byte (0 otherwise: Bonsai 2's are published
+// rounded); only abbreviated hashes are known, so no SHA256 is pinned and
+// downloads are checked by size and GGUF structure.
 var Registry = []Model{
 	{Name: "bonsai-1.7b", Repo: "prism-ml/Bonsai-1.7B-gguf", File: "Bonsai-1.7B-Q1_0.gguf", Size: 248_302_272,
 		Summary: "1-bit Bonsai 1.7B (Q1_0, qwen3), the smallest"},
@@ -44,6 +45,12 @@ var Registry = []Model{
 		Summary: "1-bit Bonsai 8B (Q1_0, qwen3)"},
 	{Name: "bonsai-27b", Repo: "prism-ml/Bonsai-27B-gguf", File: "Bonsai-27B-Q1_0.gguf", Size: 3_803_452_480,
 		Summary: "1-bit Bonsai 27B (Q1_0, qwen35 hybrid)"},
+	{Name: "ternary-bonsai-27b", Repo: "prism-ml/Ternary-Bonsai-27B-gguf", File: "Ternary-Bonsai-27B-Q2_g64.gguf", Size: 7_585_330_240,
+		Summary: "ternary Bonsai 27B (Q2_0 group 64, qwen35 hybrid)"},
+	{Name: "bonsai-2-27b", Repo: "prism-ml/Ternary-Bonsai-2-27B-gguf", File: "Ternary-Bonsai-2-27B-PQ2_0.gguf",
+		Summary: "Bonsai 2 27B (PQ2_0, Hadamard-rotated, qwen35 hybrid; ~7.2 GB), PrismML's default download"},
+	{Name: "bonsai-2-27b-ptq1_0", Repo: "prism-ml/Ternary-Bonsai-2-27B-gguf", File: "Ternary-Bonsai-2-27B-PTQ1_0.gguf",
+		Summary: "Bonsai 2 27B (PTQ1_0, Hadamard-rotated, qwen35 hybrid; ~5.9 GB), the smallest 27B"},
 	{Name: "ternary-bonsai-1.7b", Repo: "prism-ml/Ternary-Bonsai-1.7B-gguf", File: "Ternary-Bonsai-1.7B-Q2_0_g64.gguf",
 		Summary: "ternary Bonsai 1.7B (Q2_0 group 64, qwen3)"},
 	{Name: "ternary-bonsai-4b", Repo: "prism-ml/Ternary-Bonsai-4B-gguf", File: "Ternary-Bonsai-4B-Q2_0_g64.gguf",

@@ -1,10 +1,14 @@
 package synth
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -32,13 +36,19 @@ import (
 type RotatedOptions struct {
 	Options // the model; Type is the stored type of every 2-D weight
 	// Block is prism.hadamard.block_size: a power of two dividing every
-	// rotated width (1024 in Bonsai 2; smaller for small shapes).
+	// rotated width. Zero takes Bonsai 2's 1024 where every width is a
+	// multiple of it, else the largest power of two that divides them all.
 	Block int
 	// Unrotated names 2-D weights left out of weight_names: they read the
 	// activation as it is, as Bonsai 2's ssm_alpha and ssm_beta do, and
-	// keep the plan's Gaussian values and type in both files.
+	// keep the plan's Gaussian values and type in both files. A qwen35
+	// model leaves its gates' projections (ssm_alpha, ssm_beta) and conv
+	// kernels out in any case, as Bonsai 2 does.
 	Unrotated []string
 }
+
+// BonsaiBlock is Bonsai 2's prism.hadamard.block_size.
+const BonsaiBlock = 1024
 
 // ErrRotatedShape is returned for a rotation the shape cannot take.
 var ErrRotatedShape = errors.New("shape unfit for the Hadamard rotation")
@@ -57,9 +67,54 @@ type rotationPlan struct {
 // headDim values, head r·kHeads + k.
 type headLayout struct{ headDim, kHeads int }
 
-// WriteRotated writes the rotated model of o to rotatedPath and its
-// unrotated F32 twin to twinPath. Both are held in memory while written:
-// meant for test-sized shapes.
+// rotates reports whether t is stored rotated: a matrix outside the
+// unrotated ones.
+func (p rotationPlan) rotates(t tensor) bool { return len(t.shape) >= 2 && !p.unrotated[t.name] }
+
+// rotationPlan is Bonsai 2's treatment of the model of o: every matmul
+// weight rotated but the unrotated ones, token_embd's rows rotated back,
+// and for qwen35 the gates' projections and conv kernels in the primal
+// basis and ssm_out's input regrouped (gdn_v_grouped).
+func (o RotatedOptions) rotationPlan(ts []tensor) (rotationPlan, error) {
+	p := rotationPlan{block: o.Block, unrotated: map[string]bool{}, inverse: "token_embd.weight"}
+	for _, n := range o.Unrotated {
+		p.unrotated[n] = true
+	}
+	if s := o.Shape; s.hybrid() {
+		for i := range s.Layers {
+			if s.attention(i) {
+				continue
+			}
+			pre := fmt.Sprintf("blk.%d.", i)
+			// The conv kernel is 2-D but no matmul weight: it never
+			// meets the rotated activation.
+			for _, n := range []string{"ssm_alpha.weight", "ssm_beta.weight", "ssm_conv1d.weight"} {
+				p.unrotated[pre+n] = true
+			}
+		}
+		p.grouped = headLayout{headDim: s.Hybrid.StateSize, kHeads: s.Hybrid.KHeads}
+	}
+	if p.block == 0 {
+		p.block = BonsaiBlock
+		for _, t := range ts {
+			if p.rotates(t) {
+				for t.shape[0]%int64(p.block) != 0 {
+					p.block /= 2
+				}
+			}
+		}
+	}
+	if p.block < 1 || p.block&(p.block-1) != 0 {
+		return p, fmt.Errorf("synth: %w: block %d is not a power of two", ErrRotatedShape, p.block)
+	}
+	return p, nil
+}
+
+// WriteRotated writes the rotated model of o to rotatedPath and, unless
+// twinPath is empty, its unrotated F32 twin to twinPath. Tensors are
+// generated into scratch files next to the outputs, as Write does, so memory
+// stays small whatever the shape; a twin is F32 throughout, four bytes a
+// weight, and so meant for small shapes.
 func WriteRotated(rotatedPath, twinPath string, o RotatedOptions) error {
 	if err := o.validate(); err != nil {
 		return err
@@ -76,53 +131,45 @@ func WriteRotated(rotatedPath, twinPath string, o RotatedOptions) error {
 	if err != nil {
 		return err
 	}
-	p := rotationPlan{block: o.Block, unrotated: map[string]bool{}, inverse: "token_embd.weight"}
-	for _, n := range o.Unrotated {
-		p.unrotated[n] = true
+	ts := plan(o.Shape, o.Type, o.LogitStd)
+	p, err := o.rotationPlan(ts)
+	if err != nil {
+		return err
 	}
 	twin := o.Options
 	twin.Type = gguf.F32
-	return writeRotatedPair(rotatedPath, twinPath, plan(o.Shape, o.Type, o.LogitStd), p, o.Seed,
+	return writeRotatedPair(rotatedPath, twinPath, ts, p, o.Seed,
 		func(w *gguf.Writer) { setMetadata(w, o.Options, voc) },
 		func(w *gguf.Writer) { setMetadata(w, twin, voc) })
 }
 
-// writeRotatedPair is WriteRotated for any architecture's plan: tensors of
-// the plan whose type is not F32 vectors are the 2-D weights to rotate.
+// writeRotatedPair is WriteRotated for any architecture's plan.
 func writeRotatedPair(rotatedPath, twinPath string, ts []tensor, p rotationPlan, seed uint64, rotatedMeta, twinMeta func(*gguf.Writer)) error {
-	if p.block < 1 || p.block&(p.block-1) != 0 {
-		return fmt.Errorf("synth: %w: block %d is not a power of two", ErrRotatedShape, p.block)
+	widths, listed, err := p.layout(ts)
+	if err != nil {
+		return err
 	}
-	// The sign vector of each rotated width, and the weights to list.
 	signs := map[int][]float64{}
-	var widths []int32
-	var listed []string
-	for _, t := range ts {
-		if len(t.shape) < 2 || p.unrotated[t.name] {
-			continue
-		}
-		n := int(t.shape[0])
-		if n%p.block != 0 {
-			return fmt.Errorf("synth: %w: %s has rows of %d, not a multiple of the block %d", ErrRotatedShape, t.name, n, p.block)
-		}
-		if signs[n] == nil {
-			signs[n] = randomSigns(seed, n)
-			widths = append(widths, int32(n))
-		}
-		if t.name != p.inverse {
-			listed = append(listed, t.name)
-		}
-	}
 	var values []int32
 	for _, n := range widths {
+		signs[int(n)] = randomSigns(seed, int(n))
 		for _, s := range signs[int(n)] {
 			values = append(values, int32(s))
 		}
 	}
+	stored := make([]tensor, len(ts))
+	for i, t := range ts {
+		stored[i] = t
+		stored[i].ternary = p.rotates(t)
+	}
 
-	rw, tw := gguf.NewWriter(), gguf.NewWriter()
+	data, release, err := spool(rotatedPath, stored, func(w io.Writer, t tensor) error { return writeTensor(w, t, seed) })
+	if err != nil {
+		return err
+	}
+	defer release()
+	rw := gguf.NewWriter()
 	rotatedMeta(rw)
-	twinMeta(tw)
 	rw.Set("prism.hadamard.version", uint32(1))
 	rw.Set("prism.hadamard.block_size", uint32(p.block))
 	rw.Set("prism.hadamard.transform", "normalized-sylvester-walsh-hadamard")
@@ -133,25 +180,35 @@ func writeRotatedPair(rotatedPath, twinPath string, ts []tensor, p rotationPlan,
 	rw.Set("prism.hadamard.weight_names", listed)
 	rw.Set("prism.hadamard.inverse_weight_names", []string{p.inverse})
 	rw.Set("prism.hadamard.gdn_v_grouped", p.grouped.headDim > 0)
-
-	for _, t := range ts {
-		stored, folded, err := rotatedTensor(t, p, signs, seed)
-		if err != nil {
-			return err
-		}
-		twinType := gguf.F32
-		if len(t.shape) < 2 || p.unrotated[t.name] {
-			twinType = t.typ
-		}
-		if err := rw.AddTensor(t.name, t.typ, t.shape, stored); err != nil {
-			return fmt.Errorf("synth: %w", err)
-		}
-		if err := tw.AddTensor(t.name, twinType, t.shape, folded); err != nil {
+	for i, t := range stored {
+		if err := rw.AddTensor(t.name, t.typ, t.shape, data[i]); err != nil {
 			return fmt.Errorf("synth: %w", err)
 		}
 	}
 	if err := rw.WriteFile(rotatedPath); err != nil {
 		return fmt.Errorf("synth: %w", err)
+	}
+	if twinPath == "" {
+		return nil
+	}
+
+	index := map[string]int{}
+	for i, t := range stored {
+		index[t.name] = i
+	}
+	folded, releaseTwin, err := spool(twinPath, twinTensors(stored), func(w io.Writer, t tensor) error {
+		return writeTwin(w, stored[index[t.name]], data[index[t.name]], p, signs)
+	})
+	if err != nil {
+		return err
+	}
+	defer releaseTwin()
+	tw := gguf.NewWriter()
+	twinMeta(tw)
+	for i, t := range twinTensors(stored) {
+		if err := tw.AddTensor(t.name, t.typ, t.shape, folded[i]); err != nil {
+			return fmt.Errorf("synth: %w", err)
+		}
 	}
 	if err := tw.WriteFile(twinPath); err != nil {
 		return fmt.Errorf("synth: %w", err)
@@ -159,69 +216,129 @@ func writeRotatedPair(rotatedPath, twinPath string, ts []tensor, p rotationPlan,
 	return nil
 }
 
-// rotatedTensor draws t and returns its bytes in the rotated file and in the
-// twin.
-func rotatedTensor(t tensor, p rotationPlan, signs map[int][]float64, seed uint64) (stored, twin []byte, err error) {
-	rng := stream(seed, t.name, 0)
+// layout lists the rotated input widths (sign_widths), in the order the
+// plan first meets them, and the weights to list (weight_names).
+func (p rotationPlan) layout(ts []tensor) (widths []int32, listed []string, err error) {
+	seen := map[int64]bool{}
+	for _, t := range ts {
+		if !p.rotates(t) {
+			continue
+		}
+		n := t.shape[0]
+		if n%int64(p.block) != 0 {
+			return nil, nil, fmt.Errorf("synth: %w: %s has rows of %d, not a multiple of the block %d", ErrRotatedShape, t.name, n, p.block)
+		}
+		if !seen[n] {
+			seen[n] = true
+			widths = append(widths, int32(n))
+		}
+		if t.name != p.inverse {
+			listed = append(listed, t.name)
+		}
+	}
+	return widths, listed, nil
+}
+
+// twinTensors are the twin's tensors: the rotated ones in F32, the others
+// as the rotated file stores them.
+func twinTensors(stored []tensor) []tensor {
+	ts := make([]tensor, len(stored))
+	for i, t := range stored {
+		ts[i] = t
+		if t.ternary {
+			ts[i].typ, ts[i].ternary = gguf.F32, false
+		}
+	}
+	return ts
+}
+
+// writeTwin writes the twin's rows of the stored tensor t, whose bytes in
+// the rotated file are data: the same bytes for a tensor kept in the
+// primal basis, else what its rows decode to with the rotation folded in.
+// Folding the decoded values makes the pair compute the same function
+// whatever the stored type.
+func writeTwin(w io.Writer, t tensor, data []byte, p rotationPlan, signs map[int][]float64) error {
+	if !t.ternary {
+		if _, err := w.Write(data); err != nil {
+			return fmt.Errorf("synth: writing %s: %w", t.name, err)
+		}
+		return nil
+	}
 	ne0 := int(t.shape[0])
 	rowBytes, err := t.typ.RowBytes(int64(ne0))
 	if err != nil {
-		return nil, nil, fmt.Errorf("synth: tensor %s: %w", t.name, err)
+		return fmt.Errorf("synth: tensor %s: %w", t.name, err)
 	}
-	rows := int(t.rows())
-	if len(t.shape) < 2 || p.unrotated[t.name] {
-		// A norm, or a weight that reads the activation as it is: the
-		// plan's values, the same bytes in both files.
-		b := make([]byte, int64(rows)*rowBytes)
-		row := make([]float32, ne0)
-		for r := range rows {
-			for i := range row {
-				row[i] = float32(t.mean + t.std*rng.NormFloat64())
-			}
-			if err := quant.QuantizeRow(t.typ, row, b[int64(r)*rowBytes:int64(r+1)*rowBytes]); err != nil {
-				return nil, nil, fmt.Errorf("synth: quantizing %s to %s: %w", t.name, t.typ, err)
-			}
-		}
-		return b, b, nil
+	var g headLayout
+	if strings.HasSuffix(t.name, ".ssm_out.weight") {
+		g = p.grouped
 	}
-	stored, twin = make([]byte, int64(rows)*rowBytes), make([]byte, 4*rows*ne0)
-	row, deq := make([]float32, ne0), make([]float32, ne0)
-	w := make([]float64, ne0)
-	// Ternary {−a, 0, a} has standard deviation a·√(2/3).
-	unit := math.Sqrt(2.0 / 3)
-	for r := range rows {
-		a := t.std / unit
-		if t.rowSpread != 0 {
-			a *= math.Exp(t.rowSpread * rng.NormFloat64())
-		}
-		for i := range row {
-			row[i] = float32(a * float64(rng.IntN(3)-1))
-		}
-		out := stored[int64(r)*rowBytes : int64(r+1)*rowBytes]
-		if err := quant.QuantizeRow(t.typ, row, out); err != nil {
-			return nil, nil, fmt.Errorf("synth: quantizing %s to %s: %w", t.name, t.typ, err)
-		}
-		if err := quant.DequantizeRow(t.typ, out, deq); err != nil {
-			return nil, nil, fmt.Errorf("synth: %s: %w", t.name, err)
+	deq, row, out := make([]float32, ne0), make([]float64, ne0), make([]byte, 4*ne0)
+	for off := 0; off < len(data); off += int(rowBytes) {
+		if err := quant.DequantizeRow(t.typ, data[off:off+int(rowBytes)], deq); err != nil {
+			return fmt.Errorf("synth: %s: %w", t.name, err)
 		}
 		for i, v := range deq {
-			w[i] = float64(v)
+			row[i] = float64(v)
 		}
-		switch {
-		case t.name == p.inverse:
-			unrotateRow(w, p.block, signs[ne0])
-		default:
-			var g headLayout
-			if strings.HasSuffix(t.name, ".ssm_out.weight") {
-				g = p.grouped
-			}
-			foldRow(w, p.block, signs[ne0], g)
+		if t.name == p.inverse {
+			unrotateRow(row, p.block, signs[ne0])
+		} else {
+			foldRow(row, p.block, signs[ne0], g)
 		}
-		for i, v := range w {
-			binary.LittleEndian.PutUint32(twin[4*(r*ne0+i):], math.Float32bits(float32(v)))
+		for i, v := range row {
+			binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(float32(v)))
+		}
+		if _, err := w.Write(out); err != nil {
+			return fmt.Errorf("synth: writing %s: %w", t.name, err)
 		}
 	}
-	return stored, twin, nil
+	return nil
+}
+
+// spool writes the tensors' bytes, as gen produces them, into a scratch
+// file next to path and maps it: each tensor's data, and a function that
+// unmaps and removes the file.
+func spool(path string, ts []tensor, gen func(io.Writer, tensor) error) ([][]byte, func(), error) {
+	scratch, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".data*")
+	if err != nil {
+		return nil, nil, fmt.Errorf("synth: %w", err)
+	}
+	remove := func() {
+		scratch.Close()
+		os.Remove(scratch.Name())
+	}
+	bw := bufio.NewWriterSize(scratch, 1<<20)
+	offsets := make([]int64, len(ts)+1)
+	for i, t := range ts {
+		if err := gen(bw, t); err != nil {
+			remove()
+			return nil, nil, err
+		}
+		size, err := t.bytes()
+		if err != nil {
+			remove()
+			return nil, nil, err
+		}
+		offsets[i+1] = offsets[i] + size
+	}
+	if err := bw.Flush(); err != nil {
+		remove()
+		return nil, nil, fmt.Errorf("synth: %w", err)
+	}
+	all, unmap, err := mapFile(scratch, offsets[len(ts)])
+	if err != nil {
+		remove()
+		return nil, nil, err
+	}
+	data := make([][]byte, len(ts))
+	for i := range ts {
+		data[i] = all[offsets[i]:offsets[i+1]]
+	}
+	return data, func() {
+		unmap()
+		remove()
+	}, nil
 }
 
 // randomSigns is the seeded ±1 vector of width n.

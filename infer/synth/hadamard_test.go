@@ -2,12 +2,15 @@ package synth
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/bits"
 	"math/rand/v2"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -117,6 +120,91 @@ func rotatedSmall(typ gguf.Type) RotatedOptions {
 	return RotatedOptions{Options: o, Block: 64, Unrotated: []string{"blk.1.attn_k.weight"}}
 }
 
+// rotatedHybrid is the tiny qwen35 shape, untied, in blocks of 64: one
+// DeltaNet head each, so that regrouping the heads before ssm_out moves
+// values across blocks.
+func rotatedHybrid(typ gguf.Type) RotatedOptions {
+	s := Qwen35Shapes["tiny"]
+	s.Vocab, s.Tied = 1024, false
+	return RotatedOptions{Options: Options{Shape: s, Type: typ, Seed: 7}, Block: 64}
+}
+
+// Bonsai 2's own layout (formats.md §5.4), from the 27B plan without
+// writing it: blocks of 1024, signs for 5120, 6144 and 17408, and 401
+// listed weights, the gates' projections and conv kernels not among them.
+func TestRotationLayoutOfBonsai2(t *testing.T) {
+	for _, typ := range []gguf.Type{gguf.PTQ1_0, gguf.PQ2_0} {
+		o := RotatedOptions{Options: Options{Shape: Qwen35Shapes["27b"], Type: typ}}
+		ts := plan(o.Shape, o.Type, DefaultLogitStd)
+		p, err := o.rotationPlan(ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		widths, listed, err := p.layout(ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.block != BonsaiBlock || fmt.Sprint(widths) != "[5120 6144 17408]" || len(listed) != 401 {
+			t.Errorf("%s: block %d, widths %v, %d weights listed; want 1024, [5120 6144 17408], 401", typ, p.block, widths, len(listed))
+		}
+		if p.grouped != (headLayout{headDim: 128, kHeads: 16}) {
+			t.Errorf("%s: ssm_out regrouped as %+v", typ, p.grouped)
+		}
+		for _, n := range listed {
+			for _, never := range []string{"ssm_alpha", "ssm_beta", "ssm_conv1d", "token_embd", "norm"} {
+				if strings.Contains(n, never) {
+					t.Errorf("%s: weight_names lists %s", typ, n)
+				}
+			}
+		}
+	}
+	// A shape whose widths 1024 does not divide takes the largest block
+	// that divides them all.
+	o := rotatedHybrid(gguf.PTQ1_0)
+	o.Block = 0
+	p, err := o.rotationPlan(plan(o.Shape, o.Type, DefaultLogitStd))
+	if err != nil || p.block != 256 {
+		t.Errorf("tiny qwen35: block %d, %v; want 256", p.block, err)
+	}
+}
+
+func TestWriteRotatedQwen35(t *testing.T) {
+	rot, twin := writePair(t, rotatedHybrid(gguf.PTQ1_0))
+	spec, err := infer.ReadHadamard(rot)
+	if err != nil || spec == nil {
+		t.Fatalf("rotated file's metadata: %v, %v", spec, err)
+	}
+	if g, ok := rot.KV.Bool("prism.hadamard.gdn_v_grouped"); !ok || !g {
+		t.Error("gdn_v_grouped is not set")
+	}
+	names, _ := rot.KV.Strings("prism.hadamard.weight_names")
+	// 4 DeltaNet layers × 6 + 2 attention layers × 7 + output.
+	if len(names) != 39 {
+		t.Errorf("%d weight names, want 39", len(names))
+	}
+	for i := range rot.Tensors {
+		r := &rot.Tensors[i]
+		tw, _ := twin.Tensor(r.Name)
+		primal := strings.HasSuffix(r.Name, ".ssm_alpha.weight") || strings.HasSuffix(r.Name, ".ssm_beta.weight") || strings.HasSuffix(r.Name, ".ssm_conv1d.weight") || len(r.Shape) < 2
+		switch {
+		case primal && (tw.Type != r.Type || !bytes.Equal(rot.Data(r), twin.Data(tw))):
+			t.Errorf("%s (%s) differs in the twin (%s)", r.Name, r.Type, tw.Type)
+		case !primal && (r.Type != gguf.PTQ1_0 || tw.Type != gguf.F32):
+			t.Errorf("%s stored as %s, twin %s", r.Name, r.Type, tw.Type)
+		}
+		if strings.HasSuffix(r.Name, ".ssm_alpha.weight") && r.Type != gguf.BF16 {
+			t.Errorf("%s is %s, want BF16 as in Bonsai 2", r.Name, r.Type)
+		}
+		if strings.HasSuffix(r.Name, ".ssm_a") {
+			for off := 0; off < len(rot.Data(r)); off += 4 {
+				if v := math.Float32frombits(binary.LittleEndian.Uint32(rot.Data(r)[off:])); !(v < 0) {
+					t.Fatalf("%s holds %g: ssm_a = −exp(A_log) must be negative", r.Name, v)
+				}
+			}
+		}
+	}
+}
+
 func writePair(t *testing.T, o RotatedOptions) (rotated, twin *gguf.File) {
 	t.Helper()
 	dir := t.TempDir()
@@ -215,16 +303,25 @@ func TestWriteRotatedPair(t *testing.T) {
 // (without any rotation a Q8_0 model and its F32 dequantization differ as
 // much): the largest logits must agree within the parity tests' tolerance
 // for that step, and the greedy token where its margin exceeds it.
+//
+// The qwen35 cases add what Bonsai 2 adds: ssm_alpha and ssm_beta (BF16,
+// unlisted) read the primal h beside the rotated q|k|v and z, and ssm_out
+// reads the DeltaNet output regrouped; stored in PTQ1_0 and PQ2_0, whose
+// activations are Q8_0 as well.
 func TestRotatedMatchesTwinOnCPU(t *testing.T) {
 	for _, c := range []struct {
-		typ gguf.Type
-		tol float64 // relative to |logit|+1
+		name string
+		o    RotatedOptions
+		tol  float64 // relative to |logit|+1
 	}{
-		{gguf.F32, 1e-4},
-		{gguf.Q8_0, 8.0 / 128},
+		{"F32", rotatedSmall(gguf.F32), 1e-4},
+		{"Q8_0", rotatedSmall(gguf.Q8_0), 8.0 / 128},
+		{"qwen35-F32", rotatedHybrid(gguf.F32), 1e-4},
+		{"qwen35-PTQ1_0", rotatedHybrid(gguf.PTQ1_0), 8.0 / 128},
+		{"qwen35-PQ2_0", rotatedHybrid(gguf.PQ2_0), 8.0 / 128},
 	} {
-		t.Run(c.typ.String(), func(t *testing.T) {
-			rot, twin := writePair(t, rotatedSmall(c.typ))
+		t.Run(c.name, func(t *testing.T) {
+			rot, twin := writePair(t, c.o)
 			logits := func(f *gguf.File) []float32 {
 				m, err := infer.Load(f, infer.Options{Backend: "cpu", Context: 64, Threads: 2})
 				if err != nil {

@@ -25,6 +25,11 @@ type tensor struct {
 	rowSpread float64
 	// negExp stores −exp(value) instead (qwen35's ssm_a = −exp(A_log)).
 	negExp bool
+	// ternary draws each row as a·{−1, 0, 1} instead, uniformly, with a
+	// of the same standard deviation (times the row's scale): the stored
+	// weights of a rotated model, which every ternary-capable codec keeps
+	// without loss.
+	ternary bool
 }
 
 func (t tensor) elements() int64 { return t.shape[0] * t.rows() }
@@ -53,6 +58,19 @@ const outputRowSpread = 0.3
 // generate it.
 func chunkRows(ne0 int64) int64 { return max(1, (1<<16)/ne0) }
 
+// ternaryChunkRows is chunkRows for ternary tensors: chunks of 2²² values,
+// so that a test-sized tensor is one stream (as rotated models were drawn
+// before their tensors were chunked, which keeps their goldens) while a
+// 27B-shaped one still spreads over the cores.
+func ternaryChunkRows(ne0 int64) int64 { return max(1, (1<<22)/ne0) }
+
+func (t tensor) chunkRows() int64 {
+	if t.ternary {
+		return ternaryChunkRows(t.shape[0])
+	}
+	return chunkRows(t.shape[0])
+}
+
 // stream returns the random source for one chunk of one tensor.
 func stream(seed uint64, name string, chunk int64) *rand.Rand {
 	h := fnv.New64a()
@@ -69,7 +87,7 @@ func writeTensor(w io.Writer, t tensor, seed uint64) error {
 	if err != nil {
 		return fmt.Errorf("synth: tensor %s: %w", t.name, err)
 	}
-	per := chunkRows(ne0)
+	per := t.chunkRows()
 	rows := t.rows()
 	chunks := (rows + per - 1) / per
 	workers := int64(runtime.GOMAXPROCS(0))
@@ -109,6 +127,13 @@ func fillChunk(dst []byte, t tensor, seed uint64, chunk int64, ne0, rowBytes int
 	rng := stream(seed, t.name, chunk)
 	row := make([]float32, ne0)
 	for off := 0; off < len(dst); off += rowBytes {
+		if t.ternary {
+			ternaryRow(row, t, rng)
+			if err := quant.QuantizeRow(t.typ, row, dst[off:off+rowBytes]); err != nil {
+				return fmt.Errorf("synth: quantizing %s to %s: %w", t.name, t.typ, err)
+			}
+			continue
+		}
 		std := t.std
 		if t.rowSpread != 0 {
 			std *= math.Exp(t.rowSpread * rng.NormFloat64())
@@ -125,6 +150,18 @@ func fillChunk(dst []byte, t tensor, seed uint64, chunk int64, ne0, rowBytes int
 		}
 	}
 	return nil
+}
+
+// ternaryRow draws one row of a ternary tensor: a·{−1, 0, 1}, where
+// {−a, 0, a} has standard deviation a·√(2/3) = t.std.
+func ternaryRow(row []float32, t tensor, rng *rand.Rand) {
+	a := t.std / math.Sqrt(2.0/3)
+	if t.rowSpread != 0 {
+		a *= math.Exp(t.rowSpread * rng.NormFloat64())
+	}
+	for i := range row {
+		row[i] = float32(a * float64(rng.IntN(3)-1))
+	}
 }
 
 // plan lists a model's tensors in llama.cpp's order, with the value scales
