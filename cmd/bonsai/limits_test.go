@@ -18,7 +18,9 @@ func TestSizesAreRefusedNotCrashed(t *testing.T) {
 		want []string // in stderr, or stdout for info
 		code int
 	}{
-		{[]string{"run", "--backend", "cpu", "--ctx", "100000000", "hi"}, []string{"100000000 tokens", "trained on 1024", "GiB", "at most 1024"}, 1},
+		{[]string{"run", "--backend", "cpu", "--ctx", "100000000", "hi"}, []string{"100000000 tokens", "trained on 1024", "GiB", "at most 16777216"}, 1},
+		// Beyond the training but within reach: it runs, and says so.
+		{[]string{"run", "--backend", "cpu", "--ctx", "2048", "--max-tokens", "2", "hi"}, []string{"beyond the 1024 this model was trained on"}, 0},
 		{[]string{"run", "--backend", "cpu", "--ctx", "9223372036854775807", "hi"}, []string{"trained on 1024"}, 1},
 		{[]string{"run", "--backend", "auto", "--ctx", "100000000", "hi"}, []string{"trained on 1024"}, 1},
 		{[]string{"run", "--backend", "cpu", "--threads", "9999999999999", "hi"}, []string{"9999999999999 CPU threads"}, 1},
