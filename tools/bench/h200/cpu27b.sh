@@ -17,11 +17,13 @@ a)
 		-DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_APP=OFF \
 		-DLLAMA_BUILD_EXAMPLES=OFF >/tmp/cmake.log 2>&1 && nice cmake --build build -j8 --target llama-bench >/tmp/build.log 2>&1
 	  echo "llama.cpp build rc=$?" ) &
+	build=$!
 	t synth
 	/tmp/b synth --arch qwen35 --shape 27b --type q1_0 -o 27-q1_0.gguf >/dev/null 2>&1
 	t "bonsai cpu 27b q1_0, 2 threads"
 	/tmp/b bench --model 27-q1_0.gguf --backend cpu --threads 2 -p 512 -n 128 -r 1 2>&1 | tail -4
-	wait; t done ;;
+	wait $build # a bare wait would also wait for tee's process substitution
+	t done ;;
 b)
 	t "llama.cpp cpu 27b q1_0, 2 threads"
 	timeout 560 /tmp/llama/build/bin/llama-bench -m 27-q1_0.gguf -t 2 -p 512 -n 128 -r 1 2>&1 | grep -E "^\|"
