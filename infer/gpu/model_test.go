@@ -71,34 +71,7 @@ func TestGreedyMatchesCPU(t *testing.T) {
 			}
 			cpu := loadOn(t, "cpu", cfg)
 			gpuM := loadOn(t, "gpu", cfg)
-			prompt := []int32{1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41}
-			pos := 0
-			toks := prompt
-			for step := 0; step < 24; step++ {
-				if err := cpu.Forward(toks, pos); err != nil {
-					t.Fatal(err)
-				}
-				if err := gpuM.Forward(toks, pos); err != nil {
-					t.Fatal(err)
-				}
-				want, got := cpu.Logits(), gpuM.Logits()
-				var maxAbs, maxDiff float64
-				for i := range want {
-					maxAbs = math.Max(maxAbs, math.Abs(float64(want[i])))
-					maxDiff = math.Max(maxDiff, math.Abs(float64(got[i]-want[i])))
-				}
-				tol := 3e-2 * maxAbs
-				if maxDiff > tol {
-					t.Fatalf("step %d: logits differ by %.3g (largest logit %.3g)", step, maxDiff, maxAbs)
-				}
-
-				wt, gt := argmax(want), argmax(got)
-				if wt != gt && topGap(want) > 2*tol {
-					t.Fatalf("step %d: greedy token %d on the GPU, %d on the CPU", step, gt, wt)
-				}
-				pos += len(toks)
-				toks = []int32{wt}
-			}
+			decodeBoth(t, cpu, gpuM, []int32{1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41}, 24, 3e-2)
 		})
 	}
 }
@@ -165,27 +138,41 @@ func TestLongPromptMatchesCPU(t *testing.T) {
 			for i := range toks {
 				toks[i] = int32((7*i + 3) % cfg.Vocab)
 			}
-			pos := 0
-			for step := 0; step < 4; step++ {
-				if err := cpu.Forward(toks, pos); err != nil {
-					t.Fatal(err)
-				}
-				if err := gpuM.Forward(toks, pos); err != nil {
-					t.Fatal(err)
-				}
-				want, got := cpu.Logits(), gpuM.Logits()
-				var maxAbs, maxDiff float64
-				for i := range want {
-					maxAbs = math.Max(maxAbs, math.Abs(float64(want[i])))
-					maxDiff = math.Max(maxDiff, math.Abs(float64(got[i]-want[i])))
-				}
-				if tol := 3e-2 * maxAbs; maxDiff > tol || math.IsNaN(maxDiff) {
-					t.Fatalf("step %d at position %d: logits differ by %.3g (largest logit %.3g)", step, pos, maxDiff, maxAbs)
-				}
-				pos += len(toks)
-				toks = []int32{argmax(want)}
-			}
+			decodeBoth(t, cpu, gpuM, toks, 4, 3e-2)
 		})
+	}
+}
+
+// decodeBoth runs prompt and then steps−1 greedy tokens (the CPU's) through
+// both models, failing when the logits differ by more than rel of the
+// largest, or the greedy tokens differ while the CPU's top two logits are
+// further apart than twice that.
+func decodeBoth(t *testing.T, cpu, gpuM *infer.Model, prompt []int32, steps int, rel float64) {
+	t.Helper()
+	pos, toks := 0, prompt
+	for step := 0; step < steps; step++ {
+		if err := cpu.Forward(toks, pos); err != nil {
+			t.Fatal(err)
+		}
+		if err := gpuM.Forward(toks, pos); err != nil {
+			t.Fatal(err)
+		}
+		want, got := cpu.Logits(), gpuM.Logits()
+		var maxAbs, maxDiff float64
+		for i := range want {
+			maxAbs = math.Max(maxAbs, math.Abs(float64(want[i])))
+			maxDiff = math.Max(maxDiff, math.Abs(float64(got[i]-want[i])))
+		}
+		tol := rel * maxAbs
+		if maxDiff > tol || math.IsNaN(maxDiff) {
+			t.Fatalf("step %d at position %d: logits differ by %.3g (largest logit %.3g)", step, pos, maxDiff, maxAbs)
+		}
+		wt, gt := argmax(want), argmax(got)
+		if wt != gt && topGap(want) > 2*tol {
+			t.Fatalf("step %d: greedy token %d on the GPU, %d on the CPU", step, gt, wt)
+		}
+		pos += len(toks)
+		toks = []int32{wt}
 	}
 }
 

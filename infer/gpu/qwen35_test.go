@@ -2,7 +2,6 @@ package gpu_test
 
 import (
 	"errors"
-	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -60,35 +59,11 @@ func TestQwen35GreedyMatchesCPU(t *testing.T) {
 		t.Run(typ.String(), func(t *testing.T) {
 			cpu := loadQwen35(t, "cpu", typ)
 			gpuM := loadQwen35(t, "gpu", typ)
-			toks := make([]int32, 40)
-			for i := range toks {
-				toks[i] = int32(1 + 7*i%1000)
+			prompt := make([]int32, 40)
+			for i := range prompt {
+				prompt[i] = int32(1 + 7*i%1000)
 			}
-			pos := 0
-			for step := 0; step < 16; step++ {
-				if err := cpu.Forward(toks, pos); err != nil {
-					t.Fatal(err)
-				}
-				if err := gpuM.Forward(toks, pos); err != nil {
-					t.Fatal(err)
-				}
-				want, got := cpu.Logits(), gpuM.Logits()
-				var maxAbs, maxDiff float64
-				for i := range want {
-					maxAbs = math.Max(maxAbs, math.Abs(float64(want[i])))
-					maxDiff = math.Max(maxDiff, math.Abs(float64(got[i]-want[i])))
-				}
-				tol := tolFor(typ) * maxAbs
-				if maxDiff > tol {
-					t.Fatalf("step %d: logits differ by %.3g (largest logit %.3g)", step, maxDiff, maxAbs)
-				}
-				wt, gt := argmax(want), argmax(got)
-				if wt != gt && topGap(want) > 2*tol {
-					t.Fatalf("step %d: greedy token %d on the GPU, %d on the CPU", step, gt, wt)
-				}
-				pos += len(toks)
-				toks = []int32{wt}
-			}
+			decodeBoth(t, cpu, gpuM, prompt, 16, tolFor(typ))
 		})
 	}
 }
