@@ -83,7 +83,7 @@ func ClassifyVariant(s ModelShape, weightTypes map[gguf.Type]int) Variant {
 	}
 	v := Variant{Bonsai: true, Size: size, Temperature: 0.5, TopP: 0.85, TopK: 20}
 	if s.Arch == "qwen35" {
-		// PrismML's sampling for 27B and Bonsai 2 (formats.md §6).
+		// PrismML's sampling for 27B and Bonsai 2.
 		v.Temperature, v.TopP, v.Think = 0.7, 0.95, true
 	}
 	switch {

@@ -422,7 +422,7 @@ func TestRegistry(t *testing.T) {
 			t.Errorf("%s: no published architecture and types", m.Name)
 		}
 	}
-	// The 27B family as published (formats.md §5.2, §5.3, §8): Bonsai
+	// The 27B family as published: Bonsai
 	// 27B's Q1_0 and Ternary Bonsai 27B's Q2_0 g64 to the byte, Bonsai 2's
 	// two packings in one repository, PQ2_0 its default download.
 	for _, c := range []struct {

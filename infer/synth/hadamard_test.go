@@ -129,7 +129,7 @@ func rotatedHybrid(typ gguf.Type) RotatedOptions {
 	return RotatedOptions{Options: Options{Shape: s, Type: typ, Seed: 7}, Block: 64}
 }
 
-// Bonsai 2's own layout (formats.md §5.4), from the 27B plan without
+// Bonsai 2's own layout, from the 27B plan without
 // writing it: blocks of 1024, signs for 5120, 6144 and 17408, and 401
 // listed weights, the gates' projections and conv kernels not among them.
 func TestRotationLayoutOfBonsai2(t *testing.T) {

@@ -80,7 +80,7 @@ var Shapes = map[string]Shape{
 }
 
 // Qwen35Shapes are the qwen35 shapes: 27b is Bonsai 27B's and Bonsai 2's
-// (formats.md §5.2), tiny the same structure small enough for tests, with
+// (as their GGUF files have them), tiny the same structure small enough for tests, with
 // two attention layers among six, fewer K heads than V heads and partial
 // RoPE.
 var Qwen35Shapes = map[string]Shape{

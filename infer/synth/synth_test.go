@@ -344,7 +344,7 @@ func TestQwen35Shapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Bonsai 27B / Bonsai 2 (formats.md §5.2).
+	// Bonsai 27B / Bonsai 2.
 	got := [10]int{s.Layers, s.Hidden, s.FFN, s.Vocab, s.Heads, s.KVHeads, s.HeadDim, s.Hybrid.RopeDims, s.Hybrid.StateSize, s.Hybrid.ConvKernel}
 	if want := [10]int{64, 5120, 17408, 248320, 24, 4, 256, 64, 128, 4}; got != want {
 		t.Errorf("27b: %v, want %v", got, want)
