@@ -83,25 +83,33 @@ func decisiveSteps(t gguf.Type, steps []step) int {
 	return n
 }
 
+// checkGoldenFits fails unless golden g of case name was made from the model
+// just generated (its SHA-256 sum) with the case's prompts and holds every
+// step the comparison reads.
+func checkGoldenFits(t *testing.T, name string, g golden, sum string, prompts []string) {
+	t.Helper()
+	if sum != g.ModelSHA256 {
+		t.Fatalf("the generated model (seed %d) is not the one %s was made from: synth or a quantizer changed; rerun `go test ./infer/parity -update` (with the oracle) and review the diff", g.Seed, goldenPath(name))
+	}
+	if len(g.Runs) != len(prompts) {
+		t.Fatalf("%s holds %d prompts, the case has %d: rerun -update", goldenPath(name), len(g.Runs), len(prompts))
+	}
+	for i, r := range g.Runs {
+		if r.Prompt != prompts[i] {
+			t.Fatalf("%s: prompt %d is %q, the case says %q: rerun -update", goldenPath(name), i, r.Prompt, prompts[i])
+		}
+		if len(r.Tokens) < steps || len(r.Steps) != len(r.Tokens) {
+			t.Fatalf("%s: prompt %d holds %d tokens and %d steps, want %d", goldenPath(name), i, len(r.Tokens), len(r.Steps), steps)
+		}
+	}
+}
+
 func TestModelParity(t *testing.T) {
 	for _, c := range modelCases {
 		t.Run(c.name, func(t *testing.T) {
 			g := caseGolden(t, c)
 			path, sum := modelFile(t, c.options(t, g.Seed))
-			if sum != g.ModelSHA256 {
-				t.Fatalf("the generated model (seed %d) is not the one %s was made from: synth or a quantizer changed; rerun `go test ./infer/parity -update` (with the oracle) and review the diff", g.Seed, goldenPath(c.name))
-			}
-			if len(g.Runs) != len(c.prompts) {
-				t.Fatalf("%s holds %d prompts, the case has %d: rerun -update", goldenPath(c.name), len(g.Runs), len(c.prompts))
-			}
-			for i, r := range g.Runs {
-				if r.Prompt != c.prompts[i] {
-					t.Fatalf("%s: prompt %d is %q, the case says %q: rerun -update", goldenPath(c.name), i, r.Prompt, c.prompts[i])
-				}
-				if len(r.Tokens) < steps || len(r.Steps) != len(r.Tokens) {
-					t.Fatalf("%s: prompt %d holds %d tokens and %d steps, want %d", goldenPath(c.name), i, len(r.Tokens), len(r.Steps), steps)
-				}
-			}
+			checkGoldenFits(t, c.name, g, sum, c.prompts)
 			t.Logf("seed %d: %d of %d steps decisive within the tolerance; smallest top-1/top-2 gap %.2f·ε·(|logit|+1)",
 				g.Seed, decisiveRuns(c.typ, g.Runs), len(g.Runs)*steps, minMarginRuns(c.typ, g.Runs))
 			checkLiveOracle(t, path, g)

@@ -46,17 +46,7 @@ func TestYaRNParity(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			g := yarnGolden(t, c)
 			path, sum := modelFile(t, c.options(t, g.Seed))
-			if sum != g.ModelSHA256 {
-				t.Fatalf("the generated model (seed %d) is not the one %s was made from: rerun `go test ./infer/parity -run YaRN -update` (with the oracle) and review the diff", g.Seed, goldenPath(c.name))
-			}
-			if len(g.Runs) != len(c.prompts) {
-				t.Fatalf("%s holds %d prompts, the case has %d: rerun -update", goldenPath(c.name), len(g.Runs), len(c.prompts))
-			}
-			for i, r := range g.Runs {
-				if r.Prompt != c.prompts[i] || len(r.Tokens) < steps || len(r.Steps) != len(r.Tokens) {
-					t.Fatalf("%s: run %d does not match the case: rerun -update", goldenPath(c.name), i)
-				}
-			}
+			checkGoldenFits(t, c.name, g, sum, c.prompts)
 			checkLiveOracle(t, path, g)
 			compareModel(t, path, c.typ, g)
 		})
