@@ -44,6 +44,8 @@ type qwen3 struct {
 
 	// Activations, MaxBatch rows each but last and logits (one row).
 	x, h, q, k, v, att, gate, up, last, logits Tensor
+	// rows is the output head over every token of a pass (ForwardRows).
+	rows rowHead
 }
 
 type qwen3Layer struct {
@@ -124,9 +126,10 @@ func (n *qwen3) KVSpec(ctx int) KVSpec {
 	return KVSpec{Layers: n.hp.Layers, Context: ctx, KVHeads: n.hp.KVHeads, HeadDim: n.hp.HeadDim}
 }
 
-// Forward runs the layers over the batch; see the type's comment for the
-// math.
-func (n *qwen3) Forward(batch Batch, logits []float32) error {
+// trunk runs the embedding and the layers over the batch, leaving the
+// residual stream in x: the part of a pass that Forward and ForwardRows
+// share.
+func (n *qwen3) trunk(batch Batch) {
 	b, eps := n.b, n.hp.RMSEps
 	b.Begin(batch)
 
@@ -160,6 +163,13 @@ func (n *qwen3) Forward(batch Batch, logits []float32) error {
 		n.matmul(n.h, L.wDown, n.gate)
 		b.Add(n.x, n.x, n.h)
 	}
+}
+
+// Forward runs the layers over the batch; see the type's comment for the
+// math.
+func (n *qwen3) Forward(batch Batch, logits []float32) error {
+	b, eps := n.b, n.hp.RMSEps
+	n.trunk(batch)
 
 	b.Phase(profile.OutputHead)
 	b.LastRow(n.last, n.x)

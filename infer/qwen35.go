@@ -219,6 +219,8 @@ type qwen35 struct {
 	alpha, beta            Tensor
 	ffGate, ffUp           Tensor
 	last, logits           Tensor
+	// rows is the output head over every token of a pass (ForwardRows).
+	rows rowHead
 }
 
 // qwen35Layer is one block; index is its ordinal among the layers of its
@@ -381,9 +383,10 @@ func (n *qwen35) matmul(dst Tensor, w Weight, x Tensor) {
 	n.b.MatMul(dst, w, n.rot.Input(w, x))
 }
 
-// Forward runs the layers over the batch; see the type's comment for the
-// math.
-func (n *qwen35) Forward(batch Batch, logits []float32) error {
+// trunk runs the embedding and the layers over the batch, leaving the
+// residual stream in x: the part of a pass that Forward and ForwardRows
+// share.
+func (n *qwen35) trunk(batch Batch) {
 	b, eps := n.b, n.p.RMSEps
 	b.Begin(batch)
 
@@ -409,6 +412,13 @@ func (n *qwen35) Forward(batch Batch, logits []float32) error {
 		n.matmul(n.h, L.wDown, n.ffGate)
 		b.Add(n.x, n.x, n.h)
 	}
+}
+
+// Forward runs the layers over the batch; see the type's comment for the
+// math.
+func (n *qwen35) Forward(batch Batch, logits []float32) error {
+	b, eps := n.b, n.p.RMSEps
+	n.trunk(batch)
 
 	b.Phase(profile.OutputHead)
 	b.LastRow(n.last, n.x)

@@ -11,6 +11,12 @@ import (
 type Sequence struct {
 	m      *Model
 	tokens []int32 // what the KV cache holds, position by position
+
+	// Speculation (verify.go): the length Rewind may go back to, a
+	// recurrent model's state there, and the verify pass's logits.
+	markPos   int
+	markState []float32
+	rows      []float32
 }
 
 // NewSequence starts an empty sequence on m.
@@ -31,6 +37,7 @@ func (s *Sequence) Tokens() []int32 { return s.tokens }
 // which belong to them).
 func (s *Sequence) Reset() {
 	s.tokens = s.tokens[:0]
+	s.markPos = 0
 	s.m.Drop()
 }
 
@@ -39,6 +46,7 @@ func (s *Sequence) Reset() {
 func (s *Sequence) SetModel(m *Model) {
 	s.m = m
 	s.tokens = s.tokens[:0]
+	s.markPos, s.markState, s.rows = 0, nil, nil
 }
 
 // Reuse says what a prefill kept of the cache.
@@ -89,6 +97,9 @@ func (s *Sequence) PrefillMarked(prompt []int32, marks []int, progress func(done
 	}
 	r := s.Plan(prompt)
 	s.tokens = s.tokens[:r.Kept]
+	if s.markPos > r.Kept {
+		s.markPos = 0 // the mark's tokens are gone; Rewind starts over
+	}
 	if !s.m.Recurrent() {
 		marks = nil
 	}
