@@ -219,3 +219,42 @@ func TestTopCandidatesMatchesFullSort(t *testing.T) {
 		}
 	}
 }
+
+// Dist is the distribution Sample draws from: with one seed, Pick over
+// Dist with the sampler's next number is Sample's token, stage by stage.
+func TestDistIsSamplesDistribution(t *testing.T) {
+	logits := make([]float32, 400)
+	for i := range logits {
+		logits[i] = float32((i*7919)%113) / 17
+	}
+	for _, p := range []Params{
+		{Temperature: 0.7},
+		{Temperature: 1, TopK: 20},
+		{Temperature: 0.5, TopK: 20, TopP: 0.85},
+		{Temperature: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1.3, RepeatLastN: 8},
+		{Temperature: 0, RepeatPenalty: 1.5, RepeatLastN: 4},
+	} {
+		a, _ := New(p)
+		b, _ := New(p)
+		for i := range 200 {
+			id := a.Sample(logits)
+			d := b.Dist(logits, nil)
+			got := d[0].ID
+			if p.Temperature > 0 {
+				got = Pick(d, b.Float64())
+			}
+			if got != id {
+				t.Fatalf("%+v step %d: Pick(Dist) = %d, Sample = %d", p, i, got, id)
+			}
+			var sum float64
+			for _, x := range d {
+				sum += float64(x.P)
+			}
+			if sum < 0.999 || sum > 1.001 {
+				t.Fatalf("%+v: Dist sums to %v", p, sum)
+			}
+			a.Accept(id)
+			b.Accept(id)
+		}
+	}
+}

@@ -1,0 +1,212 @@
+package spec
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/sample"
+)
+
+// Drafter proposes tokens to follow a context.
+type Drafter interface {
+	// Draft proposes up to k tokens to follow ctx (the whole sequence:
+	// conversation and reply so far). dists is nil when each token is
+	// proposed for sure (a point mass); else dists[i] is the distribution
+	// token i was drawn from, for rejection sampling. The slices stay
+	// valid until the next call.
+	Draft(ctx []int32, k int) (tokens []int32, dists [][]sample.Prob, err error)
+}
+
+// lookup adapts Ngram to Drafter.
+type lookup struct{ g *Ngram }
+
+func (l lookup) Draft(ctx []int32, k int) ([]int32, [][]sample.Prob, error) {
+	return l.g.Draft(ctx, k), nil, nil
+}
+
+// LookupDrafter is prompt lookup as a Drafter.
+func LookupDrafter(g *Ngram) Drafter { return lookup{g} }
+
+// Decoder produces a reply's tokens one by one, as plain decoding would
+// (sample from the logits, run the token, repeat), but runs them through
+// the target several at a time when a drafter guesses them. It owns the
+// sampler's accepted tokens from the first Next on: the caller must not
+// call Accept on it.
+//
+// After Next returns a token, the cache holds at least every token before
+// it; Finish makes it hold exactly those, as plain decoding leaves it.
+type Decoder struct {
+	seq     *infer.Sequence
+	smp     *sample.Sampler
+	drafter Drafter // nil: plain decoding
+	ctl     controller
+	stats   Stats
+
+	last    int32     // the last token returned, not yet in the cache; −1: none yet
+	logits  []float32 // the logits it was drawn from
+	queue   []int32   // tokens decided by the last verify pass, not yet returned
+	queueAt int
+	rowOf   []int // the verify row each queued token was drawn from
+	rows    []float32
+	plain   int // the cache length plain decoding would have now
+	batch   []int32
+	dist    []sample.Prob
+	resid   []sample.Prob
+	qmap    map[int32]float32
+}
+
+// NewDecoder decodes on seq, whose model's logits follow the prompt (a
+// Prefill just ran), sampling with smp. drafter nil is plain decoding;
+// maxDraft caps the draft length (0: DefaultMaxDraft).
+func NewDecoder(seq *infer.Sequence, smp *sample.Sampler, drafter Drafter, maxDraft int) *Decoder {
+	if maxDraft <= 0 {
+		maxDraft = DefaultMaxDraft
+	}
+	if drafter != nil && !seq.Model().CanVerify() {
+		drafter = nil
+	}
+	return &Decoder{seq: seq, smp: smp, drafter: drafter, last: -1, plain: seq.Len(),
+		ctl: newController(min(maxDraft, seq.Model().MaxBatch()-1)), qmap: map[int32]float32{}}
+}
+
+// Stats are the speculation counts so far.
+func (d *Decoder) Stats() Stats { return d.stats }
+
+// Logits are those the last token Next returned was drawn from; they stay
+// valid until the next call.
+func (d *Decoder) Logits() []float32 { return d.logits }
+
+// Len is the cache length plain decoding would have now: the prompt and
+// every token returned but the last.
+func (d *Decoder) Len() int { return d.plain }
+
+// Next returns the next token. limit, when positive, is the most tokens
+// the caller may still take, this one included: drafting beyond it would
+// be wasted.
+func (d *Decoder) Next(limit int) (int32, error) {
+	if d.queueAt < len(d.queue) {
+		return d.pop(), nil
+	}
+	m := d.seq.Model()
+	if d.last < 0 { // the prompt's logits
+		return d.take(m.Logits()), nil
+	}
+	// The cache holds every token before last: run it, with a draft if
+	// one is worth verifying.
+	room := m.Context() - d.seq.Len() - 1
+	k := d.ctl.draftLen()
+	if limit > 0 {
+		k = min(k, limit-1)
+	}
+	k = min(k, room)
+	var drafts []int32
+	var dists [][]sample.Prob
+	start := time.Now()
+	if d.drafter != nil && k > 0 {
+		ctx := append(d.seq.Tokens(), d.last) // appends into the sequence's spare room, which it does not read
+		var err error
+		if drafts, dists, err = d.drafter.Draft(ctx, k); err != nil {
+			return 0, fmt.Errorf("drafting: %w", err)
+		}
+		drafts = drafts[:min(len(drafts), k)]
+	}
+	if len(drafts) == 0 {
+		if err := d.seq.Append(d.last); err != nil {
+			return 0, err
+		}
+		d.plain++
+		id := d.take(m.Logits())
+		d.ctl.plainStep(time.Since(start))
+		return id, nil
+	}
+	return d.verify(drafts, dists, start)
+}
+
+// verify runs last and the drafts in one pass and queues the tokens it
+// decides: the accepted drafts, then the target's own next token.
+func (d *Decoder) verify(drafts []int32, dists [][]sample.Prob, start time.Time) (int32, error) {
+	V := d.seq.Model().Hparams.Vocab
+	base := d.seq.Len()
+	d.batch = append(append(d.batch[:0], d.last), drafts...)
+	rows, err := d.seq.Verify(d.batch)
+	if err != nil {
+		return 0, err
+	}
+	d.rows = rows
+	d.queue, d.rowOf, d.queueAt = d.queue[:0], d.rowOf[:0], 0
+	greedy := d.smp.Params().Temperature == 0
+	accepted := 0
+	for i, x := range drafts {
+		row := rows[i*V : (i+1)*V]
+		var y int32
+		ok := false
+		if dists == nil || greedy {
+			// A point mass on x: draw as plain decoding does and keep x
+			// when the draw is x (accept.go).
+			y = d.smp.Sample(row)
+			ok = y == x
+		} else {
+			d.dist = d.smp.Dist(row, d.dist)
+			clear(d.qmap)
+			for _, t := range dists[i] {
+				d.qmap[t.ID] = t.P
+			}
+			y, ok = acceptDraft(d.dist, d.qmap, x, d.smp.Float64(), d.smp.Float64(), d.resid)
+		}
+		d.smp.Accept(y)
+		d.queue, d.rowOf = append(d.queue, y), append(d.rowOf, i)
+		if !ok {
+			break
+		}
+		accepted++
+	}
+	if accepted == len(drafts) { // every draft taken: the last row gives one more
+		row := rows[len(drafts)*V : (len(drafts)+1)*V]
+		y := d.smp.Sample(row)
+		d.smp.Accept(y)
+		d.queue, d.rowOf = append(d.queue, y), append(d.rowOf, len(drafts))
+	}
+	// The cache keeps last and the accepted drafts; the last queued token
+	// is the next one to run.
+	if err := d.seq.Rewind(base + 1 + accepted); err != nil {
+		return 0, err
+	}
+	d.stats.Drafted += len(drafts)
+	d.stats.Accepted += accepted
+	d.stats.Passes++
+	d.ctl.verified(len(drafts), accepted, time.Since(start))
+	d.plain++ // last is in
+	return d.pop(), nil
+}
+
+// pop returns the next queued token.
+func (d *Decoder) pop() int32 {
+	V := d.seq.Model().Hparams.Vocab
+	i := d.queueAt
+	d.queueAt++
+	if i > 0 {
+		d.plain++ // the token returned before it is in the cache
+	}
+	r := d.rowOf[i]
+	d.last, d.logits = d.queue[i], d.rows[r*V:(r+1)*V]
+	return d.last
+}
+
+// take draws the next token from logits.
+func (d *Decoder) take(logits []float32) int32 {
+	id := d.smp.Sample(logits)
+	d.smp.Accept(id)
+	d.last, d.logits = id, logits
+	return id
+}
+
+// Finish leaves the cache as plain decoding would after the tokens Next
+// returned: holding every token before the last one.
+func (d *Decoder) Finish() error {
+	d.queue, d.queueAt = d.queue[:0], 0
+	if d.seq.Len() > d.plain {
+		return d.seq.Rewind(d.plain)
+	}
+	return nil
+}
