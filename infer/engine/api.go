@@ -115,6 +115,19 @@ type Stats struct {
 	// recurrent state and the snapshots held now, and the most they take.
 	StateBytes    int64
 	StateMaxBytes int64
+	// Speculative decoding (Options.Spec): tokens drafted and accepted
+	// in this reply, and the verify passes that judged them.
+	Drafted  int
+	Accepted int
+	Verifies int
+}
+
+// AcceptRate is the share of drafted tokens accepted, 0 when none were.
+func (s Stats) AcceptRate() float64 {
+	if s.Drafted == 0 {
+		return 0
+	}
+	return float64(s.Accepted) / float64(s.Drafted)
 }
 
 // Notice is something the user should know that is not an error: a

@@ -20,6 +20,7 @@ import (
 
 	"github.com/bonsai-chat/bonsai/gguf"
 	_ "github.com/bonsai-chat/bonsai/infer/cpu" // the engine runs models on the CPU at least
+	"github.com/bonsai-chat/bonsai/infer/spec"
 )
 
 // Options configure an engine.
@@ -44,6 +45,9 @@ type Options struct {
 	// ProfileEvery is how many decoded tokens separate ProfileSample events
 	// (default 16); one also comes with every Done.
 	ProfileEvery int
+	// Spec is speculative decoding (infer/spec): the drafter, the draft
+	// model's path and the longest draft. The zero value decodes plainly.
+	Spec spec.Options
 }
 
 // Engine is the real engine: one goroutine owns the model and its KV cache
@@ -81,6 +85,7 @@ type Engine struct {
 	backend      string        // the backend asked for by the last successful load
 	profilingOn  bool          // what the backend was last told (SetProfiling)
 	samplingTime time.Duration // sampler time since the last ProfileSample
+	spec         speculation   // the draft model, if Options.Spec has one
 }
 
 type generateRequest struct {
@@ -234,6 +239,10 @@ func (e *Engine) run() {
 		e.emit(Error{Err: err, Fatal: true})
 		return
 	}
+	if err := e.openDraft(); err != nil {
+		e.emit(Error{Err: err, Fatal: true})
+		return
+	}
 	for {
 		select {
 		case <-e.done:
@@ -271,6 +280,9 @@ func (e *Engine) serve(r any) {
 	case resetRequest:
 		e.cur.seq.Reset()
 		e.window = window{}
+		if e.spec.drafter != nil {
+			e.spec.drafter.Sequence().Reset()
+		}
 	}
 }
 

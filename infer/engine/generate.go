@@ -11,6 +11,7 @@ import (
 	"github.com/bonsai-chat/bonsai/infer/chat"
 	"github.com/bonsai-chat/bonsai/infer/profile"
 	"github.com/bonsai-chat/bonsai/infer/sample"
+	"github.com/bonsai-chat/bonsai/infer/spec"
 )
 
 // generate answers one request: render, prefill what the cache lacks,
@@ -144,49 +145,68 @@ func (e *Engine) generate(r generateRequest) {
 		}
 		return true
 	}
+	// The decoder samples as plain decoding does, running the tokens a
+	// drafter guesses through the model several at a time (infer/spec);
+	// without a drafter it is plain decoding.
+	sd := spec.NewDecoder(seq, sampler, e.drafter(sampler.Params()), e.opts.Spec.MaxDraft)
+	end := func(reason string) {
+		// The cache then holds what plain decoding leaves: every token
+		// before the last one returned.
+		if err := sd.Finish(); err != nil {
+			e.emit(Error{Err: err})
+			seq.Reset()
+		}
+		st := sd.Stats()
+		stats.Drafted, stats.Accepted, stats.Verifies = st.Drafted, st.Accepted, st.Passes
+		finish(reason)
+	}
 	for {
 		e.applyProfiling()
 		if stopped() {
 			out(-1, dec.Flush(), true)
-			finish("stopped")
+			end("stopped")
 			return
 		}
-		t0 := time.Now()
-		logits := m.Logits()
-		if r.req.TopLogits > 0 {
-			top = sample.Top(logits, r.req.TopLogits, top)
+		limit := 0
+		if r.req.MaxTokens > 0 {
+			limit = r.req.MaxTokens - stats.DecodeTokens
 		}
-		id := sampler.Sample(logits)
-		sampler.Accept(id)
-		e.samplingTime += time.Since(t0)
+		id, err := sd.Next(limit)
+		if err != nil {
+			e.emit(Error{Err: err})
+			end("length")
+			return
+		}
+		e.samplingTime += sd.TakeSamplingTime()
+		if r.req.TopLogits > 0 {
+			top = sample.Top(sd.Logits(), r.req.TopLogits, top)
+		}
 		if stats.DecodeTokens == 0 {
 			stats.TTFT = time.Since(start)
 		}
 		stats.DecodeTokens++
 		if cur.tok.IsEOG(id) || cur.stopIDs[id] {
 			out(id, dec.Flush(), true)
-			finish("stop")
+			end("stop")
 			return
 		}
-		full := seq.Len() >= m.Context()
+		full := sd.Len() >= m.Context()
 		last := full || (r.req.MaxTokens > 0 && stats.DecodeTokens >= r.req.MaxTokens)
 		text := dec.Next(id)
 		if last {
 			text += dec.Flush()
 		}
 		if !out(id, text, last) {
+			sd.Finish()
 			return
 		}
 		if last {
-			finish("length")
-			return
-		}
-		if err := seq.Append(id); err != nil {
-			e.emit(Error{Err: err})
-			finish("length")
+			end("length")
 			return
 		}
 		stats.DecodeTPS = rate(stats.DecodeTokens, time.Since(decodeStart))
+		st := sd.Stats()
+		stats.Drafted, stats.Accepted, stats.Verifies = st.Drafted, st.Accepted, st.Passes
 		measure()
 		e.emit(stats)
 		if e.profilingOn && stats.DecodeTokens%e.opts.ProfileEvery == 0 {

@@ -154,4 +154,7 @@ func modelInfo(f *gguf.File, m *infer.Model) ModelInfo {
 	}
 }
 
-func (e *Engine) release() { e.cur.close() }
+func (e *Engine) release() {
+	e.closeDraft()
+	e.cur.close()
+}

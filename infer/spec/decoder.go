@@ -54,6 +54,7 @@ type Decoder struct {
 	dist    []sample.Prob
 	resid   []sample.Prob
 	qmap    map[int32]float32
+	sampled time.Duration // time spent sampling, for the profile
 }
 
 // NewDecoder decodes on seq, whose model's logits follow the prompt (a
@@ -135,6 +136,7 @@ func (d *Decoder) verify(drafts []int32, dists [][]sample.Prob, start time.Time)
 	}
 	d.rows = rows
 	d.queue, d.rowOf, d.queueAt = d.queue[:0], d.rowOf[:0], 0
+	sampling := time.Now()
 	greedy := d.smp.Params().Temperature == 0
 	accepted := 0
 	for i, x := range drafts {
@@ -167,6 +169,7 @@ func (d *Decoder) verify(drafts []int32, dists [][]sample.Prob, start time.Time)
 		d.smp.Accept(y)
 		d.queue, d.rowOf = append(d.queue, y), append(d.rowOf, len(drafts))
 	}
+	d.timeSampling(sampling)
 	// The cache keeps last and the accepted drafts; the last queued token
 	// is the next one to run.
 	if err := d.seq.Rewind(base + 1 + accepted); err != nil {
@@ -193,8 +196,16 @@ func (d *Decoder) pop() int32 {
 	return d.last
 }
 
+// TakeSamplingTime is the time spent sampling since the last call.
+func (d *Decoder) TakeSamplingTime() time.Duration {
+	t := d.sampled
+	d.sampled = 0
+	return t
+}
+
 // take draws the next token from logits.
 func (d *Decoder) take(logits []float32) int32 {
+	defer d.timeSampling(time.Now())
 	id := d.smp.Sample(logits)
 	d.smp.Accept(id)
 	d.last, d.logits = id, logits
@@ -210,3 +221,5 @@ func (d *Decoder) Finish() error {
 	}
 	return nil
 }
+
+func (d *Decoder) timeSampling(since time.Time) { d.sampled += time.Since(since) }

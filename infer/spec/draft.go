@@ -57,6 +57,18 @@ func NewModelDrafter(m *infer.Model, p sample.Params, seed uint64) (*ModelDrafte
 	return &ModelDrafter{seq: infer.NewSequence(m), smp: smp, greedy: p.Temperature == 0, params: p}, nil
 }
 
+// SetSampling takes a request's sampling params (and a seed for the
+// draft's own stream), keeping the cache.
+func (d *ModelDrafter) SetSampling(p sample.Params, seed uint64) error {
+	p.Seed = seed
+	smp, err := sample.New(p)
+	if err != nil {
+		return err
+	}
+	d.smp, d.greedy, d.params = smp, p.Temperature == 0, p
+	return nil
+}
+
 // Sequence is the draft model's cache (reset it with the conversation).
 func (d *ModelDrafter) Sequence() *infer.Sequence { return d.seq }
 
