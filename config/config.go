@@ -21,15 +21,19 @@ import (
 
 // Config is the effective configuration. Field tags are the TOML keys.
 type Config struct {
-	Model        string   `toml:"model"`   // GGUF file to load
-	Backend      string   `toml:"backend"` // "cpu", "gpu" or "auto"
-	Adapter      string   `toml:"adapter"` // GPU adapter name (substring); "" picks the best
-	Threads      int      `toml:"threads"` // CPU threads; 0 uses every core
-	ContextSize  int      `toml:"context_size"`
-	Think        bool     `toml:"think"` // thinking mode (off by default, as PrismML runs Bonsai 1.x)
-	Theme        string   `toml:"theme"` // "auto", "dark" or "light"
-	SystemPrompt string   `toml:"system_prompt"`
-	Sampling     Sampling `toml:"sampling"`
+	Model        string `toml:"model"`   // GGUF file to load
+	Backend      string `toml:"backend"` // "cpu", "gpu" or "auto"
+	Adapter      string `toml:"adapter"` // GPU adapter name (substring); "" picks the best
+	Threads      int    `toml:"threads"` // CPU threads; 0 uses every core
+	ContextSize  int    `toml:"context_size"`
+	Think        bool   `toml:"think"` // thinking mode (off by default, as PrismML runs Bonsai 1.x)
+	Theme        string `toml:"theme"` // "auto", "dark" or "light"
+	SystemPrompt string `toml:"system_prompt"`
+	// Spec is speculative decoding: "auto" (a draft model when Draft is
+	// set, else prompt lookup), "ngram", "draft" or "off".
+	Spec     string   `toml:"spec"`
+	Draft    string   `toml:"draft"` // draft model: a GGUF file with the model's vocabulary
+	Sampling Sampling `toml:"sampling"`
 	// Keys overrides key bindings: action name → key (as the TUI spells
 	// them, e.g. "ctrl+j"). The TUI validates the names.
 	Keys map[string]string `toml:"keys"`
@@ -66,6 +70,7 @@ func Defaults() Config {
 		ContextSize: 0,
 		Think:       false, // PrismML runs Bonsai 1.x with thinking off (enable_thinking: false)
 		Theme:       "auto",
+		Spec:        "auto",
 		Sampling: Sampling{
 			// PrismML's recommendation for Bonsai 1.x (Bonsai-demo's
 			// run_llama.sh): temperature 0.5, top-p 0.85, top-k 20.

@@ -131,6 +131,10 @@ func (s *statusLine) segments() []string {
 	} else if st.KVAllocBytes > 0 {
 		out = append(out, fmt.Sprintf("KV %s/%s", formatBytes(st.KVUsedBytes), formatBytes(st.KVAllocBytes)))
 	}
+	if st.Drafted > 0 {
+		// Speculative decoding: drafted tokens the model accepted.
+		out = append(out, fmt.Sprintf("spec %d/%d %.0f%%", st.Accepted, st.Drafted, 100*st.AcceptRate()))
+	}
 	if st.PrefillTokens > 0 && st.TTFT > 0 {
 		out = append(out, fmt.Sprintf("prefill %.0f tok/s", st.PrefillTPS), "first token "+formatDuration(st.TTFT))
 	}

@@ -119,8 +119,13 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 		defer restore()
 	}
 	// The engine starts loading at once; the UI shows its progress.
+	specOpts, err := resolveSpec(cfg.Spec, cfg.Draft)
+	if err != nil {
+		return err
+	}
 	eng := engine.New(engine.Options{
 		File: modelFile, Backend: cfg.Backend, Adapter: cfg.Adapter, Threads: cfg.Threads, Context: ctxSize, Profile: profile,
+		Spec: specOpts,
 	})
 	defer eng.Close()
 	opts.Engine = eng

@@ -18,6 +18,7 @@ import (
 	"github.com/bonsai-chat/bonsai/infer/hub"
 	"github.com/bonsai-chat/bonsai/infer/profile"
 	"github.com/bonsai-chat/bonsai/infer/sample"
+	"github.com/bonsai-chat/bonsai/infer/spec"
 )
 
 func init() {
@@ -40,6 +41,7 @@ type runFlags struct {
 	threads   int
 	backend   string
 	profile   bool
+	spec      spec.Mode
 }
 
 func runRun(args []string, stdout, stderr io.Writer) error {
@@ -62,10 +64,11 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	minP := fs.Float64("min-p", 0, "drop tokens below this fraction of the top probability")
 	repeat := fs.Float64("repeat-penalty", 1, "llama.cpp's repetition penalty (1: off)")
 	seed := fs.Uint64("seed", 0, "random seed (0: from the clock)")
+	specs := addSpecFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: bonsai run [--model M] [--raw] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed N]\n"+
 			"                  [--max-tokens N] [--ctx N] [--threads N] [--backend cpu|gpu|auto] [--think]\n"+
-			"                  [--format text|jsonl] [--top-logits K] PROMPT")
+			"                  [--format text|jsonl] [--top-logits K] [--spec auto|ngram|draft|off] [--draft MODEL] PROMPT")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -86,6 +89,11 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	specOpts, err := specs.options()
+	if err != nil {
+		return err
+	}
+	o.spec = specOpts.Mode
 
 	f, err := openModel(o.model)
 	if err != nil {
@@ -131,7 +139,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 
 	// The same engine as the chat's: one turn loop, one thinking parser.
 	e := engine.New(engine.Options{File: f, Backend: o.backend, Threads: o.threads, Context: o.ctx,
-		Profile: o.profile, ProfileEvery: math.MaxInt})
+		Profile: o.profile, ProfileEvery: math.MaxInt, Spec: specOpts})
 	defer e.Close()
 	e.Generate(req)
 	return stream(e, o, stdout, stderr)
@@ -200,6 +208,8 @@ func stream(e *engine.Engine, o runFlags, out, errOut io.Writer) error {
 				PromptTokens: st.PrefillTokens, GeneratedTokens: st.DecodeTokens,
 				PrefillTPS: st.PrefillTPS, DecodeTPS: st.DecodeTPS,
 				Backend: backend, Text: held,
+				Spec: specLine{Mode: string(o.spec), Drafted: st.Drafted, Accepted: st.Accepted,
+					Verifies: st.Verifies, AcceptRate: st.AcceptRate()},
 			})
 		}
 	}
@@ -242,6 +252,8 @@ type doneLine struct {
 	PrefillTPS      float64 `json:"prefill_tps"`
 	DecodeTPS       float64 `json:"decode_tps"`
 	Backend         string  `json:"backend"`
+	// Spec is what speculative decoding did.
+	Spec specLine `json:"spec"`
 	// Text is what the stream decoder held back when the reply stopped (an
 	// incomplete UTF-8 sequence), if anything.
 	Text string `json:"text,omitempty"`
