@@ -1,0 +1,207 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/bonsai-chat/bonsai/infer/chat"
+	"github.com/bonsai-chat/bonsai/infer/engine"
+	"github.com/bonsai-chat/bonsai/infer/spec"
+)
+
+func init() {
+	register(command{
+		name:    "bench-spec",
+		summary: "measure decoding with and without speculative decoding on quoting and free tasks",
+		run:     runBenchSpec,
+	})
+}
+
+// specPassage is what the quoting tasks quote: scripture, the default
+// model's own register.
+const specPassage = "And God said, Let there be light: and there was light. And God saw the light, that it was good: " +
+	"and God divided the light from the darkness. And God called the light Day, and the darkness he called Night. " +
+	"And the evening and the morning were the first day."
+
+// specTask is one benchmark prompt; quote says the reply is expected to
+// quote the prompt (the ≥ 1.5× tasks), else it is free generation (≥ 0.95×).
+type specTask struct {
+	name   string
+	prompt string
+	quote  bool
+}
+
+var specTasks = []specTask{
+	{"repeat", "Repeat this passage word for word:\n\n" + specPassage, true},
+	{"edit", "Copy this passage, changing \"light\" to \"sun\":\n\n" + specPassage, true},
+	{"summarise", "Summarise this passage, quoting its key sentence:\n\n" + specPassage, true},
+	{"free", "Tell me of the sea and the ships that sail upon it.", false},
+	{"free2", "Who was David, and what did he do?", false},
+}
+
+// specRun is one reply's measurements.
+type specRun struct {
+	Task     string  `json:"task"`
+	Mode     string  `json:"mode"`
+	Tokens   int     `json:"tokens"`
+	TPS      float64 `json:"decode_tps"`
+	Drafted  int     `json:"drafted"`
+	Accepted int     `json:"accepted"`
+	Text     string  `json:"-"`
+}
+
+func runBenchSpec(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench-spec", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	model := fs.String("model", "", "model (default: the embedded bonsai-tiny)")
+	draft := fs.String("draft", "", "also measure this draft model")
+	threads := fs.Int("threads", 0, "CPU threads (0: one per core)")
+	backend := fs.String("backend", "cpu", "cpu, gpu or auto")
+	reps := fs.Int("r", 5, "repetitions of each task and mode, alternated")
+	maxTokens := fs.Int("n", 128, "tokens per reply")
+	maxDraft := fs.Int("max-draft", 0, "most tokens drafted per pass (0: the default)")
+	tasks := fs.String("tasks", "", "comma-separated task names (default: all)")
+	format := fs.String("format", "text", "text or json")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if *reps < 1 || *maxTokens < 1 {
+		return fmt.Errorf("%w: -r and -n must be positive", errUsage)
+	}
+	f, err := openModel(*model)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	modes := []spec.Options{{Mode: spec.Off}, {Mode: spec.NGram, MaxDraft: *maxDraft}}
+	if *draft != "" {
+		o, err := resolveSpec("draft", *draft)
+		if err != nil {
+			return err
+		}
+		o.MaxDraft = *maxDraft
+		modes = append(modes, o)
+	}
+	engines := make([]*engine.Engine, len(modes))
+	for i, o := range modes {
+		e := engine.New(engine.Options{File: f, Backend: *backend, Threads: *threads, Spec: o, Sampling: &engine.Sampling{}})
+		defer e.Close()
+		if err := waitLoaded(e); err != nil {
+			return err
+		}
+		engines[i] = e
+	}
+	var runs []specRun
+	for _, t := range specTasks {
+		if *tasks != "" && !slices.Contains(strings.Split(*tasks, ","), t.name) {
+			continue
+		}
+		for range *reps {
+			for i, e := range engines { // alternated, so that a busy machine slows every mode alike
+				r, err := benchReply(e, t, *maxTokens)
+				if err != nil {
+					return err
+				}
+				r.Mode = string(modes[i].Mode)
+				runs = append(runs, r)
+			}
+		}
+	}
+	if *format == "json" {
+		return json.NewEncoder(stdout).Encode(runs)
+	}
+	return printSpecBench(stdout, runs, modes)
+}
+
+func waitLoaded(e *engine.Engine) error {
+	for ev := range e.Events() {
+		switch ev := ev.(type) {
+		case engine.Loaded:
+			return nil
+		case engine.Error:
+			if ev.Fatal {
+				return ev.Err
+			}
+		}
+	}
+	return errors.New("the engine stopped while loading")
+}
+
+// benchReply answers the task afresh (the cache reset) and measures it.
+func benchReply(e *engine.Engine, t specTask, n int) (specRun, error) {
+	e.Reset()
+	e.Generate(engine.GenerateRequest{Messages: []chat.Message{{Role: chat.RoleUser, Content: t.prompt}}, MaxTokens: n})
+	r := specRun{Task: t.name}
+	for ev := range e.Events() {
+		switch ev := ev.(type) {
+		case engine.Token:
+			r.Text += ev.Text
+		case engine.Error:
+			return r, ev.Err
+		case engine.Done:
+			r.Tokens, r.TPS = ev.Stats.DecodeTokens, ev.Stats.DecodeTPS
+			r.Drafted, r.Accepted = ev.Stats.Drafted, ev.Stats.Accepted
+			return r, nil
+		}
+	}
+	return r, errors.New("the engine stopped during a reply")
+}
+
+// printSpecBench writes, per task and mode, the median decode speed, its
+// ratio to plain decoding (the median of the per-repetition ratios, each
+// against the plain run beside it) and the acceptance.
+func printSpecBench(w io.Writer, runs []specRun, modes []spec.Options) error {
+	fmt.Fprintf(w, "%-10s %-6s %7s %10s %8s %9s %8s\n", "task", "mode", "tokens", "tok/s", "ratio", "accepted", "rate")
+	for _, t := range specTasks {
+		byMode := map[string][]specRun{}
+		for _, r := range runs {
+			if r.Task == t.name {
+				byMode[r.Mode] = append(byMode[r.Mode], r)
+			}
+		}
+		plain := byMode[string(spec.Off)]
+		if len(plain) == 0 {
+			continue
+		}
+		for _, o := range modes {
+			rs := byMode[string(o.Mode)]
+			var tps, ratios []float64
+			drafted, accepted, tokens := 0, 0, 0
+			for i, r := range rs {
+				tps = append(tps, r.TPS)
+				if i < len(plain) && plain[i].TPS > 0 {
+					ratios = append(ratios, r.TPS/plain[i].TPS)
+				}
+				drafted += r.Drafted
+				accepted += r.Accepted
+				tokens = r.Tokens
+			}
+			rate := 0.0
+			if drafted > 0 {
+				rate = float64(accepted) / float64(drafted)
+			}
+			fmt.Fprintf(w, "%-10s %-6s %7d %10.1f %7.2fx %4d/%-4d %7.0f%%\n", t.name, o.Mode, tokens, median(tps), median(ratios), accepted, drafted, 100*rate)
+		}
+	}
+	return nil
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
