@@ -73,6 +73,11 @@ type Model struct {
 	snaps     []snapshot    // ascending positions
 	maxSnaps  int           // snapshots kept (snapshotLimit of wantSnaps)
 	wantSnaps int           // Options.Snapshots
+	// rows holds a verify pass's logits (verify.go): one buffer for the
+	// model's sequences, grown rarely, since fresh pages cost more than
+	// the pass on a busy machine.
+	rows     []float32
+	reserved int // the largest verify pass run so far (Sequence.Reserve)
 }
 
 // snapshot is a host copy of the recurrent state after the first pos tokens.

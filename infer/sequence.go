@@ -12,11 +12,10 @@ type Sequence struct {
 	m      *Model
 	tokens []int32 // what the KV cache holds, position by position
 
-	// Speculation (verify.go): the length Rewind may go back to, a
-	// recurrent model's state there, and the verify pass's logits.
+	// Speculation (verify.go): the length Rewind may go back to and a
+	// recurrent model's state there.
 	markPos   int
 	markState []float32
-	rows      []float32
 }
 
 // NewSequence starts an empty sequence on m.
@@ -46,7 +45,7 @@ func (s *Sequence) Reset() {
 func (s *Sequence) SetModel(m *Model) {
 	s.m = m
 	s.tokens = s.tokens[:0]
-	s.markPos, s.markState, s.rows = 0, nil, nil
+	s.markPos, s.markState = 0, nil
 }
 
 // Reuse says what a prefill kept of the cache.

@@ -153,16 +153,17 @@ func (s *Sequence) Mark() error {
 // Verify marks the sequence (Mark), runs tokens after the cached ones in
 // one pass and returns the logits after each of them: row i, Vocab values,
 // follows tokens[i]. The tokens join the sequence; Rewind drops those the
-// caller rejects. The rows are reused by the next Verify.
+// caller rejects. The rows are reused by the next Verify on the model.
 func (s *Sequence) Verify(tokens []int32) ([]float32, error) {
 	if err := s.Mark(); err != nil {
 		return nil, err
 	}
-	need := len(tokens) * s.m.Hparams.Vocab
-	if cap(s.rows) < need {
-		s.rows = make([]float32, need)
+	m, V := s.m, s.m.Hparams.Vocab
+	need := len(tokens) * V
+	if cap(m.rows) < need {
+		m.rows = make([]float32, max(need, 16*V))
 	}
-	rows := s.rows[:need]
+	rows := m.rows[:need]
 	if err := s.m.ForwardRows(tokens, len(s.tokens), rows); err != nil {
 		return nil, err
 	}
@@ -208,4 +209,27 @@ func (s *Sequence) Rewind(n int) error {
 	}
 	s.tokens = s.tokens[:n]
 	return nil
+}
+
+// Reserve makes verify passes of up to n tokens run at full speed from
+// the first: the first pass of a larger size touches memory no pass has
+// (the logits rows, the backend's scratch), which on a busy machine costs
+// more than the pass itself. It runs one pass of n tokens (the last cached
+// token repeated) and rewinds it, once per model and size; the sequence is
+// left as it was. A sequence that holds nothing yet reserves nothing.
+func (s *Sequence) Reserve(n int) error {
+	n = min(n, s.m.maxBatch, s.m.context-len(s.tokens))
+	if n <= s.m.reserved || len(s.tokens) == 0 {
+		return nil
+	}
+	toks := make([]int32, n)
+	for i := range toks {
+		toks[i] = s.tokens[len(s.tokens)-1]
+	}
+	at := len(s.tokens)
+	if _, err := s.Verify(toks); err != nil {
+		return err
+	}
+	s.m.reserved = n
+	return s.Rewind(at)
 }

@@ -8,10 +8,15 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/chat"
 	"github.com/bonsai-chat/bonsai/infer/engine"
+	"github.com/bonsai-chat/bonsai/infer/sample"
 	"github.com/bonsai-chat/bonsai/infer/spec"
+	"github.com/bonsai-chat/bonsai/infer/tokenizer"
 )
 
 func init() {
@@ -67,6 +72,7 @@ func runBenchSpec(args []string, stdout, stderr io.Writer) error {
 	maxDraft := fs.Int("max-draft", 0, "most tokens drafted per pass (0: the default)")
 	tasks := fs.String("tasks", "", "comma-separated task names (default: all)")
 	format := fs.String("format", "text", "text or json")
+	replay := fs.Bool("replay", true, "also measure replayed replies: drafts that are the reply itself (every one, and four in five), what a verbatim quote gets")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -118,7 +124,13 @@ func runBenchSpec(args []string, stdout, stderr io.Writer) error {
 	if *format == "json" {
 		return json.NewEncoder(stdout).Encode(runs)
 	}
-	return printSpecBench(stdout, runs, modes)
+	if err := printSpecBench(stdout, runs, modes); err != nil {
+		return err
+	}
+	if !*replay {
+		return nil
+	}
+	return replayBench(stdout, f, *backend, *threads, *reps, *maxTokens, *maxDraft)
 }
 
 func waitLoaded(e *engine.Engine) error {
@@ -204,4 +216,101 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// replayDrafter drafts a known reply: each token right, or every wrong-th
+// one off by one (wrong 0: none wrong).
+type replayDrafter struct {
+	prompt int
+	reply  []int32
+	wrong  int
+	buf    []int32
+}
+
+func (r *replayDrafter) Draft(ctx []int32, k int) ([]int32, [][]sample.Prob, error) {
+	r.buf = r.buf[:0]
+	for i := len(ctx) - r.prompt; i >= 0 && i < len(r.reply) && len(r.buf) < k; i++ {
+		id := r.reply[i]
+		if r.wrong > 0 && i%r.wrong == r.wrong-1 {
+			id = (id + 1) % 1000
+		}
+		r.buf = append(r.buf, id)
+	}
+	return r.buf, nil, nil
+}
+
+// replayBench measures the decoder itself on the model: plain greedy
+// decoding of n tokens after the first task's prompt (past the end of the
+// turn, so that every run decodes n), then the same with drafts that are
+// that reply, alternated. It is the speed a reply that quotes its prompt
+// verbatim gets from prompt lookup, whatever the model.
+func replayBench(w io.Writer, f *gguf.File, backend string, threads, reps, n, maxDraft int) error {
+	m, err := infer.Load(f, infer.Options{Backend: backend, Threads: threads})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	tok, err := tokenizer.FromGGUF(f.KV)
+	if err != nil {
+		return err
+	}
+	prompt := chat.FromGGUF(f.KV).Encode([]chat.Message{{Role: chat.RoleUser, Content: specTasks[0].prompt}}, true, false, tok.Encode)
+	if tok.AddBOS() && tok.BOS() >= 0 {
+		prompt = append([]int32{tok.BOS()}, prompt...)
+	}
+	n = min(n, m.Context()-len(prompt)-1)
+	decode := func(d spec.Drafter) ([]int32, float64, spec.Stats, error) {
+		seq := infer.NewSequence(m)
+		if _, err := seq.Prefill(prompt, nil); err != nil {
+			return nil, 0, spec.Stats{}, err
+		}
+		smp, err := sample.New(sample.Params{})
+		if err != nil {
+			return nil, 0, spec.Stats{}, err
+		}
+		dec := spec.NewDecoder(seq, smp, d, maxDraft)
+		start := time.Now()
+		var out []int32
+		for len(out) < n {
+			id, err := dec.Next(n - len(out))
+			if err != nil {
+				return nil, 0, spec.Stats{}, err
+			}
+			out = append(out, id)
+		}
+		return out, float64(n) / time.Since(start).Seconds(), dec.Stats(), nil
+	}
+	reply, _, _, err := decode(nil)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nreplay (%d tokens after the %q prompt, greedy, alternated %d times):\n", n, specTasks[0].name, reps)
+	fmt.Fprintf(w, "%-22s %10s %8s %9s %8s\n", "drafts", "tok/s", "ratio", "accepted", "rate")
+	for _, wrong := range []int{0, 5} {
+		var plain, fast, ratios []float64
+		var st spec.Stats
+		for range reps {
+			_, p, _, err := decode(nil)
+			if err != nil {
+				return err
+			}
+			got, s, sst, err := decode(&replayDrafter{prompt: len(prompt), reply: reply, wrong: wrong})
+			if err != nil {
+				return err
+			}
+			if !slices.Equal(got, reply) {
+				return errors.New("replay: the speculative reply differs from plain decoding")
+			}
+			plain, fast, ratios = append(plain, p), append(fast, s), append(ratios, s/p)
+			st.Drafted += sst.Drafted
+			st.Accepted += sst.Accepted
+		}
+		name := "the reply"
+		if wrong > 0 {
+			name = fmt.Sprintf("the reply, 1 in %d off", wrong)
+		}
+		fmt.Fprintf(w, "%-22s %10.1f %8s %9s %8s\n", "none (plain)", median(plain), "1.00x", "", "")
+		fmt.Fprintf(w, "%-22s %10.1f %7.2fx %4d/%-4d %7.0f%%\n", name, median(fast), median(ratios), st.Accepted, st.Drafted, 100*st.Rate())
+	}
+	return nil
 }

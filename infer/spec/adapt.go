@@ -16,6 +16,7 @@ type controller struct {
 	gain    float64 // EMA of a pass's tokens × step / its time; 0: none yet
 	pause   int     // plain steps to take before drafting again
 	backoff int
+	samples int // passes measured since drafting last resumed
 }
 
 const (
@@ -63,7 +64,11 @@ func (c *controller) verified(drafted, accepted int, d time.Duration) {
 		return
 	}
 	c.gain = ema(c.gain, float64(accepted+1)*c.step/d.Seconds())
-	if c.gain < 1 {
+	c.samples++
+	// One slow pass (a page fault, another process) is not a verdict: it
+	// takes two, unless the pass lost more than half.
+	if c.gain < 1 && (c.samples >= 2 || c.gain < 0.5) {
+		c.samples = 0
 		c.pause = c.backoff
 		c.backoff = min(2*c.backoff, maxBackoff)
 		c.gain = 0 // the next probe starts afresh
