@@ -72,6 +72,7 @@ func runBenchSpec(args []string, stdout, stderr io.Writer) error {
 	maxDraft := fs.Int("max-draft", 0, "most tokens drafted per pass (0: the default)")
 	tasks := fs.String("tasks", "", "comma-separated task names (default: all)")
 	format := fs.String("format", "text", "text or json")
+	temp := fs.Float64("temp", 0, "temperature (0: greedy); above 0 the model's other sampling settings and a fixed seed")
 	replay := fs.Bool("replay", true, "also measure replayed replies: drafts that are the reply itself (every one, and four in five), what a verbatim quote gets")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -87,6 +88,11 @@ func runBenchSpec(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer f.Close()
+	sampling := engine.Sampling{}
+	if *temp > 0 {
+		sampling = engine.DefaultSampling(infer.DetectVariant(f))
+		sampling.Temperature, sampling.Seed = float32(*temp), 1
+	}
 	modes := []spec.Options{{Mode: spec.Off}, {Mode: spec.NGram, MaxDraft: *maxDraft}}
 	if *draft != "" {
 		o, err := resolveSpec("draft", *draft)
@@ -98,7 +104,7 @@ func runBenchSpec(args []string, stdout, stderr io.Writer) error {
 	}
 	engines := make([]*engine.Engine, len(modes))
 	for i, o := range modes {
-		e := engine.New(engine.Options{File: f, Backend: *backend, Threads: *threads, Spec: o, Sampling: &engine.Sampling{}})
+		e := engine.New(engine.Options{File: f, Backend: *backend, Threads: *threads, Spec: o, Sampling: &sampling})
 		defer e.Close()
 		if err := waitLoaded(e); err != nil {
 			return err

@@ -26,7 +26,7 @@ const (
 )
 
 func newController(maxK int) controller {
-	return controller{k: min(4, max(maxK, 0)), maxK: max(maxK, 0), backoff: minBackoff}
+	return controller{k: min(2, max(maxK, 0)), maxK: max(maxK, 0), backoff: minBackoff}
 }
 
 // draftLen is how many tokens to draft now; 0 means take a plain step.
