@@ -116,9 +116,16 @@ func runBenchSpec(args []string, stdout, stderr io.Writer) error {
 		if *tasks != "" && !slices.Contains(strings.Split(*tasks, ","), t.name) {
 			continue
 		}
-		for range *reps {
-			for i, e := range engines { // alternated, so that a busy machine slows every mode alike
-				r, err := benchReply(e, t, *maxTokens)
+		for rep := range *reps {
+			// Alternated, so that a busy machine slows every mode alike,
+			// and in reverse order every other repetition, so that going
+			// first (or second) favours none.
+			for j := range engines {
+				i := j
+				if rep%2 == 1 {
+					i = len(engines) - 1 - j
+				}
+				r, err := benchReply(engines[i], t, *maxTokens)
 				if err != nil {
 					return err
 				}

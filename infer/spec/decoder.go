@@ -56,6 +56,13 @@ type Decoder struct {
 	qmap     map[int32]float32
 	sampled  time.Duration // time spent sampling, for the profile
 	reserved bool          // the model runs verify passes of maxK+1 tokens at speed
+	// behind are tokens the cache holds in name that a recurrent state has
+	// not absorbed: after a partial acceptance the state goes back to the
+	// verify pass's snapshot (a state cannot be truncated), and rather than
+	// run the kept tokens again at once, they go at the front of the next
+	// pass, which costs next to nothing more.
+	behind []int32
+	ctx    []int32
 }
 
 // NewDecoder decodes on seq, whose model's logits follow the prompt (a
@@ -96,7 +103,7 @@ func (d *Decoder) Next(limit int) (int32, error) {
 	}
 	// The cache holds every token before last: run it, with a draft if
 	// one is worth verifying.
-	room := m.Context() - d.seq.Len() - 1
+	room := m.Context() - d.seq.Len() - len(d.behind) - 1
 	k := d.ctl.draftLen()
 	if limit > 0 {
 		k = min(k, limit-1)
@@ -106,15 +113,15 @@ func (d *Decoder) Next(limit int) (int32, error) {
 	var dists [][]sample.Prob
 	start := time.Now()
 	if d.drafter != nil && k > 0 {
-		ctx := append(d.seq.Tokens(), d.last) // appends into the sequence's spare room, which it does not read
+		d.ctx = append(append(append(d.ctx[:0], d.seq.Tokens()...), d.behind...), d.last)
 		var err error
-		if drafts, dists, err = d.drafter.Draft(ctx, k); err != nil {
+		if drafts, dists, err = d.drafter.Draft(d.ctx, k); err != nil {
 			return 0, fmt.Errorf("drafting: %w", err)
 		}
 		drafts = drafts[:min(len(drafts), k)]
 	}
 	if len(drafts) == 0 {
-		if err := d.seq.Append(d.last); err != nil {
+		if err := d.catchUp(d.last); err != nil {
 			return 0, err
 		}
 		d.plain++
@@ -137,8 +144,8 @@ func (d *Decoder) verify(drafts []int32, dists [][]sample.Prob, start time.Time)
 		d.reserved = true
 		start = time.Now()
 	}
-	base := d.seq.Len()
-	d.batch = append(append(d.batch[:0], d.last), drafts...)
+	base, o := d.seq.Len(), len(d.behind)
+	d.batch = append(append(append(d.batch[:0], d.behind...), d.last), drafts...)
 	rows, err := d.seq.Verify(d.batch)
 	if err != nil {
 		return 0, err
@@ -149,7 +156,7 @@ func (d *Decoder) verify(drafts []int32, dists [][]sample.Prob, start time.Time)
 	greedy := d.smp.Params().Temperature == 0
 	accepted := 0
 	for i, x := range drafts {
-		row := rows[i*V : (i+1)*V]
+		row := rows[(o+i)*V : (o+i+1)*V]
 		var y int32
 		ok := false
 		if dists == nil || greedy {
@@ -166,22 +173,28 @@ func (d *Decoder) verify(drafts []int32, dists [][]sample.Prob, start time.Time)
 			y, ok = acceptDraft(d.dist, d.qmap, x, d.smp.Float64(), d.smp.Float64(), d.resid)
 		}
 		d.smp.Accept(y)
-		d.queue, d.rowOf = append(d.queue, y), append(d.rowOf, i)
+		d.queue, d.rowOf = append(d.queue, y), append(d.rowOf, o+i)
 		if !ok {
 			break
 		}
 		accepted++
 	}
 	if accepted == len(drafts) { // every draft taken: the last row gives one more
-		row := rows[len(drafts)*V : (len(drafts)+1)*V]
-		y := d.smp.Sample(row)
+		n := o + len(drafts)
+		y := d.smp.Sample(rows[n*V : (n+1)*V])
 		d.smp.Accept(y)
-		d.queue, d.rowOf = append(d.queue, y), append(d.rowOf, len(drafts))
+		d.queue, d.rowOf = append(d.queue, y), append(d.rowOf, n)
 	}
 	d.timeSampling(sampling)
-	// The cache keeps last and the accepted drafts; the last queued token
-	// is the next one to run.
-	if err := d.seq.Rewind(base + 1 + accepted); err != nil {
+	// The cache keeps what was behind, last and the accepted drafts; the
+	// last queued token is the next one to run.
+	kept := o + 1 + accepted
+	d.behind = d.behind[:0]
+	if d.seq.Model().Recurrent() && kept < len(d.batch) {
+		d.behind = append(d.behind, d.batch[:kept]...)
+		kept = 0
+	}
+	if err := d.seq.Rewind(base + kept); err != nil {
 		return 0, err
 	}
 	d.stats.Drafted += len(drafts)
@@ -221,10 +234,31 @@ func (d *Decoder) take(logits []float32) int32 {
 	return id
 }
 
+// catchUp runs what is behind and then tok, leaving the logits after tok
+// in the model.
+func (d *Decoder) catchUp(tok int32) error {
+	if len(d.behind) == 0 {
+		return d.seq.Append(tok)
+	}
+	d.ctx = append(append(append(d.ctx[:0], d.seq.Tokens()...), d.behind...), tok)
+	if _, err := d.seq.Prefill(d.ctx, nil); err != nil {
+		return err
+	}
+	d.behind = d.behind[:0]
+	return nil
+}
+
 // Finish leaves the cache as plain decoding would after the tokens Next
 // returned: holding every token before the last one.
 func (d *Decoder) Finish() error {
 	d.queue, d.queueAt = d.queue[:0], 0
+	if held := d.seq.Len(); d.plain > held { // some of behind belong: run them
+		d.ctx = append(append(d.ctx[:0], d.seq.Tokens()...), d.behind[:d.plain-held]...)
+		d.behind = d.behind[:0]
+		_, err := d.seq.Prefill(d.ctx, nil)
+		return err
+	}
+	d.behind = d.behind[:0]
 	if d.seq.Len() > d.plain {
 		return d.seq.Rewind(d.plain)
 	}
