@@ -106,3 +106,36 @@ func TestDraftVocabularyMismatch(t *testing.T) {
 		}
 	}
 }
+
+// Speculation near the end of the context drafts only what fits: a reply
+// that runs into the end gives plain decoding's tokens and stops the same
+// way; the cache then holds what plain decoding's does, so the next turn
+// reuses the same prefix.
+func TestSpeculationAtTheContextEnd(t *testing.T) {
+	f := testFile(t)
+	msgs := ask("one two three one two three one two three one two three")
+	run := func(o spec.Options) (reply, reply) {
+		e := start(t, f, Options{Spec: o, Context: 80})
+		e.Generate(GenerateRequest{Messages: msgs, Sampling: greedy})
+		first := collect(t, e)
+		e.Generate(GenerateRequest{Messages: ask("again"), Sampling: greedy, MaxTokens: 8})
+		return first, collect(t, e)
+	}
+	want, wantNext := run(spec.Options{})
+	if want.done.Reason != "length" || want.done.Stats.ContextUsed < 70 {
+		t.Fatalf("plain decoding stopped (%s) at %d of 80 context tokens: pick a prompt that reaches the end", want.done.Reason, want.done.Stats.ContextUsed)
+	}
+	for _, o := range []spec.Options{{Mode: spec.NGram, MaxDraft: 6}, {Mode: spec.Draft, DraftPath: draftFile(t, nil), MaxDraft: 6}} {
+		got, next := run(o)
+		if !slices.Equal(got.ids, want.ids) || got.done.Reason != want.done.Reason {
+			t.Errorf("%s: %d tokens (%s), plain %d (%s)", o.Mode, len(got.ids), got.done.Reason, len(want.ids), want.done.Reason)
+		}
+		if got.done.Stats.ContextUsed != want.done.Stats.ContextUsed {
+			t.Errorf("%s: context used %d, plain %d", o.Mode, got.done.Stats.ContextUsed, want.done.Stats.ContextUsed)
+		}
+		if !slices.Equal(next.ids, wantNext.ids) || next.done.Stats.PrefillTokens != wantNext.done.Stats.PrefillTokens {
+			t.Errorf("%s: the next turn prefilled %d tokens and said %v; plain %d, %v", o.Mode,
+				next.done.Stats.PrefillTokens, next.ids, wantNext.done.Stats.PrefillTokens, wantNext.ids)
+		}
+	}
+}
