@@ -77,7 +77,7 @@ type Model struct {
 	// model's sequences, grown rarely, since fresh pages cost more than
 	// the pass on a busy machine.
 	rows     []float32
-	reserved int // the largest verify pass run so far (Sequence.Reserve)
+	verified int // the largest verify pass run so far (VerifiedRows)
 }
 
 // snapshot is a host copy of the recurrent state after the first pos tokens.

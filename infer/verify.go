@@ -167,6 +167,7 @@ func (s *Sequence) Verify(tokens []int32) ([]float32, error) {
 	if err := s.m.ForwardRows(tokens, len(s.tokens), rows); err != nil {
 		return nil, err
 	}
+	m.verified = max(m.verified, len(tokens))
 	s.tokens = append(s.tokens, tokens...)
 	return rows, nil
 }
@@ -211,25 +212,8 @@ func (s *Sequence) Rewind(n int) error {
 	return nil
 }
 
-// Reserve makes verify passes of up to n tokens run at full speed from
-// the first: the first pass of a larger size touches memory no pass has
-// (the logits rows, the backend's scratch), which on a busy machine costs
-// more than the pass itself. It runs one pass of n tokens (the last cached
-// token repeated) and rewinds it, once per model and size; the sequence is
-// left as it was. A sequence that holds nothing yet reserves nothing.
-func (s *Sequence) Reserve(n int) error {
-	n = min(n, s.m.maxBatch, s.m.context-len(s.tokens))
-	if n <= s.m.reserved || len(s.tokens) == 0 {
-		return nil
-	}
-	toks := make([]int32, n)
-	for i := range toks {
-		toks[i] = s.tokens[len(s.tokens)-1]
-	}
-	at := len(s.tokens)
-	if _, err := s.Verify(toks); err != nil {
-		return err
-	}
-	s.m.reserved = n
-	return s.Rewind(at)
-}
+// VerifiedRows is the largest verify pass the model has run. The first
+// pass of a larger size touches memory none has (the logits rows, the
+// backend's scratch), which on a busy machine can cost more than the pass
+// itself: a caller timing passes should not judge by that one.
+func (m *Model) VerifiedRows() int { return m.verified }

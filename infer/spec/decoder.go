@@ -43,19 +43,18 @@ type Decoder struct {
 	ctl     controller
 	stats   Stats
 
-	last     int32     // the last token returned, not yet in the cache; −1: none yet
-	logits   []float32 // the logits it was drawn from
-	queue    []int32   // tokens decided by the last verify pass, not yet returned
-	queueAt  int
-	rowOf    []int // the verify row each queued token was drawn from
-	rows     []float32
-	plain    int // the cache length plain decoding would have now
-	batch    []int32
-	dist     []sample.Prob
-	resid    []sample.Prob
-	qmap     map[int32]float32
-	sampled  time.Duration // time spent sampling, for the profile
-	reserved bool          // the model runs verify passes of maxK+1 tokens at speed
+	last    int32     // the last token returned, not yet in the cache; −1: none yet
+	logits  []float32 // the logits it was drawn from
+	queue   []int32   // tokens decided by the last verify pass, not yet returned
+	queueAt int
+	rowOf   []int // the verify row each queued token was drawn from
+	rows    []float32
+	plain   int // the cache length plain decoding would have now
+	batch   []int32
+	dist    []sample.Prob
+	resid   []sample.Prob
+	qmap    map[int32]float32
+	sampled time.Duration // time spent sampling, for the profile
 	// behind are tokens the cache holds in name that a recurrent state has
 	// not absorbed: after a partial acceptance the state goes back to the
 	// verify pass's snapshot (a state cannot be truncated), and rather than
@@ -136,16 +135,11 @@ func (d *Decoder) Next(limit int) (int32, error) {
 // decides: the accepted drafts, then the target's own next token.
 func (d *Decoder) verify(drafts []int32, dists [][]sample.Prob, start time.Time) (int32, error) {
 	V := d.seq.Model().Hparams.Vocab
-	if !d.reserved {
-		// Out of the timing: a one-time cost is not what drafting costs.
-		if err := d.seq.Reserve(d.ctl.maxK + 1); err != nil {
-			return 0, err
-		}
-		d.reserved = true
-		start = time.Now()
-	}
 	base, o := d.seq.Len(), len(d.behind)
 	d.batch = append(append(append(d.batch[:0], d.behind...), d.last), drafts...)
+	// The first pass of a size pays a one-time cost (VerifiedRows), not
+	// what drafting costs: it is left out of the timing.
+	timed := len(d.batch) <= d.seq.Model().VerifiedRows()
 	rows, err := d.seq.Verify(d.batch)
 	if err != nil {
 		return 0, err
@@ -200,7 +194,11 @@ func (d *Decoder) verify(drafts []int32, dists [][]sample.Prob, start time.Time)
 	d.stats.Drafted += len(drafts)
 	d.stats.Accepted += accepted
 	d.stats.Passes++
-	d.ctl.verified(len(drafts), accepted, time.Since(start))
+	took := time.Since(start)
+	if !timed {
+		took = 0 // the controller adapts the length but does not judge the speed-up
+	}
+	d.ctl.verified(len(drafts), accepted, took)
 	d.plain++ // last is in
 	return d.pop(), nil
 }
