@@ -72,6 +72,7 @@ var modelCases = []modelCase{
 	{name: "qwen35-q2_0-qwen-vocab", arch: "qwen35", typ: gguf.Q2_0, prompts: []string{"The quick brown fox jumps over the lazy dog.", promptCode}},
 	{name: "qwen35-q2_0", arch: "qwen35", typ: gguf.Q2_0, vocab: 4096, prompts: []string{promptCode, promptProse}},
 	{name: "qwen35-q1_0", arch: "qwen35", typ: gguf.Q1_0, vocab: 4096, prompts: []string{"Once upon a time, in a land far away,", promptDates}},
+	{name: "qwen35-q4_k", arch: "qwen35", typ: gguf.Q4_K, vocab: 4096, prompts: []string{"SELECT name FROM users WHERE id = 42;", promptProse}},
 	{name: "qwen35-q8_0", arch: "qwen35", typ: gguf.Q8_0, vocab: 4096, prompts: []string{promptProse, promptDates}},
 	{name: "qwen35-bf16", arch: "qwen35", typ: gguf.BF16, vocab: 4096, prompts: []string{"Hello, world! Hello, bonsai!", promptDates}},
 	{name: "qwen35-f32", arch: "qwen35", typ: gguf.F32, vocab: 4096, prompts: []string{"1, 1, 2, 3, 5, 8, 13,", promptProse}},

@@ -27,10 +27,10 @@ func q1Tables(x, tab []byte) {
 	}
 }
 
-// q1TileTables is the table bytes of one column tile (all its tokens): two
-// thirds of a 48 KiB L1 data cache, the rest for the streaming weights and
-// the accumulators.
-const q1TileTables = 32 << 10
+// q1TileTables is the table bytes of one column tile (all its tokens): half
+// of a 48 KiB L1 data cache, the rest for the streaming weights and the
+// accumulators.
+const q1TileTables = 24 << 10
 
 // q1Scratch is a call's accumulators and, for activations quantized for
 // another type of weights, tables built on the spot.
@@ -62,43 +62,24 @@ func q1_0Product(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
 		}
 		tables = func(t int) []byte { return sc.tab[(t-t0)*tb:] }
 	}
+	if haveVNNI {
+		q1_0AVX512(m, r0, r1, t0, t1, tables, tb, sc.acc, y)
+		return
+	}
 	// The AVX2 kernels store all 8 rows of a half group: a partial last
 	// group goes through out.
 	full := g1
-	if !haveVNNI && g1*packRows > m.Rows {
+	if g1*packRows > m.Rows {
 		full--
 	}
 	var out [packRows]float32
-	for t := t0; t < t1; {
-		T := 1
-		if haveVNNI && t1-t >= 2 {
-			T = 2
-		}
-		tile := max(1, q1TileTables/(T*2048))
-		pf := 16 * layoutQ1_0.blockBytes // contiguous blocks: a few ahead
-		if tile < blocks {
-			pf = groupBytes // the same blocks of the next group
-		}
+	tile := max(1, q1TileTables/2048)
+	for t := t0; t < t1; t++ {
 		for c := 0; c < blocks; c += tile {
 			n := min(tile, blocks-c)
-			flags := 0
-			if c == 0 {
-				flags |= 1
-			}
-			if c+n == blocks {
-				flags |= 2
-			}
+			flags := q1Flags(c, n, blocks)
 			tab := &tables(t)[c*2048]
 			w := m.packed[g0*groupBytes+c*layoutQ1_0.blockBytes:]
-			if haveVNNI {
-				rowMask := uint16(1<<min(packRows, m.Rows-(g1-1)*packRows) - 1)
-				kern := q1_0x16t1
-				if T == 2 {
-					kern = q1_0x16t2
-				}
-				kern(&w[0], groupBytes, g1-g0, n, tab, tb, &sc.acc[0], flags, &y[t*m.Rows+r0], 4*m.Rows, rowMask, pf)
-				continue
-			}
 			acc := sc.acc
 			for h := 0; h < 2; h++ {
 				if full > g0 {
@@ -114,6 +95,46 @@ func q1_0Product(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
 		}
 		if full < g1 {
 			copy(y[t*m.Rows+full*packRows:][:m.Rows-full*packRows], out[:])
+		}
+	}
+}
+
+// q1Flags are the kernels' flags for tile [c, c+n) of blocks: bit 0 on the
+// first tile (start at zero), bit 1 on the last (reduce into y).
+func q1Flags(c, n, blocks int) int {
+	flags := 0
+	if c == 0 {
+		flags |= 1
+	}
+	if c+n == blocks {
+		flags |= 2
+	}
+	return flags
+}
+
+// q1_0AVX512 is q1_0Product for the AVX-512 kernels: two tokens at a time,
+// every row group over one column tile, then the next tile. (Running a few
+// groups through all tiles at a time, so that their accumulators stay in
+// L1, measured slower: the tables then come from L2 again and again.)
+func q1_0AVX512(m *Matrix, r0, r1, t0, t1 int, tables func(t int) []byte, tb int, acc []float32, y []float32) {
+	blocks := m.Cols / qk1_0
+	groupBytes := blocks * layoutQ1_0.blockBytes
+	g0, g1 := r0/packRows, (r1+packRows-1)/packRows
+	lastMask := uint16(1<<min(packRows, m.Rows-(g1-1)*packRows) - 1)
+	for t := t0; t < t1; {
+		T, kern := 1, q1_0x16t1
+		if t1-t >= 2 {
+			T, kern = 2, q1_0x16t2
+		}
+		tile := max(1, q1TileTables/(T*2048))
+		pf := 16 * layoutQ1_0.blockBytes // contiguous blocks: a few ahead
+		if tile < blocks {
+			pf = groupBytes // the same blocks of the next group
+		}
+		for c := 0; c < blocks; c += tile {
+			n := min(tile, blocks-c)
+			w := m.packed[g0*groupBytes+c*layoutQ1_0.blockBytes:]
+			kern(&w[0], groupBytes, g1-g0, n, &tables(t)[c*2048], tb, &acc[0], q1Flags(c, n, blocks), &y[t*m.Rows+g0*packRows], 4*m.Rows, lastMask, pf)
 		}
 		t += T
 	}
