@@ -32,6 +32,11 @@ func q1Tables(x, tab []byte) {
 // accumulators.
 const q1TileTables = 24 << 10
 
+// q1TileTables1 is q1TileTables for single tokens: a whole 2048-column
+// table (32 KiB) in one tile keeps each group's weights one contiguous
+// stream, which decoding from memory needs more than L1 room.
+const q1TileTables1 = 32 << 10
+
 // q1Scratch is a call's accumulators and, for activations quantized for
 // another type of weights, tables built on the spot.
 type q1Scratch struct {
@@ -50,7 +55,7 @@ func q1_0Product(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
 	g0, g1 := r0/packRows, (r1+packRows-1)/packRows
 	sc := q1Scratches.Get().(*q1Scratch)
 	defer q1Scratches.Put(sc)
-	if n := (g1 - g0) * 2 * 8 * 16; cap(sc.acc) < n { // two tokens' eight lanes per group
+	if n := (g1 - g0) * 4 * 8 * 16; cap(sc.acc) < n { // four tokens' eight lanes per group
 		sc.acc = make([]float32, n)
 	}
 	p := a.planes
@@ -123,13 +128,19 @@ func q1_0AVX512(m *Matrix, r0, r1, t0, t1 int, tables func(t int) []byte, tb int
 	lastMask := uint16(1<<min(packRows, m.Rows-(g1-1)*packRows) - 1)
 	for t := t0; t < t1; {
 		T, kern := 1, q1_0x16t1
-		if t1-t >= 2 {
+		switch {
+		case t1-t >= 4:
+			T, kern = 4, q1_0x16p4
+		case t1-t >= 2:
 			T, kern = 2, q1_0x16t2
 		}
 		tile := max(1, q1TileTables/(T*2048))
+		if T == 1 {
+			tile = q1TileTables1 / 2048
+		}
 		pf := 16 * layoutQ1_0.blockBytes // contiguous blocks: a few ahead
 		if tile < blocks {
-			pf = groupBytes // the same blocks of the next group
+			pf = 2 * groupBytes // the same blocks two groups on
 		}
 		for c := 0; c < blocks; c += tile {
 			n := min(tile, blocks-c)

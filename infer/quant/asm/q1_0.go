@@ -41,6 +41,7 @@ func q1_0Main() {
 	q1_0TablesAVX2()
 	q1_0Kernel(1, []int{1, 2, 3})
 	q1_0Kernel(2, []int{1, 3})
+	q1_0PairKernel(4, []int{1, 2, 3})
 	q1_0AVX2Kernel(1)
 	Generate()
 }
@@ -312,6 +313,180 @@ func q1_0Kernel(T int, fmaAdds []int) {
 		VADDPS(a[3][t], a[1][t], a[1][t])
 		VADDPS(a[1][t], a[0][t], a[0][t])
 		VMOVUPS(a[0][t], mask, Mem{Base: out})
+		if t+1 < T {
+			ADDQ(ldy, out)
+		}
+	}
+	ADDQ(U8(64), y)
+	Label("next")
+	ADDQ(U32(64*8*T), accp)
+	wstride := Load(Param("wstride"), GP64())
+	ADDQ(wstride, w)
+	DECQ(groups)
+	JNZ(LabelRef("group"))
+	VZEROUPPER()
+	RET()
+}
+
+// q1_0PairKernel generates q1_0x16p<T>, q1_0Kernel for prompts: T tokens
+// share each index shift, which leaves registers for four lanes of every
+// token, so each tile runs twice per group, over the even lanes and then
+// the odd ones, and ggml's tree splits the same way: ((a4+a0)+(a6+a2)) from
+// the first pass plus ((a5+a1)+(a7+a3)) from the second. acc holds 8·T zmm
+// per group as for q1_0Kernel.
+func q1_0PairKernel(T int, fmaAdds []int) {
+	name := fmt.Sprintf("q1_0x16p%d", T)
+	TEXT(name, NOSPLIT, "func(w *byte, wstride int, groups int, blocks int, tab *byte, tstride int, acc *float32, flags int, y *float32, ldy int, rowMask uint16, pf int)")
+	Doc(fmt.Sprintf("%s computes groups × 16 rows × %d tokens of a Q1_0 · Q8_0 product over one tile of blocks in two passes (see asm/q1_0.go).", name, T))
+	Pragma("noescape")
+	w := Load(Param("w"), GP64())
+	groups := Load(Param("groups"), GP64())
+	accp := Load(Param("acc"), GP64())
+	y := Load(Param("y"), GP64())
+	// Copies of one zero start the accumulators: a VPXORD of a register
+	// with itself reads it, and the allocator would keep both passes'
+	// accumulators live from the entry.
+	zero, one := ZMM(), ZMM()
+	VPXORD(zero, zero, zero)
+	c := GP32()
+	MOVL(U32(0x3f800000), c)
+	VPBROADCASTD(c, one)
+	slot := func(l, t int) Mem { return Mem{Base: accp, Disp: 64 * (T*l + t)} }
+
+	Label("group")
+	for pass, lanes := range [][]int{{0, 2, 4, 6}, {1, 3, 5, 7}} {
+		a := map[int][]reg.VecVirtual{}
+		for _, l := range lanes {
+			a[l] = make([]reg.VecVirtual, T)
+			for t := range a[l] {
+				a[l][t] = ZMM()
+			}
+		}
+		flags := Load(Param("flags"), GP64())
+		zeroL, loaded := fmt.Sprintf("zero%d", pass), fmt.Sprintf("loaded%d", pass)
+		TESTQ(U32(1), flags)
+		JNZ(LabelRef(zeroL))
+		for _, l := range lanes {
+			for t := range a[l] {
+				VMOVUPS(slot(l, t), a[l][t])
+			}
+		}
+		JMP(LabelRef(loaded))
+		Label(zeroL)
+		for _, l := range lanes {
+			for t := range a[l] {
+				VMOVAPS(zero, a[l][t])
+			}
+		}
+		Label(loaded)
+		wp, n := GP64(), Load(Param("blocks"), GP64())
+		MOVQ(w, wp)
+		tp := make([]reg.Register, T)
+		tp[0] = Load(Param("tab"), GP64())
+		ts := Load(Param("tstride"), GP64())
+		for t := 1; t < T; t++ {
+			tp[t] = GP64()
+			LEAQ(Mem{Base: tp[t-1], Index: ts, Scale: 1}, tp[t])
+		}
+		var pf reg.Register
+		if pass == 0 {
+			pf = Load(Param("pf"), GP64())
+		}
+		label := fmt.Sprintf("block%d", pass)
+		Label(label)
+		if pass == 0 {
+			for off := 0; off < 288; off += 64 {
+				PREFETCHT0(Mem{Base: wp, Index: pf, Scale: 1, Disp: off})
+			}
+		}
+		W := make([]reg.VecVirtual, 4)
+		for k := range W {
+			W[k] = ZMM()
+			VMOVDQU64(Mem{Base: wp, Disp: 64 * k}, W[k])
+		}
+		dw := ZMM()
+		VCVTPH2PS(Mem{Base: wp, Disp: 256}, dw)
+		for _, l := range lanes {
+			blk := make([]reg.VecVirtual, T)
+			for k := 0; k < 4; k++ {
+				idx := W[k]
+				if l > 0 {
+					idx = ZMM()
+					VPSRLD(U8(4*l), W[k], idx)
+				}
+				for t := 0; t < T; t++ {
+					m := Mem{Base: tp[t], Disp: 64 * (8*k + l)}
+					if k == 0 {
+						blk[t] = ZMM()
+						VPERMPS(m, idx, blk[t])
+						continue
+					}
+					p := ZMM()
+					VPERMPS(m, idx, p)
+					if slices.Contains(fmaAdds, k) {
+						VFMADD231PS(p, one, blk[t])
+					} else {
+						VADDPS(p, blk[t], blk[t])
+					}
+				}
+			}
+			for t := 0; t < T; t++ {
+				VFMADD231PS(blk[t], dw, a[l][t])
+			}
+		}
+		ADDQ(U32(288), wp)
+		for t := range tp {
+			ADDQ(U32(2048), tp[t])
+		}
+		DECQ(n)
+		JNZ(LabelRef(label))
+
+		// Not the last tile: keep the lanes. The last: this pass's half
+		// of the tree, kept in lane l0's slot (the first pass's) or added
+		// to it and stored (the second's).
+		flags = Load(Param("flags"), GP64())
+		keep, done := fmt.Sprintf("keep%d", pass), fmt.Sprintf("done%d", pass)
+		TESTQ(U32(2), flags)
+		JZ(LabelRef(keep))
+		for t := 0; t < T; t++ {
+			h := a[lanes[0]][t]
+			VADDPS(a[lanes[2]][t], h, h)                           // a4+a0 or a5+a1
+			VADDPS(a[lanes[3]][t], a[lanes[1]][t], a[lanes[1]][t]) // a6+a2 or a7+a3
+			VADDPS(a[lanes[1]][t], h, h)
+			if pass == 0 {
+				VMOVUPS(h, slot(0, t))
+			} else {
+				VADDPS(slot(0, t), h, h)
+				VMOVUPS(h, slot(1, t))
+			}
+		}
+		JMP(LabelRef(done))
+		Label(keep)
+		for _, l := range lanes {
+			for t := range a[l] {
+				VMOVUPS(a[l][t], slot(l, t))
+			}
+		}
+		Label(done)
+	}
+
+	flags := Load(Param("flags"), GP64())
+	TESTQ(U32(2), flags)
+	JZ(LabelRef("next"))
+	mask := K()
+	KXNORW(mask, mask, mask)
+	CMPQ(groups, U8(1))
+	JNE(LabelRef("store"))
+	rm := Load(Param("rowMask"), GP32())
+	KMOVW(rm, mask)
+	Label("store")
+	out := GP64()
+	MOVQ(y, out)
+	ldy := Load(Param("ldy"), GP64())
+	for t := 0; t < T; t++ {
+		v := ZMM()
+		VMOVUPS(slot(1, t), v)
+		VMOVUPS(v, mask, Mem{Base: out})
 		if t+1 < T {
 			ADDQ(ldy, out)
 		}
