@@ -117,8 +117,9 @@ func q1Flags(c, n, blocks int) int {
 	return flags
 }
 
-// q1_0AVX512 is q1_0Product for the AVX-512 kernels: two tokens at a time,
-// every row group over one column tile, then the next tile. (Running a few
+// q1_0AVX512 is q1_0Product for the AVX-512 kernels: four tokens at a time
+// (two, one for the rest), every row group over one column tile, then the
+// next tile. (Running a few
 // groups through all tiles at a time, so that their accumulators stay in
 // L1, measured slower: the tables then come from L2 again and again.)
 func q1_0AVX512(m *Matrix, r0, r1, t0, t1 int, tables func(t int) []byte, tb int, acc []float32, y []float32) {
