@@ -51,8 +51,9 @@ func quantizeQ1_0(src []float32, dst []byte) {
 // mul and FMAs round as adds: per block blk[l] = ((p_0 + p_1) + p_2) + p_3
 // with p_k = d_xk·s_k[l], then acc[l] = fma(d_w, blk[l], acc[l]); the lanes
 // reduce as hsum_float_8 (sumLanes8). The SIMD kernels (asm/q1_0.go) look
-// the p_k up in per-token tables instead and give the same bits.
-func dotQ1_0(n int, w, x []byte) float32 {
+// the p_k up in per-token tables instead and give the same bits; on arm64
+// dotQ1_0 is NEON (q1_0_arm64.s), the same steps.
+func dotQ1_0Go(n int, w, x []byte) float32 {
 	var acc [8]float32
 	for b := 0; b < n/qk1_0; b++ {
 		wb := w[b*q1_0Bytes:]
