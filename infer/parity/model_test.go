@@ -33,22 +33,22 @@ import (
 // the random synthetic networks amplify that through the layers and the KV
 // cache. Measured over the cases below (three prompts each), the largest
 // difference per case is 0–4.9·ε·(|logit|+1): Q8_0 4.8, Q6_K 4.5, Q5_K 3.9,
-// Q1_0 2.9, F16 2.1, BF16 2.0, Q4_K 1.8, F32 0.5, and 0 for Q2_0 and Q4_0,
-// whose dot products already sum in llama.cpp's order; other models of the
-// same kind reached 5.8 (Q4_K), so tolFactor keeps its headroom. A real
-// kernel bug (a sign, a scale, a wrong block or rounding rule everywhere)
-// moves logits by tens of ε or more and fails. With a Q1_0 dot product in
-// ggml's order (measured in a scratch copy), the q1_0 cases match llama.cpp
-// to the bit; once every type's does, this bound can drop to a few ulps.
-// That order (ggml_vec_dot_q1_0_q8_0, AVX2, for one token and for prompts
-// alike): eight f32 lanes, lane l holding elements 4l…4l+3 of each 32-wide
-// Q8_0 sub-block k of a 128-weight block; per block blk[l] = d_x0·s0[l],
-// then blk[l] = fma(d_xk, float(sk[l]), blk[l]) for k = 1…3, then
-// acc[l] = fma(d_w, blk[l], acc[l]); the result is
-// ((a4+a0)+(a6+a2)) + ((a5+a1)+(a7+a3)). Q8_0 at one token: per block
+// F16 2.1, BF16 2.0, F32 0.5, and 0 for Q1_0, Q2_0, Q4_0 and Q4_K, whose
+// dot products sum in llama.cpp's order; other models of the same kind
+// reached 5.8 (Q4_K, before it summed in that order), so tolFactor keeps
+// its headroom. A real kernel bug (a sign, a scale, a wrong block or
+// rounding rule everywhere) moves logits by tens of ε or more and fails.
+// Once every type's dot product sums in ggml's order, this bound can drop
+// to a few ulps. Q1_0's order (ggml_vec_dot_q1_0_q8_0, AVX2, for one token
+// and for prompts alike) is infer/quant's dotQ1_0: eight f32 lanes, lane l
+// holding elements 4l…4l+3 of each 32-wide Q8_0 sub-block k of a 128-weight
+// block; per block blk[l] = d_x0·s0[l], then blk[l] = fma(d_xk, float(sk[l]),
+// blk[l]) for k = 1…3, then acc[l] = fma(d_w, blk[l], acc[l]); the result
+// is ((a4+a0)+(a6+a2)) + ((a5+a1)+(a7+a3)). Q4_K's is that of ggml's
+// repacked q4_K_8x8_q8_K kernels (dotQ4_K). Q8_0 at one token: per block
 // d = d_x·d_w, acc[l] = fma(d, Σ of lane l's 4 products, acc[l]), the same
 // final sum (prompts go through tinyBLAS, not yet derived). Q5_K and Q6_K
-// already follow ggml's order (infer/quant/kquants.go).
+// follow ggml's AVX2 order (infer/quant/kquants.go).
 const tolFactor = 8
 
 func logitTol(t gguf.Type, v float64) float64 {

@@ -79,7 +79,7 @@
 // Each Matrix picks the fastest kernel the CPU supports when it is created
 // (golang.org/x/sys/cpu): AVX-512 VNNI assembly generated with avo
 // (infer/quant/asm, its own module; see the go:generate lines in
-// simd_amd64.go and kquants_amd64.go) for Q1_0, Q2_0, Q2_0G128, PQ2_0,
+// simd_amd64.go, kquants_amd64.go and q1_0_amd64.go) for Q1_0, Q2_0, Q2_0G128, PQ2_0,
 // PTQ1_0, Q4_0, Q8_0, Q4_K, Q5_K and Q6_K, AVX2+FMA kernels for Q1_0, Q2_0,
 // Q2_0G128, PQ2_0, PTQ1_0, Q4_0 and Q8_0 on CPUs without AVX-512, AVX-512
 // or AVX2 kernels for F32, F16 and BF16 (reading the file's rows), the
@@ -94,7 +94,10 @@
 // yields a partial sum for each of 16
 // rows; a tile of up to 8 tokens shares each expanded weight register
 // (prompt processing), and Q8_0 activations get an interleaved copy with
-// −Σq and the scale per 32 (planes in simd_amd64.go). BONSAI_NOSIMD=1
+// −Σq and the scale per 32 (planes in simd_amd64.go). Q1_0's kernels
+// instead look each 4-column group's partial product up in per-token
+// tables (q1_0_amd64.go), which keeps ggml's eight-lane order at full
+// speed. BONSAI_NOSIMD=1
 // forces the portable kernels. Tests compare every SIMD kernel with
 // the portable one on random inputs, odd sizes included. The kernels carry
 // no timing code; the CPU backend's profiler times whole phases.

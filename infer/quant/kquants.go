@@ -420,8 +420,14 @@ func quantizeQ6_K(src []float32, dst []byte) {
 
 func bsum(x []byte, j int) int32 { return int32(int16(le16(x, q8_KBsums+2*j))) }
 
+// dotQ4_K adds up as ggml's repacked Q4_K kernels (q4_K_8x8_q8_K, gemv and
+// gemm alike), which llama.cpp's x86 build runs for Q4_K matrices whose
+// row count is a multiple of 8 (every matrix of the models bonsai runs):
+// per row one f32 lane for the scales and one for the mins, one FMA each
+// per super-block with d_w·d_x and dmin_w·d_x, and their difference at the
+// end. (Other row counts go through ggml_vec_dot_q4_K_q8_K's eight lanes.)
 func dotQ4_K(n int, w, x []byte) float32 {
-	var sumf float32
+	var acc, accMins float32
 	for b := 0; b < n/qkK; b++ {
 		wb, xb := w[b*q4_KBytes:], x[b*q8_KBytes:]
 		scales, qs, q8 := wb[4:16], wb[16:144], xb[4:4+qkK]
@@ -441,9 +447,10 @@ func dotQ4_K(n int, w, x []byte) float32 {
 			sumi += int32(sc) * s
 		}
 		dx := f32at(xb, 0)
-		sumf += f16at(wb, 0)*dx*float32(sumi) - f16at(wb, 2)*dx*float32(sumMins)
+		acc = fma32(float32(sumi), f16at(wb, 0)*dx, acc)
+		accMins = fma32(float32(sumMins), f16at(wb, 2)*dx, accMins)
 	}
-	return sumf
+	return acc - accMins
 }
 
 // dotQ5_K and dotQ6_K add up in the order of ggml's AVX2 kernels, which

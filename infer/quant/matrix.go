@@ -114,7 +114,7 @@ func (a *Activations) prepare(wt gguf.Type, n, tokens int) error {
 	} else {
 		a.Data = a.Data[:need]
 	}
-	a.preparePlanes()
+	a.preparePlanes(wt)
 	return nil
 }
 

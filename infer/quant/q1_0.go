@@ -43,27 +43,45 @@ func quantizeQ1_0(src []float32, dst []byte) {
 	}
 }
 
-// dotQ1_0 is ggml_vec_dot_q1_0_q8_0: per Q8_0 sub-block k an integer sum of
-// ±q, times d_x[k] in float; the four summed, times d_w.
-func dotQ1_0(n int, w, x []byte) float32 {
-	var sumf float32
+// dotQ1_0 is ggml_vec_dot_q1_0_q8_0 as its AVX2 code sums (the x86 build
+// llama.cpp runs, for one token and for prompts alike: no tinyBLAS or
+// repacked path takes Q1_0 there): eight lanes, lane l holding elements
+// 4l…4l+3 of each Q8_0 sub-block k of a block. The integer sums s_k[l] are
+// exact, and so is each d_xk·s_k[l] (11 × 9 significant bits), so ggml's
+// mul and FMAs round as adds: per block blk[l] = ((p_0 + p_1) + p_2) + p_3
+// with p_k = d_xk·s_k[l], then acc[l] = fma(d_w, blk[l], acc[l]); the lanes
+// reduce as hsum_float_8 (sumLanes8). The SIMD kernels (asm/q1_0.go) look
+// the p_k up in per-token tables instead and give the same bits; on arm64
+// dotQ1_0 is NEON (q1_0_arm64.s), the same steps.
+func dotQ1_0Go(n int, w, x []byte) float32 {
+	var acc [8]float32
 	for b := 0; b < n/qk1_0; b++ {
 		wb := w[b*q1_0Bytes:]
-		var sumBlock float32
+		var blk [8]float32
 		for k := 0; k < 4; k++ {
 			xb := x[(4*b+k)*q8_0Bytes:]
-			var sumi int32
-			for j := 0; j < 32; j++ {
-				q := int32(int8(xb[2+j]))
-				if wb[2+4*k+j/8]>>(j%8)&1 != 0 {
-					sumi += q
+			dx := f16at(xb, 0)
+			for l := 0; l < 8; l++ {
+				var s int32
+				for j := 4 * l; j < 4*l+4; j++ {
+					q := int32(int8(xb[2+j]))
+					if wb[2+4*k+j/8]>>(j%8)&1 != 0 {
+						s += q
+					} else {
+						s -= q
+					}
+				}
+				if k == 0 {
+					blk[l] = dx * float32(s)
 				} else {
-					sumi -= q
+					blk[l] = fma32(dx, float32(s), blk[l])
 				}
 			}
-			sumBlock += f16at(xb, 0) * float32(sumi)
 		}
-		sumf += f16at(wb, 0) * sumBlock
+		dw := f16at(wb, 0)
+		for l := range acc {
+			acc[l] = fma32(dw, blk[l], acc[l])
+		}
 	}
-	return sumf
+	return sumLanes8(&acc)
 }

@@ -58,7 +58,6 @@ func bitPlane(rows *[packRows][]byte, g, bit int, code func(blk []byte, j int) b
 	return w
 }
 
-func q1Code(blk []byte, j int) byte { return blk[2+j/8] >> (j % 8) & 1 }
 func q2Code(blk []byte, j int) byte { return blk[2+j/4] >> (2 * (j % 4)) & 3 }
 func q4Code(blk []byte, j int) byte {
 	if j < 16 {
@@ -68,9 +67,17 @@ func q4Code(blk []byte, j int) byte {
 }
 
 var (
+	// layoutQ1_0 (asm/q1_0.go): four 64-byte chunks k, dword r of chunk k
+	// holding row r's bits of groups 8k…8k+7 as nibbles (bit 4j+e = column
+	// 4(8k+j)+e), then the 16 f16 scales.
 	layoutQ1_0 = &packedLayout{cols: 128, blockBytes: 288, scales: 256, pack: func(rows *[packRows][]byte, dst []byte) {
-		for g := 0; g < 32; g++ {
-			binary.LittleEndian.PutUint64(dst[8*g:], bitPlane(rows, g, 0, q1Code))
+		for r, blk := range rows {
+			if blk == nil {
+				continue
+			}
+			for k := 0; k < 4; k++ {
+				binary.LittleEndian.PutUint32(dst[64*k+4*r:], binary.LittleEndian.Uint32(blk[2+4*k:]))
+			}
 		}
 	}}
 	layoutQ2_0     = q2Layout(64)

@@ -24,7 +24,6 @@ type kernelSet struct {
 
 var kernelSets = func() map[gguf.Type]*kernelSet {
 	m := map[gguf.Type]*kernelSet{
-		gguf.Q1_0:     {layoutQ1_0, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q1_0x16t1, q1_0x16t2, q1_0x16t4, q1_0x16t8}},
 		gguf.Q2_0:     {layoutQ2_0, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q2_0x16t1, q2_0x16t2, q2_0x16t4, q2_0x16t8}},
 		gguf.Q2_0G128: {layoutQ2_0G128, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q2_0g128x16t1, q2_0g128x16t2, q2_0g128x16t4, q2_0g128x16t8}},
 		gguf.Q4_0:     {layoutQ4_0, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q4_0x16t1, q4_0x16t2, q4_0x16t4, q4_0x16t8}},
@@ -35,18 +34,18 @@ var kernelSets = func() map[gguf.Type]*kernelSet {
 	return m
 }()
 
-// haveAVX2: the fallback Q1_0 kernel for CPUs without AVX-512 (most
-// desktop x86) needs AVX2, FMA and F16C.
+// haveAVX2: the fallback kernels for CPUs without AVX-512 (most desktop
+// x86) need AVX2, FMA and F16C.
 var haveAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && os.Getenv("BONSAI_NOSIMD") == ""
 
 // simdKernel returns the fastest kernel for weight type t on this CPU, or
 // nil for the portable one.
 func simdKernel(t gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
 	switch {
+	case (haveVNNI || haveAVX2) && t == gguf.Q1_0:
+		return q1_0Product
 	case haveVNNI && kernelSets[t] != nil:
 		return simdProduct
-	case haveAVX2 && t == gguf.Q1_0:
-		return q1_0AVX2Product
 	case haveAVX2 && avx2Sets[t] != nil:
 		return avx2Product
 	case floatSet(t) != nil:
@@ -58,6 +57,9 @@ func simdKernel(t gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int,
 // simdRepack builds the kernels' weight layout for m, or nil for kernels
 // that read the file's layout.
 func simdRepack(m *Matrix) []byte {
+	if m.Type == gguf.Q1_0 {
+		return repack(m, layoutQ1_0)
+	}
 	if ks := kernelSets[m.Type]; ks != nil {
 		return repack(m, ks.layout)
 	}
@@ -70,11 +72,16 @@ func simdRepack(m *Matrix) []byte {
 //	qs   [N/4 groups][8 tokens] 4 bytes   the quants, a token's 4-byte groups interleaved
 //	negq [N/32 blocks][8 tokens] int32    −Σq of each 32-block
 //	dk   [N/32 blocks][8 tokens] float32  the block's d (from its f16)
+//
+// and, for activations quantized for Q1_0 weights, the Q1_0 kernels'
+// lookup tables (q1_0_amd64.go): q1tab holds 16·N bytes per token.
 type planes struct {
 	qs, negq, dk []byte
+	q1tab        []byte
+	q1           bool // q1tab is filled
 }
 
-func (a *Activations) preparePlanes() {
+func (a *Activations) preparePlanes(wt gguf.Type) {
 	if !(haveVNNI && a.Type == gguf.Q8_K || (haveVNNI || haveAVX2) && a.Type == gguf.Q8_0) {
 		a.planes = nil
 		return
@@ -87,6 +94,10 @@ func (a *Activations) preparePlanes() {
 	p.qs = grow(p.qs, tiles*tileTokens*a.N)
 	p.negq = grow(p.negq, tiles*tileTokens*a.N/8) // 4 bytes per 32 activations
 	p.dk = grow(p.dk, tiles*tileTokens*a.N/8)
+	p.q1 = wt == gguf.Q1_0
+	if p.q1 {
+		p.q1tab = grow(p.q1tab, a.Tokens*q1TableBytes(a.N))
+	}
 }
 
 func grow(b []byte, n int) []byte {
@@ -106,6 +117,9 @@ func (a *Activations) fillPlanes(t int) {
 	if a.Type == gguf.Q8_K {
 		a.fillPlanesQ8_K(t)
 		return
+	}
+	if p.q1 {
+		q1Tables(a.Token(t), p.q1tab[t*q1TableBytes(a.N):][:q1TableBytes(a.N)])
 	}
 	tile, lane := t/tileTokens, t%tileTokens
 	src := a.Token(t)
@@ -143,50 +157,6 @@ func simdProduct(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
 			dk := &p.dk[tile*tileTokens*a.N/8+4*lane]
 			ks.t[kern](w, blocks, qs, negq, dk, &y[t*m.Rows+g0], 4*m.Rows, rowMask)
 			t += n
-		}
-	}
-}
-
-// q1_0AVX2Product is simdProduct for AVX2: each 16-row group runs as two
-// halves of 8 rows, 4 or 1 tokens at a time.
-func q1_0AVX2Product(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
-	blocks := m.Cols / qk1_0
-	groupBytes := blocks * layoutQ1_0.blockBytes
-	p := a.planes
-	var scratch [8 * 4]float32
-	for g0 := r0; g0 < r1; g0 += packRows {
-		base := g0 / packRows * groupBytes
-		for half := 0; half < 2; half++ {
-			rows := min(8, m.Rows-g0-8*half)
-			if rows <= 0 {
-				break
-			}
-			w, sc := &m.packed[base+4*half], &m.packed[base+layoutQ1_0.scales+16*half]
-			for t := t0; t < t1; {
-				tile, lane := t/tileTokens, t%tileTokens
-				n := 1
-				if lane%4 == 0 && t1-t >= 4 {
-					n = 4
-				}
-				qs := &p.qs[tile*tileTokens*a.N+4*lane]
-				negq := &p.negq[tile*tileTokens*a.N/8+4*lane]
-				dk := &p.dk[tile*tileTokens*a.N/8+4*lane]
-				out, ldy := &y[t*m.Rows+g0+8*half], 4*m.Rows
-				if rows < 8 {
-					out, ldy = &scratch[0], 4*8
-				}
-				if n == 4 {
-					q1_0x8avx2t4(w, sc, blocks, qs, negq, dk, out, ldy)
-				} else {
-					q1_0x8avx2t1(w, sc, blocks, qs, negq, dk, out, ldy)
-				}
-				if rows < 8 {
-					for i := 0; i < n; i++ {
-						copy(y[(t+i)*m.Rows+g0+8*half:][:rows], scratch[8*i:])
-					}
-				}
-				t += n
-			}
 		}
 	}
 }

@@ -74,34 +74,3 @@ func TestQuantizeQ8_0SIMD(t *testing.T) {
 		}
 	}
 }
-
-// TestQ1_0AVX2MatchesPortable runs the AVX2 fallback kernel (which this
-// machine may not pick on its own) against the portable one.
-func TestQ1_0AVX2MatchesPortable(t *testing.T) {
-	if !haveAVX2 {
-		t.Skip("no AVX2")
-	}
-	r := rand.New(rand.NewPCG(17, 18))
-	for _, shape := range []struct{ rows, cols, tokens int }{{16, 128, 1}, {5, 256, 5}, {37, 384, 13}, {64, 2048, 9}} {
-		m := randMatrix(t, r, gguf.Q1_0, shape.rows, shape.cols)
-		m.kernel, m.packed = q1_0AVX2Product, repack(m, layoutQ1_0)
-		x := randVec(r, shape.cols*shape.tokens)
-		p := NewPool(2)
-		var a Activations
-		if err := p.Quantize(&a, gguf.Q1_0, x, shape.cols, shape.tokens); err != nil {
-			t.Fatal(err)
-		}
-		got := make([]float32, shape.rows*shape.tokens)
-		if err := p.MatMul(m, &a, got); err != nil {
-			t.Fatal(err)
-		}
-		want := make([]float32, len(got))
-		portableKernel(m, &a, 0, shape.rows, 0, shape.tokens, want)
-		for i := range got {
-			if !closeTo(got[i], want[i], shape.cols) {
-				t.Fatalf("%v: y[%d] = %v, portable %v", shape, i, got[i], want[i])
-			}
-		}
-		p.Close()
-	}
-}

@@ -12,7 +12,7 @@ func simdKernel(gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int, y
 	return nil
 }
 
-func (a *Activations) preparePlanes() {}
+func (a *Activations) preparePlanes(gguf.Type) {}
 
 func (a *Activations) fillPlanes(int) {}
 

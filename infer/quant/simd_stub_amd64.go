@@ -2,26 +2,6 @@
 
 package quant
 
-// q1_0x16t1 computes 16 rows × 1 tokens of a q1_0 · Q8_0 product.
-//
-//go:noescape
-func q1_0x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-
-// q1_0x16t2 computes 16 rows × 2 tokens of a q1_0 · Q8_0 product.
-//
-//go:noescape
-func q1_0x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-
-// q1_0x16t4 computes 16 rows × 4 tokens of a q1_0 · Q8_0 product.
-//
-//go:noescape
-func q1_0x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-
-// q1_0x16t8 computes 16 rows × 8 tokens of a q1_0 · Q8_0 product.
-//
-//go:noescape
-func q1_0x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-
 // q2_0x16t1 computes 16 rows × 1 tokens of a q2_0 · Q8_0 product.
 //
 //go:noescape
@@ -156,16 +136,6 @@ func f32ToF16s(src *float32, n int, dst *uint16)
 //
 //go:noescape
 func roundF16s(src *float32, n int, dst *float32)
-
-// q1_0x8avx2t1 computes 8 rows × 1 tokens of a Q1_0 · Q8_0 product with AVX2.
-//
-//go:noescape
-func q1_0x8avx2t1(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
-
-// q1_0x8avx2t4 computes 8 rows × 4 tokens of a Q1_0 · Q8_0 product with AVX2.
-//
-//go:noescape
-func q1_0x8avx2t4(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
 
 // q4_0x16avx2t1 computes 16 rows × 1 tokens of a Q4_0 · Q8_0 product with AVX2.
 //

@@ -27,11 +27,12 @@ package main
 //	s_j   = Σ_{32 columns} u·q          exact (VPDPBUSD)
 //	sumi  = Σ_j sc_j·s_j                exact (VPMULLD)
 //	mins  = Σ_j m_j·b_j                 exact (VPDPWSSD)
-//	acc  += (d·dx)·float(sumi) − (dmin·dx)·float(mins)
+//	acc   = fma(float(sumi), d·dx, acc)
+//	accm  = fma(float(mins), dmin·dx, accm)   (in the frame)
 //
-// which is dotQ4_K's arithmetic, float rounding steps included, so the
-// kernel and the portable code agree to the last bit (unless Go fuses a
-// multiply-add there; it does not for GOAMD64 < v3).
+// and acc − accm at the end, which is dotQ4_K's arithmetic (ggml's
+// repacked Q4_K order), float rounding steps included, so the kernel and
+// the portable code agree to the last bit.
 //
 // The high nibbles are not shifted down per chunk: u = code·16 (v & 0xf0)
 // fits a byte, s_j comes out 16 times too large and exact, and one VPSRAD
@@ -89,9 +90,11 @@ func vpdpwssdBcst(m Mem, a, acc reg.VecVirtual) {
 // described above).
 func q4kKernel(T int) {
 	name := fmt.Sprintf("q4_Kx16t%d", T)
-	TEXT(name, NOSPLIT, "func(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)")
+	TEXT(name, 0, "func(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)")
 	Doc(fmt.Sprintf("%s computes 16 rows × %d tokens of a q4_K · Q8_K product.", name, T))
 	Pragma("noescape")
+	frame := AllocLocal(64 * T)
+	accMins := func(t int) Mem { return frame.Offset(64 * t) }
 	w := Load(Param("w"), GP64())
 	blocks := Load(Param("blocks"), GP64())
 	qs := Load(Param("qs"), GP64())
@@ -101,9 +104,12 @@ func q4kKernel(T int) {
 	acc := make([]reg.VecVirtual, T)
 	sumi := make([]reg.VecVirtual, T)
 	s := make([]reg.VecVirtual, T)
+	zero := ZMM() // zeroing goes through it, as in q6kKernel
+	VPXORD(zero, zero, zero)
 	for t := range acc {
 		acc[t], sumi[t], s[t] = ZMM(), ZMM(), ZMM()
-		VPXORD(acc[t], acc[t], acc[t])
+		VMOVAPS(zero, acc[t])
+		VMOVUPS(zero, accMins(t))
 	}
 
 	Label("block")
@@ -155,15 +161,15 @@ func q4kKernel(T int) {
 	VCVTPH2PS(Mem{Base: w, Disp: q4kD}, d)
 	VCVTPH2PS(Mem{Base: w, Disp: q4kDmin}, dmin)
 	for t := 0; t < T; t++ {
-		a, b := ZMM(), ZMM()
+		a, b, m := ZMM(), ZMM(), ZMM()
 		VCVTDQ2PS(sumi[t], sumi[t])
 		VCVTDQ2PS(s[t], s[t])
 		VMULPS_BCST(Mem{Base: dk, Disp: 4 * t}, d, a)
-		VMULPS(sumi[t], a, a)
+		VFMADD231PS(a, sumi[t], acc[t])
 		VMULPS_BCST(Mem{Base: dk, Disp: 4 * t}, dmin, b)
-		VMULPS(s[t], b, b)
-		VSUBPS(b, a, a)
-		VADDPS(a, acc[t], acc[t])
+		VMOVUPS(accMins(t), m)
+		VFMADD231PS(b, s[t], m)
+		VMOVUPS(m, accMins(t))
 	}
 	ADDQ(U32(q4kBlockBytes), w)
 	ADDQ(U32(8*256), qs) // 64 groups × 8 tokens × 4 bytes
@@ -171,6 +177,9 @@ func q4kKernel(T int) {
 	DECQ(blocks)
 	JNZ(LabelRef("block"))
 
+	for t := range acc {
+		VSUBPS(accMins(t), acc[t], acc[t])
+	}
 	storeRows(acc)
 }
 

@@ -21,7 +21,6 @@
 // and the accumulator starts at −c·Σq (from the activations' −Σq plane):
 // the integer sum per 32-column sub-block is exact, as in llama.cpp.
 //
-//	Q1_0: u = 2·bit ∈ {0, 2}, value 2·bit − 1, c = 1
 //	Q2_0: u = code ∈ {0..3}, value code − 1,  c = 1 (PQ2_0 too)
 //	PTQ1_0: u = trit ∈ {0, 1, 2}, value trit − 1, c = 1
 //	Q4_0: u = code ∈ {0..15}, value code − 8, c = 8
@@ -65,17 +64,6 @@ func broadcastByte(v uint32) reg.VecVirtual {
 }
 
 var specs = []spec{
-	{
-		// 32 u64 words (word g: bit 4r+e = row r, column 4g+e), 16 f16.
-		name: "q1_0", cols: 128, blockBytes: 288, scales: 256, shift: 0,
-		setup: func() []reg.VecVirtual { return []reg.VecVirtual{broadcastByte(2)} },
-		u: func(w reg.Register, c []reg.VecVirtual, g int, _ map[int]reg.VecVirtual) reg.VecVirtual {
-			k, u := K(), ZMM()
-			KMOVQ(Mem{Base: w, Disp: 8 * g}, k)
-			VMOVDQU8_Z(c[0], k, u)
-			return u
-		},
-	},
 	q2Spec("q2_0", 64),
 	q2Spec("q2_0g128", 128), // and PQ2_0
 	ptq1_0Spec,
@@ -141,8 +129,12 @@ func q2Spec(name string, cols int) spec {
 const prefetchBlocks = 16
 
 func main() {
-	if os.Getenv("BONSAI_ASM_SET") == "kquants" {
+	switch os.Getenv("BONSAI_ASM_SET") {
+	case "kquants":
 		kquantsMain()
+		return
+	case "q1_0":
+		q1_0Main()
 		return
 	}
 	for _, s := range specs {
@@ -161,9 +153,6 @@ func main() {
 	softmaxF16()
 	f16Convert()
 	avx2Data()
-	for _, t := range []int{1, 4} {
-		q1_0AVX2(t)
-	}
 	avx2QuantKernels()
 	prismAVX2Kernels()
 	floatKernels()
@@ -191,9 +180,10 @@ func vpdpbusdBcst(m Mem, u, acc reg.VecVirtual) {
 //	s[r] = −c·Σq_k + Σ_{g<8} Σ_{e<4} u[r][4g+e]·q[4g+e]   (exact)
 //
 // Blocks of one sub-block (Q4_0, Q8_0) then do acc[r] += float(s[r]) ·
-// (d_w[r]·d_x), llama.cpp's sumi·(d_w·d_x); wider blocks (Q1_0, Q2_0) do
+// (d_w[r]·d_x), llama.cpp's sumi·(d_w·d_x); wider blocks (Q2_0) do
 // blk[r] += d_x[k]·float(s[r]) over the sub-blocks, then acc[r] += d_w[r] ·
-// blk[r], as ggml_vec_dot_q1_0_q8_0 does.
+// blk[r], as ggml's Q2_0 dot product does. (Q1_0 has its own kernels:
+// q1_0.go.)
 func kernel(s spec, T int) {
 	name := fmt.Sprintf("%sx16t%d", s.name, T)
 	TEXT(name, NOSPLIT, "func(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)")
@@ -541,104 +531,12 @@ func quantizeQ8_0() {
 	RET()
 }
 
-// q1_0AVX2 generates q1_0x8avx2t<T>, the Q1_0 kernel for CPUs with AVX2 and
-// FMA but not AVX-512: 8 rows (one half of a packed 16-row group: w points
-// at the group's words, +4 for rows 8–15) × T tokens. Without mask
-// registers the bits become bytes by broadcast, shuffle, and-compare; without
-// VPDPBUSD the dot is VPMADDUBSW (no saturation: |2·q| + |2·q| ≤ 508) then
-// VPMADDWD by ones. Same sums and float order as the AVX-512 kernel.
-func q1_0AVX2(T int) {
-	name := fmt.Sprintf("q1_0x8avx2t%d", T)
-	TEXT(name, NOSPLIT, "func(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)")
-	Doc(fmt.Sprintf("%s computes 8 rows × %d tokens of a Q1_0 · Q8_0 product with AVX2.", name, T))
-	Pragma("noescape")
-	w := Load(Param("w"), GP64())
-	sc := Load(Param("sc"), GP64())
-	blocks := Load(Param("blocks"), GP64())
-	qs := Load(Param("qs"), GP64())
-	negq := Load(Param("negq"), GP64())
-	dk := Load(Param("dk"), GP64())
+var avx2Ones16 Mem
 
-	acc := make([]reg.VecVirtual, T)
-	blk := make([]reg.VecVirtual, T)
-	sum := make([]reg.VecVirtual, T)
-	for t := range acc {
-		acc[t], blk[t], sum[t] = YMM(), YMM(), YMM()
-		VXORPS(acc[t], acc[t], acc[t])
-	}
-	Label("block")
-	for k := 0; k < 4; k++ {
-		for t := 0; t < T; t++ {
-			VPBROADCASTD(Mem{Base: negq, Disp: 32*k + 4*t}, sum[t])
-		}
-		for g := 0; g < 8; g++ {
-			u := YMM()
-			VPBROADCASTD(Mem{Base: w, Disp: 8 * (8*k + g)}, u)
-			VPSHUFB(avx2Shuf, u, u)
-			VPAND(avx2Bits, u, u)
-			VPCMPEQB(avx2Bits, u, u)
-			VPAND(avx2Twos, u, u)
-			for t := 0; t < T; t++ {
-				x := YMM()
-				VPBROADCASTD(Mem{Base: qs, Disp: 32*(8*k+g) + 4*t}, x)
-				VPMADDUBSW(x, u, x)
-				VPMADDWD(avx2Ones16, x, x)
-				VPADDD(x, sum[t], sum[t])
-			}
-		}
-		for t := 0; t < T; t++ {
-			VCVTDQ2PS(sum[t], sum[t])
-			d := YMM()
-			VBROADCASTSS(Mem{Base: dk, Disp: 32*k + 4*t}, d)
-			if k == 0 {
-				VMULPS(d, sum[t], blk[t])
-			} else {
-				VFMADD231PS(d, sum[t], blk[t])
-			}
-		}
-	}
-	dw := YMM()
-	VCVTPH2PS(Mem{Base: sc}, dw)
-	for t := 0; t < T; t++ {
-		VFMADD231PS(blk[t], dw, acc[t])
-	}
-	ADDQ(U32(288), w)
-	ADDQ(U32(288), sc)
-	ADDQ(U32(32*32), qs)
-	ADDQ(U32(4*32), negq)
-	ADDQ(U32(4*32), dk)
-	DECQ(blocks)
-	JNZ(LabelRef("block"))
-
-	y := Load(Param("y"), GP64())
-	ldy := Load(Param("ldy"), GP64())
-	for t := 0; t < T; t++ {
-		VMOVUPS(acc[t], Mem{Base: y})
-		if t+1 < T {
-			ADDQ(ldy, y)
-		}
-	}
-	VZEROUPPER()
-	RET()
-}
-
-var avx2Shuf, avx2Bits, avx2Twos, avx2Ones16 Mem
-
-// avx2Data emits q1_0AVX2's constants once.
+// avx2Data emits the AVX2 kernels' shared constant: 16-bit ones, for
+// VPMADDWD.
 func avx2Data() {
-	avx2Shuf = GLOBL("q1avx2shuf", attr.RODATA|attr.NOPTR)
-	for i := 0; i < 32; i++ {
-		DATA(i, U8(i/8))
-	}
-	avx2Bits = GLOBL("q1avx2bits", attr.RODATA|attr.NOPTR)
-	for i := 0; i < 32; i++ {
-		DATA(i, U8(1<<(i%8)))
-	}
-	avx2Twos = GLOBL("q1avx2twos", attr.RODATA|attr.NOPTR)
-	for i := 0; i < 32; i++ {
-		DATA(i, U8(2))
-	}
-	avx2Ones16 = GLOBL("q1avx2ones16", attr.RODATA|attr.NOPTR)
+	avx2Ones16 = GLOBL("avx2ones16", attr.RODATA|attr.NOPTR)
 	for i := 0; i < 16; i++ {
 		DATA(2*i, U16(1))
 	}
