@@ -31,13 +31,14 @@ func runModels(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "usage: bonsai models [--dir DIR]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	if fs.NArg() != 0 {
+	if len(pos) != 0 {
 		return fmt.Errorf("%w: models takes no arguments", errUsage)
 	}
 	local, err := hub.List(*dir)
