@@ -64,8 +64,43 @@ func (m *markdownRenderer) Render(src string, width int) string {
 	// its own tab stops, which the layout cannot see.
 	out = strings.ReplaceAll(out, "\t", "    ")
 	out = xansi.Wordwrap(trimBlankEdges(trimLineEnds(out)), width, "")
-	return xansi.Hardwrap(out, width, true)
+	return selfContainedLines(xansi.Hardwrap(out, width, true))
 }
+
+// selfContainedLines makes every line carry its own style: glamour sets a
+// paragraph's colour once, so the lines wrapping made of it began with no
+// style and showed in the terminal's colours wherever something reset the
+// style at a line's end (the layout does, beside a panel), up to the next
+// styled word. Each line now opens with the styles in force where the one
+// before ended, and ends with a reset.
+func selfContainedLines(s string) string {
+	if !strings.Contains(s, "\x1b[") {
+		return s
+	}
+	lines := strings.Split(s, "\n")
+	var active string // the SGR sequences since the last reset
+	for i, line := range lines {
+		opened := active
+		for _, seq := range sgrSeq.FindAllString(line, -1) {
+			if params := seq[2 : len(seq)-1]; params == "" || params == "0" {
+				active = ""
+			} else {
+				active += seq
+			}
+		}
+		if opened != "" {
+			line = opened + line
+		}
+		if active != "" {
+			line += "\x1b[0m"
+		}
+		lines[i] = line
+	}
+	return strings.Join(lines, "\n")
+}
+
+// sgrSeq matches one SGR (style) escape sequence.
+var sgrSeq = regexp.MustCompile("\x1b\\[[0-9;:]*m")
 
 // ansiSeq matches one SGR or other CSI escape sequence.
 var ansiSeq = regexp.MustCompile("\x1b\\[[0-9;?]*[A-Za-z]")

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	xansi "github.com/charmbracelet/x/ansi"
 	"github.com/muesli/termenv"
 )
 
@@ -142,4 +143,60 @@ func FuzzStreamingMarkdown(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A paragraph wrapped over several lines keeps its colour on every line,
+// in both themes: each line opens with its style and closes it, so that a
+// reset at a line's end (the layout's, beside a panel) loses nothing.
+func TestWrappedLinesKeepTheirStyle(t *testing.T) {
+	src := "The quick brown fox jumps over the lazy dog and keeps running far away, " +
+		"**bold words here** and more plain text after it, and then some more words to wrap."
+	for _, dark := range []bool{false, true} {
+		md := newMarkdownRenderer(termenv.ANSI256, dark)
+		lines := strings.Split(md.Render(src, 30), "\n")
+		if len(lines) < 4 {
+			t.Fatalf("dark %v: %d lines, want a wrapped paragraph", dark, len(lines))
+		}
+		for i, line := range lines {
+			if xansi.Strip(line) == "" {
+				continue
+			}
+			if st := styleAtFirstText(line); !strings.Contains(st, "38;5;") {
+				t.Errorf("dark %v: line %d %q starts its text with style %q, no colour", dark, i, line, st)
+			}
+			if st := styleAtEnd(line); st != "" {
+				t.Errorf("dark %v: line %d %q leaves style %q open", dark, i, line, st)
+			}
+		}
+	}
+}
+
+// styleAtFirstText is the SGR state, read from this line alone, where its
+// first visible character is drawn.
+func styleAtFirstText(line string) string {
+	state := ""
+	for line != "" {
+		if loc := sgrSeq.FindStringIndex(line); loc != nil && loc[0] == 0 {
+			state = applySGR(state, line[:loc[1]])
+			line = line[loc[1]:]
+			continue
+		}
+		return state
+	}
+	return state
+}
+
+func styleAtEnd(line string) string {
+	state := ""
+	for _, seq := range sgrSeq.FindAllString(line, -1) {
+		state = applySGR(state, seq)
+	}
+	return state
+}
+
+func applySGR(state, seq string) string {
+	if p := seq[2 : len(seq)-1]; p == "" || p == "0" {
+		return ""
+	}
+	return state + seq
 }
