@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 
@@ -275,6 +276,46 @@ func fenceOpener(trimmed string) string {
 		}
 	}
 	return ""
+}
+
+// numberCodeBlocks puts a small label above each fenced code block of a
+// reply, numbered as codeBlocks (and so /copy N) counts them. A fence is
+// labelled once its line is complete, so numbering a growing reply only
+// ever inserts text at or after its last line, which the streaming
+// renderer relies on.
+func numberCodeBlocks(src string) string {
+	if !strings.Contains(src, "```") && !strings.Contains(src, "~~~") {
+		return src
+	}
+	var b strings.Builder
+	b.Grow(len(src) + 64)
+	n := 0
+	fence := ""
+	prevBlank := true
+	lines := strings.SplitAfter(src, "\n")
+	for _, raw := range lines {
+		line := strings.TrimSuffix(raw, "\n")
+		trimmed := strings.TrimLeft(line, " ")
+		lead := len(line) - len(trimmed)
+		switch {
+		case fence == "":
+			if f := fenceOpener(trimmed); f != "" && lead < 4 {
+				fence = f
+				if strings.HasSuffix(raw, "\n") {
+					n++
+					if !prevBlank {
+						b.WriteString("\n") // not the end of the paragraph before
+					}
+					fmt.Fprintf(&b, "%s*code %d · /copy %d*\n", line[:lead], n, n)
+				}
+			}
+		case strings.HasPrefix(trimmed, fence) && strings.Trim(trimmed, fence[:1]) == "":
+			fence = ""
+		}
+		b.WriteString(raw)
+		prevBlank = strings.TrimSpace(line) == ""
+	}
+	return b.String()
 }
 
 // codeBlocks returns the contents of the fenced code blocks in src, in order,

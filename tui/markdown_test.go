@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -199,4 +200,34 @@ func applySGR(state, seq string) string {
 		return ""
 	}
 	return state + seq
+}
+
+// Code block labels follow codeBlocks' count, and numbering a growing reply
+// changes nothing before its last line (the streaming renderer's contract).
+func TestNumberCodeBlocks(t *testing.T) {
+	src := "Try:\n```sh\nls -l\n```\n\nor\n\n~~~\npwd\n```not a close\n~~~\n\n    ```\n    indented: not a fence\n\n- item\n\n  ```go\n  x := 1\n  ```\n"
+	got := numberCodeBlocks(src)
+	for n := 1; n <= len(codeBlocks(src)); n++ {
+		if want := fmt.Sprintf("*code %d · /copy %d*\n", n, n); !strings.Contains(got, want) {
+			t.Errorf("no label %q in\n%s", want, got)
+		}
+	}
+	if len(codeBlocks(src)) != 3 || strings.Contains(got, "code 4") {
+		t.Errorf("%d blocks, labelled:\n%s", len(codeBlocks(src)), got)
+	}
+	if !strings.Contains(got, "Try:\n\n*code 1") || !strings.Contains(got, "  *code 3 · /copy 3*\n  ```go") {
+		t.Errorf("a label does not stand on its own line, at its fence's indent:\n%s", got)
+	}
+	for i := range len(src) {
+		prefix := src[:i]
+		lastLine := strings.LastIndexByte(prefix, '\n') + 1
+		np, nw := numberCodeBlocks(prefix), got
+		stable := numberCodeBlocks(prefix[:lastLine])
+		if !strings.HasPrefix(np, stable) || !strings.HasPrefix(nw, stable) {
+			t.Fatalf("prefix %q: numbered %q does not extend %q", prefix, np, stable)
+		}
+	}
+	if numberCodeBlocks("no code here") != "no code here" {
+		t.Error("text without fences changed")
+	}
 }
