@@ -36,6 +36,9 @@ type statusLine struct {
 	// unsaved says that messages are not in the database yet; it stays
 	// until they are.
 	unsaved string
+	// warning is a standing warning (the context filling): it stays while
+	// it holds, where a note expires (noteLifetime).
+	warning string
 }
 
 // View renders the bar at width. Segments are dropped from the least
@@ -48,13 +51,19 @@ func (s *statusLine) View(st *Styles, width int, following bool) string {
 	}
 	// Unsaved messages outrank a transient note: both show, the warning
 	// first, as it stays until the messages are saved.
-	note, noteErr := s.note, s.noteErr
+	// So do standing warnings, after the note.
+	var parts []string
+	noteErr := s.noteErr
 	if s.unsaved != "" {
-		note, noteErr = s.unsaved, true
-		if s.note != "" {
-			note += " · " + s.note
-		}
+		parts, noteErr = append(parts, s.unsaved), true
 	}
+	if s.note != "" {
+		parts = append(parts, s.note)
+	}
+	if s.warning != "" {
+		parts, noteErr = append(parts, s.warning), true
+	}
+	note := strings.Join(parts, " · ")
 	if note != "" {
 		segments = append([]string{note}, segments...)
 	}
