@@ -827,6 +827,9 @@ func (m *Model) View() string {
 	st := m.styles
 	top := header(st, m.width, m.title, m.info, m.thinkLabel())
 	main := m.mainView()
+	if v := m.input.Value(); m.overlay == overlayNone && strings.HasPrefix(v, "/") {
+		main = overlayBottom(main, slashPopup(st, v, m.width, min(strings.Count(main, "\n"), maxPopupRows)))
+	}
 	hint := m.hintLine()
 	sep := st.Dim.Render(strings.Repeat("─", m.width))
 	// Plain joins: every part is already at most the width, and measuring
