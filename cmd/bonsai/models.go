@@ -63,7 +63,7 @@ func runModels(args []string, stdout, stderr io.Writer) error {
 		}
 		tw.Flush()
 	}
-	fmt.Fprintln(stdout, "\navailable to pull (bonsai pull NAME):")
+	fmt.Fprintln(stdout, "\navailable to pull (bonsai pull NAME; a download is refused unless it passes the check shown):")
 	for _, m := range hub.Registry {
 		if have[m.Name] {
 			continue
@@ -72,7 +72,7 @@ func runModels(args []string, stdout, stderr io.Writer) error {
 		if m.Size > 0 {
 			size = pullFormatBytes(m.Size)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s%s\n", m.Name, size, m.Summary, unrunnableMark(m.Arch(), m.Types()))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s%s\n", m.Name, size, m.Check(), m.Summary, unrunnableMark(m.Arch(), m.Types()))
 	}
 	return tw.Flush()
 }
