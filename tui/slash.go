@@ -24,7 +24,7 @@ var slashCommands = []slashCommand{
 	{name: "system", usage: "[text|none]", summary: "show, set or remove the prompt"},
 	{name: "think", args: []string{"on", "off"}, usage: "on|off", summary: "reasoning before answers"},
 	{name: "backend", args: []string{"cpu", "gpu", "auto"}, usage: "cpu|gpu|auto", summary: "reload on another backend"},
-	{name: "model", usage: "[NAME|FILE]", summary: "show the model, or load another"},
+	{name: "model", usage: "[NAME|FILE]", summary: "pick from a list, or load one"},
 	{name: "export", usage: "[file.md|.json]", summary: "write this chat to a file"},
 	{name: "copy", usage: "[N]", summary: "copy the last reply or code block N"},
 	{name: "regen", summary: "regenerate the last reply"},
