@@ -53,8 +53,12 @@ func (m *Model) openPicker() tea.Cmd {
 	current := ""
 	if i := m.info; i != nil {
 		current = i.Path
+		file := filepath.Base(i.Path)
+		if strings.HasPrefix(i.Path, "(embedded)") {
+			file = "built in"
+		}
 		m.picker.running = fmt.Sprintf("running %s (%s): %s, %s, %s params, %d-token context on %s",
-			i.Name, filepath.Base(i.Path), i.Variant, i.Arch, formatCount(i.Params), i.ContextSize, i.Backend)
+			i.Name, file, i.Variant, i.Arch, formatCount(i.Params), i.ContextSize, i.Backend)
 	}
 	recent := append([]string(nil), m.state.RecentModels...)
 	dir := m.modelsDir()

@@ -22,7 +22,8 @@ tmux_() { tmux -L "$socket" "$@"; }
 GOBIN="$work/bin" go install github.com/charmbracelet/freeze@v0.2.2
 freeze="$work/bin/freeze"
 
-# A new user's machine: empty XDG directories, a shell with a short prompt,
+# A new user's machine: empty XDG directories, a shell with a short prompt
+# (the environment is otherwise this one's, so that tmux's TMUX reaches bonsai),
 # tmux passing OSC 52 on to the terminal's clipboard (set-clipboard on).
 home="$work/home"
 mkdir -p "$home"
@@ -30,7 +31,7 @@ cat >"$home/.bashrc" <<'RC'
 PS1='$ '
 RC
 tmux_ -f /dev/null new-session -d -s s -x 100 -y 32 \
-	env -i PATH="$PATH" HOME="$home" TERM=xterm-256color COLORTERM=truecolor GOCACHE="$(go env GOCACHE)" \
+	env HOME="$home" TERM=xterm-256color COLORTERM=truecolor GOCACHE="$(go env GOCACHE)" \
 	GOMODCACHE="$(go env GOMODCACHE)" XDG_DATA_HOME="$home/.local/share" \
 	XDG_CONFIG_HOME="$home/.config" XDG_STATE_HOME="$home/.local/state" bash --rcfile "$home/.bashrc" -i
 tmux_ set-option -g set-clipboard on
@@ -76,6 +77,7 @@ snap session-3-ctx256
 
 # 4. /model: the picker (a synthetic model dropped into the models directory
 # gives it something to load).
+mkdir -p "$home/.local/share/bonsai/models"
 go run "$root/cmd/bonsai" synth --shape tiny --type q1_0 --vocab 8000 -o "$home/.local/share/bonsai/models/synth-tiny.gguf" >/dev/null
 keys s -l "/model"
 keys s Enter
