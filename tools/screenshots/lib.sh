@@ -33,7 +33,13 @@ ask() {
 shot() {
 	local bg=${3:-#171717}
 	sleep 0.5
-	tmux_ capture-pane -e -p -t "$1" >"$work/$2.ansi"
+	# tmux writes a style once for a line that wrapped onto the next (a
+	# line as wide as the pane), and freeze starts each line unstyled: so
+	# every line is given the styles in force where the one before ended.
+	tmux_ capture-pane -e -p -t "$1" | perl -pe 'BEGIN { $s = "" } my $p = $s;
+		for my $q (/\e\[[0-9;:]*m/g) { if ($q eq "\e[0m" || $q eq "\e[m") { $s = "" } else { $s .= $q } }
+		$_ = $p . $_;' >"$work/$2.ansi"
+	[[ -n "${TEXT_DIR:-}" ]] && cp "$work/$2.ansi" "$TEXT_DIR/"
 	# Without escape sequences (NO_COLOR) freeze would guess a language.
 	local lang=()
 	grep -q $'\e' "$work/$2.ansi" || lang=(--language text)
