@@ -49,29 +49,36 @@ func (s *statusLine) View(st *Styles, width int, following bool) string {
 	if !following {
 		segments = append([]string{"↓ more below (ctrl+end)"}, segments...)
 	}
+	// A standing warning (the context filling) comes before the readouts
+	// and after any note, in the warning colour.
+	if s.warning != "" {
+		segments = append([]string{s.warning}, segments...)
+	}
 	// Unsaved messages outrank a transient note: both show, the warning
 	// first, as it stays until the messages are saved.
-	// So do standing warnings, after the note.
-	var parts []string
-	noteErr := s.noteErr
+	note, noteErr := s.note, s.noteErr
 	if s.unsaved != "" {
-		parts, noteErr = append(parts, s.unsaved), true
+		note, noteErr = s.unsaved, true
+		if s.note != "" {
+			note += " · " + s.note
+		}
 	}
-	if s.note != "" {
-		parts = append(parts, s.note)
-	}
-	if s.warning != "" {
-		parts, noteErr = append(parts, s.warning), true
-	}
-	note := strings.Join(parts, " · ")
 	if note != "" {
 		segments = append([]string{note}, segments...)
+	}
+	warnAt := -1
+	if s.warning != "" {
+		warnAt = 0
+		if note != "" {
+			warnAt = 1
+		}
 	}
 	sep := " │ "
 	line := badge
 	for i, seg := range segments {
 		style := st.Status
-		if i == 0 && note != "" {
+		switch {
+		case i == 0 && note != "":
 			if noteErr {
 				style = st.Busy
 			}
@@ -79,6 +86,8 @@ func (s *statusLine) View(st *Styles, width int, following bool) string {
 			// room left rather than drop it like the other segments.
 			room := width - lipgloss.Width(line+st.Status.Render(sep))
 			seg = xansi.Truncate(seg, max(room, 0), "…")
+		case i == warnAt:
+			style = st.Busy
 		}
 		candidate := line + st.Status.Render(sep) + style.Render(seg)
 		if lipgloss.Width(candidate) > width {
