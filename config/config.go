@@ -125,7 +125,25 @@ var (
 	// ErrInvalid: a setting has a bad value, or the file is not valid TOML.
 	// The message names the file and line, the variable or the flag.
 	ErrInvalid = errors.New("invalid configuration")
+	// ErrFlag: the invalid value came from a command-line flag (a usage
+	// error, where one in the file or environment is not). Such errors
+	// are ErrInvalid too.
+	ErrFlag = errors.New("invalid flag value")
 )
+
+// flagError marks an error as ErrFlag without changing its message.
+type flagError struct{ error }
+
+func (e flagError) Is(target error) bool { return target == ErrFlag }
+func (e flagError) Unwrap() error        { return e.error }
+
+// fromFlag marks err as ErrFlag when src is a flag.
+func fromFlag(err error, src Source) error {
+	if src.Origin == FromFlag {
+		return flagError{err}
+	}
+	return err
+}
 
 // DefaultPath is the config file: $BONSAI_CONFIG_DIR/config.toml when that
 // is set, else $XDG_CONFIG_HOME/bonsai/config.toml (~/.config on Linux).
@@ -357,14 +375,14 @@ func (c *Config) validate() error {
 		// A TOML file may write nan and inf.
 		if p, ok := s.field(c).(*float64); ok {
 			if err := finite(*p); err != nil {
-				return fmt.Errorf("%s = %s (%s): %w: %w", s.key, s.format(c), c.Sources[s.key], ErrInvalid, err)
+				return fromFlag(fmt.Errorf("%s = %s (%s): %w: %w", s.key, s.format(c), c.Sources[s.key], ErrInvalid, err), c.Sources[s.key])
 			}
 		}
 		if s.check == nil {
 			continue
 		}
 		if err := s.check(c); err != nil {
-			return fmt.Errorf("%s = %s (%s): %w: %w", s.key, s.format(c), c.Sources[s.key], ErrInvalid, err)
+			return fromFlag(fmt.Errorf("%s = %s (%s): %w: %w", s.key, s.format(c), c.Sources[s.key], ErrInvalid, err), c.Sources[s.key])
 		}
 	}
 	return nil

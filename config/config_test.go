@@ -197,6 +197,9 @@ func TestInvalidConfigNamesWhere(t *testing.T) {
 			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("err = %v, want ErrInvalid", err)
 			}
+			if fromFlag := len(tc.args) > 0; errors.Is(err, ErrFlag) != fromFlag {
+				t.Errorf("errors.Is(%v, ErrFlag) = %v, want %v", err, !fromFlag, fromFlag)
+			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not mention %q", err, w)

@@ -6,13 +6,25 @@ import (
 	"github.com/bonsai-chat/bonsai/infer/engine"
 )
 
-// Engine converts the sampler settings into the engine's form. A seed of -1
-// draws a fresh random seed on every call, so call it once per reply.
-func (s Sampling) Engine() engine.Sampling {
-	seed := uint64(s.Seed)
+// SeedFor is the one seed rule that the chat, `bonsai run` and `bonsai
+// bench` share: a seed the user set (0 and up, from the file, the
+// environment or --seed) is used as is, so the same prompt gives the same
+// reply; -1, the default, draws a fresh random seed on every call. explicit
+// says which, for the callers that record a random seed so that a result
+// can be reproduced.
+func (s Sampling) SeedFor() (seed uint64, explicit bool) {
 	if s.Seed < 0 {
-		seed = rand.Uint64()
+		// Below 2⁶³, so that a recorded seed can be given back (--seed,
+		// BONSAI_SEED and the file take an int64).
+		return uint64(rand.Int64()), false
 	}
+	return uint64(s.Seed), true
+}
+
+// Engine converts the sampler settings into the engine's form, with a seed
+// from SeedFor: call it once per reply.
+func (s Sampling) Engine() engine.Sampling {
+	seed, _ := s.SeedFor()
 	return engine.Sampling{
 		Temperature:   float32(s.Temperature),
 		TopK:          s.TopK,

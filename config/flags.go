@@ -23,18 +23,36 @@ type Flags struct {
 // --system, -c/--continue, --session and --config to fs. Go's flag package
 // accepts each with one dash or two.
 func RegisterFlags(fs *flag.FlagSet) *Flags {
+	f := RegisterSettings(fs)
+	fs.BoolVar(&f.Continue, "c", false, "continue the last session")
+	fs.BoolVar(&f.Continue, "continue", false, "continue the last session")
+	fs.Int64Var(&f.Session, "session", 0, "resume session `ID`")
+	return f
+}
+
+// RegisterSettings adds the flags of the named settings (by flag name:
+// "model", "ctx", "seed"; none named means every one) and --config to fs,
+// for a command that reads the same configuration as the chat but has no
+// use for some of its flags (`bonsai bench` has no --system). A name that
+// is not a setting's flag panics: it is a programming error.
+func RegisterSettings(fs *flag.FlagSet, names ...string) *Flags {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
 	f := &Flags{}
 	for _, s := range settings {
-		if s.flag == "" {
+		if s.flag == "" || (len(names) > 0 && !want[s.flag]) {
 			continue
 		}
+		delete(want, s.flag)
 		v := &flagValue{setting: s}
 		f.set = append(f.set, v)
 		fs.Var(v, s.flag, s.usage)
 	}
-	fs.BoolVar(&f.Continue, "c", false, "continue the last session")
-	fs.BoolVar(&f.Continue, "continue", false, "continue the last session")
-	fs.Int64Var(&f.Session, "session", 0, "resume session `ID`")
+	for n := range want {
+		panic(fmt.Sprintf("config: no setting has the flag --%s", n))
+	}
 	fs.StringVar(&f.ConfigPath, "config", "", "read configuration from `file`")
 	return f
 }
@@ -46,7 +64,7 @@ func (f *Flags) apply(c *Config) error {
 			continue
 		}
 		if err := v.setting.set(c, v.text); err != nil {
-			return fmt.Errorf("--%s %q: %w: %w", v.setting.flag, v.text, ErrInvalid, err)
+			return flagError{fmt.Errorf("--%s %q: %w: %w", v.setting.flag, v.text, ErrInvalid, err)}
 		}
 		c.Sources[v.setting.key] = Source{Origin: FromFlag, Name: "--" + v.setting.flag}
 	}

@@ -171,7 +171,7 @@ func finite(v float64) error {
 
 func between(v, lo, hi float64) error {
 	if v < lo || v > hi {
-		return fmt.Errorf("must be between %g and %g", lo, hi)
+		return fmt.Errorf("must be between %s and %s", strconv.FormatFloat(lo, 'f', -1, 64), strconv.FormatFloat(hi, 'f', -1, 64))
 	}
 	return nil
 }
@@ -191,4 +191,13 @@ func probability(v float64, zeroOK bool) error {
 		return errors.New("must be above 0 and at most 1")
 	}
 	return nil
+}
+
+// EnvNames are the BONSAI_* variables Load reads, in the settings' order.
+func EnvNames() []string {
+	names := make([]string, len(settings))
+	for i, s := range settings {
+		names[i] = s.env
+	}
+	return append(names, "BONSAI_CONFIG_DIR")
 }

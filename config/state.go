@@ -22,6 +22,26 @@ type State struct {
 	LastSession int64 `json:"last_session,omitempty"`
 	// History holds past prompts, oldest first, at most MaxHistory.
 	History []string `json:"history,omitempty"`
+	// RecentModels are the model files the chat ran, most recent first,
+	// at most MaxRecentModels (for the /model picker).
+	RecentModels []string `json:"recent_models,omitempty"`
+}
+
+// MaxRecentModels bounds State.RecentModels.
+const MaxRecentModels = 10
+
+// AddRecentModel puts path first among the recent models.
+func (s *State) AddRecentModel(path string) {
+	if path == "" {
+		return
+	}
+	out := []string{path}
+	for _, p := range s.RecentModels {
+		if p != path && len(out) < MaxRecentModels {
+			out = append(out, p)
+		}
+	}
+	s.RecentModels = out
 }
 
 // MaxHistory bounds the prompt history kept in State.

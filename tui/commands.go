@@ -49,7 +49,7 @@ func (m *Model) runSlash(name, arg string) tea.Cmd {
 		return m.switchBackend(arg)
 	case "model":
 		if arg == "" {
-			return m.showModel()
+			return m.openPicker()
 		}
 		return m.switchModel(arg)
 	case "export":
@@ -141,8 +141,9 @@ func (m *Model) switchModel(nameOrPath string) tea.Cmd {
 	if m.generating {
 		return m.notify("wait for the reply to finish (or esc) before switching", true)
 	}
+	dir := m.modelsDir()
 	return func() tea.Msg {
-		path, err := hub.Resolve(nameOrPath, hub.DefaultDir())
+		path, err := hub.Resolve(nameOrPath, dir)
 		return modelResolvedMsg{name: nameOrPath, path: path, err: err}
 	}
 }
@@ -162,18 +163,6 @@ func (m *Model) modelResolved(msg modelResolvedMsg) tea.Cmd {
 	m.loadingModel = msg.path
 	m.eng.SwitchModel(msg.path)
 	return m.notify("loading "+msg.path, false)
-}
-
-func (m *Model) showModel() tea.Cmd {
-	if m.info == nil {
-		return m.notify("no model loaded yet", true)
-	}
-	i := m.info
-	text := fmt.Sprintf("%s — %s (%s, %s params), %d-token context on %s. File: %s. "+
-		"/model NAME|FILE loads another.",
-		i.Name, i.Variant, i.Arch, formatCount(i.Params), i.ContextSize, i.Backend, i.Path)
-	m.conv.Notice(text)
-	return nil
 }
 
 // copyReply copies the last reply, or its Nth fenced code block.

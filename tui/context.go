@@ -28,6 +28,7 @@ func (m *Model) contextTrimmed(ev engine.ContextTrimmed) {
 // warnContextFilling warns once per chat when a reply leaves the context
 // mostly used.
 func (m *Model) warnContextFilling(st engine.Stats) {
+	m.status.warning = contextWarning(st, m.trimmed)
 	if m.warnedFull || st.ContextSize <= 0 || st.ContextUsed*100 < contextWarnPercent*st.ContextSize {
 		return
 	}
@@ -39,4 +40,18 @@ func (m *Model) warnContextFilling(st engine.Stats) {
 // resetContextNotes starts a chat's context story afresh.
 func (m *Model) resetContextNotes() {
 	m.trimmed, m.warnedFull = 0, false
+	m.status.warning = ""
+}
+
+// contextWarning is the status line's standing warning about the context
+// after a reply: it stays while it holds (unlike a transient note) and
+// goes with the condition, or with a new chat.
+func contextWarning(st engine.Stats, dropped int) string {
+	switch {
+	case dropped > 0:
+		return fmt.Sprintf("context full: the oldest %d message(s) left out · /new", dropped)
+	case st.ContextSize > 0 && st.ContextUsed*100 >= contextWarnPercent*st.ContextSize:
+		return fmt.Sprintf("context %d%% full · /new or --ctx", st.ContextUsed*100/st.ContextSize)
+	}
+	return ""
 }

@@ -53,3 +53,58 @@ func TestContextFillingAndTrimming(t *testing.T) {
 		}
 	}
 }
+
+// statusBar is the view's last line, the status line.
+func statusBar(m *Model) string {
+	lines := strings.Split(plain(m.View()), "\n")
+	return lines[len(lines)-1]
+}
+
+// Status-line notes go after noteLifetime (a tea.Tick message, not a
+// sleep), a newer note outliving an older one's tick; the context warning
+// stays while it holds, past any tick, and goes with a new chat.
+func TestNoticesExpireButWarningsHold(t *testing.T) {
+	m, _, _ := newTestModel(t, Options{}, 120, 30)
+	m.Update(engineMsg{events: []engine.Event{engine.Loaded{Info: fakeengine.DefaultInfo}}})
+	typeText(m, "/think on")
+	press(m, tea.KeyEnter)
+	if !strings.Contains(statusBar(m), "thinking on") {
+		t.Fatalf("no note: %q", statusBar(m))
+	}
+	old := m.noteID
+	typeText(m, "/think off")
+	press(m, tea.KeyEnter)
+	m.Update(noteExpiredMsg{id: old})
+	if !strings.Contains(statusBar(m), "thinking off") {
+		t.Fatalf("an older note's tick cleared the newer note: %q", statusBar(m))
+	}
+	m.Update(noteExpiredMsg{id: m.noteID})
+	if strings.Contains(statusBar(m), "thinking") {
+		t.Fatalf("the note outstayed its tick: %q", statusBar(m))
+	}
+
+	send := func(prompt string, evs ...engine.Event) {
+		t.Helper()
+		typeText(m, prompt)
+		press(m, tea.KeyEnter)
+		m.Update(engineMsg{events: evs})
+		m.Update(frameMsg{})
+	}
+	send("one", engine.Token{Text: "a"}, engine.Done{Reason: "stop", Stats: engine.Stats{ContextUsed: 100, ContextSize: 128}})
+	m.Update(noteExpiredMsg{id: m.noteID})
+	if !strings.Contains(statusBar(m), "context 78% full") {
+		t.Fatalf("no standing context warning: %q", statusBar(m))
+	}
+	send("two", engine.ContextTrimmed{Dropped: 2, Tokens: 50, Context: 128}, engine.Token{Text: "b"},
+		engine.Done{Reason: "stop", Stats: engine.Stats{ContextUsed: 90, ContextSize: 128}})
+	m.Update(noteExpiredMsg{id: m.noteID})
+	if !strings.Contains(statusBar(m), "oldest 2 message(s) left out") {
+		t.Fatalf("the warning does not say the oldest turns are left out: %q", statusBar(m))
+	}
+	typeText(m, "/new")
+	press(m, tea.KeyEnter)
+	m.Update(noteExpiredMsg{id: m.noteID})
+	if strings.Contains(statusBar(m), "context") && strings.Contains(statusBar(m), "full") {
+		t.Fatalf("the warning outlived the chat it was about: %q", statusBar(m))
+	}
+}

@@ -363,9 +363,9 @@ func (c *conversation) renderUncached(e *entry, live bool) []string {
 	}
 	switch {
 	case live:
-		out = indent(out, c.stream.Lines(c.md, printable(e.content), inner)...)
+		out = indent(out, c.stream.Lines(c.md, numberCodeBlocks(printable(e.content)), inner)...)
 	case e.content != "":
-		out = indent(out, splitLines(c.md.Render(printable(e.content), inner))...)
+		out = indent(out, splitLines(c.md.Render(numberCodeBlocks(printable(e.content)), inner))...)
 	}
 	if !live {
 		if f := c.footer(e); f != "" {

@@ -38,7 +38,7 @@ func TestHelpShowsWholeLines(t *testing.T) {
 		typeText(m, "?")
 		v := m.View()
 		contains(t, v, "/model [NAME|FILE]")
-		contains(t, v, "show the model, or load another")
+		contains(t, v, "pick from a list, or load one")
 		contains(t, v, `theme = "dark"`)
 		for _, line := range strings.Split(plain(v), "\n") {
 			if strings.Contains(line, "║") && strings.Contains(line, "…") {

@@ -96,6 +96,8 @@ func (m *Model) mainView() string {
 		return m.place(m.helpView(), a.mainH)
 	case m.overlay == overlaySessions:
 		return m.place(m.sessions.View(m.styles, min(m.width-2, 90), a.mainH-2), a.mainH)
+	case m.overlay == overlayModels:
+		return m.place(m.picker.View(m.styles, min(m.width-2, 100), a.mainH-2), a.mainH)
 	case m.info == nil && m.status.phase != phaseFailed && len(m.conv.entries) == 0:
 		return m.place(m.loadingView(), a.mainH)
 	}

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 
@@ -64,8 +65,43 @@ func (m *markdownRenderer) Render(src string, width int) string {
 	// its own tab stops, which the layout cannot see.
 	out = strings.ReplaceAll(out, "\t", "    ")
 	out = xansi.Wordwrap(trimBlankEdges(trimLineEnds(out)), width, "")
-	return xansi.Hardwrap(out, width, true)
+	return selfContainedLines(xansi.Hardwrap(out, width, true))
 }
+
+// selfContainedLines makes every line carry its own style: glamour sets a
+// paragraph's colour once, so the lines wrapping made of it began with no
+// style and showed in the terminal's colours wherever something reset the
+// style at a line's end (the layout does, beside a panel), up to the next
+// styled word. Each line now opens with the styles in force where the one
+// before ended, and ends with a reset.
+func selfContainedLines(s string) string {
+	if !strings.Contains(s, "\x1b[") {
+		return s
+	}
+	lines := strings.Split(s, "\n")
+	var active string // the SGR sequences since the last reset
+	for i, line := range lines {
+		opened := active
+		for _, seq := range sgrSeq.FindAllString(line, -1) {
+			if params := seq[2 : len(seq)-1]; params == "" || params == "0" {
+				active = ""
+			} else {
+				active += seq
+			}
+		}
+		if opened != "" {
+			line = opened + line
+		}
+		if active != "" {
+			line += "\x1b[0m"
+		}
+		lines[i] = line
+	}
+	return strings.Join(lines, "\n")
+}
+
+// sgrSeq matches one SGR (style) escape sequence.
+var sgrSeq = regexp.MustCompile("\x1b\\[[0-9;:]*m")
 
 // ansiSeq matches one SGR or other CSI escape sequence.
 var ansiSeq = regexp.MustCompile("\x1b\\[[0-9;?]*[A-Za-z]")
@@ -240,6 +276,46 @@ func fenceOpener(trimmed string) string {
 		}
 	}
 	return ""
+}
+
+// numberCodeBlocks puts a small label above each fenced code block of a
+// reply, numbered as codeBlocks (and so /copy N) counts them. A fence is
+// labelled once its line is complete, so numbering a growing reply only
+// ever inserts text at or after its last line, which the streaming
+// renderer relies on.
+func numberCodeBlocks(src string) string {
+	if !strings.Contains(src, "```") && !strings.Contains(src, "~~~") {
+		return src
+	}
+	var b strings.Builder
+	b.Grow(len(src) + 64)
+	n := 0
+	fence := ""
+	prevBlank := true
+	lines := strings.SplitAfter(src, "\n")
+	for _, raw := range lines {
+		line := strings.TrimSuffix(raw, "\n")
+		trimmed := strings.TrimLeft(line, " ")
+		lead := len(line) - len(trimmed)
+		switch {
+		case fence == "":
+			if f := fenceOpener(trimmed); f != "" && lead < 4 {
+				fence = f
+				if strings.HasSuffix(raw, "\n") {
+					n++
+					if !prevBlank {
+						b.WriteString("\n") // not the end of the paragraph before
+					}
+					fmt.Fprintf(&b, "%s*code %d · /copy %d*\n", line[:lead], n, n)
+				}
+			}
+		case strings.HasPrefix(trimmed, fence) && strings.Trim(trimmed, fence[:1]) == "":
+			fence = ""
+		}
+		b.WriteString(raw)
+		prevBlank = strings.TrimSpace(line) == ""
+	}
+	return b.String()
 }
 
 // codeBlocks returns the contents of the fenced code blocks in src, in order,

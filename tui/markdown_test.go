@@ -1,10 +1,12 @@
 package tui
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	xansi "github.com/charmbracelet/x/ansi"
 	"github.com/muesli/termenv"
 )
 
@@ -142,4 +144,90 @@ func FuzzStreamingMarkdown(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A paragraph wrapped over several lines keeps its colour on every line,
+// in both themes: each line opens with its style and closes it, so that a
+// reset at a line's end (the layout's, beside a panel) loses nothing.
+func TestWrappedLinesKeepTheirStyle(t *testing.T) {
+	src := "The quick brown fox jumps over the lazy dog and keeps running far away, " +
+		"**bold words here** and more plain text after it, and then some more words to wrap."
+	for _, dark := range []bool{false, true} {
+		md := newMarkdownRenderer(termenv.ANSI256, dark)
+		lines := strings.Split(md.Render(src, 30), "\n")
+		if len(lines) < 4 {
+			t.Fatalf("dark %v: %d lines, want a wrapped paragraph", dark, len(lines))
+		}
+		for i, line := range lines {
+			if xansi.Strip(line) == "" {
+				continue
+			}
+			if st := styleAtFirstText(line); !strings.Contains(st, "38;5;") {
+				t.Errorf("dark %v: line %d %q starts its text with style %q, no colour", dark, i, line, st)
+			}
+			if st := styleAtEnd(line); st != "" {
+				t.Errorf("dark %v: line %d %q leaves style %q open", dark, i, line, st)
+			}
+		}
+	}
+}
+
+// styleAtFirstText is the SGR state, read from this line alone, where its
+// first visible character is drawn.
+func styleAtFirstText(line string) string {
+	state := ""
+	for line != "" {
+		if loc := sgrSeq.FindStringIndex(line); loc != nil && loc[0] == 0 {
+			state = applySGR(state, line[:loc[1]])
+			line = line[loc[1]:]
+			continue
+		}
+		return state
+	}
+	return state
+}
+
+func styleAtEnd(line string) string {
+	state := ""
+	for _, seq := range sgrSeq.FindAllString(line, -1) {
+		state = applySGR(state, seq)
+	}
+	return state
+}
+
+func applySGR(state, seq string) string {
+	if p := seq[2 : len(seq)-1]; p == "" || p == "0" {
+		return ""
+	}
+	return state + seq
+}
+
+// Code block labels follow codeBlocks' count, and numbering a growing reply
+// changes nothing before its last line (the streaming renderer's contract).
+func TestNumberCodeBlocks(t *testing.T) {
+	src := "Try:\n```sh\nls -l\n```\n\nor\n\n~~~\npwd\n```not a close\n~~~\n\n    ```\n    indented: not a fence\n\n- item\n\n  ```go\n  x := 1\n  ```\n"
+	got := numberCodeBlocks(src)
+	for n := 1; n <= len(codeBlocks(src)); n++ {
+		if want := fmt.Sprintf("*code %d · /copy %d*\n", n, n); !strings.Contains(got, want) {
+			t.Errorf("no label %q in\n%s", want, got)
+		}
+	}
+	if len(codeBlocks(src)) != 3 || strings.Contains(got, "code 4") {
+		t.Errorf("%d blocks, labelled:\n%s", len(codeBlocks(src)), got)
+	}
+	if !strings.Contains(got, "Try:\n\n*code 1") || !strings.Contains(got, "  *code 3 · /copy 3*\n  ```go") {
+		t.Errorf("a label does not stand on its own line, at its fence's indent:\n%s", got)
+	}
+	for i := range len(src) {
+		prefix := src[:i]
+		lastLine := strings.LastIndexByte(prefix, '\n') + 1
+		np, nw := numberCodeBlocks(prefix), got
+		stable := numberCodeBlocks(prefix[:lastLine])
+		if !strings.HasPrefix(np, stable) || !strings.HasPrefix(nw, stable) {
+			t.Fatalf("prefix %q: numbered %q does not extend %q", prefix, np, stable)
+		}
+	}
+	if numberCodeBlocks("no code here") != "no code here" {
+		t.Error("text without fences changed")
+	}
 }

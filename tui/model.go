@@ -55,6 +55,9 @@ type Options struct {
 	// ~ in a path stands for ("" leaves ~ alone).
 	ExportDir string
 	HomeDir   string
+	// ModelsDir is where the /model picker looks for downloaded models
+	// ("": hub.DefaultDir()).
+	ModelsDir string
 	// Notices are shown at the top of the transcript (configuration
 	// warnings, a session that could not be resumed).
 	Notices []string
@@ -72,6 +75,7 @@ const (
 	overlayNone overlay = iota
 	overlayHelp
 	overlaySessions
+	overlayModels
 )
 
 // Panel names as stored in the UI state file.
@@ -96,6 +100,7 @@ type Model struct {
 	backend  backendPanel
 	prof     profilePanel
 	sessions sessionList
+	picker   modelPicker
 
 	overlay     overlay
 	helpOffset  int
@@ -211,6 +216,8 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 		return m.onEngine(msg)
 	case modelResolvedMsg:
 		return m.modelResolved(msg)
+	case modelListMsg:
+		return m.modelsListed(msg)
 	case frameMsg:
 		m.ticking = false
 		start := time.Now()
@@ -340,6 +347,10 @@ func (m *Model) onEvent(ev engine.Event) tea.Cmd {
 		if m.info != nil {
 			// A new KV cache: the last reply's numbers are the old one's.
 			m.status.hasStats = false
+		}
+		if info.Path != "" && !strings.HasPrefix(info.Path, "(embedded)") && (len(m.state.RecentModels) == 0 || m.state.RecentModels[0] != info.Path) {
+			m.state.AddRecentModel(info.Path)
+			m.saveState()
 		}
 		if m.loadingModel != "" {
 			m.loadingModel = ""
@@ -647,9 +658,10 @@ func (m *Model) saveState() {
 		return
 	}
 	st := config.State{
-		Panels:      map[string]bool{},
-		LastSession: m.state.LastSession,
-		History:     append([]string(nil), m.state.History...),
+		Panels:       map[string]bool{},
+		LastSession:  m.state.LastSession,
+		History:      append([]string(nil), m.state.History...),
+		RecentModels: append([]string(nil), m.state.RecentModels...),
 	}
 	for k, v := range m.state.Panels {
 		st.Panels[k] = v
@@ -689,6 +701,10 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	case overlaySessions:
 		if !interrupt {
 			return m.sessionsKey(msg)
+		}
+	case overlayModels:
+		if !interrupt {
+			return m.pickerKey(msg)
 		}
 	}
 	k := m.keys
@@ -827,6 +843,9 @@ func (m *Model) View() string {
 	st := m.styles
 	top := header(st, m.width, m.title, m.info, m.thinkLabel())
 	main := m.mainView()
+	if v := m.input.Value(); m.overlay == overlayNone && strings.HasPrefix(v, "/") {
+		main = overlayBottom(main, slashPopup(st, v, m.width, min(strings.Count(main, "\n"), maxPopupRows)))
+	}
 	hint := m.hintLine()
 	sep := st.Dim.Render(strings.Repeat("─", m.width))
 	// Plain joins: every part is already at most the width, and measuring

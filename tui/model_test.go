@@ -321,6 +321,14 @@ func TestCopy(t *testing.T) {
 	typeText(m, "how?")
 	press(m, tea.KeyEnter)
 	idle(t, m, fe)
+	// Each block shows the number /copy takes, above its first line.
+	view := plain(m.View())
+	for _, w := range []string{"code 1 · /copy 1", "code 2 · /copy 2"} {
+		contains(t, view, w)
+	}
+	if a, b, c := strings.Index(view, "code 1 · /copy 1"), strings.Index(view, "ls -l"), strings.Index(view, "code 2 · /copy 2"); !(a < b && b < c && c < strings.Index(view, "pwd")) {
+		t.Errorf("labels not above their blocks:\n%s", view)
+	}
 	run := func(cmd tea.Cmd) {
 		if cmd != nil {
 			m.Update(runCmd(cmd))

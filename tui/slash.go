@@ -1,8 +1,11 @@
 package tui
 
 import (
+	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/charmbracelet/lipgloss"
 )
 
 // slashCommand is one /command: its name, the arguments it completes, and
@@ -21,7 +24,7 @@ var slashCommands = []slashCommand{
 	{name: "system", usage: "[text|none]", summary: "show, set or remove the prompt"},
 	{name: "think", args: []string{"on", "off"}, usage: "on|off", summary: "reasoning before answers"},
 	{name: "backend", args: []string{"cpu", "gpu", "auto"}, usage: "cpu|gpu|auto", summary: "reload on another backend"},
-	{name: "model", usage: "[NAME|FILE]", summary: "show the model, or load another"},
+	{name: "model", usage: "[NAME|FILE]", summary: "pick from a list, or load one"},
 	{name: "export", usage: "[file.md|.json]", summary: "write this chat to a file"},
 	{name: "copy", usage: "[N]", summary: "copy the last reply or code block N"},
 	{name: "regen", summary: "regenerate the last reply"},
@@ -119,4 +122,61 @@ func completionHint(text string) string {
 		}
 	}
 	return strings.Join(cands, "  ")
+}
+
+// slashPopup lists the commands the text being typed can become, one line
+// each with its arguments and summary, for the bottom of the main area:
+// typing "/" shows them all, each letter narrows them, and tab completes.
+// It is empty once the command's name is done (a space typed).
+func slashPopup(st *Styles, text string, width, rows int) []string {
+	if strings.Contains(text, " ") || rows < 2 {
+		return nil
+	}
+	cands := completions(text)
+	if len(cands) == 0 {
+		return nil
+	}
+	cmds := make([]slashCommand, 0, len(cands))
+	col := 0
+	for _, c := range cands {
+		sc, _ := findSlash(strings.TrimPrefix(c, "/"))
+		cmds = append(cmds, sc)
+		col = max(col, len(strings.TrimSpace("/"+sc.name+" "+sc.usage)))
+	}
+	more := 0
+	if len(cmds) > rows-1 {
+		more = len(cmds) - (rows - 2)
+		cmds = cmds[:rows-2]
+	}
+	lines := []string{st.Dim.Render("commands · tab completes · // sends a message starting with /")}
+	for _, c := range cmds {
+		name := strings.TrimSpace("/" + c.name + " " + c.usage)
+		lines = append(lines, "  "+st.HelpKey.Render(name)+strings.Repeat(" ", col-len(name)+2)+st.HelpDesc.Render(c.summary))
+	}
+	if more > 0 {
+		lines = append(lines, st.Dim.Render(fmt.Sprintf("  … %d more: type on to narrow", more)))
+	}
+	for i, l := range lines {
+		l = truncate(l, width)
+		lines[i] = l + strings.Repeat(" ", max(width-lipgloss.Width(l), 0))
+	}
+	return lines
+}
+
+// maxPopupRows bounds the command popup, so that it never hides the whole
+// conversation.
+const maxPopupRows = 12
+
+// overlayBottom replaces the last lines of block (which has at least that
+// many) with lines.
+func overlayBottom(block string, lines []string) string {
+	if len(lines) == 0 {
+		return block
+	}
+	rows := strings.Split(block, "\n")
+	n := min(len(lines), len(rows))
+	for i := range n {
+		rows[len(rows)-n+i] = sgrReset + lines[len(lines)-n+i]
+	}
+	return strings.Join(rows, "\n")
 }

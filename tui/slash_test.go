@@ -97,3 +97,36 @@ func TestKeyOverride(t *testing.T) {
 		t.Error("the rebound send key did not send")
 	}
 }
+
+// Typing "/" lists the commands with their one-line help above the input;
+// letters narrow the list, tab completes, and the list goes once the name
+// is done.
+func TestSlashPopup(t *testing.T) {
+	m, fe, _ := newTestModel(t, Options{}, 100, 30)
+	loaded(t, m, fe)
+	typeText(m, "/")
+	v := plain(m.View())
+	for _, w := range []string{"tab completes", "/sessions", "saved chats: open, rename, delete", "/copy [N]", "copy the last reply or code block N"} {
+		contains(t, v, w)
+	}
+	typeText(m, "s")
+	v = plain(m.View())
+	contains(t, v, "/system [text|none]")
+	lacks(t, v, "start a new chat")
+	typeText(m, "e")
+	press(m, tea.KeyTab)
+	if got := m.input.Value(); got != "/sessions" {
+		t.Fatalf("tab completed to %q", got)
+	}
+	typeText(m, " ")
+	lacks(t, m.View(), "tab completes")
+	// At 12 rows the popup fits what room there is and says how many more.
+	small, fe2, _ := newTestModel(t, Options{}, 80, 12)
+	loaded(t, small, fe2)
+	typeText(small, "/")
+	v = plain(small.View())
+	contains(t, v, "more: type on to narrow")
+	if n := len(strings.Split(v, "\n")); n != 12 {
+		t.Errorf("the popup changed the view's height to %d rows", n)
+	}
+}

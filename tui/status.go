@@ -36,6 +36,9 @@ type statusLine struct {
 	// unsaved says that messages are not in the database yet; it stays
 	// until they are.
 	unsaved string
+	// warning is a standing warning (the context filling): it stays while
+	// it holds, where a note expires (noteLifetime).
+	warning string
 }
 
 // View renders the bar at width. Segments are dropped from the least
@@ -45,6 +48,11 @@ func (s *statusLine) View(st *Styles, width int, following bool) string {
 	segments := s.segments()
 	if !following {
 		segments = append([]string{"↓ more below (ctrl+end)"}, segments...)
+	}
+	// A standing warning (the context filling) comes before the readouts
+	// and after any note, in the warning colour.
+	if s.warning != "" {
+		segments = append([]string{s.warning}, segments...)
 	}
 	// Unsaved messages outrank a transient note: both show, the warning
 	// first, as it stays until the messages are saved.
@@ -58,11 +66,19 @@ func (s *statusLine) View(st *Styles, width int, following bool) string {
 	if note != "" {
 		segments = append([]string{note}, segments...)
 	}
+	warnAt := -1
+	if s.warning != "" {
+		warnAt = 0
+		if note != "" {
+			warnAt = 1
+		}
+	}
 	sep := " │ "
 	line := badge
 	for i, seg := range segments {
 		style := st.Status
-		if i == 0 && note != "" {
+		switch {
+		case i == 0 && note != "":
 			if noteErr {
 				style = st.Busy
 			}
@@ -70,6 +86,8 @@ func (s *statusLine) View(st *Styles, width int, following bool) string {
 			// room left rather than drop it like the other segments.
 			room := width - lipgloss.Width(line+st.Status.Render(sep))
 			seg = xansi.Truncate(seg, max(room, 0), "…")
+		case i == warnAt:
+			style = st.Busy
 		}
 		candidate := line + st.Status.Render(sep) + style.Render(seg)
 		if lipgloss.Width(candidate) > width {

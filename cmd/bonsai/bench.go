@@ -9,10 +9,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"runtime/pprof"
 	"time"
 
+	"github.com/bonsai-chat/bonsai/config"
 	"github.com/bonsai-chat/bonsai/infer"
 )
 
@@ -27,9 +27,6 @@ func init() {
 // benchFlags are `bonsai bench`'s options (llama-bench's names where they
 // exist).
 type benchFlags struct {
-	model   string
-	backend string
-	threads int
 	prompt  int
 	gen     int
 	reps    int
@@ -47,35 +44,38 @@ type benchResult struct {
 	Samples []float64 `json:"samples_tps"`
 	Mean    float64   `json:"avg_tps"`
 	StdDev  float64   `json:"stddev_tps"`
+	Seed    uint64    `json:"seed"` // of the random token ids
 }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o benchFlags
-	fs.StringVar(&o.model, "model", "", "model: a GGUF file path")
-	fs.StringVar(&o.backend, "backend", "cpu", "cpu, gpu or auto")
-	fs.IntVar(&o.threads, "threads", 0, "CPU threads (0: one per core)")
+	// The model, backend and threads are the configuration's, as the
+	// chat's; the seed picks the token ids.
+	cfgFlags := config.RegisterSettings(fs, "model", "backend", "adapter", "threads", "seed")
 	fs.IntVar(&o.prompt, "p", 512, "prompt tokens per pp test (0: skip)")
 	fs.IntVar(&o.gen, "n", 128, "generated tokens per tg test (0: skip)")
 	fs.IntVar(&o.reps, "r", 5, "repetitions of each test")
 	fs.StringVar(&o.format, "format", "text", "output: text (a llama-bench table) or json")
 	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a Go CPU profile of the measured runs to this file")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: bonsai bench [--model M] [--backend cpu|gpu] [--threads N] [-p 512] [-n 128] [-r 5] [--format text|json]")
+		fmt.Fprintln(stderr, "usage: bonsai bench [--model M] [--backend cpu|gpu|auto] [--threads N] [-p 512] [-n 128] [-r 5] [--format text|json]")
+		fmt.Fprintln(stderr, "Settings not given as flags come from config.toml and BONSAI_* variables, as the chat's do.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("%w: bench: unexpected argument %q", errUsage, fs.Arg(0))
-	case o.prompt < 0 || o.gen < 0 || o.threads < 0:
-		return fmt.Errorf("%w: bench: -p, -n and --threads must not be negative", errUsage)
+	case len(pos) > 0:
+		return fmt.Errorf("%w: bench: unexpected argument %q", errUsage, pos[0])
+	case o.prompt < 0 || o.gen < 0:
+		return fmt.Errorf("%w: bench: -p and -n must not be negative", errUsage)
 	case o.reps < 1:
 		return fmt.Errorf("%w: bench: -r must be at least 1", errUsage)
 	case o.prompt == 0 && o.gen == 0:
@@ -84,7 +84,11 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: bench: --format %q: want text or json", errUsage, o.format)
 	}
 
-	f, err := openModel(o.model)
+	cfg, err := loadConfig(cfgFlags, stderr)
+	if err != nil {
+		return err
+	}
+	f, err := openModel(cfg.Model)
 	if err != nil {
 		return err
 	}
@@ -92,7 +96,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	// Like llama-bench: the whole prompt is one batch, the context holds the
 	// longest test.
 	m, err := infer.Load(f, infer.Options{
-		Backend: o.backend, Threads: o.threads,
+		Backend: cfg.Backend, Adapter: cfg.Adapter, Threads: cfg.Threads,
 		Context: max(o.prompt, o.gen, 1),
 		Batch:   max(o.prompt, 1),
 	})
@@ -102,13 +106,15 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	defer m.Close()
 
 	info := m.Backend().Info()
-	threads := o.threads
+	threads := cfg.Threads
 	if threads == 0 {
 		threads = info.Threads
 	}
-	name := filepath.Base(o.model)
+	name := modelName(cfg.Model)
 	// Random token ids, as llama-bench uses: speed does not depend on them.
-	r := rand.New(rand.NewPCG(1, 2))
+	// They follow the one seed rule (config.Sampling.SeedFor), recorded.
+	seed, _ := cfg.Sampling.SeedFor()
+	r := rand.New(rand.NewPCG(seed, 0))
 	ids := make([]int32, max(o.prompt, o.gen))
 	for i := range ids {
 		ids[i] = int32(r.IntN(m.Hparams.Vocab))
@@ -156,7 +162,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		results = append(results, res)
 	}
 	for i := range results {
-		results[i].Model, results[i].Backend, results[i].Threads = name, info.Name, threads
+		results[i].Model, results[i].Backend, results[i].Threads, results[i].Seed = name, info.Name, threads, seed
 	}
 
 	if o.format == "json" {
@@ -172,7 +178,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "| %-28s | %6.1f MiB | %6.2f B | %-8s | %7d | %6s | %7.2f ± %6.2f |\n",
 			name, size, params, res.Backend, res.Threads, res.Test, res.Mean, res.StdDev)
 	}
-	fmt.Fprintf(stdout, "\n%s: %s (%s)\n", info.Name, info.Adapter, info.SIMD)
+	fmt.Fprintf(stdout, "\n%s: %s (%s), token ids from seed %d\n", info.Name, info.Adapter, info.SIMD, seed)
 	return nil
 }
 

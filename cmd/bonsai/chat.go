@@ -42,19 +42,20 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "       bonsai -c        continue the last chat")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unknown command %q (see 'bonsai help')", errUsage, fs.Arg(0))
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: unknown command %q (see 'bonsai help')", errUsage, pos[0])
 	}
 	if !isTerminal(os.Stdin) || !isTerminal(os.Stdout) {
 		return fmt.Errorf("%w: the chat needs a terminal; for scripts use 'bonsai run PROMPT'", errUsage)
 	}
-	cfg, err := config.Load(config.LoadOptions{Flags: flags})
+	cfg, err := loadConfig(flags, nil) // the chat shows the warnings as notices
 	if err != nil {
 		return err
 	}

@@ -29,24 +29,22 @@ func runConfig(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "Prints every setting after defaults, the config file, BONSAI_* variables and the flags given.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: config: unexpected argument %q", errUsage, fs.Arg(0))
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: config: unexpected argument %q", errUsage, pos[0])
 	}
-	cfg, err := config.Load(config.LoadOptions{Flags: flags})
+	cfg, err := loadConfig(flags, stderr)
 	if err != nil {
 		return err
 	}
 	if _, err := keyMap(cfg); err != nil {
 		return err
-	}
-	for _, w := range cfg.Warnings {
-		fmt.Fprintln(stderr, "warning:", w)
 	}
 	fmt.Fprintf(stdout, "# config file: %s\n", cfg.Path)
 	if p, err := session.DefaultPath(); err == nil {
@@ -69,4 +67,25 @@ func runConfig(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(tw, "%s = %s\t# %s\n", e.Key, e.Value, src)
 	}
 	return tw.Flush()
+}
+
+// loadConfig is the configuration every command reads: defaults, the file,
+// BONSAI_* variables and the flags given (from config.RegisterFlags or
+// config.RegisterSettings), the later winning. A bad flag value is a
+// usage error. Its warnings (an unknown key
+// in the file) go to stderr; the chat shows them as notices instead.
+func loadConfig(flags *config.Flags, stderr io.Writer) (*config.Config, error) {
+	cfg, err := config.Load(config.LoadOptions{Flags: flags})
+	if errors.Is(err, config.ErrFlag) {
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if stderr != nil {
+		for _, w := range cfg.Warnings {
+			fmt.Fprintln(stderr, "warning:", w)
+		}
+	}
+	return cfg, nil
 }

@@ -30,7 +30,7 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "usage: bonsai export ID|last [--format md|json] [-o FILE]")
 		fs.PrintDefaults()
 	}
-	rest, err := parseInterspersed(fs, args)
+	rest, err := parseArgs(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil

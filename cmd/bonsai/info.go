@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"sort"
 	"text/tabwriter"
 
+	"github.com/bonsai-chat/bonsai/config"
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
 )
@@ -23,29 +25,36 @@ func init() {
 func runInfo(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("info", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	ctx := fs.Int("ctx", infer.DefaultContext, "context size for the memory estimate")
-	model := fs.String("model", "", "model (or give it as the argument)")
+	ctx := fs.Int("ctx", 0, "context size for the memory estimate (0: the configured context_size, else 4096)")
+	// The model is the configuration's, as the chat's, unless one is named.
+	cfgFlags := config.RegisterSettings(fs, "model")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: bonsai info [--ctx N] MODEL")
+		fmt.Fprintln(stderr, "usage: bonsai info [--ctx N] [MODEL]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	name := *model
-	switch {
-	case fs.NArg() == 0 && name == "":
-		// the embedded default model
-	case fs.NArg() == 1 && name == "":
-		name = fs.Arg(0)
-	case fs.NArg() > 1 || (fs.NArg() == 1 && name != ""):
+	if len(pos) > 1 {
 		return fmt.Errorf("%w: info takes one MODEL", errUsage)
 	}
-	if *ctx < 1 {
-		return fmt.Errorf("%w: --ctx %d must be positive", errUsage, *ctx)
+	if *ctx < 0 {
+		return fmt.Errorf("%w: --ctx %d must not be negative", errUsage, *ctx)
+	}
+	cfg, err := loadConfig(cfgFlags, stderr)
+	if err != nil {
+		return err
+	}
+	name := cfg.Model
+	if len(pos) == 1 {
+		name = pos[0]
+	}
+	if *ctx == 0 {
+		*ctx = cmp.Or(cfg.ContextSize, infer.DefaultContext)
 	}
 	f, err := openModel(name)
 	if err != nil {

@@ -21,9 +21,10 @@ func TestSizesAreRefusedNotCrashed(t *testing.T) {
 		{[]string{"run", "--backend", "cpu", "--ctx", "100000000", "hi"}, []string{"100000000 tokens", "trained on 1024", "GiB", "at most 16777216"}, 1},
 		// Beyond the training but within reach: it runs, and says so.
 		{[]string{"run", "--backend", "cpu", "--ctx", "2048", "--max-tokens", "2", "hi"}, []string{"beyond the 1024 this model was trained on"}, 0},
-		{[]string{"run", "--backend", "cpu", "--ctx", "9223372036854775807", "hi"}, []string{"trained on 1024"}, 1},
+		// The configuration refuses what no model has, as the chat's does.
+		{[]string{"run", "--backend", "cpu", "--ctx", "9223372036854775807", "hi"}, []string{"flag --ctx", "must be between 16 and 1073741824"}, 2},
 		{[]string{"run", "--backend", "auto", "--ctx", "100000000", "hi"}, []string{"trained on 1024"}, 1},
-		{[]string{"run", "--backend", "cpu", "--threads", "9999999999999", "hi"}, []string{"9999999999999 CPU threads"}, 1},
+		{[]string{"run", "--backend", "cpu", "--threads", "9999999999999", "hi"}, []string{"flag --threads", "9999999999999", "must be between 0 and"}, 2},
 		{[]string{"info", "--ctx", "9223372036854775807"}, []string{"24.0 ZiB KV cache", "beyond the 1024"}, 0},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

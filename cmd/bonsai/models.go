@@ -31,13 +31,14 @@ func runModels(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "usage: bonsai models [--dir DIR]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	if fs.NArg() != 0 {
+	if len(pos) != 0 {
 		return fmt.Errorf("%w: models takes no arguments", errUsage)
 	}
 	local, err := hub.List(*dir)
@@ -62,7 +63,7 @@ func runModels(args []string, stdout, stderr io.Writer) error {
 		}
 		tw.Flush()
 	}
-	fmt.Fprintln(stdout, "\navailable to pull (bonsai pull NAME):")
+	fmt.Fprintln(stdout, "\navailable to pull (bonsai pull NAME; a download is refused unless it passes the check shown):")
 	for _, m := range hub.Registry {
 		if have[m.Name] {
 			continue
@@ -71,7 +72,7 @@ func runModels(args []string, stdout, stderr io.Writer) error {
 		if m.Size > 0 {
 			size = pullFormatBytes(m.Size)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s%s\n", m.Name, size, m.Summary, unrunnableMark(m.Arch(), m.Types()))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s%s\n", m.Name, size, m.Check(), m.Summary, unrunnableMark(m.Arch(), m.Types()))
 	}
 	return tw.Flush()
 }

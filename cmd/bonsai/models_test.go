@@ -60,3 +60,36 @@ func TestUnrunnableMark(t *testing.T) {
 		}
 	}
 }
+
+// `bonsai models` says, per registry entry, whether its download is
+// checked against a pinned SHA256 or only by size and format.
+func TestModelsShowsHashCheck(t *testing.T) {
+	saved := hub.Registry
+	hub.Registry = append(append([]hub.Model(nil), saved...),
+		hub.Model{Name: "pinned-test", File: "p.gguf", Size: 10, SHA256: strings.Repeat("ab", 32), Summary: "a pinned entry"})
+	t.Cleanup(func() { hub.Registry = saved })
+	var out bytes.Buffer
+	if err := runModels([]string{"--dir", t.TempDir()}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		m, ok := hub.Lookup(fields[0])
+		if !ok {
+			continue
+		}
+		want := "no sha256"
+		if m.SHA256 != "" {
+			want = "sha256 pinned"
+		}
+		if !strings.Contains(line, want) {
+			t.Errorf("%s: line %q does not say %q", m.Name, line, want)
+		}
+	}
+	if !strings.Contains(out.String(), "pinned-test") {
+		t.Errorf("the pinned entry is not listed:\n%s", out.String())
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/bonsai-chat/bonsai/config"
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/tokenizer"
 )
@@ -25,24 +26,28 @@ func init() {
 func runPerplexity(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("perplexity", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	model := fs.String("model", "", "model: a GGUF file path")
+	// The model, backend and threads are the configuration's, as the
+	// chat's; --ctx here is the window length, not context_size.
+	cfgFlags := config.RegisterSettings(fs, "model", "backend", "adapter", "threads")
 	textFile := fs.String("text", "", "UTF-8 text file to score (tokenized without special tokens)")
 	tokenFile := fs.String("tokens", "", "file of little-endian uint32 token ids to score (as train.py's val.bin)")
 	ctx := fs.Int("ctx", 512, "window length: the text is cut into windows of this many tokens")
 	windows := fs.Int("windows", 0, "score only the first N windows (0: all)")
-	backend := fs.String("backend", "cpu", "cpu, gpu or auto")
-	threads := fs.Int("threads", 0, "CPU threads (0: one per core)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: bonsai perplexity --model M (--text FILE | --tokens FILE) [--ctx N] [--windows N]")
 		fmt.Fprintln(stderr, "Each window's tokens 1..N-1 are scored given the tokens before them in the window,")
 		fmt.Fprintln(stderr, "as tools/train-default/train.py scores its held-out set.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: perplexity: unexpected argument %q", errUsage, pos[0])
 	}
 	if (*textFile == "") == (*tokenFile == "") {
 		fs.Usage()
@@ -51,7 +56,11 @@ func runPerplexity(args []string, stdout, stderr io.Writer) error {
 	if *ctx < 2 {
 		return fmt.Errorf("%w: --ctx %d: need at least 2", errUsage, *ctx)
 	}
-	f, err := openModel(*model)
+	cfg, err := loadConfig(cfgFlags, stderr)
+	if err != nil {
+		return err
+	}
+	f, err := openModel(cfg.Model)
 	if err != nil {
 		return err
 	}
@@ -81,7 +90,7 @@ func runPerplexity(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%d tokens do not fill one window of %d", len(ids), *ctx)
 	}
 
-	m, err := infer.Load(f, infer.Options{Backend: *backend, Threads: *threads, Context: *ctx})
+	m, err := infer.Load(f, infer.Options{Backend: cfg.Backend, Adapter: cfg.Adapter, Threads: cfg.Threads, Context: *ctx})
 	if err != nil {
 		return err
 	}

@@ -39,15 +39,16 @@ func runPull(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 {
 		fs.Usage()
-		return fmt.Errorf("%w: pull takes one NAME or URL, got %d arguments", errUsage, fs.NArg())
+		return fmt.Errorf("%w: pull takes one NAME or URL, got %d arguments", errUsage, len(pos))
 	}
 	if *sum != "" && !pullIsHexSHA256(*sum) {
 		return fmt.Errorf("%w: --sha256 %q is not 64 hex digits", errUsage, *sum)
@@ -58,7 +59,7 @@ func runPull(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 
-	target := fs.Arg(0)
+	target := pos[0]
 	if m, ok := hub.Lookup(target); ok {
 		if mark := unrunnableMark(m.Arch(), m.Types()); mark != "" {
 			fmt.Fprintf(stderr, "note: %s:%s; downloading it anyway\n", m.Name, mark)

@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"time"
+	"path/filepath"
 
+	"github.com/bonsai-chat/bonsai/config"
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/chat"
@@ -29,126 +30,113 @@ func init() {
 	})
 }
 
-// runFlags are `bonsai run`'s options.
+// runFlags are `bonsai run`'s own options; the model, backend, context and
+// sampling come from the configuration, as the chat's do.
 type runFlags struct {
-	model     string
 	raw       bool
-	think     bool
 	format    string
 	topLogits int
 	maxTokens int
-	ctx       int
-	threads   int
-	backend   string
 	profile   bool
 	spec      spec.Mode
+	maxDraft  int
 }
+
+// runSettings are the configuration's flags that `bonsai run` takes.
+var runSettings = []string{"model", "backend", "adapter", "threads", "ctx", "think", "system",
+	"temp", "top-k", "top-p", "min-p", "repeat-penalty", "seed", "spec", "draft"}
 
 func runRun(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o runFlags
-	fs.StringVar(&o.model, "model", "", "model: a GGUF file path, a registry name or a file in the models directory (default: the embedded bonsai-tiny)")
+	cfgFlags := config.RegisterSettings(fs, runSettings...)
 	fs.BoolVar(&o.raw, "raw", false, "send the prompt as is, without the chat template")
-	fs.BoolVar(&o.think, "think", false, "let the model reason in <think> before answering (text: the reasoning goes to stderr)")
-	fs.StringVar(&o.format, "format", "text", "output: text, or jsonl (one JSON object per token, then a summary)")
+	fs.StringVar(&o.format, "format", "text", "output: text, or jsonl (one JSON object per token, then a summary with the seed)")
 	fs.IntVar(&o.topLogits, "top-logits", 0, "with --format jsonl, include the K largest logits of each step")
 	fs.IntVar(&o.maxTokens, "max-tokens", 0, "stop after N generated tokens (0: end of turn or context)")
-	fs.IntVar(&o.ctx, "ctx", 0, "context size in tokens (0: 4096, capped by the model)")
-	fs.IntVar(&o.threads, "threads", 0, "CPU threads (0: one per core)")
-	fs.StringVar(&o.backend, "backend", "auto", "cpu, gpu or auto")
 	fs.BoolVar(&o.profile, "profile", false, "print the time per forward-pass phase to stderr at the end")
-	temp := fs.Float64("temp", 0, "temperature (0: greedy; default: the model's recommendation)")
-	topK := fs.Int("top-k", 0, "keep the K most likely tokens (0: all)")
-	topP := fs.Float64("top-p", 0, "nucleus sampling threshold (0 or 1: off)")
-	minP := fs.Float64("min-p", 0, "drop tokens below this fraction of the top probability")
-	repeat := fs.Float64("repeat-penalty", 1, "llama.cpp's repetition penalty (1: off)")
-	seed := fs.Uint64("seed", 0, "random seed (0: from the clock)")
-	specs := addSpecFlags(fs)
+	fs.IntVar(&o.maxDraft, "max-draft", 0, fmt.Sprintf("most tokens drafted per verify pass (0: %d, adapted as it goes)", spec.DefaultMaxDraft))
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: bonsai run [--model M] [--raw] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed N]\n"+
-			"                  [--max-tokens N] [--ctx N] [--threads N] [--backend cpu|gpu|auto] [--think]\n"+
-			"                  [--format text|jsonl] [--top-logits K] [--spec auto|ngram|draft|off] [--draft MODEL] PROMPT")
+		fmt.Fprint(stderr, "usage: bonsai run [flags] [PROMPT | -]\n"+
+			"Generates one reply and streams it to stdout (with --think the reasoning goes to stderr).\n"+
+			"Settings not given as flags come from config.toml and BONSAI_* variables, as the chat's do;\n"+
+			"sampling the user leaves unset is the model's recommendation. --seed N (0 and up) repeats a\n"+
+			"reply; without it each run draws a random seed, which --format jsonl records.\n\n"+promptHelp+"\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return fmt.Errorf("%w: run takes one PROMPT argument (quote it), got %d", errUsage, fs.NArg())
-	}
 	if o.format != "text" && o.format != "jsonl" {
 		return fmt.Errorf("%w: --format %q: want text or jsonl", errUsage, o.format)
 	}
-	if o.topLogits < 0 || o.maxTokens < 0 || o.ctx < 0 || o.threads < 0 {
-		return fmt.Errorf("%w: --top-logits, --max-tokens, --ctx and --threads must not be negative", errUsage)
+	if o.topLogits < 0 || o.maxTokens < 0 {
+		return fmt.Errorf("%w: --top-logits and --max-tokens must not be negative", errUsage)
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	specOpts, err := specs.options()
+	prompt, err := runPrompt(pos, stdin)
+	if err != nil {
+		if errors.Is(err, errUsage) {
+			fs.Usage()
+		}
+		return err
+	}
+	if o.raw && prompt == "" {
+		return fmt.Errorf("%w: the prompt encodes to no tokens", errUsage)
+	}
+	cfg, err := loadConfig(cfgFlags, stderr)
 	if err != nil {
 		return err
 	}
+	specOpts, err := resolveSpec(cfg.Spec, cfg.Draft)
+	if err != nil {
+		return err
+	}
+	if o.maxDraft < 0 {
+		return fmt.Errorf("%w: --max-draft must not be negative", errUsage)
+	}
+	specOpts.MaxDraft = o.maxDraft
 	o.spec = specOpts.Mode
 
-	f, err := openModel(o.model)
+	f, err := openModel(cfg.Model)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 
-	// Sampling: the model's recommendation, then whatever the flags set.
-	sampling := engine.DefaultSampling(infer.DetectVariant(f))
-	if set["temp"] {
-		sampling.Temperature = float32(*temp)
-	}
-	if set["top-k"] {
-		sampling.TopK = *topK
-	}
-	if set["top-p"] {
-		sampling.TopP = float32(*topP)
-	}
-	if set["min-p"] {
-		sampling.MinP = float32(*minP)
-	}
-	if set["repeat-penalty"] {
-		sampling.RepeatPenalty = float32(*repeat)
-	}
-	sampling.Seed = *seed
-	if !set["seed"] {
-		sampling.Seed = uint64(time.Now().UnixNano())
-	}
+	// The chat's rule: the model's recommendation, then whatever the user
+	// set, and the one seed rule (config.Sampling.SeedFor).
+	sampling := cfg.SamplingFor(engine.DefaultSampling(infer.DetectVariant(f)))
 	if err := sampling.Params().Validate(); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	prompt := fs.Arg(0)
-	if o.raw && prompt == "" {
-		return fmt.Errorf("%w: the prompt encodes to no tokens", errUsage)
-	}
-	req := engine.GenerateRequest{MaxTokens: o.maxTokens, Think: o.think, Sampling: &sampling,
+	req := engine.GenerateRequest{MaxTokens: o.maxTokens, Think: cfg.Think, Sampling: &sampling,
 		Steps: o.format == "jsonl", TopLogits: o.topLogits}
 	if o.raw {
 		req.Raw = prompt
 	} else {
-		req.Messages = []chat.Message{{Role: chat.RoleUser, Content: prompt}}
+		if cfg.SystemPrompt != "" {
+			req.Messages = append(req.Messages, chat.Message{Role: chat.RoleSystem, Content: cfg.SystemPrompt})
+		}
+		req.Messages = append(req.Messages, chat.Message{Role: chat.RoleUser, Content: prompt})
 	}
 
 	// The same engine as the chat's: one turn loop, one thinking parser.
-	e := engine.New(engine.Options{File: f, Backend: o.backend, Threads: o.threads, Context: o.ctx,
-		Profile: o.profile, ProfileEvery: math.MaxInt, Spec: specOpts})
+	e := engine.New(engine.Options{File: f, Backend: cfg.Backend, Adapter: cfg.Adapter, Threads: cfg.Threads,
+		Context: cfg.ContextSize, Profile: o.profile, ProfileEvery: math.MaxInt, Spec: specOpts})
 	defer e.Close()
 	e.Generate(req)
-	return stream(e, o, stdout, stderr)
+	return stream(e, o, sampling.Seed, stdout, stderr)
 }
 
 // stream writes the engine's reply as it comes: in text mode the answer to
 // out and any reasoning to errOut, in jsonl mode one object per sampled
 // token and then a summary.
-func stream(e *engine.Engine, o runFlags, out, errOut io.Writer) error {
+func stream(e *engine.Engine, o runFlags, seed uint64, out, errOut io.Writer) error {
 	enc := json.NewEncoder(out)
 	var (
 		backend string
@@ -207,7 +195,7 @@ func stream(e *engine.Engine, o runFlags, out, errOut io.Writer) error {
 				Done: true, Reason: ev.Reason,
 				PromptTokens: st.PrefillTokens, GeneratedTokens: st.DecodeTokens,
 				PrefillTPS: st.PrefillTPS, DecodeTPS: st.DecodeTPS,
-				Backend: backend, Text: held,
+				Backend: backend, Seed: seed, Text: held,
 				Spec: specLine{Mode: string(o.spec), Drafted: st.Drafted, Accepted: st.Accepted,
 					Verifies: st.Verifies, AcceptRate: st.AcceptRate()},
 			})
@@ -243,6 +231,15 @@ func openModel(name string) (*gguf.File, error) {
 	return gguf.Open(path)
 }
 
+// modelName is how bench tables name the model setting: the file's base
+// name, or the embedded model's name.
+func modelName(setting string) string {
+	if setting == "" {
+		return defaultmodel.Name
+	}
+	return filepath.Base(setting)
+}
+
 // doneLine ends --format jsonl output.
 type doneLine struct {
 	Done            bool    `json:"done"`
@@ -254,6 +251,8 @@ type doneLine struct {
 	Backend         string  `json:"backend"`
 	// Spec is what speculative decoding did.
 	Spec specLine `json:"spec"`
+	// Seed is the sampler's seed: --seed's, or the random one drawn.
+	Seed uint64 `json:"seed"`
 	// Text is what the stream decoder held back when the reply stopped (an
 	// incomplete UTF-8 sequence), if anything.
 	Text string `json:"text,omitempty"`

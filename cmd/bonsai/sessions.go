@@ -39,7 +39,7 @@ func runSessions(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "       bonsai sessions delete ID...")
 		fs.PrintDefaults()
 	}
-	rest, err := parseInterspersed(fs, args)
+	rest, err := parseArgs(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -166,23 +166,6 @@ func parseSessionID(s string) (int64, error) {
 		return 0, fmt.Errorf("%w: %q is not a session id (a positive number; see 'bonsai sessions')", errUsage, s)
 	}
 	return id, nil
-}
-
-// parseInterspersed parses flags that may come after positional arguments
-// ("export 3 --format md"), returning the positional ones in order.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return positional, nil
-		}
-		positional = append(positional, args[0])
-		args = args[1:]
-	}
 }
 
 // titleOrUntitled and oneLine clean stored text for a terminal: titles and

@@ -37,14 +37,15 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "usage: bonsai synth [--arch qwen3|qwen35] --shape tiny|1.7b|4b|8b|27b --type q1_0 [--seed N] [--layers N] [--rotation auto|yes|no] [--block N] [--twin FILE] -o FILE")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: synth: unexpected argument %q", errUsage, fs.Arg(0))
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: synth: unexpected argument %q", errUsage, pos[0])
 	}
 	if *out == "" {
 		return fmt.Errorf("%w: synth: -o FILE is required", errUsage)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/bonsai-chat/bonsai/config"
 	"github.com/bonsai-chat/bonsai/infer/tokenizer"
 )
 
@@ -21,27 +22,32 @@ func init() {
 func runTokenize(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("tokenize", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	model := fs.String("model", "", "model: a GGUF file path")
+	cfgFlags := config.RegisterSettings(fs, "model") // the chat's model unless one is named
 	format := fs.String("format", "ids", "ids (space separated), or pieces (id and token text, one per line)")
 	special := fs.Bool("special", true, "parse special tokens such as <|im_start|> in the text")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: bonsai tokenize --model M [--format ids|pieces] [--special=false] TEXT")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 {
 		fs.Usage()
-		return fmt.Errorf("%w: tokenize takes one TEXT argument (quote it), got %d", errUsage, fs.NArg())
+		return fmt.Errorf("%w: tokenize takes one TEXT argument (quote it), got %d", errUsage, len(pos))
 	}
 	if *format != "ids" && *format != "pieces" {
 		return fmt.Errorf("%w: --format %q: want ids or pieces", errUsage, *format)
 	}
-	f, err := openModel(*model)
+	cfg, err := loadConfig(cfgFlags, stderr)
+	if err != nil {
+		return err
+	}
+	f, err := openModel(cfg.Model)
 	if err != nil {
 		return err
 	}
@@ -50,7 +56,7 @@ func runTokenize(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("tokenizer: %w", err)
 	}
-	ids := tok.Encode(fs.Arg(0), *special)
+	ids := tok.Encode(pos[0], *special)
 	if *format == "pieces" {
 		for _, id := range ids {
 			if _, err := fmt.Fprintf(stdout, "%d\t%q\n", id, tok.Decode([]int32{id})); err != nil {

@@ -472,7 +472,8 @@ func (d *downloader) verify() (string, int64, error) {
 	sum := hex.EncodeToString(h.Sum(nil))
 	if d.m.SHA256 != "" && !strings.EqualFold(sum, d.m.SHA256) {
 		d.removePartial()
-		return "", 0, fmt.Errorf("hub: %s: sha256 %s, expected %s (the download was removed): %w", d.m.File, sum, d.m.SHA256, ErrChecksum)
+		return "", 0, fmt.Errorf("hub: %s: the downloaded bytes hash to sha256 %s, not the pinned %s; "+
+			"the download was removed and nothing under that name was written: %w", d.m.File, sum, strings.ToLower(d.m.SHA256), ErrChecksum)
 	}
 	g, err := gguf.Open(d.partial)
 	if err != nil {

@@ -527,3 +527,40 @@ func TestResolveRefusesNonRegularFiles(t *testing.T) {
 		}
 	}
 }
+
+// A registry entry's pinned SHA256 is checked on download: other bytes are
+// refused with both hashes named, nothing appears under the file's name,
+// and the models directory's other files stay as they were.
+func TestPinnedRegistryHash(t *testing.T) {
+	content := testModelBytes(t)
+	corrupt := bytes.Clone(content)
+	corrupt[len(corrupt)/2] ^= 1
+	s := newServer(t, corrupt)
+	pinned := Model{Name: "pinned-test", File: "m.gguf", Source: s.URL + "/m.gguf", Size: int64(len(content)), SHA256: hashOf(content)}
+	saved := Registry
+	Registry = append(append([]Model(nil), saved...), pinned)
+	t.Cleanup(func() { Registry = saved })
+
+	dir := t.TempDir()
+	other := filepath.Join(dir, "older.gguf")
+	if err := os.WriteFile(other, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Pull(context.Background(), "pinned-test", dir, Options{})
+	if !errors.Is(err, ErrChecksum) || !strings.Contains(err.Error(), hashOf(content)) || !strings.Contains(err.Error(), hashOf(corrupt)) ||
+		!strings.Contains(err.Error(), "nothing under that name was written") {
+		t.Fatalf("mismatch: %v", err)
+	}
+	checkDir(t, dir, content, false, false)
+	if got, err := os.ReadFile(other); err != nil || !bytes.Equal(got, content) {
+		t.Errorf("the other model file changed: %v", err)
+	}
+	if c := pinned.Check(); c != "sha256 pinned" {
+		t.Errorf("pinned entry says %q", c)
+	}
+	for _, m := range saved {
+		if m.SHA256 == "" && !strings.HasPrefix(m.Check(), "no sha256") {
+			t.Errorf("%s has no hash but says %q", m.Name, m.Check())
+		}
+	}
+}

@@ -24,6 +24,18 @@ type Model struct {
 	Source  string // download URL; empty means Hugging Face's URL for Repo and File
 }
 
+// Check says how a download of m is verified, for listings: by its pinned
+// SHA256, else only by its size (when known) and GGUF structure.
+func (m Model) Check() string {
+	switch {
+	case m.SHA256 != "":
+		return "sha256 pinned"
+	case m.Size > 0:
+		return "no sha256: size+gguf"
+	}
+	return "no sha256: gguf"
+}
+
 // URL is where the file is downloaded from.
 func (m Model) URL() string {
 	if m.Source != "" {
