@@ -235,3 +235,23 @@ func TestCommandsReadTheConfig(t *testing.T) {
 		}
 	}
 }
+
+// A GPU driver's own complaints (lavapipe's about XDG_RUNTIME_DIR, printed
+// while adapters are probed) go to the log, not to the user's stderr, which
+// keeps bonsai's own messages. Without a Vulkan driver on the machine the
+// first check has nothing to catch; CI installs lavapipe.
+func TestDriverWarningsStayInLog(t *testing.T) {
+	state := t.TempDir()
+	env := []string{"XDG_RUNTIME_DIR=", "XDG_STATE_HOME=" + state}
+	_, stderr, code := child(t, "", env, "run", "--backend", "auto", "--max-tokens", "2", "hi")
+	if code != 0 {
+		t.Fatalf("run exited %d: %s", code, stderr)
+	}
+	if strings.Contains(stderr, "XDG_RUNTIME_DIR") {
+		t.Errorf("the driver's warning reached stderr:\n%s", stderr)
+	}
+	_, stderr, code = child(t, "", env, "run", "--backend", "auto", "--model", filepath.Join(state, "missing.gguf"), "hi")
+	if code == 0 || !strings.Contains(stderr, "missing.gguf") {
+		t.Errorf("exit %d, stderr %q: want bonsai's own error on stderr", code, stderr)
+	}
+}

@@ -32,8 +32,26 @@ var errUsage = errors.New("usage")
 var defaultCommand func(args []string, stdout, stderr io.Writer) error
 
 func main() {
-	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(mainStatus())
 }
+
+// mainStatus runs the command line with GPU drivers' stderr kept in the log
+// for the commands that may start one, restoring fd 2 before main exits.
+func mainStatus() int {
+	stderr := os.Stderr
+	if len(os.Args) > 1 && startsEngine[os.Args[1]] {
+		if terminal, restore, err := driverStderrToLog(); err == nil {
+			stderr = terminal
+			defer restore()
+		}
+	}
+	return runMain(os.Args[1:], os.Stdout, stderr)
+}
+
+// startsEngine names the subcommands that may load a model on the GPU and
+// so start a driver that writes to stderr; the chat keeps the whole of
+// stderr in the log itself while its screen is up.
+var startsEngine = map[string]bool{"run": true, "bench": true, "bench-spec": true, "perplexity": true, "serve": true}
 
 func runMain(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {

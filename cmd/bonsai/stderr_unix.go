@@ -4,6 +4,7 @@ package main
 
 import (
 	"os"
+	"runtime/debug"
 
 	"github.com/bonsai-chat/bonsai/config"
 	"golang.org/x/sys/unix"
@@ -35,6 +36,40 @@ func captureStderr() (restore func(), err error) {
 	return func() {
 		unix.Dup2(saved, 2)
 		unix.Close(saved)
+		f.Close()
+	}, nil
+}
+
+// driverStderrToLog points file descriptor 2 at the log file for a command
+// that may start a GPU driver (Mesa's lavapipe, for one, prints its
+// XDG_RUNTIME_DIR complaint five times while the adapters are probed), and
+// returns a file that still reaches the user's stderr for bonsai's own
+// messages. A crash's trace goes there as well as to the log.
+func driverStderrToLog() (terminal *os.File, restore func(), err error) {
+	path, err := config.LogPath()
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, nil, err
+	}
+	saved, err := unix.Dup(2)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if err := unix.Dup2(int(f.Fd()), 2); err != nil {
+		unix.Close(saved)
+		f.Close()
+		return nil, nil, err
+	}
+	terminal = os.NewFile(uintptr(saved), "/dev/stderr")
+	_ = debug.SetCrashOutput(terminal, debug.CrashOptions{})
+	return terminal, func() {
+		_ = debug.SetCrashOutput(nil, debug.CrashOptions{})
+		unix.Dup2(saved, 2)
+		terminal.Close()
 		f.Close()
 	}, nil
 }
