@@ -44,6 +44,8 @@ type qwen3 struct {
 
 	// Activations, MaxBatch rows each but last and logits (one row).
 	x, h, q, k, v, att, gate, up, last, logits Tensor
+	// rowOuts are ForwardRows' output tensors by output count (batch.go).
+	rowOuts map[int]rowOutputs
 }
 
 type qwen3Layer struct {
@@ -129,7 +131,20 @@ func (n *qwen3) KVSpec(ctx int) KVSpec {
 func (n *qwen3) Forward(batch Batch, logits []float32) error {
 	b, eps := n.b, n.hp.RMSEps
 	b.Begin(batch)
+	n.blocks()
 
+	b.Phase(profile.OutputHead)
+	b.LastRow(n.last, n.x)
+	b.RMSNorm(n.last, n.last, n.outNorm, eps)
+	n.matmul(n.logits, n.output, n.last)
+	b.Read(n.logits, logits)
+	return b.Commit()
+}
+
+// blocks runs the embedding and the layers of a pass begun, leaving the
+// last hidden states in n.x.
+func (n *qwen3) blocks() {
+	b, eps := n.b, n.hp.RMSEps
 	b.Phase(profile.Embed)
 	n.rot.Embed(n.x, n.embd)
 
@@ -160,13 +175,6 @@ func (n *qwen3) Forward(batch Batch, logits []float32) error {
 		n.matmul(n.h, L.wDown, n.gate)
 		b.Add(n.x, n.x, n.h)
 	}
-
-	b.Phase(profile.OutputHead)
-	b.LastRow(n.last, n.x)
-	b.RMSNorm(n.last, n.last, n.outNorm, eps)
-	n.matmul(n.logits, n.output, n.last)
-	b.Read(n.logits, logits)
-	return b.Commit()
 }
 
 // matmul is dst = W·x, x first rotated when the file stores W rotated.
