@@ -43,7 +43,7 @@ const (
 // Limits that keep a sampled reply from running on forever inside one
 // token class.
 const (
-	maxWS        = 24 // whitespace bytes in a row
+	maxIndent    = 16 // spaces or tabs after a newline in a gap
 	maxIntDigits = 16
 	maxFracDigit = 16
 	maxExpDigits = 2
@@ -53,7 +53,7 @@ type frame struct {
 	kind  kind
 	s     *Schema
 	state int8
-	ws    int8   // whitespace bytes in a row here
+	ws    int8   // the whitespace of the gap here (space)
 	esc   int8   // string: 1 after '\', 2…5 hex digits of \u left +1
 	utf   int8   // string: UTF-8 continuation bytes due
 	n     int    // object: the property being read (−1: an extra key); array: items; string: characters; number: digits of the part
@@ -65,8 +65,9 @@ type frame struct {
 }
 
 // NewMachine recognizes a value of s.
+// The text starts with the value itself, no whitespace.
 func NewMachine(s *Schema) *Machine {
-	return &Machine{st: []frame{{kind: kValue, s: s}}}
+	return &Machine{st: []frame{{kind: kValue, s: s, ws: wsDone}}}
 }
 
 // NewWrapped recognizes prefix, a value of s, then suffix: a tool call
@@ -76,7 +77,7 @@ func NewWrapped(prefix string, s *Schema, suffix string) *Machine {
 	if suffix != "" {
 		st = append(st, literal([]string{suffix}))
 	}
-	st = append(st, frame{kind: kValue, s: s})
+	st = append(st, frame{kind: kValue, s: s, ws: wsDone})
 	if prefix != "" {
 		st = append(st, literal([]string{prefix}))
 	}
@@ -140,12 +141,23 @@ func (m *Machine) pop() {
 
 func (m *Machine) push(f frame) { m.st = append(m.st, f) }
 
-// space takes a whitespace byte in a gap of f.
+// wsDone marks a gap that takes no more whitespace.
+const wsDone = 127
+
+// space takes a whitespace byte in a gap of f. A gap holds one space, or
+// a newline and an indentation: what compact and pretty-printed JSON
+// have, and no room for a model to fill the reply with blank lines.
 func space(f *frame, c byte) bool {
-	if !isWS(c) || f.ws >= maxWS {
+	switch {
+	case f.ws == 0 && c == ' ':
+		f.ws = wsDone
+	case f.ws == 0 && c == '\n':
+		f.ws = 1
+	case f.ws >= 1 && f.ws <= maxIndent && (c == ' ' || c == '\t'):
+		f.ws++
+	default:
 		return false
 	}
-	f.ws++
 	return true
 }
 
