@@ -167,7 +167,8 @@ type Stats struct {
 	Requests            int64 // finished
 	PromptTokens        int64 // run through the model (cached ones not counted)
 	CachedTokens        int64
-	DecodeTokens        int64
+	Generated           int64 // tokens sampled
+	DecodeTokens        int64 // sampled tokens run through the model (decode rows)
 	PromptSeconds       float64 // pass time spent on prompt rows
 	DecodeSeconds       float64 // pass time spent on decode rows
 	Passes              int64
@@ -496,6 +497,7 @@ func (s *Scheduler) step() {
 	s.stats.Passes++
 	s.stats.PromptTokens += int64(prompted)
 	s.stats.DecodeTokens += int64(decoded)
+	s.stats.Generated += int64(len(s.owners))
 	if rows := prompted + decoded; rows > 0 {
 		s.stats.PromptSeconds += took * float64(prompted) / float64(rows)
 		s.stats.DecodeSeconds += took * float64(decoded) / float64(rows)
