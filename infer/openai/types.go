@@ -36,6 +36,7 @@ type ChatRequest struct {
 	ToolChoice          json.RawMessage `json:"tool_choice,omitempty"`
 	ResponseFormat      *ResponseFormat `json:"response_format,omitempty"`
 	ChatTemplateKwargs  *TemplateKwargs `json:"chat_template_kwargs,omitempty"`
+	IgnoreEOS           bool            `json:"ignore_eos,omitempty"`
 }
 
 // TemplateKwargs are the chat template's switches (llama-server, vLLM).
@@ -288,6 +289,7 @@ type CompletionRequest struct {
 	Logprobs         *int           `json:"logprobs,omitempty"`
 	N                *int           `json:"n,omitempty"`
 	Echo             bool           `json:"echo,omitempty"`
+	IgnoreEOS        bool           `json:"ignore_eos,omitempty"`
 }
 
 // CompletionResponse is a non-streamed completion, and a streamed chunk.
@@ -298,6 +300,7 @@ type CompletionResponse struct {
 	Model   string             `json:"model"`
 	Choices []CompletionChoice `json:"choices"`
 	Usage   *Usage             `json:"usage,omitempty"`
+	Timings *Timings           `json:"timings,omitempty"`
 }
 
 // CompletionChoice is a completion's text.

@@ -182,6 +182,9 @@ func (s *Server) prepareChat(m *Model, req *openai.ChatRequest) (*chatCall, *api
 		g.top = *req.TopLogprobs
 	}
 	g.logprobs = req.Logprobs
+	if req.IgnoreEOS {
+		g.ban = m.endIDs
+	}
 	think := false
 	if k := req.ChatTemplateKwargs; k != nil && k.EnableThinking != nil {
 		think = *k.EnableThinking

@@ -46,6 +46,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, m *Model) {
 		}
 		g.logprobs, g.top = true, *lp
 	}
+	if req.IgnoreEOS {
+		g.ban = m.endIDs
+	}
 	prompt := m.Tok.Encode(req.Prompt[0], true)
 	if m.Tok.AddBOS() && m.Tok.BOS() >= 0 {
 		prompt = append([]int32{m.Tok.BOS()}, prompt...)
@@ -94,7 +97,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, m *Model) {
 			}
 			return
 		}
-		if sse.Send(resp("", &o.finish, nil)) != nil {
+		fin := resp("", &o.finish, nil)
+		fin.Timings = timingsOf(o.res)
+		if sse.Send(fin) != nil {
 			return
 		}
 		if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
@@ -133,6 +138,6 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, m *Model) {
 		lp = &all
 	}
 	out := resp(string(text), &o.finish, lp)
-	out.Usage = usageOf(o.res)
+	out.Usage, out.Timings = usageOf(o.res), timingsOf(o.res)
 	writeJSON(w, http.StatusOK, out)
 }

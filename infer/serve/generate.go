@@ -31,6 +31,7 @@ type gen struct {
 	stops               []string
 	logprobs            bool
 	top                 int
+	ban                 []int32
 }
 
 // maxStops and maxStopLen bound the stop strings a request may send.
@@ -153,7 +154,7 @@ type outcome struct {
 func run(ctx context.Context, m *Model, prompt []int32, g gen, c slots.Constraint, emit func(piece) error) (outcome, *apiError) {
 	st, err := m.Sched.Submit(ctx, slots.Request{
 		Prompt: prompt, Params: g.params, Presence: g.presence, Frequency: g.frequency,
-		MaxTokens: g.maxTokens, End: m.isEnd, Constraint: c, Logprobs: g.logprobs, TopLogprobs: g.top,
+		MaxTokens: g.maxTokens, End: m.isEnd, Constraint: c, Ban: g.ban, Logprobs: g.logprobs, TopLogprobs: g.top,
 	})
 	if err != nil {
 		return outcome{}, submitError(err)

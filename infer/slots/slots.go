@@ -72,6 +72,9 @@ type Request struct {
 	End func(id int32) bool
 	// Constraint, if set, masks what may be sampled.
 	Constraint Constraint
+	// Ban are tokens never sampled (llama-server's ignore_eos bans the
+	// end-of-turn tokens: a benchmark's replies then run to MaxTokens).
+	Ban []int32
 	// TopLogprobs > 0 reports that many alternatives with each token;
 	// Logprobs reports the sampled token's log-probability.
 	Logprobs    bool
@@ -167,8 +170,8 @@ type Stats struct {
 	Requests            int64 // finished
 	PromptTokens        int64 // run through the model (cached ones not counted)
 	CachedTokens        int64
-	Generated           int64 // tokens sampled
-	DecodeTokens        int64 // sampled tokens run through the model (decode rows)
+	Generated           int64   // tokens sampled
+	DecodeTokens        int64   // sampled tokens run through the model (decode rows)
 	PromptSeconds       float64 // pass time spent on prompt rows
 	DecodeSeconds       float64 // pass time spent on decode rows
 	Passes              int64
@@ -534,10 +537,17 @@ func (s *Scheduler) forward() error {
 func (s *Scheduler) sample(sl *slot, logits []float32) {
 	r := &sl.job.req
 	pick := logits
-	if (r.Presence != 0 || r.Frequency != 0) && len(sl.counts) > 0 {
+	if (r.Presence != 0 || r.Frequency != 0) && len(sl.counts) > 0 || len(r.Ban) > 0 {
 		copy(s.work, logits)
-		for id, n := range sl.counts {
-			s.work[id] -= r.Presence + r.Frequency*float32(n)
+		if r.Presence != 0 || r.Frequency != 0 {
+			for id, n := range sl.counts {
+				s.work[id] -= r.Presence + r.Frequency*float32(n)
+			}
+		}
+		for _, id := range r.Ban {
+			if id >= 0 && int(id) < len(s.work) {
+				s.work[id] = float32(math.Inf(-1))
+			}
 		}
 		pick = s.work
 	}
