@@ -16,6 +16,7 @@ import (
 	"github.com/bonsai-chat/bonsai/infer/defaultmodel"
 	"github.com/bonsai-chat/bonsai/infer/engine"
 	"github.com/bonsai-chat/bonsai/infer/hub"
+	"github.com/bonsai-chat/bonsai/infer/remote"
 	"github.com/bonsai-chat/bonsai/session"
 	"github.com/bonsai-chat/bonsai/tui"
 	tea "github.com/charmbracelet/bubbletea"
@@ -37,6 +38,7 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 	dbPath := fs.String("db", "", "conversation database `file` (default: $XDG_DATA_HOME/bonsai/bonsai.db)")
 	noSave := fs.Bool("no-save", false, "keep nothing: no conversation database, no prompt history")
 	mouse := fs.Bool("mouse", false, "scroll with the mouse wheel (the terminal's own text selection then needs shift)")
+	remoteFlag := fs.String("remote", "", "answer from an OpenAI-compatible server: its base URL (http://host:8000/v1) or a [[remote]] name of config.toml")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: bonsai [flags]   open the chat")
 		fmt.Fprintln(stderr, "       bonsai -c        continue the last chat")
@@ -65,13 +67,26 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 	// The model is opened and checked here, before the terminal is taken
 	// over: a file bonsai cannot run is refused with the reason, not shown
 	// as a chat whose engine has stopped.
-	modelPath, modelFile, hp, err := openChatModel(cfg.Model)
-	if err != nil {
-		return err
+	var (
+		modelPath string
+		modelFile *gguf.File
+		ctxSize   int
+		rem       config.Remote
+	)
+	if *remoteFlag != "" {
+		if rem, err = cfg.RemoteFor(*remoteFlag); err != nil {
+			return err
+		}
+		modelPath = rem.BaseURL
+	} else {
+		var hp infer.Hyperparams
+		if modelPath, modelFile, hp, err = openChatModel(cfg.Model); err != nil {
+			return err
+		}
+		defer modelFile.Close()
+		ctxSize = chatContext(cfg, hp)
 	}
-	defer modelFile.Close()
 	notices := append([]string(nil), cfg.Warnings...)
-	ctxSize := chatContext(cfg, hp)
 
 	opts := tui.Options{
 		Think:     cfg.Think,
@@ -119,9 +134,18 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 		defer restore()
 	}
 	// The engine starts loading at once; the UI shows its progress.
-	eng := engine.New(engine.Options{
-		File: modelFile, Backend: cfg.Backend, Adapter: cfg.Adapter, Threads: cfg.Threads, Context: ctxSize, Profile: profile,
-	})
+	var eng engine.Client
+	if *remoteFlag != "" {
+		key := ""
+		if rem.APIKeyEnv != "" {
+			key = os.Getenv(rem.APIKeyEnv)
+		}
+		eng = remote.New(remote.Options{BaseURL: rem.BaseURL, APIKey: key, Model: rem.Model, Name: rem.Name, Context: rem.ContextSize})
+	} else {
+		eng = engine.New(engine.Options{
+			File: modelFile, Backend: cfg.Backend, Adapter: cfg.Adapter, Threads: cfg.Threads, Context: ctxSize, Profile: profile,
+		})
+	}
 	defer eng.Close()
 	opts.Engine = eng
 	if *mouse {

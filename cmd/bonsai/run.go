@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"time"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -17,6 +18,7 @@ import (
 	"github.com/bonsai-chat/bonsai/infer/engine"
 	"github.com/bonsai-chat/bonsai/infer/hub"
 	"github.com/bonsai-chat/bonsai/infer/profile"
+	"github.com/bonsai-chat/bonsai/infer/remote"
 	"github.com/bonsai-chat/bonsai/infer/sample"
 )
 
@@ -62,6 +64,9 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	minP := fs.Float64("min-p", 0, "drop tokens below this fraction of the top probability")
 	repeat := fs.Float64("repeat-penalty", 1, "llama.cpp's repetition penalty (1: off)")
 	seed := fs.Uint64("seed", 0, "random seed (0: from the clock)")
+	remoteURL := fs.String("remote", "", "answer from an OpenAI-compatible server at this base URL (e.g. http://host:8000/v1) instead of a local model")
+	remoteModel := fs.String("remote-model", "", "with --remote, the server's model (default: the first it lists)")
+	remoteKeyEnv := fs.String("remote-key-env", "OPENAI_API_KEY", "with --remote, the environment variable holding the server's API key")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: bonsai run [--model M] [--raw] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed N]\n"+
 			"                  [--max-tokens N] [--ctx N] [--threads N] [--backend cpu|gpu|auto] [--think]\n"+
@@ -87,14 +92,19 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
-	f, err := openModel(o.model)
-	if err != nil {
-		return err
+	var f *gguf.File
+	var variant infer.Variant // a remote model's is unknown: llama.cpp's defaults
+	if *remoteURL == "" {
+		var err error
+		if f, err = openModel(o.model); err != nil {
+			return err
+		}
+		defer f.Close()
+		variant = infer.DetectVariant(f)
 	}
-	defer f.Close()
 
 	// Sampling: the model's recommendation, then whatever the flags set.
-	sampling := engine.DefaultSampling(infer.DetectVariant(f))
+	sampling := engine.DefaultSampling(variant)
 	if set["temp"] {
 		sampling.Temperature = float32(*temp)
 	}
@@ -130,8 +140,13 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 
 	// The same engine as the chat's: one turn loop, one thinking parser.
-	e := engine.New(engine.Options{File: f, Backend: o.backend, Threads: o.threads, Context: o.ctx,
-		Profile: o.profile, ProfileEvery: math.MaxInt})
+	var e engine.Client
+	if *remoteURL != "" {
+		e = remote.New(remote.Options{BaseURL: *remoteURL, APIKey: os.Getenv(*remoteKeyEnv), Model: *remoteModel, Context: o.ctx})
+	} else {
+		e = engine.New(engine.Options{File: f, Backend: o.backend, Threads: o.threads, Context: o.ctx,
+			Profile: o.profile, ProfileEvery: math.MaxInt})
+	}
 	defer e.Close()
 	e.Generate(req)
 	return stream(e, o, stdout, stderr)
@@ -140,7 +155,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 // stream writes the engine's reply as it comes: in text mode the answer to
 // out and any reasoning to errOut, in jsonl mode one object per sampled
 // token and then a summary.
-func stream(e *engine.Engine, o runFlags, out, errOut io.Writer) error {
+func stream(e engine.Client, o runFlags, out, errOut io.Writer) error {
 	enc := json.NewEncoder(out)
 	var (
 		backend string

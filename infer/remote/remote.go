@@ -334,7 +334,7 @@ func (e *Engine) statusError(resp *http.Response) error {
 	}
 	switch resp.StatusCode {
 	case http.StatusUnauthorized, http.StatusForbidden:
-		return fmt.Errorf("%w (%s): %s; set the key's variable (api_key_env in the [[remote]] entry)", ErrUnauthorized, resp.Status, msg)
+		return fmt.Errorf("%w (%s): %s; give the right key (api_key_env of the [[remote]] entry, --remote-key-env of bonsai run)", ErrUnauthorized, resp.Status, msg)
 	case http.StatusNotFound:
 		if strings.Contains(strings.ToLower(msg), "model") {
 			return fmt.Errorf("%w: %s; %s/models lists what it serves", ErrNoModel, msg, e.base)
