@@ -73,8 +73,8 @@ var ErrEventTooLong = fmt.Errorf("openai: event line over %d bytes", maxEventLin
 
 const maxEventLine = 8 << 20
 
-// Next returns the next event's data; io.EOF at the end of the stream
-// (io.ErrUnexpectedEOF when it ends inside an event).
+// Next returns the next event's data; io.EOF at the end of the stream. A
+// last event the stream ends without its blank line is still returned.
 func (e *EventReader) Next() (string, error) {
 	var data []string
 	for {
