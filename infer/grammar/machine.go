@@ -431,6 +431,23 @@ func (m *Machine) str(f *frame, c byte) bool {
 	return true
 }
 
+// plainString says the machine is inside a string, not within an escape
+// or a character, where plain text goes in as it is; room is how many more
+// characters the string takes (−1: no limit).
+func (m *Machine) plainString() (room int, ok bool) {
+	if len(m.st) == 0 {
+		return 0, false
+	}
+	f := &m.st[len(m.st)-1]
+	if f.kind != kString || f.ws < 0 || f.esc != 0 || f.utf != 0 {
+		return 0, false
+	}
+	if f.s.maxLen < 0 {
+		return -1, true
+	}
+	return f.s.maxLen - f.n, true
+}
+
 func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
 
 // number takes c into a number if it continues one (JSON's grammar; no

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
+	"unicode/utf8"
 )
 
 // Vocab is a tokenizer's vocabulary arranged for masking: the tokens'
@@ -15,13 +17,19 @@ type Vocab struct {
 	lcp    []int    // lcp[i]: bytes sorted[i] shares with sorted[i−1]
 	ends   map[int32]bool
 	depth  int // the longest piece
+	// plain[id] says the piece is whole UTF-8 characters that a JSON
+	// string takes as they are (no quote, backslash or control byte);
+	// runes[id] counts them. Inside a string such a token is allowed
+	// without running the machine.
+	plain []bool
+	runes []int
 }
 
 // NewVocab arranges n tokens: piece(id) is a token's bytes, control(id)
 // says it is a control token (never part of a text), ends are the tokens
 // that end a reply (allowed once the text is whole).
 func NewVocab(n int, piece func(id int32) string, control func(id int32) bool, ends []int32) *Vocab {
-	v := &Vocab{pieces: make([]string, n), ends: map[int32]bool{}}
+	v := &Vocab{pieces: make([]string, n), ends: map[int32]bool{}, plain: make([]bool, n), runes: make([]int, n)}
 	for _, id := range ends {
 		v.ends[id] = true
 	}
@@ -31,6 +39,8 @@ func NewVocab(n int, piece func(id int32) string, control func(id int32) bool, e
 		}
 		if p := piece(id); p != "" {
 			v.pieces[id] = p
+			v.plain[id] = utf8.ValidString(p) && !strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 || r == '"' || r == '\\' })
+			v.runes[id] = utf8.RuneCountInString(p)
 			v.sorted = append(v.sorted, id)
 			v.depth = max(v.depth, len(p))
 		}
@@ -100,8 +110,21 @@ func (c *Constraint) CanEnd() bool { return c.m.CanEnd() }
 // with the one before, and skipping every piece that starts with a prefix
 // already refused.
 func (c *Constraint) Mask(logits []float32) {
-	ninf := float32(math.Inf(-1))
 	allowed := make([]bool, len(c.v.pieces))
+	if room, ok := c.m.plainString(); ok {
+		// Inside a string most tokens are plain text: those need no
+		// machine, the few others are tried one by one.
+		for _, id := range c.v.sorted {
+			if c.v.plain[id] {
+				allowed[id] = room < 0 || c.v.runes[id] <= room
+			} else {
+				c.try.CopyFrom(&c.m)
+				allowed[id] = c.try.Feed(c.v.pieces[id])
+			}
+		}
+		c.apply(logits, allowed)
+		return
+	}
 	st := c.states
 	st[0].CopyFrom(&c.m)
 	valid, dead := 0, -1 // st[0..valid] hold the previous piece's prefixes; dead: a refused prefix's length
@@ -123,6 +146,13 @@ func (c *Constraint) Mask(logits []float32) {
 		valid = d
 		allowed[id] = ok
 	}
+	c.apply(logits, allowed)
+}
+
+// apply sets the logits of the tokens not allowed to −∞ (end tokens are
+// allowed once the text is whole).
+func (c *Constraint) apply(logits []float32, allowed []bool) {
+	ninf := float32(math.Inf(-1))
 	end := c.m.CanEnd()
 	for id := range logits {
 		if id < len(allowed) && (allowed[id] || end && c.v.ends[int32(id)]) {
