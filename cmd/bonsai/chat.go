@@ -134,17 +134,31 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 		defer restore()
 	}
 	// The engine starts loading at once; the UI shows its progress.
-	var eng engine.Client
-	if *remoteFlag != "" {
+	// With --remote or [[remote]] entries, a remote.Switcher lets
+	// /backend remote:NAME and /backend cpu move between them.
+	remoteOpts := func(r config.Remote) remote.Options {
 		key := ""
-		if rem.APIKeyEnv != "" {
-			key = os.Getenv(rem.APIKeyEnv)
+		if r.APIKeyEnv != "" {
+			key = os.Getenv(r.APIKeyEnv)
 		}
-		eng = remote.New(remote.Options{BaseURL: rem.BaseURL, APIKey: key, Model: rem.Model, Name: rem.Name, Context: rem.ContextSize})
-	} else {
-		eng = engine.New(engine.Options{
+		return remote.Options{BaseURL: r.BaseURL, APIKey: key, Model: r.Model, Name: r.Name, Context: r.ContextSize}
+	}
+	resolve := func(name string) (remote.Options, error) {
+		r, err := cfg.RemoteFor(name)
+		return remoteOpts(r), err
+	}
+	var eng engine.Client
+	switch {
+	case *remoteFlag != "":
+		eng = remote.NewSwitcher(nil, remote.New(remoteOpts(rem)), resolve)
+	default:
+		local := engine.New(engine.Options{
 			File: modelFile, Backend: cfg.Backend, Adapter: cfg.Adapter, Threads: cfg.Threads, Context: ctxSize, Profile: profile,
 		})
+		eng = local
+		if len(cfg.Remotes) > 0 {
+			eng = remote.NewSwitcher(local, local, resolve)
+		}
 	}
 	defer eng.Close()
 	opts.Engine = eng
