@@ -437,6 +437,10 @@ func (s *Scheduler) start(sl *slot, j *job, keep int) {
 	}
 }
 
+// prefillWhileDecoding is the most prompt tokens a pass takes beside
+// decoding streams.
+const prefillWhileDecoding = 128
+
 // step runs one pass: a row for every decoding slot, then prompt chunks of
 // prefilling slots in the room left, and samples where logits came out.
 func (s *Scheduler) step() {
@@ -450,6 +454,12 @@ func (s *Scheduler) step() {
 			s.owners = append(s.owners, sl)
 			decoded++
 		}
+	}
+	if decoded > 0 {
+		// Streams are decoding: a long prompt goes in smaller chunks, so
+		// that their next tokens wait for one short pass, not for a
+		// whole batch of prompt.
+		budget = min(budget, decoded+prefillWhileDecoding)
 	}
 	type chunk struct {
 		sl       *slot
