@@ -36,7 +36,7 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 	key := fs.String("api-key", "", "API key for --url")
 	threads := fs.Int("threads", 0, "CPU threads of the in-process server (0: one per core)")
 	streamList := fs.String("streams", "1,2,4,8", "concurrency levels, comma-separated")
-	tokens := fs.Int("tokens", 64, "tokens each stream generates (ignore_eos: always this many)")
+	tokens := fs.Int("tokens", 128, "tokens each stream generates (ignore_eos: always this many)")
 	promptWords := fs.Int("prompt-words", 24, "words of each stream's prompt (distinct per stream, so nothing is cached)")
 	reps := fs.Int("r", 1, "repetitions of each level (the best is reported)")
 	fs.Usage = func() {
@@ -122,19 +122,20 @@ type loadBench struct {
 }
 
 type levelResult struct {
-	aggregate           float64 // Σ decode tok/s of the concurrent streams
+	aggregate           float64 // tokens per second of all streams while all decode
 	ttftMedian, ttftMax time.Duration
 }
 
 type streamResult struct {
-	ttft    time.Duration
-	timings openai.Timings
+	ttft     time.Duration
+	arrivals []time.Time // of each streamed piece of text
 }
 
-// level runs n streams at once. The aggregate is the sum of each stream's
-// decode rate as the server measured it (timings: tokens after the first
-// over the time after the first): the streams start together and generate
-// the same number of tokens, so they decode side by side throughout.
+// level runs n streams at once. The aggregate counts the tokens that
+// arrive, on all streams, while every stream is decoding: from the last
+// stream's first token to the first stream's last one. Before that window
+// some streams still prefill (their prompts arrived together), after it
+// fewer than n decode; inside it the server runs n rows per step.
 func (b *loadBench) level(n, seed int) (levelResult, error) {
 	res := make([]streamResult, n)
 	errs := make([]error, n)
@@ -148,10 +149,33 @@ func (b *loadBench) level(n, seed int) (levelResult, error) {
 	}
 	var out levelResult
 	var ttfts []time.Duration
-	for _, r := range res {
-		out.aggregate += r.timings.PredictedPerSecond
+	var from, to time.Time
+	for i, r := range res {
+		if len(r.arrivals) < 2 {
+			return out, errors.New("a stream sent fewer than two pieces of text")
+		}
+		if first := r.arrivals[0]; i == 0 || first.After(from) {
+			from = first
+		}
+		if last := r.arrivals[len(r.arrivals)-1]; i == 0 || last.Before(to) {
+			to = last
+		}
 		ttfts = append(ttfts, r.ttft)
 	}
+	if !to.After(from) {
+		return out, fmt.Errorf("no moment when all %d streams decoded: make --tokens larger", n)
+	}
+	tokens := 0
+	for _, r := range res {
+		for _, at := range r.arrivals {
+			// The window's first arrival on each stream opens an interval,
+			// it does not fill one.
+			if at.After(from) && !at.After(to) {
+				tokens++
+			}
+		}
+	}
+	out.aggregate = float64(tokens) / to.Sub(from).Seconds()
 	slices.Sort(ttfts)
 	out.ttftMedian, out.ttftMax = ttfts[len(ttfts)/2], ttfts[len(ttfts)-1]
 	return out, nil
@@ -200,20 +224,18 @@ func (b *loadBench) stream(seed int) (streamResult, error) {
 			Choices []struct {
 				Text string `json:"text"`
 			} `json:"choices"`
-			Timings *openai.Timings `json:"timings"`
 		}
 		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
 			return out, err
 		}
-		if out.ttft == 0 && len(chunk.Choices) > 0 && chunk.Choices[0].Text != "" {
-			out.ttft = time.Since(start)
+		if len(chunk.Choices) > 0 && chunk.Choices[0].Text != "" {
+			now := time.Now()
+			if out.ttft == 0 {
+				out.ttft = now.Sub(start)
+			}
+			out.arrivals = append(out.arrivals, now)
 		}
-		if chunk.Timings != nil {
-			out.timings = *chunk.Timings
-		}
-	}
-	if out.timings.PredictedN == 0 {
-		return out, errors.New("the server sent no timings (llama-server and bonsai serve do)")
 	}
 	return out, nil
 }
+
