@@ -238,4 +238,3 @@ func (b *loadBench) stream(seed int) (streamResult, error) {
 	}
 	return out, nil
 }
-
