@@ -93,6 +93,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, m *Model) {
 		}
 		if o.err != nil {
 			if r.Context().Err() == nil {
+				s.opts.Log.Error("generation failed", "route", r.URL.Path, "err", o.err)
 				sse.Send(openai.ErrorResponse{Error: openai.ErrorBody{Message: "generation failed: " + o.err.Error(), Type: "server_error"}})
 			}
 			return
@@ -129,6 +130,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, m *Model) {
 	}
 	if o.err != nil {
 		if r.Context().Err() == nil {
+			s.opts.Log.Error("generation failed", "route", r.URL.Path, "err", o.err)
 			fail(w, http.StatusInternalServerError, "server_error", "generation failed: "+o.err.Error(), "", "")
 		}
 		return
