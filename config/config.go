@@ -37,6 +37,9 @@ type Config struct {
 	// Keys overrides key bindings: action name → key (as the TUI spells
 	// them, e.g. "ctrl+j"). The TUI validates the names.
 	Keys map[string]string `toml:"keys"`
+	// Remotes are the OpenAI-compatible servers --remote NAME picks
+	// ([[remote]] tables, remote.go).
+	Remotes []Remote `toml:"remote"`
 
 	// Path is the config file that was read (it may not exist).
 	Path string `toml:"-"`

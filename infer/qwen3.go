@@ -44,8 +44,10 @@ type qwen3 struct {
 
 	// Activations, MaxBatch rows each but last and logits (one row).
 	x, h, q, k, v, att, gate, up, last, logits Tensor
-	// rows is the output head over every token of a pass (ForwardRows).
+	// rows is the output head over every token of a pass (ForwardAll).
 	rows rowHead
+	// rowOuts are ForwardRows' output tensors by output count (batch.go).
+	rowOuts map[int]rowOutputs
 }
 
 type qwen3Layer struct {
@@ -127,12 +129,17 @@ func (n *qwen3) KVSpec(ctx int) KVSpec {
 }
 
 // trunk runs the embedding and the layers over the batch, leaving the
-// residual stream in x: the part of a pass that Forward and ForwardRows
+// residual stream in x: the part of a pass that Forward and ForwardAll
 // share.
 func (n *qwen3) trunk(batch Batch) {
-	b, eps := n.b, n.hp.RMSEps
-	b.Begin(batch)
+	n.b.Begin(batch)
+	n.blocks()
+}
 
+// blocks runs the embedding and the layers of a pass begun, leaving the
+// last hidden states in n.x.
+func (n *qwen3) blocks() {
+	b, eps := n.b, n.hp.RMSEps
 	b.Phase(profile.Embed)
 	n.rot.Embed(n.x, n.embd)
 

@@ -219,7 +219,7 @@ type qwen35 struct {
 	alpha, beta            Tensor
 	ffGate, ffUp           Tensor
 	last, logits           Tensor
-	// rows is the output head over every token of a pass (ForwardRows).
+	// rows is the output head over every token of a pass (ForwardAll).
 	rows rowHead
 }
 
@@ -384,7 +384,7 @@ func (n *qwen35) matmul(dst Tensor, w Weight, x Tensor) {
 }
 
 // trunk runs the embedding and the layers over the batch, leaving the
-// residual stream in x: the part of a pass that Forward and ForwardRows
+// residual stream in x: the part of a pass that Forward and ForwardAll
 // share.
 func (n *qwen35) trunk(batch Batch) {
 	b, eps := n.b, n.p.RMSEps

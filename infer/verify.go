@@ -13,14 +13,14 @@ import (
 // them; the caller then keeps the tokens it accepts and rewinds the rest
 // (Sequence.Verify, Sequence.Rewind).
 
-// RowsNetwork is a Network that can write the logits of every token of a
+// AllLogitsNetwork is a Network that can write the logits of every token of a
 // pass. qwen3 and qwen35 are.
-type RowsNetwork interface {
+type AllLogitsNetwork interface {
 	Network
-	// ForwardRows runs the batch as Forward does and writes the logits
+	// ForwardAll runs the batch as Forward does and writes the logits
 	// after each of its tokens into logits, row i (Vocab values) after
 	// Tokens[i].
-	ForwardRows(batch Batch, logits []float32) error
+	ForwardAll(batch Batch, logits []float32) error
 }
 
 // rowHead is the output head over every row of a pass. Its logits tensor is
@@ -59,8 +59,8 @@ func (r *rowHead) reserve(b Backend, n, vocab, maxBatch int) error {
 	return nil
 }
 
-// ForwardRows is Forward with the output head over every token.
-func (n *qwen3) ForwardRows(batch Batch, logits []float32) error {
+// ForwardAll is Forward with the output head over every token.
+func (n *qwen3) ForwardAll(batch Batch, logits []float32) error {
 	if err := n.rows.reserve(n.b, len(batch.Tokens), n.hp.Vocab, n.x.Rows()); err != nil {
 		return err
 	}
@@ -68,8 +68,8 @@ func (n *qwen3) ForwardRows(batch Batch, logits []float32) error {
 	return n.rows.run(n.b, n.x, n.outNorm, n.output, n.hp.RMSEps, n.matmul, logits)
 }
 
-// ForwardRows is Forward with the output head over every token.
-func (n *qwen35) ForwardRows(batch Batch, logits []float32) error {
+// ForwardAll is Forward with the output head over every token.
+func (n *qwen35) ForwardAll(batch Batch, logits []float32) error {
 	if err := n.rows.reserve(n.b, len(batch.Tokens), n.p.Vocab, n.x.Rows()); err != nil {
 		return err
 	}
@@ -77,19 +77,19 @@ func (n *qwen35) ForwardRows(batch Batch, logits []float32) error {
 	return n.rows.run(n.b, n.x, n.outNorm, n.output, n.p.RMSEps, n.matmul, logits)
 }
 
-// CanVerify says the network can verify drafted tokens (ForwardRows).
+// CanVerify says the network can verify drafted tokens (ForwardAll).
 func (m *Model) CanVerify() bool {
-	_, ok := m.net.(RowsNetwork)
+	_, ok := m.net.(AllLogitsNetwork)
 	return ok
 }
 
-// ForwardRows runs tokens at positions pos, pos+1, … in one pass, as
+// ForwardAll runs tokens at positions pos, pos+1, … in one pass, as
 // Forward does (the same checks, the same recurrent-state bookkeeping), and
 // writes the logits after each token into logits: row i, Vocab values, is
 // what Logits would hold after a Forward ending at tokens[i]. Logits then
 // holds the last row. The tokens must fit one pass (MaxBatch).
-func (m *Model) ForwardRows(tokens []int32, pos int, logits []float32) error {
-	rn, ok := m.net.(RowsNetwork)
+func (m *Model) ForwardAll(tokens []int32, pos int, logits []float32) error {
+	rn, ok := m.net.(AllLogitsNetwork)
 	if !ok {
 		return fmt.Errorf("%w: this network cannot verify drafted tokens", ErrUnsupportedOp)
 	}
@@ -114,7 +114,7 @@ func (m *Model) ForwardRows(tokens []int32, pos int, logits []float32) error {
 		}
 		m.DropAfter(pos)
 	}
-	if err := rn.ForwardRows(Batch{Tokens: tokens, Pos: pos}, logits); err != nil {
+	if err := rn.ForwardAll(Batch{Tokens: tokens, Pos: pos}, logits); err != nil {
 		if m.Recurrent() {
 			m.statePos = -1
 		}
@@ -164,7 +164,7 @@ func (s *Sequence) Verify(tokens []int32) ([]float32, error) {
 		m.rows = make([]float32, max(need, 16*V))
 	}
 	rows := m.rows[:need]
-	if err := s.m.ForwardRows(tokens, len(s.tokens), rows); err != nil {
+	if err := s.m.ForwardAll(tokens, len(s.tokens), rows); err != nil {
 		return nil, err
 	}
 	m.verified = max(m.verified, len(tokens))

@@ -114,10 +114,13 @@ func (m *Model) setSystem(text string) tea.Cmd {
 }
 
 func (m *Model) switchBackend(name string) tea.Cmd {
-	switch name {
-	case "cpu", "gpu", "auto":
+	switch {
+	case name == "cpu", name == "gpu", name == "auto":
+	case strings.HasPrefix(name, "remote:") && len(name) > len("remote:"):
+		// A [[remote]] server of config.toml (the engine is then a
+		// remote.Switcher; another engine says it cannot).
 	default:
-		return m.notify("/backend cpu, /backend gpu or /backend auto", true)
+		return m.notify("/backend cpu, /backend gpu, /backend auto or /backend remote:NAME", true)
 	}
 	if m.generating {
 		return m.notify("wait for the reply to finish (or esc) before switching", true)
@@ -132,6 +135,9 @@ func (m *Model) switchBackend(name string) tea.Cmd {
 	m.status.load = emptyLoad
 	m.showBackend = true
 	m.eng.SwitchBackend(name)
+	if strings.HasPrefix(name, "remote:") {
+		return m.notify("connecting to "+name+"; the next reply comes from that server", false)
+	}
 	return m.notify("reloading the model on "+name+"; the KV cache is rebuilt on the next reply", false)
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/bonsai-chat/bonsai/infer/defaultmodel"
 	"github.com/bonsai-chat/bonsai/infer/engine"
 	"github.com/bonsai-chat/bonsai/infer/hub"
+	"github.com/bonsai-chat/bonsai/infer/remote"
 	"github.com/bonsai-chat/bonsai/session"
 	"github.com/bonsai-chat/bonsai/tui"
 	tea "github.com/charmbracelet/bubbletea"
@@ -37,6 +38,7 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 	dbPath := fs.String("db", "", "conversation database `file` (default: $XDG_DATA_HOME/bonsai/bonsai.db)")
 	noSave := fs.Bool("no-save", false, "keep nothing: no conversation database, no prompt history")
 	mouse := fs.Bool("mouse", false, "scroll with the mouse wheel (the terminal's own text selection then needs shift)")
+	remoteFlag := fs.String("remote", "", "answer from an OpenAI-compatible server: its base URL (http://host:8000/v1) or a [[remote]] name of config.toml")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: bonsai [flags]   open the chat")
 		fmt.Fprintln(stderr, "       bonsai -c        continue the last chat")
@@ -66,13 +68,26 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 	// The model is opened and checked here, before the terminal is taken
 	// over: a file bonsai cannot run is refused with the reason, not shown
 	// as a chat whose engine has stopped.
-	modelPath, modelFile, hp, err := openChatModel(cfg.Model)
-	if err != nil {
-		return err
+	var (
+		modelPath string
+		modelFile *gguf.File
+		ctxSize   int
+		rem       config.Remote
+	)
+	if *remoteFlag != "" {
+		if rem, err = cfg.RemoteFor(*remoteFlag); err != nil {
+			return err
+		}
+		modelPath = rem.BaseURL
+	} else {
+		var hp infer.Hyperparams
+		if modelPath, modelFile, hp, err = openChatModel(cfg.Model); err != nil {
+			return err
+		}
+		defer modelFile.Close()
+		ctxSize = chatContext(cfg, hp)
 	}
-	defer modelFile.Close()
 	notices := append([]string(nil), cfg.Warnings...)
-	ctxSize := chatContext(cfg, hp)
 
 	opts := tui.Options{
 		Think:     cfg.Think,
@@ -124,10 +139,33 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	eng := engine.New(engine.Options{
-		File: modelFile, Backend: cfg.Backend, Adapter: cfg.Adapter, Threads: cfg.Threads, Context: ctxSize, Profile: profile,
-		Spec: specOpts,
-	})
+	// With --remote or [[remote]] entries, a remote.Switcher lets
+	// /backend remote:NAME and /backend cpu move between them.
+	remoteOpts := func(r config.Remote) remote.Options {
+		key := ""
+		if r.APIKeyEnv != "" {
+			key = os.Getenv(r.APIKeyEnv)
+		}
+		return remote.Options{BaseURL: r.BaseURL, APIKey: key, Model: r.Model, Name: r.Name, Context: r.ContextSize}
+	}
+	resolve := func(name string) (remote.Options, error) {
+		r, err := cfg.RemoteFor(name)
+		return remoteOpts(r), err
+	}
+	var eng engine.Client
+	switch {
+	case *remoteFlag != "":
+		eng = remote.NewSwitcher(nil, remote.New(remoteOpts(rem)), resolve)
+	default:
+		local := engine.New(engine.Options{
+			File: modelFile, Backend: cfg.Backend, Adapter: cfg.Adapter, Threads: cfg.Threads, Context: ctxSize, Profile: profile,
+			Spec: specOpts,
+		})
+		eng = local
+		if len(cfg.Remotes) > 0 {
+			eng = remote.NewSwitcher(local, local, resolve)
+		}
+	}
 	defer eng.Close()
 	opts.Engine = eng
 	if *mouse {

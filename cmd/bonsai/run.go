@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 
 	"github.com/bonsai-chat/bonsai/config"
@@ -18,6 +19,7 @@ import (
 	"github.com/bonsai-chat/bonsai/infer/engine"
 	"github.com/bonsai-chat/bonsai/infer/hub"
 	"github.com/bonsai-chat/bonsai/infer/profile"
+	"github.com/bonsai-chat/bonsai/infer/remote"
 	"github.com/bonsai-chat/bonsai/infer/sample"
 	"github.com/bonsai-chat/bonsai/infer/spec"
 )
@@ -57,6 +59,9 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.maxTokens, "max-tokens", 0, "stop after N generated tokens (0: end of turn or context)")
 	fs.BoolVar(&o.profile, "profile", false, "print the time per forward-pass phase to stderr at the end")
 	fs.IntVar(&o.maxDraft, "max-draft", 0, fmt.Sprintf("most tokens drafted per verify pass (0: %d, adapted as it goes)", spec.DefaultMaxDraft))
+	remoteURL := fs.String("remote", "", "answer from an OpenAI-compatible server at this base URL (e.g. http://host:8000/v1) instead of a local model")
+	remoteModel := fs.String("remote-model", "", "with --remote, the server's model (default: the first it lists)")
+	remoteKeyEnv := fs.String("remote-key-env", "OPENAI_API_KEY", "with --remote, the environment variable holding the server's API key")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: bonsai run [flags] [PROMPT | -]\n"+
 			"Generates one reply and streams it to stdout (with --think the reasoning goes to stderr).\n"+
@@ -102,15 +107,19 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	specOpts.MaxDraft = o.maxDraft
 	o.spec = specOpts.Mode
 
-	f, err := openModel(cfg.Model)
-	if err != nil {
-		return err
+	var f *gguf.File
+	var variant infer.Variant // a remote model's is unknown: llama.cpp's defaults
+	if *remoteURL == "" {
+		if f, err = openModel(cfg.Model); err != nil {
+			return err
+		}
+		defer f.Close()
+		variant = infer.DetectVariant(f)
 	}
-	defer f.Close()
 
 	// The chat's rule: the model's recommendation, then whatever the user
 	// set, and the one seed rule (config.Sampling.SeedFor).
-	sampling := cfg.SamplingFor(engine.DefaultSampling(infer.DetectVariant(f)))
+	sampling := cfg.SamplingFor(engine.DefaultSampling(variant))
 	if err := sampling.Params().Validate(); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
@@ -126,8 +135,13 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 
 	// The same engine as the chat's: one turn loop, one thinking parser.
-	e := engine.New(engine.Options{File: f, Backend: cfg.Backend, Adapter: cfg.Adapter, Threads: cfg.Threads,
-		Context: cfg.ContextSize, Profile: o.profile, ProfileEvery: math.MaxInt, Spec: specOpts})
+	var e engine.Client
+	if *remoteURL != "" {
+		e = remote.New(remote.Options{BaseURL: *remoteURL, APIKey: os.Getenv(*remoteKeyEnv), Model: *remoteModel, Context: cfg.ContextSize})
+	} else {
+		e = engine.New(engine.Options{File: f, Backend: cfg.Backend, Adapter: cfg.Adapter, Threads: cfg.Threads,
+			Context: cfg.ContextSize, Profile: o.profile, ProfileEvery: math.MaxInt, Spec: specOpts})
+	}
 	defer e.Close()
 	e.Generate(req)
 	return stream(e, o, sampling.Seed, stdout, stderr)
@@ -136,7 +150,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 // stream writes the engine's reply as it comes: in text mode the answer to
 // out and any reasoning to errOut, in jsonl mode one object per sampled
 // token and then a summary.
-func stream(e *engine.Engine, o runFlags, seed uint64, out, errOut io.Writer) error {
+func stream(e engine.Client, o runFlags, seed uint64, out, errOut io.Writer) error {
 	enc := json.NewEncoder(out)
 	var (
 		backend string

@@ -34,9 +34,9 @@ func (j *attnJob) run(lo, hi, worker int) {
 	q16 := b.qf16[worker][:a.HeadDim]
 	for pair := lo; pair < hi; pair++ {
 		i, h := pair/a.Heads, pair%a.Heads
-		past := b.batch.Pos + i + 1 // positions 0 … Pos+i are visible
+		past := b.pos(i) + 1 // positions 0 … Pos+i of the row's sequence are visible
 		scores := b.scores[worker][:past]
-		kvOff := (h / group) * a.HeadDim
+		kvOff := b.base(i)*width + (h/group)*a.HeadDim
 
 		quant.RoundF16s(q16, j.q.row(i)[h*a.HeadDim:(h+1)*a.HeadDim])
 		quant.DotsF16(q16, kc[kvOff:], width, scores)

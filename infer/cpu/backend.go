@@ -37,6 +37,10 @@ type Backend struct {
 	n      int
 	inPass bool
 	err    error
+	// A pass over rows of several sequences (BeginRows, rows.go).
+	rows      []infer.Row
+	rowTokens []int32
+	inRows    bool
 
 	// Phase timing.
 	profiling  bool
@@ -238,6 +242,7 @@ func (b *Backend) Begin(batch infer.Batch) {
 	clear(b.pending)
 	b.pending, b.pendingX = b.pending[:0], nil
 	b.batch, b.n, b.inPass, b.err = batch, len(batch.Tokens), true, nil
+	b.inRows = false
 	b.ropeValid, b.actOf = false, nil
 	switch {
 	case b.closed:

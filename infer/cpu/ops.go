@@ -181,7 +181,7 @@ func (b *Backend) ropeAngles(r infer.Rope) (cos, sin []float32) {
 		b.ropeCos, b.ropeSin = make([]float32, need), make([]float32, need)
 	}
 	for i := range b.n {
-		r.Angles(b.batch.Pos+i, b.ropeCos[i*half:(i+1)*half], b.ropeSin[i*half:(i+1)*half])
+		r.Angles(b.pos(i), b.ropeCos[i*half:(i+1)*half], b.ropeSin[i*half:(i+1)*half])
 	}
 	b.ropeFor, b.ropeValid = r, true
 	return b.ropeCos[:b.n*half], b.ropeSin[:b.n*half]
@@ -202,7 +202,7 @@ func (b *Backend) StoreKV(layer int, k, v infer.Tensor) {
 		return
 	}
 	for i := range b.n {
-		at := (b.batch.Pos + i) * width
+		at := (b.base(i) + b.pos(i)) * width
 		kc, vc := b.kv.k[layer][at:at+width], b.kv.v[layer][at:at+width]
 		quant.F32sToF16(kc, ck.row(i))
 		quant.F32sToF16(vc, cv.row(i))

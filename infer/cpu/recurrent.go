@@ -266,7 +266,7 @@ func (b *Backend) L2Norm(dst, x infer.Tensor, group int, eps float32) {
 // (GCC contracts ggml's sumf += s·c). Channels are independent, so the work
 // is split over them.
 func (b *Backend) CausalConv(dst, x infer.Tensor, w infer.Weight, layer int) {
-	if !b.ok() {
+	if !b.ok() || b.rowsUnsupported("CausalConv") {
 		return
 	}
 	d, cx, cw := b.tensorOf("CausalConv", dst), b.tensorOf("CausalConv", x), b.weightOf("CausalConv", w)
@@ -334,7 +334,7 @@ func (j *convJob) run(lo, hi, _ int) {
 //
 // The value heads are independent and split over the workers.
 func (b *Backend) DeltaNet(dst, q, k, v, g, beta infer.Tensor, layer int, d infer.DeltaNetSpec) {
-	if !b.ok() {
+	if !b.ok() || b.rowsUnsupported("DeltaNet") {
 		return
 	}
 	cd, cq, ck, cv := b.tensorOf("DeltaNet", dst), b.tensorOf("DeltaNet", q), b.tensorOf("DeltaNet", k), b.tensorOf("DeltaNet", v)

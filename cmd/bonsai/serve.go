@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/bonsai-chat/bonsai/infer/serve"
+)
+
+func init() {
+	register(command{
+		name:    "serve",
+		summary: "serve the model over an OpenAI-compatible HTTP API (chat and text completions, several requests at once)",
+		run:     runServe,
+	})
+}
+
+// drainTimeout is how long a SIGINT/SIGTERM waits for the requests in
+// flight before the server stops anyway.
+const drainTimeout = 2 * time.Minute
+
+func runServe(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	model := fs.String("model", "", "model: a GGUF file path, a registry name or a file in the models directory (default: the embedded bonsai-tiny)")
+	host := fs.String("host", "127.0.0.1", "address to listen on (loopback by default; another needs --api-key to be safe)")
+	port := fs.Int("port", 8080, "port to listen on (0: any free port, printed at start)")
+	apiKey := fs.String("api-key", "", "require Authorization: Bearer KEY on every route but /health")
+	apiKeyFile := fs.String("api-key-file", "", "read the API key from this file (keeps it out of the process list)")
+	parallel := fs.Int("parallel", 4, "requests decoded together, each in its own slot of the KV cache")
+	ctx := fs.Int("ctx", 0, "context size of each slot in tokens (0: 4096, capped by the model)")
+	threads := fs.Int("threads", 0, "CPU threads (0: one per core)")
+	batch := fs.Int("batch", 0, "most tokens per forward pass (0: 512)")
+	backend := fs.String("backend", "cpu", "cpu, gpu or auto (the GPU serves one request at a time)")
+	alias := fs.String("alias", "", "the model's id in the API (default: the file's name)")
+	maxBody := fs.Int64("max-body", serve.DefaultMaxBody, "largest request body in bytes")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: bonsai serve [--model M] [--host 127.0.0.1] [--port 8080] [--api-key KEY | --api-key-file F]\n"+
+			"                    [--parallel N] [--ctx N] [--threads N] [--batch N] [--backend cpu|gpu|auto] [--alias NAME]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: serve: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if *apiKey != "" && *apiKeyFile != "" {
+		return fmt.Errorf("%w: serve: --api-key and --api-key-file are exclusive", errUsage)
+	}
+	if *parallel < 1 || *ctx < 0 || *threads < 0 || *batch < 0 || *port < 0 || *port > 65535 || *maxBody < 1 {
+		return fmt.Errorf("%w: serve: --parallel must be ≥ 1; --ctx, --threads, --batch, --port must not be negative", errUsage)
+	}
+	key := *apiKey
+	if *apiKeyFile != "" {
+		b, err := os.ReadFile(*apiKeyFile)
+		if err != nil {
+			return fmt.Errorf("serve: reading the API key: %w", err)
+		}
+		if key = strings.TrimSpace(string(b)); key == "" {
+			return fmt.Errorf("serve: %s holds no API key", *apiKeyFile)
+		}
+	}
+
+	// Listen before loading, so that /health says 503 while the model
+	// loads instead of refusing connections.
+	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if key == "" && !loopback(*host) {
+		fmt.Fprintf(stderr, "warning: listening on %s without an API key: anyone who can reach it can use it (--api-key-file)\n", *host)
+	}
+	srv := serve.New(serve.Options{APIKey: key, MaxBody: *maxBody, Log: slog.New(slog.NewTextHandler(stderr, nil))})
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	fmt.Fprintf(stdout, "bonsai serve: listening on http://%s (loading the model)\n", ln.Addr())
+
+	sigs, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	f, err := openModel(*model)
+	if err != nil {
+		hs.Close()
+		return err
+	}
+	defer f.Close()
+	m, err := serve.LoadFile(f, serve.LoadOptions{ID: *alias, Slots: *parallel, Context: *ctx, Threads: *threads, Batch: *batch, Backend: *backend})
+	if err != nil {
+		hs.Close()
+		return err
+	}
+	defer m.Close()
+	for _, n := range m.Notes {
+		fmt.Fprintln(stderr, "note:", n)
+	}
+	srv.SetModel(m)
+	fmt.Fprintf(stdout, "bonsai serve: ready: model %q, %d slots of %d tokens, %s (%d threads), on http://%s/v1\n",
+		m.ID, m.Sched.Slots(), m.Sched.Context(), m.Info.Name, m.Info.Threads, ln.Addr())
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-sigs.Done():
+	}
+	stop() // a second signal ends the process at once
+	fmt.Fprintln(stdout, "bonsai serve: draining the requests in flight (a second Ctrl-C stops at once)")
+	dctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	if err := hs.Shutdown(dctx); err != nil {
+		hs.Close()
+		return fmt.Errorf("serve: draining: %w", err)
+	}
+	fmt.Fprintln(stdout, "bonsai serve: stopped")
+	return nil
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,98 @@
+package infer_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/internal/tinymodel"
+)
+
+// A pass over rows of two sequences, each in its own region of the cache,
+// gives each sequence the logits a pass of its own gives it: prefilling
+// both at once, then decoding both at once, at different positions.
+func TestForwardRowsMatchesForward(t *testing.T) {
+	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q8_0} {
+		t.Run(typ.String(), func(t *testing.T) {
+			m, err := infer.Load(open(t, tinymodel.Small(typ)), infer.Options{Backend: "cpu", Context: 64, Batch: 16, Threads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			vocab := m.Hparams.Vocab
+			alone := func(prompt []int32) []float32 {
+				if err := m.Forward(prompt, 0); err != nil {
+					t.Fatal(err)
+				}
+				return slices.Clone(m.Logits())
+			}
+			a := []int32{1, 5, 9, 13, 2}
+			b := []int32{7, 3, 3, 8, 40, 41, 6}
+			wantA, wantB := alone(a), alone(b)
+			wantA2, wantB2 := alone(append(slices.Clone(a), 11)), alone(append(slices.Clone(b), 12))
+
+			const baseB = 32
+			var rows []infer.Row
+			for i, tok := range a {
+				rows = append(rows, infer.Row{Token: tok, Pos: i})
+			}
+			for i, tok := range b {
+				rows = append(rows, infer.Row{Token: tok, Pos: i, Base: baseB})
+			}
+			logits := make([]float32, 2*vocab)
+			if err := m.ForwardRows(rows, []int{len(a) - 1, len(rows) - 1}, logits); err != nil {
+				t.Fatal(err)
+			}
+			same(t, "prefill A", logits[:vocab], wantA)
+			same(t, "prefill B", logits[vocab:], wantB)
+
+			// The decode step: B first this time, and A's row after it.
+			step := []infer.Row{{Token: 12, Pos: len(b), Base: baseB}, {Token: 11, Pos: len(a)}}
+			if err := m.ForwardRows(step, []int{1, 0}, logits); err != nil {
+				t.Fatal(err)
+			}
+			same(t, "decode A", logits[:vocab], wantA2)
+			same(t, "decode B", logits[vocab:], wantB2)
+		})
+	}
+}
+
+func same(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("%s: logit %d is %v, a pass of its own gives %v", what, i, got[i], want[i])
+		}
+	}
+}
+
+func TestForwardRowsRejects(t *testing.T) {
+	m, err := infer.Load(open(t, tinymodel.Small(gguf.Q8_0)), infer.Options{Backend: "cpu", Context: 16, Batch: 4, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	logits := make([]float32, 2*m.Hparams.Vocab)
+	for _, c := range []struct {
+		name string
+		rows []infer.Row
+		outs []int
+		want error
+	}{
+		{"no rows", nil, []int{0}, infer.ErrBadShape},
+		{"past the cache", []infer.Row{{Token: 1, Pos: 10, Base: 6}}, []int{0}, infer.ErrContextFull},
+		{"bad token", []infer.Row{{Token: -1}}, []int{0}, infer.ErrBadShape},
+		{"too many rows", make([]infer.Row, 5), []int{0}, infer.ErrBadShape},
+		{"output out of range", []infer.Row{{Token: 1}}, []int{1}, infer.ErrBadShape},
+		{"too many outputs", []infer.Row{{Token: 1}}, []int{0, 0, 0}, infer.ErrBadShape},
+	} {
+		if err := m.ForwardRows(c.rows, c.outs, logits); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+	if !m.RowsSupported() {
+		t.Error("RowsSupported is false on the CPU")
+	}
+}

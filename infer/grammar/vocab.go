@@ -1,0 +1,163 @@
+package grammar
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+// Vocab is a tokenizer's vocabulary arranged for masking: the tokens'
+// bytes sorted, so that tokens sharing a prefix are fed that prefix once.
+// It is built once per tokenizer and shared by every Constraint.
+type Vocab struct {
+	pieces []string // by id; "" for tokens never allowed inside a text
+	sorted []int32  // ids of non-empty pieces, by piece
+	lcp    []int    // lcp[i]: bytes sorted[i] shares with sorted[i−1]
+	ends   map[int32]bool
+	depth  int // the longest piece
+	// plain[id] says the piece is whole UTF-8 characters that a JSON
+	// string takes as they are (no quote, backslash or control byte);
+	// runes[id] counts them. Inside a string such a token is allowed
+	// without running the machine.
+	plain []bool
+	runes []int
+}
+
+// NewVocab arranges n tokens: piece(id) is a token's bytes, control(id)
+// says it is a control token (never part of a text), ends are the tokens
+// that end a reply (allowed once the text is whole).
+func NewVocab(n int, piece func(id int32) string, control func(id int32) bool, ends []int32) *Vocab {
+	v := &Vocab{pieces: make([]string, n), ends: map[int32]bool{}, plain: make([]bool, n), runes: make([]int, n)}
+	for _, id := range ends {
+		v.ends[id] = true
+	}
+	for id := range int32(n) {
+		if control(id) || v.ends[id] {
+			continue
+		}
+		if p := piece(id); p != "" {
+			v.pieces[id] = p
+			v.plain[id] = utf8.ValidString(p) && !strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 || r == '"' || r == '\\' })
+			v.runes[id] = utf8.RuneCountInString(p)
+			v.sorted = append(v.sorted, id)
+			v.depth = max(v.depth, len(p))
+		}
+	}
+	sort.Slice(v.sorted, func(i, j int) bool { return v.pieces[v.sorted[i]] < v.pieces[v.sorted[j]] })
+	v.lcp = make([]int, len(v.sorted))
+	for i := 1; i < len(v.sorted); i++ {
+		a, b := v.pieces[v.sorted[i-1]], v.pieces[v.sorted[i]]
+		k := 0
+		for k < len(a) && k < len(b) && a[k] == b[k] {
+			k++
+		}
+		v.lcp[i] = k
+	}
+	return v
+}
+
+// Constraint masks a vocabulary to what a Machine accepts next. It
+// implements slots.Constraint.
+type Constraint struct {
+	v      *Vocab
+	m      Machine
+	try    Machine
+	states []Machine // Mask's: the machine after each prefix of the piece in hand
+}
+
+// NewConstraint starts a constraint at m's state.
+func NewConstraint(v *Vocab, m *Machine) *Constraint {
+	c := &Constraint{v: v, states: make([]Machine, v.depth+1)}
+	c.m.CopyFrom(m)
+	return c
+}
+
+// Allowed says id may come next: an end token once the text is whole,
+// else a token whose bytes the machine takes.
+func (c *Constraint) Allowed(id int32) bool {
+	if c.v.ends[id] {
+		return c.m.CanEnd()
+	}
+	if id < 0 || int(id) >= len(c.v.pieces) || c.v.pieces[id] == "" {
+		return false
+	}
+	c.try.CopyFrom(&c.m)
+	return c.try.Feed(c.v.pieces[id])
+}
+
+// Accept advances past id.
+func (c *Constraint) Accept(id int32) error {
+	if c.v.ends[id] {
+		if !c.m.CanEnd() {
+			return fmt.Errorf("grammar: the reply ended inside its JSON")
+		}
+		return nil
+	}
+	if !c.Allowed(id) {
+		return fmt.Errorf("grammar: token %d (%q) does not continue the JSON", id, c.v.pieces[id])
+	}
+	c.m, c.try = c.try, c.m
+	return nil
+}
+
+// CanEnd says the text so far is whole.
+func (c *Constraint) CanEnd() bool { return c.m.CanEnd() }
+
+// Mask sets the logits of the tokens not allowed next to −∞. It walks the
+// sorted pieces, feeding each only the bytes after the prefix it shares
+// with the one before, and skipping every piece that starts with a prefix
+// already refused.
+func (c *Constraint) Mask(logits []float32) {
+	allowed := make([]bool, len(c.v.pieces))
+	if room, ok := c.m.plainString(); ok {
+		// Inside a string most tokens are plain text: those need no
+		// machine, the few others are tried one by one.
+		for _, id := range c.v.sorted {
+			if c.v.plain[id] {
+				allowed[id] = room < 0 || c.v.runes[id] <= room
+			} else {
+				c.try.CopyFrom(&c.m)
+				allowed[id] = c.try.Feed(c.v.pieces[id])
+			}
+		}
+		c.apply(logits, allowed)
+		return
+	}
+	st := c.states
+	st[0].CopyFrom(&c.m)
+	valid, dead := 0, -1 // st[0..valid] hold the previous piece's prefixes; dead: a refused prefix's length
+	for i, id := range c.v.sorted {
+		p, l := c.v.pieces[id], c.v.lcp[i]
+		if dead >= 0 && l >= dead {
+			continue
+		}
+		dead = -1
+		d := min(l, valid)
+		ok := true
+		for ; d < len(p); d++ {
+			st[d+1].CopyFrom(&st[d])
+			if !st[d+1].feed(p[d]) {
+				dead, ok = d+1, false
+				break
+			}
+		}
+		valid = d
+		allowed[id] = ok
+	}
+	c.apply(logits, allowed)
+}
+
+// apply sets the logits of the tokens not allowed to −∞ (end tokens are
+// allowed once the text is whole).
+func (c *Constraint) apply(logits []float32, allowed []bool) {
+	ninf := float32(math.Inf(-1))
+	end := c.m.CanEnd()
+	for id := range logits {
+		if id < len(allowed) && (allowed[id] || end && c.v.ends[int32(id)]) {
+			continue
+		}
+		logits[id] = ninf
+	}
+}

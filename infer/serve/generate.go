@@ -1,0 +1,214 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/sample"
+	"github.com/bonsai-chat/bonsai/infer/slots"
+)
+
+// knobs are the sampling fields chat and text completions share.
+type knobs struct {
+	maxTokens, maxCompletion     *int
+	temperature, topP, minP      *float32
+	topK, repeatLastN            *int
+	seed                         *int64
+	stop                         []string
+	presence, frequency, repeatP *float32
+	n                            *int
+}
+
+// gen is one generation's settings.
+type gen struct {
+	params              sample.Params
+	presence, frequency float32
+	maxTokens           int
+	stops               []string
+	logprobs            bool
+	top                 int
+	ban                 []int32
+}
+
+// maxStops and maxStopLen bound the stop strings a request may send.
+const (
+	maxStops   = 16
+	maxStopLen = 256
+)
+
+// settings checks a request's knobs and fills in the model's
+// recommendation for what it leaves out.
+func settings(m *Model, k knobs) (gen, *apiError) {
+	d := m.Defaults
+	g := gen{}
+	p := sample.Params{Temperature: d.Temperature, TopK: d.TopK, TopP: d.TopP, MinP: d.MinP,
+		RepeatPenalty: d.RepeatPenalty, RepeatLastN: d.RepeatLastN}
+	if k.n != nil && *k.n != 1 {
+		return g, badRequest("n", "n must be 1: one reply per request")
+	}
+	inRange := func(name string, v *float32, lo, hi float32, dst *float32) *apiError {
+		if v == nil {
+			return nil
+		}
+		if math.IsNaN(float64(*v)) || *v < lo || *v > hi {
+			return badRequest(name, "%s must be between %g and %g, not %g", name, lo, hi, *v)
+		}
+		*dst = *v
+		return nil
+	}
+	for _, c := range []struct {
+		name   string
+		v      *float32
+		lo, hi float32
+		dst    *float32
+	}{
+		{"temperature", k.temperature, 0, 2, &p.Temperature},
+		{"top_p", k.topP, 0, 1, &p.TopP},
+		{"min_p", k.minP, 0, 1, &p.MinP},
+		{"presence_penalty", k.presence, -2, 2, &g.presence},
+		{"frequency_penalty", k.frequency, -2, 2, &g.frequency},
+		{"repeat_penalty", k.repeatP, 0, 10, &p.RepeatPenalty},
+	} {
+		if err := inRange(c.name, c.v, c.lo, c.hi, c.dst); err != nil {
+			return g, err
+		}
+	}
+	if k.topK != nil {
+		if *k.topK < 0 {
+			return g, badRequest("top_k", "top_k must be ≥ 0, not %d", *k.topK)
+		}
+		p.TopK = *k.topK
+	}
+	if k.repeatLastN != nil {
+		if *k.repeatLastN < 0 || *k.repeatLastN > m.Sched.Context() {
+			return g, badRequest("repeat_last_n", "repeat_last_n must be between 0 and the context, not %d", *k.repeatLastN)
+		}
+		p.RepeatLastN = *k.repeatLastN
+	}
+	if p.RepeatPenalty != 1 && p.RepeatPenalty != 0 && p.RepeatLastN == 0 {
+		p.RepeatLastN = 64
+	}
+	if k.seed != nil {
+		p.Seed = uint64(*k.seed)
+	} else {
+		p.Seed = uint64(time.Now().UnixNano())
+	}
+	for _, v := range []struct {
+		name string
+		n    *int
+	}{{"max_tokens", k.maxTokens}, {"max_completion_tokens", k.maxCompletion}} {
+		if v.n == nil {
+			continue
+		}
+		if *v.n < 1 {
+			return g, badRequest(v.name, "%s must be at least 1, not %d", v.name, *v.n)
+		}
+		g.maxTokens = *v.n
+	}
+	if len(k.stop) > maxStops {
+		return g, badRequest("stop", "at most %d stop sequences, not %d", maxStops, len(k.stop))
+	}
+	for _, s := range k.stop {
+		if s == "" || len(s) > maxStopLen {
+			return g, badRequest("stop", "a stop sequence must have 1 to %d bytes", maxStopLen)
+		}
+	}
+	g.stops, g.params = k.stop, p
+	return g, nil
+}
+
+// submitError maps the scheduler's refusals to API errors.
+func submitError(err error) *apiError {
+	switch {
+	case errors.Is(err, slots.ErrPromptTooLong):
+		return &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", msg: err.Error(), param: "messages", code: "context_length_exceeded"}
+	case errors.Is(err, slots.ErrClosed):
+		return &apiError{status: http.StatusServiceUnavailable, typ: "server_error", msg: "the server is shutting down", code: "shutting_down"}
+	case errors.Is(err, infer.ErrBadShape):
+		return badRequest("", "%v", err)
+	}
+	return &apiError{status: http.StatusInternalServerError, typ: "server_error", msg: err.Error()}
+}
+
+// piece is what one step of a generation adds: its text (after stop
+// strings) and the tokens sampled.
+type piece struct {
+	text string
+	toks []slots.Token
+}
+
+// outcome is how a generation ended.
+type outcome struct {
+	finish string // "stop", "length"
+	res    slots.Result
+	err    error // the generation failed
+}
+
+// run submits prompt and calls emit with each step's text until the
+// generation ends: by an end token, a stop string (the text before it is
+// the last emitted), the limit, or the client going away (ctx).
+func run(ctx context.Context, m *Model, prompt []int32, g gen, c slots.Constraint, emit func(piece) error) (outcome, *apiError) {
+	st, err := m.Sched.Submit(ctx, slots.Request{
+		Prompt: prompt, Params: g.params, Presence: g.presence, Frequency: g.frequency,
+		MaxTokens: g.maxTokens, End: m.isEnd, Constraint: c, Ban: g.ban, Logprobs: g.logprobs, TopLogprobs: g.top,
+	})
+	if err != nil {
+		return outcome{}, submitError(err)
+	}
+	dec := m.Tok.NewStreamDecoder()
+	stops := stopMatcher{stops: g.stops}
+	var o outcome
+	hit := false
+	for {
+		toks, done := st.Next()
+		if !hit && len(toks) > 0 {
+			var text []byte
+			for _, t := range toks {
+				if m.isEnd(t.ID) {
+					continue
+				}
+				out, matched := stops.feed(dec.Next(t.ID))
+				text = append(text, out...)
+				if matched {
+					hit = true
+					st.Cancel()
+					break
+				}
+			}
+			if err := emit(piece{text: string(text), toks: toks}); err != nil {
+				st.Cancel()
+				o.err = err
+			}
+		}
+		if done {
+			break
+		}
+	}
+	o.res = st.Result()
+	switch {
+	case hit:
+		o.finish = "stop"
+	case o.res.Reason == "error":
+		o.err = o.res.Err
+	case o.res.Reason == "cancelled":
+		if o.err == nil {
+			o.err = context.Cause(ctx)
+		}
+		if o.err == nil {
+			o.err = errors.New("cancelled")
+		}
+	default:
+		o.finish = o.res.Reason
+		out, _ := stops.feed(dec.Flush())
+		if rest := out + stops.flush(); rest != "" {
+			if err := emit(piece{text: rest}); err != nil {
+				o.err = err
+			}
+		}
+	}
+	return o, nil
+}

@@ -1,0 +1,335 @@
+// Package serve is bonsai's OpenAI-compatible HTTP server: chat and text
+// completions (streamed as server-sent events or whole), the model list,
+// health, Prometheus metrics and tokenization, over a slots.Scheduler that
+// decodes the concurrent requests together.
+//
+// Safe by default: the command binds loopback; with an API key every route
+// but /health wants "Authorization: Bearer KEY"; request bodies are
+// bounded; a client that goes away stops its generation, which frees its
+// slot at the next step.
+package serve
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bonsai-chat/bonsai/infer/openai"
+)
+
+// DefaultMaxBody bounds a request body when Options.MaxBody is 0.
+const DefaultMaxBody = 8 << 20
+
+// Options configure a Server.
+type Options struct {
+	// APIKey, if set, is the bearer token every route but /health wants.
+	APIKey string
+	// MaxBody bounds request bodies (DefaultMaxBody when 0).
+	MaxBody int64
+	Log     *slog.Logger
+}
+
+// Server serves one Model. It answers /health with 503 until SetModel.
+type Server struct {
+	opts    Options
+	model   atomic.Pointer[Model]
+	started time.Time
+	metrics metrics
+	mux     *http.ServeMux
+}
+
+// New makes a server with no model yet (loading).
+func New(opts Options) *Server {
+	if opts.MaxBody <= 0 {
+		opts.MaxBody = DefaultMaxBody
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{opts: opts, started: time.Now(), mux: http.NewServeMux()}
+	s.metrics.requests = map[string]int64{}
+	s.route("GET /health", false, s.health)
+	s.route("GET /v1/health", false, s.health)
+	s.route("GET /v1/models", true, s.models)
+	s.route("GET /v1/models/{id}", true, s.oneModel)
+	s.route("POST /v1/chat/completions", true, s.chat)
+	s.route("POST /chat/completions", true, s.chat)
+	s.route("POST /v1/completions", true, s.completions)
+	s.route("POST /completions", true, s.completions)
+	s.route("POST /tokenize", true, s.tokenize)
+	s.route("POST /detokenize", true, s.detokenize)
+	s.route("GET /metrics", true, s.serveMetrics)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if !s.authorized(w, r) {
+			return
+		}
+		fail(w, http.StatusNotFound, "not_found_error", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path), "", "")
+	})
+	return s
+}
+
+// SetModel makes the server ready.
+func (s *Server) SetModel(m *Model) { s.model.Store(m) }
+
+// Handler is the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// route registers h at pattern, behind the key check when auth, counting
+// the answers by route and status.
+func (s *Server) route(pattern string, auth bool, h func(http.ResponseWriter, *http.Request, *Model)) {
+	_, path, _ := strings.Cut(pattern, " ")
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		cw := &countingWriter{ResponseWriter: w, status: http.StatusOK}
+		defer func() { s.metrics.count(path, cw.status) }()
+		if auth && !s.authorized(cw, r) {
+			return
+		}
+		m := s.model.Load()
+		if m == nil && path != "/health" && path != "/v1/health" {
+			fail(cw, http.StatusServiceUnavailable, "server_error", "the model is loading", "", "model_loading")
+			return
+		}
+		r.Body = http.MaxBytesReader(cw, r.Body, s.opts.MaxBody)
+		h(cw, r, m)
+	})
+}
+
+func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if s.opts.APIKey == "" {
+		return true
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.opts.APIKey)) == 1 {
+		return true
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="bonsai"`)
+	fail(w, http.StatusUnauthorized, "authentication_error", "a valid API key is needed: Authorization: Bearer KEY", "", "invalid_api_key")
+	return false
+}
+
+// countingWriter remembers the status for the metrics and passes
+// flushes on (streaming needs them).
+type countingWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (c *countingWriter) WriteHeader(code int) {
+	if !c.wrote {
+		c.status, c.wrote = code, true
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	c.wrote = true
+	return c.ResponseWriter.Write(b)
+}
+
+func (c *countingWriter) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// fail writes an OpenAI-style error.
+func fail(w http.ResponseWriter, status int, typ, msg, param, code string) {
+	body := openai.ErrorResponse{Error: openai.ErrorBody{Message: msg, Type: typ}}
+	if param != "" {
+		body.Error.Param = &param
+	}
+	if code != "" {
+		body.Error.Code = &code
+	}
+	writeJSON(w, status, body)
+}
+
+// apiError is a request the server refuses, with what to tell the client.
+type apiError struct {
+	status      int
+	typ         string
+	msg         string
+	param, code string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func badRequest(param, format string, args ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", msg: fmt.Sprintf(format, args...), param: param}
+}
+
+func (e *apiError) write(w http.ResponseWriter) { fail(w, e.status, e.typ, e.msg, e.param, e.code) }
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+}
+
+// decode reads a JSON body into v: unknown fields are ignored, a field of
+// the wrong type, malformed JSON or an oversized body is refused.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	err := json.NewDecoder(r.Body).Decode(v)
+	if err == nil {
+		return true
+	}
+	var tooBig *http.MaxBytesError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &tooBig):
+		fail(w, http.StatusRequestEntityTooLarge, "invalid_request_error", fmt.Sprintf("the request body is over %d bytes", tooBig.Limit), "", "request_too_large")
+	case errors.As(err, &typeErr):
+		fail(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("%s must be %s, not %s", typeErr.Field, typeErr.Type, typeErr.Value), typeErr.Field, "")
+	default:
+		fail(w, http.StatusBadRequest, "invalid_request_error", "the body is not a valid request: "+err.Error(), "", "")
+	}
+	return false
+}
+
+func (s *Server) health(w http.ResponseWriter, _ *http.Request, m *Model) {
+	if m == nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "loading model"})
+		return
+	}
+	st := m.Sched.Stats()
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "slots_idle": st.Slots - st.Busy, "slots_processing": st.Busy})
+}
+
+func (s *Server) modelEntry(m *Model) openai.Model {
+	return openai.Model{
+		ID: m.ID, Object: "model", Created: s.started.Unix(), OwnedBy: "bonsai", MaxModelLen: m.Sched.Context(),
+		Meta: &openai.ModelMeta{NCtx: m.Sched.Context(), NCtxTrain: m.ContextTrain, NVocab: m.Tok.Vocab(), NParams: m.Params, Size: m.FileBytes},
+	}
+}
+
+func (s *Server) models(w http.ResponseWriter, _ *http.Request, m *Model) {
+	writeJSON(w, http.StatusOK, openai.ModelList{Object: "list", Data: []openai.Model{s.modelEntry(m)}})
+}
+
+func (s *Server) oneModel(w http.ResponseWriter, r *http.Request, m *Model) {
+	if !m.answersTo(r.PathValue("id")) {
+		fail(w, http.StatusNotFound, "invalid_request_error", fmt.Sprintf("the model %q does not exist; this server runs %q", r.PathValue("id"), m.ID), "model", "model_not_found")
+		return
+	}
+	writeJSON(w, http.StatusOK, s.modelEntry(m))
+}
+
+func (s *Server) tokenize(w http.ResponseWriter, r *http.Request, m *Model) {
+	var req struct {
+		Content    string `json:"content"`
+		AddSpecial bool   `json:"add_special"`
+		WithPieces bool   `json:"with_pieces"`
+	}
+	if !decode(w, r, &req) {
+		return
+	}
+	ids := m.Tok.Encode(req.Content, true)
+	if req.AddSpecial && m.Tok.AddBOS() && m.Tok.BOS() >= 0 {
+		ids = append([]int32{m.Tok.BOS()}, ids...)
+	}
+	if !req.WithPieces {
+		writeJSON(w, http.StatusOK, map[string]any{"tokens": ids})
+		return
+	}
+	type piece struct {
+		ID    int32  `json:"id"`
+		Piece string `json:"piece"`
+	}
+	out := make([]piece, len(ids))
+	for i, id := range ids {
+		out[i] = piece{id, m.Tok.Piece(id)}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tokens": out})
+}
+
+func (s *Server) detokenize(w http.ResponseWriter, r *http.Request, m *Model) {
+	var req struct {
+		Tokens []int32 `json:"tokens"`
+	}
+	if !decode(w, r, &req) {
+		return
+	}
+	for _, id := range req.Tokens {
+		if id < 0 || int(id) >= m.Tok.Vocab() {
+			fail(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("token %d is outside the vocabulary of %d", id, m.Tok.Vocab()), "tokens", "")
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"content": m.Tok.Decode(req.Tokens)})
+}
+
+// metrics are the server's own counters beside the scheduler's.
+type metrics struct {
+	mu       sync.Mutex
+	requests map[string]int64 // "route code"
+}
+
+func (m *metrics) count(path string, status int) {
+	m.mu.Lock()
+	m.requests[fmt.Sprintf("%s %d", path, status)]++
+	m.mu.Unlock()
+}
+
+func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request, m *Model) {
+	var b strings.Builder
+	metric := func(name, typ, help string) {
+		fmt.Fprintf(&b, "# HELP bonsai_%s %s\n# TYPE bonsai_%s %s\n", name, help, name, typ)
+	}
+	metric("http_requests_total", "counter", "HTTP requests answered, by route and status.")
+	s.metrics.mu.Lock()
+	for k, n := range s.metrics.requests {
+		path, code, _ := strings.Cut(k, " ")
+		fmt.Fprintf(&b, "bonsai_http_requests_total{route=%q,code=%q} %d\n", path, code, n)
+	}
+	s.metrics.mu.Unlock()
+	st := m.Sched.Stats()
+	rate := func(n int64, sec float64) float64 {
+		if sec <= 0 {
+			return 0
+		}
+		return float64(n) / sec
+	}
+	for _, g := range []struct {
+		name, typ, help string
+		v               float64
+	}{
+		{"generations_total", "counter", "Generations finished (any reason).", float64(st.Requests)},
+		{"prompt_tokens_total", "counter", "Prompt tokens run through the model (cached ones not counted).", float64(st.PromptTokens)},
+		{"prompt_tokens_cached_total", "counter", "Prompt tokens the prompt cache held.", float64(st.CachedTokens)},
+		{"generated_tokens_total", "counter", "Tokens generated.", float64(st.Generated)},
+		{"prompt_seconds_total", "counter", "Pass time spent on prompt tokens.", st.PromptSeconds},
+		{"decode_seconds_total", "counter", "Pass time spent on generated tokens.", st.DecodeSeconds},
+		{"prompt_tokens_per_second", "gauge", "Prompt tokens per second of prompt pass time, since start.", rate(st.PromptTokens, st.PromptSeconds)},
+		{"decode_tokens_per_second", "gauge", "Tokens decoded per second of decode pass time (all slots together), since start.", rate(st.DecodeTokens, st.DecodeSeconds)},
+		{"passes_total", "counter", "Forward passes run.", float64(st.Passes)},
+		{"queue_depth", "gauge", "Requests waiting for a slot.", float64(st.Queued)},
+		{"slots_busy", "gauge", "Slots generating.", float64(st.Busy)},
+		{"slots", "gauge", "Slots.", float64(st.Slots)},
+	} {
+		metric(g.name, g.typ, g.help)
+		fmt.Fprintf(&b, "bonsai_%s %g\n", g.name, g.v)
+	}
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	w.Write([]byte(b.String()))
+}
+
+// newID is a response id: prefix and 24 random hex digits.
+func newID(prefix string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}

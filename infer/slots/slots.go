@@ -1,0 +1,647 @@
+// Package slots serves many generations on one model at once: continuous
+// batching. The model's KV cache is cut into slots, one region per
+// sequence; every step runs one pass whose rows are the next token of each
+// decoding slot and a chunk of the prompt of a slot still prefilling
+// (infer.Model.ForwardRows). On a CPU a pass is bound by reading the
+// weights, so N sequences cost little more than one.
+//
+// A slot keeps the tokens its region holds after its request ends, so a
+// request whose prompt extends an earlier one (a conversation's next turn)
+// goes to that slot and prefills only what is new.
+//
+// One goroutine owns the model. Submit never blocks on inference: tokens
+// pile up in the request's Stream until its reader takes them, so a slow
+// client slows nobody else.
+package slots
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/sample"
+)
+
+// ErrClosed is returned by Submit after Close.
+var ErrClosed = errors.New("slots: scheduler closed")
+
+// ErrPromptTooLong wraps infer.ErrContextFull for a prompt that leaves no
+// room in a slot.
+var ErrPromptTooLong = fmt.Errorf("%w: the prompt fills the slot's context", infer.ErrContextFull)
+
+// Options configure a Scheduler.
+type Options struct {
+	// Model was loaded with a context of Slots × Context positions.
+	Model *infer.Model
+	// Slots is how many sequences decode together; it becomes 1 when the
+	// model's backend cannot run passes over several sequences
+	// (Model.RowsSupported), and the scheduler then runs one at a time.
+	Slots int
+	// Context is each slot's size in tokens.
+	Context int
+}
+
+// Constraint restricts the tokens a request may sample (constrained
+// decoding, infer/grammar). Allowed and Mask must agree.
+type Constraint interface {
+	// Allowed says id may come next.
+	Allowed(id int32) bool
+	// Mask sets the logits of the tokens that may not come next to −∞.
+	Mask(logits []float32)
+	// Accept advances past id, which was Allowed.
+	Accept(id int32) error
+}
+
+// Request is one generation.
+type Request struct {
+	Prompt []int32
+	Params sample.Params
+	// Presence and Frequency are OpenAI's penalties, over the tokens
+	// generated so far: a logit drops by Presence once a token appeared
+	// and by Frequency for each time it did.
+	Presence, Frequency float32
+	// MaxTokens caps the generated tokens; 0: until the slot is full.
+	MaxTokens int
+	// End says id ends the generation (end of turn); it is reported, with
+	// Reason "stop", and not run through the model.
+	End func(id int32) bool
+	// Constraint, if set, masks what may be sampled.
+	Constraint Constraint
+	// Ban are tokens never sampled (llama-server's ignore_eos bans the
+	// end-of-turn tokens: a benchmark's replies then run to MaxTokens).
+	Ban []int32
+	// TopLogprobs > 0 reports that many alternatives with each token;
+	// Logprobs reports the sampled token's log-probability.
+	Logprobs    bool
+	TopLogprobs int
+}
+
+// Token is one sampled token.
+type Token struct {
+	ID      int32
+	Logprob float32        // log-probability under the model (set with Request.Logprobs)
+	Top     []sample.Logit // the most likely tokens with their log-probabilities, most likely first
+}
+
+// Result ends a Stream.
+type Result struct {
+	// Reason: "stop" (an End token), "length" (MaxTokens or a full slot),
+	// "cancelled" (the context ended), "error".
+	Reason           string
+	Err              error
+	PromptTokens     int
+	CachedTokens     int // prompt tokens the slot's cache already held
+	CompletionTokens int
+	Queued           time.Duration // waiting for a slot
+	TTFT             time.Duration // from Submit to the first token
+	Decode           time.Duration // from the first token to the last
+	Slot             int
+}
+
+// Stream is a submitted request's output: read tokens with Next until it
+// reports the end, then Result.
+type Stream struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	toks   []Token
+	done   bool
+	res    Result
+	notify chan struct{}
+}
+
+func (st *Stream) push(t Token) {
+	st.mu.Lock()
+	st.toks = append(st.toks, t)
+	st.mu.Unlock()
+	st.poke()
+}
+
+func (st *Stream) finish(r Result) {
+	st.mu.Lock()
+	st.done, st.res = true, r
+	st.mu.Unlock()
+	st.cancel()
+	st.poke()
+}
+
+func (st *Stream) poke() {
+	select {
+	case st.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Next waits for tokens and returns those sampled since the last call;
+// done is true once the generation ended (the tokens returned with it are
+// the last).
+func (st *Stream) Next() (toks []Token, done bool) {
+	for {
+		st.mu.Lock()
+		toks, done = st.toks, st.done
+		st.toks = nil
+		st.mu.Unlock()
+		if len(toks) > 0 || done {
+			return toks, done
+		}
+		<-st.notify
+	}
+}
+
+// Cancel stops the generation (a stop string matched, the client left);
+// the slot is freed before the next step.
+func (st *Stream) Cancel() { st.cancel() }
+
+// Result is how the generation ended; valid once Next reported done.
+func (st *Stream) Result() Result {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.res
+}
+
+// Stats are the scheduler's counters since it started.
+type Stats struct {
+	Slots, Busy, Queued int
+	Requests            int64 // finished
+	PromptTokens        int64 // run through the model (cached ones not counted)
+	CachedTokens        int64
+	Generated           int64   // tokens sampled
+	DecodeTokens        int64   // sampled tokens run through the model (decode rows)
+	PromptSeconds       float64 // pass time spent on prompt rows
+	DecodeSeconds       float64 // pass time spent on decode rows
+	Passes              int64
+}
+
+// Scheduler runs requests on a model's slots. Its methods are safe for
+// concurrent use.
+type Scheduler struct {
+	m       *infer.Model
+	slotCtx int
+	batched bool
+	vocab   int
+
+	mu      sync.Mutex
+	queue   []*job
+	closed  bool
+	stats   Stats
+	wake    chan struct{}
+	stopped chan struct{}
+
+	slots  []*slot
+	logits []float32
+	rows   []infer.Row
+	outs   []int
+	owners []*slot // the slot each output row belongs to
+	work   []float32
+}
+
+type job struct {
+	req       Request
+	st        *Stream
+	submitted time.Time
+}
+
+// slot is a region of the KV cache and the request using it.
+type slot struct {
+	index  int
+	base   int
+	tokens []int32 // what the region holds, position by position
+	job    *job
+
+	sampler   *sample.Sampler
+	prompt    []int32 // the request's prompt; tokens[:done] hold its start
+	done      int
+	next      int32 // the sampled token to run next (decoding)
+	decoding  bool
+	counts    map[int32]int
+	generated int
+	cached    int
+	started   time.Time
+	first     time.Time
+}
+
+// New starts a scheduler on opts.Model. The caller keeps the model and
+// closes it after Close.
+func New(opts Options) (*Scheduler, error) {
+	m := opts.Model
+	if m == nil || opts.Context < 2 || opts.Slots < 1 {
+		return nil, fmt.Errorf("%w: slots: %d slots of %d tokens", infer.ErrBadShape, opts.Slots, opts.Context)
+	}
+	n := opts.Slots
+	batched := m.RowsSupported()
+	if !batched {
+		n = 1
+	}
+	if n*opts.Context > m.Context() {
+		return nil, fmt.Errorf("%w: %d slots of %d tokens need a context of %d, the model has %d",
+			infer.ErrBadShape, n, opts.Context, n*opts.Context, m.Context())
+	}
+	s := &Scheduler{
+		m: m, slotCtx: opts.Context, batched: batched, vocab: m.Hparams.Vocab,
+		wake: make(chan struct{}, 1), stopped: make(chan struct{}),
+		logits: make([]float32, n*m.Hparams.Vocab), work: make([]float32, m.Hparams.Vocab),
+	}
+	for i := range n {
+		s.slots = append(s.slots, &slot{index: i, base: i * opts.Context})
+	}
+	s.stats.Slots = n
+	go s.run()
+	return s, nil
+}
+
+// Slots is the number of slots (1 when the backend cannot batch).
+func (s *Scheduler) Slots() int { return len(s.slots) }
+
+// Context is each slot's size.
+func (s *Scheduler) Context() int { return s.slotCtx }
+
+// Batched says the slots decode together in one pass.
+func (s *Scheduler) Batched() bool { return s.batched }
+
+// Submit queues r. The generation stops when ctx ends (a client that
+// disconnected) or Stream.Cancel is called.
+func (s *Scheduler) Submit(ctx context.Context, r Request) (*Stream, error) {
+	if len(r.Prompt) == 0 {
+		return nil, fmt.Errorf("%w: empty prompt", infer.ErrBadShape)
+	}
+	if len(r.Prompt) >= s.slotCtx {
+		return nil, fmt.Errorf("%w: %d prompt tokens, a slot holds %d", ErrPromptTooLong, len(r.Prompt), s.slotCtx)
+	}
+	for _, id := range r.Prompt {
+		if id < 0 || int(id) >= s.vocab {
+			return nil, fmt.Errorf("%w: token id %d outside the vocabulary of %d", infer.ErrBadShape, id, s.vocab)
+		}
+	}
+	if err := r.Params.Validate(); err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	st := &Stream{ctx: cctx, cancel: cancel, notify: make(chan struct{}, 1)}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		cancel()
+		return nil, ErrClosed
+	}
+	s.queue = append(s.queue, &job{req: r, st: st, submitted: time.Now()})
+	s.stats.Queued = len(s.queue)
+	s.mu.Unlock()
+	s.poke()
+	return st, nil
+}
+
+// Stats returns the counters.
+func (s *Scheduler) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Close stops taking requests, lets the running and queued ones finish
+// (cancel their contexts to end them sooner), and returns when the
+// scheduler's goroutine is done with the model.
+func (s *Scheduler) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.poke()
+	<-s.stopped
+}
+
+func (s *Scheduler) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Scheduler) run() {
+	defer close(s.stopped)
+	for {
+		s.reap()
+		s.assign()
+		if s.busy() == 0 {
+			s.mu.Lock()
+			idle := s.closed && len(s.queue) == 0
+			s.mu.Unlock()
+			if idle {
+				return
+			}
+			<-s.wake
+			continue
+		}
+		s.step()
+	}
+}
+
+func (s *Scheduler) busy() int {
+	n := 0
+	for _, sl := range s.slots {
+		if sl.job != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// reap ends the requests whose context ended, and drops queued ones that
+// were cancelled while waiting.
+func (s *Scheduler) reap() {
+	for _, sl := range s.slots {
+		if sl.job != nil && sl.job.st.ctx.Err() != nil {
+			s.end(sl, "cancelled", nil)
+		}
+	}
+	s.mu.Lock()
+	var gone []*job
+	s.queue = slices.DeleteFunc(s.queue, func(j *job) bool {
+		if j.st.ctx.Err() != nil {
+			gone = append(gone, j)
+			return true
+		}
+		return false
+	})
+	s.stats.Queued = len(s.queue)
+	s.mu.Unlock()
+	for _, j := range gone {
+		j.st.finish(Result{Reason: "cancelled", PromptTokens: len(j.req.Prompt), Slot: -1})
+	}
+}
+
+// assign gives waiting requests free slots, oldest request first, each to
+// the free slot whose cache shares the longest prefix with its prompt.
+func (s *Scheduler) assign() {
+	for {
+		var free []*slot
+		for _, sl := range s.slots {
+			if sl.job == nil {
+				free = append(free, sl)
+			}
+		}
+		if len(free) == 0 {
+			return
+		}
+		s.mu.Lock()
+		if len(s.queue) == 0 {
+			s.mu.Unlock()
+			return
+		}
+		j := s.queue[0]
+		s.queue = s.queue[1:]
+		s.stats.Queued = len(s.queue)
+		s.stats.Busy = s.busy() + 1
+		s.mu.Unlock()
+
+		best, shared := free[0], -1
+		for _, sl := range free {
+			if n := s.reusable(sl, j.req.Prompt); n > shared {
+				best, shared = sl, n
+			}
+		}
+		s.start(best, j, shared)
+	}
+}
+
+// reusable is how many of prompt's first tokens the slot's cache holds and
+// may keep: never the last prompt token, whose logits are needed; on a
+// model whose recurrent state cannot go back, only where it can resume.
+func (s *Scheduler) reusable(sl *slot, prompt []int32) int {
+	n := 0
+	for n < len(sl.tokens) && n < len(prompt)-1 && sl.tokens[n] == prompt[n] {
+		n++
+	}
+	if !s.batched {
+		n = s.m.ResumePoint(n)
+	}
+	return n
+}
+
+func (s *Scheduler) start(sl *slot, j *job, keep int) {
+	sampler, err := sample.New(j.req.Params)
+	if err != nil { // Submit validated them
+		j.st.finish(Result{Reason: "error", Err: err, Slot: sl.index})
+		return
+	}
+	for _, id := range j.req.Prompt {
+		sampler.Accept(id)
+	}
+	*sl = slot{
+		index: sl.index, base: sl.base, tokens: sl.tokens[:keep], job: j,
+		sampler: sampler, prompt: j.req.Prompt, done: keep, cached: keep,
+		counts: map[int32]int{}, started: time.Now(),
+	}
+}
+
+// prefillWhileDecoding is the most prompt tokens a pass takes beside
+// decoding streams.
+const prefillWhileDecoding = 128
+
+// step runs one pass: a row for every decoding slot, then prompt chunks of
+// prefilling slots in the room left, and samples where logits came out.
+func (s *Scheduler) step() {
+	s.rows, s.outs, s.owners = s.rows[:0], s.outs[:0], s.owners[:0]
+	budget := s.m.MaxBatch()
+	prompted, decoded := 0, 0
+	for _, sl := range s.slots {
+		if sl.job != nil && sl.decoding {
+			s.rows = append(s.rows, infer.Row{Token: sl.next, Pos: len(sl.tokens), Base: sl.base})
+			s.outs = append(s.outs, len(s.rows)-1)
+			s.owners = append(s.owners, sl)
+			decoded++
+		}
+	}
+	if decoded > 0 {
+		// Streams are decoding: a long prompt goes in smaller chunks, so
+		// that their next tokens wait for one short pass, not for a
+		// whole batch of prompt.
+		budget = min(budget, decoded+prefillWhileDecoding)
+	}
+	type chunk struct {
+		sl       *slot
+		from, to int
+	}
+	var chunks []chunk
+	for _, sl := range s.slots {
+		if sl.job == nil || sl.decoding || len(s.rows) >= budget {
+			continue
+		}
+		if !s.batched && len(s.rows) > 0 {
+			break
+		}
+		to := min(len(sl.prompt), sl.done+budget-len(s.rows))
+		for i := sl.done; i < to; i++ {
+			s.rows = append(s.rows, infer.Row{Token: sl.prompt[i], Pos: i, Base: sl.base})
+		}
+		chunks = append(chunks, chunk{sl, sl.done, to})
+		prompted += to - sl.done
+		if to == len(sl.prompt) {
+			s.outs = append(s.outs, len(s.rows)-1)
+			s.owners = append(s.owners, sl)
+		}
+	}
+	t0 := time.Now()
+	err := s.forward()
+	took := time.Since(t0).Seconds()
+	if err != nil {
+		for _, sl := range s.slots {
+			if sl.job != nil {
+				sl.tokens = sl.tokens[:0] // what the failed pass left is unknown
+				s.end(sl, "error", err)
+			}
+		}
+		return
+	}
+	for _, c := range chunks {
+		c.sl.tokens = append(c.sl.tokens, c.sl.prompt[c.from:c.to]...)
+		c.sl.done = c.to
+	}
+	for j, sl := range s.owners {
+		if sl.decoding {
+			sl.tokens = append(sl.tokens, sl.next)
+		}
+		s.sample(sl, s.logits[j*s.vocab:(j+1)*s.vocab])
+	}
+	s.mu.Lock()
+	s.stats.Passes++
+	s.stats.PromptTokens += int64(prompted)
+	s.stats.DecodeTokens += int64(decoded)
+	s.stats.Generated += int64(len(s.owners))
+	if rows := prompted + decoded; rows > 0 {
+		s.stats.PromptSeconds += took * float64(prompted) / float64(rows)
+		s.stats.DecodeSeconds += took * float64(decoded) / float64(rows)
+	}
+	s.mu.Unlock()
+}
+
+// forward runs the pass's rows: in one ForwardRows, or, on a backend that
+// cannot, as the one slot's contiguous tokens through Forward.
+func (s *Scheduler) forward() error {
+	if len(s.rows) == 0 {
+		return nil
+	}
+	outs := s.outs
+	if len(outs) == 0 {
+		outs = []int{len(s.rows) - 1} // logits nobody reads: ForwardRows wants one
+	}
+	if s.batched {
+		return s.m.ForwardRows(s.rows, outs, s.logits)
+	}
+	toks := make([]int32, len(s.rows))
+	for i, r := range s.rows {
+		toks[i] = r.Token
+	}
+	if err := s.m.Forward(toks, s.rows[0].Pos); err != nil {
+		return err
+	}
+	copy(s.logits, s.m.Logits())
+	return nil
+}
+
+// sample picks a slot's next token from its logits and decides whether the
+// generation goes on.
+func (s *Scheduler) sample(sl *slot, logits []float32) {
+	r := &sl.job.req
+	pick := logits
+	if (r.Presence != 0 || r.Frequency != 0) && len(sl.counts) > 0 || len(r.Ban) > 0 {
+		copy(s.work, logits)
+		if r.Presence != 0 || r.Frequency != 0 {
+			for id, n := range sl.counts {
+				s.work[id] -= r.Presence + r.Frequency*float32(n)
+			}
+		}
+		for _, id := range r.Ban {
+			if id >= 0 && int(id) < len(s.work) {
+				s.work[id] = float32(math.Inf(-1))
+			}
+		}
+		pick = s.work
+	}
+	id := sl.sampler.Sample(pick)
+	if c := r.Constraint; c != nil && !c.Allowed(id) {
+		// As llama.cpp does: the unconstrained pick usually fits, and the
+		// whole vocabulary is masked only when it does not.
+		if &pick[0] != &s.work[0] {
+			copy(s.work, pick)
+			pick = s.work
+		}
+		c.Mask(pick)
+		id = sl.sampler.Sample(pick)
+		if !c.Allowed(id) {
+			s.end(sl, "error", fmt.Errorf("slots: the constraint allows no token"))
+			return
+		}
+	}
+	if c := r.Constraint; c != nil {
+		if err := c.Accept(id); err != nil {
+			s.end(sl, "error", err)
+			return
+		}
+	}
+	sl.sampler.Accept(id)
+	sl.counts[id]++
+	sl.generated++
+	tok := Token{ID: id}
+	if r.Logprobs || r.TopLogprobs > 0 {
+		lse := logSumExp(logits)
+		tok.Logprob = logits[id] - lse
+		if r.TopLogprobs > 0 {
+			tok.Top = sample.Top(logits, r.TopLogprobs, nil)
+			for i := range tok.Top {
+				tok.Top[i].Logit -= lse
+			}
+		}
+	}
+	if sl.generated == 1 {
+		sl.first = time.Now()
+	}
+	sl.job.st.push(tok)
+	switch {
+	case r.End != nil && r.End(id):
+		s.end(sl, "stop", nil)
+	case r.MaxTokens > 0 && sl.generated >= r.MaxTokens, len(sl.tokens) >= s.slotCtx:
+		s.end(sl, "length", nil)
+	default:
+		sl.next, sl.decoding = id, true
+	}
+}
+
+// end finishes a slot's request and frees the slot; its cache keeps the
+// tokens run so far for a later prompt that starts with them.
+func (s *Scheduler) end(sl *slot, reason string, err error) {
+	j := sl.job
+	res := Result{
+		Reason: reason, Err: err, PromptTokens: len(sl.prompt), CachedTokens: sl.cached,
+		CompletionTokens: sl.generated, Queued: sl.started.Sub(j.submitted), Slot: sl.index,
+	}
+	if !sl.first.IsZero() {
+		res.TTFT = sl.first.Sub(j.submitted)
+		res.Decode = time.Since(sl.first)
+	}
+	if !s.batched && err != nil {
+		s.m.Drop()
+	}
+	sl.job, sl.sampler, sl.prompt, sl.counts, sl.decoding = nil, nil, nil, nil, false
+	s.mu.Lock()
+	s.stats.Requests++
+	s.stats.CachedTokens += int64(res.CachedTokens)
+	s.stats.Busy = s.busy()
+	s.mu.Unlock()
+	j.st.finish(res)
+}
+
+func logSumExp(x []float32) float32 {
+	m := float32(math.Inf(-1))
+	for _, v := range x {
+		m = max(m, v)
+	}
+	var sum float64
+	for _, v := range x {
+		sum += math.Exp(float64(v - m))
+	}
+	return m + float32(math.Log(sum))
+}
