@@ -11,9 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/quant"
 )
 
 func init() {
@@ -35,6 +37,9 @@ type benchFlags struct {
 	reps    int
 	format  string
 	cpuProf string
+	membw   bool
+	// features caps the CPU kernels' instruction sets (quant.ParseFeatures).
+	features string
 }
 
 // benchResult is one test's speeds over the repetitions.
@@ -47,6 +52,13 @@ type benchResult struct {
 	Samples []float64 `json:"samples_tps"`
 	Mean    float64   `json:"avg_tps"`
 	StdDev  float64   `json:"stddev_tps"`
+	// With --membw, for tg tests: the bytes one decoded token reads (the
+	// weights and the KV cache it touches, averaged over the test's
+	// positions), the machine's read bandwidth at the same thread count,
+	// and the share of it the mean speed reaches.
+	BytesPerToken float64 `json:"bytes_per_token,omitempty"`
+	ReadBW        float64 `json:"read_bw_bytes_per_s,omitempty"`
+	PctReadBW     float64 `json:"pct_read_bw,omitempty"`
 }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
@@ -61,8 +73,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.reps, "r", 5, "repetitions of each test")
 	fs.StringVar(&o.format, "format", "text", "output: text (a llama-bench table) or json")
 	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a Go CPU profile of the measured runs to this file")
+	fs.BoolVar(&o.membw, "membw", false, "also measure the machine's read bandwidth at the same thread count and print each tg speed as a share of it")
+	fs.StringVar(&o.features, "cpu-features", "all", "CPU kernels: all (the best this CPU has), avx2 (AVX-512 off) or portable (pure Go)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: bonsai bench [--model M] [--backend cpu|gpu] [--threads N] [-p 512] [-n 128] [-r 5] [--format text|json]")
+		fmt.Fprintln(stderr, "usage: bonsai bench [--model M] [--backend cpu|gpu] [--threads N] [-p 512] [-n 128] [-r 5] [--format text|json] [--membw] [--cpu-features all|avx2|portable]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -82,6 +96,14 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: bench: nothing to measure with -p 0 and -n 0", errUsage)
 	case o.format != "text" && o.format != "json":
 		return fmt.Errorf("%w: bench: --format %q: want text or json", errUsage, o.format)
+	}
+
+	features, err := quant.ParseFeatures(o.features)
+	if err != nil {
+		return fmt.Errorf("%w: bench: --cpu-features: %w", errUsage, err)
+	}
+	if err := quant.SetFeatures(features); err != nil {
+		return fmt.Errorf("bench: --cpu-features %s: %w", o.features, err)
 	}
 
 	f, err := openModel(o.model)
@@ -158,6 +180,23 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	for i := range results {
 		results[i].Model, results[i].Backend, results[i].Threads = name, info.Name, threads
 	}
+	if o.membw {
+		// After the tests: the 2 GiB buffer must not evict the model
+		// from the page cache before they run.
+		bw := readBandwidth(threads, membwBytes, 5)
+		for i := range results {
+			if !strings.HasPrefix(results[i].Test, "tg") {
+				continue
+			}
+			res := &results[i]
+			res.BytesPerToken = tgBytes(f, m.Hparams, res.Tokens)
+			res.ReadBW = bw
+			res.PctReadBW = 100 * res.Mean * res.BytesPerToken / bw
+		}
+		if o.format != "json" {
+			defer fmt.Fprintf(stdout, "read bandwidth: %.1f GB/s with %d threads (best of 5 passes over %d MiB)\n", bw/1e9, threads, membwBytes>>20)
+		}
+	}
 
 	if o.format == "json" {
 		enc := json.NewEncoder(stdout)
@@ -169,8 +208,12 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "| %-28s | %10s | %8s | %-8s | %7s | %6s | %16s |\n", "model", "size", "params", "backend", "threads", "test", "t/s")
 	fmt.Fprintf(stdout, "| %s | %s | %s | %s | %s | %s | %s |\n", dashes(28), dashes(10), dashes(8), dashes(8), dashes(7), dashes(6), dashes(16))
 	for _, res := range results {
-		fmt.Fprintf(stdout, "| %-28s | %6.1f MiB | %6.2f B | %-8s | %7d | %6s | %7.2f ± %6.2f |\n",
-			name, size, params, res.Backend, res.Threads, res.Test, res.Mean, res.StdDev)
+		bw := ""
+		if res.ReadBW > 0 {
+			bw = fmt.Sprintf("  %.0f%% of read bandwidth (%.0f MB/token, %.1f GB/s)", res.PctReadBW, res.BytesPerToken/1e6, res.Mean*res.BytesPerToken/1e9)
+		}
+		fmt.Fprintf(stdout, "| %-28s | %6.1f MiB | %6.2f B | %-8s | %7d | %6s | %7.2f ± %6.2f |%s\n",
+			name, size, params, res.Backend, res.Threads, res.Test, res.Mean, res.StdDev, bw)
 	}
 	fmt.Fprintf(stdout, "\n%s: %s (%s)\n", info.Name, info.Adapter, info.SIMD)
 	return nil

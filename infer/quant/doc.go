@@ -94,8 +94,9 @@
 // yields a partial sum for each of 16
 // rows; a tile of up to 8 tokens shares each expanded weight register
 // (prompt processing), and Q8_0 activations get an interleaved copy with
-// −Σq and the scale per 32 (planes in simd_amd64.go). BONSAI_NOSIMD=1
-// forces the portable kernels. Tests compare every SIMD kernel with
+// −Σq and the scale per 32 (planes in simd_amd64.go). SetFeatures caps the
+// kernels at AVX2 (AVX-512 off) or at the portable ones, for comparisons;
+// it is an explicit call, never read from the environment. Tests compare every SIMD kernel with
 // the portable one on random inputs, odd sizes included. The kernels carry
 // no timing code; the CPU backend's profiler times whole phases.
 package quant

@@ -5,15 +5,9 @@ package quant
 import (
 	"encoding/binary"
 	"math"
-	"os"
 
 	"github.com/bonsai-chat/bonsai/gguf"
-	"golang.org/x/sys/cpu"
 )
-
-// haveVNNI: the AVX-512 kernels need F, BW (byte masks) and VNNI
-// (VPDPBUSD). BONSAI_NOSIMD=1 forces the portable kernels (for comparisons).
-var haveVNNI = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VNNI && os.Getenv("BONSAI_NOSIMD") == ""
 
 // kernelSet is one type's SIMD kernels: 16 rows × 1, 2, 4 or 8 tokens,
 // over the packed layout.
@@ -34,10 +28,6 @@ var kernelSets = func() map[gguf.Type]*kernelSet {
 	m[gguf.PQ2_0] = m[gguf.Q2_0G128] // the same codec
 	return m
 }()
-
-// haveAVX2: the fallback Q1_0 kernel for CPUs without AVX-512 (most
-// desktop x86) needs AVX2, FMA and F16C.
-var haveAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && os.Getenv("BONSAI_NOSIMD") == ""
 
 // simdKernel returns the fastest kernel for weight type t on this CPU, or
 // nil for the portable one.
@@ -205,11 +195,6 @@ func kernelTokens(lane, left int) (n, index int) {
 	}
 	return 1, 0
 }
-
-var haveAVX512 = cpu.X86.HasAVX512F && os.Getenv("BONSAI_NOSIMD") == ""
-
-// haveF16C: the AVX2 f16 kernels convert with VCVTPH2PS.
-var haveF16C = cpu.X86.HasF16C
 
 func dotsF16SIMD(x []float32, h []uint16, stride int, out []float32) bool {
 	if !haveAVX512 || len(x)%16 != 0 || len(x) == 0 {
