@@ -274,12 +274,12 @@ func q6_K(sdot bool) {
 	emit("VMOVI $15, V16.B16")
 	emit("VMOVI $48, V17.B16")
 	fmt.Fprintf(&b, "loop:\n")
-	emit("MOVD R0, R4")     // ql
+	emit("MOVD R0, R4")      // ql
 	emit("ADD $128, R0, R6") // qh
 	emit("ADD $4, R1, R5")
 	for half := 0; half < 2; half++ {
 		emit("VLD1.P 64(R4), [V0.B16, V1.B16, V2.B16, V3.B16]") // ql[l], l = 0…31; ql[l+32]
-		emit("VLD1.P 32(R6), [V4.B16, V5.B16]")                   // qh[l]
+		emit("VLD1.P 32(R6), [V4.B16, V5.B16]")                 // qh[l]
 		emit("VLD1.P 64(R5), [V24.B16, V25.B16, V26.B16, V27.B16]")
 		emit("VLD1.P 64(R5), [V12.B16, V13.B16, V14.B16, V15.B16]")
 		// Quarter q (elements 32q + l): low nibble of ql[l] (q 0), ql[l+32]
