@@ -6,11 +6,11 @@ import "github.com/bonsai-chat/bonsai/gguf"
 
 // The NEON kernels (asm/neon) compute only integer sums, which are exact
 // whatever the order: per block, per sub-block, or per SDOT lane where
-// ggml's float lanes keep them apart. The row functions below then scale
-// and add them with the very expressions of the portable dot products
-// (q8_0.go, q4_0.go, q2_0.go, kquants.go), so the compiler rounds (and
-// fuses) the float part identically and the results are bit for bit the
-// portable kernels'.
+// ggml's float lanes keep them apart. The row functions below (and the
+// K-quants' in sums.go) then scale and add them with the very expressions
+// of the portable dot products (q8_0.go, q4_0.go, q2_0.go, kquants.go), so
+// the compiler rounds (and fuses) the float part identically and the
+// results are bit for bit the portable kernels'.
 
 //go:noescape
 func q8_0SumsSdot(w, x *byte, blocks int, out *int32)
@@ -48,18 +48,14 @@ func q6_KSumsSdot(w, x *byte, blocks int, out *int32)
 //go:noescape
 func q6_KSumsNeon(w, x *byte, blocks int, out *int32)
 
-// neonScratch is the int32 sums one assembly call fills: rows are done in
-// segments of at most this many sums.
-const neonScratch = 512
-
 // neonTypes are the types with NEON kernels.
 var neonTypes = map[gguf.Type]bool{gguf.Q8_0: true, gguf.Q4_0: true, gguf.Q2_0: true, gguf.Q4_K: true, gguf.Q5_K: true, gguf.Q6_K: true}
 
-// neonSums runs t's assembly, the SDOT variant or the plain one, over
+// blockSums runs t's assembly, the SDOT variant or the plain one, over
 // blocks weight blocks. (A switch, not a func value: the scratch stays on
 // the caller's stack only when the noescape functions are called
 // directly.)
-func neonSums(t gguf.Type, sdot bool, w, x *byte, blocks int, out *int32) {
+func blockSums(t gguf.Type, sdot bool, w, x *byte, blocks int, out *int32) {
 	switch {
 	case t == gguf.Q8_0 && sdot:
 		q8_0SumsSdot(w, x, blocks, out)
@@ -91,45 +87,36 @@ func neonSums(t gguf.Type, sdot bool, w, x *byte, blocks int, out *int32) {
 // neonProductSdot and neonProductNeon are the Matrix kernels: row by row,
 // each row against every token of the chunk while it is in L1.
 func neonProductSdot(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
-	neonProduct(true, m, a, r0, r1, t0, t1, y)
+	sumsProduct(true, m, a, r0, r1, t0, t1, y)
 }
 
 func neonProductNeon(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
-	neonProduct(false, m, a, r0, r1, t0, t1, y)
+	sumsProduct(false, m, a, r0, r1, t0, t1, y)
 }
 
-func neonProduct(sdot bool, m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
-	var s [neonScratch]int32
-	for r := r0; r < r1; r++ {
-		w := m.Row(r)
-		for t := t0; t < t1; t++ {
-			x := a.Token(t)
-			var v float32
-			switch m.Type {
-			case gguf.Q8_0:
-				v = rowQ8_0(sdot, m.Cols, w, x, &s)
-			case gguf.Q4_0:
-				v = rowQ4_0(sdot, m.Cols, w, x, &s)
-			case gguf.Q2_0:
-				v = rowQ2_0(sdot, m.Cols, w, x, &s)
-			case gguf.Q4_K:
-				v = rowQ4_K(sdot, m.Cols, w, x, &s)
-			case gguf.Q5_K:
-				v = rowQ5_K(sdot, m.Cols, w, x, &s)
-			case gguf.Q6_K:
-				v = rowQ6_K(sdot, m.Cols, w, x, &s)
-			}
-			y[t*m.Rows+r] = v
-		}
+// rowDot is one row · one token through the type's integer sums.
+func rowDot(t gguf.Type, sdot bool, n int, w, x []byte, s *[sumsScratch]int32) float32 {
+	switch t {
+	case gguf.Q8_0:
+		return rowQ8_0(sdot, n, w, x, s)
+	case gguf.Q4_0:
+		return rowQ4_0(sdot, n, w, x, s)
+	case gguf.Q2_0:
+		return rowQ2_0(sdot, n, w, x, s)
+	case gguf.Q4_K:
+		return rowQ4_K(sdot, n, w, x, s)
+	case gguf.Q5_K:
+		return rowQ5_K(sdot, n, w, x, s)
 	}
+	return rowQ6_K(sdot, n, w, x, s)
 }
 
-func rowQ8_0(sdot bool, n int, w, x []byte, s *[neonScratch]int32) float32 {
+func rowQ8_0(sdot bool, n int, w, x []byte, s *[sumsScratch]int32) float32 {
 	var sumf float32
 	nb := n / qk8_0
-	for b0 := 0; b0 < nb; b0 += neonScratch {
-		k := min(neonScratch, nb-b0)
-		neonSums(gguf.Q8_0, sdot, &w[b0*q8_0Bytes], &x[b0*q8_0Bytes], k, &s[0])
+	for b0 := 0; b0 < nb; b0 += sumsScratch {
+		k := min(sumsScratch, nb-b0)
+		blockSums(gguf.Q8_0, sdot, &w[b0*q8_0Bytes], &x[b0*q8_0Bytes], k, &s[0])
 		for i, sumi := range s[:k] {
 			wb, xb := w[(b0+i)*q8_0Bytes:], x[(b0+i)*q8_0Bytes:]
 			sumf += float32(sumi) * (f16at(wb, 0) * f16at(xb, 0))
@@ -138,12 +125,12 @@ func rowQ8_0(sdot bool, n int, w, x []byte, s *[neonScratch]int32) float32 {
 	return sumf
 }
 
-func rowQ4_0(sdot bool, n int, w, x []byte, s *[neonScratch]int32) float32 {
+func rowQ4_0(sdot bool, n int, w, x []byte, s *[sumsScratch]int32) float32 {
 	var sumf float32
 	nb := n / 32
-	for b0 := 0; b0 < nb; b0 += neonScratch {
-		k := min(neonScratch, nb-b0)
-		neonSums(gguf.Q4_0, sdot, &w[b0*q4_0Bytes], &x[b0*q8_0Bytes], k, &s[0])
+	for b0 := 0; b0 < nb; b0 += sumsScratch {
+		k := min(sumsScratch, nb-b0)
+		blockSums(gguf.Q4_0, sdot, &w[b0*q4_0Bytes], &x[b0*q8_0Bytes], k, &s[0])
 		for i, sumi := range s[:k] {
 			wb, xb := w[(b0+i)*q4_0Bytes:], x[(b0+i)*q8_0Bytes:]
 			sumf += float32(sumi) * (f16at(wb, 0) * f16at(xb, 0))
@@ -152,13 +139,13 @@ func rowQ4_0(sdot bool, n int, w, x []byte, s *[neonScratch]int32) float32 {
 	return sumf
 }
 
-func rowQ2_0(sdot bool, n int, w, x []byte, s *[neonScratch]int32) float32 {
-	const per = neonScratch / 2
+func rowQ2_0(sdot bool, n int, w, x []byte, s *[sumsScratch]int32) float32 {
+	const per = sumsScratch / 2
 	var sumf float32
 	nb := n / 64
 	for b0 := 0; b0 < nb; b0 += per {
 		k := min(per, nb-b0)
-		neonSums(gguf.Q2_0, sdot, &w[b0*q2_0Bytes], &x[2*b0*q8_0Bytes], k, &s[0])
+		blockSums(gguf.Q2_0, sdot, &w[b0*q2_0Bytes], &x[2*b0*q8_0Bytes], k, &s[0])
 		for i := 0; i < k; i++ {
 			b := b0 + i
 			wb := w[b*q2_0Bytes:]
@@ -171,87 +158,4 @@ func rowQ2_0(sdot bool, n int, w, x []byte, s *[neonScratch]int32) float32 {
 		}
 	}
 	return sumf
-}
-
-func rowQ4_K(sdot bool, n int, w, x []byte, s *[neonScratch]int32) float32 {
-	const per = neonScratch / 8
-	var sumf float32
-	nb := n / qkK
-	for b0 := 0; b0 < nb; b0 += per {
-		k := min(per, nb-b0)
-		neonSums(gguf.Q4_K, sdot, &w[b0*q4_KBytes], &x[b0*q8_KBytes], k, &s[0])
-		for i := 0; i < k; i++ {
-			wb, xb := w[(b0+i)*q4_KBytes:], x[(b0+i)*q8_KBytes:]
-			scales := wb[4:16]
-			var sumi, sumMins int32
-			for j := 0; j < 8; j++ {
-				sc, m := scaleMinK4(j, scales)
-				sumMins += int32(m) * (bsum(xb, 2*j) + bsum(xb, 2*j+1))
-				sumi += int32(sc) * s[8*i+j]
-			}
-			dx := f32at(xb, 0)
-			sumf += f16at(wb, 0)*dx*float32(sumi) - f16at(wb, 2)*dx*float32(sumMins)
-		}
-	}
-	return sumf
-}
-
-func rowQ5_K(sdot bool, n int, w, x []byte, s *[neonScratch]int32) float32 {
-	const per = neonScratch / 64
-	var acc [8]float32
-	var summs float32
-	nb := n / qkK
-	for b0 := 0; b0 < nb; b0 += per {
-		k := min(per, nb-b0)
-		neonSums(gguf.Q5_K, sdot, &w[b0*q5_KBytes], &x[b0*q8_KBytes], k, &s[0])
-		for i := 0; i < k; i++ {
-			wb, xb := w[(b0+i)*q5_KBytes:], x[(b0+i)*q8_KBytes:]
-			scales := wb[4:16]
-			dy := f32at(xb, 0)
-			d, dmin := dy*f16at(wb, 0), -dy*f16at(wb, 2)
-			var mins int32
-			var lane [8]int32
-			for j := 0; j < 8; j++ {
-				sc, m := scaleMinK4(j, scales)
-				mins += int32(m) * (bsum(xb, 2*j) + bsum(xb, 2*j+1))
-				for l := range lane {
-					lane[l] += int32(sc) * s[64*i+8*j+l]
-				}
-			}
-			summs = fma32(dmin, float32(mins), summs)
-			for l := range acc {
-				acc[l] = fma32(d, float32(lane[l]), acc[l])
-			}
-		}
-	}
-	return sumLanes8(&acc) + summs
-}
-
-func rowQ6_K(sdot bool, n int, w, x []byte, s *[neonScratch]int32) float32 {
-	const per = neonScratch / 64
-	var acc [8]float32
-	nb := n / qkK
-	for b0 := 0; b0 < nb; b0 += per {
-		k := min(per, nb-b0)
-		neonSums(gguf.Q6_K, sdot, &w[b0*q6_KBytes], &x[b0*q8_KBytes], k, &s[0])
-		for i := 0; i < k; i++ {
-			wb, xb := w[(b0+i)*q6_KBytes:], x[(b0+i)*q8_KBytes:]
-			sc := wb[192:208]
-			var lane [8]int32
-			for g := 0; g < 16; g++ {
-				scale := int32(int8(sc[g]))
-				for e := 0; e < 4; e++ {
-					lane[4*(g%2)+e] += scale * s[64*i+4*g+e]
-				}
-			}
-			for l := 0; l < 8; l++ {
-				lane[l] -= 32 * (bsum(xb, 2*l)*int32(int8(sc[2*l])) + bsum(xb, 2*l+1)*int32(int8(sc[2*l+1])))
-			}
-			d := f32at(xb, 0) * f16at(wb, 208)
-			for l := range acc {
-				acc[l] = fma32(d, float32(lane[l]), acc[l])
-			}
-		}
-	}
-	return sumLanes8(&acc)
 }

@@ -39,6 +39,8 @@ func simdKernel(t gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int,
 		return q1_0AVX2Product
 	case haveAVX2 && avx2Sets[t] != nil:
 		return avx2Product
+	case haveAVX2 && avx2KTypes[t]:
+		return kquantsAVX2Product
 	case floatSet(t) != nil:
 		return floatProduct
 	}
@@ -48,6 +50,9 @@ func simdKernel(t gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int,
 // simdRepack builds the kernels' weight layout for m, or nil for kernels
 // that read the file's layout.
 func simdRepack(m *Matrix) []byte {
+	if !haveVNNI && avx2KTypes[m.Type] {
+		return nil // the AVX2 K-quant kernels read the file's rows
+	}
 	if ks := kernelSets[m.Type]; ks != nil {
 		return repack(m, ks.layout)
 	}
