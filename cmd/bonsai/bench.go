@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/bonsai-chat/bonsai/infer"
-	"github.com/bonsai-chat/bonsai/infer/quant"
 )
 
 func init() {
@@ -38,8 +37,6 @@ type benchFlags struct {
 	format  string
 	cpuProf string
 	membw   bool
-	// features caps the CPU kernels' instruction sets (quant.ParseFeatures).
-	features string
 }
 
 // benchResult is one test's speeds over the repetitions.
@@ -74,7 +71,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.format, "format", "text", "output: text (a llama-bench table) or json")
 	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a Go CPU profile of the measured runs to this file")
 	fs.BoolVar(&o.membw, "membw", false, "also measure the machine's read bandwidth at the same thread count and print each tg speed as a share of it")
-	fs.StringVar(&o.features, "cpu-features", "all", "CPU kernels: all (the best this CPU has), avx2 (AVX-512 off) or portable (pure Go)")
+	features := cpuFeaturesFlag(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: bonsai bench [--model M] [--backend cpu|gpu] [--threads N] [-p 512] [-n 128] [-r 5] [--format text|json] [--membw] [--cpu-features all|avx2|portable]")
 		fs.PrintDefaults()
@@ -98,12 +95,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: bench: --format %q: want text or json", errUsage, o.format)
 	}
 
-	features, err := quant.ParseFeatures(o.features)
-	if err != nil {
-		return fmt.Errorf("%w: bench: --cpu-features: %w", errUsage, err)
-	}
-	if err := quant.SetFeatures(features); err != nil {
-		return fmt.Errorf("bench: --cpu-features %s: %w", o.features, err)
+	if err := setCPUFeatures("bench", *features); err != nil {
+		return err
 	}
 
 	f, err := openModel(o.model)

@@ -56,6 +56,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.threads, "threads", 0, "CPU threads (0: one per core)")
 	fs.StringVar(&o.backend, "backend", "auto", "cpu, gpu or auto")
 	fs.BoolVar(&o.profile, "profile", false, "print the time per forward-pass phase to stderr at the end")
+	features := cpuFeaturesFlag(fs)
 	temp := fs.Float64("temp", 0, "temperature (0: greedy; default: the model's recommendation)")
 	topK := fs.Int("top-k", 0, "keep the K most likely tokens (0: all)")
 	topP := fs.Float64("top-p", 0, "nucleus sampling threshold (0 or 1: off)")
@@ -65,7 +66,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: bonsai run [--model M] [--raw] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed N]\n"+
 			"                  [--max-tokens N] [--ctx N] [--threads N] [--backend cpu|gpu|auto] [--think]\n"+
-			"                  [--format text|jsonl] [--top-logits K] PROMPT")
+			"                  [--format text|jsonl] [--top-logits K] [--cpu-features all|avx2|portable] PROMPT")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -86,6 +87,9 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := setCPUFeatures("run", *features); err != nil {
+		return err
+	}
 
 	f, err := openModel(o.model)
 	if err != nil {
