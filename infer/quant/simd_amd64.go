@@ -39,7 +39,7 @@ func simdKernel(t gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int,
 		return q1_0AVX2Product
 	case haveAVX2 && avx2Sets[t] != nil:
 		return avx2Product
-	case haveAVX2 && avx2KTypes[t]:
+	case haveAVX2 && haveF16C && avx2KTypes[t]:
 		return kquantsAVX2Product
 	case floatSet(t) != nil:
 		return floatProduct

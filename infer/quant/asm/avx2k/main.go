@@ -32,24 +32,41 @@ func broadcast(reg int, v uint64) {
 
 func bytes8(v byte) uint64 { return uint64(v) * 0x0101010101010101 }
 
-func header(name string) {
-	fmt.Fprintf(&b, "\n// func %s(w, x *byte, blocks int, out *int32)\n// Requires: AVX, AVX2\nTEXT ·%s(SB), NOSPLIT, $0-32\n", name, name)
+// header starts a kernel over blocks super-blocks of one row (w) against
+// one token (x); init zeroes its float accumulators.
+func header(name string, init ...string) {
+	fmt.Fprintf(&b, "\n// func %s(w, x *byte, blocks int, out *float32)\n// Requires: AVX, AVX2, F16C, FMA\nTEXT ·%s(SB), NOSPLIT, $0-32\n", name, name)
 	emit("MOVQ w+0(FP), DI")
 	emit("MOVQ x+8(FP), SI")
 	emit("MOVQ blocks+16(FP), CX")
 	emit("MOVQ out+24(FP), DX")
+	for _, z := range init {
+		emit("VXORPS %s, %s, %s", z, z, z)
+	}
 	emit("TESTQ CX, CX")
 	emit("JZ done")
 	broadcast(15, bytes8(0x0f))
 	broadcast(14, 0x0001000100010001)
 }
 
-func footer(wBytes int) {
+// f16 leaves in X(reg) the f16 at off(DI), widened (exact).
+func f16(reg, off int) {
+	emit("MOVWLZX %d(DI), AX", off)
+	emit("VMOVD AX, X%d", reg)
+	emit("VCVTPH2PS X%d, X%d", reg, reg)
+}
+
+// footer ends the loop over super-blocks; stores write the accumulators
+// to out.
+func footer(wBytes int, stores ...string) {
 	emit("ADDQ $%d, DI", wBytes)
 	emit("ADDQ $292, SI")
 	emit("DECQ CX")
 	emit("JNZ loop")
 	fmt.Fprintf(&b, "done:\n")
+	for _, st := range stores {
+		emit("%s", st)
+	}
 	emit("VZEROUPPER")
 	emit("RET")
 }
@@ -97,9 +114,10 @@ func unpackK4() {
 	emit("VPERM2I128 $0x00, Y0, Y0, Y1") // sc 0–7 in both halves
 }
 
-// minsK4 stores at off(DX) Σ_j m_j·(bsum_2j + bsum_2j+1), the mins' integer
-// of Q4_K and Q5_K (Q8_K's bsums at 260(SI)).
-func minsK4(off int) {
+// minsK4 leaves in X7 Σ_j m_j·(bsum_2j + bsum_2j+1), the mins' integer
+// of Q4_K and Q5_K (Q8_K's bsums at 260(SI)), as a float (VCVTDQ2PS
+// rounds to nearest even, as Go's conversion).
+func minsK4() {
 	// The mins against the bsums' pair sums.
 	emit("VMOVDQU 260(SI), Y2")
 	emit("VEXTRACTI128 $1, Y2, X3")
@@ -108,7 +126,7 @@ func minsK4(off int) {
 	emit("VPMADDWD X2, X3, X3")
 	emit("VPHADDD X3, X3, X3")
 	emit("VPHADDD X3, X3, X3")
-	emit("VMOVD X3, %d(DX)", off)
+	emit("VCVTDQ2PS X3, X7")
 }
 
 // q4_K: out[2b] = Σ_j sc_j·Σ q·x over the sub-blocks j of super-block
@@ -118,11 +136,11 @@ func minsK4(off int) {
 // four dwords (sc 0–3, sc 4–7, m 0–3, m 4–7), then widened to words;
 // VPMADDWD by a broadcast scale instead of ones weighs each sub-block.
 func q4_K() {
-	header("q4_KSumsAVX2")
+	header("q4_KRowAVX2", "X10")
 	fmt.Fprintf(&b, "loop:\n")
 	emit("LEAQ 4(SI), R9")
 	unpackK4()
-	minsK4(4)
+	minsK4()
 	// The scaled sums.
 	emit("VPXOR Y4, Y4, Y4")
 	for p := 0; p < 4; p++ {
@@ -142,9 +160,19 @@ func q4_K() {
 	emit("VPADDD X5, X4, X4")
 	emit("VPHADDD X4, X4, X4")
 	emit("VPHADDD X4, X4, X4")
-	emit("VMOVD X4, (DX)")
-	emit("ADDQ $8, DX")
-	footer(144)
+	// sumf += d·dx·sumi − dmin·dx·mins, left to right, one rounding per
+	// operation, as Go evaluates dotQ4_K's expression.
+	emit("VCVTDQ2PS X4, X4")
+	emit("VMOVSS (SI), X1")
+	f16(0, 0)
+	f16(2, 2)
+	emit("VMULSS X1, X0, X0")
+	emit("VMULSS X4, X0, X0")
+	emit("VMULSS X1, X2, X2")
+	emit("VMULSS X7, X2, X2")
+	emit("VSUBSS X2, X0, X0")
+	emit("VADDSS X0, X10, X10")
+	footer(144, "VMOVSS X10, (DX)")
 }
 
 // scaleK4 is VPSHUFB's masks that broadcast word j of a 128-bit half
@@ -163,12 +191,23 @@ func scaleK4() {
 // (q + 16·high bit j)·x, ggml's eight lanes, and out[16b+8] the mins'
 // integer (176-byte blocks: scales at 4, qh at 16, qs at 48).
 func q5_K() {
-	header("q5_KSumsAVX2")
+	header("q5_KRowAVX2", "Y10", "X11")
 	broadcast(13, bytes8(0x10))
 	fmt.Fprintf(&b, "loop:\n")
 	emit("LEAQ 4(SI), R9")
 	unpackK4()
-	minsK4(32)
+	minsK4()
+	// d = dy·d_w, dmin = −dy·dmin_w; summs = fma(dmin, mins, summs).
+	emit("VMOVSS (SI), X5") // Y1 holds the scales
+	f16(8, 0)
+	f16(9, 2)
+	emit("VMULSS X8, X5, X8")
+	emit("VMULSS X9, X5, X9")
+	emit("VMOVD X9, AX")
+	emit("XORL $0x80000000, AX")
+	emit("VMOVD AX, X9")
+	emit("VFMADD231SS X7, X9, X11")
+	emit("VBROADCASTSS X8, Y8")
 	emit("VMOVDQU 16(DI), Y12")
 	emit("VPXOR Y4, Y4, Y4")
 	for j := 0; j < 8; j++ {
@@ -195,9 +234,10 @@ func q5_K() {
 		emit("VPMADDWD Y6, Y5, Y5")
 		emit("VPADDD Y5, Y4, Y4")
 	}
-	emit("VMOVDQU Y4, (DX)")
-	emit("ADDQ $64, DX")
-	footer(176)
+	// acc = fma(d, lanes, acc), lane by lane.
+	emit("VCVTDQ2PS Y4, Y4")
+	emit("VFMADD231PS Y4, Y8, Y10")
+	footer(176, "VMOVUPS Y10, (DX)", "VMOVSS X11, 32(DX)")
 }
 
 // q6_K: out[8b+l] = ggml's lane l: Σ over the 32-element chunks c of
@@ -209,7 +249,7 @@ func q5_K() {
 // a word shift carries across bytes fall outside the 0x30 mask). A chunk's
 // low 16 elements have scale 2c, its high ones 2c+1.
 func q6_K() {
-	header("q6_KSumsAVX2")
+	header("q6_KRowAVX2", "Y12")
 	broadcast(13, bytes8(0x30))
 	fmt.Fprintf(&b, "loop:\n")
 	emit("LEAQ 4(SI), R9")
@@ -254,9 +294,14 @@ func q6_K() {
 	emit("VPMADDWD Y8, Y0, Y0")
 	emit("VPSLLD $5, Y0, Y0")
 	emit("VPSUBD Y0, Y11, Y11")
-	emit("VMOVDQU Y11, (DX)")
-	emit("ADDQ $32, DX")
-	footer(210)
+	// acc = fma(dy·d_w, lanes, acc), lane by lane.
+	emit("VCVTDQ2PS Y11, Y11")
+	emit("VMOVSS (SI), X1")
+	f16(0, 208)
+	emit("VMULSS X0, X1, X1")
+	emit("VBROADCASTSS X1, Y1")
+	emit("VFMADD231PS Y11, Y1, Y12")
+	footer(210, "VMOVUPS Y12, (DX)")
 }
 
 // scaleK6 is VPSHUFB's masks for Q6_K's chunk c (c mod 4 = k): word 2k of
