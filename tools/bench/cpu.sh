@@ -21,7 +21,8 @@
 # LLAMA_DIR (default /tmp/llama-cpubw) is llama.cpp's source tree, cloned
 # from tools/oracle's bundle when missing; its build (native) and
 # build-avx2 folders are made when missing. TESTS (default "tg pp"), REPS
-# (repetitions per program per round, default 2).
+# (repetitions per program per round, default 2), TG and PP (tokens, default
+# 128 and 512).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -31,6 +32,8 @@ rounds=${3:-3}
 sections=${SECTIONS:-q1 types avx2 portable}
 tests=${TESTS:-tg pp}
 reps=${REPS:-2}
+tg=${TG:-128}
+pp=${PP:-512}
 llama=${LLAMA_DIR:-/tmp/llama-cpubw}
 mkdir -p "$dir"
 say() { echo "== $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg): $*"; }
@@ -63,13 +66,13 @@ model() { # model SHAPE TYPE: the file, synthesized once
 }
 
 # pair LABEL FILE TEST FEATURES LLAMA-BUILD: ROUNDS rounds of bonsai then
-# llama-bench on one test (tg: -n 128; pp: -p 512).
+# llama-bench on one test (tg: -n $tg; pp: -p $pp).
 summary=()
 pair() {
 	local label=$1 f=$2 test=$3 features=$4 lb=$5 args ratios=() r
 	case $test in
-	tg) args=(-p 0 -n 128) ;;
-	pp) args=(-p 512 -n 0) ;;
+	tg) args=(-p 0 -n "$tg") ;;
+	pp) args=(-p "$pp" -n 0) ;;
 	esac
 	for ((r = 1; r <= rounds; r++)); do
 		local bj lj b l pct=""
@@ -86,7 +89,7 @@ pair() {
 		fi
 		ratios+=("$(awk -v b="$b" -v l="$l" 'BEGIN { printf "%.2f", b/l }')")
 		printf '%-28s %s%-4s round %d: bonsai %7.2f t/s  llama.cpp %7.2f t/s  ratio %s%s\n' \
-			"$label" "$test" "$([[ $test == tg ]] && echo 128 || echo 512)" "$r" "$b" "$l" "${ratios[-1]}" "$pct"
+			"$label" "$test" "$([[ $test == tg ]] && echo "$tg" || echo "$pp")" "$r" "$b" "$l" "${ratios[-1]}" "$pct"
 	done
 	summary+=("$(printf '%-28s %s: ratios %s' "$label" "$test" "${ratios[*]}")")
 }
