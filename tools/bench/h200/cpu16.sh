@@ -30,7 +30,7 @@ one() {
 		extra=()
 		[ "$test" = tg ] && extra=(--membw)
 		out=$(timeout 280 /tmp/b bench --model "$m" --threads "$n" "${args[@]}" -r "$reps" "${extra[@]}" 2>&1)
-		echo "$out" | grep -E "^\| .*(tg|pp)[0-9]" | sed "s/^/bonsai    t=$n /"
+		echo "$out" | grep -E "^\| .*(tg|pp)[0-9]|^read bandwidth" | sed "s/^/bonsai    t=$n /"
 	else
 		out=$(timeout 280 $LB -m "$m" -t "$n" "${args[@]}" -r "$reps" 2>&1)
 		echo "$out" | grep -E "^\| .*(tg|pp)[0-9]" | sed "s/^/llama.cpp t=$n /"
