@@ -6,7 +6,9 @@
 #      (CGO_ENABLED=0) cross-compiled for linux, darwin and windows on
 #      amd64 and arm64;
 #   3. go test ./... (parity tests included: against stored llama.cpp
-#      goldens, and live against llama.cpp where the oracle is installed);
+#      goldens, and live against llama.cpp where the oracle is installed),
+#      then infer/quant's and infer/cpu's tests built for arm64 and run
+#      under qemu-aarch64 (the NEON kernels), where it is installed;
 #   4. every fuzz target for FUZZTIME each (default 30s).
 # Environment: FUZZTIME (e.g. 10s, or 0 to skip fuzzing), TEST_TIMEOUT
 # (go test -timeout, default 20m), CI=true (missing oracle fails).
@@ -37,6 +39,27 @@ done
 
 step go test
 go test -timeout "$timeout" ./...
+
+# The NEON kernels, on an x86 machine: the arm64 test binaries under
+# qemu-user (emulating a CPU with the dot-product extension; the tests
+# also run the plain-NEON variants directly). -test.short keeps it to a
+# minute or two. CI installs qemu-user; elsewhere it is skipped if missing.
+if [[ $(go env GOARCH) != arm64 ]]; then
+	if command -v qemu-aarch64 >/dev/null 2>&1; then
+		arm64dir=$(mktemp -d)
+		for pkg in infer/quant infer/cpu; do
+			step "arm64 tests of $pkg under qemu-aarch64"
+			GOARCH=arm64 go test -c -o "$arm64dir/test" "./$pkg"
+			(cd "$pkg" && qemu-aarch64 "$arm64dir/test" -test.short -test.timeout=10m)
+		done
+		rm -rf "$arm64dir"
+	elif [[ ${CI:-} == true ]]; then
+		echo "test.sh: qemu-aarch64 missing (.ci/install installs qemu-user)" >&2
+		exit 1
+	else
+		echo "note: qemu-aarch64 not installed, arm64 kernel tests skipped"
+	fi
+fi
 
 # fuzz_target fuzzes one target. Go 1.26's fuzz coordinator can fail a
 # target with a bare "context deadline exceeded" when the -fuzztime deadline

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/bonsai-chat/bonsai/config"
@@ -32,6 +33,7 @@ type benchFlags struct {
 	reps    int
 	format  string
 	cpuProf string
+	membw   bool
 }
 
 // benchResult is one test's speeds over the repetitions.
@@ -45,6 +47,13 @@ type benchResult struct {
 	Mean    float64   `json:"avg_tps"`
 	StdDev  float64   `json:"stddev_tps"`
 	Seed    uint64    `json:"seed"` // of the random token ids
+	// With --membw, for tg tests: the bytes one decoded token reads (the
+	// weights and the KV cache it touches, averaged over the test's
+	// positions), the machine's read bandwidth at the same thread count,
+	// and the share of it the mean speed reaches.
+	BytesPerToken float64 `json:"bytes_per_token,omitempty"`
+	ReadBW        float64 `json:"read_bw_bytes_per_s,omitempty"`
+	PctReadBW     float64 `json:"pct_read_bw,omitempty"`
 }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
@@ -59,8 +68,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.reps, "r", 5, "repetitions of each test")
 	fs.StringVar(&o.format, "format", "text", "output: text (a llama-bench table) or json")
 	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a Go CPU profile of the measured runs to this file")
+	fs.BoolVar(&o.membw, "membw", false, "also measure the machine's read bandwidth at the same thread count and print each tg speed as a share of it")
+	features := cpuFeaturesFlag(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: bonsai bench [--model M] [--backend cpu|gpu|auto] [--threads N] [-p 512] [-n 128] [-r 5] [--format text|json]")
+		fmt.Fprintln(stderr, "usage: bonsai bench [--model M] [--backend cpu|gpu|auto] [--threads N] [-p 512] [-n 128] [-r 5] [--format text|json] [--membw] [--cpu-features all|avx2|portable]")
 		fmt.Fprintln(stderr, "Settings not given as flags come from config.toml and BONSAI_* variables, as the chat's do.")
 		fs.PrintDefaults()
 	}
@@ -84,6 +95,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: bench: --format %q: want text or json", errUsage, o.format)
 	}
 
+	if err := setCPUFeatures("bench", *features); err != nil {
+		return err
+	}
 	cfg, err := loadConfig(cfgFlags, stderr)
 	if err != nil {
 		return err
@@ -164,6 +178,23 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	for i := range results {
 		results[i].Model, results[i].Backend, results[i].Threads, results[i].Seed = name, info.Name, threads, seed
 	}
+	if o.membw {
+		// After the tests: the 2 GiB buffer must not evict the model
+		// from the page cache before they run.
+		bw := readBandwidth(threads, membwBytes, 5)
+		for i := range results {
+			if !strings.HasPrefix(results[i].Test, "tg") {
+				continue
+			}
+			res := &results[i]
+			res.BytesPerToken = tgBytes(f, m.Hparams, res.Tokens)
+			res.ReadBW = bw
+			res.PctReadBW = 100 * res.Mean * res.BytesPerToken / bw
+		}
+		if o.format != "json" {
+			defer fmt.Fprintf(stdout, "read bandwidth: %.1f GB/s with %d threads (best of 5 passes over %d MiB)\n", bw/1e9, threads, membwBytes>>20)
+		}
+	}
 
 	if o.format == "json" {
 		enc := json.NewEncoder(stdout)
@@ -175,8 +206,12 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "| %-28s | %10s | %8s | %-8s | %7s | %6s | %16s |\n", "model", "size", "params", "backend", "threads", "test", "t/s")
 	fmt.Fprintf(stdout, "| %s | %s | %s | %s | %s | %s | %s |\n", dashes(28), dashes(10), dashes(8), dashes(8), dashes(7), dashes(6), dashes(16))
 	for _, res := range results {
-		fmt.Fprintf(stdout, "| %-28s | %6.1f MiB | %6.2f B | %-8s | %7d | %6s | %7.2f ± %6.2f |\n",
-			name, size, params, res.Backend, res.Threads, res.Test, res.Mean, res.StdDev)
+		bw := ""
+		if res.ReadBW > 0 {
+			bw = fmt.Sprintf("  %.0f%% of read bandwidth (%.0f MB/token, %.1f GB/s)", res.PctReadBW, res.BytesPerToken/1e6, res.Mean*res.BytesPerToken/1e9)
+		}
+		fmt.Fprintf(stdout, "| %-28s | %6.1f MiB | %6.2f B | %-8s | %7d | %6s | %7.2f ± %6.2f |%s\n",
+			name, size, params, res.Backend, res.Threads, res.Test, res.Mean, res.StdDev, bw)
 	}
 	fmt.Fprintf(stdout, "\n%s: %s (%s), token ids from seed %d\n", info.Name, info.Adapter, info.SIMD, seed)
 	return nil

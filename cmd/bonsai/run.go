@@ -58,6 +58,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.topLogits, "top-logits", 0, "with --format jsonl, include the K largest logits of each step")
 	fs.IntVar(&o.maxTokens, "max-tokens", 0, "stop after N generated tokens (0: end of turn or context)")
 	fs.BoolVar(&o.profile, "profile", false, "print the time per forward-pass phase to stderr at the end")
+	features := cpuFeaturesFlag(fs)
 	fs.IntVar(&o.maxDraft, "max-draft", 0, fmt.Sprintf("most tokens drafted per verify pass (0: %d, adapted as it goes)", spec.DefaultMaxDraft))
 	remoteURL := fs.String("remote", "", "answer from an OpenAI-compatible server at this base URL (e.g. http://host:8000/v1) instead of a local model")
 	remoteModel := fs.String("remote-model", "", "with --remote, the server's model (default: the first it lists)")
@@ -82,6 +83,9 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	if o.topLogits < 0 || o.maxTokens < 0 {
 		return fmt.Errorf("%w: --top-logits and --max-tokens must not be negative", errUsage)
+	}
+	if err := setCPUFeatures("run", *features); err != nil {
+		return err
 	}
 	prompt, err := runPrompt(pos, stdin)
 	if err != nil {

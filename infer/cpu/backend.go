@@ -17,7 +17,6 @@ import (
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/profile"
 	"github.com/bonsai-chat/bonsai/infer/quant"
-	"golang.org/x/sys/cpu"
 )
 
 func init() {
@@ -109,7 +108,7 @@ func (b *Backend) Info() infer.BackendInfo {
 		Name:    "cpu",
 		Adapter: cpuModel(),
 		Threads: b.qpool.Threads(),
-		SIMD:    simdLevel(),
+		SIMD:    quant.SIMD(),
 		Details: []string{
 			fmt.Sprintf("%d worker threads", b.qpool.Threads()),
 			fmt.Sprintf("weights: %d MiB in the file mapping, %d MiB repacked for the SIMD kernels (%d MiB of file pages released)",
@@ -363,16 +362,6 @@ func (b *Backend) weightOf(op string, w infer.Weight) *weight {
 		return nil
 	}
 	return cw
-}
-
-func simdLevel() string {
-	switch {
-	case cpu.X86.HasAVX512F && cpu.X86.HasAVX512VNNI:
-		return "avx512-vnni"
-	case cpu.X86.HasAVX2:
-		return "avx2"
-	}
-	return "generic"
 }
 
 // cpuModel reads the processor's name from /proc/cpuinfo (Linux), or

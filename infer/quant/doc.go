@@ -81,9 +81,14 @@
 // (infer/quant/asm, its own module; see the go:generate lines in
 // simd_amd64.go, kquants_amd64.go and q1_0_amd64.go) for Q1_0, Q2_0, Q2_0G128, PQ2_0,
 // PTQ1_0, Q4_0, Q8_0, Q4_K, Q5_K and Q6_K, AVX2+FMA kernels for Q1_0, Q2_0,
-// Q2_0G128, PQ2_0, PTQ1_0, Q4_0 and Q8_0 on CPUs without AVX-512, AVX-512
-// or AVX2 kernels for F32, F16 and BF16 (reading the file's rows), the
-// portable Go kernels otherwise. Float products follow llama.cpp's x86
+// Q2_0G128, PQ2_0, PTQ1_0, Q4_0 and Q8_0 on CPUs without AVX-512 (and AVX2 kernels of
+// integer sums for Q4_K, Q5_K and Q6_K, asm/avx2k), AVX-512
+// or AVX2 kernels for F32, F16 and BF16 (reading the file's rows); on
+// arm64, NEON kernels (with SDOT where the CPU has the dot-product
+// extension; asm/neon) for Q8_0, Q4_0, Q2_0, Q4_K, Q5_K and Q6_K; the
+// portable Go kernels otherwise. The kernels of integer sums (sums.go)
+// leave the float part to Go, in the portable order, so they match the
+// portable kernels bit for bit. Float products follow llama.cpp's x86
 // orders, which differ between one token (ggml_vec_dot_*) and more
 // (tinyBLAS; for bf16 VDPBF16PS's order), so their matrix products pick
 // the order by the batch (floats.go). The K-quant
@@ -97,8 +102,9 @@
 // −Σq and the scale per 32 (planes in simd_amd64.go). Q1_0's kernels
 // instead look each 4-column group's partial product up in per-token
 // tables (q1_0_amd64.go), which keeps ggml's eight-lane order at full
-// speed. BONSAI_NOSIMD=1
-// forces the portable kernels. Tests compare every SIMD kernel with
+// speed. SetFeatures caps the
+// kernels at AVX2 (AVX-512 off) or at the portable ones, for comparisons;
+// it is an explicit call, never read from the environment. Tests compare every SIMD kernel with
 // the portable one on random inputs, odd sizes included. The kernels carry
 // no timing code; the CPU backend's profiler times whole phases.
 package quant

@@ -2,11 +2,10 @@ package quant
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"os/exec"
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -54,7 +53,7 @@ func randKQuantMatrix(t *testing.T, r *rand.Rand, typ gguf.Type, rows, cols int)
 // steps in the same order and the results are bit-identical.
 func TestKQuantSIMDMatchesPortable(t *testing.T) {
 	if !haveVNNI {
-		t.Skip("no AVX-512 VNNI on this CPU (or BONSAI_NOSIMD set)")
+		t.Skip("no AVX-512 VNNI on this CPU (or turned off by SetFeatures)")
 	}
 	r := rand.New(rand.NewPCG(41, 42))
 	for _, tc := range []struct {
@@ -116,32 +115,53 @@ func TestKQuantSIMDMatchesPortable(t *testing.T) {
 	}
 }
 
-// TestNoSIMDEnv: BONSAI_NOSIMD=1 must leave the K-quants on the portable
-// kernels. The switch is read at start-up, so the test runs itself again
-// with it set.
-func TestNoSIMDEnv(t *testing.T) {
-	if os.Getenv("BONSAI_NOSIMD") != "" {
+// TestSetFeatures: each feature level picks its kernels for the matrices
+// created after it, the K-quants included, and "all" gives the CPU's best
+// back.
+func TestSetFeatures(t *testing.T) {
+	defer func() {
+		if err := SetFeatures(FeaturesAll); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	for _, tc := range []struct {
+		f     Features
+		vnni  bool
+		simd  string
+		avx2  bool
+		other bool // another level applies on this CPU
+	}{
+		{FeaturesPortable, false, "generic", false, true},
+		{FeaturesAVX2, false, "avx2", true, cpuAVX2},
+		{FeaturesAll, cpuVNNI, "", cpuAVX2, true},
+	} {
+		if !tc.other {
+			continue
+		}
+		if err := SetFeatures(tc.f); err != nil {
+			t.Fatalf("SetFeatures(%v): %v", tc.f, err)
+		}
+		if haveVNNI != tc.vnni || haveAVX2 != tc.avx2 || haveAVX512 && tc.f != FeaturesAll {
+			t.Fatalf("SetFeatures(%v): VNNI %v AVX2 %v AVX-512 %v", tc.f, haveVNNI, haveAVX2, haveAVX512)
+		}
+		if tc.simd != "" && SIMD() != tc.simd {
+			t.Fatalf("SetFeatures(%v): SIMD() = %q, want %q", tc.f, SIMD(), tc.simd)
+		}
 		for _, typ := range []gguf.Type{gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
 			m := randKQuantMatrix(t, rand.New(rand.NewPCG(1, 2)), typ, 16, 256)
-			if m.packed != nil || haveVNNI {
-				t.Fatalf("BONSAI_NOSIMD=1 still selects the SIMD %s kernel", typ)
+			if simd := m.packed != nil; simd != (tc.vnni || tc.avx2 && avx2Sets[typ] != nil) {
+				t.Fatalf("SetFeatures(%v): %s repacked = %v", tc.f, typ, simd)
 			}
 		}
 		var a Activations
 		if err := a.prepare(gguf.Q4_K, 256, 1); err != nil {
 			t.Fatal(err)
 		}
-		if a.planes != nil {
-			t.Fatal("BONSAI_NOSIMD=1 still builds Q8_K planes")
+		if (a.planes != nil) != (tc.vnni || tc.avx2 && avx2Sets[gguf.Q4_K] != nil) {
+			t.Fatalf("SetFeatures(%v): Q8_K planes = %v", tc.f, a.planes != nil)
 		}
-		return
 	}
-	if testing.Short() {
-		t.Skip("runs the test binary again")
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestNoSIMDEnv$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "BONSAI_NOSIMD=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("with BONSAI_NOSIMD=1: %v\n%s", err, out)
+	if _, err := ParseFeatures("sse9"); !errors.Is(err, ErrFeatures) {
+		t.Fatalf("ParseFeatures(sse9) = %v, want ErrFeatures", err)
 	}
 }

@@ -232,12 +232,23 @@ func (p *Pool) matmul(m *Matrix, a *Activations, tokens int, y []float32) {
 	p.run()
 }
 
+// minChunkWork is the least work worth a chunk, in weight bytes × tokens:
+// a few µs on one core, against the ~0.1–0.3 µs that claiming and
+// completing a chunk costs when many cores contend for the pool's counters.
+const minChunkWork = 32 << 10
+
 // tiling cuts the product y = m·a (tokens tokens) into chunks.
 func (p *Pool) tiling(m *Matrix, a *Activations, tokens int, y []float32) job {
 	tt := min(tokens, tokenTile)
 	tokenChunks := (tokens + tt - 1) / tt
-	// Aim for ~8 chunks per thread, for balance on a shared machine.
-	rowChunksWanted := max(1, 8*p.threads/tokenChunks)
+	// Up to 8 chunks per thread, for balance on a shared machine, where a
+	// thread that is not scheduled in time simply claims fewer; but never
+	// chunks below minChunkWork, which on many cores (a 2048-row matrix on
+	// 16 threads would be 16 rows a chunk) would cost more in claims than
+	// they balance. A whole number of chunks per thread keeps the last
+	// round even.
+	perThread := min(8, max(1, m.Rows*m.rowBytes*tt/(p.threads*minChunkWork)))
+	rowChunksWanted := max(1, perThread*p.threads/tokenChunks)
 	per := (m.Rows + rowChunksWanted - 1) / rowChunksWanted
 	per = (per + rowAlign - 1) / rowAlign * rowAlign
 	rowChunks := (m.Rows + per - 1) / per

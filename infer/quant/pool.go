@@ -30,12 +30,19 @@ type Pool struct {
 
 	// The product in flight. job is written before state publishes it and
 	// is stable while any of its chunks is unfinished.
-	job       job
-	shared    [maxShared]job // MatMuls' products, pointed to by job.shared
-	starts    [maxShared + 1]int
-	gen       uint64
+	job    job
+	shared [maxShared]job // MatMuls' products, pointed to by job.shared
+	starts [maxShared + 1]int
+	gen    uint64
+	// state and remaining are the two words every thread writes once per
+	// chunk; each has a cache line of its own so that claims and
+	// completions on many cores do not bounce one line between them (and
+	// the fields above, read by all, stay shared and clean).
+	_         [64]byte
 	state     atomic.Uint64 // gen<<40 | chunks<<20 | next chunk
-	remaining atomic.Int64  // chunks not yet finished
+	_         [56]byte
+	remaining atomic.Int64 // chunks not yet finished
+	_         [56]byte
 }
 
 const (

@@ -5,15 +5,9 @@ package quant
 import (
 	"encoding/binary"
 	"math"
-	"os"
 
 	"github.com/bonsai-chat/bonsai/gguf"
-	"golang.org/x/sys/cpu"
 )
-
-// haveVNNI: the AVX-512 kernels need F, BW (byte masks) and VNNI
-// (VPDPBUSD). BONSAI_NOSIMD=1 forces the portable kernels (for comparisons).
-var haveVNNI = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VNNI && os.Getenv("BONSAI_NOSIMD") == ""
 
 // kernelSet is one type's SIMD kernels: 16 rows × 1, 2, 4 or 8 tokens,
 // over the packed layout.
@@ -34,10 +28,6 @@ var kernelSets = func() map[gguf.Type]*kernelSet {
 	return m
 }()
 
-// haveAVX2: the fallback kernels for CPUs without AVX-512 (most desktop
-// x86) need AVX2, FMA and F16C.
-var haveAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && os.Getenv("BONSAI_NOSIMD") == ""
-
 // simdKernel returns the fastest kernel for weight type t on this CPU, or
 // nil for the portable one.
 func simdKernel(t gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
@@ -48,6 +38,8 @@ func simdKernel(t gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int,
 		return simdProduct
 	case haveAVX2 && avx2Sets[t] != nil:
 		return avx2Product
+	case haveAVX2 && haveF16C && avx2KTypes[t]:
+		return kquantsAVX2Product
 	case floatSet(t) != nil:
 		return floatProduct
 	}
@@ -59,6 +51,9 @@ func simdKernel(t gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int,
 func simdRepack(m *Matrix) []byte {
 	if m.Type == gguf.Q1_0 {
 		return repack(m, layoutQ1_0)
+	}
+	if !haveVNNI && avx2KTypes[m.Type] {
+		return nil // the AVX2 K-quant kernels read the file's rows
 	}
 	if ks := kernelSets[m.Type]; ks != nil {
 		return repack(m, ks.layout)
@@ -175,11 +170,6 @@ func kernelTokens(lane, left int) (n, index int) {
 	}
 	return 1, 0
 }
-
-var haveAVX512 = cpu.X86.HasAVX512F && os.Getenv("BONSAI_NOSIMD") == ""
-
-// haveF16C: the AVX2 f16 kernels convert with VCVTPH2PS.
-var haveF16C = cpu.X86.HasF16C
 
 func dotsF16SIMD(x []float32, h []uint16, stride int, out []float32) bool {
 	if !haveAVX512 || len(x)%16 != 0 || len(x) == 0 {

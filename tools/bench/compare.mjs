@@ -6,10 +6,16 @@
 // usage (from the repository root):
 //   go build -o bonsai ./cmd/bonsai
 //   node tools/bench/compare.mjs --model FILE [--bonsai ./bonsai] [-p 512] [-n 128] [-r 5] [--threads 2] [--rounds 1]
-//                                [--peer-model FILE]
+//                                [--peer-model FILE] [--oracle DIR] [--cpu-features all|avx2|portable] [--membw]
 //
 // --peer-model gives llama.cpp another file of the same shape, for a type it
 // lacks: the Prism types (PQ2_0, PTQ1_0) are measured against its Q2_0.
+//
+// --oracle gives another node_modules folder for node-llama-cpp (e.g. a copy
+// whose bins keep only libggml-cpu-haswell.so: llama.cpp's AVX2 build without
+// AVX-512, beside bonsai --cpu-features avx2; tools/bench/cpu.sh makes one).
+// --cpu-features and --membw are passed to bonsai bench; with --membw the
+// table gets bonsai's tg as a share of the read bandwidth.
 //
 // On a shared machine the load changes from minute to minute; --rounds K
 // alternates the two programs K times (r repetitions each time), so both
@@ -39,6 +45,9 @@ const {values: args} = parseArgs({
         rounds: {type: "string", default: "1"},
         "skip-llama": {type: "boolean", default: false},
         "peer-model": {type: "string"},
+        oracle: {type: "string"},
+        "cpu-features": {type: "string", default: "all"},
+        membw: {type: "boolean", default: false},
     },
     strict: true,
 });
@@ -74,7 +83,7 @@ function tokenIds(count, vocab) {
 }
 
 async function openLlama() {
-    const {getLlama, LlamaLogLevel} = await import(pathToFileURL(resolve(here, "../oracle/node_modules/node-llama-cpp/dist/index.js")).href);
+    const {getLlama, LlamaLogLevel} = await import(pathToFileURL(resolve(args.oracle ?? resolve(here, "../oracle/node_modules"), "node-llama-cpp/dist/index.js")).href);
     const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error});
     const model = await llama.loadModel({modelPath: args["peer-model"] ?? args.model, gpuLayers: 0});
     const context = await model.createContext({
@@ -113,22 +122,25 @@ async function benchLlama({seq, ids}) {
 
 function benchBonsai() {
     const out = spawnSync(args.bonsai, ["bench", "--model", args.model, "--backend", "cpu", "--threads", String(threads),
-        "-p", String(p), "-n", String(n), "-r", String(reps), "--format", "json"], {encoding: "utf8", maxBuffer: 1 << 24});
+        "-p", String(p), "-n", String(n), "-r", String(reps), "--format", "json", "--cpu-features", args["cpu-features"],
+        ...(args.membw ? ["--membw"] : [])], {encoding: "utf8", maxBuffer: 1 << 24});
     if (out.error) fail(`running ${args.bonsai}: ${out.error.message} (build it: go build -o bonsai ./cmd/bonsai)`);
     if (out.status !== 0) fail(`bonsai bench failed (${out.status}):\n${out.stderr}`);
-    return JSON.parse(out.stdout).map((r) => ({test: r.test, samples: r.samples_tps}));
+    return JSON.parse(out.stdout).map((r) => ({test: r.test, samples: r.samples_tps, pct: r.pct_read_bw, bw: r.read_bw_bytes_per_s}));
 }
 
 const loadBefore = loadavg()[0];
 const lm = args["skip-llama"] ? null : await openLlama();
 const all = {llama: {}, bonsai: {}};
 const perRound = [];
+const pcts = {};
 for (let round = 0; round < rounds; round++) {
     const l = lm ? await benchLlama(lm) : [];
     const b = benchBonsai();
     const ratios = {};
     for (const r of b) {
         (all.bonsai[r.test] ??= []).push(...r.samples);
+        if (r.pct) (pcts[r.test] ??= []).push(`${r.pct.toFixed(0)}% of ${(r.bw / 1e9).toFixed(1)} GB/s`);
         const lr = l.find((x) => x.test === r.test);
         if (lr) {
             (all.llama[r.test] ??= []).push(...lr.samples);
@@ -148,10 +160,10 @@ const fmt = (s) => s ? `${s.mean.toFixed(2)} ± ${s.sd.toFixed(2)}` : "—";
 console.log(`model: ${args.model}${args["peer-model"] ? ` (llama.cpp on ${args["peer-model"]})` : ""}`);
 console.log(`threads: ${threads}, ${rounds} round(s) × ${reps} repetitions, CPU: ${cpus()[0]?.model} ×${cpus().length}, load average ${loadBefore.toFixed(2)} → ${loadAfter.toFixed(2)}`);
 console.log("");
-console.log("| test | llama.cpp t/s | bonsai t/s | bonsai / llama.cpp | per round |");
-console.log("| --- | ---: | ---: | ---: | --- |");
+console.log("| test | llama.cpp t/s | bonsai t/s | bonsai / llama.cpp | per round | bonsai's share of read bandwidth per round |");
+console.log("| --- | ---: | ---: | ---: | --- | --- |");
 for (const test of Object.keys(all.bonsai)) {
     const ls = all.llama[test] ? stats(all.llama[test]) : null, bs = stats(all.bonsai[test]);
     const rr = perRound.map((r) => r[test] ? r[test].toFixed(2) + "×" : "—").join(" ");
-    console.log(`| ${test} | ${fmt(ls)} | ${fmt(bs)} | ${ls ? (bs.mean / ls.mean).toFixed(2) + "×" : "—"} | ${rr} |`);
+    console.log(`| ${test} | ${fmt(ls)} | ${fmt(bs)} | ${ls ? (bs.mean / ls.mean).toFixed(2) + "×" : "—"} | ${rr} | ${(pcts[test] ?? ["—"]).join(", ")} |`);
 }

@@ -1,0 +1,63 @@
+package quant
+
+//go:generate sh -c "cd asm && go run ./avx2k -out ../kquants_avx2_amd64.s"
+
+import "github.com/bonsai-chat/bonsai/gguf"
+
+// The AVX2 K-quant kernels, for x86 CPUs without AVX-512 (asm/avx2k): a
+// whole row · token in assembly, the integer sums exact and the float part
+// in the portable dot product's order and roundings (f16 widened exactly,
+// one rounding per multiply and add, FMA where the portable code calls
+// FMA32), so bit for bit the portable kernels'.
+
+//go:noescape
+func q4_KRowAVX2(w, x *byte, blocks int, out *float32)
+
+//go:noescape
+func q5_KRowAVX2(w, x *byte, blocks int, out *float32)
+
+//go:noescape
+func q6_KRowAVX2(w, x *byte, blocks int, out *float32)
+
+// avx2KTypes are the types kquantsAVX2Product runs.
+var avx2KTypes = map[gguf.Type]bool{gguf.Q4_K: true, gguf.Q5_K: true, gguf.Q6_K: true}
+
+// rowDot is one row · one token through the type's integer sums.
+func rowDot(t gguf.Type, _ bool, n int, w, x []byte, s *[sumsScratch]int32) float32 {
+	switch t {
+	case gguf.Q4_K:
+		return rowQ4_KAVX2(n, w, x, s)
+	case gguf.Q5_K:
+		return rowQ5_KAVX2(n, w, x, s)
+	}
+	return rowQ6_KAVX2(n, w, x, s)
+}
+
+// kquantsAVX2Product is the Matrix kernel of the AVX2 K-quants.
+func kquantsAVX2Product(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
+	sumsProduct(false, m, a, r0, r1, t0, t1, y)
+}
+
+// rowQ4_KAVX2 is dotQ4_K: the assembly computes the two integers of each
+// super-block and adds d·dx·sumi − dmin·dx·mins to the sum with one
+// rounding per operation, left to right, as Go evaluates the expression.
+func rowQ4_KAVX2(n int, w, x []byte, _ *[sumsScratch]int32) float32 {
+	var sumf float32
+	q4_KRowAVX2(&w[0], &x[0], n/qkK, &sumf)
+	return sumf
+}
+
+// rowQ5_KAVX2 is dotQ5_K: the assembly keeps ggml's eight f32 lanes and
+// the mins' sum with single-rounding FMAs (FMA32's arithmetic).
+func rowQ5_KAVX2(n int, w, x []byte, _ *[sumsScratch]int32) float32 {
+	var out [9]float32 // the lanes, then summs
+	q5_KRowAVX2(&w[0], &x[0], n/qkK, &out[0])
+	return sumLanes8((*[8]float32)(out[:8])) + out[8]
+}
+
+// rowQ6_KAVX2 is dotQ6_K, its eight lanes kept by the assembly.
+func rowQ6_KAVX2(n int, w, x []byte, _ *[sumsScratch]int32) float32 {
+	var acc [8]float32
+	q6_KRowAVX2(&w[0], &x[0], n/qkK, &acc[0])
+	return sumLanes8(&acc)
+}

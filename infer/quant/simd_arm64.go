@@ -1,0 +1,38 @@
+package quant
+
+import "github.com/bonsai-chat/bonsai/gguf"
+
+// planes is extra per-token activation data for the amd64 kernels; the
+// NEON kernels read the activations as they are.
+type planes struct{}
+
+func (a *Activations) preparePlanes() {}
+
+func (a *Activations) fillPlanes(int) {}
+
+// simdRepack: the NEON kernels read the file's rows.
+func simdRepack(*Matrix) []byte { return nil }
+
+// simdKernel returns the NEON kernel for weight type t (with SDOT where
+// the CPU has it), or nil for the portable one.
+func simdKernel(t gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
+	switch {
+	case !neonTypes[t] || !haveNEON:
+		return nil
+	case haveSDOT:
+		return neonProductSdot
+	}
+	return neonProductNeon
+}
+
+func dotsF16SIMD([]float32, []uint16, int, []float32) bool        { return false }
+func weightedSumF16SIMD([]float32, []uint16, int, []float32) bool { return false }
+
+func quantizeQ8_0SIMD([]float32, []byte) bool { return false }
+
+func swigluSIMD(_, _, _ []float32) int { return 0 }
+
+func softmaxF16SIMD([]float32, float32) bool { return false }
+
+func f32ToF16sSIMD([]uint16, []float32) bool { return false }
+func roundF16sSIMD(_, _ []float32) bool      { return false }

@@ -1,0 +1,81 @@
+#!/bin/bash
+# cpu16.sh PHASE: bonsai beside llama-bench on the device machine's host CPU (16 cores) at 1, 2, 4,
+# 8 and 16 threads, on the synthetic 1.7B- and 8B-shaped Q1_0 files, tg128 and pp512, with bonsai's
+# tg as a share of the read bandwidth at each thread count (`bench --membw`). llama-bench is built
+# CPU-only there from the oracle's llama.cpp v0.5.0 source (.carry/llama/llama-src.tgz); bonsai is
+# the binary built here (.carry/gpu/bonsai.gz, or BONSAI_GZ). The phases fit one 10-minute call
+# each on a warm machine (what they build and write stays under /tmp):
+#   build   llama-bench, bonsai, the two models
+#   1.7b    1.7B: tg128 and pp512 at every thread count, the two programs alternating
+#   8b-tg   8B: tg128
+#   8b-pp   8B: pp512
+# THREADS (default "1 2 4 8 16"), REPS (default 2 for tg, 1 for pp). Each measurement has its own
+# timeout, so one slow run costs its figure, not the phase. Results: $OUT/cpu16-PHASE.log.
+S=$(date +%s)
+exec > >(tee -a "${OUT:-/tmp}/cpu16-$1.log") 2>&1
+t() { echo "== [$(( $(date +%s) - S ))s] $*"; }
+R=$(pwd)
+cd /tmp || exit 1
+threads=${THREADS:-1 2 4 8 16}
+LB=/tmp/llama-cpu/build/bin/llama-bench
+
+# one PROGRAM MODEL THREADS TEST: one measurement, its t/s on one line.
+one() {
+	local prog=$1 m=$2 n=$3 test=$4 args reps out
+	case $test in
+	tg) args=(-p 0 -n 128); reps=${REPS:-2} ;;
+	pp) args=(-p 512 -n 0); reps=${REPS:-1} ;;
+	esac
+	if [ "$prog" = bonsai ]; then
+		extra=()
+		[ "$test" = tg ] && extra=(--membw)
+		out=$(timeout 280 /tmp/b bench --model "$m" --threads "$n" "${args[@]}" -r "$reps" "${extra[@]}" 2>&1)
+		echo "$out" | grep -E "^\| .*(tg|pp)[0-9]|^read bandwidth" | sed "s/^/bonsai    t=$n /"
+	else
+		out=$(timeout 280 $LB -m "$m" -t "$n" "${args[@]}" -r "$reps" 2>&1)
+		echo "$out" | grep -E "^\| .*(tg|pp)[0-9]" | sed "s/^/llama.cpp t=$n /"
+	fi
+	[ -n "$out" ] || echo "$prog t=$n $test: no result (timeout or failure)"
+}
+
+sweep() { # sweep MODEL TEST: both programs at each thread count, alternating
+	for n in $threads; do
+		t "$1 $2, $n threads"
+		one bonsai "$1" "$n" "$2"
+		one llama "$1" "$n" "$2"
+	done
+}
+
+case $1 in
+build)
+	lscpu | grep -E "Model name|^CPU\(s\)|Thread|Core|Socket|L3|NUMA node\(s\)"
+	grep -o -w -E "avx2|avx512f|avx512_vnni|avx512_bf16" /proc/cpuinfo | sort | uniq -c
+	gunzip -c "$R/${BONSAI_GZ:-.carry/gpu/bonsai.gz}" >/tmp/b && chmod +x /tmp/b || { echo "no bonsai binary"; exit 1; }
+	mkdir -p /tmp/llama-cpu && tar xzf "$R/.carry/llama/llama-src.tgz" -C /tmp/llama-cpu
+	( cd /tmp/llama-cpu && cmake -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DGGML_CUDA=OFF \
+		-DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_UI=OFF \
+		-DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_EXAMPLES=OFF >/tmp/cmake-cpu.log 2>&1 &&
+	  timeout 500 cmake --build build -j12 --target llama-bench >/tmp/build-cpu.log 2>&1
+	  echo "llama.cpp build rc=$?"; tail -3 /tmp/build-cpu.log ) &
+	build=$!
+	t synth
+	[ -f 17.gguf ] || timeout 300 /tmp/b synth --shape 1.7b --type q1_0 -o 17.gguf >/dev/null 2>&1 &
+	s1=$!
+	[ -f 8.gguf ] || timeout 400 /tmp/b synth --shape 8b --type q1_0 -o 8.gguf >/dev/null 2>&1 &
+	s2=$!
+	wait $s1 $s2 $build # never a bare wait: it would also wait for tee's process substitution
+	ls -la /tmp/17.gguf /tmp/8.gguf $LB
+	t done ;;
+1.7b)
+	sweep 17.gguf tg
+	sweep 17.gguf pp
+	t done ;;
+8b-tg)
+	sweep 8.gguf tg
+	t done ;;
+8b-pp)
+	sweep 8.gguf pp
+	t done ;;
+*)
+	echo "usage: cpu16.sh build|1.7b|8b-tg|8b-pp"; exit 2 ;;
+esac
