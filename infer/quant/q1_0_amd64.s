@@ -1616,7 +1616,7 @@ reduce:
 	VADDPS  Y3, Y1, Y1
 	VADDPS  Y1, Y0, Y0
 	VMOVUPS Y0, (DI)
-	ADDQ    $0x20, SI
+	ADDQ    $0x40, SI
 
 next:
 	ADDQ $0x00000100, BX

@@ -49,6 +49,16 @@ func TestQ1_0SIMDBitExact(t *testing.T) {
 				p.Close()
 				want := make([]float32, len(got))
 				portableKernel(m, &a, 0, shape.rows, 0, shape.tokens, want)
+				// The kernel over all rows at once too: the pool may cut a
+				// matrix into single groups, and a many-group call is what
+				// large matrices get.
+				whole := make([]float32, len(got))
+				m.kernel(m, &a, 0, shape.rows, 0, shape.tokens, whole)
+				for i := range whole {
+					if math.Float32bits(whole[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s, one call: y[%d] (row %d, token %d) = %v, portable %v", name, i, i%shape.rows, i/shape.rows, whole[i], want[i])
+					}
+				}
 				for i := range got {
 					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 						t.Fatalf("%s: y[%d] (row %d, token %d) = %v, portable %v", name, i, i%shape.rows, i/shape.rows, got[i], want[i])

@@ -618,7 +618,9 @@ func q1_0AVX2Kernel(T int) {
 			ADDQ(ldy, out)
 		}
 	}
-	ADDQ(U8(32), y)
+	// The next group's half starts 16 rows on: this call writes only
+	// rows 8h…8h+7 of each group.
+	ADDQ(U8(64), y)
 	Label("next")
 	ADDQ(U32(32*8*T), accp)
 	wstride := Load(Param("wstride"), GP64())
