@@ -39,12 +39,12 @@ func kquantsAVX2Product(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float
 }
 
 // rowQ4_KAVX2 is dotQ4_K: the assembly computes the two integers of each
-// super-block and adds d·dx·sumi − dmin·dx·mins to the sum with one
-// rounding per operation, left to right, as Go evaluates the expression.
+// super-block and keeps the two sums, acc = fma(sumi, d_w·dx, acc) and
+// accm = fma(mins, dmin_w·dx, accm); the dot product is acc − accm.
 func rowQ4_KAVX2(n int, w, x []byte, _ *[sumsScratch]int32) float32 {
-	var sumf float32
-	q4_KRowAVX2(&w[0], &x[0], n/qkK, &sumf)
-	return sumf
+	var out [2]float32
+	q4_KRowAVX2(&w[0], &x[0], n/qkK, &out[0])
+	return out[0] - out[1]
 }
 
 // rowQ5_KAVX2 is dotQ5_K: the assembly keeps ggml's eight f32 lanes and

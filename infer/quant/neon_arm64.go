@@ -163,7 +163,7 @@ func rowQ2_0(sdot bool, n int, w, x []byte, s *[sumsScratch]int32) float32 {
 // rowQ4_K: the assembly leaves the unscaled sums per sub-block (out[8b+j]).
 func rowQ4_K(sdot bool, n int, w, x []byte, s *[sumsScratch]int32) float32 {
 	const per = sumsScratch / 8
-	var sumf float32
+	var acc, accMins float32
 	nb := n / qkK
 	for b0 := 0; b0 < nb; b0 += per {
 		k := min(per, nb-b0)
@@ -178,10 +178,11 @@ func rowQ4_K(sdot bool, n int, w, x []byte, s *[sumsScratch]int32) float32 {
 				sumi += int32(sc) * s[8*i+j]
 			}
 			dx := f32at(xb, 0)
-			sumf += f16at(wb, 0)*dx*float32(sumi) - f16at(wb, 2)*dx*float32(sumMins)
+			acc = fma32(float32(sumi), f16at(wb, 0)*dx, acc)
+			accMins = fma32(float32(sumMins), f16at(wb, 2)*dx, accMins)
 		}
 	}
-	return sumf
+	return acc - accMins
 }
 
 // The Q5_K and Q6_K rows: the assembly leaves the sums per lane of ggml's

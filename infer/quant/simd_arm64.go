@@ -6,7 +6,7 @@ import "github.com/bonsai-chat/bonsai/gguf"
 // NEON kernels read the activations as they are.
 type planes struct{}
 
-func (a *Activations) preparePlanes() {}
+func (a *Activations) preparePlanes(gguf.Type) {}
 
 func (a *Activations) fillPlanes(int) {}
 

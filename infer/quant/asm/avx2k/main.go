@@ -136,7 +136,7 @@ func minsK4() {
 // four dwords (sc 0–3, sc 4–7, m 0–3, m 4–7), then widened to words;
 // VPMADDWD by a broadcast scale instead of ones weighs each sub-block.
 func q4_K() {
-	header("q4_KRowAVX2", "X10")
+	header("q4_KRowAVX2", "X10", "X11")
 	fmt.Fprintf(&b, "loop:\n")
 	emit("LEAQ 4(SI), R9")
 	unpackK4()
@@ -160,19 +160,18 @@ func q4_K() {
 	emit("VPADDD X5, X4, X4")
 	emit("VPHADDD X4, X4, X4")
 	emit("VPHADDD X4, X4, X4")
-	// sumf += d·dx·sumi − dmin·dx·mins, left to right, one rounding per
-	// operation, as Go evaluates dotQ4_K's expression.
+	// acc = fma(sumi, d_w·dx, acc) and accm = fma(mins, dmin_w·dx, accm),
+	// as dotQ4_K (ggml's repacked Q4_K order); acc − accm is taken by the
+	// caller.
 	emit("VCVTDQ2PS X4, X4")
 	emit("VMOVSS (SI), X1")
 	f16(0, 0)
 	f16(2, 2)
 	emit("VMULSS X1, X0, X0")
-	emit("VMULSS X4, X0, X0")
+	emit("VFMADD231SS X0, X4, X10")
 	emit("VMULSS X1, X2, X2")
-	emit("VMULSS X7, X2, X2")
-	emit("VSUBSS X2, X0, X0")
-	emit("VADDSS X0, X10, X10")
-	footer(144, "VMOVSS X10, (DX)")
+	emit("VFMADD231SS X2, X7, X11")
+	footer(144, "VMOVSS X10, (DX)", "VMOVSS X11, 4(DX)")
 }
 
 // scaleK4 is VPSHUFB's masks that broadcast word j of a 128-bit half
