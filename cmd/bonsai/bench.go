@@ -92,7 +92,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	// Like llama-bench: the whole prompt is one batch, the context holds the
 	// longest test.
 	m, err := infer.Load(f, infer.Options{
-		Backend: o.backend, Threads: o.threads,
+		Backend: o.backend, Threads: o.threads, GPU: gpuOptions(),
 		Context: max(o.prompt, o.gen, 1),
 		Batch:   max(o.prompt, 1),
 	})

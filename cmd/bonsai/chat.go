@@ -120,7 +120,7 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 	}
 	// The engine starts loading at once; the UI shows its progress.
 	eng := engine.New(engine.Options{
-		File: modelFile, Backend: cfg.Backend, Adapter: cfg.Adapter, Threads: cfg.Threads, Context: ctxSize, Profile: profile,
+		File: modelFile, Backend: cfg.Backend, Adapter: cfg.Adapter, GPU: gpuOptions(), Threads: cfg.Threads, Context: ctxSize, Profile: profile,
 	})
 	defer eng.Close()
 	opts.Engine = eng

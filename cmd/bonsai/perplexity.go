@@ -81,7 +81,7 @@ func runPerplexity(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%d tokens do not fill one window of %d", len(ids), *ctx)
 	}
 
-	m, err := infer.Load(f, infer.Options{Backend: *backend, Threads: *threads, Context: *ctx})
+	m, err := infer.Load(f, infer.Options{Backend: *backend, GPU: gpuOptions(), Threads: *threads, Context: *ctx})
 	if err != nil {
 		return err
 	}

@@ -130,7 +130,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 
 	// The same engine as the chat's: one turn loop, one thinking parser.
-	e := engine.New(engine.Options{File: f, Backend: o.backend, Threads: o.threads, Context: o.ctx,
+	e := engine.New(engine.Options{File: f, Backend: o.backend, GPU: gpuOptions(), Threads: o.threads, Context: o.ctx,
 		Profile: o.profile, ProfileEvery: math.MaxInt})
 	defer e.Close()
 	e.Generate(req)

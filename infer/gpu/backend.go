@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -16,27 +16,33 @@ import (
 	"github.com/cogentcore/webgpu/wgpu"
 )
 
-// MatVecEnv chooses the decode Q1_0 matvec kernel: auto (default),
-// select, lut, popc (16 rows per workgroup), popc32 / popc64 (32 or 64
-// rows: the bit planes of x built once per 32 or 64 rows instead of 16),
-// auto32 / auto64 (auto with popc32 / popc64 for the big matrices).
-const MatVecEnv = "BONSAI_GPU_MATVEC"
+// MatVecKernels are the names infer.GPUOptions.MatVec takes for the decode
+// Q1_0 matvec: auto (the default, also ""), select, lut, popc (16 rows per
+// workgroup), popc32 / popc64 (32 or 64 rows: the bit planes of x built
+// once per 32 or 64 rows instead of 16), auto32 / auto64 (auto with popc32
+// / popc64 for the big matrices).
+var MatVecKernels = []string{"auto", "select", "lut", "popc", "popc32", "popc64", "auto32", "auto64"}
 
-// FuseEnv chooses the decode fusions (docs/gpu-kernels.md v5): "off"
-// encodes every op as its own dispatch; the default folds SwiGLU into the
-// down matvec, q/k norm+RoPE+KV store into one dispatch and single-split
-// attention into one; "all" also folds the token RMSNorms into the q/k/v
-// and gate/up matvecs, which cut 2 dispatches per layer but measured
-// slower on the H200 (every workgroup recomputing Σx² cost more than the
-// separate norm). All must agree: TestFusedDecodeMatchesUnfused.
-const FuseEnv = "BONSAI_GPU_FUSE"
+// FuseLevels are the names infer.GPUOptions.Fuse takes (docs/gpu-kernels.md
+// v5): "off" encodes every op as its own dispatch; the default ("") folds
+// SwiGLU into the down matvec, q/k norm+RoPE+KV store into one dispatch and
+// single-split attention into one; "all" also folds the token RMSNorms into
+// the q/k/v and gate/up matvecs, which cut 2 dispatches per layer but
+// measured slower on the H200 (every workgroup recomputing Σx² cost more
+// than the separate norm). All must agree: TestFusedDecodeMatchesUnfused.
+var FuseLevels = []string{"", "off", "all"}
 
-func matVecKernel(name string) string {
-	switch name {
-	case "select", "lut", "popc", "popc32", "popc64", "auto32", "auto64":
-		return name
+// ErrBadOption is returned by New for a MatVec or Fuse name it does not know.
+var ErrBadOption = errors.New("unknown GPU option value")
+
+func checkGPUOptions(o infer.GPUOptions) error {
+	if o.MatVec != "" && !slices.Contains(MatVecKernels, o.MatVec) {
+		return fmt.Errorf("gpu: matvec %q (want one of %q): %w", o.MatVec, MatVecKernels, ErrBadOption)
 	}
-	return "auto"
+	if !slices.Contains(FuseLevels, o.Fuse) {
+		return fmt.Errorf("gpu: fuse %q (want one of %q): %w", o.Fuse, FuseLevels, ErrBadOption)
+	}
+	return nil
 }
 
 // popcMinWeights is where auto switches from q1_matvec to q1_popc: on the
@@ -59,7 +65,7 @@ const maxSplits = 64
 func init() {
 	infer.RegisterBackend("gpu", func(opts infer.BackendOptions) (infer.Backend, error) {
 		// Naming an adapter is asking for it, software or not.
-		b, err := New(DeviceOptions{Adapter: opts.Adapter, AllowSoftware: opts.Adapter != "" || os.Getenv(SoftwareEnv) == "1"}, opts)
+		b, err := New(DeviceOptions{Adapter: opts.Adapter, AllowSoftware: opts.Adapter != "" || opts.GPU.AllowSoftware, Debug: opts.GPU.Debug}, opts)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", infer.ErrBackendUnavailable, err)
 		}
@@ -93,14 +99,14 @@ type Backend struct {
 	lazies []*lazy
 	// dispatches encoded in the pass in progress, and in the last one
 	dispatches, lastDispatches int
-	// matvec picks the decode Q1_0 kernel (MatVecEnv): "auto", "select"
+	// matvec picks the decode Q1_0 kernel (MatVecKernels): "auto", "select"
 	// (q1_matvec), "lut" (q1_lut, where K is a multiple of 2048) or "popc"
 	// (q1_popc). docs/gpu-kernels.md has their H200 timings.
 	matvec string
-	noFuse bool // FuseEnv "off": no fusion
+	noFuse bool // Fuse "off": no fusion
 	// deltaChunkMin is the batch from which DeltaNet runs chunked
 	deltaChunkMin int
-	fuseNorm      bool // FuseEnv "all": token RMSNorms folded into matvecs
+	fuseNorm      bool // Fuse "all": token RMSNorms folded into matvecs
 	// in-place per-head RMSNorms waiting for the Ropes that follow them
 	norms []pendingNorm
 	// per-head norm+Ropes (q's, then k's) waiting for the StoreKV that
@@ -228,8 +234,16 @@ type opKey struct {
 	f                float32
 }
 
-// New opens a device and returns an empty backend.
+// New opens a device and returns an empty backend; opts.GPU chooses the
+// kernels (its AllowSoftware and Debug are dopts' business).
 func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
+	if err := checkGPUOptions(opts.GPU); err != nil {
+		return nil, err
+	}
+	matvec := opts.GPU.MatVec
+	if matvec == "" {
+		matvec = "auto"
+	}
 	d, err := OpenDevice(dopts)
 	if err != nil {
 		return nil, err
@@ -240,9 +254,9 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 		weights:  map[string]*weight{},
 		ropes:    map[infer.Rope]*wgpu.Buffer{},
 		ops:      map[opKey]*op{},
-		matvec:   matVecKernel(os.Getenv(MatVecEnv)),
-		noFuse:   os.Getenv(FuseEnv) == "off",
-		fuseNorm: os.Getenv(FuseEnv) == "all",
+		matvec:   matvec,
+		noFuse:   opts.GPU.Fuse == "off",
+		fuseNorm: opts.GPU.Fuse == "all",
 
 		deltaChunkMin: DefaultDeltaChunkMin,
 	}
@@ -1119,7 +1133,7 @@ func (b *Backend) RMSNorm(dstT, xT infer.Tensor, wI infer.Weight, eps float32) {
 		b.shapeErr("RMSNorm: weight %s (%s, %d values) against rows of %d", w.name, w.typ, g, x.cols)
 		return
 	}
-	// With FuseEnv "all", a decode token norm waits to be folded into the
+	// With Fuse "all", a decode token norm waits to be folded into the
 	// matvecs that read its result (q/k/v, gate/up).
 	if b.fuseNorm && b.n == 1 && dst != x && g == x.cols && x.cols%4 == 0 && min(x.rows, dst.rows) >= 1 && len(w.chunks) == 1 {
 		b.materialize(x)

@@ -13,13 +13,6 @@ import (
 	"github.com/bonsai-chat/bonsai/infer/quant"
 )
 
-// TestMain admits software adapters (lavapipe) for the tests that go
-// through the backend registry, as CI has no GPU.
-func TestMain(m *testing.M) {
-	os.Setenv(SoftwareEnv, "1")
-	os.Exit(m.Run())
-}
-
 // newTestBackend opens the GPU backend or skips when there is no adapter,
 // except in CI (CI=true), where lavapipe must be installed and a missing
 // adapter is a failure.
@@ -497,6 +490,16 @@ func TestFusedMatVec(t *testing.T) {
 			if n := len(b.ops); n != 2 {
 				t.Errorf("K=%d kernel=%s: %d prepared ops, want 2 (fused q/k/v, projection+add)", k, kernel, n)
 			}
+		}
+	}
+}
+
+// A kernel or fusion name the backend does not know is refused before any
+// device is opened, rather than silently replaced by the default.
+func TestUnknownOptionsRefused(t *testing.T) {
+	for _, o := range []infer.GPUOptions{{MatVec: "fast"}, {Fuse: "some"}, {MatVec: "popc", Fuse: "none"}} {
+		if _, err := New(DeviceOptions{AllowSoftware: true}, infer.BackendOptions{GPU: o}); !errors.Is(err, ErrBadOption) {
+			t.Errorf("%+v: %v, want ErrBadOption", o, err)
 		}
 	}
 }
