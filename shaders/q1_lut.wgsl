@@ -26,6 +26,8 @@
 @group(0) @binding(4) var<storage, read_write> resid: array<f32>;
 //#endif
 
+//#include q1_layout
+
 const CH: u32 = 64u; // words per chunk
 var<workgroup> lut: array<f32, 8192>;
 var<workgroup> wid: array<f32, 64>;
@@ -53,12 +55,12 @@ fn store(row: u32, v: f32) {
 
 // rowdot is row's contribution of word w (chunk word gw) of the chunk.
 fn rowdot(row: u32, w: u32, gw: u32) -> f32 {
-	let b = bits[row * WORDS + gw];
+	let b = bits[q1_word(row, gw)];
 	var m = 0.0;
 	for (var k = 0u; k < 8u; k++) {
 		m += lut[(k * 16u + ((b >> (4u * k)) & 15u)) * 64u + w];
 	}
-	return scales[row * (WORDS / 4u) + gw / 4u] * (wdx[w] * (2.0 * m - wsum[w]));
+	return scales[q1_scale(row, gw / 4u)] * (wdx[w] * (2.0 * m - wsum[w]));
 }
 
 @compute @workgroup_size(256)

@@ -15,6 +15,8 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> dst: array<f32>;
 
+//#include q1_layout
+
 var<workgroup> red: array<f32, RED>;
 
 fn masked(b: u32, q0: vec4<f32>, q1: vec4<f32>, q2: vec4<f32>, q3: vec4<f32>,
@@ -46,8 +48,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		var b: array<u32, RPW>;
 		var d: array<f32, RPW>;
 		for (var r = 0u; r < RPW; r++) {
-			b[r] = bits[(row0 + r) * WORDS + w];
-			d[r] = scales[(row0 + r) * (WORDS / 4u) + w / 4u];
+			b[r] = bits[q1_word(row0 + r, w)];
+			d[r] = scales[q1_scale(row0 + r, w / 4u)];
 		}
 		for (var t = 0u; t < TT; t++) {
 			let tok = tok0 + t;

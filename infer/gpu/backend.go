@@ -682,8 +682,8 @@ func (b *Backend) Embed(dstT infer.Tensor, wI infer.Weight) {
 	n := b.active(dst)
 	if w.q1() {
 		o := b.prepared(opKey{kind: "embed", a: dst, b: w}, func() (*kernel, []binding, error) {
-			k, err := b.d.kernel("embed", map[string]shaders.Const{
-				"K": shaders.U32(w.k), "VOCAB": shaders.U32(w.m), "XROWS": shaders.U32(dst.rows), "Q1": shaders.Flag(true)})
+			k, err := b.d.kernel("embed", q1Layout(map[string]shaders.Const{
+				"K": shaders.U32(w.k), "VOCAB": shaders.U32(w.m), "XROWS": shaders.U32(dst.rows), "Q1": shaders.Flag(true)}, w.m))
 			return k, []binding{whole(b.batchBuf), whole(b.tokensBuf), w.bits.binding(), w.scales.binding(), whole(dst.buf)}, err
 		})
 		b.dispatch(o, ceilDiv(w.k, 256), n, 1)
@@ -765,8 +765,8 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 			return
 		}
 		o := b.prepared(opKey{kind: "q1gemm", a: dst, b: w, c: x}, func() (*kernel, []binding, error) {
-			k, err := b.d.kernel("q1_gemm", map[string]shaders.Const{
-				"K": shaders.U32(w.k), "M": shaders.U32(w.m), "WORDS": shaders.U32(w.k / 32), "XROWS": shaders.U32(rows)})
+			k, err := b.d.kernel("q1_gemm", q1Layout(map[string]shaders.Const{
+				"K": shaders.U32(w.k), "M": shaders.U32(w.m), "WORDS": shaders.U32(w.k / 32), "XROWS": shaders.U32(rows)}, w.m))
 			return k, []binding{whole(b.batchBuf), w.bits.binding(), w.scales.binding(), whole(xq), whole(dst.buf)}, err
 		})
 		b.dispatch(o, w.m/64, ceilDiv(n, 64), 1)
@@ -784,10 +784,10 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 			rpw /= 2
 		}
 		o := b.prepared(opKey{kind: "q1mm", a: dst, b: w, c: x, i: boolInt(decode)}, func() (*kernel, []binding, error) {
-			k, err := b.d.kernel("q1_matmul", map[string]shaders.Const{
+			k, err := b.d.kernel("q1_matmul", q1Layout(map[string]shaders.Const{
 				"K": shaders.U32(w.k), "M": shaders.U32(w.m), "WORDS": shaders.U32(words), "RPW": shaders.U32(rpw),
 				"TT": shaders.U32(tt), "WG": shaders.U32(wg), "XROWS": shaders.U32(rows),
-				"ACC": shaders.U32(rpw * tt), "RED": shaders.U32(wg * rpw * tt)})
+				"ACC": shaders.U32(rpw * tt), "RED": shaders.U32(wg * rpw * tt)}, w.m))
 			return k, []binding{whole(b.batchBuf), w.bits.binding(), w.scales.binding(), whole(x.buf), whole(dst.buf)}, err
 		})
 		b.dispatch(o, w.m/rpw, ceilDiv(n, tt), 1)
@@ -988,7 +988,7 @@ func (b *Backend) flushMatVec() {
 		for k, v := range defs {
 			m[k] = v
 		}
-		return m
+		return q1Layout(m, ends[:len(ps)]...)
 	}
 	if len(ps) > 1 {
 		key.d = ps[1].dst
@@ -1061,6 +1061,17 @@ func (b *Backend) flushMatVec() {
 		return k, append(bufs, fused...), err
 	})
 	b.dispatch(o, total/8, 1, 1)
+}
+
+// q1Layout adds to defs the row ends of up to three Q1_0 matrices stored
+// back to back, as shaders/q1_layout.wgsli addresses them.
+func q1Layout(defs map[string]shaders.Const, ends ...int) map[string]shaders.Const {
+	m0, m1, mt := ends[0], ends[0], ends[len(ends)-1]
+	if len(ends) > 1 {
+		m1 = ends[1]
+	}
+	defs["Q1M0"], defs["Q1M1"], defs["Q1MT"] = shaders.U32(m0), shaders.U32(m1), shaders.U32(mt)
+	return defs
 }
 
 func boolInt(v bool) int {

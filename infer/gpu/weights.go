@@ -110,7 +110,9 @@ func loadWeight(d *Device, wd infer.WeightData) (*weight, error) {
 
 // repackQ1 splits 18-byte blocks {f16 d; u8 qs[16]} into the sign words
 // (qs read as 4 little-endian u32: bit i of word j is weight 32j+i) and
-// the scales as f32, so the kernel reads aligned, coalesced words.
+// the scales as f32, block-interleaved: block b of row r lands at b·m + r
+// (shaders/q1_layout.wgsli), so that the threads of neighbouring rows read
+// neighbouring 16-byte chunks.
 func (w *weight) repackQ1(d *Device, rowBytes int) error {
 	blocks := w.k / 128
 	bits := make([]byte, w.m*blocks*16)
@@ -119,9 +121,10 @@ func (w *weight) repackQ1(d *Device, rowBytes int) error {
 		row := w.data[r*rowBytes : (r+1)*rowBytes]
 		for b := 0; b < blocks; b++ {
 			blk := row[b*18 : b*18+18]
-			copy(bits[(r*blocks+b)*16:], blk[2:18])
+			at := b*w.m + r
+			copy(bits[at*16:], blk[2:18])
 			s := quant.F16ToF32(binary.LittleEndian.Uint16(blk))
-			binary.LittleEndian.PutUint32(scales[(r*blocks+b)*4:], mathFloat32bits(s))
+			binary.LittleEndian.PutUint32(scales[at*4:], mathFloat32bits(s))
 		}
 	}
 	w.hostBits, w.hostScales = bits, scales
