@@ -15,6 +15,7 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(3) var<storage, read> vc: array<vec2<u32>>;
 @group(0) @binding(4) var<storage, read_write> dst: array<vec4<f32>>;
 
+//#include f16
 //#include attn_tile
 //#include attn_pv_tile
 

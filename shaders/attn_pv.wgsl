@@ -13,6 +13,7 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(4) var<storage, read> stats: array<vec2<f32>>;
 @group(0) @binding(5) var<storage, read_write> part: array<vec4<f32>>;
 
+//#include f16
 //#include attn_tile
 //#include attn_pv_tile
 

@@ -27,6 +27,7 @@
 //#endif
 
 //#include q1_layout
+//#include f16
 
 const CH: u32 = 64u; // words per chunk
 var<workgroup> lut: array<f32, 8192>;
@@ -79,13 +80,13 @@ fn main(@builtin(workgroup_id) wgid: vec3<u32>, @builtin(local_invocation_index)
 				a = max(a, abs(x[base + j]));
 			}
 			let amax = max(max(a.x, a.y), max(a.z, a.w));
-			let id = select(0.0, 127.0 / amax, amax != 0.0);
+			let id = select(0.0, div_rn(127.0, amax), amax != 0.0);
 			var s = vec4<f32>(0.0);
 			for (var j = 0u; j < 8u; j++) {
 				s += round(x[base + j] * id);
 			}
 			wid[lid] = id;
-			wdx[lid] = unpack2x16float(pack2x16float(vec2<f32>(amax / 127.0, 0.0))).x;
+			wdx[lid] = f16_round(div_rn(amax, 127.0));
 			wsum[lid] = dot(s, vec4<f32>(1.0));
 		}
 		workgroupBarrier();

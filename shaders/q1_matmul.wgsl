@@ -16,6 +16,7 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(4) var<storage, read_write> dst: array<f32>;
 
 //#include q1_layout
+//#include f16
 
 var<workgroup> red: array<f32, RED>;
 
@@ -67,8 +68,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 			var x7 = x[base + 7u];
 			let a = max(max(max(abs(x0), abs(x1)), max(abs(x2), abs(x3))), max(max(abs(x4), abs(x5)), max(abs(x6), abs(x7))));
 			let amax = max(max(a.x, a.y), max(a.z, a.w));
-			let dx = unpack2x16float(pack2x16float(vec2<f32>(amax / 127.0, 0.0))).x;
-			let id = select(0.0, 127.0 / amax, amax != 0.0);
+			let dx = f16_round(div_rn(amax, 127.0));
+			let id = select(0.0, div_rn(127.0, amax), amax != 0.0);
 			x0 = round(x0 * id);
 			x1 = round(x1 * id);
 			x2 = round(x2 * id);

@@ -15,6 +15,7 @@
 // Constants: K, WORDS (=K/32), WG, M0, M1; flags OUT2, OUT3, ADD.
 //#include q1_vec_io
 //#include q1_layout
+//#include f16
 
 fn add_set(m: vec4<f32>, b: vec4<u32>, mask: u32, v: f32) -> vec4<f32> {
 	return m + select(vec4<f32>(0.0), vec4<f32>(v), (b & vec4<u32>(mask)) != vec4<u32>(0u));
@@ -35,8 +36,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 			a = max(a, abs(xs[j]));
 		}
 		let amax = max(max(a.x, a.y), max(a.z, a.w));
-		let dx = unpack2x16float(pack2x16float(vec2<f32>(amax / 127.0, 0.0))).x;
-		let id = select(0.0, 127.0 / amax, amax != 0.0);
+		let dx = f16_round(div_rn(amax, 127.0));
+		let id = select(0.0, div_rn(127.0, amax), amax != 0.0);
 		let bA = vec4<u32>(bits[q1_word(row0, w)], bits[q1_word(row0 + 1u, w)],
 			bits[q1_word(row0 + 2u, w)], bits[q1_word(row0 + 3u, w)]);
 		let bB = vec4<u32>(bits[q1_word(row0 + 4u, w)], bits[q1_word(row0 + 5u, w)],

@@ -12,6 +12,7 @@
 // 4 for 16 rows, 8 for 32), RED (=RG·WG), M0, M1; flags OUT2, OUT3, ADD.
 //#include q1_vec_io
 //#include q1_layout
+//#include f16
 
 // plane_nibble gathers bit p of each byte of u (4 biased activations)
 // into a 4-bit nibble.
@@ -65,8 +66,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 			a = max(a, abs(xs[j]));
 		}
 		let amax = max(max(a.x, a.y), max(a.z, a.w));
-		let dx = unpack2x16float(pack2x16float(vec2<f32>(amax / 127.0, 0.0))).x;
-		let id = select(0.0, 127.0 / amax, amax != 0.0);
+		let dx = f16_round(div_rn(amax, 127.0));
+		let id = select(0.0, div_rn(127.0, amax), amax != 0.0);
 		var P0 = 0u;
 		var P1 = 0u;
 		var P2 = 0u;

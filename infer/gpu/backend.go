@@ -17,11 +17,14 @@ import (
 )
 
 // MatVecKernels are the names infer.GPUOptions.MatVec takes for the decode
-// Q1_0 matvec: auto (the default, also ""), select, lut, popc (16 rows per
-// workgroup), popc32 / popc64 (32 or 64 rows: the bit planes of x built
-// once per 32 or 64 rows instead of 16), auto32 / auto64 (auto with popc32
-// / popc64 for the big matrices).
-var MatVecKernels = []string{"auto", "select", "lut", "popc", "popc32", "popc64", "auto32", "auto64"}
+// Q1_0 matvec: auto (the default, also ""): w1 (one row per thread,
+// q1_w1.wgsl) where the shape allows, else as auto1; auto1: the previous
+// default, select for small matrices and popc for big ones; select, lut,
+// popc (16 rows per workgroup), popc32 / popc64 (32 or 64 rows: the bit
+// planes of x built once per 32 or 64 rows instead of 16), auto32 / auto64
+// (auto1 with popc32 / popc64 for the big matrices); w1 (select where it
+// cannot).
+var MatVecKernels = []string{"auto", "auto1", "w1", "select", "lut", "popc", "popc32", "popc64", "auto32", "auto64"}
 
 // FuseLevels are the names infer.GPUOptions.Fuse takes (docs/gpu-kernels.md
 // v5): "off" encodes every op as its own dispatch; the default ("") folds
@@ -997,12 +1000,22 @@ func (b *Backend) flushMatVec() {
 		key.e = ps[2].dst
 	}
 	variant := b.matvec
-	if variant == "auto" || variant == "auto32" || variant == "auto64" {
+	if variant == "auto" || variant == "w1" {
+		if cfg, ok := b.w1Config(w0.k, ends[:len(ps)]); ok {
+			b.dispatchW1(key, cfg, ps, bits, scales, src, resid, fused, withDefs(map[string]shaders.Const{}))
+			return
+		}
+		variant = "auto1"
+		if b.matvec == "w1" {
+			variant = "select"
+		}
+	}
+	if variant == "auto1" || variant == "auto32" || variant == "auto64" {
 		big := total*w0.k >= popcMinWeights
 		switch {
 		case !big:
 			variant = "select"
-		case variant == "auto":
+		case variant == "auto1":
 			variant = "popc"
 		default:
 			variant = "popc" + variant[4:]
@@ -1072,6 +1085,66 @@ func q1Layout(defs map[string]shaders.Const, ends ...int) map[string]shaders.Con
 	}
 	defs["Q1M0"], defs["Q1M1"], defs["Q1MT"] = shaders.U32(m0), shaders.U32(m1), shaders.U32(mt)
 	return defs
+}
+
+// w1 is q1_w1's shape: RPW rows × KS slices of K per workgroup, the
+// activations quantized CB blocks at a time.
+type w1 struct{ rpw, ks, cb int }
+
+// w1Config picks q1_w1's shape for K and the row ends of the matrices
+// (each a multiple of RPW rows): the most rows per workgroup whose KS
+// slices divide a chunk of blocks that fits workgroup memory.
+func (b *Backend) w1Config(k int, ends []int) (w1, bool) {
+	nb := k / 128
+	limit := min(int(b.d.Limits.MaxComputeWorkgroupStorageSize), 32<<10)
+	for _, rpw := range []int{32, 16, 8} {
+		ks := 256 / rpw
+		fits := k%128 == 0
+		prev := 0
+		for _, e := range ends {
+			fits = fits && (e-prev)%rpw == 0
+			prev = e
+		}
+		if !fits {
+			continue
+		}
+		for cb := min(nb, 48) / ks * ks; cb >= ks; cb -= ks {
+			if nb%cb == 0 && cb*(512+16)+256*16 <= limit {
+				return w1{rpw: rpw, ks: ks, cb: cb}, true
+			}
+		}
+	}
+	return w1{}, false
+}
+
+// dispatchW1 encodes the pending matvecs as one q1_w1 dispatch.
+func (b *Backend) dispatchW1(key opKey, cfg w1, ps []pendingMatMul, bits, scales span, src, resid *tensor, fused []binding, defs map[string]shaders.Const) {
+	w0 := ps[0].w
+	key.kind += "/w1"
+	total := 0
+	for _, p := range ps {
+		total += p.w.m
+	}
+	o := b.prepared(key, func() (*kernel, []binding, error) {
+		m0, m1 := defs["Q1M0"], defs["Q1M1"]
+		for k, v := range map[string]shaders.Const{
+			"K": shaders.U32(w0.k), "NB": shaders.U32(w0.k / 128), "RPW": shaders.U32(cfg.rpw), "KS": shaders.U32(cfg.ks),
+			"CB": shaders.U32(cfg.cb), "XS": shaders.U32(cfg.cb * 32), "XSUM": shaders.U32(cfg.cb * 4), "WG": shaders.U32(256),
+			"RED": shaders.U32(256), "M0": m0, "M1": m1, "W1": shaders.Flag(true),
+			"OUT2": shaders.Flag(len(ps) > 1), "OUT3": shaders.Flag(len(ps) > 2), "ADD": shaders.Flag(resid != nil)} {
+			defs[k] = v
+		}
+		k, err := b.d.kernel("q1_w1", defs)
+		bufs := []binding{bits.binding(), scales.binding(), whole(src.buf)}
+		for _, p := range ps {
+			bufs = append(bufs, whole(p.dst.buf))
+		}
+		if resid != nil {
+			bufs = append(bufs, whole(resid.buf))
+		}
+		return k, append(bufs, fused...), err
+	})
+	b.dispatch(o, total/cfg.rpw, 1, 1)
 }
 
 func boolInt(v bool) int {

@@ -256,7 +256,7 @@ func TestFusedDecodeMatchesUnfused(t *testing.T) {
 		env   string
 		saved int // dispatches per layer fewer, at least
 	}{{"", 5}, {"all", 7}} {
-		for _, kernel := range []string{"select", "popc", "popc32", "popc64"} {
+		for _, kernel := range []string{"w1", "select", "popc", "popc32", "popc64"} {
 			t.Run(level.env+"/"+kernel, func(t *testing.T) {
 				cfg := tinymodel.Small(gguf.Q1_0)
 				cfg.Tied = false

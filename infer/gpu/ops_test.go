@@ -427,7 +427,7 @@ func TestEmbed(t *testing.T) {
 // folds into it; results must equal the unfused ones.
 func TestFusedMatVec(t *testing.T) {
 	for _, k := range []int{256, 2048} {
-		for _, kernel := range []string{"select", "lut", "popc", "popc32", "popc64"} {
+		for _, kernel := range []string{"w1", "select", "lut", "popc", "popc32", "popc64"} {
 			b := newTestBackend(t)
 			b.matvec = kernel
 			r := rand.New(rand.NewPCG(9, uint64(k)))
@@ -500,6 +500,60 @@ func TestUnknownOptionsRefused(t *testing.T) {
 	for _, o := range []infer.GPUOptions{{MatVec: "fast"}, {Fuse: "some"}, {MatVec: "popc", Fuse: "none"}} {
 		if _, err := New(DeviceOptions{AllowSoftware: true}, infer.BackendOptions{GPU: o}); !errors.Is(err, ErrBadOption) {
 			t.Errorf("%+v: %v, want ErrBadOption", o, err)
+		}
+	}
+}
+
+// TestF16RoundingMatchesCPU pins the GPU's f16 rounding (activations
+// rounded for F16 weights; the same f16_round rounds Q8_0 scales, K/V and
+// attention weights) to the CPU's round-to-nearest-even, on values where a
+// driver's pack2x16float that truncates or rounds ties away would differ:
+// exact midpoints between neighbouring f16 values (ties go to the even
+// one), a hair either side of them, and the subnormal range. An identity
+// F16 matrix makes the matmul return the rounded activations exactly.
+func TestF16RoundingMatchesCPU(t *testing.T) {
+	b := newTestBackend(t)
+	const k = 128
+	r := rand.New(rand.NewPCG(3, 4))
+	xv := make([]float32, k)
+	for i := range xv {
+		h := uint16(r.IntN(0x7800)) // finite, well below 65504
+		lo, hi := quant.F16ToF32(h), quant.F16ToF32(h+1)
+		mid := lo + (hi-lo)/2
+		switch i % 4 {
+		case 0:
+			xv[i] = mid
+		case 1:
+			xv[i] = math.Nextafter32(mid, 0)
+		case 2:
+			xv[i] = math.Nextafter32(mid, float32(math.Inf(1)))
+		default:
+			xv[i] = quant.F16ToF32(uint16(r.IntN(0x400))) * 1.37 // subnormal f16
+		}
+		if r.IntN(2) == 0 {
+			xv[i] = -xv[i]
+		}
+	}
+	id := make([]float32, k*k)
+	for i := 0; i < k; i++ {
+		id[i*k+i] = 1
+	}
+	w, err := b.LoadWeight(infer.WeightData{Name: "id16", Type: gguf.F16, Shape: []int64{k, k}, Data: quantizeMatrix(t, gguf.F16, k, k, id)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, y := b.mustTensor(t, "x", 1, k), b.mustTensor(t, "y", 1, k)
+	b.write(t, x, xv)
+	got := make([]float32, k)
+	b.Begin(batchOf(1, 0))
+	b.MatMul(y, w, x)
+	b.Read(y, got)
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range xv {
+		if want := quant.F16ToF32(quant.F32ToF16(v)); got[i] != want {
+			t.Errorf("f16 of %g (%#08x): GPU %g, CPU %g", v, math.Float32bits(v), got[i], want)
 		}
 	}
 }
