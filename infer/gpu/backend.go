@@ -18,7 +18,8 @@ import (
 
 // MatVecKernels are the names infer.GPUOptions.MatVec takes for the decode
 // Q1_0 matvec: auto (the default, also ""): w1 (one row per thread,
-// q1_w1.wgsl) where the shape allows, else as auto1; auto1: the previous
+// q1_w1.wgsl) for matrices of up to w1MaxRows rows without a fused SwiGLU
+// input where the shape allows, else as auto1; auto1: the previous
 // default, select for small matrices and popc for big ones; select, lut,
 // popc (16 rows per workgroup), popc32 / popc64 (32 or 64 rows: the bit
 // planes of x built once per 32 or 64 rows instead of 16), auto32 / auto64
@@ -65,6 +66,17 @@ const maxBatchTokens = 8192
 // maxSplits bounds the split-KV attention partials per (row, head).
 const maxSplits = 64
 
+// A pass is submitted in pieces so that the GPU runs the first dispatches
+// while the host still encodes the rest (wgpu costs ~2 µs of host time per
+// dispatch, as much as the GPU spends on a small one): the first piece
+// after firstSubmit dispatches, to start the GPU early, then every
+// submitEvery. Queue order and wgpu's tracking across command buffers keep
+// the pieces' dependencies.
+const (
+	firstSubmit = 24
+	submitEvery = 64
+)
+
 func init() {
 	infer.RegisterBackend("gpu", func(opts infer.BackendOptions) (infer.Backend, error) {
 		// Naming an adapter is asking for it, software or not.
@@ -102,6 +114,10 @@ type Backend struct {
 	lazies []*lazy
 	// dispatches encoded in the pass in progress, and in the last one
 	dispatches, lastDispatches int
+	// dispatches encoded since the last piece of the pass was submitted
+	unsubmitted int
+	// submits is the number of command buffers the pass has submitted
+	submits int
 	// matvec picks the decode Q1_0 kernel (MatVecKernels): "auto", "select"
 	// (q1_matvec), "lut" (q1_lut, where K is a multiple of 2048) or "popc"
 	// (q1_popc). docs/gpu-kernels.md has their H200 timings.
@@ -373,7 +389,7 @@ func (b *Backend) Begin(batch infer.Batch) {
 	}
 	b.touched = b.touched[:0]
 	b.lazies = b.lazies[:0]
-	b.dispatches = 0
+	b.dispatches, b.unsubmitted, b.submits = 0, 0, 0
 	b.batch = batch
 	b.n = len(batch.Tokens)
 	b.phase = profile.Embed
@@ -553,6 +569,37 @@ func (b *Backend) dispatch(o *op, x, y, z int) {
 	b.pass.SetBindGroup(0, o.bg, nil)
 	b.pass.DispatchWorkgroups(uint32(x), uint32(y), uint32(z))
 	b.dispatches++
+	b.unsubmitted++
+	if b.unsubmitted >= submitEvery || b.submits == 0 && b.unsubmitted >= firstSubmit {
+		b.submitPiece()
+	}
+}
+
+// submitPiece submits what the pass has encoded so far and goes on in a
+// new command encoder.
+func (b *Backend) submitPiece() {
+	b.endPass()
+	if b.err != nil {
+		return
+	}
+	cmd, err := b.enc.Finish(nil)
+	b.enc.Release()
+	b.enc = nil
+	if err != nil {
+		b.fail(fmt.Errorf("gpu: finishing the pass: %w", err))
+		return
+	}
+	b.d.queue.Submit(cmd)
+	cmd.Release()
+	b.submits++
+	b.unsubmitted = 0
+	enc, err := b.d.dev.CreateCommandEncoder(nil)
+	if err != nil {
+		b.fail(fmt.Errorf("gpu: %w: %w", ErrDeviceLost, err))
+		return
+	}
+	b.enc = enc
+	b.beginPass()
 }
 
 // LastDispatches is the number of compute dispatches the last committed
@@ -1000,7 +1047,13 @@ func (b *Backend) flushMatVec() {
 		key.e = ps[2].dst
 	}
 	variant := b.matvec
-	if variant == "auto" || variant == "w1" {
+	// On the H200 (run 6) q1_w1 beat select on the 8B's q/k/v (6144 rows)
+	// and output projection (4096) but lost to popc on gate/up (24576),
+	// on the down projection with SwiGLU in its x load, and on the head:
+	// each workgroup quantizes all of x again, which the small matrices
+	// amortize over few workgroups and the big ones do not.
+	w1Auto := total <= w1MaxRows && (in == nil || in.up == nil)
+	if variant == "w1" || variant == "auto" && w1Auto {
 		if cfg, ok := b.w1Config(w0.k, ends[:len(ps)]); ok {
 			b.dispatchW1(key, cfg, ps, bits, scales, src, resid, fused, withDefs(map[string]shaders.Const{}))
 			return
@@ -1009,6 +1062,9 @@ func (b *Backend) flushMatVec() {
 		if b.matvec == "w1" {
 			variant = "select"
 		}
+	}
+	if variant == "auto" {
+		variant = "auto1"
 	}
 	if variant == "auto1" || variant == "auto32" || variant == "auto64" {
 		big := total*w0.k >= popcMinWeights
@@ -1086,6 +1142,9 @@ func q1Layout(defs map[string]shaders.Const, ends ...int) map[string]shaders.Con
 	defs["Q1M0"], defs["Q1M1"], defs["Q1MT"] = shaders.U32(m0), shaders.U32(m1), shaders.U32(mt)
 	return defs
 }
+
+// w1MaxRows is the most rows (all fused matrices) auto gives q1_w1.
+const w1MaxRows = 8192
 
 // w1 is q1_w1's shape: RPW rows × KS slices of K per workgroup, the
 // activations quantized CB blocks at a time.

@@ -557,3 +557,35 @@ func TestF16RoundingMatchesCPU(t *testing.T) {
 		}
 	}
 }
+
+// A long pass goes to the GPU in several command buffers (submitPiece);
+// a chain of dependent in-place adds across the pieces must still see each
+// previous add's result.
+func TestPassInPiecesKeepsOrder(t *testing.T) {
+	b := newTestBackend(t)
+	const cols, steps = 256, 3*submitEvery
+	x, y := b.mustTensor(t, "x", 1, cols), b.mustTensor(t, "y", 1, cols)
+	xv, yv := make([]float32, cols), make([]float32, cols)
+	for i := range xv {
+		xv[i], yv[i] = float32(i), float32(i%7)+0.5
+	}
+	b.write(t, x, xv)
+	b.write(t, y, yv)
+	got := make([]float32, cols)
+	b.Begin(batchOf(1, 0))
+	for i := 0; i < steps; i++ {
+		b.Add(x, x, y)
+	}
+	b.Read(x, got)
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if b.submits < 3 {
+		t.Errorf("%d dispatches went in %d pieces", b.lastDispatches, b.submits+1)
+	}
+	for i := range got {
+		if want := xv[i] + steps*yv[i]; got[i] != want {
+			t.Fatalf("x[%d] = %g after %d adds, want %g", i, got[i], steps, want)
+		}
+	}
+}
