@@ -27,7 +27,7 @@
 //#endif
 
 //#include q1_layout
-//#include f16
+//#include cpu_math
 
 const CH: u32 = 64u; // words per chunk
 var<workgroup> lut: array<f32, 8192>;

@@ -16,7 +16,7 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(4) var<storage, read_write> dst: array<f32>;
 
 //#include q1_layout
-//#include f16
+//#include cpu_math
 
 var<workgroup> red: array<f32, RED>;
 

@@ -15,7 +15,7 @@
 // Constants: K, WORDS (=K/32), WG, M0, M1; flags OUT2, OUT3, ADD.
 //#include q1_vec_io
 //#include q1_layout
-//#include f16
+//#include cpu_math
 
 fn add_set(m: vec4<f32>, b: vec4<u32>, mask: u32, v: f32) -> vec4<f32> {
 	return m + select(vec4<f32>(0.0), vec4<f32>(v), (b & vec4<u32>(mask)) != vec4<u32>(0u));

@@ -12,7 +12,7 @@
 // 4 for 16 rows, 8 for 32), RED (=RG·WG), M0, M1; flags OUT2, OUT3, ADD.
 //#include q1_vec_io
 //#include q1_layout
-//#include f16
+//#include cpu_math
 
 // plane_nibble gathers bit p of each byte of u (4 biased activations)
 // into a 4-bit nibble.

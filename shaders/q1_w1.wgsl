@@ -16,7 +16,7 @@
 // Q1MT; flags W1, OUT2, OUT3, ADD, NORM (NORMWG, EPS), GLU.
 //#include q1_vec_io
 //#include q1_layout
-//#include f16
+//#include cpu_math
 
 var<workgroup> xs: array<vec4<f32>, XS>;  // the chunk's quantized activations, CB·32
 var<workgroup> xsum: array<f32, XSUM>;    // Σ of each 32 of them, CB·4

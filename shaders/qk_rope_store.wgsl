@@ -8,7 +8,7 @@
 // order as the separate kernels.
 // Constants: QCOLS, KVD, HEAD_DIM, DIMS, QEPS, KEPS, WG, XROWS, CTX,
 // QHEADS, LAYER_OFF (u32 words).
-//#include f16
+//#include cpu_math
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> qw: array<f32>;

@@ -7,7 +7,7 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 
-//#include f16
+//#include cpu_math
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
