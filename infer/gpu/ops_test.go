@@ -563,7 +563,7 @@ func TestF16RoundingMatchesCPU(t *testing.T) {
 // previous add's result.
 func TestPassInPiecesKeepsOrder(t *testing.T) {
 	b := newTestBackend(t)
-	const cols, steps = 256, 3*submitEvery
+	const cols, steps = 256, 3 * submitEvery
 	x, y := b.mustTensor(t, "x", 1, cols), b.mustTensor(t, "y", 1, cols)
 	xv, yv := make([]float32, cols), make([]float32, cols)
 	for i := range xv {
