@@ -570,7 +570,9 @@ func (b *Backend) dispatch(o *op, x, y, z int) {
 	b.pass.DispatchWorkgroups(uint32(x), uint32(y), uint32(z))
 	b.dispatches++
 	b.unsubmitted++
-	if b.unsubmitted >= submitEvery || b.submits == 0 && b.unsubmitted >= firstSubmit {
+	// Profiling times the GPU's phases: one piece, so that no phase
+	// includes the GPU waiting for the host's next one.
+	if !b.prof.active() && (b.unsubmitted >= submitEvery || b.submits == 0 && b.unsubmitted >= firstSubmit) {
 		b.submitPiece()
 	}
 }

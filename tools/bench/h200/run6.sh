@@ -16,7 +16,7 @@ for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
 t() { echo "== [$(( $(date +%s) - S ))s] $*"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 build=
-if [ ! -x /tmp/llama/build/bin/llama-bench ]; then
+if [ "$stage" != c ] && [ ! -x /tmp/llama/build/bin/llama-bench ]; then
 	mkdir -p /tmp/llama && tar xzf .carry/llama/llama-src.tgz -C /tmp/llama
 	( cd /tmp/llama && cmake -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_OPENSSL=OFF \
 		-DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_APP=OFF \
@@ -26,7 +26,7 @@ if [ ! -x /tmp/llama/build/bin/llama-bench ]; then
 	build=$!
 fi
 unxz() { xz -dc "$1" 2>/dev/null || python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)" "$1"; }
-unxz $C/g2.tar.xz | tar x -C /tmp; ls -la /tmp/new /tmp/old /tmp/*.test
+unxz $C/g2.tar.xz | tar x -C /tmp; ls -la /tmp/new /tmp/old /tmp/*.test 2>/dev/null
 cd /tmp
 f() { grep -v "XDG\|wgpu\]\|^error: XDG" ; }
 lb() { timeout 200 /tmp/llama/build/bin/llama-bench -m $1.gguf -ngl 99 -fa 1 -p 512 -n 128 -r 3 2>&1 | grep -E "^\|"; }
@@ -47,6 +47,18 @@ if [ "$stage" = a ]; then
 	for b in old new; do t "phases 8b $b"; timeout 90 /tmp/$b gpu --model 8.gguf -p 16 -n 128 2>&1 | f | tail -24; done
 	[ -n "$build" ] && { t "waiting for llama.cpp"; wait $build; tail -2 /tmp/build.log; }
 	for m in 8 17; do t "llama.cpp cuda $m"; lb $m; done
+elif [ "$stage" = c ]; then
+	# profiling without pieces (one command buffer), old and new alternating twice
+	/tmp/new synth --arch qwen35 --shape 27b --type q1_0 -o 27.gguf >/dev/null 2>&1 & s1=$!
+	/tmp/new synth --shape 8b --type q1_0 -o 8.gguf >/dev/null 2>&1
+	/tmp/new synth --shape 1.7b --type q1_0 -o 17.gguf >/dev/null 2>&1
+	for r in 1 2; do for m in 8 17; do for b in old new; do
+		t "bonsai $b bench $m (round $r)"; timeout 60 /tmp/$b bench --model $m.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | f | grep -E "tg"
+	done; done; done
+	for b in old new; do t "phases 8b $b"; timeout 60 /tmp/$b gpu --model 8.gguf -p 16 -n 128 2>&1 | f | tail -22; done
+	t "phases 17 new"; timeout 60 /tmp/new gpu --model 17.gguf -p 16 -n 128 2>&1 | f | tail -11
+	wait $s1
+	t "phases 27 new"; timeout 60 /tmp/new gpu --model 27.gguf -p 16 -n 64 2>&1 | f | tail -11
 else
 	/tmp/new synth --arch qwen35 --shape 27b --type q1_0 -o 27.gguf >/dev/null 2>&1 & s1=$!
 	/tmp/new synth --shape 8b --type q1_0 -o 8.gguf >/dev/null 2>&1 & s2=$!
