@@ -735,7 +735,7 @@ func (b *Backend) Embed(dstT infer.Tensor, wI infer.Weight) {
 	if w.q1() {
 		o := b.prepared(opKey{kind: "embed", a: dst, b: w}, func() (*kernel, []binding, error) {
 			k, err := b.d.kernel("embed", q1Layout(map[string]shaders.Const{
-				"K": shaders.U32(w.k), "VOCAB": shaders.U32(w.m), "XROWS": shaders.U32(dst.rows), "Q1": shaders.Flag(true)}, w.m))
+				"K": shaders.U32(w.k), "VOCAB": shaders.U32(w.m), "XROWS": shaders.U32(dst.rows), "Q1": shaders.Flag(true)}, w.interleaved, w.m))
 			return k, []binding{whole(b.batchBuf), whole(b.tokensBuf), w.bits.binding(), w.scales.binding(), whole(dst.buf)}, err
 		})
 		b.dispatch(o, ceilDiv(w.k, 256), n, 1)
@@ -818,7 +818,7 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 		}
 		o := b.prepared(opKey{kind: "q1gemm", a: dst, b: w, c: x}, func() (*kernel, []binding, error) {
 			k, err := b.d.kernel("q1_gemm", q1Layout(map[string]shaders.Const{
-				"K": shaders.U32(w.k), "M": shaders.U32(w.m), "WORDS": shaders.U32(w.k / 32), "XROWS": shaders.U32(rows)}, w.m))
+				"K": shaders.U32(w.k), "M": shaders.U32(w.m), "WORDS": shaders.U32(w.k / 32), "XROWS": shaders.U32(rows)}, w.interleaved, w.m))
 			return k, []binding{whole(b.batchBuf), w.bits.binding(), w.scales.binding(), whole(xq), whole(dst.buf)}, err
 		})
 		b.dispatch(o, w.m/64, ceilDiv(n, 64), 1)
@@ -839,7 +839,7 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 			k, err := b.d.kernel("q1_matmul", q1Layout(map[string]shaders.Const{
 				"K": shaders.U32(w.k), "M": shaders.U32(w.m), "WORDS": shaders.U32(words), "RPW": shaders.U32(rpw),
 				"TT": shaders.U32(tt), "WG": shaders.U32(wg), "XROWS": shaders.U32(rows),
-				"ACC": shaders.U32(rpw * tt), "RED": shaders.U32(wg * rpw * tt)}, w.m))
+				"ACC": shaders.U32(rpw * tt), "RED": shaders.U32(wg * rpw * tt)}, w.interleaved, w.m))
 			return k, []binding{whole(b.batchBuf), w.bits.binding(), w.scales.binding(), whole(x.buf), whole(dst.buf)}, err
 		})
 		b.dispatch(o, w.m/rpw, ceilDiv(n, tt), 1)
@@ -889,6 +889,7 @@ func (b *Backend) queueMatVec(dst *tensor, w *weight, x *tensor, in *lazy) {
 	if len(b.pending) > 0 {
 		last := b.pending[len(b.pending)-1]
 		joins := len(b.pending) < 3 && b.pendingTo == nil && x == b.pendingX && in == b.pendingIn && w.k == last.w.k &&
+			w.interleaved == last.w.interleaved &&
 			w.bits.follows(last.w.bits) && w.scales.follows(last.w.scales)
 		for _, p := range b.pending {
 			joins = joins && p.dst != dst && p.dst != x && (in == nil || !in.reads(p.dst))
@@ -1040,7 +1041,7 @@ func (b *Backend) flushMatVec() {
 		for k, v := range defs {
 			m[k] = v
 		}
-		return q1Layout(m, ends[:len(ps)]...)
+		return q1Layout(m, w0.interleaved, ends[:len(ps)]...)
 	}
 	if len(ps) > 1 {
 		key.d = ps[1].dst
@@ -1055,18 +1056,17 @@ func (b *Backend) flushMatVec() {
 	// each workgroup quantizes all of x again, which the small matrices
 	// amortize over few workgroups and the big ones do not.
 	w1Auto := total <= w1MaxRows && (in == nil || in.up == nil)
-	if variant == "w1" || variant == "auto" && w1Auto {
+	if w0.interleaved && (variant == "w1" || variant == "auto" && w1Auto) {
 		if cfg, ok := b.w1Config(w0.k, ends[:len(ps)]); ok {
 			b.dispatchW1(key, cfg, ps, bits, scales, src, resid, fused, withDefs(map[string]shaders.Const{}))
 			return
 		}
-		variant = "auto1"
-		if b.matvec == "w1" {
-			variant = "select"
-		}
 	}
-	if variant == "auto" {
+	switch variant {
+	case "auto":
 		variant = "auto1"
+	case "w1":
+		variant = "select"
 	}
 	if variant == "auto1" || variant == "auto32" || variant == "auto64" {
 		big := total*w0.k >= popcMinWeights
@@ -1134,9 +1134,11 @@ func (b *Backend) flushMatVec() {
 	b.dispatch(o, total/8, 1, 1)
 }
 
-// q1Layout adds to defs the row ends of up to three Q1_0 matrices stored
-// back to back, as shaders/q1_layout.wgsli addresses them.
-func q1Layout(defs map[string]shaders.Const, ends ...int) map[string]shaders.Const {
+// q1Layout adds to defs the layout of up to three Q1_0 matrices stored
+// back to back (row-major or interleaved; their row ends), as
+// shaders/q1_layout.wgsli addresses them.
+func q1Layout(defs map[string]shaders.Const, interleaved bool, ends ...int) map[string]shaders.Const {
+	defs["Q1IL"] = shaders.Flag(interleaved)
 	m0, m1, mt := ends[0], ends[0], ends[len(ends)-1]
 	if len(ends) > 1 {
 		m1 = ends[1]

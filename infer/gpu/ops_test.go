@@ -124,11 +124,12 @@ func TestMatMulMatchesCPU(t *testing.T) {
 		{gguf.BF16, 16, 64, 1, 1e-5},
 		{gguf.F32, 8, 64, 2, 1e-5},
 	}
-	for _, c := range cases {
+	for ci, c := range cases {
 		t.Run(c.typ.String(), func(t *testing.T) {
 			wv := randFloats(r, c.m*c.k, 1)
 			wb := quantizeMatrix(t, c.typ, c.m, c.k, wv)
-			w, err := b.LoadWeight(infer.WeightData{Name: fmt.Sprintf("w%s-%d-%d", c.typ, c.m, c.k), Type: c.typ, Shape: []int64{int64(c.k), int64(c.m)}, Data: wb})
+			// every other Q1_0 case in the attention projections' interleaved layout
+			w, err := b.LoadWeight(infer.WeightData{Name: fmt.Sprintf("blk.0.%s.%s-%d-%d", []string{"attn_q", "ffn_up"}[ci%2], c.typ, c.m, c.k), Type: c.typ, Shape: []int64{int64(c.k), int64(c.m)}, Data: wb})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -432,11 +433,17 @@ func TestFusedMatVec(t *testing.T) {
 			b.matvec = kernel
 			r := rand.New(rand.NewPCG(9, uint64(k)))
 			ms := []int{128, 64, 64}
+			// q1_w1 reads the attention projections' interleaved layout
+			// (interleaveQ1); the others read both layouts.
+			names := []string{"blk.0.ffn_gate.weight", "blk.0.ffn_up.weight", "blk.0.ffn_x.weight", "blk.0.ffn_down.weight"}
+			if kernel == "w1" || kernel == "select" {
+				names = []string{"blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight", "blk.0.attn_output.weight"}
+			}
 			var ws []infer.Weight
 			var wbs [][]byte
 			for i, m := range ms {
 				wb := quantizeMatrix(t, gguf.Q1_0, m, k, randFloats(r, m*k, 1))
-				w, err := b.LoadWeight(infer.WeightData{Name: fmt.Sprintf("f%d", i), Type: gguf.Q1_0, Shape: []int64{int64(k), int64(m)}, Data: wb})
+				w, err := b.LoadWeight(infer.WeightData{Name: names[i], Type: gguf.Q1_0, Shape: []int64{int64(k), int64(m)}, Data: wb})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -444,7 +451,7 @@ func TestFusedMatVec(t *testing.T) {
 			}
 			// the output projection: 128 back to k
 			wo := quantizeMatrix(t, gguf.Q1_0, k, 128, randFloats(r, k*128, 1))
-			o, err := b.LoadWeight(infer.WeightData{Name: "fo", Type: gguf.Q1_0, Shape: []int64{128, int64(k)}, Data: wo})
+			o, err := b.LoadWeight(infer.WeightData{Name: names[3], Type: gguf.Q1_0, Shape: []int64{128, int64(k)}, Data: wo})
 			if err != nil {
 				t.Fatal(err)
 			}
