@@ -259,11 +259,29 @@ type BackendOptions struct {
 	// index as listed); empty picks the backend's default. The CPU ignores
 	// it.
 	Adapter string
+	// GPU holds the GPU backend's own settings; the CPU ignores them.
+	GPU GPUOptions
 	// Auto is set when "auto" asks for the backend: a GPU backend should
 	// then decline with ErrBackendUnavailable when its adapter is a software
 	// rasterizer (llvmpipe, lavapipe, SwiftShader), slower than the CPU
 	// backend, so that auto falls back to the CPU.
 	Auto bool
+}
+
+// GPUOptions are the GPU backend's settings beyond the adapter. Programs
+// fill them (bonsai from its BONSAI_GPU_* variables and flags); the backend
+// reads no environment.
+type GPUOptions struct {
+	// AllowSoftware admits CPU-emulated adapters (lavapipe, llvmpipe)
+	// without an adapter being named; they are slower than the CPU backend.
+	AllowSoftware bool
+	// MatVec names the decode Q1_0 mat-vec kernel for A/B measurements;
+	// "" is the default choice (the gpu package lists the names).
+	MatVec string
+	// Fuse chooses the decode fusions: "" (default), "off" or "all".
+	Fuse string
+	// Debug turns the WebGPU implementation's log up to debug level.
+	Debug bool
 }
 
 // BackendInfo describes where a backend runs (engine.ModelInfo's fields).

@@ -33,6 +33,7 @@ type Options struct {
 	Batch   int    // prompt tokens per pass; 0: DefaultBatch
 	Profile bool   // time the phases from the start
 	Adapter string // GPU adapter choice (BackendOptions.Adapter)
+	GPU     GPUOptions
 	// Snapshots is how many recurrent-state snapshots to keep (recurrent
 	// networks only); 0: DefaultSnapshots, negative: none.
 	Snapshots int
@@ -133,7 +134,7 @@ func Load(f *gguf.File, opts Options) (*Model, error) {
 	if note := contextNote(hp, ctx); note != "" {
 		m.Notes = append(m.Notes, note)
 	}
-	bopts := BackendOptions{Threads: opts.Threads, Profile: opts.Profile, Adapter: opts.Adapter}
+	bopts := BackendOptions{Threads: opts.Threads, Profile: opts.Profile, Adapter: opts.Adapter, GPU: opts.GPU}
 	if opts.Backend == "" || opts.Backend == "auto" {
 		// "auto" promises a working backend: the GPU if it loads and runs
 		// this model, else the CPU.

@@ -15,6 +15,7 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(3) var<storage, read> vc: array<vec2<u32>>;
 @group(0) @binding(4) var<storage, read_write> dst: array<vec4<f32>>;
 
+//#include cpu_math
 //#include attn_tile
 //#include attn_pv_tile
 
@@ -31,7 +32,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	let st = tile_stats(lid, g, 0u, seq);
 	// attn_pv's combination of one split: max m, sum l·exp(m − m) = l
 	if (lid % TILE == 0u && lid / TILE < QPG) {
-		ml[lid / TILE] = vec2<f32>(st.x, 1.0 / (st.y * exp(st.x - st.x)));
+		ml[lid / TILE] = vec2<f32>(st.x, 1.0 / (st.y * ggml_exp(st.x - st.x)));
 	}
 	// pass 2 (attn_pv)
 	let acc = tile_pv(lid, g, 0u, seq);

@@ -13,6 +13,7 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(4) var<storage, read> stats: array<vec2<f32>>;
 @group(0) @binding(5) var<storage, read_write> part: array<vec4<f32>>;
 
+//#include cpu_math
 //#include attn_tile
 //#include attn_pv_tile
 
@@ -37,7 +38,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		var sum = 0.0;
 		for (var s = 0u; s < batch.splits; s++) {
 			let st = stats[first + s];
-			sum += st.y * exp(st.x - mx);
+			sum += st.y * ggml_exp(st.x - mx);
 		}
 		ml[lid] = vec2<f32>(mx, 1.0 / sum);
 	}

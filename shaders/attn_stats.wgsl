@@ -13,6 +13,7 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(2) var<storage, read> kc: array<u32>;
 @group(0) @binding(3) var<storage, read_write> stats: array<vec2<f32>>;
 
+//#include cpu_math
 //#include attn_tile
 
 @compute @workgroup_size(WG)

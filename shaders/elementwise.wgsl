@@ -3,6 +3,7 @@
 // Aliasing variants bind dst once, read_write: ALIAS_A means dst is a,
 // ALIAS_B means dst is b. Constants: COLS, XROWS; flags SWIGLU, ADD,
 // ALIAS_A, ALIAS_B.
+//#include cpu_math
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 //#if ALIAS_A
@@ -36,7 +37,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 	let x = geta(i);
 	let y = getb(i);
 //#if SWIGLU
-	dst[i] = x / (1.0 + exp(-x)) * y;
+	dst[i] = ggml_silu(x) * y;
 //#endif
 //#if ADD
 	dst[i] = x + y;

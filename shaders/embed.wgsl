@@ -14,6 +14,10 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(3) var<storage, read_write> dst: array<f32>;
 //#endif
 
+//#if Q1
+//#include q1_layout
+//#endif
+
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 	let j = gid.x;
@@ -27,8 +31,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 		return;
 	}
 //#if Q1
-	let word = bits[tok * (K / 32u) + j / 32u];
-	let d = scales[tok * (K / 128u) + j / 128u];
+	let word = bits[q1_word(tok, j / 32u)];
+	let d = scales[q1_scale(tok, j / 128u)];
 	dst[i * K + j] = select(-d, d, ((word >> (j % 32u)) & 1u) != 0u);
 //#else
 	dst[i * K + j] = w[tok * K + j];

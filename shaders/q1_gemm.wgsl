@@ -13,6 +13,8 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(3) var<storage, read> xq: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> dst: array<vec4<f32>>;
 
+//#include q1_layout
+
 var<workgroup> As: array<f32, 2048>; // [k][row], 32 × 64
 var<workgroup> Bs: array<f32, 2048>; // [k][token], 32 × 64
 
@@ -33,8 +35,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	var c2 = vec4<f32>(0.0);
 	var c3 = vec4<f32>(0.0);
 	for (var w = 0u; w < WORDS; w++) {
-		let word = bits[(row0 + ar) * WORDS + w];
-		let d = scales[(row0 + ar) * (WORDS / 4u) + w / 4u];
+		let word = bits[q1_word(row0 + ar, w)];
+		let d = scales[q1_scale(row0 + ar, w / 4u)];
 		for (var i = 0u; i < 8u; i++) {
 			As[(ak + i) * 64u + ar] = select(-d, d, ((word >> (ak + i)) & 1u) != 0u);
 		}

@@ -26,6 +26,9 @@
 @group(0) @binding(4) var<storage, read_write> resid: array<f32>;
 //#endif
 
+//#include q1_layout
+//#include cpu_math
+
 const CH: u32 = 64u; // words per chunk
 var<workgroup> lut: array<f32, 8192>;
 var<workgroup> wid: array<f32, 64>;
@@ -53,12 +56,12 @@ fn store(row: u32, v: f32) {
 
 // rowdot is row's contribution of word w (chunk word gw) of the chunk.
 fn rowdot(row: u32, w: u32, gw: u32) -> f32 {
-	let b = bits[row * WORDS + gw];
+	let b = bits[q1_word(row, gw)];
 	var m = 0.0;
 	for (var k = 0u; k < 8u; k++) {
 		m += lut[(k * 16u + ((b >> (4u * k)) & 15u)) * 64u + w];
 	}
-	return scales[row * (WORDS / 4u) + gw / 4u] * (wdx[w] * (2.0 * m - wsum[w]));
+	return scales[q1_scale(row, gw / 4u)] * (wdx[w] * (2.0 * m - wsum[w]));
 }
 
 @compute @workgroup_size(256)
@@ -77,13 +80,13 @@ fn main(@builtin(workgroup_id) wgid: vec3<u32>, @builtin(local_invocation_index)
 				a = max(a, abs(x[base + j]));
 			}
 			let amax = max(max(a.x, a.y), max(a.z, a.w));
-			let id = select(0.0, 127.0 / amax, amax != 0.0);
+			let id = select(0.0, div_rn(127.0, amax), amax != 0.0);
 			var s = vec4<f32>(0.0);
 			for (var j = 0u; j < 8u; j++) {
 				s += round(x[base + j] * id);
 			}
 			wid[lid] = id;
-			wdx[lid] = unpack2x16float(pack2x16float(vec2<f32>(amax / 127.0, 0.0))).x;
+			wdx[lid] = f16_round(div_rn(amax, 127.0));
 			wsum[lid] = dot(s, vec4<f32>(1.0));
 		}
 		workgroupBarrier();

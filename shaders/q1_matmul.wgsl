@@ -15,6 +15,9 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> dst: array<f32>;
 
+//#include q1_layout
+//#include cpu_math
+
 var<workgroup> red: array<f32, RED>;
 
 fn masked(b: u32, q0: vec4<f32>, q1: vec4<f32>, q2: vec4<f32>, q3: vec4<f32>,
@@ -46,8 +49,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		var b: array<u32, RPW>;
 		var d: array<f32, RPW>;
 		for (var r = 0u; r < RPW; r++) {
-			b[r] = bits[(row0 + r) * WORDS + w];
-			d[r] = scales[(row0 + r) * (WORDS / 4u) + w / 4u];
+			b[r] = bits[q1_word(row0 + r, w)];
+			d[r] = scales[q1_scale(row0 + r, w / 4u)];
 		}
 		for (var t = 0u; t < TT; t++) {
 			let tok = tok0 + t;
@@ -65,8 +68,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 			var x7 = x[base + 7u];
 			let a = max(max(max(abs(x0), abs(x1)), max(abs(x2), abs(x3))), max(max(abs(x4), abs(x5)), max(abs(x6), abs(x7))));
 			let amax = max(max(a.x, a.y), max(a.z, a.w));
-			let dx = unpack2x16float(pack2x16float(vec2<f32>(amax / 127.0, 0.0))).x;
-			let id = select(0.0, 127.0 / amax, amax != 0.0);
+			let dx = f16_round(div_rn(amax, 127.0));
+			let id = select(0.0, div_rn(127.0, amax), amax != 0.0);
 			x0 = round(x0 * id);
 			x1 = round(x1 * id);
 			x2 = round(x2 * id);

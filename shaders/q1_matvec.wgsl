@@ -14,6 +14,8 @@
 // Fused inputs (flags NORM with NORMWG, EPS; GLU): see xin.
 // Constants: K, WORDS (=K/32), WG, M0, M1; flags OUT2, OUT3, ADD.
 //#include q1_vec_io
+//#include q1_layout
+//#include cpu_math
 
 fn add_set(m: vec4<f32>, b: vec4<u32>, mask: u32, v: f32) -> vec4<f32> {
 	return m + select(vec4<f32>(0.0), vec4<f32>(v), (b & vec4<u32>(mask)) != vec4<u32>(0u));
@@ -22,7 +24,6 @@ fn add_set(m: vec4<f32>, b: vec4<u32>, mask: u32, v: f32) -> vec4<f32> {
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
 	let row0 = wid.x * 8u;
-	let spr = WORDS / 4u;
 	var accA = vec4<f32>(0.0);
 	var accB = vec4<f32>(0.0);
 	let scale = norm_scale(lid);
@@ -35,17 +36,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 			a = max(a, abs(xs[j]));
 		}
 		let amax = max(max(a.x, a.y), max(a.z, a.w));
-		let dx = unpack2x16float(pack2x16float(vec2<f32>(amax / 127.0, 0.0))).x;
-		let id = select(0.0, 127.0 / amax, amax != 0.0);
-		let bA = vec4<u32>(bits[row0 * WORDS + w], bits[(row0 + 1u) * WORDS + w],
-			bits[(row0 + 2u) * WORDS + w], bits[(row0 + 3u) * WORDS + w]);
-		let bB = vec4<u32>(bits[(row0 + 4u) * WORDS + w], bits[(row0 + 5u) * WORDS + w],
-			bits[(row0 + 6u) * WORDS + w], bits[(row0 + 7u) * WORDS + w]);
+		let dx = f16_round(div_rn(amax, 127.0));
+		let id = select(0.0, div_rn(127.0, amax), amax != 0.0);
+		let bA = vec4<u32>(bits[q1_word(row0, w)], bits[q1_word(row0 + 1u, w)],
+			bits[q1_word(row0 + 2u, w)], bits[q1_word(row0 + 3u, w)]);
+		let bB = vec4<u32>(bits[q1_word(row0 + 4u, w)], bits[q1_word(row0 + 5u, w)],
+			bits[q1_word(row0 + 6u, w)], bits[q1_word(row0 + 7u, w)]);
 		let s = w / 4u;
-		let sA = vec4<f32>(scales[row0 * spr + s], scales[(row0 + 1u) * spr + s],
-			scales[(row0 + 2u) * spr + s], scales[(row0 + 3u) * spr + s]);
-		let sB = vec4<f32>(scales[(row0 + 4u) * spr + s], scales[(row0 + 5u) * spr + s],
-			scales[(row0 + 6u) * spr + s], scales[(row0 + 7u) * spr + s]);
+		let sA = vec4<f32>(scales[q1_scale(row0, s)], scales[q1_scale(row0 + 1u, s)],
+			scales[q1_scale(row0 + 2u, s)], scales[q1_scale(row0 + 3u, s)]);
+		let sB = vec4<f32>(scales[q1_scale(row0 + 4u, s)], scales[q1_scale(row0 + 5u, s)],
+			scales[q1_scale(row0 + 6u, s)], scales[q1_scale(row0 + 7u, s)]);
 		var mA = vec4<f32>(0.0);
 		var mB = vec4<f32>(0.0);
 		var sum = 0.0;

@@ -11,6 +11,8 @@
 // Constants: K, WORDS (=K/32), WG, RG (groups of 4 rows per workgroup:
 // 4 for 16 rows, 8 for 32), RED (=RG·WG), M0, M1; flags OUT2, OUT3, ADD.
 //#include q1_vec_io
+//#include q1_layout
+//#include cpu_math
 
 // plane_nibble gathers bit p of each byte of u (4 biased activations)
 // into a 4-bit nibble.
@@ -32,14 +34,13 @@ fn masked(b: vec4<u32>, P0: u32, P1: u32, P2: u32, P3: u32, P4: u32, P5: u32, P6
 }
 
 fn rows4(row: u32, w: u32) -> vec4<u32> {
-	return vec4<u32>(bits[row * WORDS + w], bits[(row + 1u) * WORDS + w],
-		bits[(row + 2u) * WORDS + w], bits[(row + 3u) * WORDS + w]);
+	return vec4<u32>(bits[q1_word(row, w)], bits[q1_word(row + 1u, w)],
+		bits[q1_word(row + 2u, w)], bits[q1_word(row + 3u, w)]);
 }
 
 fn scales4(row: u32, s: u32) -> vec4<f32> {
-	let spr = WORDS / 4u;
-	return vec4<f32>(scales[row * spr + s], scales[(row + 1u) * spr + s],
-		scales[(row + 2u) * spr + s], scales[(row + 3u) * spr + s]);
+	return vec4<f32>(scales[q1_scale(row, s)], scales[q1_scale(row + 1u, s)],
+		scales[q1_scale(row + 2u, s)], scales[q1_scale(row + 3u, s)]);
 }
 
 // dot4 turns the biased masked sums into Σ ±q, scaled: 2·Σ_{bit=1} q − Σq.
@@ -65,8 +66,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 			a = max(a, abs(xs[j]));
 		}
 		let amax = max(max(a.x, a.y), max(a.z, a.w));
-		let dx = unpack2x16float(pack2x16float(vec2<f32>(amax / 127.0, 0.0))).x;
-		let id = select(0.0, 127.0 / amax, amax != 0.0);
+		let dx = f16_round(div_rn(amax, 127.0));
+		let id = select(0.0, div_rn(127.0, amax), amax != 0.0);
 		var P0 = 0u;
 		var P1 = 0u;
 		var P2 = 0u;

@@ -8,6 +8,7 @@
 // order as the separate kernels.
 // Constants: QCOLS, KVD, HEAD_DIM, DIMS, QEPS, KEPS, WG, XROWS, CTX,
 // QHEADS, LAYER_OFF (u32 words).
+//#include cpu_math
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> qw: array<f32>;
@@ -96,7 +97,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	let kh = wid.x - QHEADS;
 	for (var p = lid; p < HEAD_DIM / 2u; p += WG) {
 		let o = LAYER_OFF + pos * (KVD / 2u) + kh * (HEAD_DIM / 2u) + p;
-		kc[o] = pack2x16float(vec2<f32>(head[2u * p], head[2u * p + 1u]));
-		vc[o] = pack2x16float(v[row * (KVD / 2u) + kh * (HEAD_DIM / 2u) + p]);
+		kc[o] = f16_pack(vec2<f32>(head[2u * p], head[2u * p + 1u]));
+		vc[o] = f16_pack(v[row * (KVD / 2u) + kh * (HEAD_DIM / 2u) + p]);
 	}
 }

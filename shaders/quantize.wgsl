@@ -7,9 +7,7 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 
-fn f16round(v: f32) -> f32 {
-	return unpack2x16float(pack2x16float(vec2<f32>(v, 0.0))).x;
-}
+//#include cpu_math
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -24,8 +22,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 	for (var j = 0u; j < BLOCK; j++) {
 		amax = max(amax, abs(x[base + j]));
 	}
-	let d = f16round(amax / 127.0);
-	let id = select(0.0, 127.0 / amax, amax != 0.0);
+	let d = f16_round(div_rn(amax, 127.0));
+	let id = select(0.0, div_rn(127.0, amax), amax != 0.0);
 	for (var j = 0u; j < BLOCK; j++) {
 		dst[base + j] = round(x[base + j] * id) * d;
 	}
@@ -46,7 +44,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 		}
 		return;
 	}
-	let iscale = -127.0 / mx;
+	let iscale = div_rn(-127.0, mx);
 	let d = 1.0 / iscale;
 	for (var j = 0u; j < BLOCK; j++) {
 		// ggml's nearest_int (the 1.5·2²³ trick) rounds half to even, as round().
@@ -55,7 +53,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 //#endif
 //#if F16
 	for (var j = 0u; j < BLOCK; j++) {
-		dst[base + j] = f16round(x[base + j]);
+		dst[base + j] = f16_round(x[base + j]);
 	}
 //#endif
 //#if BF16

@@ -2,6 +2,7 @@
 // positions pos … pos+n−1. Values are packed two per u32
 // (pack2x16float), row-major [CTX][KVD/2] per layer. One thread per pair.
 // Constants: KVD (kv heads × head_dim), XROWS, CTX, LAYER_OFF (u32 words).
+//#include cpu_math
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> k: array<vec2<f32>>;
@@ -22,6 +23,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 	}
 	let src = row * (KVD / 2u) + p;
 	let o = LAYER_OFF + pos * (KVD / 2u) + p;
-	kc[o] = pack2x16float(k[src]);
-	vc[o] = pack2x16float(v[src]);
+	kc[o] = f16_pack(k[src]);
+	vc[o] = f16_pack(v[src]);
 }

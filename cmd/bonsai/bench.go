@@ -110,7 +110,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	// Like llama-bench: the whole prompt is one batch, the context holds the
 	// longest test.
 	m, err := infer.Load(f, infer.Options{
-		Backend: cfg.Backend, Adapter: cfg.Adapter, Threads: cfg.Threads,
+		Backend: cfg.Backend, Adapter: cfg.Adapter, GPU: gpuOptions(), Threads: cfg.Threads,
 		Context: max(o.prompt, o.gen, 1),
 		Batch:   max(o.prompt, 1),
 	})

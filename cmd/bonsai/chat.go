@@ -158,7 +158,7 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 		eng = remote.NewSwitcher(nil, remote.New(remoteOpts(rem)), resolve)
 	default:
 		local := engine.New(engine.Options{
-			File: modelFile, Backend: cfg.Backend, Adapter: cfg.Adapter, Threads: cfg.Threads, Context: ctxSize, Profile: profile,
+			File: modelFile, Backend: cfg.Backend, Adapter: cfg.Adapter, GPU: gpuOptions(), Threads: cfg.Threads, Context: ctxSize, Profile: profile,
 			Spec: specOpts,
 		})
 		eng = local

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -32,13 +33,17 @@ func runGPU(args []string, stdout, stderr io.Writer) error {
 	gen := fs.Int("n", 128, "tokens to decode while profiling")
 	prompt := fs.Int("p", 512, "prompt tokens to prefill first")
 	micro := fs.Bool("micro", false, "also time single ops (50 dispatches each) on the model's shapes")
+	o := gpuOptions()
+	fs.BoolVar(&o.AllowSoftware, "software", o.AllowSoftware, "admit software adapters (lavapipe, llvmpipe; default from BONSAI_GPU_SOFTWARE=1)")
+	fs.StringVar(&o.MatVec, "matvec", o.MatVec, "decode Q1_0 matvec kernel: "+strings.Join(gpu.MatVecKernels, ", ")+" (default from BONSAI_GPU_MATVEC)")
+	fs.StringVar(&o.Fuse, "fuse", o.Fuse, "decode fusions: off, all or empty for the default (default from BONSAI_GPU_FUSE)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	list, err := gpu.ListAdapters()
+	list, err := gpu.ListAdapters(o.Debug)
 	if err != nil {
 		return err
 	}
@@ -53,7 +58,7 @@ func runGPU(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer f.Close()
-	m, err := infer.Load(f, infer.Options{Backend: "gpu", Adapter: *adapter, Context: max(*prompt+*gen+1, 1024)})
+	m, err := infer.Load(f, infer.Options{Backend: "gpu", Adapter: *adapter, GPU: o, Context: max(*prompt+*gen+1, 1024)})
 	if err != nil {
 		return err
 	}
@@ -151,7 +156,7 @@ func microBench(m *infer.Model, stdout io.Writer) error {
 	q, _ := b.NewTensor("mq", 1, hp.Heads*hp.HeadDim)
 	o, _ := b.NewTensor("mo", 1, hp.Heads*hp.HeadDim)
 	attn := infer.Attn{Heads: hp.Heads, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim, Scale: 0.088}
-	// With BONSAI_GPU_FUSE=all a decode RMSNorm into another tensor waits
+	// With -fuse all a decode RMSNorm into another tensor waits
 	// to be fused into the matvec that reads it (and is dropped when
 	// overwritten unread), so the plain norm is timed in place.
 	cases := []struct {
@@ -162,7 +167,7 @@ func microBench(m *infer.Model, stdout io.Writer) error {
 		{"add 4096 (dispatch floor)", 600, func() { b.Add(y, y, x) }},
 		{"rmsnorm 4096 (in place)", 600, func() { b.RMSNorm(y, y, norm, 1e-6) }},
 		{"matvec gate 12288x4096", 600, func() { b.MatMul(f, gate, x); b.Add(y, y, x) }},
-		{"rmsnorm + gate (fused if FUSE=all)", 600, func() { b.RMSNorm(y, x, norm, 1e-6); b.MatMul(f, gate, y) }},
+		{"rmsnorm + gate (fused with -fuse all)", 600, func() { b.RMSNorm(y, x, norm, 1e-6); b.MatMul(f, gate, y) }},
 		{"matvec down 4096x12288", 600, func() { b.MatMul(x, down, f); b.Add(f2, f2, f) }},
 		{"swiglu 12288", 600, func() { b.SwiGLU(f2, f, f2) }},
 		{"attention pos 600 (3 passes)", 600, func() { b.Attention(o, q, 0, attn) }},

@@ -90,7 +90,7 @@ func runPerplexity(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%d tokens do not fill one window of %d", len(ids), *ctx)
 	}
 
-	m, err := infer.Load(f, infer.Options{Backend: cfg.Backend, Adapter: cfg.Adapter, Threads: cfg.Threads, Context: *ctx})
+	m, err := infer.Load(f, infer.Options{Backend: cfg.Backend, Adapter: cfg.Adapter, GPU: gpuOptions(), Threads: cfg.Threads, Context: *ctx})
 	if err != nil {
 		return err
 	}

@@ -143,7 +143,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	if *remoteURL != "" {
 		e = remote.New(remote.Options{BaseURL: *remoteURL, APIKey: os.Getenv(*remoteKeyEnv), Model: *remoteModel, Context: cfg.ContextSize})
 	} else {
-		e = engine.New(engine.Options{File: f, Backend: cfg.Backend, Adapter: cfg.Adapter, Threads: cfg.Threads,
+		e = engine.New(engine.Options{File: f, Backend: cfg.Backend, Adapter: cfg.Adapter, GPU: gpuOptions(), Threads: cfg.Threads,
 			Context: cfg.ContextSize, Profile: o.profile, ProfileEvery: math.MaxInt, Spec: specOpts})
 	}
 	defer e.Close()

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer"
 	_ "github.com/bonsai-chat/bonsai/infer/cpu" // the engine runs models on the CPU at least
 	"github.com/bonsai-chat/bonsai/infer/spec"
 )
@@ -32,6 +33,7 @@ type Options struct {
 
 	Backend string // "cpu", "gpu", "auto" ("" = auto)
 	Adapter string // GPU adapter (infer.BackendOptions.Adapter); "" picks the best
+	GPU     infer.GPUOptions
 	Threads int
 	Context int // 0: infer.DefaultContext capped by the model
 	Batch   int // 0: infer.DefaultBatch

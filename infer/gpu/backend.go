@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -16,27 +16,37 @@ import (
 	"github.com/cogentcore/webgpu/wgpu"
 )
 
-// MatVecEnv chooses the decode Q1_0 matvec kernel: auto (default),
-// select, lut, popc (16 rows per workgroup), popc32 / popc64 (32 or 64
-// rows: the bit planes of x built once per 32 or 64 rows instead of 16),
-// auto32 / auto64 (auto with popc32 / popc64 for the big matrices).
-const MatVecEnv = "BONSAI_GPU_MATVEC"
+// MatVecKernels are the names infer.GPUOptions.MatVec takes for the decode
+// Q1_0 matvec: auto (the default, also ""): w1 (one row per thread,
+// q1_w1.wgsl) for matrices of up to w1MaxRows rows without a fused SwiGLU
+// input where the shape allows, else as auto1; auto1: the previous
+// default, select for small matrices and popc for big ones; select, lut,
+// popc (16 rows per workgroup), popc32 / popc64 (32 or 64 rows: the bit
+// planes of x built once per 32 or 64 rows instead of 16), auto32 / auto64
+// (auto1 with popc32 / popc64 for the big matrices); w1 (select where it
+// cannot).
+var MatVecKernels = []string{"auto", "auto1", "w1", "select", "lut", "popc", "popc32", "popc64", "auto32", "auto64"}
 
-// FuseEnv chooses the decode fusions (docs/gpu-kernels.md v5): "off"
-// encodes every op as its own dispatch; the default folds SwiGLU into the
-// down matvec, q/k norm+RoPE+KV store into one dispatch and single-split
-// attention into one; "all" also folds the token RMSNorms into the q/k/v
-// and gate/up matvecs, which cut 2 dispatches per layer but measured
-// slower on the H200 (every workgroup recomputing Σx² cost more than the
-// separate norm). All must agree: TestFusedDecodeMatchesUnfused.
-const FuseEnv = "BONSAI_GPU_FUSE"
+// FuseLevels are the names infer.GPUOptions.Fuse takes (docs/gpu-kernels.md
+// v5): "off" encodes every op as its own dispatch; the default ("") folds
+// SwiGLU into the down matvec, q/k norm+RoPE+KV store into one dispatch and
+// single-split attention into one; "all" also folds the token RMSNorms into
+// the q/k/v and gate/up matvecs, which cut 2 dispatches per layer but
+// measured slower on the H200 (every workgroup recomputing Σx² cost more
+// than the separate norm). All must agree: TestFusedDecodeMatchesUnfused.
+var FuseLevels = []string{"", "off", "all"}
 
-func matVecKernel(name string) string {
-	switch name {
-	case "select", "lut", "popc", "popc32", "popc64", "auto32", "auto64":
-		return name
+// ErrBadOption is returned by New for a MatVec or Fuse name it does not know.
+var ErrBadOption = errors.New("unknown GPU option value")
+
+func checkGPUOptions(o infer.GPUOptions) error {
+	if o.MatVec != "" && !slices.Contains(MatVecKernels, o.MatVec) {
+		return fmt.Errorf("gpu: matvec %q (want one of %q): %w", o.MatVec, MatVecKernels, ErrBadOption)
 	}
-	return "auto"
+	if !slices.Contains(FuseLevels, o.Fuse) {
+		return fmt.Errorf("gpu: fuse %q (want one of %q): %w", o.Fuse, FuseLevels, ErrBadOption)
+	}
+	return nil
 }
 
 // popcMinWeights is where auto switches from q1_matvec to q1_popc: on the
@@ -56,10 +66,21 @@ const maxBatchTokens = 8192
 // maxSplits bounds the split-KV attention partials per (row, head).
 const maxSplits = 64
 
+// A pass is submitted in pieces so that the GPU runs the first dispatches
+// while the host still encodes the rest (wgpu costs ~2 µs of host time per
+// dispatch, as much as the GPU spends on a small one): the first piece
+// after firstSubmit dispatches, to start the GPU early, then every
+// submitEvery. Queue order and wgpu's tracking across command buffers keep
+// the pieces' dependencies.
+const (
+	firstSubmit = 24
+	submitEvery = 64
+)
+
 func init() {
 	infer.RegisterBackend("gpu", func(opts infer.BackendOptions) (infer.Backend, error) {
 		// Naming an adapter is asking for it, software or not.
-		b, err := New(DeviceOptions{Adapter: opts.Adapter, AllowSoftware: opts.Adapter != "" || os.Getenv(SoftwareEnv) == "1"}, opts)
+		b, err := New(DeviceOptions{Adapter: opts.Adapter, AllowSoftware: opts.Adapter != "" || opts.GPU.AllowSoftware, Debug: opts.GPU.Debug}, opts)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", infer.ErrBackendUnavailable, err)
 		}
@@ -93,14 +114,18 @@ type Backend struct {
 	lazies []*lazy
 	// dispatches encoded in the pass in progress, and in the last one
 	dispatches, lastDispatches int
-	// matvec picks the decode Q1_0 kernel (MatVecEnv): "auto", "select"
+	// dispatches encoded since the last piece of the pass was submitted
+	unsubmitted int
+	// submits is the number of command buffers the pass has submitted
+	submits int
+	// matvec picks the decode Q1_0 kernel (MatVecKernels): "auto", "select"
 	// (q1_matvec), "lut" (q1_lut, where K is a multiple of 2048) or "popc"
 	// (q1_popc). docs/gpu-kernels.md has their H200 timings.
 	matvec string
-	noFuse bool // FuseEnv "off": no fusion
+	noFuse bool // Fuse "off": no fusion
 	// deltaChunkMin is the batch from which DeltaNet runs chunked
 	deltaChunkMin int
-	fuseNorm      bool // FuseEnv "all": token RMSNorms folded into matvecs
+	fuseNorm      bool // Fuse "all": token RMSNorms folded into matvecs
 	// in-place per-head RMSNorms waiting for the Ropes that follow them
 	norms []pendingNorm
 	// per-head norm+Ropes (q's, then k's) waiting for the StoreKV that
@@ -228,8 +253,16 @@ type opKey struct {
 	f                float32
 }
 
-// New opens a device and returns an empty backend.
+// New opens a device and returns an empty backend; opts.GPU chooses the
+// kernels (its AllowSoftware and Debug are dopts' business).
 func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
+	if err := checkGPUOptions(opts.GPU); err != nil {
+		return nil, err
+	}
+	matvec := opts.GPU.MatVec
+	if matvec == "" {
+		matvec = "auto"
+	}
 	d, err := OpenDevice(dopts)
 	if err != nil {
 		return nil, err
@@ -240,9 +273,9 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 		weights:  map[string]*weight{},
 		ropes:    map[infer.Rope]*wgpu.Buffer{},
 		ops:      map[opKey]*op{},
-		matvec:   matVecKernel(os.Getenv(MatVecEnv)),
-		noFuse:   os.Getenv(FuseEnv) == "off",
-		fuseNorm: os.Getenv(FuseEnv) == "all",
+		matvec:   matvec,
+		noFuse:   opts.GPU.Fuse == "off",
+		fuseNorm: opts.GPU.Fuse == "all",
 
 		deltaChunkMin: DefaultDeltaChunkMin,
 	}
@@ -356,7 +389,7 @@ func (b *Backend) Begin(batch infer.Batch) {
 	}
 	b.touched = b.touched[:0]
 	b.lazies = b.lazies[:0]
-	b.dispatches = 0
+	b.dispatches, b.unsubmitted, b.submits = 0, 0, 0
 	b.batch = batch
 	b.n = len(batch.Tokens)
 	b.phase = profile.Embed
@@ -536,6 +569,39 @@ func (b *Backend) dispatch(o *op, x, y, z int) {
 	b.pass.SetBindGroup(0, o.bg, nil)
 	b.pass.DispatchWorkgroups(uint32(x), uint32(y), uint32(z))
 	b.dispatches++
+	b.unsubmitted++
+	// Profiling times the GPU's phases: one piece, so that no phase
+	// includes the GPU waiting for the host's next one.
+	if !b.prof.active() && (b.unsubmitted >= submitEvery || b.submits == 0 && b.unsubmitted >= firstSubmit) {
+		b.submitPiece()
+	}
+}
+
+// submitPiece submits what the pass has encoded so far and goes on in a
+// new command encoder.
+func (b *Backend) submitPiece() {
+	b.endPass()
+	if b.err != nil {
+		return
+	}
+	cmd, err := b.enc.Finish(nil)
+	b.enc.Release()
+	b.enc = nil
+	if err != nil {
+		b.fail(fmt.Errorf("gpu: finishing the pass: %w", err))
+		return
+	}
+	b.d.queue.Submit(cmd)
+	cmd.Release()
+	b.submits++
+	b.unsubmitted = 0
+	enc, err := b.d.dev.CreateCommandEncoder(nil)
+	if err != nil {
+		b.fail(fmt.Errorf("gpu: %w: %w", ErrDeviceLost, err))
+		return
+	}
+	b.enc = enc
+	b.beginPass()
 }
 
 // LastDispatches is the number of compute dispatches the last committed
@@ -668,8 +734,8 @@ func (b *Backend) Embed(dstT infer.Tensor, wI infer.Weight) {
 	n := b.active(dst)
 	if w.q1() {
 		o := b.prepared(opKey{kind: "embed", a: dst, b: w}, func() (*kernel, []binding, error) {
-			k, err := b.d.kernel("embed", map[string]shaders.Const{
-				"K": shaders.U32(w.k), "VOCAB": shaders.U32(w.m), "XROWS": shaders.U32(dst.rows), "Q1": shaders.Flag(true)})
+			k, err := b.d.kernel("embed", q1Layout(map[string]shaders.Const{
+				"K": shaders.U32(w.k), "VOCAB": shaders.U32(w.m), "XROWS": shaders.U32(dst.rows), "Q1": shaders.Flag(true)}, w.interleaved, w.m))
 			return k, []binding{whole(b.batchBuf), whole(b.tokensBuf), w.bits.binding(), w.scales.binding(), whole(dst.buf)}, err
 		})
 		b.dispatch(o, ceilDiv(w.k, 256), n, 1)
@@ -751,8 +817,8 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 			return
 		}
 		o := b.prepared(opKey{kind: "q1gemm", a: dst, b: w, c: x}, func() (*kernel, []binding, error) {
-			k, err := b.d.kernel("q1_gemm", map[string]shaders.Const{
-				"K": shaders.U32(w.k), "M": shaders.U32(w.m), "WORDS": shaders.U32(w.k / 32), "XROWS": shaders.U32(rows)})
+			k, err := b.d.kernel("q1_gemm", q1Layout(map[string]shaders.Const{
+				"K": shaders.U32(w.k), "M": shaders.U32(w.m), "WORDS": shaders.U32(w.k / 32), "XROWS": shaders.U32(rows)}, w.interleaved, w.m))
 			return k, []binding{whole(b.batchBuf), w.bits.binding(), w.scales.binding(), whole(xq), whole(dst.buf)}, err
 		})
 		b.dispatch(o, w.m/64, ceilDiv(n, 64), 1)
@@ -770,10 +836,10 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 			rpw /= 2
 		}
 		o := b.prepared(opKey{kind: "q1mm", a: dst, b: w, c: x, i: boolInt(decode)}, func() (*kernel, []binding, error) {
-			k, err := b.d.kernel("q1_matmul", map[string]shaders.Const{
+			k, err := b.d.kernel("q1_matmul", q1Layout(map[string]shaders.Const{
 				"K": shaders.U32(w.k), "M": shaders.U32(w.m), "WORDS": shaders.U32(words), "RPW": shaders.U32(rpw),
 				"TT": shaders.U32(tt), "WG": shaders.U32(wg), "XROWS": shaders.U32(rows),
-				"ACC": shaders.U32(rpw * tt), "RED": shaders.U32(wg * rpw * tt)})
+				"ACC": shaders.U32(rpw * tt), "RED": shaders.U32(wg * rpw * tt)}, w.interleaved, w.m))
 			return k, []binding{whole(b.batchBuf), w.bits.binding(), w.scales.binding(), whole(x.buf), whole(dst.buf)}, err
 		})
 		b.dispatch(o, w.m/rpw, ceilDiv(n, tt), 1)
@@ -823,6 +889,7 @@ func (b *Backend) queueMatVec(dst *tensor, w *weight, x *tensor, in *lazy) {
 	if len(b.pending) > 0 {
 		last := b.pending[len(b.pending)-1]
 		joins := len(b.pending) < 3 && b.pendingTo == nil && x == b.pendingX && in == b.pendingIn && w.k == last.w.k &&
+			w.interleaved == last.w.interleaved &&
 			w.bits.follows(last.w.bits) && w.scales.follows(last.w.scales)
 		for _, p := range b.pending {
 			joins = joins && p.dst != dst && p.dst != x && (in == nil || !in.reads(p.dst))
@@ -974,7 +1041,7 @@ func (b *Backend) flushMatVec() {
 		for k, v := range defs {
 			m[k] = v
 		}
-		return m
+		return q1Layout(m, w0.interleaved, ends[:len(ps)]...)
 	}
 	if len(ps) > 1 {
 		key.d = ps[1].dst
@@ -983,12 +1050,30 @@ func (b *Backend) flushMatVec() {
 		key.e = ps[2].dst
 	}
 	variant := b.matvec
-	if variant == "auto" || variant == "auto32" || variant == "auto64" {
+	// On the H200 (run 6) q1_w1 beat select on the 8B's q/k/v (6144 rows)
+	// and output projection (4096) but lost to popc on gate/up (24576),
+	// on the down projection with SwiGLU in its x load, and on the head:
+	// each workgroup quantizes all of x again, which the small matrices
+	// amortize over few workgroups and the big ones do not.
+	w1Auto := total <= w1MaxRows && (in == nil || in.up == nil)
+	if w0.interleaved && (variant == "w1" || variant == "auto" && w1Auto) {
+		if cfg, ok := b.w1Config(w0.k, ends[:len(ps)]); ok {
+			b.dispatchW1(key, cfg, ps, bits, scales, src, resid, fused, withDefs(map[string]shaders.Const{}))
+			return
+		}
+	}
+	switch variant {
+	case "auto":
+		variant = "auto1"
+	case "w1":
+		variant = "select"
+	}
+	if variant == "auto1" || variant == "auto32" || variant == "auto64" {
 		big := total*w0.k >= popcMinWeights
 		switch {
 		case !big:
 			variant = "select"
-		case variant == "auto":
+		case variant == "auto1":
 			variant = "popc"
 		default:
 			variant = "popc" + variant[4:]
@@ -1047,6 +1132,82 @@ func (b *Backend) flushMatVec() {
 		return k, append(bufs, fused...), err
 	})
 	b.dispatch(o, total/8, 1, 1)
+}
+
+// q1Layout adds to defs the layout of up to three Q1_0 matrices stored
+// back to back (row-major or interleaved; their row ends), as
+// shaders/q1_layout.wgsli addresses them.
+func q1Layout(defs map[string]shaders.Const, interleaved bool, ends ...int) map[string]shaders.Const {
+	defs["Q1IL"] = shaders.Flag(interleaved)
+	m0, m1, mt := ends[0], ends[0], ends[len(ends)-1]
+	if len(ends) > 1 {
+		m1 = ends[1]
+	}
+	defs["Q1M0"], defs["Q1M1"], defs["Q1MT"] = shaders.U32(m0), shaders.U32(m1), shaders.U32(mt)
+	return defs
+}
+
+// w1MaxRows is the most rows (all fused matrices) auto gives q1_w1.
+const w1MaxRows = 8192
+
+// w1 is q1_w1's shape: RPW rows × KS slices of K per workgroup, the
+// activations quantized CB blocks at a time.
+type w1 struct{ rpw, ks, cb int }
+
+// w1Config picks q1_w1's shape for K and the row ends of the matrices
+// (each a multiple of RPW rows): the most rows per workgroup whose KS
+// slices divide a chunk of blocks that fits workgroup memory.
+func (b *Backend) w1Config(k int, ends []int) (w1, bool) {
+	nb := k / 128
+	limit := min(int(b.d.Limits.MaxComputeWorkgroupStorageSize), 32<<10)
+	for _, rpw := range []int{32, 16, 8} {
+		ks := 256 / rpw
+		fits := k%128 == 0
+		prev := 0
+		for _, e := range ends {
+			fits = fits && (e-prev)%rpw == 0
+			prev = e
+		}
+		if !fits {
+			continue
+		}
+		for cb := min(nb, 48) / ks * ks; cb >= ks; cb -= ks {
+			if nb%cb == 0 && cb*(512+16)+256*16 <= limit {
+				return w1{rpw: rpw, ks: ks, cb: cb}, true
+			}
+		}
+	}
+	return w1{}, false
+}
+
+// dispatchW1 encodes the pending matvecs as one q1_w1 dispatch.
+func (b *Backend) dispatchW1(key opKey, cfg w1, ps []pendingMatMul, bits, scales span, src, resid *tensor, fused []binding, defs map[string]shaders.Const) {
+	w0 := ps[0].w
+	key.kind += "/w1"
+	total := 0
+	for _, p := range ps {
+		total += p.w.m
+	}
+	o := b.prepared(key, func() (*kernel, []binding, error) {
+		m0, m1 := defs["Q1M0"], defs["Q1M1"]
+		for k, v := range map[string]shaders.Const{
+			"K": shaders.U32(w0.k), "NB": shaders.U32(w0.k / 128), "RPW": shaders.U32(cfg.rpw), "KS": shaders.U32(cfg.ks),
+			"CB": shaders.U32(cfg.cb), "XS": shaders.U32(cfg.cb * 32), "XSUM": shaders.U32(cfg.cb * 4), "WG": shaders.U32(256),
+			"RED": shaders.U32(256), "M0": m0, "M1": m1, "W1": shaders.Flag(true),
+			"OUT2": shaders.Flag(len(ps) > 1), "OUT3": shaders.Flag(len(ps) > 2), "ADD": shaders.Flag(resid != nil)} {
+			defs[k] = v
+		}
+		k, err := b.d.kernel("q1_w1", defs)
+		bufs := []binding{bits.binding(), scales.binding(), whole(src.buf)}
+		for _, p := range ps {
+			bufs = append(bufs, whole(p.dst.buf))
+		}
+		if resid != nil {
+			bufs = append(bufs, whole(resid.buf))
+		}
+		return k, append(bufs, fused...), err
+	})
+	b.dispatch(o, total/cfg.rpw, 1, 1)
 }
 
 func boolInt(v bool) int {
@@ -1119,7 +1280,7 @@ func (b *Backend) RMSNorm(dstT, xT infer.Tensor, wI infer.Weight, eps float32) {
 		b.shapeErr("RMSNorm: weight %s (%s, %d values) against rows of %d", w.name, w.typ, g, x.cols)
 		return
 	}
-	// With FuseEnv "all", a decode token norm waits to be folded into the
+	// With Fuse "all", a decode token norm waits to be folded into the
 	// matvecs that read its result (q/k/v, gate/up).
 	if b.fuseNorm && b.n == 1 && dst != x && g == x.cols && x.cols%4 == 0 && min(x.rows, dst.rows) >= 1 && len(w.chunks) == 1 {
 		b.materialize(x)

@@ -8,17 +8,11 @@ package gpu
 
 import (
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 
 	"github.com/cogentcore/webgpu/wgpu"
 )
-
-// SoftwareEnv set to 1 lets the backend use CPU-emulated adapters
-// (lavapipe, llvmpipe), which "auto" would otherwise pick over the faster
-// CPU backend. Naming one with the adapter filter also admits it.
-const SoftwareEnv = "BONSAI_GPU_SOFTWARE"
 
 // Device is an opened WebGPU device with the limits this backend asked for.
 type Device struct {
@@ -41,7 +35,10 @@ type DeviceOptions struct {
 	Adapter string
 	// AllowSoftware admits CPU-emulated adapters (Mesa llvmpipe/lavapipe):
 	// slower than the CPU backend, but they run the real shaders in tests.
+	// Naming one with Adapter also admits it.
 	AllowSoftware bool
+	// Debug brings back wgpu-native's warnings and debug log.
+	Debug bool
 	// MaxBinding is the largest single buffer binding the caller will need
 	// (bytes); Open fails with ErrOutOfMemory when the adapter's limit is
 	// lower.
@@ -112,7 +109,7 @@ func adapterRank(info wgpu.AdapterInfo) int {
 
 // createInstance wraps wgpu.CreateInstance, which panics when wgpu-native
 // cannot start (no loader at all): that is "no adapter", not a crash.
-func createInstance() (inst *wgpu.Instance, err error) {
+func createInstance(debug bool) (inst *wgpu.Instance, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			inst, err = nil, fmt.Errorf("gpu: creating a WebGPU instance: %v: %w", r, ErrNoAdapter)
@@ -121,18 +118,19 @@ func createInstance() (inst *wgpu.Instance, err error) {
 	// wgpu-native's warnings (missing swapchain extensions, surfaceless
 	// platform) concern windowing, which a compute-only engine never uses,
 	// and would land on the user's terminal; errors still show.
-	// BONSAI_GPU_LOG=debug brings them all back.
+	// debug brings them all back.
 	level := wgpu.LogLevelError
-	if os.Getenv("BONSAI_GPU_LOG") == "debug" {
+	if debug {
 		level = wgpu.LogLevelDebug
 	}
 	wgpu.SetLogLevel(level)
 	return wgpu.CreateInstance(nil), nil
 }
 
-// ListAdapters describes every adapter WebGPU sees, best first.
-func ListAdapters() ([]string, error) {
-	inst, err := createInstance()
+// ListAdapters describes every adapter WebGPU sees, best first (debug as
+// DeviceOptions.Debug).
+func ListAdapters(debug bool) ([]string, error) {
+	inst, err := createInstance(debug)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +158,7 @@ func sortAdapters(adapters []*wgpu.Adapter) {
 // OpenDevice picks an adapter and opens a device with the limits a model
 // needs.
 func OpenDevice(opts DeviceOptions) (*Device, error) {
-	inst, err := createInstance()
+	inst, err := createInstance(opts.Debug)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +184,7 @@ func OpenDevice(opts DeviceOptions) (*Device, error) {
 			return nil, fmt.Errorf("gpu: WebGPU found no adapter (install a Vulkan driver, e.g. mesa-vulkan-drivers): %w", ErrNoAdapter)
 		}
 		if filter == "" {
-			return nil, fmt.Errorf("gpu: only software adapters (%s); set %s=1 to use them: %w", strings.Join(seen, "; "), SoftwareEnv, ErrNoAdapter)
+			return nil, fmt.Errorf("gpu: only software adapters (%s); they are used only when allowed or named: %w", strings.Join(seen, "; "), ErrNoAdapter)
 		}
 		return nil, fmt.Errorf("gpu: no adapter matches %q (have: %s): %w", opts.Adapter, strings.Join(seen, "; "), ErrNoAdapter)
 	}

@@ -17,20 +17,29 @@ import (
 	"github.com/bonsai-chat/bonsai/infer/internal/tinymodel"
 )
 
+// softwareOK admits software adapters (lavapipe): CI has no GPU.
+var softwareOK = infer.GPUOptions{AllowSoftware: true}
+
 func loadOn(t *testing.T, backend string, cfg tinymodel.Config) *infer.Model {
 	t.Helper()
-	return loadBatch(t, backend, cfg, 64)
+	return loadWith(t, backend, cfg, 64, softwareOK)
 }
 
 // loadBatch loads cfg with passes of up to batch prompt tokens.
 func loadBatch(t *testing.T, backend string, cfg tinymodel.Config, batch int) *infer.Model {
+	t.Helper()
+	return loadWith(t, backend, cfg, batch, softwareOK)
+}
+
+// loadWith loads cfg with the GPU options o.
+func loadWith(t *testing.T, backend string, cfg tinymodel.Config, batch int, o infer.GPUOptions) *infer.Model {
 	t.Helper()
 	f, err := tinymodel.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	m, err := infer.Load(f, infer.Options{Backend: backend, Batch: batch})
+	m, err := infer.Load(f, infer.Options{Backend: backend, Batch: batch, GPU: o})
 	if err != nil {
 		if backend == "gpu" && errors.Is(err, gpu.ErrNoAdapter) && os.Getenv("CI") != "true" {
 			t.Skipf("no GPU adapter: %v", err)
@@ -235,7 +244,7 @@ func TestLongDecodeNoLeak(t *testing.T) {
 }
 
 // TestFusedDecodeMatchesUnfused decodes on GPU models with each fusion
-// level (FuseEnv) against one with every op its own dispatch. The fused
+// level (GPUOptions.Fuse) against one with every op its own dispatch. The fused
 // kernels reproduce the separate ones' arithmetic and summation order, so
 // the logits must agree to f32 rounding (1e-6 of the largest), for each
 // decode matvec kernel; prefill goes through the fused q/k norm+RoPE+KV
@@ -247,15 +256,12 @@ func TestFusedDecodeMatchesUnfused(t *testing.T) {
 		env   string
 		saved int // dispatches per layer fewer, at least
 	}{{"", 5}, {"all", 7}} {
-		for _, kernel := range []string{"select", "popc", "popc32", "popc64"} {
+		for _, kernel := range []string{"w1", "select", "popc", "popc32", "popc64"} {
 			t.Run(level.env+"/"+kernel, func(t *testing.T) {
-				t.Setenv(gpu.MatVecEnv, kernel)
 				cfg := tinymodel.Small(gguf.Q1_0)
 				cfg.Tied = false
-				t.Setenv(gpu.FuseEnv, "off")
-				plain := loadOn(t, "gpu", cfg)
-				t.Setenv(gpu.FuseEnv, level.env)
-				fused := loadOn(t, "gpu", cfg)
+				plain := loadWith(t, "gpu", cfg, 64, infer.GPUOptions{AllowSoftware: true, MatVec: kernel, Fuse: "off"})
+				fused := loadWith(t, "gpu", cfg, 64, infer.GPUOptions{AllowSoftware: true, MatVec: kernel, Fuse: level.env})
 				toks, pos := []int32{1, 5, 9, 13, 17, 21, 25, 29}, 0
 				for step := 0; step < 12; step++ {
 					if err := plain.Forward(toks, pos); err != nil {

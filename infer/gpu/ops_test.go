@@ -13,13 +13,6 @@ import (
 	"github.com/bonsai-chat/bonsai/infer/quant"
 )
 
-// TestMain admits software adapters (lavapipe) for the tests that go
-// through the backend registry, as CI has no GPU.
-func TestMain(m *testing.M) {
-	os.Setenv(SoftwareEnv, "1")
-	os.Exit(m.Run())
-}
-
 // newTestBackend opens the GPU backend or skips when there is no adapter,
 // except in CI (CI=true), where lavapipe must be installed and a missing
 // adapter is a failure.
@@ -131,11 +124,12 @@ func TestMatMulMatchesCPU(t *testing.T) {
 		{gguf.BF16, 16, 64, 1, 1e-5},
 		{gguf.F32, 8, 64, 2, 1e-5},
 	}
-	for _, c := range cases {
+	for ci, c := range cases {
 		t.Run(c.typ.String(), func(t *testing.T) {
 			wv := randFloats(r, c.m*c.k, 1)
 			wb := quantizeMatrix(t, c.typ, c.m, c.k, wv)
-			w, err := b.LoadWeight(infer.WeightData{Name: fmt.Sprintf("w%s-%d-%d", c.typ, c.m, c.k), Type: c.typ, Shape: []int64{int64(c.k), int64(c.m)}, Data: wb})
+			// every other Q1_0 case in the attention projections' interleaved layout
+			w, err := b.LoadWeight(infer.WeightData{Name: fmt.Sprintf("blk.0.%s.%s-%d-%d", []string{"attn_q", "ffn_up"}[ci%2], c.typ, c.m, c.k), Type: c.typ, Shape: []int64{int64(c.k), int64(c.m)}, Data: wb})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -434,16 +428,22 @@ func TestEmbed(t *testing.T) {
 // folds into it; results must equal the unfused ones.
 func TestFusedMatVec(t *testing.T) {
 	for _, k := range []int{256, 2048} {
-		for _, kernel := range []string{"select", "lut", "popc", "popc32", "popc64"} {
+		for _, kernel := range []string{"w1", "select", "lut", "popc", "popc32", "popc64"} {
 			b := newTestBackend(t)
 			b.matvec = kernel
 			r := rand.New(rand.NewPCG(9, uint64(k)))
 			ms := []int{128, 64, 64}
+			// q1_w1 reads the attention projections' interleaved layout
+			// (interleaveQ1); the others read both layouts.
+			names := []string{"blk.0.ffn_gate.weight", "blk.0.ffn_up.weight", "blk.0.ffn_x.weight", "blk.0.ffn_down.weight"}
+			if kernel == "w1" || kernel == "select" {
+				names = []string{"blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight", "blk.0.attn_output.weight"}
+			}
 			var ws []infer.Weight
 			var wbs [][]byte
 			for i, m := range ms {
 				wb := quantizeMatrix(t, gguf.Q1_0, m, k, randFloats(r, m*k, 1))
-				w, err := b.LoadWeight(infer.WeightData{Name: fmt.Sprintf("f%d", i), Type: gguf.Q1_0, Shape: []int64{int64(k), int64(m)}, Data: wb})
+				w, err := b.LoadWeight(infer.WeightData{Name: names[i], Type: gguf.Q1_0, Shape: []int64{int64(k), int64(m)}, Data: wb})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -451,7 +451,7 @@ func TestFusedMatVec(t *testing.T) {
 			}
 			// the output projection: 128 back to k
 			wo := quantizeMatrix(t, gguf.Q1_0, k, 128, randFloats(r, k*128, 1))
-			o, err := b.LoadWeight(infer.WeightData{Name: "fo", Type: gguf.Q1_0, Shape: []int64{128, int64(k)}, Data: wo})
+			o, err := b.LoadWeight(infer.WeightData{Name: names[3], Type: gguf.Q1_0, Shape: []int64{128, int64(k)}, Data: wo})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -497,6 +497,102 @@ func TestFusedMatVec(t *testing.T) {
 			if n := len(b.ops); n != 2 {
 				t.Errorf("K=%d kernel=%s: %d prepared ops, want 2 (fused q/k/v, projection+add)", k, kernel, n)
 			}
+		}
+	}
+}
+
+// A kernel or fusion name the backend does not know is refused before any
+// device is opened, rather than silently replaced by the default.
+func TestUnknownOptionsRefused(t *testing.T) {
+	for _, o := range []infer.GPUOptions{{MatVec: "fast"}, {Fuse: "some"}, {MatVec: "popc", Fuse: "none"}} {
+		if _, err := New(DeviceOptions{AllowSoftware: true}, infer.BackendOptions{GPU: o}); !errors.Is(err, ErrBadOption) {
+			t.Errorf("%+v: %v, want ErrBadOption", o, err)
+		}
+	}
+}
+
+// TestF16RoundingMatchesCPU pins the GPU's f16 rounding (activations
+// rounded for F16 weights; the same f16_round rounds Q8_0 scales, K/V and
+// attention weights) to the CPU's round-to-nearest-even, on values where a
+// driver's pack2x16float that truncates or rounds ties away would differ:
+// exact midpoints between neighbouring f16 values (ties go to the even
+// one), a hair either side of them, and the subnormal range. An identity
+// F16 matrix makes the matmul return the rounded activations exactly.
+func TestF16RoundingMatchesCPU(t *testing.T) {
+	b := newTestBackend(t)
+	const k = 128
+	r := rand.New(rand.NewPCG(3, 4))
+	xv := make([]float32, k)
+	for i := range xv {
+		h := uint16(r.IntN(0x7800)) // finite, well below 65504
+		lo, hi := quant.F16ToF32(h), quant.F16ToF32(h+1)
+		mid := lo + (hi-lo)/2
+		switch i % 4 {
+		case 0:
+			xv[i] = mid
+		case 1:
+			xv[i] = math.Nextafter32(mid, 0)
+		case 2:
+			xv[i] = math.Nextafter32(mid, float32(math.Inf(1)))
+		default:
+			xv[i] = quant.F16ToF32(uint16(r.IntN(0x400))) * 1.37 // subnormal f16
+		}
+		if r.IntN(2) == 0 {
+			xv[i] = -xv[i]
+		}
+	}
+	id := make([]float32, k*k)
+	for i := 0; i < k; i++ {
+		id[i*k+i] = 1
+	}
+	w, err := b.LoadWeight(infer.WeightData{Name: "id16", Type: gguf.F16, Shape: []int64{k, k}, Data: quantizeMatrix(t, gguf.F16, k, k, id)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, y := b.mustTensor(t, "x", 1, k), b.mustTensor(t, "y", 1, k)
+	b.write(t, x, xv)
+	got := make([]float32, k)
+	b.Begin(batchOf(1, 0))
+	b.MatMul(y, w, x)
+	b.Read(y, got)
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range xv {
+		if want := quant.F16ToF32(quant.F32ToF16(v)); got[i] != want {
+			t.Errorf("f16 of %g (%#08x): GPU %g, CPU %g", v, math.Float32bits(v), got[i], want)
+		}
+	}
+}
+
+// A long pass goes to the GPU in several command buffers (submitPiece);
+// a chain of dependent in-place adds across the pieces must still see each
+// previous add's result.
+func TestPassInPiecesKeepsOrder(t *testing.T) {
+	b := newTestBackend(t)
+	const cols, steps = 256, 3 * submitEvery
+	x, y := b.mustTensor(t, "x", 1, cols), b.mustTensor(t, "y", 1, cols)
+	xv, yv := make([]float32, cols), make([]float32, cols)
+	for i := range xv {
+		xv[i], yv[i] = float32(i), float32(i%7)+0.5
+	}
+	b.write(t, x, xv)
+	b.write(t, y, yv)
+	got := make([]float32, cols)
+	b.Begin(batchOf(1, 0))
+	for i := 0; i < steps; i++ {
+		b.Add(x, x, y)
+	}
+	b.Read(x, got)
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if b.submits < 3 {
+		t.Errorf("%d dispatches went in %d pieces", b.lastDispatches, b.submits+1)
+	}
+	for i := range got {
+		if want := xv[i] + steps*yv[i]; got[i] != want {
+			t.Fatalf("x[%d] = %g after %d adds, want %g", i, got[i], steps, want)
 		}
 	}
 }

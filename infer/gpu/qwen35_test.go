@@ -30,7 +30,7 @@ func loadQwen35(t *testing.T, backend string, typ gguf.Type) *infer.Model {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	m, err := infer.Load(f, infer.Options{Backend: backend, Batch: 64, Context: 256})
+	m, err := infer.Load(f, infer.Options{Backend: backend, Batch: 64, Context: 256, GPU: softwareOK})
 	if err != nil {
 		if backend == "gpu" && errors.Is(err, gpu.ErrNoAdapter) && os.Getenv("CI") != "true" {
 			t.Skipf("no GPU adapter: %v", err)

@@ -1,0 +1,26 @@
+package main
+
+import (
+	"os"
+
+	"github.com/bonsai-chat/bonsai/infer"
+)
+
+// gpuOptions are the GPU backend's settings from the environment; the
+// backend reads none itself. BONSAI_GPU_SOFTWARE=1 admits software adapters
+// (lavapipe, llvmpipe) without naming one; BONSAI_GPU_MATVEC and
+// BONSAI_GPU_FUSE pick decode kernels and fusions for A/B measurements (the
+// gpu package lists the names; a wrong one fails the load);
+// BONSAI_GPU_LOG=debug brings back wgpu-native's log.
+func gpuOptions() infer.GPUOptions {
+	return gpuOptionsFrom(os.Getenv)
+}
+
+func gpuOptionsFrom(getenv func(string) string) infer.GPUOptions {
+	return infer.GPUOptions{
+		AllowSoftware: getenv("BONSAI_GPU_SOFTWARE") == "1",
+		MatVec:        getenv("BONSAI_GPU_MATVEC"),
+		Fuse:          getenv("BONSAI_GPU_FUSE"),
+		Debug:         getenv("BONSAI_GPU_LOG") == "debug",
+	}
+}
