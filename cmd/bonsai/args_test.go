@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 
@@ -94,8 +95,14 @@ func child(t *testing.T, in string, env []string, args ...string) (stdout, stder
 // Each command's bad flag is reported once, after the usage, as a usage
 // error; the flag package used to print it too.
 func TestBadFlagReportedOnce(t *testing.T) {
-	for _, cmd := range []string{"run", "bench", "info", "config", "export", "models", "pull", "sessions",
-		"perplexity", "tokenize", "synth", "chat", ""} {
+	// Every registered subcommand, so that a new one is held to it too,
+	// and the bare chat.
+	cmds := []string{""}
+	for name := range commands {
+		cmds = append(cmds, name)
+	}
+	sort.Strings(cmds)
+	for _, cmd := range cmds {
 		args := []string{"--no-such-flag"}
 		if cmd != "" {
 			args = append([]string{cmd}, args...)

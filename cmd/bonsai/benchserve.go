@@ -43,11 +43,15 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "usage: bonsai bench-serve [--model M | --url URL] [--threads N] [--streams 1,2,4,8] [--tokens 64] [-r N]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: bench-serve: unexpected argument %q", errUsage, pos[0])
 	}
 	var levels []int
 	for _, f := range strings.Split(*streamList, ",") {

@@ -74,11 +74,15 @@ func runBenchSpec(args []string, stdout, stderr io.Writer) error {
 	format := fs.String("format", "text", "text or json")
 	temp := fs.Float64("temp", 0, "temperature (0: greedy); above 0 the model's other sampling settings and a fixed seed")
 	replay := fs.Bool("replay", true, "also measure replayed replies: drafts that are the reply itself (every one, and four in five), what a verbatim quote gets")
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: bench-spec: unexpected argument %q", errUsage, pos[0])
 	}
 	if *reps < 1 || *maxTokens < 1 {
 		return fmt.Errorf("%w: -r and -n must be positive", errUsage)

@@ -37,11 +37,15 @@ func runGPU(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.AllowSoftware, "software", o.AllowSoftware, "admit software adapters (lavapipe, llvmpipe; default from BONSAI_GPU_SOFTWARE=1)")
 	fs.StringVar(&o.MatVec, "matvec", o.MatVec, "decode Q1_0 matvec kernel: "+strings.Join(gpu.MatVecKernels, ", ")+" (default from BONSAI_GPU_MATVEC)")
 	fs.StringVar(&o.Fuse, "fuse", o.Fuse, "decode fusions: off, all or empty for the default (default from BONSAI_GPU_FUSE)")
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: gpu: unexpected argument %q", errUsage, pos[0])
 	}
 	list, err := gpu.ListAdapters(o.Debug)
 	if err != nil {

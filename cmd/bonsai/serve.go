@@ -51,14 +51,15 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 			"                    [--parallel N] [--ctx N] [--threads N] [--batch N] [--backend cpu|gpu|auto] [--alias NAME]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: serve: unexpected argument %q", errUsage, fs.Arg(0))
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: serve: unexpected argument %q", errUsage, pos[0])
 	}
 	if *apiKey != "" && *apiKeyFile != "" {
 		return fmt.Errorf("%w: serve: --api-key and --api-key-file are exclusive", errUsage)
