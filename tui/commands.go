@@ -147,6 +147,9 @@ func (m *Model) switchModel(nameOrPath string) tea.Cmd {
 	if m.generating {
 		return m.notify("wait for the reply to finish (or esc) before switching", true)
 	}
+	if b := m.opts.BuiltinModel; b != "" && (nameOrPath == b || nameOrPath == builtinName(b)) {
+		return func() tea.Msg { return modelResolvedMsg{name: nameOrPath, path: b} }
+	}
 	dir := m.modelsDir()
 	return func() tea.Msg {
 		path, err := hub.Resolve(nameOrPath, dir)

@@ -58,6 +58,10 @@ type Options struct {
 	// ModelsDir is where the /model picker looks for downloaded models
 	// ("": hub.DefaultDir()).
 	ModelsDir string
+	// BuiltinModel is the path the built-in model goes by ("(embedded)
+	// NAME"), which /model and its picker offer beside the files; the
+	// engine's opener must know it. Empty: there is none.
+	BuiltinModel string
 	// Notices are shown at the top of the transcript (configuration
 	// warnings, a session that could not be resumed).
 	Notices []string

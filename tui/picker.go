@@ -62,13 +62,14 @@ func (m *Model) openPicker() tea.Cmd {
 	}
 	recent := append([]string(nil), m.state.RecentModels...)
 	dir := m.modelsDir()
-	return func() tea.Msg { return listModels(current, recent, dir) }
+	builtin := m.opts.BuiltinModel
+	return func() tea.Msg { return listModels(current, builtin, recent, dir) }
 }
 
-// listModels gathers the picker's rows: the running model, recent files
-// that still exist, the models directory's complete files, and the
-// registry's models not downloaded there.
-func listModels(current string, recent []string, dir string) modelListMsg {
+// listModels gathers the picker's rows: the running model, the built-in
+// one, recent files that still exist, the models directory's complete
+// files, and the registry's models not downloaded there.
+func listModels(current, builtin string, recent []string, dir string) modelListMsg {
 	var items []modelItem
 	seen := map[string]bool{}
 	key := func(p string) string {
@@ -92,6 +93,9 @@ func listModels(current string, recent []string, dir string) modelListMsg {
 			items[0].label = strings.TrimSpace(strings.TrimPrefix(current, "(embedded)"))
 			items[0].detail = "running now (built in)"
 		}
+	}
+	if builtin != "" && builtin != current {
+		add(modelItem{label: builtinName(builtin), detail: "built in", path: builtin})
 	}
 	for _, p := range recent {
 		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
@@ -117,6 +121,11 @@ func listModels(current string, recent []string, dir string) modelListMsg {
 		}
 	}
 	return modelListMsg{items: items, err: err}
+}
+
+// builtinName is the built-in model's name, from its path.
+func builtinName(path string) string {
+	return strings.TrimSpace(strings.TrimPrefix(path, "(embedded)"))
 }
 
 func (m *Model) modelsListed(msg modelListMsg) tea.Cmd {

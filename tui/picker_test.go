@@ -26,7 +26,8 @@ func TestModelPicker(t *testing.T) {
 	mine := write(filepath.Join(dir, "mine.gguf"))
 	recent := write(filepath.Join(elsewhere, "recent-model.gguf"))
 	state := &config.State{RecentModels: []string{recent, filepath.Join(elsewhere, "gone.gguf")}}
-	m, fe, _ := newTestModel(t, Options{ModelsDir: dir, State: state}, 110, 30)
+	const builtin = "(embedded) bonsai-tiny"
+	m, fe, _ := newTestModel(t, Options{ModelsDir: dir, State: state, BuiltinModel: builtin}, 110, 30)
 	loaded(t, m, fe)
 
 	typeText(m, "/model")
@@ -66,6 +67,38 @@ func TestModelPicker(t *testing.T) {
 	if len(m.state.RecentModels) == 0 || m.state.RecentModels[0] != mine {
 		t.Errorf("recent models %q do not start with the one loaded", m.state.RecentModels)
 	}
+
+	// With another model running, the built-in one is offered, and
+	// choosing it asks the engine for it by its path.
+	typeText(m, "/model")
+	_, cmd = m.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	run(m, cmd)
+	contains(t, plain(m.View()), "bonsai-tiny")
+	for range len(m.picker.items) {
+		if m.picker.items[m.picker.cursor].path == builtin {
+			break
+		}
+		press(m, tea.KeyDown)
+	}
+	if it := m.picker.items[m.picker.cursor]; it.path != builtin || it.detail != "built in" {
+		t.Fatalf("no built-in row to choose; at %+v", it)
+	}
+	_, cmd = m.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	run(m, cmd)
+	if m.loadingModel != builtin {
+		t.Errorf("choosing the built-in model loads %q, want %q", m.loadingModel, builtin)
+	}
+	// So does /model with its name.
+	_, cmd = m.Update(tea.KeyMsg{Type: tea.KeyEsc})
+	run(m, cmd)
+	m.loadingModel = ""
+	typeText(m, "/model bonsai-tiny")
+	_, cmd = m.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	run(m, cmd)
+	if m.loadingModel != builtin {
+		t.Errorf("/model bonsai-tiny loads %q, want %q", m.loadingModel, builtin)
+	}
+	pump(t, m, fe, func() bool { return !m.generating })
 
 	// A registry model not downloaded says how to get it and stays open.
 	typeText(m, "/model")

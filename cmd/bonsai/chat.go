@@ -90,13 +90,14 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 	notices := append([]string(nil), cfg.Warnings...)
 
 	opts := tui.Options{
-		Think:     cfg.Think,
-		System:    cfg.SystemPrompt,
-		ModelPath: modelPath,
-		Keys:      &keys,
-		Sampling:  cfg.SamplingFor,
-		Clipboard: tui.SystemClipboard(tui.ProcessClipboardEnv()),
-		ExportDir: filepath.Join(xdg.DataHome, "bonsai", "exports"),
+		Think:        cfg.Think,
+		System:       cfg.SystemPrompt,
+		ModelPath:    modelPath,
+		Keys:         &keys,
+		Sampling:     cfg.SamplingFor,
+		Clipboard:    tui.SystemClipboard(tui.ProcessClipboardEnv()),
+		ExportDir:    filepath.Join(xdg.DataHome, "bonsai", "exports"),
+		BuiltinModel: defaultmodel.Path,
 	}
 	if home, err := os.UserHomeDir(); err == nil {
 		opts.HomeDir = home
@@ -159,7 +160,7 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 	default:
 		local := engine.New(engine.Options{
 			File: modelFile, Backend: cfg.Backend, Adapter: cfg.Adapter, GPU: gpuOptions(), Threads: cfg.Threads, Context: ctxSize, Profile: profile,
-			Spec: specOpts,
+			Spec: specOpts, Open: openModelPath,
 		})
 		eng = local
 		if len(cfg.Remotes) > 0 {
@@ -172,6 +173,15 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 		return tui.Run(opts, tea.WithMouseCellMotion())
 	}
 	return tui.Run(opts)
+}
+
+// openModelPath opens a file the chat's /model names, the built-in model
+// by its path.
+func openModelPath(path string) (*gguf.File, error) {
+	if path == defaultmodel.Path {
+		return defaultmodel.Open()
+	}
+	return gguf.Open(path)
 }
 
 // openChatModel turns the model setting into an open file that bonsai can

@@ -30,6 +30,9 @@ type Options struct {
 	// not close a File it was given).
 	Path string
 	File *gguf.File
+	// Open opens the files SwitchModel names (nil: gguf.Open); a caller
+	// with a built-in model passes one that knows its name.
+	Open func(path string) (*gguf.File, error)
 
 	Backend string // "cpu", "gpu", "auto" ("" = auto)
 	Adapter string // GPU adapter (infer.BackendOptions.Adapter); "" picks the best

@@ -457,3 +457,28 @@ func TestNotesAreNoticed(t *testing.T) {
 		t.Errorf("notice %q, want the context beyond the training", n.Text)
 	}
 }
+
+// TestSwitchModelOpener: SwitchModel opens through Options.Open, so a
+// caller's built-in model (no file on disk) can be switched back to.
+func TestSwitchModelOpener(t *testing.T) {
+	const builtin = "(embedded) test-model"
+	f := testFile(t)
+	f.Path = builtin
+	asks := make(chan string, 4)
+	open := func(path string) (*gguf.File, error) {
+		asks <- path
+		if path == builtin {
+			return f, nil
+		}
+		return gguf.Open(path)
+	}
+	e := start(t, testFile(t), Options{Open: open})
+	e.SwitchModel(builtin)
+	evs := waitFor[Loaded](t, e)
+	if info := evs[len(evs)-1].(Loaded).Info; info.Path != builtin {
+		t.Fatalf("Loaded after switching to the built-in model: %+v", info)
+	}
+	if len(asks) != 1 || <-asks != builtin {
+		t.Fatalf("the opener was not asked for %q alone", builtin)
+	}
+}

@@ -107,7 +107,11 @@ func (e *Engine) load(backend string) error {
 // model stays, loaded and usable.
 func (e *Engine) switchModel(path string) error {
 	e.emit(LoadProgress{Stage: "mapping " + filepath.Base(path)})
-	f, err := gguf.Open(path)
+	open := e.opts.Open
+	if open == nil {
+		open = gguf.Open
+	}
+	f, err := open(path)
 	if err != nil {
 		return err
 	}
