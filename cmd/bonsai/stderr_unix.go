@@ -15,28 +15,14 @@ import (
 // stderr, which would scribble over the full-screen UI. restore puts the
 // terminal back.
 func captureStderr() (restore func(), err error) {
-	path, err := config.LogPath()
+	saved, log, err := stderrToLog()
 	if err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	saved, err := unix.Dup(2)
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := unix.Dup2(int(f.Fd()), 2); err != nil {
-		unix.Close(saved)
-		f.Close()
 		return nil, err
 	}
 	return func() {
 		unix.Dup2(saved, 2)
 		unix.Close(saved)
-		f.Close()
+		log.Close()
 	}, nil
 }
 
@@ -46,22 +32,8 @@ func captureStderr() (restore func(), err error) {
 // returns a file that still reaches the user's stderr for bonsai's own
 // messages. A crash's trace goes there as well as to the log.
 func driverStderrToLog() (terminal *os.File, restore func(), err error) {
-	path, err := config.LogPath()
+	saved, log, err := stderrToLog()
 	if err != nil {
-		return nil, nil, err
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, nil, err
-	}
-	saved, err := unix.Dup(2)
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	if err := unix.Dup2(int(f.Fd()), 2); err != nil {
-		unix.Close(saved)
-		f.Close()
 		return nil, nil, err
 	}
 	terminal = os.NewFile(uintptr(saved), "/dev/stderr")
@@ -70,6 +42,29 @@ func driverStderrToLog() (terminal *os.File, restore func(), err error) {
 		_ = debug.SetCrashOutput(nil, debug.CrashOptions{})
 		unix.Dup2(saved, 2)
 		terminal.Close()
-		f.Close()
+		log.Close()
 	}, nil
+}
+
+// stderrToLog opens the log file and points file descriptor 2 at it,
+// returning a duplicate of the old descriptor 2 and the open log.
+func stderrToLog() (saved int, log *os.File, err error) {
+	path, err := config.LogPath()
+	if err != nil {
+		return -1, nil, err
+	}
+	log, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return -1, nil, err
+	}
+	if saved, err = unix.Dup(2); err != nil {
+		log.Close()
+		return -1, nil, err
+	}
+	if err := unix.Dup2(int(log.Fd()), 2); err != nil {
+		unix.Close(saved)
+		log.Close()
+		return -1, nil, err
+	}
+	return saved, log, nil
 }

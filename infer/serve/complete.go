@@ -87,15 +87,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, m *Model) {
 			}
 			return sse.Send(resp(p.text, nil, lp))
 		})
-		if aerr != nil {
-			sse.Send(openai.ErrorResponse{Error: openai.ErrorBody{Message: aerr.msg, Type: aerr.typ}})
-			return
-		}
-		if o.err != nil {
-			if r.Context().Err() == nil {
-				s.opts.Log.Error("generation failed", "route", r.URL.Path, "err", o.err)
-				sse.Send(openai.ErrorResponse{Error: openai.ErrorBody{Message: "generation failed: " + o.err.Error(), Type: "server_error"}})
-			}
+		if s.streamFailed(sse, r, o, aerr) {
 			return
 		}
 		fin := resp("", &o.finish, nil)
@@ -124,15 +116,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, m *Model) {
 		}
 		return nil
 	})
-	if aerr != nil {
-		aerr.write(w)
-		return
-	}
-	if o.err != nil {
-		if r.Context().Err() == nil {
-			s.opts.Log.Error("generation failed", "route", r.URL.Path, "err", o.err)
-			fail(w, http.StatusInternalServerError, "server_error", "generation failed: "+o.err.Error(), "", "")
-		}
+	if s.runFailed(w, r, o, aerr) {
 		return
 	}
 	var lp *openai.CompletionLogprobs

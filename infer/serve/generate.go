@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/openai"
 	"github.com/bonsai-chat/bonsai/infer/sample"
 	"github.com/bonsai-chat/bonsai/infer/slots"
 )
@@ -211,4 +212,39 @@ func run(ctx context.Context, m *Model, prompt []int32, g gen, c slots.Constrain
 		}
 	}
 	return o, nil
+}
+
+// runFailed answers a run that was refused (aerr) or failed (o.err) with
+// an OpenAI error object and reports whether it did. A failure after the
+// client went away is not answered or logged: nobody is listening.
+func (s *Server) runFailed(w http.ResponseWriter, r *http.Request, o outcome, aerr *apiError) bool {
+	if aerr != nil {
+		aerr.write(w)
+		return true
+	}
+	if o.err != nil {
+		if r.Context().Err() == nil {
+			s.opts.Log.Error("generation failed", "route", r.URL.Path, "err", o.err)
+			fail(w, http.StatusInternalServerError, "server_error", "generation failed: "+o.err.Error(), "", "")
+		}
+		return true
+	}
+	return false
+}
+
+// streamFailed is runFailed for a stream already under way: the error goes
+// out as one more event.
+func (s *Server) streamFailed(sse *openai.SSE, r *http.Request, o outcome, aerr *apiError) bool {
+	if aerr != nil {
+		sse.Send(openai.ErrorResponse{Error: openai.ErrorBody{Message: aerr.msg, Type: aerr.typ}})
+		return true
+	}
+	if o.err != nil {
+		if r.Context().Err() == nil {
+			s.opts.Log.Error("generation failed", "route", r.URL.Path, "err", o.err)
+			sse.Send(openai.ErrorResponse{Error: openai.ErrorBody{Message: "generation failed: " + o.err.Error(), Type: "server_error"}})
+		}
+		return true
+	}
+	return false
 }
