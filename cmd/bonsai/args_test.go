@@ -234,9 +234,9 @@ func TestCommandsReadTheConfig(t *testing.T) {
 		}
 	}
 
-	// The model setting reaches info and tokenize: a missing file is named.
+	// The model setting reaches info, tokenize and serve: a missing file is named.
 	bad := append(env, "BONSAI_MODEL=/nonexistent/from-env.gguf")
-	for _, args := range [][]string{{"info"}, {"tokenize", "hi"}, {"run", "hi"}, {"bench", "-r", "1"}} {
+	for _, args := range [][]string{{"info"}, {"tokenize", "hi"}, {"run", "hi"}, {"bench", "-r", "1"}, {"serve", "--port", "0"}} {
 		if _, errOut, code := child(t, "", bad, args...); code != 1 || !strings.Contains(errOut, "from-env.gguf") {
 			t.Errorf("%q with BONSAI_MODEL: exit %d, %s", args, code, errOut)
 		}

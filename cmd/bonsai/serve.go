@@ -16,8 +16,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bonsai-chat/bonsai/config"
 	"github.com/bonsai-chat/bonsai/infer/serve"
+	"github.com/bonsai-chat/bonsai/infer/spec"
 )
+
+// serveSettings are the configuration's flags that `bonsai serve` takes.
+var serveSettings = []string{"model", "backend", "adapter", "threads", "ctx", "spec"}
 
 func init() {
 	register(command{
@@ -34,21 +39,22 @@ const drainTimeout = 2 * time.Minute
 func runServe(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	model := fs.String("model", "", "model: a GGUF file path, a registry name or a file in the models directory (default: the embedded bonsai-tiny)")
+	cfgFlags := config.RegisterSettings(fs, serveSettings...)
 	host := fs.String("host", "127.0.0.1", "address to listen on (loopback by default; another needs --api-key to be safe)")
 	port := fs.Int("port", 8080, "port to listen on (0: any free port, printed at start)")
 	apiKey := fs.String("api-key", "", "require Authorization: Bearer KEY on every route but /health")
 	apiKeyFile := fs.String("api-key-file", "", "read the API key from this file (keeps it out of the process list)")
 	parallel := fs.Int("parallel", 4, "requests decoded together, each in its own slot of the KV cache")
-	ctx := fs.Int("ctx", 0, "context size of each slot in tokens (0: 4096, capped by the model)")
-	threads := fs.Int("threads", 0, "CPU threads (0: one per core)")
 	batch := fs.Int("batch", 0, "most tokens per forward pass (0: 512)")
-	backend := fs.String("backend", "cpu", "cpu, gpu or auto (the GPU serves one request at a time)")
+	maxDraft := fs.Int("max-draft", 0, fmt.Sprintf("with --spec ngram, most tokens drafted per slot and pass (0: %d, adapted as it goes)", spec.DefaultMaxDraft))
 	alias := fs.String("alias", "", "the model's id in the API (default: the file's name)")
 	maxBody := fs.Int64("max-body", serve.DefaultMaxBody, "largest request body in bytes")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: bonsai serve [--model M] [--host 127.0.0.1] [--port 8080] [--api-key KEY | --api-key-file F]\n"+
-			"                    [--parallel N] [--ctx N] [--threads N] [--batch N] [--backend cpu|gpu|auto] [--alias NAME]")
+			"                    [--parallel N] [--ctx N] [--threads N] [--batch N] [--backend cpu|gpu|auto] [--alias NAME]\n"+
+			"                    [--spec ngram|off] [--max-draft N]\n"+
+			"Settings not given as flags come from config.toml and BONSAI_* variables, as the chat's do; the backend\n"+
+			"is the CPU unless one is set (the GPU serves one request at a time), and --ctx is each slot's context.")
 		fs.PrintDefaults()
 	}
 	pos, err := parseArgs(fs, args)
@@ -64,9 +70,27 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if *apiKey != "" && *apiKeyFile != "" {
 		return fmt.Errorf("%w: serve: --api-key and --api-key-file are exclusive", errUsage)
 	}
-	if *parallel < 1 || *ctx < 0 || *threads < 0 || *batch < 0 || *port < 0 || *port > 65535 || *maxBody < 1 {
-		return fmt.Errorf("%w: serve: --parallel must be ≥ 1; --ctx, --threads, --batch, --port must not be negative", errUsage)
+	if *parallel < 1 || *batch < 0 || *port < 0 || *port > 65535 || *maxBody < 1 || *maxDraft < 0 {
+		return fmt.Errorf("%w: serve: --parallel must be ≥ 1; --batch, --port and --max-draft must not be negative", errUsage)
 	}
+	cfg, err := loadConfig(cfgFlags, stderr)
+	if err != nil {
+		return err
+	}
+	backend := cfg.Backend
+	if cfg.Sources["backend"].Origin == config.FromDefault {
+		backend = "cpu" // slots decode together on the CPU; the GPU runs one at a time
+	}
+	// The slots draft by prompt lookup: "auto" means that here, whatever
+	// draft model the configuration names for the chat.
+	if m, err := spec.ParseMode(cfg.Spec); err == nil && m == spec.Draft {
+		return fmt.Errorf("%w: serve: speculation with a draft model is not supported by the server (its slots draft by prompt lookup: --spec ngram)", errUsage)
+	}
+	specOpts, err := resolveSpec(cfg.Spec, "")
+	if err != nil {
+		return err
+	}
+	specOpts.MaxDraft = *maxDraft
 	key := *apiKey
 	if *apiKeyFile != "" {
 		b, err := os.ReadFile(*apiKeyFile)
@@ -96,13 +120,14 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	sigs, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	f, err := openModel(*model)
+	f, err := openModel(cfg.Model)
 	if err != nil {
 		hs.Close()
 		return err
 	}
 	defer f.Close()
-	m, err := serve.LoadFile(f, serve.LoadOptions{ID: *alias, Slots: *parallel, Context: *ctx, Threads: *threads, Batch: *batch, Backend: *backend})
+	m, err := serve.LoadFile(f, serve.LoadOptions{ID: *alias, Slots: *parallel, Context: cfg.ContextSize, Threads: cfg.Threads, Batch: *batch,
+		Backend: backend, Adapter: cfg.Adapter, GPU: gpuOptions(), Spec: specOpts})
 	if err != nil {
 		hs.Close()
 		return err
@@ -112,8 +137,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "note:", n)
 	}
 	srv.SetModel(m)
-	fmt.Fprintf(stdout, "bonsai serve: ready: model %q, %d slots of %d tokens, %s (%d threads), on http://%s/v1\n",
-		m.ID, m.Sched.Slots(), m.Sched.Context(), m.Info.Name, m.Info.Threads, ln.Addr())
+	fmt.Fprintf(stdout, "bonsai serve: ready: model %q, %d slots of %d tokens, %s (%d threads), speculation %s, on http://%s/v1\n",
+		m.ID, m.Sched.Slots(), m.Sched.Context(), m.Info.Name, m.Info.Threads, m.Spec, ln.Addr())
 
 	select {
 	case err := <-served:

@@ -267,6 +267,10 @@ type Timings struct {
 	PredictedMS        float64 `json:"predicted_ms"`
 	PredictedPerSecond float64 `json:"predicted_per_second"`
 	CacheN             int     `json:"cache_n"`
+	// DraftN and DraftNAccepted count speculative drafts, as llama-server
+	// reports them when it speculates.
+	DraftN         int `json:"draft_n,omitempty"`
+	DraftNAccepted int `json:"draft_n_accepted,omitempty"`
 }
 
 // CompletionRequest is POST /v1/completions.

@@ -532,7 +532,8 @@ func usageOf(r slots.Result) *openai.Usage {
 // timingsOf are llama-server's timings of a generation: the prompt's time
 // is from submission to the first token, queueing excluded.
 func timingsOf(r slots.Result) *openai.Timings {
-	t := &openai.Timings{PromptN: r.PromptTokens - r.CachedTokens, CacheN: r.CachedTokens, PredictedN: r.CompletionTokens}
+	t := &openai.Timings{PromptN: r.PromptTokens - r.CachedTokens, CacheN: r.CachedTokens, PredictedN: r.CompletionTokens,
+		DraftN: r.Drafted, DraftNAccepted: r.Accepted}
 	prompt := r.TTFT - r.Queued
 	t.PromptMS = float64(prompt.Microseconds()) / 1000
 	t.PredictedMS = float64(r.Decode.Microseconds()) / 1000

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/bonsai-chat/bonsai/infer/engine"
 	"github.com/bonsai-chat/bonsai/infer/grammar"
 	"github.com/bonsai-chat/bonsai/infer/slots"
+	"github.com/bonsai-chat/bonsai/infer/spec"
 	"github.com/bonsai-chat/bonsai/infer/tokenizer"
 )
 
@@ -32,6 +34,8 @@ type Model struct {
 	Info         infer.BackendInfo
 	// Notes are what loading said the operator should know.
 	Notes []string
+	// Spec is the slots' speculation mode.
+	Spec spec.Mode
 
 	aliases []string
 	ends    map[int32]bool
@@ -44,6 +48,9 @@ type Model struct {
 	file  *gguf.File
 }
 
+// ErrDraftUnsupported: the server's slots draft by prompt lookup only.
+var ErrDraftUnsupported = errors.New("serve: speculation with a draft model is not supported (use prompt lookup, spec.NGram)")
+
 // LoadOptions say what to load.
 type LoadOptions struct {
 	Path    string // the GGUF file (Load)
@@ -53,6 +60,11 @@ type LoadOptions struct {
 	Threads int
 	Batch   int    // most tokens per pass; 0: infer.DefaultBatch
 	Backend string // "cpu" (default), "gpu", "auto"
+	Adapter string // GPU adapter name (substring match)
+	GPU     infer.GPUOptions
+	// Spec is the slots' speculation: spec.NGram (prompt lookup) or off;
+	// a draft model is refused (ErrDraftUnsupported).
+	Spec spec.Options
 	// Progress, if set, reports the weights bound so far.
 	Progress func(done, total int64)
 }
@@ -103,7 +115,7 @@ func LoadFile(f *gguf.File, o LoadOptions) (*Model, error) {
 	if backend == "" {
 		backend = "cpu"
 	}
-	im, err := infer.Load(f, infer.Options{Backend: backend, Threads: o.Threads, Context: n * ctx, Batch: o.Batch, Snapshots: -1, Progress: o.Progress})
+	im, err := infer.Load(f, infer.Options{Backend: backend, Adapter: o.Adapter, GPU: o.GPU, Threads: o.Threads, Context: n * ctx, Batch: o.Batch, Snapshots: -1, Progress: o.Progress})
 	if err != nil {
 		return nil, err
 	}
@@ -114,14 +126,29 @@ func LoadFile(f *gguf.File, o LoadOptions) (*Model, error) {
 		im.Close()
 		notes = append(notes, fmt.Sprintf("the %s backend cannot decode several sequences in one pass for this model: one slot", backend))
 		n = 1
-		if im, err = infer.Load(f, infer.Options{Backend: backend, Threads: o.Threads, Context: ctx, Batch: o.Batch, Progress: o.Progress}); err != nil {
+		if im, err = infer.Load(f, infer.Options{Backend: backend, Adapter: o.Adapter, GPU: o.GPU, Threads: o.Threads, Context: ctx, Batch: o.Batch, Progress: o.Progress}); err != nil {
 			return nil, err
 		}
 	}
 	if ctx > hp.ContextTrain {
 		notes = append(notes, fmt.Sprintf("a context of %d tokens per slot is beyond the %d this model was trained on", ctx, hp.ContextTrain))
 	}
-	sched, err := slots.New(slots.Options{Model: im, Slots: n, Context: ctx})
+	mode := cmp.Or(o.Spec.Mode, spec.Off)
+	so := slots.Options{Model: im, Slots: n, Context: ctx, MaxDraft: o.Spec.MaxDraft}
+	switch mode {
+	case spec.NGram:
+		if n == 1 && !im.RowsSupported() {
+			notes = append(notes, "speculation is off: this backend cannot verify drafts beside other rows for this model")
+			mode = spec.Off
+		} else {
+			so.Lookup = spec.NewNgram()
+		}
+	case spec.Off:
+	default:
+		im.Close()
+		return nil, fmt.Errorf("%w: %s", ErrDraftUnsupported, mode)
+	}
+	sched, err := slots.New(so)
 	if err != nil {
 		im.Close()
 		return nil, err
@@ -136,7 +163,7 @@ func LoadFile(f *gguf.File, o LoadOptions) (*Model, error) {
 	m := &Model{
 		Sched: sched, Tok: tok, Tmpl: tmpl, ID: id, Defaults: engine.DefaultSampling(im.Variant),
 		ContextTrain: hp.ContextTrain, Params: infer.Params(f), FileBytes: im.Memory(0).FileBytes,
-		Info: im.Backend().Info(), Notes: notes, aliases: []string{base, name}, ends: map[int32]bool{}, model: im,
+		Info: im.Backend().Info(), Notes: notes, Spec: mode, aliases: []string{base, name}, ends: map[int32]bool{}, model: im,
 	}
 	for _, e := range tok.EOGs() {
 		m.ends[e] = true

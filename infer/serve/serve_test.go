@@ -24,6 +24,7 @@ import (
 	"github.com/bonsai-chat/bonsai/infer/engine"
 	"github.com/bonsai-chat/bonsai/infer/internal/tinymodel"
 	"github.com/bonsai-chat/bonsai/infer/serve"
+	"github.com/bonsai-chat/bonsai/infer/spec"
 )
 
 // testFile is a 2-layer Q1_0 model with the real Qwen3 tokenizer (the
@@ -755,4 +756,83 @@ func do(t testing.TB, s *testServer, method, path, body, key string) answer {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return answer{resp.StatusCode, string(b)}
+}
+
+// With prompt lookup on, a reply that quotes its prompt is the same reply
+// (the server's tokens are plain decoding's), its drafts show in the
+// timings and the metrics, and several requests at once keep their own.
+func TestSpeculationKeepsReplies(t *testing.T) {
+	f := testFile(t)
+	m, err := serve.LoadFile(f, serve.LoadOptions{ID: testModel, Slots: 3, Context: 384, Threads: 2, Batch: 64, Backend: "cpu",
+		Spec: spec.Options{Mode: spec.NGram}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve.New(serve.Options{})
+	srv.SetModel(m)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: srv.Handler()}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close(); m.Close(); f.Close() })
+	root := "http://" + ln.Addr().String()
+	spc := &testServer{url: root + "/v1", root: root, model: m}
+	plain := startServer(t, "", 3)
+	if m.Spec != spec.NGram {
+		t.Fatalf("speculation %q", m.Spec)
+	}
+
+	passage := "the cat sat on the mat and the dog sat on the log and the cat sat on the mat again"
+	prompts := []string{"Repeat: " + passage, "Say " + passage + " twice", "Hello there", "Copy: " + passage + " " + passage}
+	replies := func(s *testServer) []map[string]any {
+		out := make([]map[string]any, len(prompts))
+		var wg sync.WaitGroup
+		for i, p := range prompts {
+			wg.Go(func() {
+				body := `{"messages":[{"role":"user","content":` + strconv.Quote(p) + `}],"temperature":0,"max_tokens":48}`
+				r := post(t, s, "/v1/chat/completions", body)
+				if r.status != http.StatusOK {
+					t.Errorf("prompt %d: %d %s", i, r.status, r.body)
+					return
+				}
+				var v map[string]any
+				if err := json.Unmarshal([]byte(r.body), &v); err != nil {
+					t.Error(err)
+				}
+				out[i] = v
+			})
+		}
+		wg.Wait()
+		return out
+	}
+	content := func(v map[string]any) string {
+		return v["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)["content"].(string)
+	}
+	want, got := replies(plain), replies(spc)
+	if t.Failed() {
+		return
+	}
+	drafted, accepted := 0.0, 0.0
+	for i := range prompts {
+		if content(got[i]) != content(want[i]) {
+			t.Errorf("prompt %d with lookup: %q\nwithout: %q", i, content(got[i]), content(want[i]))
+		}
+		tm := got[i]["timings"].(map[string]any)
+		d, _ := tm["draft_n"].(float64)
+		a, _ := tm["draft_n_accepted"].(float64)
+		drafted, accepted = drafted+d, accepted+a
+		if _, ok := want[i]["timings"].(map[string]any)["draft_n"]; ok {
+			t.Errorf("prompt %d: the plain server reports drafts", i)
+		}
+	}
+	t.Logf("%v of %v drafts accepted", accepted, drafted)
+	if drafted == 0 || accepted == 0 {
+		t.Errorf("%v of %v drafts accepted: speculation did not run", accepted, drafted)
+	}
+	mt := get(t, spc, "/metrics", "").body
+	if metricValue(t, mt, "bonsai_draft_tokens_total") != drafted || metricValue(t, mt, "bonsai_draft_tokens_accepted_total") != accepted {
+		t.Errorf("metrics disagree with the timings' %v/%v:\n%s", accepted, drafted, mt)
+	}
 }

@@ -316,6 +316,8 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request, m *Model) 
 		{"prompt_tokens_per_second", "gauge", "Prompt tokens per second of prompt pass time, since start.", rate(st.PromptTokens, st.PromptSeconds)},
 		{"decode_tokens_per_second", "gauge", "Tokens decoded per second of decode pass time (all slots together), since start.", rate(st.DecodeTokens, st.DecodeSeconds)},
 		{"passes_total", "counter", "Forward passes run.", float64(st.Passes)},
+		{"draft_tokens_total", "counter", "Tokens drafted by prompt lookup and verified.", float64(st.Drafted)},
+		{"draft_tokens_accepted_total", "counter", "Drafted tokens that the sampled tokens confirmed.", float64(st.Accepted)},
 		{"queue_depth", "gauge", "Requests waiting for a slot.", float64(st.Queued)},
 		{"slots_busy", "gauge", "Slots generating.", float64(st.Busy)},
 		{"slots", "gauge", "Slots.", float64(st.Slots)},

@@ -9,12 +9,18 @@
 // request whose prompt extends an earlier one (a conversation's next turn)
 // goes to that slot and prefills only what is new.
 //
+// With prompt lookup on (Options.Lookup), a decoding slot's row may bring
+// the tokens its n-gram lookup drafts as rows of the same pass (spec.go):
+// the sampled tokens are what plain decoding gives, more of them per pass
+// when the drafts were right.
+//
 // One goroutine owns the model. Submit never blocks on inference: tokens
 // pile up in the request's Stream until its reader takes them, so a slow
 // client slows nobody else.
 package slots
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +31,7 @@ import (
 
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/sample"
+	"github.com/bonsai-chat/bonsai/infer/spec"
 )
 
 // ErrClosed is returned by Submit after Close.
@@ -44,6 +51,12 @@ type Options struct {
 	Slots int
 	// Context is each slot's size in tokens.
 	Context int
+	// Lookup, if set, drafts tokens by prompt lookup (speculative
+	// decoding, spec.go); nil decodes one token per slot and pass.
+	Lookup *spec.Ngram
+	// MaxDraft caps the tokens drafted per slot and pass; 0:
+	// spec.DefaultMaxDraft.
+	MaxDraft int
 }
 
 // Constraint restricts the tokens a request may sample (constrained
@@ -101,6 +114,9 @@ type Result struct {
 	TTFT             time.Duration // from Submit to the first token
 	Decode           time.Duration // from the first token to the last
 	Slot             int
+	// Drafted and Accepted count the speculative drafts verified for this
+	// generation and those that the sampled tokens confirmed.
+	Drafted, Accepted int
 }
 
 // Stream is a submitted request's output: read tokens with Next until it
@@ -173,17 +189,21 @@ type Stats struct {
 	Generated           int64   // tokens sampled
 	DecodeTokens        int64   // sampled tokens run through the model (decode rows)
 	PromptSeconds       float64 // pass time spent on prompt rows
-	DecodeSeconds       float64 // pass time spent on decode rows
+	DecodeSeconds       float64 // pass time spent on decode rows (drafts included)
 	Passes              int64
+	Drafted, Accepted   int64 // speculative drafts verified, and confirmed
 }
 
 // Scheduler runs requests on a model's slots. Its methods are safe for
 // concurrent use.
 type Scheduler struct {
-	m       *infer.Model
-	slotCtx int
-	batched bool
-	vocab   int
+	m        *infer.Model
+	slotCtx  int
+	batched  bool
+	vocab    int
+	lookup   *spec.Ngram
+	maxDraft int
+	cost     rowCost
 
 	mu      sync.Mutex
 	queue   []*job
@@ -204,6 +224,8 @@ type job struct {
 	req       Request
 	st        *Stream
 	submitted time.Time
+
+	drafted, accepted int
 }
 
 // slot is a region of the KV cache and the request using it.
@@ -223,6 +245,13 @@ type slot struct {
 	cached    int
 	started   time.Time
 	first     time.Time
+
+	// out is the index in the pass's outputs of the slot's first row;
+	// drafts the tokens drafted after next for this pass.
+	out       int
+	drafts    []int32
+	draft     drafting
+	lookupCtx []int32
 }
 
 // New starts a scheduler on opts.Model. The caller keeps the model and
@@ -243,8 +272,12 @@ func New(opts Options) (*Scheduler, error) {
 	}
 	s := &Scheduler{
 		m: m, slotCtx: opts.Context, batched: batched, vocab: m.Hparams.Vocab,
-		wake: make(chan struct{}, 1), stopped: make(chan struct{}),
+		maxDraft: cmp.Or(opts.MaxDraft, spec.DefaultMaxDraft),
+		wake:     make(chan struct{}, 1), stopped: make(chan struct{}),
 		logits: make([]float32, n*m.Hparams.Vocab), work: make([]float32, m.Hparams.Vocab),
+	}
+	if batched { // drafts ride along other rows only in a batched pass
+		s.lookup = opts.Lookup
 	}
 	for i := range n {
 		s.slots = append(s.slots, &slot{index: i, base: i * opts.Context})
@@ -433,7 +466,7 @@ func (s *Scheduler) start(sl *slot, j *job, keep int) {
 	*sl = slot{
 		index: sl.index, base: sl.base, tokens: sl.tokens[:keep], job: j,
 		sampler: sampler, prompt: j.req.Prompt, done: keep, cached: keep,
-		counts: map[int32]int{}, started: time.Now(),
+		counts: map[int32]int{}, started: time.Now(), draft: newDrafting(s.maxDraft),
 	}
 }
 
@@ -446,20 +479,30 @@ const prefillWhileDecoding = 128
 func (s *Scheduler) step() {
 	s.rows, s.outs, s.owners = s.rows[:0], s.outs[:0], s.owners[:0]
 	budget := s.m.MaxBatch()
-	prompted, decoded := 0, 0
+	prompted, decoded, drafted := 0, 0, 0
 	for _, sl := range s.slots {
 		if sl.job != nil && sl.decoding {
-			s.rows = append(s.rows, infer.Row{Token: sl.next, Pos: len(sl.tokens), Base: sl.base})
-			s.outs = append(s.outs, len(s.rows)-1)
-			s.owners = append(s.owners, sl)
 			decoded++
 		}
+	}
+	for _, sl := range s.slots {
+		if sl.job == nil || !sl.decoding {
+			continue
+		}
+		sl.out = len(s.outs)
+		sl.drafts = s.draftFor(sl, decoded, budget-decoded-drafted)
+		for i, id := range append([]int32{sl.next}, sl.drafts...) {
+			s.rows = append(s.rows, infer.Row{Token: id, Pos: len(sl.tokens) + i, Base: sl.base})
+			s.outs = append(s.outs, len(s.rows)-1)
+			s.owners = append(s.owners, sl)
+		}
+		drafted += len(sl.drafts)
 	}
 	if decoded > 0 {
 		// Streams are decoding: a long prompt goes in smaller chunks, so
 		// that their next tokens wait for one short pass, not for a
 		// whole batch of prompt.
-		budget = min(budget, decoded+prefillWhileDecoding)
+		budget = min(budget, len(s.rows)+prefillWhileDecoding)
 	}
 	type chunk struct {
 		sl       *slot
@@ -480,6 +523,7 @@ func (s *Scheduler) step() {
 		chunks = append(chunks, chunk{sl, sl.done, to})
 		prompted += to - sl.done
 		if to == len(sl.prompt) {
+			sl.out = len(s.outs)
 			s.outs = append(s.outs, len(s.rows)-1)
 			s.owners = append(s.owners, sl)
 		}
@@ -500,22 +544,72 @@ func (s *Scheduler) step() {
 		c.sl.tokens = append(c.sl.tokens, c.sl.prompt[c.from:c.to]...)
 		c.sl.done = c.to
 	}
+	s.cost.add(len(s.rows), took)
+	generated, accepted := 0, 0
 	for j, sl := range s.owners {
-		if sl.decoding {
-			sl.tokens = append(sl.tokens, sl.next)
+		if j > 0 && s.owners[j-1] == sl {
+			continue // a draft row: its slot's first row took it
 		}
-		s.sample(sl, s.logits[j*s.vocab:(j+1)*s.vocab])
+		if !sl.decoding { // the last chunk of a prompt
+			s.sample(sl, s.logits[j*s.vocab:(j+1)*s.vocab])
+			generated++
+			continue
+		}
+		n, ok := s.sampleDrafted(sl)
+		generated += n
+		accepted += ok
 	}
 	s.mu.Lock()
 	s.stats.Passes++
 	s.stats.PromptTokens += int64(prompted)
-	s.stats.DecodeTokens += int64(decoded)
-	s.stats.Generated += int64(len(s.owners))
-	if rows := prompted + decoded; rows > 0 {
+	s.stats.DecodeTokens += int64(decoded + accepted)
+	s.stats.Generated += int64(generated)
+	s.stats.Drafted += int64(drafted)
+	s.stats.Accepted += int64(accepted)
+	if rows := prompted + decoded + drafted; rows > 0 {
 		s.stats.PromptSeconds += took * float64(prompted) / float64(rows)
-		s.stats.DecodeSeconds += took * float64(decoded) / float64(rows)
+		s.stats.DecodeSeconds += took * float64(decoded+drafted) / float64(rows)
 	}
 	s.mu.Unlock()
+}
+
+// sampleDrafted samples a decoding slot's rows of the pass that ran: the
+// row of its next token, then, while each sampled token is the draft that
+// the following row ran, those rows too. It returns the tokens sampled and
+// how many drafts they confirmed.
+func (s *Scheduler) sampleDrafted(sl *slot) (sampled, accepted int) {
+	drafts, j := sl.drafts, sl.job
+	sl.drafts = nil
+	j.drafted += len(drafts) // counted before sample can end the generation
+	if len(drafts) > 0 {
+		defer func() { sl.draft.verified(len(drafts), accepted, s.cost.threshold(s.decodingSlots())) }()
+	}
+	for i := 0; ; i++ {
+		sl.tokens = append(sl.tokens, sl.next) // row i ran it
+		r := sl.out + i
+		s.sample(sl, s.logits[r*s.vocab:(r+1)*s.vocab])
+		sampled++
+		if i == len(drafts) || sl.job == nil || sl.next != drafts[i] {
+			break
+		}
+		accepted++
+		j.accepted++
+	}
+	// Rows past the last confirmed draft wrote cache positions beyond the
+	// slot's tokens: no row sees a position past its own, and the next
+	// pass writes over them.
+	return sampled, accepted
+}
+
+// decodingSlots counts the slots decoding (the batch a draft joins).
+func (s *Scheduler) decodingSlots() int {
+	n := 0
+	for _, sl := range s.slots {
+		if sl.job != nil && sl.decoding {
+			n++
+		}
+	}
+	return n
 }
 
 // forward runs the pass's rows: in one ForwardRows, or, on a backend that
@@ -529,7 +623,10 @@ func (s *Scheduler) forward() error {
 		outs = []int{len(s.rows) - 1} // logits nobody reads: ForwardRows wants one
 	}
 	if s.batched {
-		return s.m.ForwardRows(s.rows, outs, s.logits)
+		if n := len(outs) * s.vocab; len(s.logits) < n { // drafts bring rows of their own
+			s.logits = make([]float32, n)
+		}
+		return s.m.ForwardRows(s.rows, outs, s.logits[:len(outs)*s.vocab])
 	}
 	toks := make([]int32, len(s.rows))
 	for i, r := range s.rows {
@@ -617,6 +714,7 @@ func (s *Scheduler) end(sl *slot, reason string, err error) {
 	res := Result{
 		Reason: reason, Err: err, PromptTokens: len(sl.prompt), CachedTokens: sl.cached,
 		CompletionTokens: sl.generated, Queued: sl.started.Sub(j.submitted), Slot: sl.index,
+		Drafted: j.drafted, Accepted: j.accepted,
 	}
 	if !sl.first.IsZero() {
 		res.TTFT = sl.first.Sub(j.submitted)
