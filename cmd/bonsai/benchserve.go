@@ -10,6 +10,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/bonsai-chat/bonsai/infer/openai"
 	"github.com/bonsai-chat/bonsai/infer/serve"
+	"github.com/bonsai-chat/bonsai/infer/spec"
 )
 
 func init() {
@@ -39,6 +42,8 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 	tokens := fs.Int("tokens", 128, "tokens each stream generates (ignore_eos: always this many)")
 	promptWords := fs.Int("prompt-words", 24, "words of each stream's prompt (distinct per stream, so nothing is cached)")
 	reps := fs.Int("r", 1, "repetitions of each level (the best is reported)")
+	cpuProf := fs.String("cpuprofile", "", "write a Go CPU profile of the measured levels to this file")
+	specMode := fs.String("spec", "off", "the in-process server's speculation: off or ngram (prompt lookup)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: bonsai bench-serve [--model M | --url URL] [--threads N] [--streams 1,2,4,8] [--tokens 64] [-r N]")
 		fs.PrintDefaults()
@@ -71,7 +76,12 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer f.Close()
-		m, err := serve.LoadFile(f, serve.LoadOptions{ID: "bench", Slots: slices.Max(levels), Context: 512, Threads: *threads, Backend: "cpu"})
+		mode, err := spec.ParseMode(*specMode)
+		if err != nil || mode == spec.Draft {
+			return fmt.Errorf("%w: bench-serve: --spec %q (want off or ngram)", errUsage, *specMode)
+		}
+		m, err := serve.LoadFile(f, serve.LoadOptions{ID: "bench", Slots: slices.Max(levels), Context: 512, Threads: *threads, Backend: "cpu",
+			Spec: spec.Options{Mode: mode}})
 		if err != nil {
 			return err
 		}
@@ -92,6 +102,17 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 	// One short request first: loads pages, warms the caches.
 	if _, err := b.level(1, 1000); err != nil {
 		return err
+	}
+	if *cpuProf != "" {
+		pf, err := os.Create(*cpuProf)
+		if err != nil {
+			return fmt.Errorf("bench-serve: %w", err)
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return fmt.Errorf("bench-serve: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	fmt.Fprintf(stdout, "%d tokens per stream, prompts of %d words\n", *tokens, *promptWords)
 	fmt.Fprintf(stdout, "%8s %14s %14s %12s %12s %12s\n", "streams", "aggregate t/s", "per-stream t/s", "vs 1 stream", "TTFT median", "TTFT max")
