@@ -10,15 +10,18 @@ forward pass used, so the 1-bit model is what was trained and evaluated.
 The architecture is Qwen3 as llama.cpp runs it: RMSNorm, per-head QK-RMSNorm
 before NEOX RoPE, grouped-query attention, SwiGLU, tied embeddings, no biases.
 
-Inputs (--data): train.bin and val.bin (little-endian uint32 token ids) and
-prompts.json, as tools/train-default/corpus writes them.
+Inputs (--data): train.bin and val.bin (little-endian uint32 token ids; either
+may be xz-compressed as NAME.bin.xz), prompts.json and copyeval.json, as
+tools/train-default/corpus writes them.
 Outputs (--out): model.bin (config and tensors for tools/train-default/export),
 reference.json (held-out perplexity and greedy continuations to check
-bonsai's engine against) and train.log.
+bonsai's engine against), copyeval.json (the greedy replies to the held-out
+copying tasks) and train.log.
 """
 
 import argparse
 import json
+import lzma
 import math
 import os
 import struct
@@ -132,6 +135,9 @@ class Model(nn.Module):
 
 
 def load_tokens(path):
+    if not os.path.exists(path) and os.path.exists(path + ".xz"):
+        with lzma.open(path + ".xz") as fh:
+            return torch.from_numpy(np.frombuffer(fh.read(), dtype="<u4").astype(np.int64))
     return torch.from_numpy(np.fromfile(path, dtype="<u4").astype(np.int64))
 
 
@@ -173,6 +179,42 @@ def greedy(model, ids, n, ctx):
         if nxt in (151643, 151645):  # <|endoftext|>, <|im_end|>
             break
     return out[len(ids):], margins
+
+
+@torch.no_grad()
+def greedy_batch(model, prompts, n):
+    """Greedy continuations of several prompts at once, each to its end of
+    turn or n tokens. Rows are right-padded: causal attention keeps a row's
+    padding out of its earlier positions, so each row decodes as it would
+    alone."""
+    eos = (151643, 151645)
+    rows = [list(p) for p in prompts]
+    out = [[] for _ in prompts]
+    live = list(range(len(prompts)))
+    for _ in range(n):
+        if not live:
+            break
+        width = max(len(rows[i]) for i in live)
+        x = torch.zeros(len(live), width, dtype=torch.long)
+        for r, i in enumerate(live):
+            x[r, : len(rows[i])] = torch.tensor(rows[i])
+        x = x.cuda()
+        emb = q1_0(model.token_embd)
+        h = F.embedding(x, emb)
+        cos, sin = model.cos[:width], model.sin[:width]
+        for b in model.blocks:
+            h = b(h, cos, sin)
+        last = torch.tensor([len(rows[i]) - 1 for i in live], device="cuda")
+        h = model.output_norm(h[torch.arange(len(live), device="cuda"), last])
+        nxt = F.linear(h, emb).argmax(-1).tolist()
+        still = []
+        for r, i in enumerate(live):
+            rows[i].append(nxt[r])
+            out[i].append(nxt[r])
+            if nxt[r] not in eos:
+                still.append(i)
+        live = still
+    return out
 
 
 def q1_0_bytes(w: torch.Tensor) -> bytes:
@@ -232,7 +274,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default=".carry/train-default")
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
-    ap.add_argument("--steps", type=int, default=3800)
+    ap.add_argument("--steps", type=int, default=4000)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--ctx", type=int, default=1024)
     ap.add_argument("--lr", type=float, default=2e-3)
@@ -321,9 +363,25 @@ def main():
         ids, margins = greedy(model, p["ids"], 48, args.ctx)
         samples.append({"prompt_ids": p["ids"], "greedy_ids": ids, "margins": margins})
         log("greedy", json.dumps(p["text"]), "->", ids)
+    copy_path = os.path.join(args.data, "copyeval.json")
+    copy_rate = None
+    if os.path.exists(copy_path):
+        tasks = json.load(open(copy_path))
+        longest = max(len(a) for t in tasks for a in t["answer_ids"])
+        got = greedy_batch(model, [t["prompt_ids"] for t in tasks], longest + 8)
+        exact, total = {}, {}
+        for t, g in zip(tasks, got):
+            total[t["kind"]] = total.get(t["kind"], 0) + 1
+            exact[t["kind"]] = exact.get(t["kind"], 0) + (g in t["answer_ids"])
+            t["greedy_ids"] = g
+        copy_rate = sum(exact.values()) / len(tasks)
+        log(f"held-out copying: exact {sum(exact.values())}/{len(tasks)} ({100 * copy_rate:.1f}%); "
+            + ", ".join(f"{k} {exact[k]}/{total[k]}" for k in sorted(total)))
+        json.dump(tasks, open(os.path.join(args.out, "copyeval.json"), "w"))
     export(model, c, os.path.join(args.out, "model.bin"))
     ref = {"heldout_nll": nll, "heldout_ppl": math.exp(nll), "ctx": args.ctx, "windows": n_windows,
-           "window_nll": per[:16], "greedy": samples, "steps": args.steps, "train_seconds": time.time() - t0}
+           "window_nll": per[:16], "greedy": samples, "copy_exact_rate": copy_rate, "steps": args.steps,
+           "train_seconds": time.time() - t0}
     json.dump(ref, open(os.path.join(args.out, "reference.json"), "w"), indent=1)
     log(f"wrote model.bin ({os.path.getsize(os.path.join(args.out, 'model.bin'))} bytes)")
 
