@@ -60,6 +60,25 @@ func randomPassage(rng *rand.Rand, verses []verse, sayings []saying) passage {
 	return passage{items, sep}
 }
 
+// scrambled shuffles the passage's words across its verses, each verse
+// keeping its number of words.
+func scrambled(rng *rand.Rand, p passage) passage {
+	var all []string
+	var counts []int
+	for _, it := range p.items {
+		ws := strings.Fields(it)
+		all = append(all, ws...)
+		counts = append(counts, len(ws))
+	}
+	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	items := make([]string, len(p.items))
+	for i, n := range counts {
+		items[i] = strings.Join(all[:n], " ")
+		all = all[n:]
+	}
+	return passage{items, p.sep}
+}
+
 // withPassage puts the instruction before the passage (mostly) or after it.
 func withPassage(rng *rand.Rand, instruction, after, text string) string {
 	if rng.IntN(5) == 0 {
@@ -90,8 +109,15 @@ func replaceWord(text, from, to string) string {
 // copyExchange is one copying task on a random passage, and its kind
 // (repeat, edit, mention or summary). The editing task's new word comes from
 // a random verse.
-func copyExchange(rng *rand.Rand, verses []verse, sayings []saying) (string, exchange) {
+//
+// With probability scramble the passage's words are shuffled across it (each
+// verse keeping its length): a passage no memory of the texts can predict,
+// which only copying answers.
+func copyExchange(rng *rand.Rand, verses []verse, sayings []saying, scramble float64) (string, exchange) {
 	p := randomPassage(rng, verses, sayings)
+	if scramble > 0 && rng.Float64() < scramble {
+		p = scrambled(rng, p)
+	}
 	text := p.text()
 	switch r := rng.IntN(20); {
 	case r < 6:

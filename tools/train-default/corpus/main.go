@@ -38,14 +38,15 @@ func main() {
 	out := flag.String("out", ".carry/train-default", "output folder")
 	seed := flag.Uint64("seed", 1, "random seed")
 	copies := flag.Int("copies", 10000, "copying exchanges added to the training conversations")
+	scramble := flag.Float64("scramble", 0, "share of the copying passages whose words are shuffled")
 	flag.Parse()
-	if err := run(*src, *out, *seed, *copies); err != nil {
+	if err := run(*src, *out, *seed, *copies, *scramble); err != nil {
 		fmt.Fprintln(os.Stderr, "corpus:", err)
 		os.Exit(1)
 	}
 }
 
-func run(src, out string, seed uint64, copies int) error {
+func run(src, out string, seed uint64, copies int, scramble float64) error {
 	verses, err := readFile(filepath.Join(src, "kjv.txt"), parseKJV)
 	if err != nil {
 		return err
@@ -88,7 +89,7 @@ func run(src, out string, seed uint64, copies int) error {
 	var cxs []exchange
 	kinds := map[string]int{}
 	for range copies {
-		kind, x := copyExchange(crng, trainVerses, trainSayings)
+		kind, x := copyExchange(crng, trainVerses, trainSayings, scramble)
 		kinds[kind]++
 		cxs = append(cxs, x)
 	}
@@ -99,8 +100,8 @@ func run(src, out string, seed uint64, copies int) error {
 	tpl := chat.Qwen3()
 	stats := &strings.Builder{}
 	fmt.Fprintf(stats, "verses %d (held out %d), sayings %d (held out %d)\n", len(verses), len(valVerses), len(sayings), len(valSayings))
-	fmt.Fprintf(stats, "copying exchanges %d (repeat %d, edit %d, mention %d, summary %d) in %d of the %d training conversations\n",
-		copies, kinds["repeat"], kinds["edit"], kinds["mention"], kinds["summary"], len(train)-nRecite, len(train))
+	fmt.Fprintf(stats, "copying exchanges %d (repeat %d, edit %d, mention %d, summary %d; %.0f%% scrambled) in %d of the %d training conversations\n",
+		copies, kinds["repeat"], kinds["edit"], kinds["mention"], kinds["summary"], 100*scramble, len(train)-nRecite, len(train))
 	for _, split := range []struct {
 		name  string
 		convs [][]chat.Message
@@ -224,7 +225,7 @@ func writeCopyEval(path string, rng *rand.Rand, tok *tokenizer.Tokenizer, tpl *c
 	}
 	var ts []task
 	for range n {
-		kind, x := copyExchange(rng, verses, sayings)
+		kind, x := copyExchange(rng, verses, sayings, 0)
 		answers := []string{x.Answer}
 		if kind == "summary" {
 			// Any lead-in will do; the quotation must be exact.
