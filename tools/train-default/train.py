@@ -300,7 +300,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default=".carry/train-default")
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
-    ap.add_argument("--steps", type=int, default=4000)
+    ap.add_argument("--steps", type=int, default=3800)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--ctx", type=int, default=1024)
     ap.add_argument("--lr", type=float, default=2e-3)

@@ -37,7 +37,7 @@ func main() {
 	src := flag.String("src", "/tmp/bonsai-corpus", "folder with kjv.txt and dhammapada.txt (see get-corpus.sh)")
 	out := flag.String("out", ".carry/train-default", "output folder")
 	seed := flag.Uint64("seed", 1, "random seed")
-	copies := flag.Int("copies", 10000, "copying exchanges added to the training conversations")
+	copies := flag.Int("copies", 0, "copying exchanges added to the training conversations (0: none, as in the shipped model)")
 	scramble := flag.Float64("scramble", 0, "share of the copying passages whose words are shuffled")
 	flag.Parse()
 	if err := run(*src, *out, *seed, *copies, *scramble); err != nil {
@@ -94,14 +94,18 @@ func run(src, out string, seed uint64, copies int, scramble float64) error {
 		cxs = append(cxs, x)
 	}
 	nRecite := len(train)
-	train = append(train, group(crng, cxs)...)
-	crng.Shuffle(len(train), func(i, j int) { train[i], train[j] = train[j], train[i] })
+	if copies > 0 {
+		train = append(train, group(crng, cxs)...)
+		crng.Shuffle(len(train), func(i, j int) { train[i], train[j] = train[j], train[i] })
+	}
 
 	tpl := chat.Qwen3()
 	stats := &strings.Builder{}
 	fmt.Fprintf(stats, "verses %d (held out %d), sayings %d (held out %d)\n", len(verses), len(valVerses), len(sayings), len(valSayings))
-	fmt.Fprintf(stats, "copying exchanges %d (repeat %d, edit %d, mention %d, summary %d; %.0f%% scrambled) in %d of the %d training conversations\n",
-		copies, kinds["repeat"], kinds["edit"], kinds["mention"], kinds["summary"], 100*scramble, len(train)-nRecite, len(train))
+	if copies > 0 {
+		fmt.Fprintf(stats, "copying exchanges %d (repeat %d, edit %d, mention %d, summary %d; %.0f%% scrambled) in %d of the %d training conversations\n",
+			copies, kinds["repeat"], kinds["edit"], kinds["mention"], kinds["summary"], 100*scramble, len(train)-nRecite, len(train))
+	}
 	for _, split := range []struct {
 		name  string
 		convs [][]chat.Message
