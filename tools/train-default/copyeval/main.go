@@ -65,7 +65,32 @@ func run(tasksPath, model string, threads int) error {
 	}
 	defer m.Close()
 
-	type tally struct{ n, exact, prefix, answer int }
+	byKind, err := evaluate(m, tasks)
+	if err != nil {
+		return err
+	}
+	kinds := make([]string, 0, len(byKind))
+	for k := range byKind {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	var all tally
+	for _, k := range kinds {
+		t := byKind[k]
+		fmt.Printf("%-8s exact %3d/%-3d  right before the first wrong token %3.0f%%\n", k, t.exact, t.n, 100*float64(t.prefix)/float64(t.answer))
+		all.n, all.exact, all.prefix, all.answer = all.n+t.n, all.exact+t.exact, all.prefix+t.prefix, all.answer+t.answer
+	}
+	fmt.Printf("%-8s exact %3d/%-3d (%.1f%%)  right before the first wrong token %3.0f%%\n", "all", all.exact, all.n,
+		100*float64(all.exact)/float64(all.n), 100*float64(all.prefix)/float64(all.answer))
+	return nil
+}
+
+// tally counts one kind's tasks, exact replies, and the answer tokens
+// right before the first wrong one against the answers' lengths (for each
+// task the right answer it follows longest).
+type tally struct{ n, exact, prefix, answer int }
+
+func evaluate(m *infer.Model, tasks []task) (map[string]*tally, error) {
 	byKind := map[string]*tally{}
 	for _, t := range tasks {
 		longest := 0
@@ -74,7 +99,7 @@ func run(tasksPath, model string, threads int) error {
 		}
 		got, err := greedy(m, t.Prompt, min(longest+8, m.Context()-len(t.Prompt)))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		k := byKind[t.Kind]
 		if k == nil {
@@ -98,20 +123,7 @@ func run(tasksPath, model string, threads int) error {
 		k.prefix += best
 		k.answer += bestLen
 	}
-	kinds := make([]string, 0, len(byKind))
-	for k := range byKind {
-		kinds = append(kinds, k)
-	}
-	sort.Strings(kinds)
-	var all tally
-	for _, k := range kinds {
-		t := byKind[k]
-		fmt.Printf("%-8s exact %3d/%-3d  right before the first wrong token %3.0f%%\n", k, t.exact, t.n, 100*float64(t.prefix)/float64(t.answer))
-		all.n, all.exact, all.prefix, all.answer = all.n+t.n, all.exact+t.exact, all.prefix+t.prefix, all.answer+t.answer
-	}
-	fmt.Printf("%-8s exact %3d/%-3d (%.1f%%)  right before the first wrong token %3.0f%%\n", "all", all.exact, all.n,
-		100*float64(all.exact)/float64(all.n), 100*float64(all.prefix)/float64(all.answer))
-	return nil
+	return byKind, nil
 }
 
 // greedy decodes up to n tokens after prompt, stopping after an end of turn.
