@@ -74,6 +74,7 @@ func runBenchSpec(args []string, stdout, stderr io.Writer) error {
 	format := fs.String("format", "text", "text or json")
 	temp := fs.Float64("temp", 0, "temperature (0: greedy); above 0 the model's other sampling settings and a fixed seed")
 	replay := fs.Bool("replay", true, "also measure replayed replies: drafts that are the reply itself (every one, and four in five), what a verbatim quote gets")
+	aa := fs.Bool("aa", false, "A/A check: a second plain engine in place of prompt lookup, so the ratios show the machine's noise")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -98,6 +99,10 @@ func runBenchSpec(args []string, stdout, stderr io.Writer) error {
 		sampling.Temperature, sampling.Seed = float32(*temp), 1
 	}
 	modes := []spec.Options{{Mode: spec.Off}, {Mode: spec.NGram, MaxDraft: *maxDraft}}
+	labels := []string{string(spec.Off), string(spec.NGram)}
+	if *aa {
+		modes[1], labels[1] = spec.Options{Mode: spec.Off}, "off-b"
+	}
 	if *draft != "" {
 		o, err := resolveSpec("draft", *draft)
 		if err != nil {
@@ -105,6 +110,7 @@ func runBenchSpec(args []string, stdout, stderr io.Writer) error {
 		}
 		o.MaxDraft = *maxDraft
 		modes = append(modes, o)
+		labels = append(labels, string(o.Mode))
 	}
 	engines := make([]*engine.Engine, len(modes))
 	for i, o := range modes {
@@ -133,7 +139,7 @@ func runBenchSpec(args []string, stdout, stderr io.Writer) error {
 				if err != nil {
 					return err
 				}
-				r.Mode = string(modes[i].Mode)
+				r.Mode = labels[i]
 				runs = append(runs, r)
 			}
 		}
@@ -141,7 +147,7 @@ func runBenchSpec(args []string, stdout, stderr io.Writer) error {
 	if *format == "json" {
 		return json.NewEncoder(stdout).Encode(runs)
 	}
-	if err := printSpecBench(stdout, runs, modes); err != nil {
+	if err := printSpecBench(stdout, runs, labels); err != nil {
 		return err
 	}
 	if !*replay {
@@ -186,8 +192,9 @@ func benchReply(e *engine.Engine, t specTask, n int) (specRun, error) {
 
 // printSpecBench writes, per task and mode, the median decode speed, its
 // ratio to plain decoding (the median of the per-repetition ratios, each
-// against the plain run beside it) and the acceptance.
-func printSpecBench(w io.Writer, runs []specRun, modes []spec.Options) error {
+// against the plain run beside it) and the acceptance. modes[0] is the
+// plain engine.
+func printSpecBench(w io.Writer, runs []specRun, modes []string) error {
 	fmt.Fprintf(w, "%-10s %-6s %7s %10s %8s %9s %8s\n", "task", "mode", "tokens", "tok/s", "ratio", "accepted", "rate")
 	for _, t := range specTasks {
 		byMode := map[string][]specRun{}
@@ -196,12 +203,12 @@ func printSpecBench(w io.Writer, runs []specRun, modes []spec.Options) error {
 				byMode[r.Mode] = append(byMode[r.Mode], r)
 			}
 		}
-		plain := byMode[string(spec.Off)]
+		plain := byMode[modes[0]]
 		if len(plain) == 0 {
 			continue
 		}
-		for _, o := range modes {
-			rs := byMode[string(o.Mode)]
+		for _, mode := range modes {
+			rs := byMode[mode]
 			var tps, ratios []float64
 			drafted, accepted, tokens := 0, 0, 0
 			for i, r := range rs {
@@ -217,7 +224,7 @@ func printSpecBench(w io.Writer, runs []specRun, modes []spec.Options) error {
 			if drafted > 0 {
 				rate = float64(accepted) / float64(drafted)
 			}
-			fmt.Fprintf(w, "%-10s %-6s %7d %10.1f %7.2fx %4d/%-4d %7.0f%%\n", t.name, o.Mode, tokens, median(tps), median(ratios), accepted, drafted, 100*rate)
+			fmt.Fprintf(w, "%-10s %-6s %7d %10.1f %7.2fx %4d/%-4d %7.0f%%\n", t.name, mode, tokens, median(tps), median(ratios), accepted, drafted, 100*rate)
 		}
 	}
 	return nil

@@ -10,15 +10,18 @@ forward pass used, so the 1-bit model is what was trained and evaluated.
 The architecture is Qwen3 as llama.cpp runs it: RMSNorm, per-head QK-RMSNorm
 before NEOX RoPE, grouped-query attention, SwiGLU, tied embeddings, no biases.
 
-Inputs (--data): train.bin and val.bin (little-endian uint32 token ids) and
-prompts.json, as tools/train-default/corpus writes them.
+Inputs (--data): train.bin and val.bin (little-endian uint32 token ids; either
+may be xz-compressed as NAME.bin.xz), prompts.json and copyeval.json, as
+tools/train-default/corpus writes them.
 Outputs (--out): model.bin (config and tensors for tools/train-default/export),
 reference.json (held-out perplexity and greedy continuations to check
-bonsai's engine against) and train.log.
+bonsai's engine against), copyeval.json (the greedy replies to the held-out
+copying tasks) and train.log.
 """
 
 import argparse
 import json
+import lzma
 import math
 import os
 import struct
@@ -132,6 +135,9 @@ class Model(nn.Module):
 
 
 def load_tokens(path):
+    if not os.path.exists(path) and os.path.exists(path + ".xz"):
+        with lzma.open(path + ".xz") as fh:
+            return torch.from_numpy(np.frombuffer(fh.read(), dtype="<u4").astype(np.int64))
     return torch.from_numpy(np.fromfile(path, dtype="<u4").astype(np.int64))
 
 
@@ -175,6 +181,42 @@ def greedy(model, ids, n, ctx):
     return out[len(ids):], margins
 
 
+@torch.no_grad()
+def greedy_batch(model, prompts, n):
+    """Greedy continuations of several prompts at once, each to its end of
+    turn or n tokens. Rows are right-padded: causal attention keeps a row's
+    padding out of its earlier positions, so each row decodes as it would
+    alone."""
+    eos = (151643, 151645)
+    rows = [list(p) for p in prompts]
+    out = [[] for _ in prompts]
+    live = list(range(len(prompts)))
+    for _ in range(n):
+        if not live:
+            break
+        width = max(len(rows[i]) for i in live)
+        x = torch.zeros(len(live), width, dtype=torch.long)
+        for r, i in enumerate(live):
+            x[r, : len(rows[i])] = torch.tensor(rows[i])
+        x = x.cuda()
+        emb = q1_0(model.token_embd)
+        h = F.embedding(x, emb)
+        cos, sin = model.cos[:width], model.sin[:width]
+        for b in model.blocks:
+            h = b(h, cos, sin)
+        last = torch.tensor([len(rows[i]) - 1 for i in live], device="cuda")
+        h = model.output_norm(h[torch.arange(len(live), device="cuda"), last])
+        nxt = F.linear(h, emb).argmax(-1).tolist()
+        still = []
+        for r, i in enumerate(live):
+            rows[i].append(nxt[r])
+            out[i].append(nxt[r])
+            if nxt[r] not in eos:
+                still.append(i)
+        live = still
+    return out
+
+
 def q1_0_bytes(w: torch.Tensor) -> bytes:
     """ggml Q1_0 blocks of w: fp16 d, then 16 bytes of signs, LSB first."""
     rows, cols = w.shape
@@ -186,6 +228,32 @@ def q1_0_bytes(w: torch.Tensor) -> bytes:
     out[:, :2] = d.view(np.uint8).reshape(-1, 2)
     out[:, 2:] = packed
     return out.tobytes()
+
+
+@torch.no_grad()
+def load_init(model, path):
+    """Sets model's weights to those of a model.bin that export wrote: each
+    Q1_0 matrix as its ±d values (a fixed point of q1_0, so training resumes
+    from exactly the 1-bit model that was exported), norms as they were."""
+    with open(path, "rb") as fh:
+        n = struct.unpack("<Q", fh.read(8))[0]
+        header = json.loads(fh.read(n))
+        data = fh.read()
+    params = {"token_embd.weight": model.token_embd, "output_norm.weight": model.output_norm.weight}
+    for i, b in enumerate(model.blocks):
+        for name, p in b.named_parameters():
+            params[f"blk.{i}.{name}"] = p
+    for t in header["tensors"]:
+        p = params[t["name"]]
+        raw = np.frombuffer(data, dtype=np.uint8, count=t["size"], offset=t["offset"])
+        if t["type"] == "F32":
+            w = torch.from_numpy(raw.view("<f4").copy())
+        else:
+            blocks = raw.reshape(-1, 18)
+            d = torch.from_numpy(blocks[:, :2].copy().view(np.float16).astype(np.float32))
+            bits = torch.from_numpy(np.unpackbits(blocks[:, 2:], axis=-1, bitorder="little").astype(np.float32))
+            w = d * (2 * bits - 1)
+        p.copy_(w.reshape(p.shape))
 
 
 def export(model, c, path):
@@ -237,6 +305,9 @@ def main():
     ap.add_argument("--ctx", type=int, default=1024)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--init", default="", help="start from this model.bin instead of random weights")
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--eval-every", type=int, default=500, help="held-out loss every N steps (0: only at the end)")
     ap.add_argument("--n-embd", type=int, default=384)
     ap.add_argument("--n-layer", type=int, default=6)
     ap.add_argument("--n-head", type=int, default=6)
@@ -270,13 +341,16 @@ def main():
     log("config", json.dumps(c), "args", json.dumps(vars(args)))
 
     model = Model(c).cuda()
+    if args.init:
+        load_init(model, args.init)
+        log(f"initialised from {args.init}")
     n_params = sum(p.numel() for p in model.parameters())
     log(f"parameters {n_params} ({model.token_embd.numel()} in the tied embedding)")
     decay = [p for p in model.parameters() if p.dim() == 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95), fused=True)
-    warmup = min(100, args.steps // 10)
+    warmup = min(args.warmup, args.steps // 10)
 
     def lr_at(step):
         if step < warmup:
@@ -304,12 +378,16 @@ def main():
             el = time.time() - t0
             log(f"step {step} loss {loss.item():.4f} lr {lr_at(step):.2e} elapsed {el:.1f}s "
                 f"tok/s {(step + 1) * args.batch * args.ctx / el:.0f}")
-        if step > 0 and step % 500 == 0:
+        if args.eval_every and step > 0 and step % args.eval_every == 0:
             model.eval()
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 nll, _ = heldout_nll(model, val, args.ctx, 16, max_windows=32)
             model.train()
             log(f"step {step} heldout_loss {nll:.4f} ppl {math.exp(nll):.2f} (bf16, 32 windows)")
+
+    # The weights first, so that a run stopped during the evaluations keeps them.
+    export(model, c, os.path.join(args.out, "model.bin"))
+    log(f"wrote model.bin ({os.path.getsize(os.path.join(args.out, 'model.bin'))} bytes) after {time.time() - t0:.1f}s")
 
     # Final evaluation in fp32 with exactly the exported 1-bit weights.
     model.eval()
@@ -321,12 +399,27 @@ def main():
         ids, margins = greedy(model, p["ids"], 48, args.ctx)
         samples.append({"prompt_ids": p["ids"], "greedy_ids": ids, "margins": margins})
         log("greedy", json.dumps(p["text"]), "->", ids)
-    export(model, c, os.path.join(args.out, "model.bin"))
     ref = {"heldout_nll": nll, "heldout_ppl": math.exp(nll), "ctx": args.ctx, "windows": n_windows,
-           "window_nll": per[:16], "greedy": samples, "steps": args.steps, "train_seconds": time.time() - t0}
+           "window_nll": per[:16], "greedy": samples, "steps": args.steps, "init": args.init,
+           "train_seconds": time.time() - t0}
     json.dump(ref, open(os.path.join(args.out, "reference.json"), "w"), indent=1)
-    log(f"wrote model.bin ({os.path.getsize(os.path.join(args.out, 'model.bin'))} bytes)")
 
+    # Held-out copying: passages of verses and sayings training never saw.
+    copy_path = os.path.join(args.data, "copyeval.json")
+    if os.path.exists(copy_path):
+        tasks = json.load(open(copy_path))
+        longest = max(len(a) for t in tasks for a in t["answer_ids"])
+        got = greedy_batch(model, [t["prompt_ids"] for t in tasks], longest + 8)
+        exact, total = {}, {}
+        for t, g in zip(tasks, got):
+            total[t["kind"]] = total.get(t["kind"], 0) + 1
+            exact[t["kind"]] = exact.get(t["kind"], 0) + (g in t["answer_ids"])
+            t["greedy_ids"] = g
+        n_exact = sum(exact.values())
+        log(f"held-out copying: exact {n_exact}/{len(tasks)} ({100 * n_exact / len(tasks):.1f}%); "
+            + ", ".join(f"{k} {exact[k]}/{total[k]}" for k in sorted(total)))
+        json.dump(tasks, open(os.path.join(args.out, "copyeval.json"), "w"))
+    log(f"done after {time.time() - t0:.1f}s")
 
 if __name__ == "__main__":
     main()

@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -36,14 +37,16 @@ func main() {
 	src := flag.String("src", "/tmp/bonsai-corpus", "folder with kjv.txt and dhammapada.txt (see get-corpus.sh)")
 	out := flag.String("out", ".carry/train-default", "output folder")
 	seed := flag.Uint64("seed", 1, "random seed")
+	copies := flag.Int("copies", 0, "copying exchanges added to the training conversations (0: none, as in the shipped model)")
+	scramble := flag.Float64("scramble", 0, "share of the copying passages whose words are shuffled")
 	flag.Parse()
-	if err := run(*src, *out, *seed); err != nil {
+	if err := run(*src, *out, *seed, *copies, *scramble); err != nil {
 		fmt.Fprintln(os.Stderr, "corpus:", err)
 		os.Exit(1)
 	}
 }
 
-func run(src, out string, seed uint64) error {
+func run(src, out string, seed uint64, copies int, scramble float64) error {
 	verses, err := readFile(filepath.Join(src, "kjv.txt"), parseKJV)
 	if err != nil {
 		return err
@@ -79,10 +82,30 @@ func run(src, out string, seed uint64) error {
 	}
 	train := conversations(rng, trainVerses, trainSayings, 3000)
 	val := conversations(rng, valVerses, valSayings, 60)
+	// The copying tasks come from a stream of their own, after the others,
+	// so that val.bin (recitation only) stays what earlier models were
+	// measured on.
+	crng := rand.New(rand.NewPCG(seed, 0xc0b1))
+	var cxs []exchange
+	kinds := map[string]int{}
+	for range copies {
+		kind, x := copyExchange(crng, trainVerses, trainSayings, scramble)
+		kinds[kind]++
+		cxs = append(cxs, x)
+	}
+	nRecite := len(train)
+	if copies > 0 {
+		train = append(train, group(crng, cxs)...)
+		crng.Shuffle(len(train), func(i, j int) { train[i], train[j] = train[j], train[i] })
+	}
 
 	tpl := chat.Qwen3()
 	stats := &strings.Builder{}
 	fmt.Fprintf(stats, "verses %d (held out %d), sayings %d (held out %d)\n", len(verses), len(valVerses), len(sayings), len(valSayings))
+	if copies > 0 {
+		fmt.Fprintf(stats, "copying exchanges %d (repeat %d, edit %d, mention %d, summary %d; %.0f%% scrambled) in %d of the %d training conversations\n",
+			copies, kinds["repeat"], kinds["edit"], kinds["mention"], kinds["summary"], 100*scramble, len(train)-nRecite, len(train))
+	}
 	for _, split := range []struct {
 		name  string
 		convs [][]chat.Message
@@ -102,6 +125,11 @@ func run(src, out string, seed uint64) error {
 		return err
 	}
 	if err := writePrompts(filepath.Join(out, "prompts.json"), tok, tpl); err != nil {
+		return err
+	}
+	// Held-out copying tasks: passages of held-out verses and sayings only.
+	erng := rand.New(rand.NewPCG(seed, 0xe7a1))
+	if err := writeCopyEval(filepath.Join(out, "copyeval.json"), erng, tok, tpl, valVerses, valSayings, 200); err != nil {
 		return err
 	}
 	fmt.Print(stats.String())
@@ -168,6 +196,7 @@ var evalPrompts = [][]chat.Message{
 	{{Role: chat.RoleUser, Content: "Recite John 3:16."}},
 	{{Role: chat.RoleUser, Content: "Give me a proverb."}},
 	{{Role: chat.RoleUser, Content: "Who are you?"}},
+	{{Role: chat.RoleUser, Content: "Repeat this passage word for word:\n\nBlessed are the meek: for they shall inherit the earth."}},
 }
 
 func writePrompts(path string, tok *tokenizer.Tokenizer, tpl *chat.Template) error {
@@ -181,6 +210,52 @@ func writePrompts(path string, tok *tokenizer.Tokenizer, tpl *chat.Template) err
 		ps = append(ps, prompt{text, tok.Encode(text, true)})
 	}
 	data, err := json.MarshalIndent(ps, "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+// writeCopyEval writes n copying tasks with their expected answers, as
+// token ids (the answer ending with <|im_end|>), for train.py to decode
+// greedily and count exact copies.
+func writeCopyEval(path string, rng *rand.Rand, tok *tokenizer.Tokenizer, tpl *chat.Template, verses []verse, sayings []saying, n int) error {
+	type task struct {
+		Kind   string    `json:"kind"`
+		Prompt string    `json:"prompt"`
+		Answer string    `json:"answer"`
+		IDs    []int32   `json:"prompt_ids"`
+		Want   [][]int32 `json:"answer_ids"` // each a right answer
+	}
+	var ts []task
+	for range n {
+		kind, x := copyExchange(rng, verses, sayings, 0)
+		answers := []string{x.Answer}
+		if kind == "summary" {
+			// Any lead-in will do; the quotation must be exact.
+			answers = nil
+			for _, lead := range summaryLeads {
+				for _, other := range summaryLeads {
+					if rest, ok := strings.CutPrefix(x.Answer, other); ok {
+						answers = append(answers, lead+rest)
+					}
+				}
+			}
+		}
+		t := task{Kind: kind, Prompt: x.Question, Answer: x.Answer}
+		for _, a := range answers {
+			conv := []chat.Message{{Role: chat.RoleUser, Content: x.Question}, {Role: chat.RoleAssistant, Content: a}}
+			prompt := tok.Encode(tpl.Render(conv[:1], true, false), true)
+			all := tok.Encode(render(tpl, conv), true)
+			if len(all) <= len(prompt) || !slices.Equal(all[:len(prompt)], prompt) {
+				return fmt.Errorf("copy eval: the prompt's tokens are not a prefix of the conversation's: %q", x.Question)
+			}
+			t.IDs = prompt
+			t.Want = append(t.Want, all[len(prompt):len(all)-1]) // up to <|im_end|>, without the newline after it
+		}
+		ts = append(ts, t)
+	}
+	data, err := json.MarshalIndent(ts, "", " ")
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,11 @@ func pick(rng *rand.Rand, options ...string) string { return options[rng.IntN(le
 // most of one exchange, some of two or three, a few with a system prompt.
 // small is how many greeting and refusal exchanges to add.
 func conversations(rng *rand.Rand, verses []verse, sayings []saying, small int) [][]chat.Message {
+	return group(rng, exchanges(rng, verses, sayings, small))
+}
+
+// exchanges are the recitation, saying and small-talk exchanges, shuffled.
+func exchanges(rng *rand.Rand, verses []verse, sayings []saying, small int) []exchange {
 	var xs []exchange
 	for i, v := range verses {
 		xs = append(xs, exchange{recitePrompt(rng, v.Ref()), v.Text})
@@ -64,7 +69,12 @@ func conversations(rng *rand.Rand, verses []verse, sayings []saying, small int) 
 		xs = append(xs, smallTalk(rng))
 	}
 	rng.Shuffle(len(xs), func(i, j int) { xs[i], xs[j] = xs[j], xs[i] })
+	return xs
+}
 
+// group makes conversations of the exchanges in their order: most of one
+// exchange, three in ten of two or three, one in eight with a system prompt.
+func group(rng *rand.Rand, xs []exchange) [][]chat.Message {
 	var convs [][]chat.Message
 	for len(xs) > 0 {
 		n := 1
