@@ -24,6 +24,37 @@ type attnJob struct {
 	q, dst *tensor
 	layer  int
 	a      infer.Attn
+	// byDim, when set, is V of positions 0 … positions−1 stored by
+	// dimension (transposeV).
+	byDim     []uint16
+	positions int
+}
+
+// transposeRows is the fewest rows of one sequence for which a pass copies
+// V by dimension first. Each output of the probabilities · V product reads
+// V at one dimension over all positions: down the position-major cache
+// that is a column walk (rows 2 KiB apart on the 1.7B shape, which land in
+// a few cache sets), over the copy a contiguous dot product
+// (quant.WeightedSumF16T, the same sums to the bit). The copy costs one
+// pass over V, which a prompt's many rows repay and a decoding token's
+// one row does not.
+const transposeRows = 16
+
+// transposeV is a job over the KV heads: head g's dimensions of V at
+// positions [0, n) into byDim, dimension by dimension.
+type transposeV struct {
+	src, dst   []uint16
+	width, dim int
+	n          int
+}
+
+func (t *transposeV) run(lo, hi, _ int) {
+	for j := lo * t.dim; j < hi*t.dim; j++ {
+		row := t.dst[j*t.n : (j+1)*t.n]
+		for p := range row {
+			row[p] = t.src[p*t.width+j]
+		}
+	}
 }
 
 func (j *attnJob) run(lo, hi, worker int) {
@@ -41,7 +72,12 @@ func (j *attnJob) run(lo, hi, worker int) {
 		quant.RoundF16s(q16, j.q.row(i)[h*a.HeadDim:(h+1)*a.HeadDim])
 		quant.DotsF16(q16, kc[kvOff:], width, scores)
 		quant.SoftmaxF16(scores, a.Scale)
-		quant.WeightedSumF16(scores, vc[kvOff:], width, j.dst.row(i)[h*a.HeadDim:(h+1)*a.HeadDim])
+		out := j.dst.row(i)[h*a.HeadDim : (h+1)*a.HeadDim]
+		if j.byDim != nil {
+			quant.WeightedSumF16T(scores, j.byDim[(h/group)*a.HeadDim*j.positions:], j.positions, out)
+		} else {
+			quant.WeightedSumF16(scores, vc[kvOff:], width, out)
+		}
 	}
 }
 
@@ -61,5 +97,14 @@ func (b *Backend) Attention(dst, q infer.Tensor, layer int, a infer.Attn) {
 		return
 	}
 	b.attn = attnJob{b: b, q: cq, dst: d, layer: layer, a: a}
+	if !b.inRows && b.n >= transposeRows {
+		// One sequence from position 0: its rows see at most positions
+		// 0 … Pos+n−1.
+		n := b.batch.Pos + b.n
+		b.transpose = transposeV{src: b.kv.v[layer], dst: b.vByDim[:n*s.KVHeads*s.HeadDim], width: s.KVHeads * s.HeadDim, dim: s.HeadDim, n: n}
+		b.parallel(s.KVHeads, 1, &b.transpose)
+		b.transpose = transposeV{}
+		b.attn.byDim, b.attn.positions = b.vByDim, n
+	}
 	b.parallel(b.n*a.Heads, 1, &b.attn)
 }

@@ -66,8 +66,14 @@ type Backend struct {
 	pendingX  *tensor
 	qf16      [][]float32 // per worker: a query head rounded to f16
 	accum     [][]float32 // per worker: a head's output sum
-	ropeFor   infer.Rope  // the parameters ropeCos/ropeSin hold angles for
-	ropeValid bool        // they are this pass's
+	// vByDim is V of the positions a long pass attends to, stored by
+	// dimension (attention.go); vBytes its size, counted with the
+	// activations.
+	vByDim    []uint16
+	vBytes    int64
+	transpose transposeV
+	ropeFor   infer.Rope // the parameters ropeCos/ropeSin hold angles for
+	ropeValid bool       // they are this pass's
 
 	// Recurrent layers' scratch.
 	conv         convJob
@@ -231,6 +237,10 @@ func (b *Backend) NewKVCache(spec infer.KVSpec) error {
 		b.qf16[w] = make([]float32, spec.HeadDim)
 		b.accum[w] = make([]float32, spec.HeadDim)
 	}
+	b.activationBytes -= b.vBytes
+	b.vByDim = make([]uint16, spec.Context*spec.KVHeads*spec.HeadDim)
+	b.vBytes = int64(len(b.vByDim)) * 2
+	b.activationBytes += b.vBytes
 	return nil
 }
 

@@ -221,12 +221,18 @@ func TestPrefillEqualsTokenByToken(t *testing.T) {
 	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q4_0, gguf.Q8_0, gguf.Q4_K} {
 		t.Run(typ.String(), func(t *testing.T) {
 			cfg := tinymodel.Small(typ)
-			tokens := []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
-			batched := load(t, cfg, infer.Options{Context: 32, Batch: 4})
+			// 40 tokens in passes of 32 and 8: a pass of more rows than
+			// attention.go's transposeRows reads V through its copy by
+			// dimension, a short one and single tokens from the cache.
+			var tokens []int32
+			for i := range int32(40) {
+				tokens = append(tokens, 1+i%23)
+			}
+			batched := load(t, cfg, infer.Options{Context: 64, Batch: 32})
 			if err := batched.Forward(tokens, 0); err != nil {
 				t.Fatal(err)
 			}
-			single := load(t, cfg, infer.Options{Context: 32, Batch: 1})
+			single := load(t, cfg, infer.Options{Context: 64, Batch: 1})
 			for i, tok := range tokens {
 				if err := single.Forward([]int32{tok}, i); err != nil {
 					t.Fatal(err)

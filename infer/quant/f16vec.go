@@ -49,6 +49,33 @@ func WeightedSumF16(p []float32, h []uint16, stride int, out []float32) {
 	}
 }
 
+// WeightedSumF16T is WeightedSumF16 with h transposed: out[d] = Σ_t
+// p[t]·h[d·stride + t] for t < len(p), d < len(out). The lanes (t mod 16)
+// and their reduction are WeightedSumF16's, so the result is the same to
+// the bit; the reads are contiguous, which a cache of V stored by
+// dimension allows. It panics if h is too short.
+func WeightedSumF16T(p []float32, h []uint16, stride int, out []float32) {
+	if len(p) == 0 {
+		clear(out)
+		return
+	}
+	if len(out) == 0 {
+		return
+	}
+	h = h[:(len(out)-1)*stride+len(p)]
+	if weightedSumF16TSIMD(p, h, stride, out) {
+		return
+	}
+	for d := range out {
+		row := h[d*stride:][:len(p)]
+		var lanes [16]float32
+		for t, w := range p {
+			lanes[t%16] = fma32(w, F16ToF32(row[t]), lanes[t%16])
+		}
+		out[d] = Reduce16(&lanes)
+	}
+}
+
 // Reduce16 adds 16 lanes as _mm512_reduce_add_ps does: halves, quarters,
 // then (0+2)+(1+3).
 func Reduce16(l *[16]float32) float32 {

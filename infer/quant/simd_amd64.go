@@ -187,6 +187,14 @@ func weightedSumF16SIMD(p []float32, h []uint16, stride int, out []float32) bool
 	return true
 }
 
+func weightedSumF16TSIMD(p []float32, h []uint16, stride int, out []float32) bool {
+	if !haveAVX512 {
+		return false
+	}
+	weightedSumF16T(&p[0], &h[0], stride, len(p)/16, uint16(1)<<(len(p)%16)-1, len(out), &out[0])
+	return true
+}
+
 func quantizeQ8_0SIMD(src []float32, dst []byte) bool {
 	blocks := len(src) / qk8_0
 	if !haveAVX512 || blocks == 0 {

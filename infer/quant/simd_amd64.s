@@ -4502,6 +4502,170 @@ reduce:
 	VZEROUPPER
 	RET
 
+// func weightedSumF16T(p *float32, h *uint16, stride int, full int, tail uint16, rows int, out *float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·weightedSumF16T(SB), NOSPLIT, $0-56
+	MOVQ    p+0(FP), AX
+	MOVQ    h+8(FP), CX
+	MOVQ    stride+16(FP), DX
+	MOVQ    full+24(FP), BX
+	MOVWLZX tail+32(FP), SI
+	MOVQ    rows+40(FP), DI
+	MOVQ    out+48(FP), R8
+	SHLQ    $0x01, DX
+	KMOVW   SI, K1
+	CMPQ    DI, $0x04
+	JB      single
+
+quad:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ   BX, R9
+	MOVQ   AX, R10
+	MOVQ   CX, R11
+	TESTQ  R9, R9
+	JZ     qtail
+
+qchunk:
+	VMOVUPS     (R10), Z4
+	MOVQ        R11, R12
+	VCVTPH2PS   (R12), Z5
+	VFMADD231PS Z4, Z5, Z0
+	ADDQ        DX, R12
+	VCVTPH2PS   (R12), Z5
+	VFMADD231PS Z4, Z5, Z1
+	ADDQ        DX, R12
+	VCVTPH2PS   (R12), Z5
+	VFMADD231PS Z4, Z5, Z2
+	ADDQ        DX, R12
+	VCVTPH2PS   (R12), Z5
+	VFMADD231PS Z4, Z5, Z3
+	ADDQ        $0x40, R10
+	ADDQ        $0x20, R11
+	DECQ        R9
+	JNZ         qchunk
+
+qtail:
+	TESTL       SI, SI
+	JZ          qreduce
+	VPXORD      Z6, Z6, Z6
+	VMOVUPS     (R10), K1, Z6
+	MOVQ        R11, R12
+	VPXORD      Z7, Z7, Z7
+	VCVTPH2PS   (R12), K1, Z7
+	VFMADD231PS Z6, Z7, K1, Z0
+	ADDQ        DX, R12
+	VPXORD      Z8, Z8, Z8
+	VCVTPH2PS   (R12), K1, Z8
+	VFMADD231PS Z6, Z8, K1, Z1
+	ADDQ        DX, R12
+	VPXORD      Z9, Z9, Z9
+	VCVTPH2PS   (R12), K1, Z9
+	VFMADD231PS Z6, Z9, K1, Z2
+	ADDQ        DX, R12
+	VPXORD      Z10, Z10, Z10
+	VCVTPH2PS   (R12), K1, Z10
+	VFMADD231PS Z6, Z10, K1, Z3
+
+qreduce:
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X4
+	VADDPS        X4, X0, X0
+	VMOVHLPS      X0, X0, X4
+	VADDPS        X4, X0, X0
+	VMOVSHDUP     X0, X4
+	VADDSS        X4, X0, X0
+	VMOVSS        X0, (R8)
+	VEXTRACTF64X4 $0x01, Z1, Y4
+	VADDPS        Y4, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X4
+	VADDPS        X4, X1, X1
+	VMOVHLPS      X1, X1, X4
+	VADDPS        X4, X1, X1
+	VMOVSHDUP     X1, X4
+	VADDSS        X4, X1, X1
+	VMOVSS        X1, 4(R8)
+	VEXTRACTF64X4 $0x01, Z2, Y4
+	VADDPS        Y4, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X4
+	VADDPS        X4, X2, X2
+	VMOVHLPS      X2, X2, X4
+	VADDPS        X4, X2, X2
+	VMOVSHDUP     X2, X4
+	VADDSS        X4, X2, X2
+	VMOVSS        X2, 8(R8)
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VADDPS        Y4, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X3
+	VMOVHLPS      X3, X3, X4
+	VADDPS        X4, X3, X3
+	VMOVSHDUP     X3, X4
+	VADDSS        X4, X3, X3
+	VMOVSS        X3, 12(R8)
+	ADDQ          $0x10, R8
+	ADDQ          DX, CX
+	ADDQ          DX, CX
+	ADDQ          DX, CX
+	ADDQ          DX, CX
+	SUBQ          $0x04, DI
+	CMPQ          DI, $0x04
+	JAE           quad
+
+single:
+	TESTQ DI, DI
+	JZ    done
+
+one:
+	VPXORD Z11, Z11, Z11
+	MOVQ   BX, R9
+	MOVQ   AX, R10
+	MOVQ   CX, R11
+	TESTQ  R9, R9
+	JZ     stail
+
+schunk:
+	VMOVUPS     (R10), Z0
+	MOVQ        R11, R12
+	VCVTPH2PS   (R12), Z1
+	VFMADD231PS Z0, Z1, Z11
+	ADDQ        $0x40, R10
+	ADDQ        $0x20, R11
+	DECQ        R9
+	JNZ         schunk
+
+stail:
+	TESTL       SI, SI
+	JZ          sreduce
+	VPXORD      Z12, Z12, Z12
+	VMOVUPS     (R10), K1, Z12
+	MOVQ        R11, R12
+	VPXORD      Z13, Z13, Z13
+	VCVTPH2PS   (R12), K1, Z13
+	VFMADD231PS Z12, Z13, K1, Z11
+
+sreduce:
+	VEXTRACTF64X4 $0x01, Z11, Y0
+	VADDPS        Y0, Y11, Y11
+	VEXTRACTF32X4 $0x01, Y11, X0
+	VADDPS        X0, X11, X11
+	VMOVHLPS      X11, X11, X0
+	VADDPS        X0, X11, X11
+	VMOVSHDUP     X11, X0
+	VADDSS        X0, X11, X11
+	VMOVSS        X11, (R8)
+	ADDQ          $0x04, R8
+	ADDQ          DX, CX
+	DECQ          DI
+	JNZ           one
+
+done:
+	VZEROUPPER
+	RET
+
 // func quantizeQ8_0(x *float32, blocks int, dst *byte)
 // Requires: AVX, AVX512DQ, AVX512F, F16C
 TEXT ·quantizeQ8_0(SB), NOSPLIT, $0-24

@@ -25,8 +25,9 @@ func simdKernel(t gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int,
 	return neonProductNeon
 }
 
-func dotsF16SIMD([]float32, []uint16, int, []float32) bool        { return false }
-func weightedSumF16SIMD([]float32, []uint16, int, []float32) bool { return false }
+func dotsF16SIMD([]float32, []uint16, int, []float32) bool         { return false }
+func weightedSumF16SIMD([]float32, []uint16, int, []float32) bool  { return false }
+func weightedSumF16TSIMD([]float32, []uint16, int, []float32) bool { return false }
 
 func quantizeQ8_0SIMD([]float32, []byte) bool { return false }
 

@@ -18,8 +18,9 @@ func (a *Activations) fillPlanes(int) {}
 
 func simdRepack(*Matrix) []byte { return nil }
 
-func dotsF16SIMD([]float32, []uint16, int, []float32) bool        { return false }
-func weightedSumF16SIMD([]float32, []uint16, int, []float32) bool { return false }
+func dotsF16SIMD([]float32, []uint16, int, []float32) bool         { return false }
+func weightedSumF16SIMD([]float32, []uint16, int, []float32) bool  { return false }
+func weightedSumF16TSIMD([]float32, []uint16, int, []float32) bool { return false }
 
 func quantizeQ8_0SIMD([]float32, []byte) bool { return false }
 

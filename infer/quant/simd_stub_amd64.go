@@ -112,6 +112,11 @@ func dotsF16(x *float32, h *uint16, stride int, n int, chunks int, out *float32)
 //go:noescape
 func weightedSumF16(p *float32, h *uint16, stride int, n int, chunks int, out *float32)
 
+// weightedSumF16T sets out[r] = Σ_t p[t]·h[r·stride+t] (f16) for rows r, over 16·full positions and the tail mask's.
+//
+//go:noescape
+func weightedSumF16T(p *float32, h *uint16, stride int, full int, tail uint16, rows int, out *float32)
+
 // quantizeQ8_0 quantizes blocks×32 floats at x into Q8_0 blocks at dst.
 //
 //go:noescape

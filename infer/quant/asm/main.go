@@ -148,6 +148,7 @@ func main() {
 	}
 	dotsF16()
 	weightedSumF16()
+	weightedSumF16T()
 	quantizeQ8_0()
 	swiglu()
 	softmaxF16()
@@ -463,6 +464,101 @@ func weightedSumF16() {
 	ADDQ(U8(32), h)
 	DECQ(chunks)
 	JNZ(LabelRef("panel"))
+	VZEROUPPER()
+	RET()
+}
+
+// weightedSumF16T generates weightedSumF16T, weightedSumF16 over V stored
+// transposed (row d holds dimension d at every position): out[d] = Σ_t
+// p[t]·f16(h[d·stride + t]) with the same 16 lanes (lane t mod 16, t
+// ascending) and reduce16, so the same bits, but each output is a dot
+// product over contiguous f16 instead of a walk down a column. Four
+// outputs share each chunk of p; the last n mod 16 positions (tail, a mask
+// of them) go through merge-masked loads and multiply-adds, which leave the
+// other lanes as they were and read nothing past the row.
+func weightedSumF16T() {
+	TEXT("weightedSumF16T", NOSPLIT, "func(p *float32, h *uint16, stride int, full int, tail uint16, rows int, out *float32)")
+	Doc("weightedSumF16T sets out[r] = Σ_t p[t]·h[r·stride+t] (f16) for rows r, over 16·full positions and the tail mask's.")
+	Pragma("noescape")
+	pp := Load(Param("p"), GP64())
+	h := Load(Param("h"), GP64())
+	stride := Load(Param("stride"), GP64())
+	full := Load(Param("full"), GP64())
+	tm := Load(Param("tail"), GP32())
+	rows := Load(Param("rows"), GP64())
+	out := Load(Param("out"), GP64())
+	SHLQ(U8(1), stride)
+	tail := K()
+	KMOVW(tm, tail)
+	quad := func(R int, label string) {
+		acc := make([]reg.VecVirtual, R)
+		for r := range acc {
+			acc[r] = ZMM()
+			VPXORD(acc[r], acc[r], acc[r])
+		}
+		i, ap, hp, row := GP64(), GP64(), GP64(), GP64()
+		MOVQ(full, i)
+		MOVQ(pp, ap)
+		MOVQ(h, hp)
+		TESTQ(i, i)
+		JZ(LabelRef(label + "tail"))
+		Label(label + "chunk")
+		pv := ZMM()
+		VMOVUPS(Mem{Base: ap}, pv)
+		MOVQ(hp, row)
+		for r := range acc {
+			v := ZMM()
+			VCVTPH2PS(Mem{Base: row}, v)
+			VFMADD231PS(pv, v, acc[r])
+			if r < R-1 {
+				ADDQ(stride, row)
+			}
+		}
+		ADDQ(U8(64), ap)
+		ADDQ(U8(32), hp)
+		DECQ(i)
+		JNZ(LabelRef(label + "chunk"))
+		Label(label + "tail")
+		TESTL(tm, tm)
+		JZ(LabelRef(label + "reduce"))
+		pt := ZMM()
+		VPXORD(pt, pt, pt)
+		VMOVUPS(Mem{Base: ap}, tail, pt)
+		MOVQ(hp, row)
+		for r := range acc {
+			v := ZMM()
+			VPXORD(v, v, v)
+			VCVTPH2PS(Mem{Base: row}, tail, v)
+			VFMADD231PS(pt, v, tail, acc[r])
+			if r < R-1 {
+				ADDQ(stride, row)
+			}
+		}
+		Label(label + "reduce")
+		for r := range acc {
+			reduce16(acc[r])
+			VMOVSS(acc[r].AsX(), Mem{Base: out, Disp: 4 * r})
+		}
+		ADDQ(U8(4*R), out)
+		for range R {
+			ADDQ(stride, h)
+		}
+	}
+	CMPQ(rows, U8(4))
+	JB(LabelRef("single"))
+	Label("quad")
+	quad(4, "q")
+	SUBQ(U8(4), rows)
+	CMPQ(rows, U8(4))
+	JAE(LabelRef("quad"))
+	Label("single")
+	TESTQ(rows, rows)
+	JZ(LabelRef("done"))
+	Label("one")
+	quad(1, "s")
+	DECQ(rows)
+	JNZ(LabelRef("one"))
+	Label("done")
 	VZEROUPPER()
 	RET()
 }
