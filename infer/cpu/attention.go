@@ -59,7 +59,7 @@ func (t *transposeV) run(lo, hi, _ int) {
 
 func (j *attnJob) run(lo, hi, worker int) {
 	b, a := j.b, j.a
-	width := a.KVHeads * a.HeadDim
+	stride := b.kv.stride
 	group := a.Heads / a.KVHeads
 	kc, vc := b.kv.k[j.layer], b.kv.v[j.layer]
 	q16 := b.qf16[worker][:a.HeadDim]
@@ -67,16 +67,16 @@ func (j *attnJob) run(lo, hi, worker int) {
 		i, h := pair/a.Heads, pair%a.Heads
 		past := b.pos(i) + 1 // positions 0 … Pos+i of the row's sequence are visible
 		scores := b.scores[worker][:past]
-		kvOff := b.base(i)*width + (h/group)*a.HeadDim
+		kvOff := b.base(i)*stride + (h/group)*a.HeadDim
 
 		quant.RoundF16s(q16, j.q.row(i)[h*a.HeadDim:(h+1)*a.HeadDim])
-		quant.DotsF16(q16, kc[kvOff:], width, scores)
+		quant.DotsF16(q16, kc[kvOff:], stride, scores)
 		quant.SoftmaxF16(scores, a.Scale)
 		out := j.dst.row(i)[h*a.HeadDim : (h+1)*a.HeadDim]
 		if j.byDim != nil {
 			quant.WeightedSumF16T(scores, j.byDim[(h/group)*a.HeadDim*j.positions:], j.positions, out)
 		} else {
-			quant.WeightedSumF16(scores, vc[kvOff:], width, out)
+			quant.WeightedSumF16(scores, vc[kvOff:], stride, out)
 		}
 	}
 }
@@ -101,7 +101,7 @@ func (b *Backend) Attention(dst, q infer.Tensor, layer int, a infer.Attn) {
 		// One sequence from position 0: its rows see at most positions
 		// 0 … Pos+n−1.
 		n := b.batch.Pos + b.n
-		b.transpose = transposeV{src: b.kv.v[layer], dst: b.vByDim[:n*s.KVHeads*s.HeadDim], width: s.KVHeads * s.HeadDim, dim: s.HeadDim, n: n}
+		b.transpose = transposeV{src: b.kv.v[layer], dst: b.vByDim[:n*s.KVHeads*s.HeadDim], width: b.kv.stride, dim: s.HeadDim, n: n}
 		b.parallel(s.KVHeads, 1, &b.transpose)
 		b.transpose = transposeV{}
 		b.attn.byDim, b.attn.positions = b.vByDim, n

@@ -216,17 +216,30 @@ func (b *Backend) NewTensor(name string, rows, cols int) (infer.Tensor, error) {
 
 // kvCache holds f16 K and V: for each layer, Context rows of KVHeads·HeadDim.
 type kvCache struct {
-	spec infer.KVSpec
-	k, v [][]uint16
+	spec   infer.KVSpec
+	stride int // elements from one position's row to the next: the row and kvPad
+	k, v   [][]uint16
 }
+
+// bytes is what K and V take, padding included.
+func (c kvCache) bytes() int64 {
+	return 2 * 2 * int64(c.spec.Layers) * int64(c.spec.Context) * int64(c.stride)
+}
+
+// kvPad pads each position's row of K and V by 32 bytes. Unpadded, the
+// rows of the usual shapes are a power of two apart (2 KiB on the 1.7B
+// shape), so the rows attention walks through fall into a few of the L1
+// cache's sets and evict each other; padded, they spread over all of them.
+const kvPad = 16
 
 func (b *Backend) NewKVCache(spec infer.KVSpec) error {
 	if spec.Layers <= 0 || spec.Context <= 0 || spec.KVHeads <= 0 || spec.HeadDim <= 0 {
 		return fmt.Errorf("%w: KV cache %+v", infer.ErrBadShape, spec)
 	}
 	b.kv = kvCache{}
-	per := spec.Context * spec.KVHeads * spec.HeadDim
-	kv := kvCache{spec: spec, k: make([][]uint16, spec.Layers), v: make([][]uint16, spec.Layers)}
+	stride := spec.KVHeads*spec.HeadDim + kvPad
+	per := spec.Context * stride
+	kv := kvCache{spec: spec, stride: stride, k: make([][]uint16, spec.Layers), v: make([][]uint16, spec.Layers)}
 	for l := range spec.Layers {
 		kv.k[l] = make([]uint16, per)
 		kv.v[l] = make([]uint16, per)
@@ -315,7 +328,7 @@ func (b *Backend) Memory() infer.BackendMemory {
 		Weights:     b.weightBytes,
 		Repacked:    b.repackedBytes,
 		Activations: b.activationBytes,
-		KV:          b.kv.spec.Bytes(),
+		KV:          b.kv.bytes(),
 	}
 }
 

@@ -202,7 +202,7 @@ func (b *Backend) StoreKV(layer int, k, v infer.Tensor) {
 		return
 	}
 	for i := range b.n {
-		at := (b.base(i) + b.pos(i)) * width
+		at := (b.base(i) + b.pos(i)) * b.kv.stride
 		kc, vc := b.kv.k[layer][at:at+width], b.kv.v[layer][at:at+width]
 		quant.F32sToF16(kc, ck.row(i))
 		quant.F32sToF16(vc, cv.row(i))
