@@ -55,8 +55,14 @@ const testModel = "tiny"
 
 func startServer(t testing.TB, key string, slots int) *testServer {
 	t.Helper()
+	return startServerWith(t, key, serve.LoadOptions{ID: testModel, Slots: slots, Context: 384, Threads: 2, Batch: 64, Backend: "cpu"})
+}
+
+// startServerWith is startServer loading the test model with o.
+func startServerWith(t testing.TB, key string, o serve.LoadOptions) *testServer {
+	t.Helper()
 	f := testFile(t)
-	m, err := serve.LoadFile(f, serve.LoadOptions{ID: testModel, Slots: slots, Context: 384, Threads: 2, Batch: 64, Backend: "cpu"})
+	m, err := serve.LoadFile(f, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -762,26 +768,11 @@ func do(t testing.TB, s *testServer, method, path, body, key string) answer {
 // (the server's tokens are plain decoding's), its drafts show in the
 // timings and the metrics, and several requests at once keep their own.
 func TestSpeculationKeepsReplies(t *testing.T) {
-	f := testFile(t)
-	m, err := serve.LoadFile(f, serve.LoadOptions{ID: testModel, Slots: 3, Context: 384, Threads: 2, Batch: 64, Backend: "cpu",
+	spc := startServerWith(t, "", serve.LoadOptions{ID: testModel, Slots: 3, Context: 384, Threads: 2, Batch: 64, Backend: "cpu",
 		Spec: spec.Options{Mode: spec.NGram}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := serve.New(serve.Options{})
-	srv.SetModel(m)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: srv.Handler()}
-	go hs.Serve(ln)
-	t.Cleanup(func() { hs.Close(); m.Close(); f.Close() })
-	root := "http://" + ln.Addr().String()
-	spc := &testServer{url: root + "/v1", root: root, model: m}
 	plain := startServer(t, "", 3)
-	if m.Spec != spec.NGram {
-		t.Fatalf("speculation %q", m.Spec)
+	if spc.model.Spec != spec.NGram {
+		t.Fatalf("speculation %q", spc.model.Spec)
 	}
 
 	passage := "the cat sat on the mat and the dog sat on the log and the cat sat on the mat again"
