@@ -57,6 +57,10 @@ type Backend struct {
 	actOf     *tensor           // whose values act holds, until another op runs
 	attn      attnJob           // the job value handed to the pool
 	swiglu    swigluJob
+	norm      normJob
+	rope      ropeJob
+	store     storeJob
+	add       addJob
 	task      rangeTask   // the pool task handed to the products' pool
 	scores    [][]float32 // per worker: attention scores over the context
 	ropeCos   []float32

@@ -116,11 +116,28 @@ func (b *Backend) RMSNorm(dst, x infer.Tensor, w infer.Weight, eps float32) {
 		b.fail(fmt.Errorf("%w: RMSNorm of %s (%d×%d) by %s (%v %s) into %s", infer.ErrBadShape, cx.name, cx.rows, cx.cols, cw.name, cw.shape, cw.typ, d.name))
 		return
 	}
-	wf := f32s(cw.data)
-	for r := range b.active(cx) {
-		xr, dr := cx.row(r), d.row(r)
+	b.norm = normJob{d: d, x: cx, w: f32s(cw.data), eps: eps}
+	b.parallel(b.active(cx), rowGrain, &b.norm)
+	b.norm = normJob{}
+}
+
+// rowGrain is the fewest rows a share of a row-wise op holds: a decoding
+// step's one row (or a verify pass's few) runs on the calling thread, a
+// prompt's many are split over the pool.
+const rowGrain = 4
+
+type normJob struct {
+	d, x *tensor
+	w    []float32
+	eps  float32
+}
+
+func (j *normJob) run(lo, hi, _ int) {
+	g := len(j.w)
+	for r := lo; r < hi; r++ {
+		xr, dr := j.x.row(r), j.d.row(r)
 		for s := 0; s < len(xr); s += g {
-			rmsNorm(dr[s:s+g], xr[s:s+g], wf, eps)
+			rmsNorm(dr[s:s+g], xr[s:s+g], j.w, j.eps)
 		}
 	}
 }
@@ -151,19 +168,31 @@ func (b *Backend) Rope(x infer.Tensor, r infer.Rope) {
 		b.fail(fmt.Errorf("%w: Rope of %s (%d cols) with head %d, %d rotated dims", infer.ErrBadShape, cx.name, cx.cols, r.HeadDim, r.Dims))
 		return
 	}
-	half := r.Dims / 2
 	cos, sin := b.ropeAngles(r)
-	for i := range b.active(cx) {
-		c, s := cos[i*half:(i+1)*half], sin[i*half:(i+1)*half]
-		row := cx.row(i)
-		for h := 0; h < len(row); h += r.HeadDim {
-			head := row[h : h+r.Dims]
-			for j := range half {
-				x0, x1 := head[j], head[j+half]
+	b.rope = ropeJob{x: cx, cos: cos, sin: sin, r: r}
+	b.parallel(b.active(cx), rowGrain, &b.rope)
+	b.rope = ropeJob{}
+}
+
+type ropeJob struct {
+	x        *tensor
+	cos, sin []float32
+	r        infer.Rope
+}
+
+func (j *ropeJob) run(lo, hi, _ int) {
+	half := j.r.Dims / 2
+	for i := lo; i < hi; i++ {
+		c, s := j.cos[i*half:(i+1)*half], j.sin[i*half:(i+1)*half]
+		row := j.x.row(i)
+		for h := 0; h < len(row); h += j.r.HeadDim {
+			head := row[h : h+j.r.Dims]
+			for k := range half {
+				x0, x1 := head[k], head[k+half]
 				// GCC contracts ggml's x0·cos − x1·sin into one FMA
 				// over the rounded x1·sin, and likewise the sum.
-				head[j] = quant.FMA32(x0, c[j], -(x1 * s[j]))
-				head[j+half] = quant.FMA32(x0, s[j], x1*c[j])
+				head[k] = quant.FMA32(x0, c[k], -(x1 * s[k]))
+				head[k+half] = quant.FMA32(x0, s[k], x1*c[k])
 			}
 		}
 	}
@@ -201,11 +230,24 @@ func (b *Backend) StoreKV(layer int, k, v infer.Tensor) {
 		b.fail(fmt.Errorf("%w: StoreKV layer %d of %s (%d×%d), %s (%d×%d) into a cache of %+v", infer.ErrBadShape, layer, ck.name, ck.rows, ck.cols, cv.name, cv.rows, cv.cols, s))
 		return
 	}
-	for i := range b.n {
-		at := (b.base(i) + b.pos(i)) * b.kv.stride
-		kc, vc := b.kv.k[layer][at:at+width], b.kv.v[layer][at:at+width]
-		quant.F32sToF16(kc, ck.row(i))
-		quant.F32sToF16(vc, cv.row(i))
+	b.store = storeJob{b: b, k: ck, v: cv, layer: layer}
+	b.parallel(b.n, rowGrain, &b.store)
+	b.store = storeJob{}
+}
+
+type storeJob struct {
+	b     *Backend
+	k, v  *tensor
+	layer int
+}
+
+func (j *storeJob) run(lo, hi, _ int) {
+	c := &j.b.kv
+	width := j.k.cols
+	for i := lo; i < hi; i++ {
+		at := (j.b.base(i) + j.b.pos(i)) * c.stride
+		quant.F32sToF16(c.k[j.layer][at:at+width], j.k.row(i))
+		quant.F32sToF16(c.v[j.layer][at:at+width], j.v.row(i))
 	}
 }
 
@@ -252,9 +294,21 @@ func (b *Backend) Add(dst, x, y infer.Tensor) {
 		return
 	}
 	n := b.active(cx) * cx.cols
-	xd, yd, dd := cx.data[:n], cy.data[:n], d.data[:n]
-	for i := range dd {
-		dd[i] = xd[i] + yd[i]
+	b.add = addJob{x: cx.data[:n], y: cy.data[:n], d: d.data[:n]}
+	b.parallel((n+addBlock-1)/addBlock, rowGrain, &b.add)
+	b.add = addJob{}
+}
+
+// addBlock is the elements of one share of Add.
+const addBlock = 2048
+
+type addJob struct{ x, y, d []float32 }
+
+func (j *addJob) run(lo, hi, _ int) {
+	lo, hi = lo*addBlock, min(hi*addBlock, len(j.d))
+	x, y, d := j.x[lo:hi], j.y[lo:hi], j.d[lo:hi]
+	for i := range d {
+		d[i] = x[i] + y[i]
 	}
 }
 
