@@ -195,6 +195,20 @@ func weightedSumF16TSIMD(p []float32, h []uint16, stride int, out []float32) boo
 	return true
 }
 
+// firstAboveSIMD scans x's whole blocks of 16: it returns the index of the
+// first hit (x[i] > thr, or !(x[i] ≤ thr) with nan) and how many it
+// scanned; a hit index equal to scanned means none.
+func firstAboveSIMD(x []float32, thr float32, nan bool) (hit, scanned int) {
+	blocks := len(x) / 16
+	if !haveAVX512 || blocks == 0 {
+		return 0, 0
+	}
+	if nan {
+		return firstNLE(&x[0], blocks, thr), 16 * blocks
+	}
+	return firstGT(&x[0], blocks, thr), 16 * blocks
+}
+
 func quantizeQ8_0SIMD(src []float32, dst []byte) bool {
 	blocks := len(src) / qk8_0
 	if !haveAVX512 || blocks == 0 {

@@ -4666,6 +4666,72 @@ done:
 	VZEROUPPER
 	RET
 
+// func firstGT(x *float32, blocks int, thr float32) int
+// Requires: AVX, AVX512F, BMI, SSE
+TEXT ·firstGT(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVSS        thr+16(FP), X0
+	VBROADCASTSS X0, Z0
+	XORQ         DX, DX
+	TESTQ        CX, CX
+	JZ           firstGTnone
+
+firstGTloop:
+	VCMPPS   $0x11, (AX), Z0, K1
+	KORTESTW K1, K1
+	JNZ      firstGThit
+	ADDQ     $0x40, AX
+	ADDQ     $0x10, DX
+	DECQ     CX
+	JNZ      firstGTloop
+
+firstGTnone:
+	MOVQ DX, ret+24(FP)
+	VZEROUPPER
+	RET
+
+firstGThit:
+	KMOVW  K1, AX
+	TZCNTL AX, AX
+	ADDQ   AX, DX
+	MOVQ   DX, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func firstNLE(x *float32, blocks int, thr float32) int
+// Requires: AVX, AVX512F, BMI, SSE
+TEXT ·firstNLE(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVSS        thr+16(FP), X0
+	VBROADCASTSS X0, Z0
+	XORQ         DX, DX
+	TESTQ        CX, CX
+	JZ           firstNLEnone
+
+firstNLEloop:
+	VCMPPS   $0x19, (AX), Z0, K1
+	KORTESTW K1, K1
+	JNZ      firstNLEhit
+	ADDQ     $0x40, AX
+	ADDQ     $0x10, DX
+	DECQ     CX
+	JNZ      firstNLEloop
+
+firstNLEnone:
+	MOVQ DX, ret+24(FP)
+	VZEROUPPER
+	RET
+
+firstNLEhit:
+	KMOVW  K1, AX
+	TZCNTL AX, AX
+	ADDQ   AX, DX
+	MOVQ   DX, ret+24(FP)
+	VZEROUPPER
+	RET
+
 // func quantizeQ8_0(x *float32, blocks int, dst *byte)
 // Requires: AVX, AVX512DQ, AVX512F, F16C
 TEXT ·quantizeQ8_0(SB), NOSPLIT, $0-24

@@ -117,6 +117,16 @@ func weightedSumF16(p *float32, h *uint16, stride int, n int, chunks int, out *f
 //go:noescape
 func weightedSumF16T(p *float32, h *uint16, stride int, full int, tail uint16, rows int, out *float32)
 
+// firstGT is the index of the first of 16·blocks floats at x with x[i] > thr (NaN never), or 16·blocks.
+//
+//go:noescape
+func firstGT(x *float32, blocks int, thr float32) int
+
+// firstNLE is the index of the first of 16·blocks floats at x with !(x[i] ≤ thr) (NaN always), or 16·blocks.
+//
+//go:noescape
+func firstNLE(x *float32, blocks int, thr float32) int
+
 // quantizeQ8_0 quantizes blocks×32 floats at x into Q8_0 blocks at dst.
 //
 //go:noescape

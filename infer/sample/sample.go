@@ -9,6 +9,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/bonsai-chat/bonsai/infer/quant"
 )
 
 // Params choose the sampling. Zero values switch a stage off, except
@@ -154,10 +156,14 @@ func (s *Sampler) topCandidates(logits []float32, k int, penalize bool) []candid
 		s.cands = make([]candidate, 0, max(len(logits), want+len(s.recentIDs)))
 	}
 	c := s.cands[:0]
-	for i, l := range logits {
-		if len(c) == want && l <= c[want-1].logit {
-			continue // ties keep the lower id, already in
+	for i := 0; i < len(logits); i++ {
+		if len(c) == want {
+			// Skip what cannot enter: ties keep the lower id, already in.
+			if i = quant.FirstNotAtMost(logits, i, c[want-1].logit); i == len(logits) {
+				break
+			}
 		}
+		l := logits[i]
 		if len(c) < want {
 			c = append(c, candidate{})
 		}
@@ -315,10 +321,11 @@ func (s *Sampler) draw(c []candidate, temp float32) int32 {
 // Greedy is the index of the largest logit, the first one on ties.
 func Greedy(logits []float32) int32 {
 	best := 0
-	for i, l := range logits {
-		if l > logits[best] {
-			best = i
+	for i := 1; i < len(logits); i++ {
+		if i = quant.FirstAbove(logits, i, logits[best]); i == len(logits) {
+			break
 		}
+		best = i
 	}
 	return int32(best)
 }
