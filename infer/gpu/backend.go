@@ -108,6 +108,9 @@ type Backend struct {
 	pendingX  *tensor
 	pendingTo *tensor // residual the pending matvec also adds into
 	pendingIn *lazy   // the pending matvec's x is this op's result, computed in its x load
+	// the pending gate/up matvec also computes SwiGLU over gate's output
+	// and its Q8_0 rounding (q1_xq's GLU epilogue)
+	pendingGLU bool
 	// decode ops recorded but not encoded: their result is computed inside
 	// the matvec that consumes it, or encoded when anything else needs it
 	// (materialize) and forgotten when their destination is overwritten.
@@ -164,6 +167,7 @@ type tensor struct {
 	argStaging *wgpu.Buffer
 	embedRows  *wgpu.Buffer // CPU-dequantized embedding rows
 	tmp        *wgpu.Buffer // a copy of the tensor for ops that read it while writing it
+	xq, xqSum  *wgpu.Buffer // the tensor's Q8_0 rounding (values, Σ per 32), written by its producer for q1_xq
 	prep       *wgpu.Buffer // chunked DeltaNet's per-chunk matrices (DeltaNet dst)
 }
 
@@ -184,11 +188,14 @@ type pendingNorm struct {
 
 // lazy is a recorded decode op whose result is not yet in dst: with up
 // nil, dst = RMSNorm(src)·w (a full-row norm); otherwise dst =
-// silu(src)·up (SwiGLU).
+// silu(src)·up (SwiGLU). With quant, dst holds its values (or will, once
+// the pending matvec is encoded) and dst.xq their Q8_0 rounding, which a
+// Q1_0 matvec on dst reads instead of rounding dst itself.
 type lazy struct {
 	dst, src, up *tensor
 	w            *weight
 	eps          float32
+	quant        bool
 }
 
 func (l *lazy) reads(t *tensor) bool { return l.src == t || l.up == t }
@@ -671,11 +678,11 @@ func (b *Backend) materializeAll() {
 
 func (b *Backend) encodeLazy(l *lazy) {
 	b.flush()
-	if b.err != nil {
+	if b.err != nil || l.quant {
 		return
 	}
 	if l.up == nil {
-		b.rmsNorm(l.dst, l.src, l.w, l.eps)
+		b.rmsNorm(l.dst, l.src, l.w, l.eps, false)
 	} else {
 		b.elementwise("SWIGLU", l.dst, l.src, l.up)
 	}
@@ -888,7 +895,7 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 func (b *Backend) queueMatVec(dst *tensor, w *weight, x *tensor, in *lazy) {
 	if len(b.pending) > 0 {
 		last := b.pending[len(b.pending)-1]
-		joins := len(b.pending) < 3 && b.pendingTo == nil && x == b.pendingX && in == b.pendingIn && w.k == last.w.k &&
+		joins := len(b.pending) < 3 && b.pendingTo == nil && !b.pendingGLU && x == b.pendingX && in == b.pendingIn && w.k == last.w.k &&
 			w.interleaved == last.w.interleaved &&
 			w.bits.follows(last.w.bits) && w.scales.follows(last.w.scales)
 		for _, p := range b.pending {
@@ -976,7 +983,7 @@ func (b *Backend) flushNorms() {
 	norms := b.norms
 	b.norms = b.norms[:0]
 	for _, p := range norms {
-		b.rmsNorm(p.x, p.x, p.w, p.eps)
+		b.rmsNorm(p.x, p.x, p.w, p.eps, false)
 	}
 }
 
@@ -985,10 +992,15 @@ func (b *Backend) flushMatVec() {
 	if len(b.pending) == 0 {
 		return
 	}
-	ps, x, resid, in := b.pending, b.pendingX, b.pendingTo, b.pendingIn
-	b.pending, b.pendingX, b.pendingTo, b.pendingIn = b.pending[:0], nil, nil, nil
+	ps, x, resid, in, glu := b.pending, b.pendingX, b.pendingTo, b.pendingIn, b.pendingGLU
+	b.pending, b.pendingX, b.pendingTo, b.pendingIn, b.pendingGLU = b.pending[:0], nil, nil, nil, false
 	if b.err != nil {
 		return
+	}
+	// x's producer wrote its values and their Q8_0 rounding
+	xq := in != nil && in.quant
+	if xq {
+		in = nil
 	}
 	w0 := ps[0].w
 	words := w0.k / 32
@@ -1050,6 +1062,16 @@ func (b *Backend) flushMatVec() {
 		key.e = ps[2].dst
 	}
 	variant := b.matvec
+	if xq && b.xqOK() && w0.interleaved {
+		if cfg, ok := b.w1Config(w0.k, ends[:len(ps)]); ok {
+			b.dispatchXQ(key, cfg, ps, bits, scales, x, resid, glu, q1Layout(map[string]shaders.Const{}, true, ends[:len(ps)]...))
+			return
+		}
+	}
+	if glu {
+		b.fail(errors.New("gpu: SwiGLU was left to a matvec that cannot compute it"))
+		return
+	}
 	// On the H200 (run 6) q1_w1 beat select on the 8B's q/k/v (6144 rows)
 	// and output projection (4096) but lost to popc on gate/up (24576),
 	// on the down projection with SwiGLU in its x load, and on the head:
@@ -1210,6 +1232,100 @@ func (b *Backend) dispatchW1(key opKey, cfg w1, ps []pendingMatMul, bits, scales
 	b.dispatch(o, total/cfg.rpw, 1, 1)
 }
 
+// xqOK reports whether decode activations are rounded to Q8_0 once by
+// their producer for q1_xq: with the w1 kernels ("auto" or "w1") and the
+// default fusion.
+func (b *Backend) xqOK() bool {
+	return !b.noFuse && !b.fuseNorm && (b.matvec == "auto" || b.matvec == "w1")
+}
+
+// xqBuffers gives t the buffers of its Q8_0 rounding.
+func (b *Backend) xqBuffers(t *tensor) error {
+	if t.xq != nil {
+		return nil
+	}
+	q, err := b.d.newBuffer(t.name+".xq", uint64(t.rows*t.cols*4), storageUsage)
+	if err != nil {
+		return err
+	}
+	sum, err := b.d.newBuffer(t.name+".xqsum", uint64(max(4, t.rows*t.cols/32*4)), storageUsage)
+	if err != nil {
+		q.Release()
+		return err
+	}
+	t.xq, t.xqSum = q, sum
+	return nil
+}
+
+// dispatchXQ encodes the pending matvecs on x's Q8_0 rounding as one
+// q1_xq dispatch, with the SwiGLU epilogue for glu (gate, up). Each row
+// is summed in the order of q1_w1 with cfg.
+func (b *Backend) dispatchXQ(key opKey, cfg w1, ps []pendingMatMul, bits, scales span, x, resid *tensor, glu bool, defs map[string]shaders.Const) {
+	w0 := ps[0].w
+	key.kind += "/xq"
+	total := 0
+	for _, p := range ps {
+		total += p.w.m
+	}
+	rpw, ks, groups := cfg.rpw, cfg.ks, total/cfg.rpw
+	h := ps[0].dst
+	if glu {
+		key.kind += "+glu"
+		rpw, ks, groups = 64, 4, w0.m/32
+		if err := b.xqBuffers(h); err != nil {
+			b.fail(err)
+			return
+		}
+	}
+	o := b.prepared(key, func() (*kernel, []binding, error) {
+		for k, v := range map[string]shaders.Const{
+			"K": shaders.U32(w0.k), "NB": shaders.U32(w0.k / 128), "RPW": shaders.U32(rpw), "KS": shaders.U32(ks),
+			"V": shaders.U32(cfg.ks / ks), "KSV": shaders.U32(cfg.ks), "RED": shaders.U32(cfg.ks * rpw), "CB": shaders.U32(cfg.cb),
+			"M0": defs["Q1M0"], "M1": defs["Q1M1"], "GLU": shaders.Flag(glu),
+			"OUT2": shaders.Flag(len(ps) > 1), "OUT3": shaders.Flag(len(ps) > 2), "ADD": shaders.Flag(resid != nil)} {
+			defs[k] = v
+		}
+		k, err := b.d.kernel("q1_xq", defs)
+		bufs := []binding{bits.binding(), scales.binding(), whole(x.xq), whole(x.xqSum)}
+		for i, p := range ps {
+			bufs = append(bufs, at(uint32(4+i), whole(p.dst.buf)))
+		}
+		if resid != nil {
+			bufs = append(bufs, at(7, whole(resid.buf)))
+		}
+		if glu {
+			bufs = append(bufs, at(8, whole(h.xq)), at(9, whole(h.xqSum)))
+		}
+		return k, bufs, err
+	})
+	b.dispatch(o, groups, 1, 1)
+}
+
+// gluEpilogue folds SwiGLU(gate, gate, up) into the pending gate/up
+// matvec when that is exactly the two of them on a Q8_0-rounded x: the
+// matvec then also writes gate = silu(gate)·up and its Q8_0 rounding for
+// the down projection. It reports whether it did.
+func (b *Backend) gluEpilogue(dstT, gateT, upT infer.Tensor) bool {
+	if !b.xqOK() || b.n != 1 || len(b.pending) != 2 || b.pendingTo != nil || b.pendingGLU || b.pendingIn == nil || !b.pendingIn.quant {
+		return false
+	}
+	dst, _ := dstT.(*tensor)
+	g, _ := gateT.(*tensor)
+	u, _ := upT.(*tensor)
+	pg, pu := b.pending[0], b.pending[1]
+	m := pg.w.m
+	if g == nil || u == nil || dst != g || g == u || pg.dst != g || pu.dst != u || pu.w.m != m || g.cols != m || u.cols != m ||
+		m%128 != 0 || !pg.w.interleaved || b.lazyOf(g) != nil || b.lazyOf(u) != nil {
+		return false
+	}
+	if _, ok := b.w1Config(pg.w.k, []int{m, 2 * m}); !ok {
+		return false
+	}
+	b.pendingGLU = true
+	b.lazies = append(b.lazies, &lazy{dst: g, quant: true})
+	return true
+}
+
 func boolInt(v bool) int {
 	if v {
 		return 1
@@ -1301,7 +1417,19 @@ func (b *Backend) RMSNorm(dstT, xT infer.Tensor, wI infer.Weight, eps float32) {
 		}
 	}
 	b.flushNorms()
-	b.rmsNorm(dst, x, w, eps)
+	// A decode token norm also writes its Q8_0 rounding for the matvecs
+	// that read it.
+	q8 := b.xqOK() && b.n == 1 && g == x.cols && x.cols%128 == 0 && min(x.rows, dst.rows) >= 1
+	if q8 {
+		if err := b.xqBuffers(dst); err != nil {
+			b.fail(err)
+			return
+		}
+	}
+	b.rmsNorm(dst, x, w, eps, q8)
+	if q8 {
+		b.lazies = append(b.lazies, &lazy{dst: dst, quant: true})
+	}
 }
 
 // normThreads is the workgroup size of rmsnorm.wgsl over groups of g
@@ -1314,22 +1442,27 @@ func normThreads(g int) int {
 	return wg
 }
 
-// rmsNorm encodes RMSNorm (operands checked).
-func (b *Backend) rmsNorm(dst, x *tensor, w *weight, eps float32) {
+// rmsNorm encodes RMSNorm (operands checked), with q8 also dst's Q8_0
+// rounding into dst.xq.
+func (b *Backend) rmsNorm(dst, x *tensor, w *weight, eps float32, q8 bool) {
 	g := w.k * w.m
 	rows := min(x.rows, dst.rows)
 	n := min(rows, b.n)
 	wg := normThreads(g)
 	inplace := dst == x
-	o := b.prepared(opKey{kind: "rmsnorm", a: dst, b: x, c: w, f: eps}, func() (*kernel, []binding, error) {
+	o := b.prepared(opKey{kind: "rmsnorm", a: dst, b: x, c: w, f: eps, i: boolInt(q8)}, func() (*kernel, []binding, error) {
 		k, err := b.d.kernel("rmsnorm", map[string]shaders.Const{
 			"COLS": shaders.U32(x.cols), "G": shaders.U32(g), "EPS": shaders.F32(eps), "WG": shaders.U32(wg),
-			"XROWS": shaders.U32(rows), "INPLACE": shaders.Flag(inplace)})
+			"XROWS": shaders.U32(rows), "INPLACE": shaders.Flag(inplace), "Q8": shaders.Flag(q8)})
 		bufs := []binding{whole(b.batchBuf), whole(w.chunks[0].buf)}
 		if !inplace {
 			bufs = append(bufs, whole(x.buf))
 		}
-		return k, append(bufs, whole(dst.buf)), err
+		bufs = append(bufs, whole(dst.buf))
+		if q8 {
+			bufs = append(bufs, at(4, whole(dst.xq)), at(5, whole(dst.xqSum)))
+		}
+		return k, bufs, err
 	})
 	b.dispatch(o, x.cols/g, n, 1)
 }
@@ -1561,6 +1694,9 @@ func (b *Backend) elementwise(kind string, dst, x, y *tensor) {
 }
 
 func (b *Backend) SwiGLU(dstT, gateT, upT infer.Tensor) {
+	if b.err != nil || b.enc == nil || b.gluEpilogue(dstT, gateT, upT) {
+		return
+	}
 	if !b.ready() {
 		return
 	}
@@ -1742,7 +1878,7 @@ func (b *Backend) Close() error {
 		a.Release()
 	}
 	for _, t := range b.tensors {
-		for _, buf := range append([]*wgpu.Buffer{t.buf, t.scratch, t.part, t.stats, t.argmax, t.argStaging, t.embedRows, t.tmp, t.prep}, t.stagings...) {
+		for _, buf := range append([]*wgpu.Buffer{t.buf, t.scratch, t.part, t.stats, t.argmax, t.argStaging, t.embedRows, t.tmp, t.prep, t.xq, t.xqSum}, t.stagings...) {
 			if buf != nil {
 				buf.Release()
 			}

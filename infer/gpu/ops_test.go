@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -593,6 +594,107 @@ func TestPassInPiecesKeepsOrder(t *testing.T) {
 	for i := range got {
 		if want := xv[i] + steps*yv[i]; got[i] != want {
 			t.Fatalf("x[%d] = %g after %d adds, want %g", i, got[i], steps, want)
+		}
+	}
+}
+
+// TestQuantizedOnce covers the decode FFN with activations rounded to
+// Q8_0 once by their producers (rmsnorm's Q8 output; gate/up's SwiGLU
+// epilogue in q1_xq): every value must equal the one the unfused w1
+// kernels give (they round x in each workgroup, in the same order), each
+// step must match the CPU on the GPU's own inputs, and it must take three
+// dispatches (norm, gate/up with SwiGLU, down).
+func TestQuantizedOnce(t *testing.T) {
+	for _, dims := range []struct{ k, f int }{{1024, 1024}, {1024, 3072}} {
+		k, f := dims.k, dims.f
+		r := rand.New(rand.NewPCG(11, uint64(k)))
+		nw := randFloats(r, k, 1)
+		xv := randFloats(r, k, 1)
+		wgv, wuv, wdv := randFloats(r, f*k, 1), randFloats(r, f*k, 1), randFloats(r, k*f, 1)
+		wg, wu, wd := quantizeMatrix(t, gguf.Q1_0, f, k, wgv), quantizeMatrix(t, gguf.Q1_0, f, k, wuv), quantizeMatrix(t, gguf.Q1_0, k, f, wdv)
+		run := func(b *Backend) (h, g, u, y []float32, dispatches int) {
+			t.Helper()
+			load := func(name string, typ gguf.Type, shape []int64, data []byte) infer.Weight {
+				w, err := b.LoadWeight(infer.WeightData{Name: name, Type: typ, Shape: shape, Data: data})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return w
+			}
+			norm := load("blk.0.ffn_norm.weight", gguf.F32, []int64{int64(k)}, floatsToBytes(nw))
+			gate := load("blk.0.ffn_gate.weight", gguf.Q1_0, []int64{int64(k), int64(f)}, wg)
+			up := load("blk.0.ffn_up.weight", gguf.Q1_0, []int64{int64(k), int64(f)}, wu)
+			down := load("blk.0.ffn_down.weight", gguf.Q1_0, []int64{int64(f), int64(k)}, wd)
+			x, ht, gt, ut, yt := b.mustTensor(t, "x", 1, k), b.mustTensor(t, "h", 1, k), b.mustTensor(t, "g", 1, f), b.mustTensor(t, "u", 1, f), b.mustTensor(t, "y", 1, k)
+			b.write(t, x, xv)
+			h, g, u, y = make([]float32, k), make([]float32, f), make([]float32, f), make([]float32, k)
+			b.Begin(batchOf(1, 0))
+			b.RMSNorm(ht, x, norm, 1e-6)
+			b.MatMul(gt, gate, ht)
+			b.MatMul(ut, up, ht)
+			b.SwiGLU(gt, gt, ut)
+			b.MatMul(yt, down, gt)
+			b.Read(ht, h)
+			b.Read(gt, g)
+			b.Read(ut, u)
+			b.Read(yt, y)
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			return h, g, u, y, b.LastDispatches()
+		}
+		fused := newTestBackend(t)
+		plain := newTestBackend(t)
+		plain.matvec, plain.noFuse = "w1", true
+		h, g, u, y, nf := run(fused)
+		ph, pg, pu, py, np := run(plain)
+		for _, c := range []struct {
+			name      string
+			got, want []float32
+		}{{"norm", h, ph}, {"SwiGLU", g, pg}, {"up", u, pu}, {"down", y, py}} {
+			if e := maxRelErr(c.got, c.want); e != 0 {
+				t.Errorf("K=%d: %s differs from the unfused w1 kernels by %.3g", k, c.name, e)
+			}
+		}
+		if nf != 3 || np != 4 {
+			t.Errorf("K=%d: %d dispatches (unfused %d), want 3 (4)", k, nf, np)
+		}
+		xq := false
+		for key := range fused.d.kernels {
+			xq = xq || strings.HasPrefix(key, "q1_xq ")
+		}
+		if !xq {
+			t.Errorf("K=%d: q1_xq was not used", k)
+		}
+		// each step against the CPU, on the GPU's inputs
+		var ss float64
+		for _, v := range xv {
+			ss += float64(v) * float64(v)
+		}
+		scale := 1 / math.Sqrt(ss/float64(k)+1e-6)
+		wantH := make([]float32, k)
+		for i := range wantH {
+			wantH[i] = float32(float64(xv[i]) * scale * float64(nw[i]))
+		}
+		if e := maxRelErr(h, wantH); e > 1e-6 {
+			t.Errorf("K=%d: norm off by %.3g", k, e)
+		}
+		// the fused kernel overwrote gate with SwiGLU: recompute gate
+		wantG := refMatMul(gguf.Q1_0, wg, f, k, h, 1)
+		wantU := refMatMul(gguf.Q1_0, wu, f, k, h, 1)
+		wantS := make([]float32, f)
+		for i := range wantS {
+			gv := float64(wantG[i])
+			wantS[i] = float32(gv / (1 + math.Exp(-gv)) * float64(wantU[i]))
+		}
+		if e := maxRelErr(u, wantU); e > 1e-5 {
+			t.Errorf("K=%d: up off by %.3g", k, e)
+		}
+		if e := maxRelErr(g, wantS); e > 1e-5 {
+			t.Errorf("K=%d: SwiGLU off by %.3g", k, e)
+		}
+		if e := maxRelErr(y, refMatMul(gguf.Q1_0, wd, k, f, g, 1)); e > 1e-5 {
+			t.Errorf("K=%d: down off by %.3g", k, e)
 		}
 	}
 }
