@@ -134,6 +134,9 @@ type Backend struct {
 	// per-head norm+Ropes (q's, then k's) waiting for the StoreKV that
 	// follows them, to become one qk_rope_store dispatch
 	normRopes []pendingNormRope
+	// a decode layer's q/k norm+Rope and KV store waiting for the
+	// Attention after them, to become one attn_qk dispatch with its pass 1
+	pendingQK *pendingQK
 	ropes     map[infer.Rope]*wgpu.Buffer
 	ops       map[opKey]*op
 
@@ -160,6 +163,7 @@ type tensor struct {
 	buf        *wgpu.Buffer
 	scratch    *wgpu.Buffer   // activations rounded to a vec-dot type
 	part       *wgpu.Buffer   // split attention partials (q tensors)
+	scores     *wgpu.Buffer   // decode attention's scaled scores, heads × context (q tensors)
 	stats      *wgpu.Buffer   // split attention (max, Σexp) per split
 	stagings   []*wgpu.Buffer // MapRead copies for Read, one per Read of a pass
 	passReads  int
@@ -196,6 +200,9 @@ type lazy struct {
 	w            *weight
 	eps          float32
 	quant        bool
+	// nr: dst is to be normed and rotated in place (attn_qk left it as
+	// it was)
+	nr *pendingNormRope
 }
 
 func (l *lazy) reads(t *tensor) bool { return l.src == t || l.up == t }
@@ -205,6 +212,13 @@ type pendingNormRope struct {
 	r     infer.Rope
 	norm  pendingNorm
 	table *wgpu.Buffer
+}
+
+type pendingQK struct {
+	layer  int
+	k, v   *tensor
+	pq, pk pendingNormRope
+	q      *tensor
 }
 
 type pendingMatMul struct {
@@ -681,6 +695,10 @@ func (b *Backend) encodeLazy(l *lazy) {
 	if b.err != nil || l.quant {
 		return
 	}
+	if l.nr != nil {
+		b.normRope(*l.nr)
+		return
+	}
 	if l.up == nil {
 		b.rmsNorm(l.dst, l.src, l.w, l.eps, false)
 	} else {
@@ -780,6 +798,7 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 		return
 	}
 	b.flushNormRopes()
+	b.flushQK()
 	dst, w, x := b.asTensor("MatMul dst", dstT), b.weightArg("MatMul", wI), b.asTensor("MatMul x", xT)
 	if dst == nil || w == nil || x == nil {
 		return
@@ -799,7 +818,7 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 		// x's lazy op is computed in the matvec's x load; the write to dst
 		// makes a lazy result dst was to hold dead.
 		in := b.lazyOf(x)
-		if in != nil && (in.reads(dst) || b.n != 1 || x.cols%4 != 0) {
+		if in != nil && (in.nr != nil || in.reads(dst) || b.n != 1 || x.cols%4 != 0) {
 			b.materialize(x)
 			in = nil
 		}
@@ -915,6 +934,20 @@ func (b *Backend) flush() {
 	b.flushMatVec()
 	b.flushNorms()
 	b.flushNormRopes()
+	b.flushQK()
+}
+
+// flushQK encodes a waiting q/k norm+Rope and KV store as qk_rope_store.
+func (b *Backend) flushQK() {
+	p := b.pendingQK
+	if p == nil {
+		return
+	}
+	b.pendingQK = nil
+	b.normRopes = append(b.normRopes[:0], p.pq, p.pk)
+	if !b.storeRoped(p.layer, p.k, p.v) {
+		b.fail(errors.New("gpu: a deferred KV store no longer fits qk_rope_store"))
+	}
 }
 
 func (b *Backend) flushNormRopes() {
@@ -953,17 +986,13 @@ func (b *Backend) normRope(p pendingNormRope) {
 // and v as one dispatch, if the pending ones are exactly that (q then k,
 // same Rope, all operands distinct, equal rows); otherwise it reports false.
 func (b *Backend) storeRoped(layer int, k, v *tensor) bool {
-	if len(b.normRopes) != 2 || b.err != nil {
+	if !b.storeRopedOK(layer, k, v) {
 		return false
 	}
 	pq, pk := b.normRopes[0], b.normRopes[1]
 	q := pq.x
 	s := b.kv.spec
 	kvd := s.KVHeads * s.HeadDim
-	if pk.x != k || q == k || q == v || k == v || pq.r != pk.r || pq.table != pk.table || pq.r.HeadDim != s.HeadDim ||
-		k.cols != kvd || v.cols != kvd || q.rows != k.rows || k.rows != v.rows || layer < 0 || layer >= s.Layers {
-		return false
-	}
 	b.normRopes = b.normRopes[:0]
 	r := pq.r
 	o := b.prepared(opKey{kind: "qkropestore", a: q, b: k, c: v, d: pq.norm.w, e: pk.norm.w, g: r, i: layer, f: pq.norm.eps}, func() (*kernel, []binding, error) {
@@ -977,6 +1006,20 @@ func (b *Backend) storeRoped(layer int, k, v *tensor) bool {
 	})
 	b.dispatch(o, q.cols/r.HeadDim+s.KVHeads, b.active(q), 1)
 	return true
+}
+
+// storeRopedOK reports whether storeRoped can take the pending
+// norm+Ropes with the store of k and v.
+func (b *Backend) storeRopedOK(layer int, k, v *tensor) bool {
+	if len(b.normRopes) != 2 || b.err != nil {
+		return false
+	}
+	pq, pk := b.normRopes[0], b.normRopes[1]
+	q := pq.x
+	s := b.kv.spec
+	kvd := s.KVHeads * s.HeadDim
+	return pk.x == k && q != k && q != v && k != v && pq.r == pk.r && pq.table == pk.table && pq.r.HeadDim == s.HeadDim &&
+		k.cols == kvd && v.cols == kvd && q.rows == k.rows && k.rows == v.rows && layer >= 0 && layer < s.Layers
 }
 
 func (b *Backend) flushNorms() {
@@ -1387,6 +1430,7 @@ func (b *Backend) RMSNorm(dstT, xT infer.Tensor, wI infer.Weight, eps float32) {
 	}
 	b.flushNormRopes()
 	b.flushMatVec()
+	b.flushQK()
 	dst, x, w := b.asTensor("RMSNorm dst", dstT), b.asTensor("RMSNorm x", xT), b.weightArg("RMSNorm", wI)
 	if dst == nil || x == nil || w == nil {
 		return
@@ -1472,6 +1516,7 @@ func (b *Backend) Rope(xT infer.Tensor, r infer.Rope) {
 		return
 	}
 	b.flushMatVec()
+	b.flushQK()
 	x := b.tensorArg("Rope", xT)
 	if x == nil {
 		return
@@ -1536,11 +1581,19 @@ func (b *Backend) StoreKV(layer int, kT, vT infer.Tensor) {
 	if b.err != nil || b.enc == nil {
 		return
 	}
+	b.flushQK()
 	if len(b.normRopes) == 2 && b.kv != nil {
 		k, v := b.asTensor("StoreKV k", kT), b.asTensor("StoreKV v", vT)
 		if k != nil && v != nil && b.lazyOf(k) == nil && b.lazyOf(v) == nil {
 			b.flushMatVec()
 			b.flushNorms()
+			// In decode over several splits the Attention after it
+			// takes it into attn_qk.
+			if b.n == 1 && b.splits > 1 && !b.noFuse && b.storeRopedOK(layer, k, v) {
+				b.pendingQK = &pendingQK{layer: layer, q: b.normRopes[0].x, k: k, v: v, pq: b.normRopes[0], pk: b.normRopes[1]}
+				b.normRopes = b.normRopes[:0]
+				return
+			}
 			if b.storeRoped(layer, k, v) {
 				return
 			}
@@ -1575,6 +1628,16 @@ func (b *Backend) StoreKV(layer int, kT, vT infer.Tensor) {
 }
 
 func (b *Backend) Attention(dstT, qT infer.Tensor, layer int, a infer.Attn) {
+	if b.err != nil || b.enc == nil {
+		return
+	}
+	if p := b.pendingQK; p != nil {
+		b.pendingQK = nil
+		if dst, ok := dstT.(*tensor); ok && dst != nil && infer.Tensor(p.q) == qT && p.layer == layer && b.attnQK(dst, p, a) {
+			return
+		}
+		b.pendingQK = p // ready encodes it as qk_rope_store
+	}
 	if !b.ready() {
 		return
 	}
@@ -1593,38 +1656,15 @@ func (b *Backend) Attention(dstT, qT infer.Tensor, layer int, a infer.Attn) {
 		return
 	}
 	qpg := a.Heads / a.KVHeads
-	wg := 128
-	for wg < qpg*a.HeadDim/4 {
-		wg *= 2
-	}
-	if a.HeadDim%4 != 0 || wg > int(b.d.Limits.MaxComputeInvocationsPerWorkgroup) || qpg > wg {
+	wg, tile, ok := b.attnParams(a)
+	if !ok {
 		b.fail(fmt.Errorf("gpu: attention with head_dim %d and %d query heads per kv head: %w", a.HeadDim, qpg, ErrUnsupported))
 		return
 	}
-	// Each query head of the group scores TILE positions at a time with a
-	// tree reduction over its TILE threads, so TILE is a power of two; when
-	// the group size (3 in bonsai-tiny) does not divide WG, the spare
-	// threads idle through the scoring.
-	tile := 1
-	for 2*tile*qpg <= wg {
-		tile *= 2
-	}
 	rows := min(q.rows, dst.rows)
 	n := min(rows, b.n)
-	slots := max(rows, maxSplits)
-	if q.part == nil {
-		part, err := b.d.newBuffer(q.name+".part", uint64(slots*a.Heads*a.HeadDim*4), storageUsage)
-		if err != nil {
-			b.fail(err)
-			return
-		}
-		stats, err := b.d.newBuffer(q.name+".stats", uint64(slots*a.Heads*8), storageUsage)
-		if err != nil {
-			part.Release()
-			b.fail(err)
-			return
-		}
-		q.part, q.stats = part, stats
+	if !b.attnBuffers(q, a, rows, false) {
+		return
 	}
 	kvd := s.KVHeads * s.HeadDim
 	defs := func() map[string]shaders.Const {
@@ -1656,12 +1696,127 @@ func (b *Backend) Attention(dstT, qT infer.Tensor, layer int, a infer.Attn) {
 		return k, []binding{whole(b.batchBuf), whole(q.buf), whole(b.kv.k), whole(b.kv.v), whole(q.stats), whole(q.part)}, err
 	})
 	b.dispatch(pv, a.KVHeads, n, b.splits)
+	b.attnSum(dst, q, a, rows)
+}
+
+// attnParams is attention's workgroup size and score tile for a
+// (attn_tile.wgsli), or ok false where the kernels cannot take it. Each
+// query head of the group scores TILE positions at a time with a tree
+// reduction over its TILE threads, so TILE is a power of two; when the
+// group size (3 in bonsai-tiny) does not divide WG, the spare threads idle
+// through the scoring.
+func (b *Backend) attnParams(a infer.Attn) (wg, tile int, ok bool) {
+	qpg := a.Heads / a.KVHeads
+	wg = 128
+	for wg < qpg*a.HeadDim/4 {
+		wg *= 2
+	}
+	if a.HeadDim%4 != 0 || wg > int(b.d.Limits.MaxComputeInvocationsPerWorkgroup) || qpg > wg {
+		return 0, 0, false
+	}
+	tile = 1
+	for 2*tile*qpg <= wg {
+		tile *= 2
+	}
+	return wg, tile, true
+}
+
+// attnBuffers gives q the split partials (and with scores, its scaled
+// scores over the cache's context) that attention writes.
+func (b *Backend) attnBuffers(q *tensor, a infer.Attn, rows int, scores bool) bool {
+	slots := max(rows, maxSplits)
+	if q.part == nil {
+		part, err := b.d.newBuffer(q.name+".part", uint64(slots*a.Heads*a.HeadDim*4), storageUsage)
+		if err != nil {
+			b.fail(err)
+			return false
+		}
+		stats, err := b.d.newBuffer(q.name+".stats", uint64(slots*a.Heads*8), storageUsage)
+		if err != nil {
+			part.Release()
+			b.fail(err)
+			return false
+		}
+		q.part, q.stats = part, stats
+	}
+	if need := uint64(a.Heads * b.kv.spec.Context * 4); scores && (q.scores == nil || q.scores.GetSize() < need) {
+		if q.scores != nil {
+			b.dropOps(q.scores)
+			q.scores.Release()
+			q.scores = nil
+		}
+		buf, err := b.d.newBuffer(q.name+".scores", need, storageUsage)
+		if err != nil {
+			b.fail(err)
+			return false
+		}
+		q.scores = buf
+	}
+	return true
+}
+
+// attnQK encodes a decode layer's deferred q/k norm+Rope and KV store
+// with its attention (p's q): attn_qk (prologue and pass 1, keeping the
+// scores), attn_pv on those scores, attn_sum. q and k are left un-rotated
+// with a lazy norm+Rope each, for a reader other than this attention. It
+// reports false, encoding nothing, for shapes it does not take.
+func (b *Backend) attnQK(dst *tensor, p *pendingQK, a infer.Attn) bool {
+	s := b.kv.spec
+	q, k, v := p.q, p.k, p.v
+	wg, tile, ok := b.attnParams(a)
+	if !ok || a.Heads <= 0 || a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 || a.KVHeads != s.KVHeads || a.HeadDim != s.HeadDim ||
+		q.cols != a.Heads*a.HeadDim || dst.cols != q.cols || dst == q || dst == k || dst == v || p.pq.r.HeadDim != a.HeadDim ||
+		b.lazyOf(q) != nil || b.lazyOf(k) != nil || b.lazyOf(v) != nil {
+		return false
+	}
+	b.flushMatVec()
+	b.flushNorms()
+	b.flushNormRopes()
+	b.overwrite(dst)
+	rows := min(q.rows, dst.rows)
+	if b.err != nil || !b.attnBuffers(q, a, rows, true) {
+		return true
+	}
+	qpg := a.Heads / a.KVHeads
+	kvd := s.KVHeads * s.HeadDim
+	r := p.pq.r
+	nrwg := normRopeThreads(a.HeadDim)
+	defs := func() map[string]shaders.Const {
+		return map[string]shaders.Const{
+			"HEADS": shaders.U32(a.Heads), "KVHEADS": shaders.U32(a.KVHeads), "QPG": shaders.U32(qpg), "D": shaders.U32(a.HeadDim),
+			"KVD": shaders.U32(kvd), "QROWS": shaders.U32(1), "LAYER_OFF": shaders.U32(p.layer * s.Context * kvd / 2),
+			"SCALE": shaders.F32(a.Scale), "TILE": shaders.U32(tile), "WG": shaders.U32(wg), "SCTX": shaders.U32(s.Context)}
+	}
+	k1 := b.prepared(opKey{kind: "attnqk", a: q, b: k, c: v, d: p.pq.norm.w, e: p.pk.norm.w, g: a, i: p.layer, f: p.pq.norm.eps}, func() (*kernel, []binding, error) {
+		d := defs()
+		d["DIMS"], d["QEPS"], d["KEPS"], d["NRWG"] = shaders.U32(r.Dims), shaders.F32(p.pq.norm.eps), shaders.F32(p.pk.norm.eps), shaders.U32(nrwg)
+		d["VH"], d["CTX"], d["SCORES"] = shaders.U32((qpg+1)*nrwg), shaders.U32(s.Context), shaders.Flag(true)
+		kern, err := b.d.kernel("attn_qk", d)
+		return kern, []binding{whole(b.batchBuf), whole(p.pq.norm.w.chunks[0].buf), whole(p.pk.norm.w.chunks[0].buf), whole(p.pq.table),
+			whole(q.buf), whole(k.buf), whole(v.buf), whole(b.kv.k), whole(b.kv.v), whole(q.stats), whole(q.scores)}, err
+	})
+	b.dispatch(k1, a.KVHeads, b.splits, 1)
+	pv := b.prepared(opKey{kind: "attnpv+scored", a: q, b: a, i: p.layer}, func() (*kernel, []binding, error) {
+		d := defs()
+		d["SCORED"] = shaders.Flag(true)
+		kern, err := b.d.kernel("attn_pv", d)
+		return kern, []binding{whole(b.batchBuf), at(3, whole(b.kv.v)), at(4, whole(q.stats)), at(5, whole(q.part)), at(6, whole(q.scores))}, err
+	})
+	b.dispatch(pv, a.KVHeads, 1, b.splits)
+	b.attnSum(dst, q, a, rows)
+	pq, pk := p.pq, p.pk
+	b.lazies = append(b.lazies, &lazy{dst: q, nr: &pq}, &lazy{dst: k, nr: &pk})
+	return true
+}
+
+// attnSum encodes attention's pass 3 (the splits' sum) into dst.
+func (b *Backend) attnSum(dst, q *tensor, a infer.Attn, rows int) {
 	sum := b.prepared(opKey{kind: "attnsum", a: q, b: dst, c: a}, func() (*kernel, []binding, error) {
 		k, err := b.d.kernel("attn_sum", map[string]shaders.Const{
 			"HEADS": shaders.U32(a.Heads), "D": shaders.U32(a.HeadDim), "QROWS": shaders.U32(rows)})
 		return k, []binding{whole(b.batchBuf), whole(q.part), whole(dst.buf)}, err
 	})
-	b.dispatch(sum, ceilDiv(a.Heads*a.HeadDim, 64), n, 1)
+	b.dispatch(sum, ceilDiv(a.Heads*a.HeadDim, 64), min(rows, b.n), 1)
 }
 
 // elementwise encodes dst = f(a, b) with the aliasing variant the operands
@@ -1720,6 +1875,7 @@ func (b *Backend) Add(dstT, aT, bT infer.Tensor) {
 	if b.err != nil || b.enc == nil {
 		return
 	}
+	b.flushQK()
 	dst, x, y := b.tensorArg("Add dst", dstT), b.tensorArg("Add a", aT), b.tensorArg("Add b", bT)
 	if dst == nil || x == nil || y == nil {
 		return
@@ -1878,7 +2034,7 @@ func (b *Backend) Close() error {
 		a.Release()
 	}
 	for _, t := range b.tensors {
-		for _, buf := range append([]*wgpu.Buffer{t.buf, t.scratch, t.part, t.stats, t.argmax, t.argStaging, t.embedRows, t.tmp, t.prep, t.xq, t.xqSum}, t.stagings...) {
+		for _, buf := range append([]*wgpu.Buffer{t.buf, t.scratch, t.part, t.stats, t.argmax, t.argStaging, t.embedRows, t.tmp, t.prep, t.xq, t.xqSum, t.scores}, t.stagings...) {
 			if buf != nil {
 				buf.Release()
 			}

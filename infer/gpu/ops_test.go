@@ -698,3 +698,78 @@ func TestQuantizedOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestAttnQKMatchesUnfused covers a decode layer's attention prologue
+// folded into pass 1 (attn_qk, with attn_pv on its stored scores): the
+// output must equal the unfused ops' (norm_rope, store_kv, attn_stats,
+// attn_pv, attn_sum), and so must q and k when read afterwards (rotated
+// in place on demand), in 3 dispatches for the unfused ops' 6.
+func TestAttnQKMatchesUnfused(t *testing.T) {
+	for _, g := range []struct{ heads, kvHeads, dims int }{{8, 2, 64}, {6, 2, 32}} {
+		const hd, ctx, pre = 64, 256, 100
+		r := rand.New(rand.NewPCG(13, uint64(g.heads)))
+		a := infer.Attn{Heads: g.heads, KVHeads: g.kvHeads, HeadDim: hd, Scale: float32(1 / math.Sqrt(hd))}
+		rope := infer.Rope{HeadDim: hd, Dims: g.dims, Base: 10000, FreqScale: 1, AttnFactor: 1, BetaFast: 32, BetaSlow: 1}
+		kvd, qd := g.kvHeads*hd, g.heads*hd
+		qn, kn := randFloats(r, hd, 1), randFloats(r, hd, 1)
+		qv, kv, vv := randFloats(r, (pre+1)*qd, 1), randFloats(r, (pre+1)*kvd, 1), randFloats(r, (pre+1)*kvd, 1)
+		run := func(b *Backend) (out, q1, k1 []float32, dispatches int) {
+			t.Helper()
+			if err := b.NewKVCache(infer.KVSpec{Layers: 2, Context: ctx, KVHeads: g.kvHeads, HeadDim: hd}); err != nil {
+				t.Fatal(err)
+			}
+			load := func(name string, vals []float32) infer.Weight {
+				w, err := b.LoadWeight(infer.WeightData{Name: name, Type: gguf.F32, Shape: []int64{hd}, Data: floatsToBytes(vals)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return w
+			}
+			qw, kw := load("q_norm", qn), load("k_norm", kn)
+			layer := func(n, pos int, q, k, v, o []float32) {
+				qt, kt, vt, ot := b.mustTensor(t, "q", n, qd), b.mustTensor(t, "k", n, kvd), b.mustTensor(t, "v", n, kvd), b.mustTensor(t, "o", n, qd)
+				b.write(t, qt, q)
+				b.write(t, kt, k)
+				b.write(t, vt, v)
+				b.Begin(batchOf(n, pos))
+				b.RMSNorm(qt, qt, qw, 1e-6)
+				b.RMSNorm(kt, kt, kw, 1e-6)
+				b.Rope(qt, rope)
+				b.Rope(kt, rope)
+				b.StoreKV(1, kt, vt)
+				b.Attention(ot, qt, 1, a)
+				b.Read(ot, o)
+				if n == 1 {
+					dispatches = b.dispatches
+					q1, k1 = make([]float32, qd), make([]float32, kvd)
+					b.Read(qt, q1)
+					b.Read(kt, k1)
+				}
+				if err := b.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			layer(pre, 0, qv[:pre*qd], kv[:pre*kvd], vv[:pre*kvd], make([]float32, pre*qd))
+			out = make([]float32, qd)
+			layer(1, pre, qv[pre*qd:], kv[pre*kvd:], vv[pre*kvd:], out)
+			return out, q1, k1, dispatches
+		}
+		fused := newTestBackend(t)
+		plain := newTestBackend(t)
+		plain.noFuse = true
+		out, q1, k1, nf := run(fused)
+		pout, pq1, pk1, np := run(plain)
+		if e := maxRelErr(out, pout); e > 1e-6 {
+			t.Errorf("%d heads: attention differs from the unfused ops by %.3g", g.heads, e)
+		}
+		if e := maxRelErr(q1, pq1); e != 0 {
+			t.Errorf("%d heads: q read after attention differs by %.3g", g.heads, e)
+		}
+		if e := maxRelErr(k1, pk1); e != 0 {
+			t.Errorf("%d heads: k read after attention differs by %.3g", g.heads, e)
+		}
+		if nf != 3 || np != 6 {
+			t.Errorf("%d heads: %d dispatches before the reads (unfused %d), want 3 (6)", g.heads, nf, np)
+		}
+	}
+}
