@@ -1,20 +1,19 @@
 // Q1_0 matrix × one activation row (decode) whose Q8_0 rounding its
-// producer already wrote (rmsnorm.wgsl with Q8, or this kernel's GLU
-// epilogue): q1_w1 without the per-workgroup quantization. xq holds the
-// rounded values q·d_x, xsum each 32's Σ q·d_x. Each row's arithmetic is
-// q1_w1's with the same KSV slices of K and chunks of CB blocks (slice sl
-// sums, chunk by chunk, blocks sl·CB/KSV … of each chunk; the slices'
-// sums are added in slice order), so the two agree bit for bit; here the
-// 256 threads are RPW rows × KS threads, each thread V = KSV/KS slices.
+// producer already wrote (act_q8, rmsnorm with Q8, attn_sum with Q8, or
+// this kernel's GLU epilogue): q1_w1's layout and arithmetic without its
+// per-workgroup quantization. xq holds the rounded values q·d_x, xsum each
+// 32's Σ q·d_x; both are read with warp-uniform addresses. The WG threads
+// are RPW rows × KS slices of K, slice s summing blocks s, s+KS, …; the
+// slices' sums are added in slice order.
 // With GLU the workgroup owns 32 rows of the first matrix (gate) and the
-// same 32 of the second (up): it writes up's values, h = silu(gate)·up
-// (as elementwise.wgsl) over gate's, and h's Q8_0 rounding (hq, hsum) for
-// the down projection.
-// Constants: K, NB (=K/128), RPW, KS (=256/RPW), V, KSV (=KS·V), RED
-// (=KSV·RPW), CB, M0,
-// M1, Q1M0, Q1M1, Q1MT; flags OUT2, OUT3, ADD, GLU.
+// same 32 of the second (up), RPW = 64: it writes up's values, h =
+// silu(gate)·up (as elementwise.wgsl) over gate's, and h's Q8_0 rounding
+// (hq, hsum) for the down projection.
+// Constants: K, NB (=K/128), RPW, KS (=WG/RPW), WG, M0, M1, Q1M0, Q1M1,
+// Q1MT; flags OUT2, OUT3, ADD, GLU.
 //#include q1_layout
 //#include cpu_math
+//#include q8_group
 @group(0) @binding(0) var<storage, read> bits: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> scales: array<f32>;
 @group(0) @binding(2) var<storage, read> xq: array<vec4<f32>>;
@@ -35,7 +34,7 @@
 var<workgroup> gu: array<f32, 64>;
 //#endif
 
-var<workgroup> red: array<f32, RED>; // KSV·RPW
+var<workgroup> red: array<f32, WG>;
 
 // masked_sum is Σ of the 32 activations from vec4 index xi whose bit is
 // set in w, in q1_w1's order.
@@ -63,23 +62,20 @@ fn masked_sum(w: u32, xi: u32) -> f32 {
 // slice_sum is row's sum over slice sl of K.
 fn slice_sum(row: u32, sl: u32) -> f32 {
 	var acc = 0.0;
-	for (var c = 0u; c < NB; c += CB) {
-		for (var bi = 0u; bi < CB / KSV; bi++) {
-			let lb = sl * (CB / KSV) + bi;
-			let at = q1_scale(row, c + lb);
-			let wv = bits[at];
-			var blk = 0.0;
-			for (var j = 0u; j < 4u; j++) {
-				let g = (c + lb) * 4u + j;
-				blk += 2.0 * masked_sum(wv[j], g * 8u) - xsum[g];
-			}
-			acc += scales[at] * blk;
+	for (var b = sl; b < NB; b += KS) {
+		let at = q1_scale(row, b);
+		let wv = bits[at];
+		var blk = 0.0;
+		for (var j = 0u; j < 4u; j++) {
+			let g = b * 4u + j;
+			blk += 2.0 * masked_sum(wv[j], g * 8u) - xsum[g];
 		}
+		acc += scales[at] * blk;
 	}
 	return acc;
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
 	let rl = lid % RPW;
 	let s = lid / RPW;
@@ -90,15 +86,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#else
 	let row = wid.x * RPW + rl;
 //#endif
-	for (var v = 0u; v < V; v++) {
-		let sl = s * V + v;
-		red[sl * RPW + rl] = slice_sum(row, sl);
-	}
+	red[lid] = slice_sum(row, s);
 	workgroupBarrier();
-	var t = 0.0;
 	if (s == 0u) {
-		t = red[rl];
-		for (var k = 1u; k < KSV; k++) {
+		var t = red[rl];
+		for (var k = 1u; k < KS; k++) {
 			t += red[k * RPW + rl];
 		}
 //#if GLU
@@ -109,7 +101,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	}
 //#if GLU
 	workgroupBarrier();
-	// h over gate's rows and its Q8_0 rounding, as q1_w1 rounds its x
 	var h = 0.0;
 	if (lid < 32u) {
 		h = ggml_silu(gu[lid]) * gu[32u + lid];
@@ -117,30 +108,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	} else if (lid < 64u) {
 		dst1[hr] = gu[lid];
 	}
-	workgroupBarrier();
+	let r = q8_round(lid, h);
 	if (lid < 32u) {
-		gu[lid] = h;
+		hq[hr] = r.x;
 	}
-	workgroupBarrier();
-	var amax = 0.0;
-	for (var j = 0u; j < 32u; j++) {
-		amax = max(amax, abs(gu[j]));
-	}
-	let dx = f16_round(div_rn(amax, 127.0));
-	let id = select(0.0, div_rn(127.0, amax), amax != 0.0);
-	let q = round(h * id) * dx;
-	workgroupBarrier();
-	if (lid < 32u) {
-		gu[lid] = q;
-		hq[hr] = q;
-	}
-	workgroupBarrier();
 	if (lid == 0u) {
-		var sum = vec4<f32>(0.0);
-		for (var j = 0u; j < 8u; j++) {
-			sum += vec4<f32>(gu[4u * j], gu[4u * j + 1u], gu[4u * j + 2u], gu[4u * j + 3u]);
-		}
-		hsum[wid.x] = (sum.x + sum.y) + (sum.z + sum.w);
+		hsum[wid.x] = r.y;
 	}
 //#endif
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -25,7 +27,10 @@ import (
 // planes of x built once per 32 or 64 rows instead of 16), auto32 / auto64
 // (auto1 with popc32 / popc64 for the big matrices); w1 (select where it
 // cannot).
-var MatVecKernels = []string{"auto", "auto1", "w1", "select", "lut", "popc", "popc32", "popc64", "auto32", "auto64"}
+// The xq names pick q1_xq's shape where activations come rounded (see
+// xqOptions) and are auto otherwise.
+var MatVecKernels = []string{"auto", "auto1", "w1", "select", "lut", "popc", "popc32", "popc64", "auto32", "auto64",
+	"xq8", "xq16", "xq32", "xqs", "xqe256", "xqe1024"}
 
 // FuseLevels are the names infer.GPUOptions.Fuse takes (docs/gpu-kernels.md
 // v5): "off" encodes every op as its own dispatch; the default ("") folds
@@ -126,6 +131,12 @@ type Backend struct {
 	// (q1_popc). docs/gpu-kernels.md has their H200 timings.
 	matvec string
 	noFuse bool // Fuse "off": no fusion
+	// q1_xq's shape: rows per workgroup (0: by K), SwiGLU as its own
+	// act_q8 dispatch instead of gate/up's epilogue, the epilogue's
+	// workgroup size
+	xqRPW    int
+	xqSepGLU bool
+	xqGLUWG  int
 	// deltaChunkMin is the batch from which DeltaNet runs chunked
 	deltaChunkMin int
 	fuseNorm      bool // Fuse "all": token RMSNorms folded into matvecs
@@ -300,6 +311,7 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 
 		deltaChunkMin: DefaultDeltaChunkMin,
 	}
+	b.xqRPW, b.xqSepGLU, b.xqGLUWG = xqOptions(matvec)
 	if b.batchBuf, err = d.newBuffer("batch", 16, wgpu.BufferUsageUniform|wgpu.BufferUsageCopyDst); err != nil {
 		d.Close()
 		return nil, err
@@ -1105,11 +1117,11 @@ func (b *Backend) flushMatVec() {
 		key.e = ps[2].dst
 	}
 	variant := b.matvec
-	if xq && b.xqOK() && w0.interleaved {
-		if cfg, ok := b.w1Config(w0.k, ends[:len(ps)]); ok {
-			b.dispatchXQ(key, cfg, ps, bits, scales, x, resid, glu, q1Layout(map[string]shaders.Const{}, true, ends[:len(ps)]...))
-			return
-		}
+	if xq && b.xqOK() && b.dispatchXQ(key, ps, ends[:len(ps)], bits, scales, x, resid, glu) {
+		return
+	}
+	if strings.HasPrefix(variant, "xq") {
+		variant = "auto"
 	}
 	if glu {
 		b.fail(errors.New("gpu: SwiGLU was left to a matvec that cannot compute it"))
@@ -1275,11 +1287,61 @@ func (b *Backend) dispatchW1(key opKey, cfg w1, ps []pendingMatMul, bits, scales
 	b.dispatch(o, total/cfg.rpw, 1, 1)
 }
 
+// xqOptions maps a MatVec name to q1_xq's shape (xqRPW, xqSepGLU,
+// xqGLUWG): xq8/xq16/xq32 fix the rows per workgroup, xqs computes SwiGLU
+// in its own dispatch, xqe256/xqe1024 size the epilogue's workgroup (512
+// otherwise).
+func xqOptions(matvec string) (rpw int, sepGLU bool, gluWG int) {
+	gluWG = 512
+	switch matvec {
+	case "xq8", "xq16", "xq32":
+		rpw, _ = strconv.Atoi(matvec[2:])
+	case "xqs":
+		sepGLU = true
+	case "xqe256":
+		gluWG = 256
+	case "xqe1024":
+		gluWG = 1024
+	}
+	return rpw, sepGLU, gluWG
+}
+
+// xqShape is q1_xq's workgroup for matrices of K = 128·nb ending at
+// ends: rpw rows × ks slices of K in wg threads. Without glu ks is the
+// most slices (≤ 32) that still give every thread a block, unless xqRPW
+// fixes it, and every matrix's rows must be a multiple of rpw; with glu
+// (gate, up) the workgroup is 32 rows of each.
+func (b *Backend) xqShape(nb int, ends []int, glu bool) (rpw, ks, wg int, ok bool) {
+	if glu {
+		wg = min(b.xqGLUWG, int(b.d.Limits.MaxComputeInvocationsPerWorkgroup))
+		return 64, wg / 64, wg, ends[0]%32 == 0 && wg >= 64
+	}
+	ks = 8
+	for ks < 32 && 2*ks <= nb {
+		ks *= 2
+	}
+	if b.xqRPW > 0 {
+		ks = 256 / b.xqRPW
+	}
+	for ; ks <= 32; ks *= 2 {
+		rpw = 256 / ks
+		fits, prev := true, 0
+		for _, e := range ends {
+			fits = fits && (e-prev)%rpw == 0
+			prev = e
+		}
+		if fits {
+			return rpw, ks, 256, true
+		}
+	}
+	return 0, 0, 0, false
+}
+
 // xqOK reports whether decode activations are rounded to Q8_0 once by
 // their producer for q1_xq: with the w1 kernels ("auto" or "w1") and the
 // default fusion.
 func (b *Backend) xqOK() bool {
-	return !b.noFuse && !b.fuseNorm && (b.matvec == "auto" || b.matvec == "w1")
+	return !b.noFuse && !b.fuseNorm && (b.matvec == "auto" || b.matvec == "w1" || strings.HasPrefix(b.matvec, "xq"))
 }
 
 // xqBuffers gives t the buffers of its Q8_0 rounding.
@@ -1301,33 +1363,33 @@ func (b *Backend) xqBuffers(t *tensor) error {
 }
 
 // dispatchXQ encodes the pending matvecs on x's Q8_0 rounding as one
-// q1_xq dispatch, with the SwiGLU epilogue for glu (gate, up). Each row
-// is summed in the order of q1_w1 with cfg.
-func (b *Backend) dispatchXQ(key opKey, cfg w1, ps []pendingMatMul, bits, scales span, x, resid *tensor, glu bool, defs map[string]shaders.Const) {
+// q1_xq dispatch, with the SwiGLU epilogue for glu (gate, up); it reports
+// false, encoding nothing, when q1_xq cannot take the shape.
+func (b *Backend) dispatchXQ(key opKey, ps []pendingMatMul, ends []int, bits, scales span, x, resid *tensor, glu bool) bool {
 	w0 := ps[0].w
-	key.kind += "/xq"
-	total := 0
-	for _, p := range ps {
-		total += p.w.m
+	if w0.k%128 != 0 || !w0.interleaved {
+		return false
 	}
-	rpw, ks, groups := cfg.rpw, cfg.ks, total/cfg.rpw
+	rpw, ks, wg, ok := b.xqShape(w0.k/128, ends, glu)
+	if !ok {
+		return false
+	}
+	key.kind += "/xq"
+	groups := ends[len(ends)-1] / rpw
 	h := ps[0].dst
 	if glu {
 		key.kind += "+glu"
-		rpw, ks, groups = 64, 4, w0.m/32
+		groups = w0.m / 32
 		if err := b.xqBuffers(h); err != nil {
 			b.fail(err)
-			return
+			return true
 		}
 	}
 	o := b.prepared(key, func() (*kernel, []binding, error) {
-		for k, v := range map[string]shaders.Const{
+		defs := q1Layout(map[string]shaders.Const{
 			"K": shaders.U32(w0.k), "NB": shaders.U32(w0.k / 128), "RPW": shaders.U32(rpw), "KS": shaders.U32(ks),
-			"V": shaders.U32(cfg.ks / ks), "KSV": shaders.U32(cfg.ks), "RED": shaders.U32(cfg.ks * rpw), "CB": shaders.U32(cfg.cb),
-			"M0": defs["Q1M0"], "M1": defs["Q1M1"], "GLU": shaders.Flag(glu),
-			"OUT2": shaders.Flag(len(ps) > 1), "OUT3": shaders.Flag(len(ps) > 2), "ADD": shaders.Flag(resid != nil)} {
-			defs[k] = v
-		}
+			"WG": shaders.U32(wg), "M0": shaders.U32(ends[0]), "M1": shaders.U32(ends[min(1, len(ends)-1)]), "GLU": shaders.Flag(glu),
+			"OUT2": shaders.Flag(len(ps) > 1), "OUT3": shaders.Flag(len(ps) > 2), "ADD": shaders.Flag(resid != nil)}, true, ends...)
 		k, err := b.d.kernel("q1_xq", defs)
 		bufs := []binding{bits.binding(), scales.binding(), whole(x.xq), whole(x.xqSum)}
 		for i, p := range ps {
@@ -1342,6 +1404,7 @@ func (b *Backend) dispatchXQ(key opKey, cfg w1, ps []pendingMatMul, bits, scales
 		return k, bufs, err
 	})
 	b.dispatch(o, groups, 1, 1)
+	return true
 }
 
 // gluEpilogue folds SwiGLU(gate, gate, up) into the pending gate/up
@@ -1349,7 +1412,7 @@ func (b *Backend) dispatchXQ(key opKey, cfg w1, ps []pendingMatMul, bits, scales
 // matvec then also writes gate = silu(gate)·up and its Q8_0 rounding for
 // the down projection. It reports whether it did.
 func (b *Backend) gluEpilogue(dstT, gateT, upT infer.Tensor) bool {
-	if !b.xqOK() || b.n != 1 || len(b.pending) != 2 || b.pendingTo != nil || b.pendingGLU || b.pendingIn == nil || !b.pendingIn.quant {
+	if !b.xqOK() || b.xqSepGLU || b.n != 1 || len(b.pending) != 2 || b.pendingTo != nil || b.pendingGLU || b.pendingIn == nil || !b.pendingIn.quant {
 		return false
 	}
 	dst, _ := dstT.(*tensor)
@@ -1361,7 +1424,7 @@ func (b *Backend) gluEpilogue(dstT, gateT, upT infer.Tensor) bool {
 		m%128 != 0 || !pg.w.interleaved || b.lazyOf(g) != nil || b.lazyOf(u) != nil {
 		return false
 	}
-	if _, ok := b.w1Config(pg.w.k, []int{m, 2 * m}); !ok {
+	if _, _, _, ok := b.xqShape(pg.w.k/128, []int{m, 2 * m}, true); !ok || pg.w.k%128 != 0 {
 		return false
 	}
 	b.pendingGLU = true
@@ -1470,10 +1533,40 @@ func (b *Backend) RMSNorm(dstT, xT infer.Tensor, wI infer.Weight, eps float32) {
 			return
 		}
 	}
-	b.rmsNorm(dst, x, w, eps, q8)
+	if q8 && dst != x && g%256 == 0 && g >= 512 {
+		b.actQ8(dst, x, w, nil, eps)
+	} else {
+		b.rmsNorm(dst, x, w, eps, q8)
+	}
 	if q8 {
 		b.lazies = append(b.lazies, &lazy{dst: dst, quant: true})
 	}
+}
+
+// actQ8 encodes a decode row and its Q8_0 rounding (act_q8.wgsl, one
+// thread per value): with w, dst = RMSNorm(x)·w over the row (dst ≠ x;
+// rmsnorm.wgsl's 256-thread summation order); with up, dst = silu(x)·up
+// (dst may be x).
+func (b *Backend) actQ8(dst, x *tensor, w *weight, up *tensor, eps float32) {
+	g := x.cols
+	inplace := dst == x
+	o := b.prepared(opKey{kind: "actq8", a: dst, b: x, c: w, d: up, f: eps}, func() (*kernel, []binding, error) {
+		defs := map[string]shaders.Const{"G": shaders.U32(g), "WG": shaders.U32(256), "INPLACE": shaders.Flag(inplace)}
+		var bufs []binding
+		if !inplace {
+			bufs = append(bufs, at(0, whole(x.buf)))
+		}
+		if w != nil {
+			defs["NORM"], defs["EPS"] = shaders.Flag(true), shaders.F32(eps)
+			bufs = append(bufs, at(1, whole(w.chunks[0].buf)))
+		} else {
+			defs["GLU"] = shaders.Flag(true)
+			bufs = append(bufs, at(1, whole(up.buf)))
+		}
+		k, err := b.d.kernel("act_q8", defs)
+		return k, append(bufs, at(2, whole(dst.buf)), at(3, whole(dst.xq)), at(4, whole(dst.xqSum))), err
+	})
+	b.dispatch(o, ceilDiv(g, 256), 1, 1)
 }
 
 // normThreads is the workgroup size of rmsnorm.wgsl over groups of g
@@ -1809,14 +1902,29 @@ func (b *Backend) attnQK(dst *tensor, p *pendingQK, a infer.Attn) bool {
 	return true
 }
 
-// attnSum encodes attention's pass 3 (the splits' sum) into dst.
+// attnSum encodes attention's pass 3 (the splits' sum) into dst; in
+// decode with q1_xq also dst's Q8_0 rounding for the output projection.
 func (b *Backend) attnSum(dst, q *tensor, a infer.Attn, rows int) {
-	sum := b.prepared(opKey{kind: "attnsum", a: q, b: dst, c: a}, func() (*kernel, []binding, error) {
+	q8 := b.xqOK() && b.n == 1 && a.Heads*a.HeadDim%64 == 0
+	if q8 {
+		if err := b.xqBuffers(dst); err != nil {
+			b.fail(err)
+			return
+		}
+	}
+	sum := b.prepared(opKey{kind: "attnsum", a: q, b: dst, c: a, i: boolInt(q8)}, func() (*kernel, []binding, error) {
 		k, err := b.d.kernel("attn_sum", map[string]shaders.Const{
-			"HEADS": shaders.U32(a.Heads), "D": shaders.U32(a.HeadDim), "QROWS": shaders.U32(rows)})
-		return k, []binding{whole(b.batchBuf), whole(q.part), whole(dst.buf)}, err
+			"HEADS": shaders.U32(a.Heads), "D": shaders.U32(a.HeadDim), "QROWS": shaders.U32(rows), "WG": shaders.U32(64), "Q8": shaders.Flag(q8)})
+		bufs := []binding{whole(b.batchBuf), whole(q.part), whole(dst.buf)}
+		if q8 {
+			bufs = append(bufs, whole(dst.xq), whole(dst.xqSum))
+		}
+		return k, bufs, err
 	})
 	b.dispatch(sum, ceilDiv(a.Heads*a.HeadDim, 64), min(rows, b.n), 1)
+	if q8 {
+		b.lazies = append(b.lazies, &lazy{dst: dst, quant: true})
+	}
 }
 
 // elementwise encodes dst = f(a, b) with the aliasing variant the operands
@@ -1861,6 +1969,18 @@ func (b *Backend) SwiGLU(dstT, gateT, upT infer.Tensor) {
 	}
 	if g == u {
 		b.shapeErr("SwiGLU: gate and up are the same tensor")
+		return
+	}
+	// With xqs, in decode: SwiGLU and its Q8_0 rounding for the down
+	// projection's q1_xq.
+	if b.xqOK() && b.xqSepGLU && b.n == 1 && dst != u && g.cols == u.cols && dst.cols == g.cols && g.cols%32 == 0 && dst.rows >= 1 {
+		b.overwrite(dst)
+		if err := b.xqBuffers(dst); err != nil {
+			b.fail(err)
+			return
+		}
+		b.actQ8(dst, g, nil, u, 0)
+		b.lazies = append(b.lazies, &lazy{dst: dst, quant: true})
 		return
 	}
 	// In decode it waits to be folded into the down matvec's x load.

@@ -599,14 +599,18 @@ func TestPassInPiecesKeepsOrder(t *testing.T) {
 }
 
 // TestQuantizedOnce covers the decode FFN with activations rounded to
-// Q8_0 once by their producers (rmsnorm's Q8 output; gate/up's SwiGLU
-// epilogue in q1_xq): every value must equal the one the unfused w1
-// kernels give (they round x in each workgroup, in the same order), each
-// step must match the CPU on the GPU's own inputs, and it must take three
-// dispatches (norm, gate/up with SwiGLU, down).
+// Q8_0 once by their producers (act_q8 or rmsnorm's Q8 output; gate/up's
+// SwiGLU epilogue in q1_xq, or act_q8's SwiGLU with xqs) for every q1_xq
+// shape: the norm must equal the unfused one, each step must match the CPU
+// on the GPU's own inputs, in three dispatches (norm, gate/up with
+// SwiGLU, down; four with xqs).
 func TestQuantizedOnce(t *testing.T) {
-	for _, dims := range []struct{ k, f int }{{1024, 1024}, {1024, 3072}} {
-		k, f := dims.k, dims.f
+	for _, c := range []struct {
+		k, f   int
+		matvec string
+	}{{1024, 1024, "auto"}, {1024, 3072, "auto"}, {256, 512, "auto"}, {2048, 1024, "xq8"}, {1024, 1024, "xq32"}, {512, 1024, "xqs"},
+		{1024, 2048, "xqe256"}, {1024, 2048, "xqe1024"}} {
+		k, f := c.k, c.f
 		r := rand.New(rand.NewPCG(11, uint64(k)))
 		nw := randFloats(r, k, 1)
 		xv := randFloats(r, k, 1)
@@ -644,27 +648,28 @@ func TestQuantizedOnce(t *testing.T) {
 			return h, g, u, y, b.LastDispatches()
 		}
 		fused := newTestBackend(t)
+		fused.matvec = c.matvec
+		fused.xqRPW, fused.xqSepGLU, fused.xqGLUWG = xqOptions(c.matvec)
 		plain := newTestBackend(t)
 		plain.matvec, plain.noFuse = "w1", true
 		h, g, u, y, nf := run(fused)
-		ph, pg, pu, py, np := run(plain)
-		for _, c := range []struct {
-			name      string
-			got, want []float32
-		}{{"norm", h, ph}, {"SwiGLU", g, pg}, {"up", u, pu}, {"down", y, py}} {
-			if e := maxRelErr(c.got, c.want); e != 0 {
-				t.Errorf("K=%d: %s differs from the unfused w1 kernels by %.3g", k, c.name, e)
-			}
+		ph, _, _, _, np := run(plain)
+		if e := maxRelErr(h, ph); e != 0 {
+			t.Errorf("K=%d: the norm differs from the unfused one by %.3g", k, e)
 		}
-		if nf != 3 || np != 4 {
-			t.Errorf("K=%d: %d dispatches (unfused %d), want 3 (4)", k, nf, np)
+		want := 3
+		if c.matvec == "xqs" {
+			want = 4
+		}
+		if nf != want || np != 4 {
+			t.Errorf("K=%d %s: %d dispatches (unfused %d), want %d (4)", k, c.matvec, nf, np, want)
 		}
 		xq := false
 		for key := range fused.d.kernels {
 			xq = xq || strings.HasPrefix(key, "q1_xq ")
 		}
 		if !xq {
-			t.Errorf("K=%d: q1_xq was not used", k)
+			t.Errorf("K=%d %s: q1_xq was not used", k, c.matvec)
 		}
 		// each step against the CPU, on the GPU's inputs
 		var ss float64
@@ -677,7 +682,7 @@ func TestQuantizedOnce(t *testing.T) {
 			wantH[i] = float32(float64(xv[i]) * scale * float64(nw[i]))
 		}
 		if e := maxRelErr(h, wantH); e > 1e-6 {
-			t.Errorf("K=%d: norm off by %.3g", k, e)
+			t.Errorf("K=%d %s: norm off by %.3g", k, c.matvec, e)
 		}
 		// the fused kernel overwrote gate with SwiGLU: recompute gate
 		wantG := refMatMul(gguf.Q1_0, wg, f, k, h, 1)
@@ -688,13 +693,13 @@ func TestQuantizedOnce(t *testing.T) {
 			wantS[i] = float32(gv / (1 + math.Exp(-gv)) * float64(wantU[i]))
 		}
 		if e := maxRelErr(u, wantU); e > 1e-5 {
-			t.Errorf("K=%d: up off by %.3g", k, e)
+			t.Errorf("K=%d %s: up off by %.3g", k, c.matvec, e)
 		}
 		if e := maxRelErr(g, wantS); e > 1e-5 {
-			t.Errorf("K=%d: SwiGLU off by %.3g", k, e)
+			t.Errorf("K=%d %s: SwiGLU off by %.3g", k, c.matvec, e)
 		}
 		if e := maxRelErr(y, refMatMul(gguf.Q1_0, wd, k, f, g, 1)); e > 1e-5 {
-			t.Errorf("K=%d: down off by %.3g", k, e)
+			t.Errorf("K=%d %s: down off by %.3g", k, c.matvec, e)
 		}
 	}
 }
