@@ -3,7 +3,7 @@
 # SwiGLU in gate/up's epilogue) and the attention prologue folded into pass 1 (attn_qk), before (old: main
 # at 88bc6fe, the branch point) and after (new: branch gpu3) in the same run, beside llama.cpp CUDA built
 # on the machine. Stage "probe": numerics on the card, per-phase GPU times and tg128 of both; stage
-# "final": the same plus pp512, the 27B qwen35 shape and llama-bench on the same files.
+# "probe2": q1_xq's shapes (--matvec xq*) side by side; "final": the same plus pp512, the 27B qwen35 shape and llama-bench on the same files.
 # Carried: .gl/ (Vulkan loader debs), .carry/gpu3/g3.tar.xz (new, old: bonsai built with -ldflags="-s -w"
 # and an empty embedded default model, which no benchmark uses, to fit the transfer; new.test, old.test:
 # go test -c ./infer/gpu), .carry/llama/llama-src.tgz (llama.cpp v0.5.0, trimmed to CPU+CUDA).
@@ -36,7 +36,15 @@ numerics() {
 	timeout 120 /tmp/new.test -test.run 'TestMatMulMatchesCPU|TestF16RoundingMatchesCPU|TestFusedMatVec|TestQuantizedOnce|TestAttnQKMatchesUnfused|TestAttentionMatchesReference|TestOneLayerLogitsMatchCPU|TestFusedDecodeMatchesUnfused|TestGreedyMatchesCPU|TestPassInPiecesKeepsOrder' -test.v 2>&1 | f | grep -E "^ *(--- FAIL|ok|FAIL|PASS)|error|differ|off by" | head -40
 }
 phases() { t "phases $1 $2"; timeout 90 /tmp/$2 gpu --model $1.gguf -p 16 -n ${3:-128} 2>&1 | f | grep -E "tok/s|dispatches|µs" | tail -22; }
-if [ "$stage" = probe ]; then
+if [ "$stage" = probe2 ]; then
+	/tmp/new synth --shape 8b --type q1_0 -o 8.gguf >/dev/null 2>&1 & s2=$!
+	/tmp/new synth --shape 1.7b --type q1_0 -o 17.gguf >/dev/null 2>&1 & s3=$!
+	t "numerics on the H200: new"
+	timeout 60 /tmp/new.test -test.run 'TestMatMulMatchesCPU|TestQuantizedOnce|TestAttnQKMatchesUnfused|TestFusedDecodeMatchesUnfused' -test.v 2>&1 | f | grep -E "^ *(--- FAIL|ok|FAIL|PASS)|error|differ|off by" | head -30
+	wait $s2 $s3
+	for v in auto xq8 xq32 xqs xqe1024; do t "matvec $v"; timeout 60 /tmp/new gpu --model 8.gguf -p 16 -n 64 --matvec $v 2>&1 | f | grep -E "^plain|µs" | sed -n '1p;10,17p'; done
+	for v in auto xq8; do t "17 matvec $v"; timeout 60 /tmp/new gpu --model 17.gguf -p 16 -n 64 --matvec $v 2>&1 | f | grep -E "^plain|µs" | sed -n '1p;10,17p'; done
+elif [ "$stage" = probe ]; then
 	/tmp/new synth --shape 8b --type q1_0 -o 8.gguf >/dev/null 2>&1 & s2=$!
 	/tmp/new synth --shape 1.7b --type q1_0 -o 17.gguf >/dev/null 2>&1 & s3=$!
 	numerics
