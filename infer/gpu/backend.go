@@ -19,16 +19,18 @@ import (
 )
 
 // MatVecKernels are the names infer.GPUOptions.MatVec takes for the decode
-// Q1_0 matvec: auto (the default, also ""): w1 (one row per thread,
-// q1_w1.wgsl) for matrices of up to w1MaxRows rows without a fused SwiGLU
-// input where the shape allows, else as auto1; auto1: the previous
-// default, select for small matrices and popc for big ones; select, lut,
-// popc (16 rows per workgroup), popc32 / popc64 (32 or 64 rows: the bit
-// planes of x built once per 32 or 64 rows instead of 16), auto32 / auto64
-// (auto1 with popc32 / popc64 for the big matrices); w1 (select where it
-// cannot).
-// The xq names pick q1_xq's shape where activations come rounded (see
-// xqOptions) and are auto otherwise.
+// Q1_0 matvec: auto (the default, also ""): q1_xq where the activations
+// come rounded to Q8_0 by their producer (RMSNorm, SwiGLU as gate/up's
+// epilogue, attention's last pass; xqOK), else w1 (one row per thread,
+// q1_w1.wgsl, rounding x per workgroup) for matrices of up to w1MaxRows
+// rows without a fused SwiGLU input where the shape allows, else as
+// auto1; auto1: the previous default, select for small matrices and popc
+// for big ones, x never pre-rounded; select, lut, popc (16 rows per
+// workgroup), popc32 / popc64 (32 or 64 rows: the bit planes of x built
+// once per 32 or 64 rows instead of 16), auto32 / auto64 (auto1 with
+// popc32 / popc64 for the big matrices); w1 (as auto, select where it
+// cannot); xq8 / xq16 / xq32, xqs, xqe256 / xqe1024: auto with another
+// q1_xq shape (xqOptions), kept to compare shapes on a device.
 var MatVecKernels = []string{"auto", "auto1", "w1", "select", "lut", "popc", "popc32", "popc64", "auto32", "auto64",
 	"xq8", "xq16", "xq32", "xqs", "xqe256", "xqe1024"}
 
@@ -1127,11 +1129,12 @@ func (b *Backend) flushMatVec() {
 		b.fail(errors.New("gpu: SwiGLU was left to a matvec that cannot compute it"))
 		return
 	}
-	// On the H200 (run 6) q1_w1 beat select on the 8B's q/k/v (6144 rows)
-	// and output projection (4096) but lost to popc on gate/up (24576),
-	// on the down projection with SwiGLU in its x load, and on the head:
-	// each workgroup quantizes all of x again, which the small matrices
-	// amortize over few workgroups and the big ones do not.
+	// Without a pre-rounded x: on the H200 (run 6) q1_w1 beat select on
+	// the 8B's q/k/v (6144 rows) and output projection (4096) but lost to
+	// popc on gate/up (24576), on the down projection with SwiGLU in its x
+	// load, and on the head: each workgroup quantizes all of x again,
+	// which the small matrices amortize over few workgroups and the big
+	// ones do not. q1_xq (run 7) does not.
 	w1Auto := total <= w1MaxRows && (in == nil || in.up == nil)
 	if w0.interleaved && (variant == "w1" || variant == "auto" && w1Auto) {
 		if cfg, ok := b.w1Config(w0.k, ends[:len(ps)]); ok {

@@ -434,8 +434,8 @@ func TestFusedMatVec(t *testing.T) {
 			b.matvec = kernel
 			r := rand.New(rand.NewPCG(9, uint64(k)))
 			ms := []int{128, 64, 64}
-			// q1_w1 reads the attention projections' interleaved layout
-			// (interleaveQ1); the others read both layouts.
+			// every Q1_0 matrix is block-interleaved now (repackQ1); the
+			// names only say which roles the matrices play
 			names := []string{"blk.0.ffn_gate.weight", "blk.0.ffn_up.weight", "blk.0.ffn_x.weight", "blk.0.ffn_down.weight"}
 			if kernel == "w1" || kernel == "select" {
 				names = []string{"blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight", "blk.0.attn_output.weight"}
