@@ -22,7 +22,7 @@ if [ "$stage" = final ] && [ ! -x /tmp/llama/build/bin/llama-bench ]; then
 	( cd /tmp/llama && cmake -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_OPENSSL=OFF \
 		-DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_APP=OFF \
 		-DLLAMA_BUILD_EXAMPLES=OFF -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_FA_QUANTS=f16-f16 \
-		-DGGML_CUDA_NCCL=OFF >/tmp/cmake.log 2>&1 && nice cmake --build build -j12 --target llama-bench >/tmp/build.log 2>&1
+		-DGGML_CUDA_NCCL=OFF >/tmp/cmake.log 2>&1 && nice -n 19 cmake --build build -j14 --target llama-bench >/tmp/build.log 2>&1
 	  echo "llama.cpp build rc=$?" ) &
 	build=$!
 fi
@@ -62,14 +62,10 @@ else
 	for m in 8 17; do for b in old new; do
 		t "bonsai $b bench $m"; timeout 80 /tmp/$b bench --model $m.gguf --backend gpu -p 512 -n 128 -r 3 2>&1 | f | grep -E "pp|tg"
 	done; done
-	for b in old new; do phases 8 $b; done
-	phases 17 new
+	for m in 8 17; do for b in old new; do phases $m $b; done; done
 	wait $s1; ls -la /tmp/27.gguf
-	for b in new old; do
-		t "bonsai $b bench 27"; timeout 90 /tmp/$b bench --model 27.gguf --backend gpu -p 512 -n 128 -r 3 2>&1 | f | grep -E "pp|tg"
-	done
+	t "bonsai new bench 27"; timeout 90 /tmp/new bench --model 27.gguf --backend gpu -p 512 -n 128 -r 3 2>&1 | f | grep -E "pp|tg"
 	[ -n "$build" ] && { t "waiting for llama.cpp"; wait $build; tail -1 /tmp/build.log; }
 	for m in 8 17 27; do t "llama.cpp cuda $m"; lb $m; done
-	phases 27 new 64
 fi
 t done
