@@ -62,10 +62,12 @@ else
 	for m in 8 17; do for b in old new; do
 		t "bonsai $b bench $m"; timeout 80 /tmp/$b bench --model $m.gguf --backend gpu -p 512 -n 128 -r 3 2>&1 | f | grep -E "pp|tg"
 	done; done
-	for m in 8 17; do for b in old new; do phases $m $b; done; done
+	for b in old new; do phases 8 $b; done
+	[ -n "$build" ] && { t "waiting for llama.cpp"; wait $build; tail -1 /tmp/build.log; }
+	for m in 8 17; do t "llama.cpp cuda $m"; lb $m; done
+	for b in old new; do phases 17 $b; done
 	wait $s1; ls -la /tmp/27.gguf
 	t "bonsai new bench 27"; timeout 90 /tmp/new bench --model 27.gguf --backend gpu -p 512 -n 128 -r 3 2>&1 | f | grep -E "pp|tg"
-	[ -n "$build" ] && { t "waiting for llama.cpp"; wait $build; tail -1 /tmp/build.log; }
-	for m in 8 17 27; do t "llama.cpp cuda $m"; lb $m; done
+	t "llama.cpp cuda 27"; lb 27
 fi
 t done
