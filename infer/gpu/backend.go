@@ -1009,14 +1009,15 @@ func (b *Backend) storeRoped(layer int, k, v *tensor) bool {
 	kvd := s.KVHeads * s.HeadDim
 	b.normRopes = b.normRopes[:0]
 	r := pq.r
+	kc, vc, off := b.kvBind(layer)
 	o := b.prepared(opKey{kind: "qkropestore", a: q, b: k, c: v, d: pq.norm.w, e: pk.norm.w, g: r, i: layer, f: pq.norm.eps}, func() (*kernel, []binding, error) {
 		kern, err := b.d.kernel("qk_rope_store", map[string]shaders.Const{
 			"QCOLS": shaders.U32(q.cols), "KVD": shaders.U32(kvd), "HEAD_DIM": shaders.U32(r.HeadDim), "DIMS": shaders.U32(r.Dims),
 			"QEPS": shaders.F32(pq.norm.eps), "KEPS": shaders.F32(pk.norm.eps), "WG": shaders.U32(normRopeThreads(r.HeadDim)),
 			"XROWS": shaders.U32(q.rows), "CTX": shaders.U32(s.Context), "QHEADS": shaders.U32(q.cols / r.HeadDim),
-			"LAYER_OFF": shaders.U32(layer * s.Context * kvd / 2)})
+			"LAYER_OFF": shaders.U32(off)})
 		return kern, []binding{whole(b.batchBuf), whole(pq.norm.w.chunks[0].buf), whole(pk.norm.w.chunks[0].buf), whole(pq.table),
-			whole(q.buf), whole(k.buf), whole(v.buf), whole(b.kv.k), whole(b.kv.v)}, err
+			whole(q.buf), whole(k.buf), whole(v.buf), kc, vc}, err
 	})
 	b.dispatch(o, q.cols/r.HeadDim+s.KVHeads, b.active(q), 1)
 	return true
@@ -1714,11 +1715,12 @@ func (b *Backend) StoreKV(layer int, kT, vT infer.Tensor) {
 	}
 	rows := min(k.rows, v.rows)
 	n := min(rows, b.n)
+	kc, vc, off := b.kvBind(layer)
 	o := b.prepared(opKey{kind: "storekv", a: k, b: v, i: layer}, func() (*kernel, []binding, error) {
 		kern, err := b.d.kernel("store_kv", map[string]shaders.Const{
 			"KVD": shaders.U32(kvd), "XROWS": shaders.U32(rows), "CTX": shaders.U32(s.Context),
-			"LAYER_OFF": shaders.U32(layer * s.Context * kvd / 2)})
-		return kern, []binding{whole(b.batchBuf), whole(k.buf), whole(v.buf), whole(b.kv.k), whole(b.kv.v)}, err
+			"LAYER_OFF": shaders.U32(off)})
+		return kern, []binding{whole(b.batchBuf), whole(k.buf), whole(v.buf), kc, vc}, err
 	})
 	b.dispatch(o, ceilDiv(kvd/2, 64), n, 1)
 }
@@ -1763,10 +1765,11 @@ func (b *Backend) Attention(dstT, qT infer.Tensor, layer int, a infer.Attn) {
 		return
 	}
 	kvd := s.KVHeads * s.HeadDim
+	kc, vc, off := b.kvBind(layer)
 	defs := func() map[string]shaders.Const {
 		return map[string]shaders.Const{
 			"HEADS": shaders.U32(a.Heads), "KVHEADS": shaders.U32(a.KVHeads), "QPG": shaders.U32(qpg), "D": shaders.U32(a.HeadDim),
-			"KVD": shaders.U32(kvd), "QROWS": shaders.U32(rows), "LAYER_OFF": shaders.U32(layer * s.Context * kvd / 2),
+			"KVD": shaders.U32(kvd), "QROWS": shaders.U32(rows), "LAYER_OFF": shaders.U32(off),
 			"SCALE": shaders.F32(a.Scale), "TILE": shaders.U32(tile), "WG": shaders.U32(wg)}
 	}
 	// With one split (decode over ≤ 32 positions) attn_one does exactly
@@ -1777,22 +1780,39 @@ func (b *Backend) Attention(dstT, qT infer.Tensor, layer int, a infer.Attn) {
 	if b.n == 1 && b.splits == 1 && !b.noFuse {
 		one := b.prepared(opKey{kind: "attnone", a: q, b: a, c: dst, i: layer}, func() (*kernel, []binding, error) {
 			k, err := b.d.kernel("attn_one", defs())
-			return k, []binding{whole(b.batchBuf), whole(q.buf), whole(b.kv.k), whole(b.kv.v), whole(dst.buf)}, err
+			return k, []binding{whole(b.batchBuf), whole(q.buf), kc, vc, whole(dst.buf)}, err
 		})
 		b.dispatch(one, a.KVHeads, n, 1)
 		return
 	}
 	st := b.prepared(opKey{kind: "attnstats", a: q, b: a, i: layer}, func() (*kernel, []binding, error) {
 		k, err := b.d.kernel("attn_stats", defs())
-		return k, []binding{whole(b.batchBuf), whole(q.buf), whole(b.kv.k), whole(q.stats)}, err
+		return k, []binding{whole(b.batchBuf), whole(q.buf), kc, whole(q.stats)}, err
 	})
 	b.dispatch(st, a.KVHeads, n, b.splits)
 	pv := b.prepared(opKey{kind: "attnpv", a: q, b: a, i: layer}, func() (*kernel, []binding, error) {
 		k, err := b.d.kernel("attn_pv", defs())
-		return k, []binding{whole(b.batchBuf), whole(q.buf), whole(b.kv.k), whole(b.kv.v), whole(q.stats), whole(q.part)}, err
+		return k, []binding{whole(b.batchBuf), whole(q.buf), kc, vc, whole(q.stats), whole(q.part)}, err
 	})
 	b.dispatch(pv, a.KVHeads, n, b.splits)
 	b.attnSum(dst, q, a, rows)
+}
+
+// kvBind binds layer's rows of the K and V cache: at a binding offset
+// where the layer's bytes allow one, so that every layer shares one
+// pipeline per kernel (a constant offset compiled each attention kernel
+// once per layer, all of them on the first decode past one split), else
+// the whole buffers with the layer's first u32 word as the constant
+// LAYER_OFF (returned).
+func (b *Backend) kvBind(layer int) (k, v binding, off int) {
+	s := b.kv.spec
+	kvd := s.KVHeads * s.HeadDim
+	bytes := uint64(s.Context * kvd * 2)
+	if align := uint64(max(256, b.d.Limits.MinStorageBufferOffsetAlignment)); bytes%align == 0 {
+		o := uint64(layer) * bytes
+		return binding{buf: b.kv.k, offset: o, size: bytes}, binding{buf: b.kv.v, offset: o, size: bytes}, 0
+	}
+	return whole(b.kv.k), whole(b.kv.v), layer * s.Context * kvd / 2
 }
 
 // attnParams is attention's workgroup size and score tile for a
@@ -1877,10 +1897,11 @@ func (b *Backend) attnQK(dst *tensor, p *pendingQK, a infer.Attn) bool {
 	kvd := s.KVHeads * s.HeadDim
 	r := p.pq.r
 	nrwg := normRopeThreads(a.HeadDim)
+	kc, vc, off := b.kvBind(p.layer)
 	defs := func() map[string]shaders.Const {
 		return map[string]shaders.Const{
 			"HEADS": shaders.U32(a.Heads), "KVHEADS": shaders.U32(a.KVHeads), "QPG": shaders.U32(qpg), "D": shaders.U32(a.HeadDim),
-			"KVD": shaders.U32(kvd), "QROWS": shaders.U32(1), "LAYER_OFF": shaders.U32(p.layer * s.Context * kvd / 2),
+			"KVD": shaders.U32(kvd), "QROWS": shaders.U32(1), "LAYER_OFF": shaders.U32(off),
 			"SCALE": shaders.F32(a.Scale), "TILE": shaders.U32(tile), "WG": shaders.U32(wg), "SCTX": shaders.U32(s.Context)}
 	}
 	k1 := b.prepared(opKey{kind: "attnqk", a: q, b: k, c: v, d: p.pq.norm.w, e: p.pk.norm.w, g: a, i: p.layer, f: p.pq.norm.eps}, func() (*kernel, []binding, error) {
@@ -1889,14 +1910,14 @@ func (b *Backend) attnQK(dst *tensor, p *pendingQK, a infer.Attn) bool {
 		d["VH"], d["CTX"], d["SCORES"] = shaders.U32((qpg+1)*nrwg), shaders.U32(s.Context), shaders.Flag(true)
 		kern, err := b.d.kernel("attn_qk", d)
 		return kern, []binding{whole(b.batchBuf), whole(p.pq.norm.w.chunks[0].buf), whole(p.pk.norm.w.chunks[0].buf), whole(p.pq.table),
-			whole(q.buf), whole(k.buf), whole(v.buf), whole(b.kv.k), whole(b.kv.v), whole(q.stats), whole(q.scores)}, err
+			whole(q.buf), whole(k.buf), whole(v.buf), kc, vc, whole(q.stats), whole(q.scores)}, err
 	})
 	b.dispatch(k1, a.KVHeads, b.splits, 1)
 	pv := b.prepared(opKey{kind: "attnpv+scored", a: q, b: a, i: p.layer}, func() (*kernel, []binding, error) {
 		d := defs()
 		d["SCORED"] = shaders.Flag(true)
 		kern, err := b.d.kernel("attn_pv", d)
-		return kern, []binding{whole(b.batchBuf), at(3, whole(b.kv.v)), at(4, whole(q.stats)), at(5, whole(q.part)), at(6, whole(q.scores))}, err
+		return kern, []binding{whole(b.batchBuf), at(3, vc), at(4, whole(q.stats)), at(5, whole(q.part)), at(6, whole(q.scores))}, err
 	})
 	b.dispatch(pv, a.KVHeads, 1, b.splits)
 	b.attnSum(dst, q, a, rows)

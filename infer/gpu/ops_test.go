@@ -708,10 +708,14 @@ func TestQuantizedOnce(t *testing.T) {
 // folded into pass 1 (attn_qk, with attn_pv on its stored scores): the
 // output must equal the unfused ops' (norm_rope, store_kv, attn_stats,
 // attn_pv, attn_sum), and so must q and k when read afterwards (rotated
-// in place on demand), in 3 dispatches for the unfused ops' 6.
+// in place on demand), in 3 dispatches for the unfused ops' 6. With an odd
+// context (three kv heads) a layer's cache rows are not bindable at an
+// offset and the kernels take the layer's offset as a constant instead
+// (kvBind).
 func TestAttnQKMatchesUnfused(t *testing.T) {
-	for _, g := range []struct{ heads, kvHeads, dims int }{{8, 2, 64}, {6, 2, 32}} {
-		const hd, ctx, pre = 64, 256, 100
+	for _, g := range []struct{ heads, kvHeads, dims, ctx int }{{8, 2, 64, 256}, {6, 2, 32, 256}, {6, 3, 64, 251}} {
+		const hd, pre = 64, 100
+		ctx := g.ctx
 		r := rand.New(rand.NewPCG(13, uint64(g.heads)))
 		a := infer.Attn{Heads: g.heads, KVHeads: g.kvHeads, HeadDim: hd, Scale: float32(1 / math.Sqrt(hd))}
 		rope := infer.Rope{HeadDim: hd, Dims: g.dims, Base: 10000, FreqScale: 1, AttnFactor: 1, BetaFast: 32, BetaSlow: 1}
