@@ -708,10 +708,11 @@ func TestQuantizedOnce(t *testing.T) {
 // folded into pass 1 (attn_qk, with attn_pv on its stored scores): the
 // output must equal the unfused ops' (norm_rope, store_kv, attn_stats,
 // attn_pv, attn_sum), and so must q and k when read afterwards (rotated
-// in place on demand), in 3 dispatches for the unfused ops' 6. With an odd
-// context (three kv heads) a layer's cache rows are not bindable at an
-// offset and the kernels take the layer's offset as a constant instead
-// (kvBind).
+// in place on demand), in 3 dispatches for the unfused ops' 6. Both cache
+// layers give the same output for the same tokens, and the second layer
+// compiles nothing of its own (kvBind binds its rows at an offset) except
+// with an odd context (three kv heads), where the rows are not bindable at
+// an offset and the kernels take the layer's offset as a constant.
 func TestAttnQKMatchesUnfused(t *testing.T) {
 	for _, g := range []struct{ heads, kvHeads, dims, ctx int }{{8, 2, 64, 256}, {6, 2, 32, 256}, {6, 3, 64, 251}} {
 		const hd, pre = 64, 100
@@ -735,7 +736,7 @@ func TestAttnQKMatchesUnfused(t *testing.T) {
 				return w
 			}
 			qw, kw := load("q_norm", qn), load("k_norm", kn)
-			layer := func(n, pos int, q, k, v, o []float32) {
+			layer := func(n, pos, cache int, q, k, v, o []float32) {
 				qt, kt, vt, ot := b.mustTensor(t, "q", n, qd), b.mustTensor(t, "k", n, kvd), b.mustTensor(t, "v", n, kvd), b.mustTensor(t, "o", n, qd)
 				b.write(t, qt, q)
 				b.write(t, kt, k)
@@ -745,10 +746,10 @@ func TestAttnQKMatchesUnfused(t *testing.T) {
 				b.RMSNorm(kt, kt, kw, 1e-6)
 				b.Rope(qt, rope)
 				b.Rope(kt, rope)
-				b.StoreKV(1, kt, vt)
-				b.Attention(ot, qt, 1, a)
+				b.StoreKV(cache, kt, vt)
+				b.Attention(ot, qt, cache, a)
 				b.Read(ot, o)
-				if n == 1 {
+				if n == 1 && cache == 1 {
 					dispatches = b.dispatches
 					q1, k1 = make([]float32, qd), make([]float32, kvd)
 					b.Read(qt, q1)
@@ -758,9 +759,22 @@ func TestAttnQKMatchesUnfused(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			layer(pre, 0, qv[:pre*qd], kv[:pre*kvd], vv[:pre*kvd], make([]float32, pre*qd))
+			// the same tokens through both layers of the cache: equal
+			// outputs, and no pipeline of its own for layer 1 where kvBind
+			// can bind at an offset
+			out0 := make([]float32, qd)
+			layer(pre, 0, 0, qv[:pre*qd], kv[:pre*kvd], vv[:pre*kvd], make([]float32, pre*qd))
+			layer(1, pre, 0, qv[pre*qd:], kv[pre*kvd:], vv[pre*kvd:], out0)
+			pipes := len(b.d.kernels)
+			layer(pre, 0, 1, qv[:pre*qd], kv[:pre*kvd], vv[:pre*kvd], make([]float32, pre*qd))
 			out = make([]float32, qd)
-			layer(1, pre, qv[pre*qd:], kv[pre*kvd:], vv[pre*kvd:], out)
+			layer(1, pre, 1, qv[pre*qd:], kv[pre*kvd:], vv[pre*kvd:], out)
+			if e := maxRelErr(out, out0); e != 0 {
+				t.Errorf("%d heads: layers 0 and 1 differ by %.3g on the same tokens", g.heads, e)
+			}
+			if added := len(b.d.kernels) - pipes; (added == 0) != (g.ctx%2 == 0) {
+				t.Errorf("%d heads, context %d: layer 1 added %d pipelines", g.heads, g.ctx, added)
+			}
 			return out, q1, k1, dispatches
 		}
 		fused := newTestBackend(t)
