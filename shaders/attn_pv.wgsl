@@ -4,6 +4,8 @@
 // llama.cpp's CPU graph does before they meet V, and writes Σ p·V of its
 // split. Thread (hq = lid / (D/4), dims 4·(lid % (D/4)) … +3) accumulates
 // one vec4 of one head's output; QPG·D/4 must not exceed WG.
+// With SCORED (decode after attn_qk) the scaled scores are read from sc
+// (SCTX per head) instead of recomputed from q and K.
 // Constants: as attn_stats.
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
@@ -12,6 +14,9 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(3) var<storage, read> vc: array<vec2<u32>>;
 @group(0) @binding(4) var<storage, read> stats: array<vec2<f32>>;
 @group(0) @binding(5) var<storage, read_write> part: array<vec4<f32>>;
+//#if SCORED
+@group(0) @binding(6) var<storage, read> sc: array<f32>;
+//#endif
 
 //#include cpu_math
 //#include attn_tile
@@ -28,7 +33,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	let seq = batch.pos + row + 1u;
 	let t0 = min(c * batch.chunk, seq);
 	let t1 = min(t0 + batch.chunk, seq);
+//#if SCORED
+//#else
 	load_q(lid, row, g);
+//#endif
 	if (lid < QPG) {
 		let first = (row * HEADS + g * QPG + lid) * batch.splits;
 		var mx = NEG;

@@ -1,19 +1,31 @@
 // Attention, pass 3 of 3: the weights of every split are already the final
 // softmax (normalised by the global max and sum), so the output is the
-// plain sum of the splits' Σ p·V. One thread per output value.
-// Constants: HEADS, D, QROWS.
+// plain sum of the splits' Σ p·V. One thread per output value. With Q8
+// (decode, HEADS·D a multiple of WG) also the output's Q8_0 rounding
+// (q8_group) for the output projection's q1_xq.
+// Constants: HEADS, D, QROWS, WG (=64); flag Q8.
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> part: array<f32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+//#if Q8
+@group(0) @binding(3) var<storage, read_write> xq: array<f32>;
+@group(0) @binding(4) var<storage, read_write> xsum: array<f32>;
+//#include cpu_math
+//#include q8_group
+//#endif
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 	let i = gid.x; // head·D + d
 	let row = gid.y;
+//#if Q8
+	let lid = i % WG;
+//#else
 	if (i >= HEADS * D || row >= min(batch.n, QROWS)) {
 		return;
 	}
+//#endif
 	let h = i / D;
 	let d = i % D;
 	var a = 0.0;
@@ -21,4 +33,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 		a += part[((row * HEADS + h) * batch.splits + c) * D + d];
 	}
 	dst[row * HEADS * D + i] = a;
+//#if Q8
+	let r = q8_round(lid, a);
+	xq[i] = r.x;
+	if (lid % 32u == 0u) {
+		xsum[i / 32u] = r.y;
+	}
+//#endif
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -17,15 +19,20 @@ import (
 )
 
 // MatVecKernels are the names infer.GPUOptions.MatVec takes for the decode
-// Q1_0 matvec: auto (the default, also ""): w1 (one row per thread,
-// q1_w1.wgsl) for matrices of up to w1MaxRows rows without a fused SwiGLU
-// input where the shape allows, else as auto1; auto1: the previous
-// default, select for small matrices and popc for big ones; select, lut,
-// popc (16 rows per workgroup), popc32 / popc64 (32 or 64 rows: the bit
-// planes of x built once per 32 or 64 rows instead of 16), auto32 / auto64
-// (auto1 with popc32 / popc64 for the big matrices); w1 (select where it
-// cannot).
-var MatVecKernels = []string{"auto", "auto1", "w1", "select", "lut", "popc", "popc32", "popc64", "auto32", "auto64"}
+// Q1_0 matvec: auto (the default, also ""): q1_xq where the activations
+// come rounded to Q8_0 by their producer (RMSNorm, SwiGLU as gate/up's
+// epilogue, attention's last pass; xqOK), else w1 (one row per thread,
+// q1_w1.wgsl, rounding x per workgroup) for matrices of up to w1MaxRows
+// rows without a fused SwiGLU input where the shape allows, else as
+// auto1; auto1: the previous default, select for small matrices and popc
+// for big ones, x never pre-rounded; select, lut, popc (16 rows per
+// workgroup), popc32 / popc64 (32 or 64 rows: the bit planes of x built
+// once per 32 or 64 rows instead of 16), auto32 / auto64 (auto1 with
+// popc32 / popc64 for the big matrices); w1 (as auto, select where it
+// cannot); xq8 / xq16 / xq32, xqs, xqe256 / xqe1024: auto with another
+// q1_xq shape (xqOptions), kept to compare shapes on a device.
+var MatVecKernels = []string{"auto", "auto1", "w1", "select", "lut", "popc", "popc32", "popc64", "auto32", "auto64",
+	"xq8", "xq16", "xq32", "xqs", "xqe256", "xqe1024"}
 
 // FuseLevels are the names infer.GPUOptions.Fuse takes (docs/gpu-kernels.md
 // v5): "off" encodes every op as its own dispatch; the default ("") folds
@@ -108,6 +115,9 @@ type Backend struct {
 	pendingX  *tensor
 	pendingTo *tensor // residual the pending matvec also adds into
 	pendingIn *lazy   // the pending matvec's x is this op's result, computed in its x load
+	// the pending gate/up matvec also computes SwiGLU over gate's output
+	// and its Q8_0 rounding (q1_xq's GLU epilogue)
+	pendingGLU bool
 	// decode ops recorded but not encoded: their result is computed inside
 	// the matvec that consumes it, or encoded when anything else needs it
 	// (materialize) and forgotten when their destination is overwritten.
@@ -123,6 +133,12 @@ type Backend struct {
 	// (q1_popc). docs/gpu-kernels.md has their H200 timings.
 	matvec string
 	noFuse bool // Fuse "off": no fusion
+	// q1_xq's shape: rows per workgroup (0: by K), SwiGLU as its own
+	// act_q8 dispatch instead of gate/up's epilogue, the epilogue's
+	// workgroup size
+	xqRPW    int
+	xqSepGLU bool
+	xqGLUWG  int
 	// deltaChunkMin is the batch from which DeltaNet runs chunked
 	deltaChunkMin int
 	fuseNorm      bool // Fuse "all": token RMSNorms folded into matvecs
@@ -131,6 +147,9 @@ type Backend struct {
 	// per-head norm+Ropes (q's, then k's) waiting for the StoreKV that
 	// follows them, to become one qk_rope_store dispatch
 	normRopes []pendingNormRope
+	// a decode layer's q/k norm+Rope and KV store waiting for the
+	// Attention after them, to become one attn_qk dispatch with its pass 1
+	pendingQK *pendingQK
 	ropes     map[infer.Rope]*wgpu.Buffer
 	ops       map[opKey]*op
 
@@ -157,6 +176,7 @@ type tensor struct {
 	buf        *wgpu.Buffer
 	scratch    *wgpu.Buffer   // activations rounded to a vec-dot type
 	part       *wgpu.Buffer   // split attention partials (q tensors)
+	scores     *wgpu.Buffer   // decode attention's scaled scores, heads × context (q tensors)
 	stats      *wgpu.Buffer   // split attention (max, Σexp) per split
 	stagings   []*wgpu.Buffer // MapRead copies for Read, one per Read of a pass
 	passReads  int
@@ -164,6 +184,7 @@ type tensor struct {
 	argStaging *wgpu.Buffer
 	embedRows  *wgpu.Buffer // CPU-dequantized embedding rows
 	tmp        *wgpu.Buffer // a copy of the tensor for ops that read it while writing it
+	xq, xqSum  *wgpu.Buffer // the tensor's Q8_0 rounding (values, Σ per 32), written by its producer for q1_xq
 	prep       *wgpu.Buffer // chunked DeltaNet's per-chunk matrices (DeltaNet dst)
 }
 
@@ -184,11 +205,17 @@ type pendingNorm struct {
 
 // lazy is a recorded decode op whose result is not yet in dst: with up
 // nil, dst = RMSNorm(src)·w (a full-row norm); otherwise dst =
-// silu(src)·up (SwiGLU).
+// silu(src)·up (SwiGLU). With quant, dst holds its values (or will, once
+// the pending matvec is encoded) and dst.xq their Q8_0 rounding, which a
+// Q1_0 matvec on dst reads instead of rounding dst itself.
 type lazy struct {
 	dst, src, up *tensor
 	w            *weight
 	eps          float32
+	quant        bool
+	// nr: dst is to be normed and rotated in place (attn_qk left it as
+	// it was)
+	nr *pendingNormRope
 }
 
 func (l *lazy) reads(t *tensor) bool { return l.src == t || l.up == t }
@@ -198,6 +225,13 @@ type pendingNormRope struct {
 	r     infer.Rope
 	norm  pendingNorm
 	table *wgpu.Buffer
+}
+
+type pendingQK struct {
+	layer  int
+	k, v   *tensor
+	pq, pk pendingNormRope
+	q      *tensor
 }
 
 type pendingMatMul struct {
@@ -279,6 +313,7 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 
 		deltaChunkMin: DefaultDeltaChunkMin,
 	}
+	b.xqRPW, b.xqSepGLU, b.xqGLUWG = xqOptions(matvec)
 	if b.batchBuf, err = d.newBuffer("batch", 16, wgpu.BufferUsageUniform|wgpu.BufferUsageCopyDst); err != nil {
 		d.Close()
 		return nil, err
@@ -671,11 +706,15 @@ func (b *Backend) materializeAll() {
 
 func (b *Backend) encodeLazy(l *lazy) {
 	b.flush()
-	if b.err != nil {
+	if b.err != nil || l.quant {
+		return
+	}
+	if l.nr != nil {
+		b.normRope(*l.nr)
 		return
 	}
 	if l.up == nil {
-		b.rmsNorm(l.dst, l.src, l.w, l.eps)
+		b.rmsNorm(l.dst, l.src, l.w, l.eps, false)
 	} else {
 		b.elementwise("SWIGLU", l.dst, l.src, l.up)
 	}
@@ -773,6 +812,7 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 		return
 	}
 	b.flushNormRopes()
+	b.flushQK()
 	dst, w, x := b.asTensor("MatMul dst", dstT), b.weightArg("MatMul", wI), b.asTensor("MatMul x", xT)
 	if dst == nil || w == nil || x == nil {
 		return
@@ -792,7 +832,7 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 		// x's lazy op is computed in the matvec's x load; the write to dst
 		// makes a lazy result dst was to hold dead.
 		in := b.lazyOf(x)
-		if in != nil && (in.reads(dst) || b.n != 1 || x.cols%4 != 0) {
+		if in != nil && (in.nr != nil || in.reads(dst) || b.n != 1 || x.cols%4 != 0) {
 			b.materialize(x)
 			in = nil
 		}
@@ -888,7 +928,7 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 func (b *Backend) queueMatVec(dst *tensor, w *weight, x *tensor, in *lazy) {
 	if len(b.pending) > 0 {
 		last := b.pending[len(b.pending)-1]
-		joins := len(b.pending) < 3 && b.pendingTo == nil && x == b.pendingX && in == b.pendingIn && w.k == last.w.k &&
+		joins := len(b.pending) < 3 && b.pendingTo == nil && !b.pendingGLU && x == b.pendingX && in == b.pendingIn && w.k == last.w.k &&
 			w.interleaved == last.w.interleaved &&
 			w.bits.follows(last.w.bits) && w.scales.follows(last.w.scales)
 		for _, p := range b.pending {
@@ -908,6 +948,20 @@ func (b *Backend) flush() {
 	b.flushMatVec()
 	b.flushNorms()
 	b.flushNormRopes()
+	b.flushQK()
+}
+
+// flushQK encodes a waiting q/k norm+Rope and KV store as qk_rope_store.
+func (b *Backend) flushQK() {
+	p := b.pendingQK
+	if p == nil {
+		return
+	}
+	b.pendingQK = nil
+	b.normRopes = append(b.normRopes[:0], p.pq, p.pk)
+	if !b.storeRoped(p.layer, p.k, p.v) {
+		b.fail(errors.New("gpu: a deferred KV store no longer fits qk_rope_store"))
+	}
 }
 
 func (b *Backend) flushNormRopes() {
@@ -946,6 +1000,32 @@ func (b *Backend) normRope(p pendingNormRope) {
 // and v as one dispatch, if the pending ones are exactly that (q then k,
 // same Rope, all operands distinct, equal rows); otherwise it reports false.
 func (b *Backend) storeRoped(layer int, k, v *tensor) bool {
+	if !b.storeRopedOK(layer, k, v) {
+		return false
+	}
+	pq, pk := b.normRopes[0], b.normRopes[1]
+	q := pq.x
+	s := b.kv.spec
+	kvd := s.KVHeads * s.HeadDim
+	b.normRopes = b.normRopes[:0]
+	r := pq.r
+	kc, vc, off := b.kvBind(layer)
+	o := b.prepared(opKey{kind: "qkropestore", a: q, b: k, c: v, d: pq.norm.w, e: pk.norm.w, g: r, i: layer, f: pq.norm.eps}, func() (*kernel, []binding, error) {
+		kern, err := b.d.kernel("qk_rope_store", map[string]shaders.Const{
+			"QCOLS": shaders.U32(q.cols), "KVD": shaders.U32(kvd), "HEAD_DIM": shaders.U32(r.HeadDim), "DIMS": shaders.U32(r.Dims),
+			"QEPS": shaders.F32(pq.norm.eps), "KEPS": shaders.F32(pk.norm.eps), "WG": shaders.U32(normRopeThreads(r.HeadDim)),
+			"XROWS": shaders.U32(q.rows), "CTX": shaders.U32(s.Context), "QHEADS": shaders.U32(q.cols / r.HeadDim),
+			"LAYER_OFF": shaders.U32(off)})
+		return kern, []binding{whole(b.batchBuf), whole(pq.norm.w.chunks[0].buf), whole(pk.norm.w.chunks[0].buf), whole(pq.table),
+			whole(q.buf), whole(k.buf), whole(v.buf), kc, vc}, err
+	})
+	b.dispatch(o, q.cols/r.HeadDim+s.KVHeads, b.active(q), 1)
+	return true
+}
+
+// storeRopedOK reports whether storeRoped can take the pending
+// norm+Ropes with the store of k and v.
+func (b *Backend) storeRopedOK(layer int, k, v *tensor) bool {
 	if len(b.normRopes) != 2 || b.err != nil {
 		return false
 	}
@@ -953,30 +1033,15 @@ func (b *Backend) storeRoped(layer int, k, v *tensor) bool {
 	q := pq.x
 	s := b.kv.spec
 	kvd := s.KVHeads * s.HeadDim
-	if pk.x != k || q == k || q == v || k == v || pq.r != pk.r || pq.table != pk.table || pq.r.HeadDim != s.HeadDim ||
-		k.cols != kvd || v.cols != kvd || q.rows != k.rows || k.rows != v.rows || layer < 0 || layer >= s.Layers {
-		return false
-	}
-	b.normRopes = b.normRopes[:0]
-	r := pq.r
-	o := b.prepared(opKey{kind: "qkropestore", a: q, b: k, c: v, d: pq.norm.w, e: pk.norm.w, g: r, i: layer, f: pq.norm.eps}, func() (*kernel, []binding, error) {
-		kern, err := b.d.kernel("qk_rope_store", map[string]shaders.Const{
-			"QCOLS": shaders.U32(q.cols), "KVD": shaders.U32(kvd), "HEAD_DIM": shaders.U32(r.HeadDim), "DIMS": shaders.U32(r.Dims),
-			"QEPS": shaders.F32(pq.norm.eps), "KEPS": shaders.F32(pk.norm.eps), "WG": shaders.U32(normRopeThreads(r.HeadDim)),
-			"XROWS": shaders.U32(q.rows), "CTX": shaders.U32(s.Context), "QHEADS": shaders.U32(q.cols / r.HeadDim),
-			"LAYER_OFF": shaders.U32(layer * s.Context * kvd / 2)})
-		return kern, []binding{whole(b.batchBuf), whole(pq.norm.w.chunks[0].buf), whole(pk.norm.w.chunks[0].buf), whole(pq.table),
-			whole(q.buf), whole(k.buf), whole(v.buf), whole(b.kv.k), whole(b.kv.v)}, err
-	})
-	b.dispatch(o, q.cols/r.HeadDim+s.KVHeads, b.active(q), 1)
-	return true
+	return pk.x == k && q != k && q != v && k != v && pq.r == pk.r && pq.table == pk.table && pq.r.HeadDim == s.HeadDim &&
+		k.cols == kvd && v.cols == kvd && q.rows == k.rows && k.rows == v.rows && layer >= 0 && layer < s.Layers
 }
 
 func (b *Backend) flushNorms() {
 	norms := b.norms
 	b.norms = b.norms[:0]
 	for _, p := range norms {
-		b.rmsNorm(p.x, p.x, p.w, p.eps)
+		b.rmsNorm(p.x, p.x, p.w, p.eps, false)
 	}
 }
 
@@ -985,10 +1050,15 @@ func (b *Backend) flushMatVec() {
 	if len(b.pending) == 0 {
 		return
 	}
-	ps, x, resid, in := b.pending, b.pendingX, b.pendingTo, b.pendingIn
-	b.pending, b.pendingX, b.pendingTo, b.pendingIn = b.pending[:0], nil, nil, nil
+	ps, x, resid, in, glu := b.pending, b.pendingX, b.pendingTo, b.pendingIn, b.pendingGLU
+	b.pending, b.pendingX, b.pendingTo, b.pendingIn, b.pendingGLU = b.pending[:0], nil, nil, nil, false
 	if b.err != nil {
 		return
+	}
+	// x's producer wrote its values and their Q8_0 rounding
+	xq := in != nil && in.quant
+	if xq {
+		in = nil
 	}
 	w0 := ps[0].w
 	words := w0.k / 32
@@ -1050,11 +1120,22 @@ func (b *Backend) flushMatVec() {
 		key.e = ps[2].dst
 	}
 	variant := b.matvec
-	// On the H200 (run 6) q1_w1 beat select on the 8B's q/k/v (6144 rows)
-	// and output projection (4096) but lost to popc on gate/up (24576),
-	// on the down projection with SwiGLU in its x load, and on the head:
-	// each workgroup quantizes all of x again, which the small matrices
-	// amortize over few workgroups and the big ones do not.
+	if xq && b.xqOK() && b.dispatchXQ(key, ps, ends[:len(ps)], bits, scales, x, resid, glu) {
+		return
+	}
+	if strings.HasPrefix(variant, "xq") {
+		variant = "auto"
+	}
+	if glu {
+		b.fail(errors.New("gpu: SwiGLU was left to a matvec that cannot compute it"))
+		return
+	}
+	// Without a pre-rounded x: on the H200 (run 6) q1_w1 beat select on
+	// the 8B's q/k/v (6144 rows) and output projection (4096) but lost to
+	// popc on gate/up (24576), on the down projection with SwiGLU in its x
+	// load, and on the head: each workgroup quantizes all of x again,
+	// which the small matrices amortize over few workgroups and the big
+	// ones do not. q1_xq (run 7) does not.
 	w1Auto := total <= w1MaxRows && (in == nil || in.up == nil)
 	if w0.interleaved && (variant == "w1" || variant == "auto" && w1Auto) {
 		if cfg, ok := b.w1Config(w0.k, ends[:len(ps)]); ok {
@@ -1210,6 +1291,151 @@ func (b *Backend) dispatchW1(key opKey, cfg w1, ps []pendingMatMul, bits, scales
 	b.dispatch(o, total/cfg.rpw, 1, 1)
 }
 
+// xqOptions maps a MatVec name to q1_xq's shape (xqRPW, xqSepGLU,
+// xqGLUWG): xq8/xq16/xq32 fix the rows per workgroup, xqs computes SwiGLU
+// in its own dispatch, xqe256/xqe1024 size the epilogue's workgroup (512
+// otherwise).
+func xqOptions(matvec string) (rpw int, sepGLU bool, gluWG int) {
+	gluWG = 512
+	switch matvec {
+	case "xq8", "xq16", "xq32":
+		rpw, _ = strconv.Atoi(matvec[2:])
+	case "xqs":
+		sepGLU = true
+	case "xqe256":
+		gluWG = 256
+	case "xqe1024":
+		gluWG = 1024
+	}
+	return rpw, sepGLU, gluWG
+}
+
+// xqShape is q1_xq's workgroup for matrices of K = 128·nb ending at
+// ends: rpw rows × ks slices of K in wg threads. Without glu ks is the
+// most slices (≤ 32) that still give every thread a block, unless xqRPW
+// fixes it, and every matrix's rows must be a multiple of rpw; with glu
+// (gate, up) the workgroup is 32 rows of each.
+func (b *Backend) xqShape(nb int, ends []int, glu bool) (rpw, ks, wg int, ok bool) {
+	if glu {
+		wg = min(b.xqGLUWG, int(b.d.Limits.MaxComputeInvocationsPerWorkgroup))
+		return 64, wg / 64, wg, ends[0]%32 == 0 && wg >= 64
+	}
+	ks = 8
+	for ks < 32 && 2*ks <= nb {
+		ks *= 2
+	}
+	if b.xqRPW > 0 {
+		ks = 256 / b.xqRPW
+	}
+	for ; ks <= 32; ks *= 2 {
+		rpw = 256 / ks
+		fits, prev := true, 0
+		for _, e := range ends {
+			fits = fits && (e-prev)%rpw == 0
+			prev = e
+		}
+		if fits {
+			return rpw, ks, 256, true
+		}
+	}
+	return 0, 0, 0, false
+}
+
+// xqOK reports whether decode activations are rounded to Q8_0 once by
+// their producer for q1_xq: with the w1 kernels ("auto" or "w1") and the
+// default fusion.
+func (b *Backend) xqOK() bool {
+	return !b.noFuse && !b.fuseNorm && (b.matvec == "auto" || b.matvec == "w1" || strings.HasPrefix(b.matvec, "xq"))
+}
+
+// xqBuffers gives t the buffers of its Q8_0 rounding.
+func (b *Backend) xqBuffers(t *tensor) error {
+	if t.xq != nil {
+		return nil
+	}
+	q, err := b.d.newBuffer(t.name+".xq", uint64(t.rows*t.cols*4), storageUsage)
+	if err != nil {
+		return err
+	}
+	sum, err := b.d.newBuffer(t.name+".xqsum", uint64(max(4, t.rows*t.cols/32*4)), storageUsage)
+	if err != nil {
+		q.Release()
+		return err
+	}
+	t.xq, t.xqSum = q, sum
+	return nil
+}
+
+// dispatchXQ encodes the pending matvecs on x's Q8_0 rounding as one
+// q1_xq dispatch, with the SwiGLU epilogue for glu (gate, up); it reports
+// false, encoding nothing, when q1_xq cannot take the shape.
+func (b *Backend) dispatchXQ(key opKey, ps []pendingMatMul, ends []int, bits, scales span, x, resid *tensor, glu bool) bool {
+	w0 := ps[0].w
+	if w0.k%128 != 0 || !w0.interleaved {
+		return false
+	}
+	rpw, ks, wg, ok := b.xqShape(w0.k/128, ends, glu)
+	if !ok {
+		return false
+	}
+	key.kind += "/xq"
+	groups := ends[len(ends)-1] / rpw
+	h := ps[0].dst
+	if glu {
+		key.kind += "+glu"
+		groups = w0.m / 32
+		if err := b.xqBuffers(h); err != nil {
+			b.fail(err)
+			return true
+		}
+	}
+	o := b.prepared(key, func() (*kernel, []binding, error) {
+		defs := q1Layout(map[string]shaders.Const{
+			"K": shaders.U32(w0.k), "NB": shaders.U32(w0.k / 128), "RPW": shaders.U32(rpw), "KS": shaders.U32(ks),
+			"WG": shaders.U32(wg), "M0": shaders.U32(ends[0]), "M1": shaders.U32(ends[min(1, len(ends)-1)]), "GLU": shaders.Flag(glu),
+			"OUT2": shaders.Flag(len(ps) > 1), "OUT3": shaders.Flag(len(ps) > 2), "ADD": shaders.Flag(resid != nil)}, true, ends...)
+		k, err := b.d.kernel("q1_xq", defs)
+		bufs := []binding{bits.binding(), scales.binding(), whole(x.xq), whole(x.xqSum)}
+		for i, p := range ps {
+			bufs = append(bufs, at(uint32(4+i), whole(p.dst.buf)))
+		}
+		if resid != nil {
+			bufs = append(bufs, at(7, whole(resid.buf)))
+		}
+		if glu {
+			bufs = append(bufs, at(8, whole(h.xq)), at(9, whole(h.xqSum)))
+		}
+		return k, bufs, err
+	})
+	b.dispatch(o, groups, 1, 1)
+	return true
+}
+
+// gluEpilogue folds SwiGLU(gate, gate, up) into the pending gate/up
+// matvec when that is exactly the two of them on a Q8_0-rounded x: the
+// matvec then also writes gate = silu(gate)·up and its Q8_0 rounding for
+// the down projection. It reports whether it did.
+func (b *Backend) gluEpilogue(dstT, gateT, upT infer.Tensor) bool {
+	if !b.xqOK() || b.xqSepGLU || b.n != 1 || len(b.pending) != 2 || b.pendingTo != nil || b.pendingGLU || b.pendingIn == nil || !b.pendingIn.quant {
+		return false
+	}
+	dst, _ := dstT.(*tensor)
+	g, _ := gateT.(*tensor)
+	u, _ := upT.(*tensor)
+	pg, pu := b.pending[0], b.pending[1]
+	m := pg.w.m
+	if g == nil || u == nil || dst != g || g == u || pg.dst != g || pu.dst != u || pu.w.m != m || g.cols != m || u.cols != m ||
+		m%128 != 0 || !pg.w.interleaved || b.lazyOf(g) != nil || b.lazyOf(u) != nil {
+		return false
+	}
+	if _, _, _, ok := b.xqShape(pg.w.k/128, []int{m, 2 * m}, true); !ok || pg.w.k%128 != 0 {
+		return false
+	}
+	b.pendingGLU = true
+	b.lazies = append(b.lazies, &lazy{dst: g, quant: true})
+	return true
+}
+
 func boolInt(v bool) int {
 	if v {
 		return 1
@@ -1271,6 +1497,7 @@ func (b *Backend) RMSNorm(dstT, xT infer.Tensor, wI infer.Weight, eps float32) {
 	}
 	b.flushNormRopes()
 	b.flushMatVec()
+	b.flushQK()
 	dst, x, w := b.asTensor("RMSNorm dst", dstT), b.asTensor("RMSNorm x", xT), b.weightArg("RMSNorm", wI)
 	if dst == nil || x == nil || w == nil {
 		return
@@ -1301,7 +1528,49 @@ func (b *Backend) RMSNorm(dstT, xT infer.Tensor, wI infer.Weight, eps float32) {
 		}
 	}
 	b.flushNorms()
-	b.rmsNorm(dst, x, w, eps)
+	// A decode token norm also writes its Q8_0 rounding for the matvecs
+	// that read it.
+	q8 := b.xqOK() && b.n == 1 && g == x.cols && x.cols%128 == 0 && min(x.rows, dst.rows) >= 1
+	if q8 {
+		if err := b.xqBuffers(dst); err != nil {
+			b.fail(err)
+			return
+		}
+	}
+	if q8 && dst != x && g%256 == 0 && g >= 512 {
+		b.actQ8(dst, x, w, nil, eps)
+	} else {
+		b.rmsNorm(dst, x, w, eps, q8)
+	}
+	if q8 {
+		b.lazies = append(b.lazies, &lazy{dst: dst, quant: true})
+	}
+}
+
+// actQ8 encodes a decode row and its Q8_0 rounding (act_q8.wgsl, one
+// thread per value): with w, dst = RMSNorm(x)·w over the row (dst ≠ x;
+// rmsnorm.wgsl's 256-thread summation order); with up, dst = silu(x)·up
+// (dst may be x).
+func (b *Backend) actQ8(dst, x *tensor, w *weight, up *tensor, eps float32) {
+	g := x.cols
+	inplace := dst == x
+	o := b.prepared(opKey{kind: "actq8", a: dst, b: x, c: w, d: up, f: eps}, func() (*kernel, []binding, error) {
+		defs := map[string]shaders.Const{"G": shaders.U32(g), "WG": shaders.U32(256), "INPLACE": shaders.Flag(inplace)}
+		var bufs []binding
+		if !inplace {
+			bufs = append(bufs, at(0, whole(x.buf)))
+		}
+		if w != nil {
+			defs["NORM"], defs["EPS"] = shaders.Flag(true), shaders.F32(eps)
+			bufs = append(bufs, at(1, whole(w.chunks[0].buf)))
+		} else {
+			defs["GLU"] = shaders.Flag(true)
+			bufs = append(bufs, at(1, whole(up.buf)))
+		}
+		k, err := b.d.kernel("act_q8", defs)
+		return k, append(bufs, at(2, whole(dst.buf)), at(3, whole(dst.xq)), at(4, whole(dst.xqSum))), err
+	})
+	b.dispatch(o, ceilDiv(g, 256), 1, 1)
 }
 
 // normThreads is the workgroup size of rmsnorm.wgsl over groups of g
@@ -1314,22 +1583,27 @@ func normThreads(g int) int {
 	return wg
 }
 
-// rmsNorm encodes RMSNorm (operands checked).
-func (b *Backend) rmsNorm(dst, x *tensor, w *weight, eps float32) {
+// rmsNorm encodes RMSNorm (operands checked), with q8 also dst's Q8_0
+// rounding into dst.xq.
+func (b *Backend) rmsNorm(dst, x *tensor, w *weight, eps float32, q8 bool) {
 	g := w.k * w.m
 	rows := min(x.rows, dst.rows)
 	n := min(rows, b.n)
 	wg := normThreads(g)
 	inplace := dst == x
-	o := b.prepared(opKey{kind: "rmsnorm", a: dst, b: x, c: w, f: eps}, func() (*kernel, []binding, error) {
+	o := b.prepared(opKey{kind: "rmsnorm", a: dst, b: x, c: w, f: eps, i: boolInt(q8)}, func() (*kernel, []binding, error) {
 		k, err := b.d.kernel("rmsnorm", map[string]shaders.Const{
 			"COLS": shaders.U32(x.cols), "G": shaders.U32(g), "EPS": shaders.F32(eps), "WG": shaders.U32(wg),
-			"XROWS": shaders.U32(rows), "INPLACE": shaders.Flag(inplace)})
+			"XROWS": shaders.U32(rows), "INPLACE": shaders.Flag(inplace), "Q8": shaders.Flag(q8)})
 		bufs := []binding{whole(b.batchBuf), whole(w.chunks[0].buf)}
 		if !inplace {
 			bufs = append(bufs, whole(x.buf))
 		}
-		return k, append(bufs, whole(dst.buf)), err
+		bufs = append(bufs, whole(dst.buf))
+		if q8 {
+			bufs = append(bufs, at(4, whole(dst.xq)), at(5, whole(dst.xqSum)))
+		}
+		return k, bufs, err
 	})
 	b.dispatch(o, x.cols/g, n, 1)
 }
@@ -1339,6 +1613,7 @@ func (b *Backend) Rope(xT infer.Tensor, r infer.Rope) {
 		return
 	}
 	b.flushMatVec()
+	b.flushQK()
 	x := b.tensorArg("Rope", xT)
 	if x == nil {
 		return
@@ -1403,11 +1678,19 @@ func (b *Backend) StoreKV(layer int, kT, vT infer.Tensor) {
 	if b.err != nil || b.enc == nil {
 		return
 	}
+	b.flushQK()
 	if len(b.normRopes) == 2 && b.kv != nil {
 		k, v := b.asTensor("StoreKV k", kT), b.asTensor("StoreKV v", vT)
 		if k != nil && v != nil && b.lazyOf(k) == nil && b.lazyOf(v) == nil {
 			b.flushMatVec()
 			b.flushNorms()
+			// In decode over several splits the Attention after it
+			// takes it into attn_qk.
+			if b.n == 1 && b.splits > 1 && !b.noFuse && b.storeRopedOK(layer, k, v) {
+				b.pendingQK = &pendingQK{layer: layer, q: b.normRopes[0].x, k: k, v: v, pq: b.normRopes[0], pk: b.normRopes[1]}
+				b.normRopes = b.normRopes[:0]
+				return
+			}
 			if b.storeRoped(layer, k, v) {
 				return
 			}
@@ -1432,16 +1715,27 @@ func (b *Backend) StoreKV(layer int, kT, vT infer.Tensor) {
 	}
 	rows := min(k.rows, v.rows)
 	n := min(rows, b.n)
+	kc, vc, off := b.kvBind(layer)
 	o := b.prepared(opKey{kind: "storekv", a: k, b: v, i: layer}, func() (*kernel, []binding, error) {
 		kern, err := b.d.kernel("store_kv", map[string]shaders.Const{
 			"KVD": shaders.U32(kvd), "XROWS": shaders.U32(rows), "CTX": shaders.U32(s.Context),
-			"LAYER_OFF": shaders.U32(layer * s.Context * kvd / 2)})
-		return kern, []binding{whole(b.batchBuf), whole(k.buf), whole(v.buf), whole(b.kv.k), whole(b.kv.v)}, err
+			"LAYER_OFF": shaders.U32(off)})
+		return kern, []binding{whole(b.batchBuf), whole(k.buf), whole(v.buf), kc, vc}, err
 	})
 	b.dispatch(o, ceilDiv(kvd/2, 64), n, 1)
 }
 
 func (b *Backend) Attention(dstT, qT infer.Tensor, layer int, a infer.Attn) {
+	if b.err != nil || b.enc == nil {
+		return
+	}
+	if p := b.pendingQK; p != nil {
+		b.pendingQK = nil
+		if dst, ok := dstT.(*tensor); ok && dst != nil && infer.Tensor(p.q) == qT && p.layer == layer && b.attnQK(dst, p, a) {
+			return
+		}
+		b.pendingQK = p // ready encodes it as qk_rope_store
+	}
 	if !b.ready() {
 		return
 	}
@@ -1460,44 +1754,22 @@ func (b *Backend) Attention(dstT, qT infer.Tensor, layer int, a infer.Attn) {
 		return
 	}
 	qpg := a.Heads / a.KVHeads
-	wg := 128
-	for wg < qpg*a.HeadDim/4 {
-		wg *= 2
-	}
-	if a.HeadDim%4 != 0 || wg > int(b.d.Limits.MaxComputeInvocationsPerWorkgroup) || qpg > wg {
+	wg, tile, ok := b.attnParams(a)
+	if !ok {
 		b.fail(fmt.Errorf("gpu: attention with head_dim %d and %d query heads per kv head: %w", a.HeadDim, qpg, ErrUnsupported))
 		return
 	}
-	// Each query head of the group scores TILE positions at a time with a
-	// tree reduction over its TILE threads, so TILE is a power of two; when
-	// the group size (3 in bonsai-tiny) does not divide WG, the spare
-	// threads idle through the scoring.
-	tile := 1
-	for 2*tile*qpg <= wg {
-		tile *= 2
-	}
 	rows := min(q.rows, dst.rows)
 	n := min(rows, b.n)
-	slots := max(rows, maxSplits)
-	if q.part == nil {
-		part, err := b.d.newBuffer(q.name+".part", uint64(slots*a.Heads*a.HeadDim*4), storageUsage)
-		if err != nil {
-			b.fail(err)
-			return
-		}
-		stats, err := b.d.newBuffer(q.name+".stats", uint64(slots*a.Heads*8), storageUsage)
-		if err != nil {
-			part.Release()
-			b.fail(err)
-			return
-		}
-		q.part, q.stats = part, stats
+	if !b.attnBuffers(q, a, rows, false) {
+		return
 	}
 	kvd := s.KVHeads * s.HeadDim
+	kc, vc, off := b.kvBind(layer)
 	defs := func() map[string]shaders.Const {
 		return map[string]shaders.Const{
 			"HEADS": shaders.U32(a.Heads), "KVHEADS": shaders.U32(a.KVHeads), "QPG": shaders.U32(qpg), "D": shaders.U32(a.HeadDim),
-			"KVD": shaders.U32(kvd), "QROWS": shaders.U32(rows), "LAYER_OFF": shaders.U32(layer * s.Context * kvd / 2),
+			"KVD": shaders.U32(kvd), "QROWS": shaders.U32(rows), "LAYER_OFF": shaders.U32(off),
 			"SCALE": shaders.F32(a.Scale), "TILE": shaders.U32(tile), "WG": shaders.U32(wg)}
 	}
 	// With one split (decode over ≤ 32 positions) attn_one does exactly
@@ -1508,27 +1780,175 @@ func (b *Backend) Attention(dstT, qT infer.Tensor, layer int, a infer.Attn) {
 	if b.n == 1 && b.splits == 1 && !b.noFuse {
 		one := b.prepared(opKey{kind: "attnone", a: q, b: a, c: dst, i: layer}, func() (*kernel, []binding, error) {
 			k, err := b.d.kernel("attn_one", defs())
-			return k, []binding{whole(b.batchBuf), whole(q.buf), whole(b.kv.k), whole(b.kv.v), whole(dst.buf)}, err
+			return k, []binding{whole(b.batchBuf), whole(q.buf), kc, vc, whole(dst.buf)}, err
 		})
 		b.dispatch(one, a.KVHeads, n, 1)
 		return
 	}
 	st := b.prepared(opKey{kind: "attnstats", a: q, b: a, i: layer}, func() (*kernel, []binding, error) {
 		k, err := b.d.kernel("attn_stats", defs())
-		return k, []binding{whole(b.batchBuf), whole(q.buf), whole(b.kv.k), whole(q.stats)}, err
+		return k, []binding{whole(b.batchBuf), whole(q.buf), kc, whole(q.stats)}, err
 	})
 	b.dispatch(st, a.KVHeads, n, b.splits)
 	pv := b.prepared(opKey{kind: "attnpv", a: q, b: a, i: layer}, func() (*kernel, []binding, error) {
 		k, err := b.d.kernel("attn_pv", defs())
-		return k, []binding{whole(b.batchBuf), whole(q.buf), whole(b.kv.k), whole(b.kv.v), whole(q.stats), whole(q.part)}, err
+		return k, []binding{whole(b.batchBuf), whole(q.buf), kc, vc, whole(q.stats), whole(q.part)}, err
 	})
 	b.dispatch(pv, a.KVHeads, n, b.splits)
-	sum := b.prepared(opKey{kind: "attnsum", a: q, b: dst, c: a}, func() (*kernel, []binding, error) {
-		k, err := b.d.kernel("attn_sum", map[string]shaders.Const{
-			"HEADS": shaders.U32(a.Heads), "D": shaders.U32(a.HeadDim), "QROWS": shaders.U32(rows)})
-		return k, []binding{whole(b.batchBuf), whole(q.part), whole(dst.buf)}, err
+	b.attnSum(dst, q, a, rows)
+}
+
+// kvBind binds layer's rows of the K and V cache: at a binding offset
+// where the layer's bytes allow one, so that every layer shares one
+// pipeline per kernel (a constant offset compiled each attention kernel
+// once per layer, all of them on the first decode past one split), else
+// the whole buffers with the layer's first u32 word as the constant
+// LAYER_OFF (returned).
+func (b *Backend) kvBind(layer int) (k, v binding, off int) {
+	s := b.kv.spec
+	kvd := s.KVHeads * s.HeadDim
+	bytes := uint64(s.Context * kvd * 2)
+	if align := uint64(max(256, b.d.Limits.MinStorageBufferOffsetAlignment)); bytes%align == 0 {
+		o := uint64(layer) * bytes
+		return binding{buf: b.kv.k, offset: o, size: bytes}, binding{buf: b.kv.v, offset: o, size: bytes}, 0
+	}
+	return whole(b.kv.k), whole(b.kv.v), layer * s.Context * kvd / 2
+}
+
+// attnParams is attention's workgroup size and score tile for a
+// (attn_tile.wgsli), or ok false where the kernels cannot take it. Each
+// query head of the group scores TILE positions at a time with a tree
+// reduction over its TILE threads, so TILE is a power of two; when the
+// group size (3 in bonsai-tiny) does not divide WG, the spare threads idle
+// through the scoring.
+func (b *Backend) attnParams(a infer.Attn) (wg, tile int, ok bool) {
+	qpg := a.Heads / a.KVHeads
+	wg = 128
+	for wg < qpg*a.HeadDim/4 {
+		wg *= 2
+	}
+	if a.HeadDim%4 != 0 || wg > int(b.d.Limits.MaxComputeInvocationsPerWorkgroup) || qpg > wg {
+		return 0, 0, false
+	}
+	tile = 1
+	for 2*tile*qpg <= wg {
+		tile *= 2
+	}
+	return wg, tile, true
+}
+
+// attnBuffers gives q the split partials (and with scores, its scaled
+// scores over the cache's context) that attention writes.
+func (b *Backend) attnBuffers(q *tensor, a infer.Attn, rows int, scores bool) bool {
+	slots := max(rows, maxSplits)
+	if q.part == nil {
+		part, err := b.d.newBuffer(q.name+".part", uint64(slots*a.Heads*a.HeadDim*4), storageUsage)
+		if err != nil {
+			b.fail(err)
+			return false
+		}
+		stats, err := b.d.newBuffer(q.name+".stats", uint64(slots*a.Heads*8), storageUsage)
+		if err != nil {
+			part.Release()
+			b.fail(err)
+			return false
+		}
+		q.part, q.stats = part, stats
+	}
+	if need := uint64(a.Heads * b.kv.spec.Context * 4); scores && (q.scores == nil || q.scores.GetSize() < need) {
+		if q.scores != nil {
+			b.dropOps(q.scores)
+			q.scores.Release()
+			q.scores = nil
+		}
+		buf, err := b.d.newBuffer(q.name+".scores", need, storageUsage)
+		if err != nil {
+			b.fail(err)
+			return false
+		}
+		q.scores = buf
+	}
+	return true
+}
+
+// attnQK encodes a decode layer's deferred q/k norm+Rope and KV store
+// with its attention (p's q): attn_qk (prologue and pass 1, keeping the
+// scores), attn_pv on those scores, attn_sum. q and k are left un-rotated
+// with a lazy norm+Rope each, for a reader other than this attention. It
+// reports false, encoding nothing, for shapes it does not take.
+func (b *Backend) attnQK(dst *tensor, p *pendingQK, a infer.Attn) bool {
+	s := b.kv.spec
+	q, k, v := p.q, p.k, p.v
+	wg, tile, ok := b.attnParams(a)
+	if !ok || a.Heads <= 0 || a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 || a.KVHeads != s.KVHeads || a.HeadDim != s.HeadDim ||
+		q.cols != a.Heads*a.HeadDim || dst.cols != q.cols || dst == q || dst == k || dst == v || p.pq.r.HeadDim != a.HeadDim ||
+		b.lazyOf(q) != nil || b.lazyOf(k) != nil || b.lazyOf(v) != nil {
+		return false
+	}
+	b.flushMatVec()
+	b.flushNorms()
+	b.flushNormRopes()
+	b.overwrite(dst)
+	rows := min(q.rows, dst.rows)
+	if b.err != nil || !b.attnBuffers(q, a, rows, true) {
+		return true
+	}
+	qpg := a.Heads / a.KVHeads
+	kvd := s.KVHeads * s.HeadDim
+	r := p.pq.r
+	nrwg := normRopeThreads(a.HeadDim)
+	kc, vc, off := b.kvBind(p.layer)
+	defs := func() map[string]shaders.Const {
+		return map[string]shaders.Const{
+			"HEADS": shaders.U32(a.Heads), "KVHEADS": shaders.U32(a.KVHeads), "QPG": shaders.U32(qpg), "D": shaders.U32(a.HeadDim),
+			"KVD": shaders.U32(kvd), "QROWS": shaders.U32(1), "LAYER_OFF": shaders.U32(off),
+			"SCALE": shaders.F32(a.Scale), "TILE": shaders.U32(tile), "WG": shaders.U32(wg), "SCTX": shaders.U32(s.Context)}
+	}
+	k1 := b.prepared(opKey{kind: "attnqk", a: q, b: k, c: v, d: p.pq.norm.w, e: p.pk.norm.w, g: a, i: p.layer, f: p.pq.norm.eps}, func() (*kernel, []binding, error) {
+		d := defs()
+		d["DIMS"], d["QEPS"], d["KEPS"], d["NRWG"] = shaders.U32(r.Dims), shaders.F32(p.pq.norm.eps), shaders.F32(p.pk.norm.eps), shaders.U32(nrwg)
+		d["VH"], d["CTX"], d["SCORES"] = shaders.U32((qpg+1)*nrwg), shaders.U32(s.Context), shaders.Flag(true)
+		kern, err := b.d.kernel("attn_qk", d)
+		return kern, []binding{whole(b.batchBuf), whole(p.pq.norm.w.chunks[0].buf), whole(p.pk.norm.w.chunks[0].buf), whole(p.pq.table),
+			whole(q.buf), whole(k.buf), whole(v.buf), kc, vc, whole(q.stats), whole(q.scores)}, err
 	})
-	b.dispatch(sum, ceilDiv(a.Heads*a.HeadDim, 64), n, 1)
+	b.dispatch(k1, a.KVHeads, b.splits, 1)
+	pv := b.prepared(opKey{kind: "attnpv+scored", a: q, b: a, i: p.layer}, func() (*kernel, []binding, error) {
+		d := defs()
+		d["SCORED"] = shaders.Flag(true)
+		kern, err := b.d.kernel("attn_pv", d)
+		return kern, []binding{whole(b.batchBuf), at(3, vc), at(4, whole(q.stats)), at(5, whole(q.part)), at(6, whole(q.scores))}, err
+	})
+	b.dispatch(pv, a.KVHeads, 1, b.splits)
+	b.attnSum(dst, q, a, rows)
+	pq, pk := p.pq, p.pk
+	b.lazies = append(b.lazies, &lazy{dst: q, nr: &pq}, &lazy{dst: k, nr: &pk})
+	return true
+}
+
+// attnSum encodes attention's pass 3 (the splits' sum) into dst; in
+// decode with q1_xq also dst's Q8_0 rounding for the output projection.
+func (b *Backend) attnSum(dst, q *tensor, a infer.Attn, rows int) {
+	q8 := b.xqOK() && b.n == 1 && a.Heads*a.HeadDim%64 == 0
+	if q8 {
+		if err := b.xqBuffers(dst); err != nil {
+			b.fail(err)
+			return
+		}
+	}
+	sum := b.prepared(opKey{kind: "attnsum", a: q, b: dst, c: a, i: boolInt(q8)}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("attn_sum", map[string]shaders.Const{
+			"HEADS": shaders.U32(a.Heads), "D": shaders.U32(a.HeadDim), "QROWS": shaders.U32(rows), "WG": shaders.U32(64), "Q8": shaders.Flag(q8)})
+		bufs := []binding{whole(b.batchBuf), whole(q.part), whole(dst.buf)}
+		if q8 {
+			bufs = append(bufs, whole(dst.xq), whole(dst.xqSum))
+		}
+		return k, bufs, err
+	})
+	b.dispatch(sum, ceilDiv(a.Heads*a.HeadDim, 64), min(rows, b.n), 1)
+	if q8 {
+		b.lazies = append(b.lazies, &lazy{dst: dst, quant: true})
+	}
 }
 
 // elementwise encodes dst = f(a, b) with the aliasing variant the operands
@@ -1561,6 +1981,9 @@ func (b *Backend) elementwise(kind string, dst, x, y *tensor) {
 }
 
 func (b *Backend) SwiGLU(dstT, gateT, upT infer.Tensor) {
+	if b.err != nil || b.enc == nil || b.gluEpilogue(dstT, gateT, upT) {
+		return
+	}
 	if !b.ready() {
 		return
 	}
@@ -1570,6 +1993,18 @@ func (b *Backend) SwiGLU(dstT, gateT, upT infer.Tensor) {
 	}
 	if g == u {
 		b.shapeErr("SwiGLU: gate and up are the same tensor")
+		return
+	}
+	// With xqs, in decode: SwiGLU and its Q8_0 rounding for the down
+	// projection's q1_xq.
+	if b.xqOK() && b.xqSepGLU && b.n == 1 && dst != u && g.cols == u.cols && dst.cols == g.cols && g.cols%32 == 0 && dst.rows >= 1 {
+		b.overwrite(dst)
+		if err := b.xqBuffers(dst); err != nil {
+			b.fail(err)
+			return
+		}
+		b.actQ8(dst, g, nil, u, 0)
+		b.lazies = append(b.lazies, &lazy{dst: dst, quant: true})
 		return
 	}
 	// In decode it waits to be folded into the down matvec's x load.
@@ -1584,6 +2019,7 @@ func (b *Backend) Add(dstT, aT, bT infer.Tensor) {
 	if b.err != nil || b.enc == nil {
 		return
 	}
+	b.flushQK()
 	dst, x, y := b.tensorArg("Add dst", dstT), b.tensorArg("Add a", aT), b.tensorArg("Add b", bT)
 	if dst == nil || x == nil || y == nil {
 		return
@@ -1742,7 +2178,7 @@ func (b *Backend) Close() error {
 		a.Release()
 	}
 	for _, t := range b.tensors {
-		for _, buf := range append([]*wgpu.Buffer{t.buf, t.scratch, t.part, t.stats, t.argmax, t.argStaging, t.embedRows, t.tmp, t.prep}, t.stagings...) {
+		for _, buf := range append([]*wgpu.Buffer{t.buf, t.scratch, t.part, t.stats, t.argmax, t.argStaging, t.embedRows, t.tmp, t.prep, t.xq, t.xqSum, t.scores}, t.stagings...) {
 			if buf != nil {
 				buf.Release()
 			}

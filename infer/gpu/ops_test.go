@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -433,8 +434,8 @@ func TestFusedMatVec(t *testing.T) {
 			b.matvec = kernel
 			r := rand.New(rand.NewPCG(9, uint64(k)))
 			ms := []int{128, 64, 64}
-			// q1_w1 reads the attention projections' interleaved layout
-			// (interleaveQ1); the others read both layouts.
+			// every Q1_0 matrix is block-interleaved now (repackQ1); the
+			// names only say which roles the matrices play
 			names := []string{"blk.0.ffn_gate.weight", "blk.0.ffn_up.weight", "blk.0.ffn_x.weight", "blk.0.ffn_down.weight"}
 			if kernel == "w1" || kernel == "select" {
 				names = []string{"blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight", "blk.0.attn_output.weight"}
@@ -593,6 +594,205 @@ func TestPassInPiecesKeepsOrder(t *testing.T) {
 	for i := range got {
 		if want := xv[i] + steps*yv[i]; got[i] != want {
 			t.Fatalf("x[%d] = %g after %d adds, want %g", i, got[i], steps, want)
+		}
+	}
+}
+
+// TestQuantizedOnce covers the decode FFN with activations rounded to
+// Q8_0 once by their producers (act_q8 or rmsnorm's Q8 output; gate/up's
+// SwiGLU epilogue in q1_xq, or act_q8's SwiGLU with xqs) for every q1_xq
+// shape: the norm must equal the unfused one, each step must match the CPU
+// on the GPU's own inputs, in three dispatches (norm, gate/up with
+// SwiGLU, down; four with xqs).
+func TestQuantizedOnce(t *testing.T) {
+	for _, c := range []struct {
+		k, f   int
+		matvec string
+	}{{1024, 1024, "auto"}, {1024, 3072, "auto"}, {256, 512, "auto"}, {2048, 1024, "xq8"}, {1024, 1024, "xq32"}, {512, 1024, "xqs"},
+		{1024, 2048, "xqe256"}, {1024, 2048, "xqe1024"}} {
+		k, f := c.k, c.f
+		r := rand.New(rand.NewPCG(11, uint64(k)))
+		nw := randFloats(r, k, 1)
+		xv := randFloats(r, k, 1)
+		wgv, wuv, wdv := randFloats(r, f*k, 1), randFloats(r, f*k, 1), randFloats(r, k*f, 1)
+		wg, wu, wd := quantizeMatrix(t, gguf.Q1_0, f, k, wgv), quantizeMatrix(t, gguf.Q1_0, f, k, wuv), quantizeMatrix(t, gguf.Q1_0, k, f, wdv)
+		run := func(b *Backend) (h, g, u, y []float32, dispatches int) {
+			t.Helper()
+			load := func(name string, typ gguf.Type, shape []int64, data []byte) infer.Weight {
+				w, err := b.LoadWeight(infer.WeightData{Name: name, Type: typ, Shape: shape, Data: data})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return w
+			}
+			norm := load("blk.0.ffn_norm.weight", gguf.F32, []int64{int64(k)}, floatsToBytes(nw))
+			gate := load("blk.0.ffn_gate.weight", gguf.Q1_0, []int64{int64(k), int64(f)}, wg)
+			up := load("blk.0.ffn_up.weight", gguf.Q1_0, []int64{int64(k), int64(f)}, wu)
+			down := load("blk.0.ffn_down.weight", gguf.Q1_0, []int64{int64(f), int64(k)}, wd)
+			x, ht, gt, ut, yt := b.mustTensor(t, "x", 1, k), b.mustTensor(t, "h", 1, k), b.mustTensor(t, "g", 1, f), b.mustTensor(t, "u", 1, f), b.mustTensor(t, "y", 1, k)
+			b.write(t, x, xv)
+			h, g, u, y = make([]float32, k), make([]float32, f), make([]float32, f), make([]float32, k)
+			b.Begin(batchOf(1, 0))
+			b.RMSNorm(ht, x, norm, 1e-6)
+			b.MatMul(gt, gate, ht)
+			b.MatMul(ut, up, ht)
+			b.SwiGLU(gt, gt, ut)
+			b.MatMul(yt, down, gt)
+			b.Read(ht, h)
+			b.Read(gt, g)
+			b.Read(ut, u)
+			b.Read(yt, y)
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			return h, g, u, y, b.LastDispatches()
+		}
+		fused := newTestBackend(t)
+		fused.matvec = c.matvec
+		fused.xqRPW, fused.xqSepGLU, fused.xqGLUWG = xqOptions(c.matvec)
+		plain := newTestBackend(t)
+		plain.matvec, plain.noFuse = "w1", true
+		h, g, u, y, nf := run(fused)
+		ph, _, _, _, np := run(plain)
+		if e := maxRelErr(h, ph); e != 0 {
+			t.Errorf("K=%d: the norm differs from the unfused one by %.3g", k, e)
+		}
+		want := 3
+		if c.matvec == "xqs" {
+			want = 4
+		}
+		if nf != want || np != 4 {
+			t.Errorf("K=%d %s: %d dispatches (unfused %d), want %d (4)", k, c.matvec, nf, np, want)
+		}
+		xq := false
+		for key := range fused.d.kernels {
+			xq = xq || strings.HasPrefix(key, "q1_xq ")
+		}
+		if !xq {
+			t.Errorf("K=%d %s: q1_xq was not used", k, c.matvec)
+		}
+		// each step against the CPU, on the GPU's inputs
+		var ss float64
+		for _, v := range xv {
+			ss += float64(v) * float64(v)
+		}
+		scale := 1 / math.Sqrt(ss/float64(k)+1e-6)
+		wantH := make([]float32, k)
+		for i := range wantH {
+			wantH[i] = float32(float64(xv[i]) * scale * float64(nw[i]))
+		}
+		if e := maxRelErr(h, wantH); e > 1e-6 {
+			t.Errorf("K=%d %s: norm off by %.3g", k, c.matvec, e)
+		}
+		// the fused kernel overwrote gate with SwiGLU: recompute gate
+		wantG := refMatMul(gguf.Q1_0, wg, f, k, h, 1)
+		wantU := refMatMul(gguf.Q1_0, wu, f, k, h, 1)
+		wantS := make([]float32, f)
+		for i := range wantS {
+			gv := float64(wantG[i])
+			wantS[i] = float32(gv / (1 + math.Exp(-gv)) * float64(wantU[i]))
+		}
+		if e := maxRelErr(u, wantU); e > 1e-5 {
+			t.Errorf("K=%d %s: up off by %.3g", k, c.matvec, e)
+		}
+		if e := maxRelErr(g, wantS); e > 1e-5 {
+			t.Errorf("K=%d %s: SwiGLU off by %.3g", k, c.matvec, e)
+		}
+		if e := maxRelErr(y, refMatMul(gguf.Q1_0, wd, k, f, g, 1)); e > 1e-5 {
+			t.Errorf("K=%d %s: down off by %.3g", k, c.matvec, e)
+		}
+	}
+}
+
+// TestAttnQKMatchesUnfused covers a decode layer's attention prologue
+// folded into pass 1 (attn_qk, with attn_pv on its stored scores): the
+// output must equal the unfused ops' (norm_rope, store_kv, attn_stats,
+// attn_pv, attn_sum), and so must q and k when read afterwards (rotated
+// in place on demand), in 3 dispatches for the unfused ops' 6. Both cache
+// layers give the same output for the same tokens, and the second layer
+// compiles nothing of its own (kvBind binds its rows at an offset) except
+// with an odd context (three kv heads), where the rows are not bindable at
+// an offset and the kernels take the layer's offset as a constant.
+func TestAttnQKMatchesUnfused(t *testing.T) {
+	for _, g := range []struct{ heads, kvHeads, dims, ctx int }{{8, 2, 64, 256}, {6, 2, 32, 256}, {6, 3, 64, 251}} {
+		const hd, pre = 64, 100
+		ctx := g.ctx
+		r := rand.New(rand.NewPCG(13, uint64(g.heads)))
+		a := infer.Attn{Heads: g.heads, KVHeads: g.kvHeads, HeadDim: hd, Scale: float32(1 / math.Sqrt(hd))}
+		rope := infer.Rope{HeadDim: hd, Dims: g.dims, Base: 10000, FreqScale: 1, AttnFactor: 1, BetaFast: 32, BetaSlow: 1}
+		kvd, qd := g.kvHeads*hd, g.heads*hd
+		qn, kn := randFloats(r, hd, 1), randFloats(r, hd, 1)
+		qv, kv, vv := randFloats(r, (pre+1)*qd, 1), randFloats(r, (pre+1)*kvd, 1), randFloats(r, (pre+1)*kvd, 1)
+		run := func(b *Backend) (out, q1, k1 []float32, dispatches int) {
+			t.Helper()
+			if err := b.NewKVCache(infer.KVSpec{Layers: 2, Context: ctx, KVHeads: g.kvHeads, HeadDim: hd}); err != nil {
+				t.Fatal(err)
+			}
+			load := func(name string, vals []float32) infer.Weight {
+				w, err := b.LoadWeight(infer.WeightData{Name: name, Type: gguf.F32, Shape: []int64{hd}, Data: floatsToBytes(vals)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return w
+			}
+			qw, kw := load("q_norm", qn), load("k_norm", kn)
+			layer := func(n, pos, cache int, q, k, v, o []float32) {
+				qt, kt, vt, ot := b.mustTensor(t, "q", n, qd), b.mustTensor(t, "k", n, kvd), b.mustTensor(t, "v", n, kvd), b.mustTensor(t, "o", n, qd)
+				b.write(t, qt, q)
+				b.write(t, kt, k)
+				b.write(t, vt, v)
+				b.Begin(batchOf(n, pos))
+				b.RMSNorm(qt, qt, qw, 1e-6)
+				b.RMSNorm(kt, kt, kw, 1e-6)
+				b.Rope(qt, rope)
+				b.Rope(kt, rope)
+				b.StoreKV(cache, kt, vt)
+				b.Attention(ot, qt, cache, a)
+				b.Read(ot, o)
+				if n == 1 && cache == 1 {
+					dispatches = b.dispatches
+					q1, k1 = make([]float32, qd), make([]float32, kvd)
+					b.Read(qt, q1)
+					b.Read(kt, k1)
+				}
+				if err := b.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// the same tokens through both layers of the cache: equal
+			// outputs, and no pipeline of its own for layer 1 where kvBind
+			// can bind at an offset
+			out0 := make([]float32, qd)
+			layer(pre, 0, 0, qv[:pre*qd], kv[:pre*kvd], vv[:pre*kvd], make([]float32, pre*qd))
+			layer(1, pre, 0, qv[pre*qd:], kv[pre*kvd:], vv[pre*kvd:], out0)
+			pipes := len(b.d.kernels)
+			layer(pre, 0, 1, qv[:pre*qd], kv[:pre*kvd], vv[:pre*kvd], make([]float32, pre*qd))
+			out = make([]float32, qd)
+			layer(1, pre, 1, qv[pre*qd:], kv[pre*kvd:], vv[pre*kvd:], out)
+			if e := maxRelErr(out, out0); e != 0 {
+				t.Errorf("%d heads: layers 0 and 1 differ by %.3g on the same tokens", g.heads, e)
+			}
+			if added := len(b.d.kernels) - pipes; (added == 0) != (g.ctx%2 == 0) {
+				t.Errorf("%d heads, context %d: layer 1 added %d pipelines", g.heads, g.ctx, added)
+			}
+			return out, q1, k1, dispatches
+		}
+		fused := newTestBackend(t)
+		plain := newTestBackend(t)
+		plain.noFuse = true
+		out, q1, k1, nf := run(fused)
+		pout, pq1, pk1, np := run(plain)
+		if e := maxRelErr(out, pout); e > 1e-6 {
+			t.Errorf("%d heads: attention differs from the unfused ops by %.3g", g.heads, e)
+		}
+		if e := maxRelErr(q1, pq1); e != 0 {
+			t.Errorf("%d heads: q read after attention differs by %.3g", g.heads, e)
+		}
+		if e := maxRelErr(k1, pk1); e != 0 {
+			t.Errorf("%d heads: k read after attention differs by %.3g", g.heads, e)
+		}
+		if nf != 3 || np != 6 {
+			t.Errorf("%d heads: %d dispatches before the reads (unfused %d), want 3 (6)", g.heads, nf, np)
 		}
 	}
 }

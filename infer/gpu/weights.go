@@ -3,7 +3,6 @@ package gpu
 import (
 	"encoding/binary"
 	"fmt"
-	"strings"
 
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
@@ -27,7 +26,7 @@ type weight struct {
 	// and one dispatch can serve them all.
 	bits, scales         span
 	hostBits, hostScales []byte
-	// interleaved: block-interleaved rather than row-major (interleaveQ1)
+	// interleaved: block-interleaved rather than row-major (repackQ1)
 	interleaved bool
 	// the ternary family: 2-bit codes and f32 scales, chunked (twobit.go)
 	twoBit []twoBitChunk
@@ -111,28 +110,17 @@ func loadWeight(d *Device, wd infer.WeightData) (*weight, error) {
 	return w, nil
 }
 
-// interleaveQ1 reports whether a Q1_0 matrix is stored block-interleaved
-// for q1_w1: the attention projections, whose matvecs (q/k/v fused, and
-// the output) q1_w1 ran faster than select on the H200. The FFN and the
-// head stay row-major for q1_popc, whose reads of four rows' words at a
-// time coalesce best that way, and which beat q1_w1 on those shapes (each
-// q1_w1 workgroup quantizes all of x again).
-func interleaveQ1(name string) bool {
-	for _, role := range []string{".attn_q.", ".attn_k.", ".attn_v.", ".attn_output."} {
-		if strings.Contains(name, role) {
-			return true
-		}
-	}
-	return false
-}
-
 // repackQ1 splits 18-byte blocks {f16 d; u8 qs[16]} into the sign words
 // (qs read as 4 little-endian u32: bit i of word j is weight 32j+i) and
 // the scales as f32, row-major or block-interleaved (block b of row r at
 // b·m + r, so that the threads of neighbouring rows read neighbouring
 // 16-byte chunks); shaders/q1_layout.wgsli addresses both.
 func (w *weight) repackQ1(d *Device, rowBytes int) error {
-	w.interleaved = interleaveQ1(w.name)
+	// Every Q1_0 matrix is block-interleaved for the decode matvecs
+	// q1_w1 and q1_xq (one row per thread), the default on every shape now
+	// that activations are rounded once by their producer; the other
+	// kernels address both layouts.
+	w.interleaved = true
 	blocks := w.k / 128
 	bits := make([]byte, w.m*blocks*16)
 	scales := make([]byte, w.m*blocks*4)

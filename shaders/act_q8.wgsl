@@ -1,0 +1,70 @@
+// A decode activation row and its Q8_0 rounding (q8_group) for q1_xq, by
+// the op that produces it. NORM: dst = RMSNorm(x)·w over the whole row (x
+// not dst), every workgroup summing x² in exactly rmsnorm.wgsl's order
+// with its 256 threads (G = 256·k, k ≥ 2) so its scale is bit-identical;
+// GLU: dst = silu(x)·up as elementwise.wgsl. One thread per value, 256
+// per workgroup; xq gets the rounded values, xsum each 32's Σ.
+// Constants: G (row length), EPS, WG (=256); flags NORM, GLU, INPLACE (GLU
+// with dst = x: x is read through dst's binding).
+//#include cpu_math
+//#include q8_group
+//#if INPLACE
+//#else
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+//#endif
+//#if NORM
+@group(0) @binding(1) var<storage, read> w: array<f32>;
+//#endif
+//#if GLU
+@group(0) @binding(1) var<storage, read> up: array<f32>;
+//#endif
+@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+@group(0) @binding(3) var<storage, read_write> xq: array<f32>;
+@group(0) @binding(4) var<storage, read_write> xsum: array<f32>;
+
+//#if NORM
+var<workgroup> red: array<f32, WG>;
+//#endif
+
+fn load(i: u32) -> f32 {
+//#if INPLACE
+	return dst[i];
+//#else
+	return x[i];
+//#endif
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+	let e = wid.x * WG + lid;
+	let live = e < G;
+	let i = min(e, G - 1u);
+//#if NORM
+	var ss = 0.0;
+	for (var j = lid; j < G; j += WG) {
+		let val = load(j);
+		ss += val * val;
+	}
+	red[lid] = ss;
+	workgroupBarrier();
+	for (var s = WG / 2u; s > 0u; s >>= 1u) {
+		if (lid < s) {
+			red[lid] += red[lid + s];
+		}
+		workgroupBarrier();
+	}
+	let scale = 1.0 / sqrt(red[0] / f32(G) + EPS);
+	let v = select(0.0, load(i) * scale * w[i], live);
+//#endif
+//#if GLU
+	let v = select(0.0, ggml_silu(load(i)) * up[i], live);
+//#endif
+	let r = q8_round(lid, v);
+	if (live) {
+		dst[e] = v;
+		xq[e] = r.x;
+		if (lid % 32u == 0u) {
+			xsum[e / 32u] = r.y;
+		}
+	}
+}
