@@ -420,37 +420,67 @@ func quantizeQ6_K(src []float32, dst []byte) {
 
 func bsum(x []byte, j int) int32 { return int32(int16(le16(x, q8_KBsums+2*j))) }
 
-// dotQ4_K adds up as ggml's repacked Q4_K kernels (q4_K_8x8_q8_K, gemv and
-// gemm alike), which llama.cpp's x86 build runs for Q4_K matrices whose
-// row count is a multiple of 8 (every matrix of the models bonsai runs):
-// per row one f32 lane for the scales and one for the mins, one FMA each
-// per super-block with d_w·d_x and dmin_w·d_x, and their difference at the
-// end. (Other row counts go through ggml_vec_dot_q4_K_q8_K's eight lanes.)
+// dotQ4_K and dotQ4_KGemm add up as ggml's repacked Q4_K kernels
+// (q4_K_8x8_q8_K), which llama.cpp's x86 build runs for every Q4_K matrix
+// whose row count is a multiple of 8: per row one f32 sum for the scales
+// and one for the mins, and their difference at the end. The two kernels
+// differ in how often they round: the gemv (dotQ4_K) adds each
+// super-block's integers up first and makes one FMA per super-block with
+// d_w·d_x and dmin_w·d_x; the gemm (dotQ4_KGemm) makes one per pair of
+// sub-blocks, four per super-block. Which of the two a token meets depends
+// on its place in the product (Matrix.gemmTokens). (Other row counts go
+// through ggml_vec_dot_q4_K_q8_K's eight lanes.)
 func dotQ4_K(n int, w, x []byte) float32 {
 	var acc, accMins float32
 	for b := 0; b < n/qkK; b++ {
 		wb, xb := w[b*q4_KBytes:], x[b*q8_KBytes:]
-		scales, qs, q8 := wb[4:16], wb[16:144], xb[4:4+qkK]
 		var sumi, sumMins int32
-		for j := 0; j < 8; j++ {
-			sc, m := scaleMinK4(j, scales)
-			sumMins += int32(m) * (bsum(xb, 2*j) + bsum(xb, 2*j+1))
-			q := qs[32*(j/2):]
-			var s int32
-			for l := 0; l < 32; l++ {
-				v := q[l] & 0xf
-				if j%2 == 1 {
-					v = q[l] >> 4
-				}
-				s += int32(v) * int32(int8(q8[32*j+l]))
-			}
-			sumi += int32(sc) * s
+		for k := 0; k < 4; k++ {
+			s, m := q4KPairSums(wb, xb, k)
+			sumi += s
+			sumMins += m
 		}
 		dx := f32at(xb, 0)
 		acc = fma32(float32(sumi), f16at(wb, 0)*dx, acc)
 		accMins = fma32(float32(sumMins), f16at(wb, 2)*dx, accMins)
 	}
 	return acc - accMins
+}
+
+func dotQ4_KGemm(n int, w, x []byte) float32 {
+	var acc, accMins float32
+	for b := 0; b < n/qkK; b++ {
+		wb, xb := w[b*q4_KBytes:], x[b*q8_KBytes:]
+		dx := f32at(xb, 0)
+		d, dmin := f16at(wb, 0)*dx, f16at(wb, 2)*dx
+		for k := 0; k < 4; k++ {
+			s, m := q4KPairSums(wb, xb, k)
+			acc = fma32(float32(s), d, acc)
+			accMins = fma32(float32(m), dmin, accMins)
+		}
+	}
+	return acc - accMins
+}
+
+// q4KPairSums is the exact integer part of sub-blocks 2k and 2k+1 of one
+// Q4_K super-block wb against the Q8_K block xb: Σ_j sc_j·Σ u·q and
+// Σ_j m_j·(Q8_K's sums of sub-block j).
+func q4KPairSums(wb, xb []byte, k int) (sumi, sumMins int32) {
+	scales, q, q8 := wb[4:16], wb[16+32*k:], xb[4:4+qkK]
+	for j := 2 * k; j < 2*k+2; j++ {
+		sc, m := scaleMinK4(j, scales)
+		sumMins += int32(m) * (bsum(xb, 2*j) + bsum(xb, 2*j+1))
+		var s int32
+		for l := 0; l < 32; l++ {
+			v := q[l] & 0xf
+			if j%2 == 1 {
+				v = q[l] >> 4
+			}
+			s += int32(v) * int32(int8(q8[32*j+l]))
+		}
+		sumi += int32(sc) * s
+	}
+	return sumi, sumMins
 }
 
 // dotQ5_K and dotQ6_K add up in the order of ggml's AVX2 kernels, which
