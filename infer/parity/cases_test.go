@@ -72,8 +72,10 @@ var modelCases = []modelCase{
 	// q4_K_8x8 kernels, which llama.cpp uses for every Q4_K matrix here:
 	// the gemm (one FMA per pair of sub-blocks) on a prompt's tokens in
 	// whole groups of 4, the gemv (one per super-block) on the rest and on
-	// every decode step. Before the gemm's order was followed, qwen35 logits
-	// differed from the first step by up to 9.2·ε.
+	// every decode step; with the decode step's attention in
+	// ggml_vec_dot_f16's order and glibc's expf and logf it matches to the
+	// bit (before the gemm's order was followed, logits differed from the
+	// first step by up to 9.2·ε).
 	{name: "qwen35-q2_0-qwen-vocab", arch: "qwen35", typ: gguf.Q2_0, prompts: []string{"The quick brown fox jumps over the lazy dog.", promptCode}},
 	{name: "qwen35-q2_0", arch: "qwen35", typ: gguf.Q2_0, vocab: 4096, prompts: []string{promptCode, promptProse}},
 	{name: "qwen35-q1_0", arch: "qwen35", typ: gguf.Q1_0, vocab: 4096, prompts: []string{"Once upon a time, in a land far away,", promptDates}},

@@ -45,7 +45,14 @@ import (
 // block; per block blk[l] = d_x0·s0[l], then blk[l] = fma(d_xk, float(sk[l]),
 // blk[l]) for k = 1…3, then acc[l] = fma(d_w, blk[l], acc[l]); the result
 // is ((a4+a0)+(a6+a2)) + ((a5+a1)+(a7+a3)). Q4_K's is that of ggml's
-// repacked q4_K_8x8_q8_K kernels (dotQ4_K). Q8_0 at one token: per block
+// repacked q4_K_8x8_q8_K kernels: the gemm (dotQ4_KGemm) for a product's
+// tokens in whole groups of 4, the gemv (dotQ4_K) for the rest, so a
+// decode step and the output head are all gemv. Two more orders matter in
+// a decode step: its attention products are ggml_vec_dot_f16's, not
+// tinyBLAS's (which takes two tokens or more), and ggml's scalar unary ops
+// (softplus, sigmoid, the SiLU tails) call glibc's expf and logf, which
+// are not correctly rounded (quant.GlibcExpf, quant.GlibcLogf); with both
+// the qwen35-q4_k case matches to the bit at every step (2026-12-02). Q8_0 at one token: per block
 // d = d_x·d_w, acc[l] = fma(d, Σ of lane l's 4 products, acc[l]), the same
 // final sum (prompts go through tinyBLAS, not yet derived). Q5_K and Q6_K
 // follow ggml's AVX2 order (infer/quant/kquants.go).

@@ -215,3 +215,19 @@ func swigluSIMD(dst, gate, up []float32) int {
 	swiglu(&dst[0], &gate[0], &up[0], blocks)
 	return 16 * blocks
 }
+
+func dotsF16VecSIMD(x []float32, h []uint16, stride int, out []float32) bool {
+	if !haveAVX512 || len(x)%64 != 0 || len(x) == 0 {
+		return false
+	}
+	dotsF16Vec(&x[0], &h[0], stride, len(out), len(x)/64, &out[0])
+	return true
+}
+
+func weightedSumF16VecSIMD(p []float32, h []uint16, stride int, out []float32) bool {
+	if !haveAVX512 || len(out)%16 != 0 || len(out) == 0 {
+		return false
+	}
+	weightedSumF16Vec(&p[0], &h[0], stride, len(p), len(out)/16, &out[0])
+	return true
+}

@@ -36,3 +36,6 @@ func softmaxF16SIMD([]float32, float32) bool { return false }
 
 func f32ToF16sSIMD([]uint16, []float32) bool { return false }
 func roundF16sSIMD(_, _ []float32) bool      { return false }
+
+func dotsF16VecSIMD([]float32, []uint16, int, []float32) bool        { return false }
+func weightedSumF16VecSIMD([]float32, []uint16, int, []float32) bool { return false }

@@ -148,6 +148,8 @@ func main() {
 	}
 	dotsF16()
 	weightedSumF16()
+	dotsF16Vec()
+	weightedSumF16Vec()
 	quantizeQ8_0()
 	swiglu()
 	softmaxF16()
