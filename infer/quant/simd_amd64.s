@@ -4627,7 +4627,7 @@ done:
 
 // func weightedSumF16Vec(p *float32, h *uint16, stride int, n int, chunks int, out *float32)
 // Requires: AVX, AVX512F
-TEXT ·weightedSumF16Vec(SB), NOSPLIT, $0-48
+TEXT ·weightedSumF16Vec(SB), $4096-48
 	MOVQ   p+0(FP), AX
 	MOVQ   h+8(FP), CX
 	MOVQ   stride+16(FP), DX
@@ -4635,1336 +4635,205 @@ TEXT ·weightedSumF16Vec(SB), NOSPLIT, $0-48
 	MOVQ   chunks+32(FP), SI
 	MOVQ   out+40(FP), DI
 	SHLQ   $0x01, DX
-	MOVQ   DX, R8
-	SHLQ   $0x06, R8
+	LEAQ   (SP), R8
 	VPXORD Z0, Z0, Z0
 
 panel:
-	VMOVAPS Z0, Z1
-	MOVQ    $0x00000000, R9
-	CMPQ    R9, BX
-	JAE     end0
-	LEAQ    (AX), R10
-	MOVQ    $0x00000000, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
+	VMOVUPS Z0, (R8)
+	VMOVUPS Z0, 64(R8)
+	VMOVUPS Z0, 128(R8)
+	VMOVUPS Z0, 192(R8)
+	VMOVUPS Z0, 256(R8)
+	VMOVUPS Z0, 320(R8)
+	VMOVUPS Z0, 384(R8)
+	VMOVUPS Z0, 448(R8)
+	VMOVUPS Z0, 512(R8)
+	VMOVUPS Z0, 576(R8)
+	VMOVUPS Z0, 640(R8)
+	VMOVUPS Z0, 704(R8)
+	VMOVUPS Z0, 768(R8)
+	VMOVUPS Z0, 832(R8)
+	VMOVUPS Z0, 896(R8)
+	VMOVUPS Z0, 960(R8)
+	VMOVUPS Z0, 1024(R8)
+	VMOVUPS Z0, 1088(R8)
+	VMOVUPS Z0, 1152(R8)
+	VMOVUPS Z0, 1216(R8)
+	VMOVUPS Z0, 1280(R8)
+	VMOVUPS Z0, 1344(R8)
+	VMOVUPS Z0, 1408(R8)
+	VMOVUPS Z0, 1472(R8)
+	VMOVUPS Z0, 1536(R8)
+	VMOVUPS Z0, 1600(R8)
+	VMOVUPS Z0, 1664(R8)
+	VMOVUPS Z0, 1728(R8)
+	VMOVUPS Z0, 1792(R8)
+	VMOVUPS Z0, 1856(R8)
+	VMOVUPS Z0, 1920(R8)
+	VMOVUPS Z0, 1984(R8)
+	VMOVUPS Z0, 2048(R8)
+	VMOVUPS Z0, 2112(R8)
+	VMOVUPS Z0, 2176(R8)
+	VMOVUPS Z0, 2240(R8)
+	VMOVUPS Z0, 2304(R8)
+	VMOVUPS Z0, 2368(R8)
+	VMOVUPS Z0, 2432(R8)
+	VMOVUPS Z0, 2496(R8)
+	VMOVUPS Z0, 2560(R8)
+	VMOVUPS Z0, 2624(R8)
+	VMOVUPS Z0, 2688(R8)
+	VMOVUPS Z0, 2752(R8)
+	VMOVUPS Z0, 2816(R8)
+	VMOVUPS Z0, 2880(R8)
+	VMOVUPS Z0, 2944(R8)
+	VMOVUPS Z0, 3008(R8)
+	VMOVUPS Z0, 3072(R8)
+	VMOVUPS Z0, 3136(R8)
+	VMOVUPS Z0, 3200(R8)
+	VMOVUPS Z0, 3264(R8)
+	VMOVUPS Z0, 3328(R8)
+	VMOVUPS Z0, 3392(R8)
+	VMOVUPS Z0, 3456(R8)
+	VMOVUPS Z0, 3520(R8)
+	VMOVUPS Z0, 3584(R8)
+	VMOVUPS Z0, 3648(R8)
+	VMOVUPS Z0, 3712(R8)
+	VMOVUPS Z0, 3776(R8)
+	VMOVUPS Z0, 3840(R8)
+	VMOVUPS Z0, 3904(R8)
+	VMOVUPS Z0, 3968(R8)
+	VMOVUPS Z0, 4032(R8)
+	XORQ    R9, R9
+	MOVQ    AX, R10
+	MOVQ    CX, R11
+	TESTQ   BX, BX
+	JZ      combine
 
-chain0:
-	VCVTPH2PS    (R11), Z2
-	VBROADCASTSS (R10), Z3
-	VFMADD231PS  Z2, Z3, Z1
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
+row:
+	MOVQ         R9, R12
+	ANDQ         $0x3f, R12
+	SHLQ         $0x06, R12
+	VCVTPH2PS    (R11), Z1
+	VBROADCASTSS (R10), Z2
+	VMOVUPS      (R8)(R12*1), Z3
+	VFMADD231PS  Z1, Z2, Z3
+	VMOVUPS      Z3, (R8)(R12*1)
+	ADDQ         $0x04, R10
+	ADDQ         DX, R11
+	INCQ         R9
 	CMPQ         R9, BX
-	JB           chain0
+	JB           row
 
-end0:
-	VMOVAPS Z0, Z2
-	MOVQ    $0x00000010, R9
-	CMPQ    R9, BX
-	JAE     end16
-	LEAQ    64(AX), R10
-	MOVQ    $0x00000010, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain16:
-	VCVTPH2PS    (R11), Z3
-	VBROADCASTSS (R10), Z4
-	VFMADD231PS  Z3, Z4, Z2
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain16
-
-end16:
-	VMOVAPS Z0, Z3
-	MOVQ    $0x00000020, R9
-	CMPQ    R9, BX
-	JAE     end32
-	LEAQ    128(AX), R10
-	MOVQ    $0x00000020, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain32:
-	VCVTPH2PS    (R11), Z4
-	VBROADCASTSS (R10), Z5
-	VFMADD231PS  Z4, Z5, Z3
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain32
-
-end32:
-	VMOVAPS Z0, Z4
-	MOVQ    $0x00000030, R9
-	CMPQ    R9, BX
-	JAE     end48
-	LEAQ    192(AX), R10
-	MOVQ    $0x00000030, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain48:
-	VCVTPH2PS    (R11), Z5
-	VBROADCASTSS (R10), Z6
-	VFMADD231PS  Z5, Z6, Z4
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain48
-
-end48:
+combine:
+	VMOVUPS (R8), Z1
+	VMOVUPS 1024(R8), Z2
+	VMOVUPS 2048(R8), Z3
+	VMOVUPS 3072(R8), Z4
 	VADDPS  Z3, Z1, Z1
 	VADDPS  Z4, Z2, Z2
 	VADDPS  Z2, Z1, Z1
-	VMOVAPS Z0, Z2
-	MOVQ    $0x00000001, R9
-	CMPQ    R9, BX
-	JAE     end1
-	LEAQ    4(AX), R10
-	MOVQ    $0x00000001, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain1:
-	VCVTPH2PS    (R11), Z3
-	VBROADCASTSS (R10), Z4
-	VFMADD231PS  Z3, Z4, Z2
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain1
-
-end1:
-	VMOVAPS Z0, Z3
-	MOVQ    $0x00000011, R9
-	CMPQ    R9, BX
-	JAE     end17
-	LEAQ    68(AX), R10
-	MOVQ    $0x00000011, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain17:
-	VCVTPH2PS    (R11), Z4
-	VBROADCASTSS (R10), Z5
-	VFMADD231PS  Z4, Z5, Z3
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain17
-
-end17:
-	VMOVAPS Z0, Z4
-	MOVQ    $0x00000021, R9
-	CMPQ    R9, BX
-	JAE     end33
-	LEAQ    132(AX), R10
-	MOVQ    $0x00000021, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain33:
-	VCVTPH2PS    (R11), Z5
-	VBROADCASTSS (R10), Z6
-	VFMADD231PS  Z5, Z6, Z4
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain33
-
-end33:
-	VMOVAPS Z0, Z5
-	MOVQ    $0x00000031, R9
-	CMPQ    R9, BX
-	JAE     end49
-	LEAQ    196(AX), R10
-	MOVQ    $0x00000031, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain49:
-	VCVTPH2PS    (R11), Z6
-	VBROADCASTSS (R10), Z7
-	VFMADD231PS  Z6, Z7, Z5
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain49
-
-end49:
+	VMOVUPS 64(R8), Z2
+	VMOVUPS 1088(R8), Z3
+	VMOVUPS 2112(R8), Z4
+	VMOVUPS 3136(R8), Z5
 	VADDPS  Z4, Z2, Z2
 	VADDPS  Z5, Z3, Z3
 	VADDPS  Z3, Z2, Z2
-	VMOVAPS Z0, Z3
-	MOVQ    $0x00000002, R9
-	CMPQ    R9, BX
-	JAE     end2
-	LEAQ    8(AX), R10
-	MOVQ    $0x00000002, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain2:
-	VCVTPH2PS    (R11), Z4
-	VBROADCASTSS (R10), Z5
-	VFMADD231PS  Z4, Z5, Z3
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain2
-
-end2:
-	VMOVAPS Z0, Z4
-	MOVQ    $0x00000012, R9
-	CMPQ    R9, BX
-	JAE     end18
-	LEAQ    72(AX), R10
-	MOVQ    $0x00000012, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain18:
-	VCVTPH2PS    (R11), Z5
-	VBROADCASTSS (R10), Z6
-	VFMADD231PS  Z5, Z6, Z4
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain18
-
-end18:
-	VMOVAPS Z0, Z5
-	MOVQ    $0x00000022, R9
-	CMPQ    R9, BX
-	JAE     end34
-	LEAQ    136(AX), R10
-	MOVQ    $0x00000022, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain34:
-	VCVTPH2PS    (R11), Z6
-	VBROADCASTSS (R10), Z7
-	VFMADD231PS  Z6, Z7, Z5
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain34
-
-end34:
-	VMOVAPS Z0, Z6
-	MOVQ    $0x00000032, R9
-	CMPQ    R9, BX
-	JAE     end50
-	LEAQ    200(AX), R10
-	MOVQ    $0x00000032, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain50:
-	VCVTPH2PS    (R11), Z7
-	VBROADCASTSS (R10), Z8
-	VFMADD231PS  Z7, Z8, Z6
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain50
-
-end50:
+	VMOVUPS 128(R8), Z3
+	VMOVUPS 1152(R8), Z4
+	VMOVUPS 2176(R8), Z5
+	VMOVUPS 3200(R8), Z6
 	VADDPS  Z5, Z3, Z3
 	VADDPS  Z6, Z4, Z4
 	VADDPS  Z4, Z3, Z3
-	VMOVAPS Z0, Z4
-	MOVQ    $0x00000003, R9
-	CMPQ    R9, BX
-	JAE     end3
-	LEAQ    12(AX), R10
-	MOVQ    $0x00000003, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain3:
-	VCVTPH2PS    (R11), Z5
-	VBROADCASTSS (R10), Z6
-	VFMADD231PS  Z5, Z6, Z4
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain3
-
-end3:
-	VMOVAPS Z0, Z5
-	MOVQ    $0x00000013, R9
-	CMPQ    R9, BX
-	JAE     end19
-	LEAQ    76(AX), R10
-	MOVQ    $0x00000013, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain19:
-	VCVTPH2PS    (R11), Z6
-	VBROADCASTSS (R10), Z7
-	VFMADD231PS  Z6, Z7, Z5
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain19
-
-end19:
-	VMOVAPS Z0, Z6
-	MOVQ    $0x00000023, R9
-	CMPQ    R9, BX
-	JAE     end35
-	LEAQ    140(AX), R10
-	MOVQ    $0x00000023, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain35:
-	VCVTPH2PS    (R11), Z7
-	VBROADCASTSS (R10), Z8
-	VFMADD231PS  Z7, Z8, Z6
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain35
-
-end35:
-	VMOVAPS Z0, Z7
-	MOVQ    $0x00000033, R9
-	CMPQ    R9, BX
-	JAE     end51
-	LEAQ    204(AX), R10
-	MOVQ    $0x00000033, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain51:
-	VCVTPH2PS    (R11), Z8
-	VBROADCASTSS (R10), Z9
-	VFMADD231PS  Z8, Z9, Z7
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain51
-
-end51:
+	VMOVUPS 192(R8), Z4
+	VMOVUPS 1216(R8), Z5
+	VMOVUPS 2240(R8), Z6
+	VMOVUPS 3264(R8), Z7
 	VADDPS  Z6, Z4, Z4
 	VADDPS  Z7, Z5, Z5
 	VADDPS  Z5, Z4, Z4
-	VMOVAPS Z0, Z5
-	MOVQ    $0x00000004, R9
-	CMPQ    R9, BX
-	JAE     end4
-	LEAQ    16(AX), R10
-	MOVQ    $0x00000004, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain4:
-	VCVTPH2PS    (R11), Z6
-	VBROADCASTSS (R10), Z7
-	VFMADD231PS  Z6, Z7, Z5
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain4
-
-end4:
-	VMOVAPS Z0, Z6
-	MOVQ    $0x00000014, R9
-	CMPQ    R9, BX
-	JAE     end20
-	LEAQ    80(AX), R10
-	MOVQ    $0x00000014, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain20:
-	VCVTPH2PS    (R11), Z7
-	VBROADCASTSS (R10), Z8
-	VFMADD231PS  Z7, Z8, Z6
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain20
-
-end20:
-	VMOVAPS Z0, Z7
-	MOVQ    $0x00000024, R9
-	CMPQ    R9, BX
-	JAE     end36
-	LEAQ    144(AX), R10
-	MOVQ    $0x00000024, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain36:
-	VCVTPH2PS    (R11), Z8
-	VBROADCASTSS (R10), Z9
-	VFMADD231PS  Z8, Z9, Z7
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain36
-
-end36:
-	VMOVAPS Z0, Z8
-	MOVQ    $0x00000034, R9
-	CMPQ    R9, BX
-	JAE     end52
-	LEAQ    208(AX), R10
-	MOVQ    $0x00000034, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain52:
-	VCVTPH2PS    (R11), Z9
-	VBROADCASTSS (R10), Z10
-	VFMADD231PS  Z9, Z10, Z8
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain52
-
-end52:
+	VMOVUPS 256(R8), Z5
+	VMOVUPS 1280(R8), Z6
+	VMOVUPS 2304(R8), Z7
+	VMOVUPS 3328(R8), Z8
 	VADDPS  Z7, Z5, Z5
 	VADDPS  Z8, Z6, Z6
 	VADDPS  Z6, Z5, Z5
-	VMOVAPS Z0, Z6
-	MOVQ    $0x00000005, R9
-	CMPQ    R9, BX
-	JAE     end5
-	LEAQ    20(AX), R10
-	MOVQ    $0x00000005, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain5:
-	VCVTPH2PS    (R11), Z7
-	VBROADCASTSS (R10), Z8
-	VFMADD231PS  Z7, Z8, Z6
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain5
-
-end5:
-	VMOVAPS Z0, Z7
-	MOVQ    $0x00000015, R9
-	CMPQ    R9, BX
-	JAE     end21
-	LEAQ    84(AX), R10
-	MOVQ    $0x00000015, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain21:
-	VCVTPH2PS    (R11), Z8
-	VBROADCASTSS (R10), Z9
-	VFMADD231PS  Z8, Z9, Z7
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain21
-
-end21:
-	VMOVAPS Z0, Z8
-	MOVQ    $0x00000025, R9
-	CMPQ    R9, BX
-	JAE     end37
-	LEAQ    148(AX), R10
-	MOVQ    $0x00000025, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain37:
-	VCVTPH2PS    (R11), Z9
-	VBROADCASTSS (R10), Z10
-	VFMADD231PS  Z9, Z10, Z8
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain37
-
-end37:
-	VMOVAPS Z0, Z9
-	MOVQ    $0x00000035, R9
-	CMPQ    R9, BX
-	JAE     end53
-	LEAQ    212(AX), R10
-	MOVQ    $0x00000035, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain53:
-	VCVTPH2PS    (R11), Z10
-	VBROADCASTSS (R10), Z11
-	VFMADD231PS  Z10, Z11, Z9
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain53
-
-end53:
+	VMOVUPS 320(R8), Z6
+	VMOVUPS 1344(R8), Z7
+	VMOVUPS 2368(R8), Z8
+	VMOVUPS 3392(R8), Z9
 	VADDPS  Z8, Z6, Z6
 	VADDPS  Z9, Z7, Z7
 	VADDPS  Z7, Z6, Z6
-	VMOVAPS Z0, Z7
-	MOVQ    $0x00000006, R9
-	CMPQ    R9, BX
-	JAE     end6
-	LEAQ    24(AX), R10
-	MOVQ    $0x00000006, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain6:
-	VCVTPH2PS    (R11), Z8
-	VBROADCASTSS (R10), Z9
-	VFMADD231PS  Z8, Z9, Z7
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain6
-
-end6:
-	VMOVAPS Z0, Z8
-	MOVQ    $0x00000016, R9
-	CMPQ    R9, BX
-	JAE     end22
-	LEAQ    88(AX), R10
-	MOVQ    $0x00000016, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain22:
-	VCVTPH2PS    (R11), Z9
-	VBROADCASTSS (R10), Z10
-	VFMADD231PS  Z9, Z10, Z8
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain22
-
-end22:
-	VMOVAPS Z0, Z9
-	MOVQ    $0x00000026, R9
-	CMPQ    R9, BX
-	JAE     end38
-	LEAQ    152(AX), R10
-	MOVQ    $0x00000026, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain38:
-	VCVTPH2PS    (R11), Z10
-	VBROADCASTSS (R10), Z11
-	VFMADD231PS  Z10, Z11, Z9
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain38
-
-end38:
-	VMOVAPS Z0, Z10
-	MOVQ    $0x00000036, R9
-	CMPQ    R9, BX
-	JAE     end54
-	LEAQ    216(AX), R10
-	MOVQ    $0x00000036, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain54:
-	VCVTPH2PS    (R11), Z11
-	VBROADCASTSS (R10), Z12
-	VFMADD231PS  Z11, Z12, Z10
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain54
-
-end54:
+	VMOVUPS 384(R8), Z7
+	VMOVUPS 1408(R8), Z8
+	VMOVUPS 2432(R8), Z9
+	VMOVUPS 3456(R8), Z10
 	VADDPS  Z9, Z7, Z7
 	VADDPS  Z10, Z8, Z8
 	VADDPS  Z8, Z7, Z7
-	VMOVAPS Z0, Z8
-	MOVQ    $0x00000007, R9
-	CMPQ    R9, BX
-	JAE     end7
-	LEAQ    28(AX), R10
-	MOVQ    $0x00000007, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain7:
-	VCVTPH2PS    (R11), Z9
-	VBROADCASTSS (R10), Z10
-	VFMADD231PS  Z9, Z10, Z8
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain7
-
-end7:
-	VMOVAPS Z0, Z9
-	MOVQ    $0x00000017, R9
-	CMPQ    R9, BX
-	JAE     end23
-	LEAQ    92(AX), R10
-	MOVQ    $0x00000017, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain23:
-	VCVTPH2PS    (R11), Z10
-	VBROADCASTSS (R10), Z11
-	VFMADD231PS  Z10, Z11, Z9
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain23
-
-end23:
-	VMOVAPS Z0, Z10
-	MOVQ    $0x00000027, R9
-	CMPQ    R9, BX
-	JAE     end39
-	LEAQ    156(AX), R10
-	MOVQ    $0x00000027, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain39:
-	VCVTPH2PS    (R11), Z11
-	VBROADCASTSS (R10), Z12
-	VFMADD231PS  Z11, Z12, Z10
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain39
-
-end39:
-	VMOVAPS Z0, Z11
-	MOVQ    $0x00000037, R9
-	CMPQ    R9, BX
-	JAE     end55
-	LEAQ    220(AX), R10
-	MOVQ    $0x00000037, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain55:
-	VCVTPH2PS    (R11), Z12
-	VBROADCASTSS (R10), Z13
-	VFMADD231PS  Z12, Z13, Z11
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain55
-
-end55:
+	VMOVUPS 448(R8), Z8
+	VMOVUPS 1472(R8), Z9
+	VMOVUPS 2496(R8), Z10
+	VMOVUPS 3520(R8), Z11
 	VADDPS  Z10, Z8, Z8
 	VADDPS  Z11, Z9, Z9
 	VADDPS  Z9, Z8, Z8
-	VMOVAPS Z0, Z9
-	MOVQ    $0x00000008, R9
-	CMPQ    R9, BX
-	JAE     end8
-	LEAQ    32(AX), R10
-	MOVQ    $0x00000008, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain8:
-	VCVTPH2PS    (R11), Z10
-	VBROADCASTSS (R10), Z11
-	VFMADD231PS  Z10, Z11, Z9
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain8
-
-end8:
-	VMOVAPS Z0, Z10
-	MOVQ    $0x00000018, R9
-	CMPQ    R9, BX
-	JAE     end24
-	LEAQ    96(AX), R10
-	MOVQ    $0x00000018, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain24:
-	VCVTPH2PS    (R11), Z11
-	VBROADCASTSS (R10), Z12
-	VFMADD231PS  Z11, Z12, Z10
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain24
-
-end24:
-	VMOVAPS Z0, Z11
-	MOVQ    $0x00000028, R9
-	CMPQ    R9, BX
-	JAE     end40
-	LEAQ    160(AX), R10
-	MOVQ    $0x00000028, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain40:
-	VCVTPH2PS    (R11), Z12
-	VBROADCASTSS (R10), Z13
-	VFMADD231PS  Z12, Z13, Z11
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain40
-
-end40:
-	VMOVAPS Z0, Z12
-	MOVQ    $0x00000038, R9
-	CMPQ    R9, BX
-	JAE     end56
-	LEAQ    224(AX), R10
-	MOVQ    $0x00000038, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain56:
-	VCVTPH2PS    (R11), Z13
-	VBROADCASTSS (R10), Z14
-	VFMADD231PS  Z13, Z14, Z12
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain56
-
-end56:
+	VMOVUPS 512(R8), Z9
+	VMOVUPS 1536(R8), Z10
+	VMOVUPS 2560(R8), Z11
+	VMOVUPS 3584(R8), Z12
 	VADDPS  Z11, Z9, Z9
 	VADDPS  Z12, Z10, Z10
 	VADDPS  Z10, Z9, Z9
-	VMOVAPS Z0, Z10
-	MOVQ    $0x00000009, R9
-	CMPQ    R9, BX
-	JAE     end9
-	LEAQ    36(AX), R10
-	MOVQ    $0x00000009, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain9:
-	VCVTPH2PS    (R11), Z11
-	VBROADCASTSS (R10), Z12
-	VFMADD231PS  Z11, Z12, Z10
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain9
-
-end9:
-	VMOVAPS Z0, Z11
-	MOVQ    $0x00000019, R9
-	CMPQ    R9, BX
-	JAE     end25
-	LEAQ    100(AX), R10
-	MOVQ    $0x00000019, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain25:
-	VCVTPH2PS    (R11), Z12
-	VBROADCASTSS (R10), Z13
-	VFMADD231PS  Z12, Z13, Z11
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain25
-
-end25:
-	VMOVAPS Z0, Z12
-	MOVQ    $0x00000029, R9
-	CMPQ    R9, BX
-	JAE     end41
-	LEAQ    164(AX), R10
-	MOVQ    $0x00000029, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain41:
-	VCVTPH2PS    (R11), Z13
-	VBROADCASTSS (R10), Z14
-	VFMADD231PS  Z13, Z14, Z12
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain41
-
-end41:
-	VMOVAPS Z0, Z13
-	MOVQ    $0x00000039, R9
-	CMPQ    R9, BX
-	JAE     end57
-	LEAQ    228(AX), R10
-	MOVQ    $0x00000039, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain57:
-	VCVTPH2PS    (R11), Z14
-	VBROADCASTSS (R10), Z15
-	VFMADD231PS  Z14, Z15, Z13
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain57
-
-end57:
+	VMOVUPS 576(R8), Z10
+	VMOVUPS 1600(R8), Z11
+	VMOVUPS 2624(R8), Z12
+	VMOVUPS 3648(R8), Z13
 	VADDPS  Z12, Z10, Z10
 	VADDPS  Z13, Z11, Z11
 	VADDPS  Z11, Z10, Z10
-	VMOVAPS Z0, Z11
-	MOVQ    $0x0000000a, R9
-	CMPQ    R9, BX
-	JAE     end10
-	LEAQ    40(AX), R10
-	MOVQ    $0x0000000a, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain10:
-	VCVTPH2PS    (R11), Z12
-	VBROADCASTSS (R10), Z13
-	VFMADD231PS  Z12, Z13, Z11
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain10
-
-end10:
-	VMOVAPS Z0, Z12
-	MOVQ    $0x0000001a, R9
-	CMPQ    R9, BX
-	JAE     end26
-	LEAQ    104(AX), R10
-	MOVQ    $0x0000001a, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain26:
-	VCVTPH2PS    (R11), Z13
-	VBROADCASTSS (R10), Z14
-	VFMADD231PS  Z13, Z14, Z12
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain26
-
-end26:
-	VMOVAPS Z0, Z13
-	MOVQ    $0x0000002a, R9
-	CMPQ    R9, BX
-	JAE     end42
-	LEAQ    168(AX), R10
-	MOVQ    $0x0000002a, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain42:
-	VCVTPH2PS    (R11), Z14
-	VBROADCASTSS (R10), Z15
-	VFMADD231PS  Z14, Z15, Z13
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain42
-
-end42:
-	VMOVAPS Z0, Z14
-	MOVQ    $0x0000003a, R9
-	CMPQ    R9, BX
-	JAE     end58
-	LEAQ    232(AX), R10
-	MOVQ    $0x0000003a, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain58:
-	VCVTPH2PS    (R11), Z15
-	VBROADCASTSS (R10), Z16
-	VFMADD231PS  Z15, Z16, Z14
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain58
-
-end58:
+	VMOVUPS 640(R8), Z11
+	VMOVUPS 1664(R8), Z12
+	VMOVUPS 2688(R8), Z13
+	VMOVUPS 3712(R8), Z14
 	VADDPS  Z13, Z11, Z11
 	VADDPS  Z14, Z12, Z12
 	VADDPS  Z12, Z11, Z11
-	VMOVAPS Z0, Z12
-	MOVQ    $0x0000000b, R9
-	CMPQ    R9, BX
-	JAE     end11
-	LEAQ    44(AX), R10
-	MOVQ    $0x0000000b, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain11:
-	VCVTPH2PS    (R11), Z13
-	VBROADCASTSS (R10), Z14
-	VFMADD231PS  Z13, Z14, Z12
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain11
-
-end11:
-	VMOVAPS Z0, Z13
-	MOVQ    $0x0000001b, R9
-	CMPQ    R9, BX
-	JAE     end27
-	LEAQ    108(AX), R10
-	MOVQ    $0x0000001b, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain27:
-	VCVTPH2PS    (R11), Z14
-	VBROADCASTSS (R10), Z15
-	VFMADD231PS  Z14, Z15, Z13
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain27
-
-end27:
-	VMOVAPS Z0, Z14
-	MOVQ    $0x0000002b, R9
-	CMPQ    R9, BX
-	JAE     end43
-	LEAQ    172(AX), R10
-	MOVQ    $0x0000002b, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain43:
-	VCVTPH2PS    (R11), Z15
-	VBROADCASTSS (R10), Z16
-	VFMADD231PS  Z15, Z16, Z14
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain43
-
-end43:
-	VMOVAPS Z0, Z15
-	MOVQ    $0x0000003b, R9
-	CMPQ    R9, BX
-	JAE     end59
-	LEAQ    236(AX), R10
-	MOVQ    $0x0000003b, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain59:
-	VCVTPH2PS    (R11), Z16
-	VBROADCASTSS (R10), Z17
-	VFMADD231PS  Z16, Z17, Z15
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain59
-
-end59:
+	VMOVUPS 704(R8), Z12
+	VMOVUPS 1728(R8), Z13
+	VMOVUPS 2752(R8), Z14
+	VMOVUPS 3776(R8), Z15
 	VADDPS  Z14, Z12, Z12
 	VADDPS  Z15, Z13, Z13
 	VADDPS  Z13, Z12, Z12
-	VMOVAPS Z0, Z13
-	MOVQ    $0x0000000c, R9
-	CMPQ    R9, BX
-	JAE     end12
-	LEAQ    48(AX), R10
-	MOVQ    $0x0000000c, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain12:
-	VCVTPH2PS    (R11), Z14
-	VBROADCASTSS (R10), Z15
-	VFMADD231PS  Z14, Z15, Z13
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain12
-
-end12:
-	VMOVAPS Z0, Z14
-	MOVQ    $0x0000001c, R9
-	CMPQ    R9, BX
-	JAE     end28
-	LEAQ    112(AX), R10
-	MOVQ    $0x0000001c, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain28:
-	VCVTPH2PS    (R11), Z15
-	VBROADCASTSS (R10), Z16
-	VFMADD231PS  Z15, Z16, Z14
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain28
-
-end28:
-	VMOVAPS Z0, Z15
-	MOVQ    $0x0000002c, R9
-	CMPQ    R9, BX
-	JAE     end44
-	LEAQ    176(AX), R10
-	MOVQ    $0x0000002c, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain44:
-	VCVTPH2PS    (R11), Z16
-	VBROADCASTSS (R10), Z17
-	VFMADD231PS  Z16, Z17, Z15
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain44
-
-end44:
-	VMOVAPS Z0, Z16
-	MOVQ    $0x0000003c, R9
-	CMPQ    R9, BX
-	JAE     end60
-	LEAQ    240(AX), R10
-	MOVQ    $0x0000003c, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain60:
-	VCVTPH2PS    (R11), Z17
-	VBROADCASTSS (R10), Z18
-	VFMADD231PS  Z17, Z18, Z16
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain60
-
-end60:
+	VMOVUPS 768(R8), Z13
+	VMOVUPS 1792(R8), Z14
+	VMOVUPS 2816(R8), Z15
+	VMOVUPS 3840(R8), Z16
 	VADDPS  Z15, Z13, Z13
 	VADDPS  Z16, Z14, Z14
 	VADDPS  Z14, Z13, Z13
-	VMOVAPS Z0, Z14
-	MOVQ    $0x0000000d, R9
-	CMPQ    R9, BX
-	JAE     end13
-	LEAQ    52(AX), R10
-	MOVQ    $0x0000000d, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain13:
-	VCVTPH2PS    (R11), Z15
-	VBROADCASTSS (R10), Z16
-	VFMADD231PS  Z15, Z16, Z14
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain13
-
-end13:
-	VMOVAPS Z0, Z15
-	MOVQ    $0x0000001d, R9
-	CMPQ    R9, BX
-	JAE     end29
-	LEAQ    116(AX), R10
-	MOVQ    $0x0000001d, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain29:
-	VCVTPH2PS    (R11), Z16
-	VBROADCASTSS (R10), Z17
-	VFMADD231PS  Z16, Z17, Z15
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain29
-
-end29:
-	VMOVAPS Z0, Z16
-	MOVQ    $0x0000002d, R9
-	CMPQ    R9, BX
-	JAE     end45
-	LEAQ    180(AX), R10
-	MOVQ    $0x0000002d, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain45:
-	VCVTPH2PS    (R11), Z17
-	VBROADCASTSS (R10), Z18
-	VFMADD231PS  Z17, Z18, Z16
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain45
-
-end45:
-	VMOVAPS Z0, Z17
-	MOVQ    $0x0000003d, R9
-	CMPQ    R9, BX
-	JAE     end61
-	LEAQ    244(AX), R10
-	MOVQ    $0x0000003d, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain61:
-	VCVTPH2PS    (R11), Z18
-	VBROADCASTSS (R10), Z19
-	VFMADD231PS  Z18, Z19, Z17
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain61
-
-end61:
+	VMOVUPS 832(R8), Z14
+	VMOVUPS 1856(R8), Z15
+	VMOVUPS 2880(R8), Z16
+	VMOVUPS 3904(R8), Z17
 	VADDPS  Z16, Z14, Z14
 	VADDPS  Z17, Z15, Z15
 	VADDPS  Z15, Z14, Z14
-	VMOVAPS Z0, Z15
-	MOVQ    $0x0000000e, R9
-	CMPQ    R9, BX
-	JAE     end14
-	LEAQ    56(AX), R10
-	MOVQ    $0x0000000e, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain14:
-	VCVTPH2PS    (R11), Z16
-	VBROADCASTSS (R10), Z17
-	VFMADD231PS  Z16, Z17, Z15
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain14
-
-end14:
-	VMOVAPS Z0, Z16
-	MOVQ    $0x0000001e, R9
-	CMPQ    R9, BX
-	JAE     end30
-	LEAQ    120(AX), R10
-	MOVQ    $0x0000001e, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain30:
-	VCVTPH2PS    (R11), Z17
-	VBROADCASTSS (R10), Z18
-	VFMADD231PS  Z17, Z18, Z16
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain30
-
-end30:
-	VMOVAPS Z0, Z17
-	MOVQ    $0x0000002e, R9
-	CMPQ    R9, BX
-	JAE     end46
-	LEAQ    184(AX), R10
-	MOVQ    $0x0000002e, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain46:
-	VCVTPH2PS    (R11), Z18
-	VBROADCASTSS (R10), Z19
-	VFMADD231PS  Z18, Z19, Z17
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain46
-
-end46:
-	VMOVAPS Z0, Z18
-	MOVQ    $0x0000003e, R9
-	CMPQ    R9, BX
-	JAE     end62
-	LEAQ    248(AX), R10
-	MOVQ    $0x0000003e, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain62:
-	VCVTPH2PS    (R11), Z19
-	VBROADCASTSS (R10), Z20
-	VFMADD231PS  Z19, Z20, Z18
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain62
-
-end62:
+	VMOVUPS 896(R8), Z15
+	VMOVUPS 1920(R8), Z16
+	VMOVUPS 2944(R8), Z17
+	VMOVUPS 3968(R8), Z18
 	VADDPS  Z17, Z15, Z15
 	VADDPS  Z18, Z16, Z16
 	VADDPS  Z16, Z15, Z15
-	VMOVAPS Z0, Z16
-	MOVQ    $0x0000000f, R9
-	CMPQ    R9, BX
-	JAE     end15
-	LEAQ    60(AX), R10
-	MOVQ    $0x0000000f, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain15:
-	VCVTPH2PS    (R11), Z17
-	VBROADCASTSS (R10), Z18
-	VFMADD231PS  Z17, Z18, Z16
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain15
-
-end15:
-	VMOVAPS Z0, Z17
-	MOVQ    $0x0000001f, R9
-	CMPQ    R9, BX
-	JAE     end31
-	LEAQ    124(AX), R10
-	MOVQ    $0x0000001f, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain31:
-	VCVTPH2PS    (R11), Z18
-	VBROADCASTSS (R10), Z19
-	VFMADD231PS  Z18, Z19, Z17
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain31
-
-end31:
-	VMOVAPS Z0, Z18
-	MOVQ    $0x0000002f, R9
-	CMPQ    R9, BX
-	JAE     end47
-	LEAQ    188(AX), R10
-	MOVQ    $0x0000002f, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain47:
-	VCVTPH2PS    (R11), Z19
-	VBROADCASTSS (R10), Z20
-	VFMADD231PS  Z19, Z20, Z18
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain47
-
-end47:
-	VMOVAPS Z0, Z19
-	MOVQ    $0x0000003f, R9
-	CMPQ    R9, BX
-	JAE     end63
-	LEAQ    252(AX), R10
-	MOVQ    $0x0000003f, R11
-	IMULQ   DX, R11
-	ADDQ    CX, R11
-
-chain63:
-	VCVTPH2PS    (R11), Z20
-	VBROADCASTSS (R10), Z21
-	VFMADD231PS  Z20, Z21, Z19
-	ADDQ         $0x00000100, R10
-	ADDQ         R8, R11
-	ADDQ         $0x40, R9
-	CMPQ         R9, BX
-	JB           chain63
-
-end63:
+	VMOVUPS 960(R8), Z16
+	VMOVUPS 1984(R8), Z17
+	VMOVUPS 3008(R8), Z18
+	VMOVUPS 4032(R8), Z19
 	VADDPS  Z18, Z16, Z16
 	VADDPS  Z19, Z17, Z17
 	VADDPS  Z17, Z16, Z16

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
@@ -87,14 +85,16 @@ func dotsF16Vec() {
 
 // weightedSumF16Vec generates weightedSumF16Vec: out[d] = Σ_t
 // p[t]·f16(h[t·stride + d]) for t < n, d < 16·chunks (probabilities times
-// values), sixteen outputs at a time: for each lane l the four chains of
-// t ≡ l, 16+l, 32+l, 48+l mod 64 (register per chain, 16 outputs wide),
-// combined as (a0+a2)+(a1+a3) into d[l], then the tree over l as vertical
-// adds.
+// values), sixteen outputs at a time. The 64 lanes t mod 64 of the sixteen
+// outputs live in a 4 KiB frame (slot t mod 64, 16 outputs wide) so that
+// the rows stream in order; then lane l of the four accumulators combines
+// as (a0+a2)+(a1+a3) and the tree over l runs as vertical adds.
 func weightedSumF16Vec() {
-	TEXT("weightedSumF16Vec", NOSPLIT, "func(p *float32, h *uint16, stride int, n int, chunks int, out *float32)")
+	// Not NOSPLIT: the frame is larger than a nosplit function may have.
+	TEXT("weightedSumF16Vec", 0, "func(p *float32, h *uint16, stride int, n int, chunks int, out *float32)")
 	Doc("weightedSumF16Vec sets out (16·chunks floats) to Σ_t p[t]·row t of h (f16, stride elements apart), t < n, in ggml_vec_dot_f16's order.")
 	Pragma("noescape")
+	frame := AllocLocal(64 * 64)
 	pp := Load(Param("p"), GP64())
 	h := Load(Param("h"), GP64())
 	stride := Load(Param("stride"), GP64())
@@ -102,41 +102,44 @@ func weightedSumF16Vec() {
 	chunks := Load(Param("chunks"), GP64())
 	out := Load(Param("out"), GP64())
 	SHLQ(U8(1), stride)
-	stride64 := GP64()
-	MOVQ(stride, stride64)
-	SHLQ(U8(6), stride64)
-
-	t, ap, hp := GP64(), GP64(), GP64()
-	// Zeroing goes through one register: VPXORD of a register with itself
-	// reads it, which would keep every accumulator live from the entry.
+	base := GP64()
+	LEAQ(frame, base)
 	zero := ZMM()
 	VPXORD(zero, zero, zero)
+
 	Label("panel")
+	for l := 0; l < 64; l++ {
+		VMOVUPS(zero, Mem{Base: base, Disp: 64 * l})
+	}
+	t, ap, hp, slot := GP64(), GP64(), GP64(), GP64()
+	XORQ(t, t)
+	MOVQ(pp, ap)
+	MOVQ(h, hp)
+	TESTQ(n, n)
+	JZ(LabelRef("combine"))
+	Label("row")
+	MOVQ(t, slot)
+	ANDQ(U8(63), slot)
+	SHLQ(U8(6), slot)
+	v, b, m := ZMM(), ZMM(), ZMM()
+	VCVTPH2PS(Mem{Base: hp}, v)
+	VBROADCASTSS(Mem{Base: ap}, b)
+	VMOVUPS(Mem{Base: base, Index: slot, Scale: 1}, m)
+	VFMADD231PS(v, b, m)
+	VMOVUPS(m, Mem{Base: base, Index: slot, Scale: 1})
+	ADDQ(U8(4), ap)
+	ADDQ(stride, hp)
+	INCQ(t)
+	CMPQ(t, n)
+	JB(LabelRef("row"))
+
+	Label("combine")
 	d := make([]reg.VecVirtual, 16)
 	for l := range d {
 		var a [4]reg.VecVirtual
 		for j := range a {
-			lane := 16*j + l
 			a[j] = ZMM()
-			VMOVAPS(zero, a[j])
-			MOVQ(U32(lane), t)
-			CMPQ(t, n)
-			JAE(LabelRef(fmt.Sprintf("end%d", lane)))
-			LEAQ(Mem{Base: pp, Disp: 4 * lane}, ap)
-			MOVQ(U32(lane), hp)
-			IMULQ(stride, hp)
-			ADDQ(h, hp)
-			Label(fmt.Sprintf("chain%d", lane))
-			v, b := ZMM(), ZMM()
-			VCVTPH2PS(Mem{Base: hp}, v)
-			VBROADCASTSS(Mem{Base: ap}, b)
-			VFMADD231PS(v, b, a[j])
-			ADDQ(U32(256), ap)
-			ADDQ(stride64, hp)
-			ADDQ(U8(64), t)
-			CMPQ(t, n)
-			JB(LabelRef(fmt.Sprintf("chain%d", lane)))
-			Label(fmt.Sprintf("end%d", lane))
+			VMOVUPS(Mem{Base: base, Disp: 64 * (16*j + l)}, a[j])
 		}
 		VADDPS(a[2], a[0], a[0])
 		VADDPS(a[3], a[1], a[1])
