@@ -50,8 +50,8 @@ func dequantizeQ4_K(src []byte, dst []float32) {
 			d2, mm2 := d*float32(sc2), dmin*float32(m2)
 			q := qs[32*j:]
 			for l := 0; l < 32; l++ {
-				y[64*j+l] = d1*float32(q[l]&0xf) - mm1
-				y[64*j+32+l] = d2*float32(q[l]>>4) - mm2
+				y[64*j+l] = float32(d1*float32(q[l]&0xf)) - mm1
+				y[64*j+32+l] = float32(d2*float32(q[l]>>4)) - mm2
 			}
 		}
 	}
@@ -78,8 +78,8 @@ func dequantizeQ5_K(src []byte, dst []float32) {
 				if qh[l]&u2 != 0 {
 					hi += 16
 				}
-				y[64*j+l] = d1*float32(lo) - mm1
-				y[64*j+32+l] = d2*float32(hi) - mm2
+				y[64*j+l] = float32(d1*float32(lo)) - mm1
+				y[64*j+32+l] = float32(d2*float32(hi)) - mm2
 			}
 		}
 	}
@@ -150,6 +150,12 @@ func quantizeQ8_K(src []float32, dst []byte) {
 	}
 }
 
+// The quantizers and dequantizers write float32(a*b) where a product meets
+// an addition: ggml's reference code runs unfused (ggml-base is built for
+// baseline x86-64), while Go may fuse x*y+z into one FMA on arm64, and the
+// conversion forbids that, so every architecture writes and reads the
+// same bytes as llama.cpp's.
+
 // makeQKX2Quants is ggml's make_qkx2_quants: an asymmetric (scale, min) fit
 // of x to levels 0..nmax, searching nstep rescalings for the least weighted
 // error. It returns the scale and −min.
@@ -163,7 +169,7 @@ func makeQKX2Quants(nmax int32, x, weights []float32, L, Laux []uint8, rmin, rde
 		mx = max(mx, x[i])
 		w := weights[i]
 		sumW += w
-		sumX += w * x[i]
+		sumX += float32(w * x[i])
 	}
 	if mn > 0 {
 		mn = 0
@@ -184,33 +190,33 @@ func makeQKX2Quants(nmax int32, x, weights []float32, L, Laux []uint8, rmin, rde
 	for i := 0; i < n; i++ {
 		l := min(nmax, max(0, nearestInt(iscale*(x[i]-mn))))
 		L[i] = uint8(l)
-		bestError += weights[i] * errOf(scale*float32(L[i])+mn-x[i])
+		bestError += float32(weights[i] * errOf(float32(scale*float32(L[i]))+mn-x[i]))
 	}
 	if nstep < 1 {
 		return scale, -mn
 	}
 	for is := 0; is <= nstep; is++ {
-		iscale = (rmin + rdelta*float32(is) + float32(nmax)) / (mx - mn)
+		iscale = (rmin + float32(rdelta*float32(is)) + float32(nmax)) / (mx - mn)
 		var sumL, sumL2, sumXL float32
 		for i := 0; i < n; i++ {
 			l := min(nmax, max(0, nearestInt(iscale*(x[i]-mn))))
 			Laux[i] = uint8(l)
 			w := weights[i]
-			sumL += w * float32(l)
-			sumL2 += w * float32(l) * float32(l)
-			sumXL += w * float32(l) * x[i]
+			sumL += float32(w * float32(l))
+			sumL2 += float32(w * float32(l) * float32(l))
+			sumXL += float32(w * float32(l) * x[i])
 		}
-		D := sumW*sumL2 - sumL*sumL
+		D := float32(sumW*sumL2) - float32(sumL*sumL)
 		if D > 0 {
-			thisScale := (sumW*sumXL - sumX*sumL) / D
-			thisMin := (sumL2*sumX - sumL*sumXL) / D
+			thisScale := (float32(sumW*sumXL) - float32(sumX*sumL)) / D
+			thisMin := (float32(sumL2*sumX) - float32(sumL*sumXL)) / D
 			if thisMin > 0 {
 				thisMin = 0
 				thisScale = sumXL / sumL2
 			}
 			var curError float32
 			for i := 0; i < n; i++ {
-				curError += weights[i] * errOf(thisScale*float32(Laux[i])+thisMin-x[i])
+				curError += float32(weights[i] * errOf(float32(thisScale*float32(Laux[i]))+thisMin-x[i]))
 			}
 			if curError < bestError {
 				copy(L[:n], Laux[:n])
@@ -234,7 +240,7 @@ func quantizeQ45K(x []float32, blk []byte, L *[qkK]uint8, nmax int32, rmin, rdel
 		xs := x[32*j : 32*j+32]
 		var sumX2 float32
 		for _, v := range xs {
-			sumX2 += v * v
+			sumX2 += float32(v * v)
 		}
 		avX := float32(math.Sqrt(float64(sumX2 / 32)))
 		for l, v := range xs {
@@ -335,8 +341,8 @@ func makeQXQuants(nmax int32, x []float32, L []int8) float32 {
 		l := level(iscale, v)
 		L[i] = int8(l + nmax)
 		w := v * v
-		sumLX += w * v * float32(l)
-		sumL2 += w * float32(l) * float32(l)
+		sumLX += float32(w * v * float32(l))
+		sumL2 += float32(w * float32(l) * float32(l))
 	}
 	var scale float32
 	if sumL2 != 0 {
@@ -347,13 +353,13 @@ func makeQXQuants(nmax int32, x []float32, L []int8) float32 {
 		if is == 0 {
 			continue
 		}
-		iscale = -(float32(nmax) + 0.1*float32(is)) / mx
+		iscale = -(float32(nmax) + float32(0.1*float32(is))) / mx
 		sumLX, sumL2 = 0, 0
 		for _, v := range x {
 			l := level(iscale, v)
 			w := v * v
-			sumLX += w * v * float32(l)
-			sumL2 += w * float32(l) * float32(l)
+			sumLX += float32(w * v * float32(l))
+			sumL2 += float32(w * float32(l) * float32(l))
 		}
 		if sumL2 > 0 && sumLX*sumLX > best*sumL2 {
 			for i, v := range x {
