@@ -101,7 +101,7 @@ func (n *qwen3) forwardRows(rb RowBackend, rows []Row, outs []int, logits []floa
 	}
 	b := n.b
 	rb.BeginRows(rows)
-	n.blocks()
+	n.blocks(false)
 	b.Phase(profile.OutputHead)
 	rb.GatherRows(o.x, n.x, outs)
 	b.RMSNorm(o.x, o.x, n.outNorm, n.hp.RMSEps)

@@ -42,8 +42,10 @@ type qwen3 struct {
 	layers  []qwen3Layer
 	rot     *Rotator
 
-	// Activations, MaxBatch rows each but last and logits (one row).
+	// Activations, MaxBatch rows each but last, logits and the last
+	// layer's one-row FFN tensors.
 	x, h, q, k, v, att, gate, up, last, logits Tensor
+	lastH, lastGate, lastUp                    Tensor
 	// rows is the output head over every token of a pass (ForwardAll).
 	rows rowHead
 	// rowOuts are ForwardRows' output tensors by output count (batch.go).
@@ -116,6 +118,9 @@ func buildQwen3(f *gguf.File, b Backend, cfg BuildConfig) (Network, error) {
 	n.up = alloc.tensor("ffn_up", B, hp.FFN)
 	n.last = alloc.tensor("last", 1, hp.Embed)
 	n.logits = alloc.tensor("logits", 1, hp.Vocab)
+	n.lastH = alloc.tensor("last_h", 1, hp.Embed)
+	n.lastGate = alloc.tensor("last_ffn_gate", 1, hp.FFN)
+	n.lastUp = alloc.tensor("last_ffn_up", 1, hp.FFN)
 	if alloc.err != nil {
 		return nil, alloc.err
 	}
@@ -133,12 +138,18 @@ func (n *qwen3) KVSpec(ctx int) KVSpec {
 // share.
 func (n *qwen3) trunk(batch Batch) {
 	n.b.Begin(batch)
-	n.blocks()
+	n.blocks(false)
 }
 
 // blocks runs the embedding and the layers of a pass begun, leaving the
-// last hidden states in n.x.
-func (n *qwen3) blocks() {
+// last hidden states in n.x; with lastOnly, the last layer's FFN runs on
+// the batch's last row alone and leaves its hidden state in n.last. That
+// is llama.cpp's graph when one logit row is wanted (it keeps only the
+// output rows after the last attention), and it matters beyond the saved
+// work: a K-quant product rounds in another order for a row that shares it
+// with three others or more (quant's gemmTokens), so the last token's FFN
+// must see a product of one row, as llama.cpp's does.
+func (n *qwen3) blocks(lastOnly bool) {
 	b, eps := n.b, n.hp.RMSEps
 	b.Phase(profile.Embed)
 	n.rot.Embed(n.x, n.embd)
@@ -163,23 +174,35 @@ func (n *qwen3) blocks() {
 		b.Add(n.x, n.x, n.h)
 
 		b.Phase(profile.FFN)
-		b.RMSNorm(n.h, n.x, L.ffnNorm, eps)
-		n.matmul(n.gate, L.wGate, n.h)
-		n.matmul(n.up, L.wUp, n.h)
-		b.SwiGLU(n.gate, n.gate, n.up)
-		n.matmul(n.h, L.wDown, n.gate)
-		b.Add(n.x, n.x, n.h)
+		if lastOnly && l == len(n.layers)-1 {
+			b.LastRow(n.last, n.x)
+			n.ffn(L, n.last, n.lastH, n.lastGate, n.lastUp)
+			continue
+		}
+		n.ffn(L, n.x, n.h, n.gate, n.up)
 	}
+}
+
+// ffn is x += Wdown · (silu(Wgate·h) ⊙ Wup·h), h = rms(x)·ffn_norm, with
+// h, gate and up as scratch of x's rows.
+func (n *qwen3) ffn(L qwen3Layer, x, h, gate, up Tensor) {
+	b := n.b
+	b.RMSNorm(h, x, L.ffnNorm, n.hp.RMSEps)
+	n.matmul(gate, L.wGate, h)
+	n.matmul(up, L.wUp, h)
+	b.SwiGLU(gate, gate, up)
+	n.matmul(h, L.wDown, gate)
+	b.Add(x, x, h)
 }
 
 // Forward runs the layers over the batch; see the type's comment for the
 // math.
 func (n *qwen3) Forward(batch Batch, logits []float32) error {
 	b, eps := n.b, n.hp.RMSEps
-	n.trunk(batch)
+	b.Begin(batch)
+	n.blocks(true)
 
 	b.Phase(profile.OutputHead)
-	b.LastRow(n.last, n.x)
 	b.RMSNorm(n.last, n.last, n.outNorm, eps)
 	n.matmul(n.logits, n.output, n.last)
 	b.Read(n.logits, logits)

@@ -18,7 +18,10 @@ import (
 //     exponentials of each 16 positions as _mm512_reduce_add_ps does and the
 //     chunks in f64 (ggml_vec_soft_max_f32);
 //   - the weights are rounded to f16 and meet V as tinyBLAS would
-//     (quant.WeightedSumF16).
+//     (quant.WeightedSumF16);
+//   - except in a pass of one token: tinyBLAS takes only products of two
+//     or more tokens, so a decode step's scores and outputs are
+//     ggml_vec_dot_f16's (quant.DotsF16Vec, quant.WeightedSumF16Vec).
 type attnJob struct {
 	b      *Backend
 	q, dst *tensor
@@ -63,6 +66,10 @@ func (j *attnJob) run(lo, hi, worker int) {
 	group := a.Heads / a.KVHeads
 	kc, vc := b.kv.k[j.layer], b.kv.v[j.layer]
 	q16 := b.qf16[worker][:a.HeadDim]
+	dots, weightedSum := quant.DotsF16, quant.WeightedSumF16
+	if b.n == 1 {
+		dots, weightedSum = quant.DotsF16Vec, quant.WeightedSumF16Vec
+	}
 	for pair := lo; pair < hi; pair++ {
 		i, h := pair/a.Heads, pair%a.Heads
 		past := b.pos(i) + 1 // positions 0 … Pos+i of the row's sequence are visible
@@ -70,13 +77,13 @@ func (j *attnJob) run(lo, hi, worker int) {
 		kvOff := b.base(i)*stride + (h/group)*a.HeadDim
 
 		quant.RoundF16s(q16, j.q.row(i)[h*a.HeadDim:(h+1)*a.HeadDim])
-		quant.DotsF16(q16, kc[kvOff:], stride, scores)
+		dots(q16, kc[kvOff:], stride, scores)
 		quant.SoftmaxF16(scores, a.Scale)
 		out := j.dst.row(i)[h*a.HeadDim : (h+1)*a.HeadDim]
 		if j.byDim != nil {
 			quant.WeightedSumF16T(scores, j.byDim[(h/group)*a.HeadDim*j.positions:], j.positions, out)
 		} else {
-			quant.WeightedSumF16(scores, vc[kvOff:], stride, out)
+			weightedSum(scores, vc[kvOff:], stride, out)
 		}
 	}
 }

@@ -96,10 +96,10 @@ func (b *Backend) CopyCols(dst, src infer.Tensor, c infer.Cols) {
 }
 
 // expf and logf are glibc's single-precision functions, which ggml's scalar
-// unary ops call: the f64 result rounded to f32 is the correctly rounded
-// value that glibc returns.
-func expf(x float32) float32 { return float32(math.Exp(float64(x))) }
-func logf(x float32) float32 { return float32(math.Log(float64(x))) }
+// unary ops call (quant.GlibcExpf and quant.GlibcLogf: not the correctly
+// rounded values, which differ from glibc's now and then).
+func expf(x float32) float32 { return quant.GlibcExpf(x) }
+func logf(x float32) float32 { return quant.GlibcLogf(x) }
 
 // sigmoid is ggml's op_sigmoid, 1/(1 + expf(−x)).
 func sigmoid(x float32) float32 { return 1 / (1 + expf(-x)) }

@@ -68,17 +68,18 @@ var modelCases = []modelCase{
 	// Q2_0 and Q1_0, whose dot products sum in llama.cpp's order, match to
 	// the bit (so does every qwen35 op); the other types differ by their dot
 	// products' order as in the qwen3 cases, and the deeper hybrid network
-	// amplifies that more: Q8_0 reached 6.9·ε. Q4_K has no case yet: in the
-	// order of ggml's repacked q4_K_8x8 kernels (which llama.cpp's load log
-	// shows it uses for every Q4_K matrix here) it matches the qwen3 case
-	// to the bit, but qwen35 logits still differ from the first step, by up
-	// to 9.2·ε. The repacked path's activation quantizer is not the cause:
-	// ggml_quantize_mat_q8_K_4x8 rounds as quantize_row_q8_K does and only
-	// flips the sign of d and every q when +amax and −amax tie, which leaves
-	// each product unchanged.
+	// amplifies that more: Q8_0 reached 6.9·ε. Q4_K sums as ggml's repacked
+	// q4_K_8x8 kernels, which llama.cpp uses for every Q4_K matrix here:
+	// the gemm (one FMA per pair of sub-blocks) on a prompt's tokens in
+	// whole groups of 4, the gemv (one per super-block) on the rest and on
+	// every decode step; with the decode step's attention in
+	// ggml_vec_dot_f16's order and glibc's expf and logf it matches to the
+	// bit (before the gemm's order was followed, logits differed from the
+	// first step by up to 9.2·ε).
 	{name: "qwen35-q2_0-qwen-vocab", arch: "qwen35", typ: gguf.Q2_0, prompts: []string{"The quick brown fox jumps over the lazy dog.", promptCode}},
 	{name: "qwen35-q2_0", arch: "qwen35", typ: gguf.Q2_0, vocab: 4096, prompts: []string{promptCode, promptProse}},
 	{name: "qwen35-q1_0", arch: "qwen35", typ: gguf.Q1_0, vocab: 4096, prompts: []string{"Once upon a time, in a land far away,", promptDates}},
+	{name: "qwen35-q4_k", arch: "qwen35", typ: gguf.Q4_K, vocab: 4096, prompts: []string{"SELECT name FROM users WHERE id = 42;", promptProse}},
 	{name: "qwen35-q8_0", arch: "qwen35", typ: gguf.Q8_0, vocab: 4096, prompts: []string{promptProse, promptDates}},
 	{name: "qwen35-bf16", arch: "qwen35", typ: gguf.BF16, vocab: 4096, prompts: []string{"Hello, world! Hello, bonsai!", promptDates}},
 	{name: "qwen35-f32", arch: "qwen35", typ: gguf.F32, vocab: 4096, prompts: []string{"1, 1, 2, 3, 5, 8, 13,", promptProse}},

@@ -31,12 +31,11 @@ import (
 // on a rounding boundary of the 8-bit (or half) quantizer, the two sides
 // round it to neighbouring codes — one step of ε·max on one element — and
 // the random synthetic networks amplify that through the layers and the KV
-// cache. Measured over the cases below (three prompts each), the largest
-// difference per case is 0–4.9·ε·(|logit|+1): Q8_0 4.8, Q6_K 4.5, Q5_K 3.9,
-// F16 2.1, BF16 2.0, F32 0.5, and 0 for Q1_0, Q2_0, Q4_0 and Q4_K, whose
-// dot products sum in llama.cpp's order; other models of the same kind
-// reached 5.8 (Q4_K, before it summed in that order), so tolFactor keeps
-// its headroom. A real kernel bug (a sign, a scale, a wrong block or
+// cache. Measured over the cases below (2026-12-02), the largest
+// difference per case is 0 but for Q8_0 (4.8; qwen35 6.9) and the YaRN
+// Q8_0 case (2.5), whose prompts go through tinyBLAS in an order not yet
+// derived; other models of the same kind reached 5.8 (Q4_K, before it
+// summed in ggml's order), so tolFactor keeps its headroom. A real kernel bug (a sign, a scale, a wrong block or
 // rounding rule everywhere) moves logits by tens of ε or more and fails.
 // Once every type's dot product sums in ggml's order, this bound can drop
 // to a few ulps. Q1_0's order (ggml_vec_dot_q1_0_q8_0, AVX2, for one token
@@ -45,7 +44,14 @@ import (
 // block; per block blk[l] = d_x0·s0[l], then blk[l] = fma(d_xk, float(sk[l]),
 // blk[l]) for k = 1…3, then acc[l] = fma(d_w, blk[l], acc[l]); the result
 // is ((a4+a0)+(a6+a2)) + ((a5+a1)+(a7+a3)). Q4_K's is that of ggml's
-// repacked q4_K_8x8_q8_K kernels (dotQ4_K). Q8_0 at one token: per block
+// repacked q4_K_8x8_q8_K kernels: the gemm (dotQ4_KGemm) for a product's
+// tokens in whole groups of 4, the gemv (dotQ4_K) for the rest, so a
+// decode step and the output head are all gemv. Two more orders matter in
+// a decode step: its attention products are ggml_vec_dot_f16's, not
+// tinyBLAS's (which takes two tokens or more), and ggml's scalar unary ops
+// (softplus, sigmoid, the SiLU tails) call glibc's expf and logf, which
+// are not correctly rounded (quant.GlibcExpf, quant.GlibcLogf); with both
+// the qwen35-q4_k case matches to the bit at every step (2026-12-02). Q8_0 at one token: per block
 // d = d_x·d_w, acc[l] = fma(d, Σ of lane l's 4 products, acc[l]), the same
 // final sum (prompts go through tinyBLAS, not yet derived). Q5_K and Q6_K
 // follow ggml's AVX2 order (infer/quant/kquants.go).

@@ -66,6 +66,12 @@
 //	WeightedSumF16(probs, vCache[off:], stride, out) // out = Σ_t probs[t]·value t
 //	Reduce16(&lanes)                                 // the 16-lane tree
 //
+// That is tinyBLAS's order, which llama.cpp runs for two query tokens or
+// more; a pass of one token goes through ggml_vec_dot_f16 instead (four
+// 16-lane accumulators over chunks of 64): DotsF16Vec and
+// WeightedSumF16Vec. GlibcExpf and GlibcLogf are glibc's expf and logf,
+// which ggml's scalar unary ops call.
+//
 // SoftmaxF16(scores, scale) is the softmax between them (ggml_v_expf, sums
 // per 16 lanes in f64, weights rounded to f16), F32sToF16 and RoundF16s the
 // f16 roundings of K/V and q;

@@ -102,11 +102,63 @@ func TestWeightedSumF16Transposed(t *testing.T) {
 					if math.Float32bits(got[d]) != math.Float32bits(want[d]) {
 						t.Fatalf("features %v, dim %d, n %d: out[%d] = %v, by position %v", features, dim, n, d, got[d], want[d])
 					}
+// TestF16VectorsVec checks DotsF16Vec and WeightedSumF16Vec (AVX-512 where
+// the CPU has it) against the portable transcription of
+// ggml_vec_dot_f16's order to the bit, and against float64 sums; and that
+// this order is not tinyBLAS's (some results differ), so that a decode
+// step cannot silently take the other one.
+func TestF16VectorsVec(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	differ := 0
+	for _, dim := range []int{64, 80, 128, 256} {
+		for _, n := range []int{1, 2, 3, 37, 64, 300} {
+			stride := dim + 8
+			h := make([]uint16, n*stride)
+			for i := range h {
+				h[i] = F32ToF16(float32(r.NormFloat64()))
+			}
+			x := randVec(r, dim)
+			got, want, tiny := make([]float32, n), make([]float32, n), make([]float32, n)
+			DotsF16Vec(x, h, stride, got)
+			dotsF16VecGo(x, h, stride, want)
+			DotsF16(x, h, stride, tiny)
+			for i := range got {
+				var exact, mag float64
+				for d := 0; d < dim; d++ {
+					v := float64(x[d]) * float64(F16ToF32(h[i*stride+d]))
+					exact, mag = exact+v, mag+math.Abs(v)
+				}
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) || math.Abs(float64(got[i])-exact) > float64(dim)*0x1p-24*mag {
+					t.Fatalf("DotsF16Vec dim %d n %d [%d] = %v, portable %v, exact %v", dim, n, i, got[i], want[i], exact)
+				}
+				if got[i] != tiny[i] {
+					differ++
+				}
+			}
+
+			p := randVec(r, n)
+			ws, wsWant, wsTiny := make([]float32, dim), make([]float32, dim), make([]float32, dim)
+			WeightedSumF16Vec(p, h, stride, ws)
+			weightedSumF16VecGo(p, h, stride, wsWant)
+			WeightedSumF16(p, h, stride, wsTiny)
+			for d := range ws {
+				var exact, mag float64
+				for i := 0; i < n; i++ {
+					v := float64(p[i]) * float64(F16ToF32(h[i*stride+d]))
+					exact, mag = exact+v, mag+math.Abs(v)
+				}
+				if math.Float32bits(ws[d]) != math.Float32bits(wsWant[d]) || math.Abs(float64(ws[d])-exact) > float64(n)*0x1p-24*mag {
+					t.Fatalf("WeightedSumF16Vec dim %d n %d [%d] = %v, portable %v, exact %v", dim, n, d, ws[d], wsWant[d], exact)
+				}
+				if ws[d] != wsTiny[d] {
+					differ++
 				}
 			}
 		}
 	}
 	if err := SetFeatures(FeaturesAll); err != nil {
 		t.Fatal(err)
+	if differ == 0 {
+		t.Fatal("ggml_vec_dot_f16's order gave tinyBLAS's results everywhere: the test cannot tell them apart")
 	}
 }

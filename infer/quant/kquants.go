@@ -50,8 +50,8 @@ func dequantizeQ4_K(src []byte, dst []float32) {
 			d2, mm2 := d*float32(sc2), dmin*float32(m2)
 			q := qs[32*j:]
 			for l := 0; l < 32; l++ {
-				y[64*j+l] = d1*float32(q[l]&0xf) - mm1
-				y[64*j+32+l] = d2*float32(q[l]>>4) - mm2
+				y[64*j+l] = float32(d1*float32(q[l]&0xf)) - mm1
+				y[64*j+32+l] = float32(d2*float32(q[l]>>4)) - mm2
 			}
 		}
 	}
@@ -78,8 +78,8 @@ func dequantizeQ5_K(src []byte, dst []float32) {
 				if qh[l]&u2 != 0 {
 					hi += 16
 				}
-				y[64*j+l] = d1*float32(lo) - mm1
-				y[64*j+32+l] = d2*float32(hi) - mm2
+				y[64*j+l] = float32(d1*float32(lo)) - mm1
+				y[64*j+32+l] = float32(d2*float32(hi)) - mm2
 			}
 		}
 	}
@@ -150,6 +150,12 @@ func quantizeQ8_K(src []float32, dst []byte) {
 	}
 }
 
+// The quantizers and dequantizers write float32(a*b) where a product meets
+// an addition: ggml's reference code runs unfused (ggml-base is built for
+// baseline x86-64), while Go may fuse x*y+z into one FMA on arm64, and the
+// conversion forbids that, so every architecture writes and reads the
+// same bytes as llama.cpp's.
+
 // makeQKX2Quants is ggml's make_qkx2_quants: an asymmetric (scale, min) fit
 // of x to levels 0..nmax, searching nstep rescalings for the least weighted
 // error. It returns the scale and −min.
@@ -163,7 +169,7 @@ func makeQKX2Quants(nmax int32, x, weights []float32, L, Laux []uint8, rmin, rde
 		mx = max(mx, x[i])
 		w := weights[i]
 		sumW += w
-		sumX += w * x[i]
+		sumX += float32(w * x[i])
 	}
 	if mn > 0 {
 		mn = 0
@@ -184,33 +190,33 @@ func makeQKX2Quants(nmax int32, x, weights []float32, L, Laux []uint8, rmin, rde
 	for i := 0; i < n; i++ {
 		l := min(nmax, max(0, nearestInt(iscale*(x[i]-mn))))
 		L[i] = uint8(l)
-		bestError += weights[i] * errOf(scale*float32(L[i])+mn-x[i])
+		bestError += float32(weights[i] * errOf(float32(scale*float32(L[i]))+mn-x[i]))
 	}
 	if nstep < 1 {
 		return scale, -mn
 	}
 	for is := 0; is <= nstep; is++ {
-		iscale = (rmin + rdelta*float32(is) + float32(nmax)) / (mx - mn)
+		iscale = (rmin + float32(rdelta*float32(is)) + float32(nmax)) / (mx - mn)
 		var sumL, sumL2, sumXL float32
 		for i := 0; i < n; i++ {
 			l := min(nmax, max(0, nearestInt(iscale*(x[i]-mn))))
 			Laux[i] = uint8(l)
 			w := weights[i]
-			sumL += w * float32(l)
-			sumL2 += w * float32(l) * float32(l)
-			sumXL += w * float32(l) * x[i]
+			sumL += float32(w * float32(l))
+			sumL2 += float32(w * float32(l) * float32(l))
+			sumXL += float32(w * float32(l) * x[i])
 		}
-		D := sumW*sumL2 - sumL*sumL
+		D := float32(sumW*sumL2) - float32(sumL*sumL)
 		if D > 0 {
-			thisScale := (sumW*sumXL - sumX*sumL) / D
-			thisMin := (sumL2*sumX - sumL*sumXL) / D
+			thisScale := (float32(sumW*sumXL) - float32(sumX*sumL)) / D
+			thisMin := (float32(sumL2*sumX) - float32(sumL*sumXL)) / D
 			if thisMin > 0 {
 				thisMin = 0
 				thisScale = sumXL / sumL2
 			}
 			var curError float32
 			for i := 0; i < n; i++ {
-				curError += weights[i] * errOf(thisScale*float32(Laux[i])+thisMin-x[i])
+				curError += float32(weights[i] * errOf(float32(thisScale*float32(Laux[i]))+thisMin-x[i]))
 			}
 			if curError < bestError {
 				copy(L[:n], Laux[:n])
@@ -234,7 +240,7 @@ func quantizeQ45K(x []float32, blk []byte, L *[qkK]uint8, nmax int32, rmin, rdel
 		xs := x[32*j : 32*j+32]
 		var sumX2 float32
 		for _, v := range xs {
-			sumX2 += v * v
+			sumX2 += float32(v * v)
 		}
 		avX := float32(math.Sqrt(float64(sumX2 / 32)))
 		for l, v := range xs {
@@ -335,8 +341,8 @@ func makeQXQuants(nmax int32, x []float32, L []int8) float32 {
 		l := level(iscale, v)
 		L[i] = int8(l + nmax)
 		w := v * v
-		sumLX += w * v * float32(l)
-		sumL2 += w * float32(l) * float32(l)
+		sumLX += float32(w * v * float32(l))
+		sumL2 += float32(w * float32(l) * float32(l))
 	}
 	var scale float32
 	if sumL2 != 0 {
@@ -347,13 +353,13 @@ func makeQXQuants(nmax int32, x []float32, L []int8) float32 {
 		if is == 0 {
 			continue
 		}
-		iscale = -(float32(nmax) + 0.1*float32(is)) / mx
+		iscale = -(float32(nmax) + float32(0.1*float32(is))) / mx
 		sumLX, sumL2 = 0, 0
 		for _, v := range x {
 			l := level(iscale, v)
 			w := v * v
-			sumLX += w * v * float32(l)
-			sumL2 += w * float32(l) * float32(l)
+			sumLX += float32(w * v * float32(l))
+			sumL2 += float32(w * float32(l) * float32(l))
 		}
 		if sumL2 > 0 && sumLX*sumLX > best*sumL2 {
 			for i, v := range x {
@@ -420,37 +426,67 @@ func quantizeQ6_K(src []float32, dst []byte) {
 
 func bsum(x []byte, j int) int32 { return int32(int16(le16(x, q8_KBsums+2*j))) }
 
-// dotQ4_K adds up as ggml's repacked Q4_K kernels (q4_K_8x8_q8_K, gemv and
-// gemm alike), which llama.cpp's x86 build runs for Q4_K matrices whose
-// row count is a multiple of 8 (every matrix of the models bonsai runs):
-// per row one f32 lane for the scales and one for the mins, one FMA each
-// per super-block with d_w·d_x and dmin_w·d_x, and their difference at the
-// end. (Other row counts go through ggml_vec_dot_q4_K_q8_K's eight lanes.)
+// dotQ4_K and dotQ4_KGemm add up as ggml's repacked Q4_K kernels
+// (q4_K_8x8_q8_K), which llama.cpp's x86 build runs for every Q4_K matrix
+// whose row count is a multiple of 8: per row one f32 sum for the scales
+// and one for the mins, and their difference at the end. The two kernels
+// differ in how often they round: the gemv (dotQ4_K) adds each
+// super-block's integers up first and makes one FMA per super-block with
+// d_w·d_x and dmin_w·d_x; the gemm (dotQ4_KGemm) makes one per pair of
+// sub-blocks, four per super-block. Which of the two a token meets depends
+// on its place in the product (Matrix.gemmTokens). (Other row counts go
+// through ggml_vec_dot_q4_K_q8_K's eight lanes.)
 func dotQ4_K(n int, w, x []byte) float32 {
 	var acc, accMins float32
 	for b := 0; b < n/qkK; b++ {
 		wb, xb := w[b*q4_KBytes:], x[b*q8_KBytes:]
-		scales, qs, q8 := wb[4:16], wb[16:144], xb[4:4+qkK]
 		var sumi, sumMins int32
-		for j := 0; j < 8; j++ {
-			sc, m := scaleMinK4(j, scales)
-			sumMins += int32(m) * (bsum(xb, 2*j) + bsum(xb, 2*j+1))
-			q := qs[32*(j/2):]
-			var s int32
-			for l := 0; l < 32; l++ {
-				v := q[l] & 0xf
-				if j%2 == 1 {
-					v = q[l] >> 4
-				}
-				s += int32(v) * int32(int8(q8[32*j+l]))
-			}
-			sumi += int32(sc) * s
+		for k := 0; k < 4; k++ {
+			s, m := q4KPairSums(wb, xb, k)
+			sumi += s
+			sumMins += m
 		}
 		dx := f32at(xb, 0)
 		acc = fma32(float32(sumi), f16at(wb, 0)*dx, acc)
 		accMins = fma32(float32(sumMins), f16at(wb, 2)*dx, accMins)
 	}
 	return acc - accMins
+}
+
+func dotQ4_KGemm(n int, w, x []byte) float32 {
+	var acc, accMins float32
+	for b := 0; b < n/qkK; b++ {
+		wb, xb := w[b*q4_KBytes:], x[b*q8_KBytes:]
+		dx := f32at(xb, 0)
+		d, dmin := f16at(wb, 0)*dx, f16at(wb, 2)*dx
+		for k := 0; k < 4; k++ {
+			s, m := q4KPairSums(wb, xb, k)
+			acc = fma32(float32(s), d, acc)
+			accMins = fma32(float32(m), dmin, accMins)
+		}
+	}
+	return acc - accMins
+}
+
+// q4KPairSums is the exact integer part of sub-blocks 2k and 2k+1 of one
+// Q4_K super-block wb against the Q8_K block xb: Σ_j sc_j·Σ u·q and
+// Σ_j m_j·(Q8_K's sums of sub-block j).
+func q4KPairSums(wb, xb []byte, k int) (sumi, sumMins int32) {
+	scales, q, q8 := wb[4:16], wb[16+32*k:], xb[4:4+qkK]
+	for j := 2 * k; j < 2*k+2; j++ {
+		sc, m := scaleMinK4(j, scales)
+		sumMins += int32(m) * (bsum(xb, 2*j) + bsum(xb, 2*j+1))
+		var s int32
+		for l := 0; l < 32; l++ {
+			v := q[l] & 0xf
+			if j%2 == 1 {
+				v = q[l] >> 4
+			}
+			s += int32(v) * int32(int8(q8[32*j+l]))
+		}
+		sumi += int32(sc) * s
+	}
+	return sumi, sumMins
 }
 
 // dotQ5_K and dotQ6_K add up in the order of ggml's AVX2 kernels, which

@@ -13,9 +13,10 @@ import (
 // layouts and their own Q8_K planes.
 func init() {
 	type kern = func(*byte, int, *byte, *byte, *byte, *float32, int, uint16)
-	kernelSets[gguf.Q4_K] = &kernelSet{layoutQ4_K, [4]kern{q4_Kx16t1, q4_Kx16t2, q4_Kx16t4, q4_Kx16t8}}
-	kernelSets[gguf.Q5_K] = &kernelSet{layoutQ5_K, [4]kern{q5_Kx16t1, q5_Kx16t2, q5_Kx16t4, q5_Kx16t8}}
-	kernelSets[gguf.Q6_K] = &kernelSet{layoutQ6_K, [4]kern{q6_Kx16t1, q6_Kx16t2, q6_Kx16t4, q6_Kx16t8}}
+	kernelSets[gguf.Q4_K] = &kernelSet{layout: layoutQ4_K, t: [4]kern{q4_Kx16t1, q4_Kx16t2, q4_Kx16t4, q4_Kx16t8},
+		g: [4]kern{q4_Kx16t1g, q4_Kx16t2g, q4_Kx16t4g, q4_Kx16t8g}}
+	kernelSets[gguf.Q5_K] = &kernelSet{layout: layoutQ5_K, t: [4]kern{q5_Kx16t1, q5_Kx16t2, q5_Kx16t4, q5_Kx16t8}}
+	kernelSets[gguf.Q6_K] = &kernelSet{layout: layoutQ6_K, t: [4]kern{q6_Kx16t1, q6_Kx16t2, q6_Kx16t4, q6_Kx16t8}}
 }
 
 // layoutQ4_K packs 16 rows × one super-block as asm/kquants.go reads it:

@@ -14,6 +14,9 @@ import "github.com/bonsai-chat/bonsai/gguf"
 func q4_KRowAVX2(w, x *byte, blocks int, out *float32)
 
 //go:noescape
+func q4_KGemmRowAVX2(w, x *byte, blocks int, out *float32)
+
+//go:noescape
 func q5_KRowAVX2(w, x *byte, blocks int, out *float32)
 
 //go:noescape
@@ -23,11 +26,13 @@ func q6_KRowAVX2(w, x *byte, blocks int, out *float32)
 var avx2KTypes = map[gguf.Type]bool{gguf.Q4_K: true, gguf.Q5_K: true, gguf.Q6_K: true}
 
 // rowDot is one row · one token through the type's integer sums.
-func rowDot(t gguf.Type, _ bool, n int, w, x []byte, s *[sumsScratch]int32) float32 {
-	switch t {
-	case gguf.Q4_K:
+func rowDot(t gguf.Type, _, gemm bool, n int, w, x []byte, s *[sumsScratch]int32) float32 {
+	switch {
+	case t == gguf.Q4_K && gemm:
+		return rowQ4_KGemmAVX2(n, w, x, s)
+	case t == gguf.Q4_K:
 		return rowQ4_KAVX2(n, w, x, s)
-	case gguf.Q5_K:
+	case t == gguf.Q5_K:
 		return rowQ5_KAVX2(n, w, x, s)
 	}
 	return rowQ6_KAVX2(n, w, x, s)
@@ -44,6 +49,14 @@ func kquantsAVX2Product(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float
 func rowQ4_KAVX2(n int, w, x []byte, _ *[sumsScratch]int32) float32 {
 	var out [2]float32
 	q4_KRowAVX2(&w[0], &x[0], n/qkK, &out[0])
+	return out[0] - out[1]
+}
+
+// rowQ4_KGemmAVX2 is dotQ4_KGemm: the assembly makes the two FMAs once
+// per pair of sub-blocks.
+func rowQ4_KGemmAVX2(n int, w, x []byte, _ *[sumsScratch]int32) float32 {
+	var out [2]float32
+	q4_KGemmRowAVX2(&w[0], &x[0], n/qkK, &out[0])
 	return out[0] - out[1]
 }
 

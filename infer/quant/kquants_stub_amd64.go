@@ -22,6 +22,26 @@ func q4_Kx16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, 
 //go:noescape
 func q4_Kx16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
 
+// q4_Kx16t1g computes 16 rows × 1 tokens of a q4_K · Q8_K product.
+//
+//go:noescape
+func q4_Kx16t1g(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
+// q4_Kx16t2g computes 16 rows × 2 tokens of a q4_K · Q8_K product.
+//
+//go:noescape
+func q4_Kx16t2g(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
+// q4_Kx16t4g computes 16 rows × 4 tokens of a q4_K · Q8_K product.
+//
+//go:noescape
+func q4_Kx16t4g(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
+// q4_Kx16t8g computes 16 rows × 8 tokens of a q4_K · Q8_K product.
+//
+//go:noescape
+func q4_Kx16t8g(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+
 // q6_Kx16t1 computes 16 rows × 1 tokens of a q6_K · Q8_K product.
 //
 //go:noescape

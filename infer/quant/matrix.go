@@ -57,14 +57,42 @@ func (m *Matrix) Row(r int) []byte { return m.Data[r*m.rowBytes : (r+1)*m.rowByt
 // portableKernel is the pure-Go product: one dot product per row and
 // token.
 func portableKernel(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
-	dot := m.dotFor(a.Tokens)
+	dot, gemm := m.dotFor(a.Tokens), m.gemmTokens(a.Tokens)
 	for t := t0; t < t1; t++ {
+		d := dot
+		if t < gemm {
+			d = repackedGemm[m.Type]
+		}
 		x := a.Token(t)
 		yt := y[t*m.Rows:]
 		for r := r0; r < r1; r++ {
-			yt[r] = dot(m.Cols, m.Row(r), x)
+			yt[r] = d(m.Cols, m.Row(r), x)
 		}
 	}
+}
+
+// repackedGemm holds, for the types whose llama.cpp x86 kernels are
+// repacked ones with a gemm that rounds in another order than their gemv,
+// that gemm's dot product (the format's dot is the gemv's).
+var repackedGemm = map[gguf.Type]func(n int, w, x []byte) float32{
+	gguf.Q4_K: dotQ4_KGemm,
+}
+
+// gemmTokens is how many leading tokens of a product over tokens tokens
+// llama.cpp computes with its repacked gemm kernel rather than its gemv.
+// ggml repacks a matrix of such a type at load when its row count is a
+// multiple of 8, and its product quantizes the activations and runs the
+// gemm on them in whole groups of 4 rows, the gemv on the tokens%4 rows
+// left over: a product over one token (a decode step, the output head)
+// is all gemv, a prompt of 10 tokens is 8 rows of gemm and 2 of gemv. So
+// the order in which a token's dot products round depends on how many
+// tokens share its product, which is why the backend must call a product
+// with the same rows llama.cpp's graph gives it.
+func (m *Matrix) gemmTokens(tokens int) int {
+	if _, ok := repackedGemm[m.Type]; !ok || m.Rows%8 != 0 {
+		return 0
+	}
+	return tokens - tokens%4
 }
 
 // dotFor is the dot product of a product of the given number of tokens:

@@ -173,3 +173,74 @@ func TestMatMulsMatchesMatMul(t *testing.T) {
 		}
 	}
 }
+
+// TestQ4_KGemmTokens: a Q4_K product rounds as llama.cpp's repacked gemm
+// (dotQ4_KGemm) for the tokens in whole groups of 4 and as its gemv
+// (dotQ4_K) for the rest, and only for matrices llama.cpp repacks (rows a
+// multiple of 8); MatMul follows the rule whatever kernel this CPU runs.
+func TestQ4_KGemmTokens(t *testing.T) {
+	for _, tc := range []struct {
+		typ          gguf.Type
+		rows, tokens int
+		gemm         int
+	}{
+		{gguf.Q4_K, 8, 1, 0}, {gguf.Q4_K, 8, 3, 0}, {gguf.Q4_K, 8, 4, 4}, {gguf.Q4_K, 16, 10, 8},
+		{gguf.Q4_K, 24, 13, 12}, {gguf.Q4_K, 12, 10, 0}, {gguf.Q4_K, 5, 8, 0},
+		{gguf.Q5_K, 16, 10, 0}, {gguf.Q6_K, 16, 10, 0}, {gguf.Q8_0, 16, 10, 0},
+	} {
+		r := rand.New(rand.NewPCG(uint64(tc.rows), uint64(tc.tokens)))
+		const cols = 1024
+		w := randVec(r, tc.rows*cols)
+		data := make([]byte, 0, tc.rows*cols)
+		for row := 0; row < tc.rows; row++ {
+			rb, err := rowBytes(tc.typ, cols)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := make([]byte, rb)
+			if err := QuantizeRow(tc.typ, w[row*cols:(row+1)*cols], q); err != nil {
+				t.Fatal(err)
+			}
+			data = append(data, q...)
+		}
+		m, err := NewMatrix(tc.typ, tc.rows, cols, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := m.gemmTokens(tc.tokens); g != tc.gemm {
+			t.Errorf("%s %d rows, %d tokens: gemmTokens = %d, want %d", tc.typ, tc.rows, tc.tokens, g, tc.gemm)
+		}
+		if tc.typ != gguf.Q4_K {
+			continue
+		}
+		p := NewPool(2)
+		var a Activations
+		if err := p.Quantize(&a, tc.typ, randVec(r, cols*tc.tokens), cols, tc.tokens); err != nil {
+			t.Fatal(err)
+		}
+		y := make([]float32, tc.rows*tc.tokens)
+		if err := p.MatMul(m, &a, y); err != nil {
+			t.Fatal(err)
+		}
+		p.Close()
+		differ := 0
+		for tok := 0; tok < tc.tokens; tok++ {
+			for row := 0; row < tc.rows; row++ {
+				gemv, gemm := dotQ4_K(cols, m.Row(row), a.Token(tok)), dotQ4_KGemm(cols, m.Row(row), a.Token(tok))
+				want := gemv
+				if tok < tc.gemm {
+					want = gemm
+				}
+				if gemv != gemm {
+					differ++
+				}
+				if got := y[tok*tc.rows+row]; math.Float32bits(got) != math.Float32bits(want) {
+					t.Errorf("%d rows, %d tokens: y[token %d, row %d] = %v, want %v (gemm %v, gemv %v)", tc.rows, tc.tokens, tok, row, got, want, gemm, gemv)
+				}
+			}
+		}
+		if tc.gemm > 0 && differ == 0 {
+			t.Errorf("%d rows, %d tokens: the gemm and gemv orders never differ, so the test cannot tell them apart", tc.rows, tc.tokens)
+		}
+	}
+}

@@ -95,7 +95,7 @@ func neonProductNeon(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32)
 }
 
 // rowDot is one row · one token through the type's integer sums.
-func rowDot(t gguf.Type, sdot bool, n int, w, x []byte, s *[sumsScratch]int32) float32 {
+func rowDot(t gguf.Type, sdot, gemm bool, n int, w, x []byte, s *[sumsScratch]int32) float32 {
 	switch t {
 	case gguf.Q8_0:
 		return rowQ8_0(sdot, n, w, x, s)
@@ -104,7 +104,7 @@ func rowDot(t gguf.Type, sdot bool, n int, w, x []byte, s *[sumsScratch]int32) f
 	case gguf.Q2_0:
 		return rowQ2_0(sdot, n, w, x, s)
 	case gguf.Q4_K:
-		return rowQ4_K(sdot, n, w, x, s)
+		return rowQ4_K(sdot, gemm, n, w, x, s)
 	case gguf.Q5_K:
 		return rowQ5_K(sdot, n, w, x, s)
 	}
@@ -160,8 +160,10 @@ func rowQ2_0(sdot bool, n int, w, x []byte, s *[sumsScratch]int32) float32 {
 	return sumf
 }
 
-// rowQ4_K: the assembly leaves the unscaled sums per sub-block (out[8b+j]).
-func rowQ4_K(sdot bool, n int, w, x []byte, s *[sumsScratch]int32) float32 {
+// rowQ4_K: the assembly leaves the unscaled sums per sub-block (out[8b+j]),
+// which are scaled and added as dotQ4_K does, or with gemm as dotQ4_KGemm:
+// one FMA per super-block or one per pair of sub-blocks.
+func rowQ4_K(sdot, gemm bool, n int, w, x []byte, s *[sumsScratch]int32) float32 {
 	const per = sumsScratch / 8
 	var acc, accMins float32
 	nb := n / qkK
@@ -171,15 +173,23 @@ func rowQ4_K(sdot bool, n int, w, x []byte, s *[sumsScratch]int32) float32 {
 		for i := 0; i < k; i++ {
 			wb, xb := w[(b0+i)*q4_KBytes:], x[(b0+i)*q8_KBytes:]
 			scales := wb[4:16]
+			dx := f32at(xb, 0)
+			d, dmin := f16at(wb, 0)*dx, f16at(wb, 2)*dx
 			var sumi, sumMins int32
 			for j := 0; j < 8; j++ {
 				sc, m := scaleMinK4(j, scales)
 				sumMins += int32(m) * (bsum(xb, 2*j) + bsum(xb, 2*j+1))
 				sumi += int32(sc) * s[8*i+j]
+				if gemm && j%2 == 1 {
+					acc = fma32(float32(sumi), d, acc)
+					accMins = fma32(float32(sumMins), dmin, accMins)
+					sumi, sumMins = 0, 0
+				}
 			}
-			dx := f32at(xb, 0)
-			acc = fma32(float32(sumi), f16at(wb, 0)*dx, acc)
-			accMins = fma32(float32(sumMins), f16at(wb, 2)*dx, accMins)
+			if !gemm {
+				acc = fma32(float32(sumi), d, acc)
+				accMins = fma32(float32(sumMins), dmin, accMins)
+			}
 		}
 	}
 	return acc - accMins

@@ -14,15 +14,18 @@ import (
 type kernelSet struct {
 	layout *packedLayout
 	t      [4]func(w *byte, blocks int, qs, negq, dk *byte, y *float32, ldy int, rowMask uint16) // 1, 2, 4, 8 tokens
+	// g is the same for the tokens that llama.cpp's repacked gemm computes
+	// (Matrix.gemmTokens), for the types where it rounds otherwise than t.
+	g [4]func(w *byte, blocks int, qs, negq, dk *byte, y *float32, ldy int, rowMask uint16)
 }
 
 var kernelSets = func() map[gguf.Type]*kernelSet {
 	m := map[gguf.Type]*kernelSet{
-		gguf.Q2_0:     {layoutQ2_0, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q2_0x16t1, q2_0x16t2, q2_0x16t4, q2_0x16t8}},
-		gguf.Q2_0G128: {layoutQ2_0G128, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q2_0g128x16t1, q2_0g128x16t2, q2_0g128x16t4, q2_0g128x16t8}},
-		gguf.Q4_0:     {layoutQ4_0, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q4_0x16t1, q4_0x16t2, q4_0x16t4, q4_0x16t8}},
-		gguf.Q8_0:     {layoutQ8_0, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q8_0x16t1, q8_0x16t2, q8_0x16t4, q8_0x16t8}},
-		gguf.PTQ1_0:   {layoutPTQ1_0, [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){ptq1_0x16t1, ptq1_0x16t2, ptq1_0x16t4, ptq1_0x16t8}},
+		gguf.Q2_0:     {layout: layoutQ2_0, t: [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q2_0x16t1, q2_0x16t2, q2_0x16t4, q2_0x16t8}},
+		gguf.Q2_0G128: {layout: layoutQ2_0G128, t: [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q2_0g128x16t1, q2_0g128x16t2, q2_0g128x16t4, q2_0g128x16t8}},
+		gguf.Q4_0:     {layout: layoutQ4_0, t: [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q4_0x16t1, q4_0x16t2, q4_0x16t4, q4_0x16t8}},
+		gguf.Q8_0:     {layout: layoutQ8_0, t: [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q8_0x16t1, q8_0x16t2, q8_0x16t4, q8_0x16t8}},
+		gguf.PTQ1_0:   {layout: layoutPTQ1_0, t: [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){ptq1_0x16t1, ptq1_0x16t2, ptq1_0x16t4, ptq1_0x16t8}},
 	}
 	m[gguf.PQ2_0] = m[gguf.Q2_0G128] // the same codec
 	return m
@@ -141,16 +144,21 @@ func simdProduct(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
 	blocks := m.Cols / ks.layout.cols
 	groupBytes := blocks * ks.layout.blockBytes
 	p := a.planes
+	gemm := m.gemmTokens(a.Tokens)
 	for g0 := r0; g0 < r1; g0 += packRows {
 		w := &m.packed[g0/packRows*groupBytes]
 		rowMask := uint16(1<<min(packRows, m.Rows-g0) - 1)
 		for t := t0; t < t1; {
 			tile, lane := t/tileTokens, t%tileTokens
-			n, kern := kernelTokens(lane, t1-t)
+			kernels, end := &ks.t, t1
+			if t < gemm {
+				kernels, end = &ks.g, min(t1, gemm)
+			}
+			n, kern := kernelTokens(lane, end-t)
 			qs := &p.qs[tile*tileTokens*a.N+4*lane]
 			negq := &p.negq[tile*tileTokens*a.N/8+4*lane]
 			dk := &p.dk[tile*tileTokens*a.N/8+4*lane]
-			ks.t[kern](w, blocks, qs, negq, dk, &y[t*m.Rows+g0], 4*m.Rows, rowMask)
+			kernels[kern](w, blocks, qs, negq, dk, &y[t*m.Rows+g0], 4*m.Rows, rowMask)
 			t += n
 		}
 	}
@@ -228,4 +236,20 @@ func swigluSIMD(dst, gate, up []float32) int {
 	}
 	swiglu(&dst[0], &gate[0], &up[0], blocks)
 	return 16 * blocks
+}
+
+func dotsF16VecSIMD(x []float32, h []uint16, stride int, out []float32) bool {
+	if !haveAVX512 || len(x)%64 != 0 || len(x) == 0 {
+		return false
+	}
+	dotsF16Vec(&x[0], &h[0], stride, len(out), len(x)/64, &out[0])
+	return true
+}
+
+func weightedSumF16VecSIMD(p []float32, h []uint16, stride int, out []float32) bool {
+	if !haveAVX512 || len(out)%16 != 0 || len(out) == 0 {
+		return false
+	}
+	weightedSumF16Vec(&p[0], &h[0], stride, len(p), len(out)/16, &out[0])
+	return true
 }

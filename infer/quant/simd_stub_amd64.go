@@ -127,6 +127,16 @@ func firstGT(x *float32, blocks int, thr float32) int
 //go:noescape
 func firstNLE(x *float32, blocks int, thr float32) int
 
+// dotsF16Vec computes n dot products of x (64·chunks floats) with f16 rows of h, stride elements apart, in ggml_vec_dot_f16's order.
+//
+//go:noescape
+func dotsF16Vec(x *float32, h *uint16, stride int, n int, chunks int, out *float32)
+
+// weightedSumF16Vec sets out (16·chunks floats) to Σ_t p[t]·row t of h (f16, stride elements apart), t < n, in ggml_vec_dot_f16's order.
+//
+//go:noescape
+func weightedSumF16Vec(p *float32, h *uint16, stride int, n int, chunks int, out *float32)
+
 // quantizeQ8_0 quantizes blocks×32 floats at x into Q8_0 blocks at dst.
 //
 //go:noescape

@@ -9,7 +9,8 @@ package quant
 // the portable dot product's float order, with its very expressions, so
 // the results are the portable kernels' bit for bit. blockSums (the
 // assembly) and rowDot (the row functions) are per architecture; v picks
-// an assembly variant (SDOT or not on arm64).
+// an assembly variant (SDOT or not on arm64), gemm the float order of
+// llama.cpp's repacked gemm for the tokens it computes (Matrix.gemmTokens).
 
 // sumsScratch is the int32 sums one assembly call fills.
 const sumsScratch = 512
@@ -18,11 +19,12 @@ const sumsScratch = 512
 // token of the chunk while it is in L1.
 func sumsProduct(v bool, m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
 	var s [sumsScratch]int32
+	gemm := m.gemmTokens(a.Tokens)
 	for r := r0; r < r1; r++ {
 		w := m.Row(r)
 		for t := t0; t < t1; t++ {
 			x := a.Token(t)
-			y[t*m.Rows+r] = rowDot(m.Type, v, m.Cols, w, x, &s)
+			y[t*m.Rows+r] = rowDot(m.Type, v, t < gemm, m.Cols, w, x, &s)
 		}
 	}
 }

@@ -1,10 +1,8 @@
 package quant
 
-import "math"
-
 // SwiGLU sets dst[i] = silu(gate[i])·up[i] as ggml_vec_swiglu_f32 computes
 // it on x86 with AVX-512: blocks of 16 through ggml_v_silu (x / (1 +
-// ggml_v_expf(−x))), the last len%16 elements through libm's expf. The
+// ggml_v_expf(−x))), the last len%16 elements through libm's expf (GlibcExpf). The
 // slices must have equal lengths; dst may alias gate or up.
 func SwiGLU(dst, gate, up []float32) {
 	n := len(dst)
@@ -15,6 +13,6 @@ func SwiGLU(dst, gate, up []float32) {
 	}
 	for ; i < n; i++ {
 		x := gate[i]
-		dst[i] = x / (1 + float32(math.Exp(float64(-x)))) * up[i]
+		dst[i] = x / (1 + GlibcExpf(-x)) * up[i]
 	}
 }

@@ -31,8 +31,10 @@ package main
 //	accm  = fma(float(mins), dmin·dx, accm)   (in the frame)
 //
 // and acc − accm at the end, which is dotQ4_K's arithmetic (ggml's
-// repacked Q4_K order), float rounding steps included, so the kernel and
-// the portable code agree to the last bit.
+// repacked Q4_K gemv), float rounding steps included, so the kernel and
+// the portable code agree to the last bit. The gemm variants (suffix g)
+// make the two FMAs once per pair of sub-blocks instead, as dotQ4_KGemm
+// (ggml's repacked gemm).
 //
 // The high nibbles are not shifted down per chunk: u = code·16 (v & 0xf0)
 // fits a byte, s_j comes out 16 times too large and exact, and one VPSRAD
@@ -60,8 +62,10 @@ const (
 )
 
 func kquantsMain() {
-	for _, t := range []int{1, 2, 4, 8} {
-		q4kKernel(t)
+	for _, gemm := range []bool{false, true} {
+		for _, t := range []int{1, 2, 4, 8} {
+			q4kKernel(t, gemm)
+		}
 	}
 	for _, t := range []int{1, 2, 4, 8} {
 		q6kKernel(t)
@@ -87,9 +91,15 @@ func vpdpwssdBcst(m Mem, a, acc reg.VecVirtual) {
 
 // q4kKernel generates q4_Kx16t<T>: 16 rows × T tokens of Q4_K · Q8_K, with
 // the signature of the other x16 kernels (negq and dk are the Q8_K planes
-// described above).
-func q4kKernel(T int) {
+// described above). With gemm it generates q4_Kx16t<T>g instead, whose
+// floats round as dotQ4_KGemm's (ggml's repacked gemm): one FMA per pair
+// of sub-blocks instead of one per super-block, for the scales and the
+// mins alike.
+func q4kKernel(T int, gemm bool) {
 	name := fmt.Sprintf("q4_Kx16t%d", T)
+	if gemm {
+		name += "g"
+	}
 	TEXT(name, 0, "func(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)")
 	Doc(fmt.Sprintf("%s computes 16 rows × %d tokens of a q4_K · Q8_K product.", name, T))
 	Pragma("noescape")
@@ -110,6 +120,25 @@ func q4kKernel(T int) {
 		acc[t], sumi[t], s[t] = ZMM(), ZMM(), ZMM()
 		VMOVAPS(zero, acc[t])
 		VMOVUPS(zero, accMins(t))
+	}
+	// scaled adds fma(float(v[t]), scale·dx, sum(t)) for every token, scale
+	// the 16 rows' f16 at off (d or dmin); sum(t) is acc[t] or the frame.
+	scaled := func(v []reg.VecVirtual, off int, mins bool) {
+		sc := ZMM()
+		VCVTPH2PS(Mem{Base: w, Disp: off}, sc)
+		for t := 0; t < T; t++ {
+			a := ZMM()
+			VCVTDQ2PS(v[t], v[t])
+			VMULPS_BCST(Mem{Base: dk, Disp: 4 * t}, sc, a)
+			if !mins {
+				VFMADD231PS(a, v[t], acc[t])
+				continue
+			}
+			m := ZMM()
+			VMOVUPS(accMins(t), m)
+			VFMADD231PS(a, v[t], m)
+			VMOVUPS(m, accMins(t))
+		}
 	}
 
 	Label("block")
@@ -138,38 +167,36 @@ func q4kKernel(T int) {
 			if odd {
 				VPSRAD(U8(4), s[t], s[t])
 			}
-			if j == 0 {
+			if j == 0 || gemm && !odd {
 				VPMULLD(sc, s[t], sumi[t])
 			} else {
 				VPMULLD(sc, s[t], s[t])
 				VPADDD(s[t], sumi[t], sumi[t])
 			}
 		}
+		if gemm && odd {
+			scaled(sumi, q4kD, false)
+		}
 	}
-	// Mins: s[t] = Σ_j m_j·b_j.
-	for t := 0; t < T; t++ {
-		VPXORD(s[t], s[t], s[t])
-	}
+	// Mins: s[t] = Σ_j m_j·b_j, over the super-block or (gemm) per pair.
 	for k := 0; k < 4; k++ {
+		if k == 0 || gemm {
+			for t := 0; t < T; t++ {
+				VPXORD(s[t], s[t], s[t])
+			}
+		}
 		m := ZMM()
 		VPMOVZXBW(Mem{Base: w, Disp: q4kMins + 32*k}, m)
 		for t := 0; t < T; t++ {
 			vpdpwssdBcst(Mem{Base: dk, Disp: 32 + 32*k + 4*t}, m, s[t])
 		}
+		if gemm {
+			scaled(s, q4kDmin, true)
+		}
 	}
-	d, dmin := ZMM(), ZMM()
-	VCVTPH2PS(Mem{Base: w, Disp: q4kD}, d)
-	VCVTPH2PS(Mem{Base: w, Disp: q4kDmin}, dmin)
-	for t := 0; t < T; t++ {
-		a, b, m := ZMM(), ZMM(), ZMM()
-		VCVTDQ2PS(sumi[t], sumi[t])
-		VCVTDQ2PS(s[t], s[t])
-		VMULPS_BCST(Mem{Base: dk, Disp: 4 * t}, d, a)
-		VFMADD231PS(a, sumi[t], acc[t])
-		VMULPS_BCST(Mem{Base: dk, Disp: 4 * t}, dmin, b)
-		VMOVUPS(accMins(t), m)
-		VFMADD231PS(b, s[t], m)
-		VMOVUPS(m, accMins(t))
+	if !gemm {
+		scaled(sumi, q4kD, false)
+		scaled(s, q4kDmin, true)
 	}
 	ADDQ(U32(q4kBlockBytes), w)
 	ADDQ(U32(8*256), qs) // 64 groups × 8 tokens × 4 bytes

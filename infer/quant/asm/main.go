@@ -151,6 +151,8 @@ func main() {
 	weightedSumF16T()
 	firstAbove("firstGT", 0x11, "x[i] > thr (NaN never)")
 	firstAbove("firstNLE", 0x19, "!(x[i] ≤ thr) (NaN always)")
+	dotsF16Vec()
+	weightedSumF16Vec()
 	quantizeQ8_0()
 	swiglu()
 	softmaxF16()
