@@ -72,36 +72,6 @@ func TestF16VectorsEmpty(t *testing.T) {
 	DotsF16([]float32{1}, nil, 0, nil) // no rows: nothing to do, no panic
 }
 
-// WeightedSumF16T over V stored by dimension gives WeightedSumF16's bits
-// over V stored by position, for every tail length, with the AVX-512
-// kernel and with the portable loop. h ends where the last row's last
-// position does: the portable loop's bounds checks catch a read past it,
-// and the kernel's masked tail must not fold one in.
-func TestWeightedSumF16Transposed(t *testing.T) {
-	r := rand.New(rand.NewPCG(23, 24))
-	for _, features := range []Features{FeaturesAll, FeaturesPortable} {
-		if err := SetFeatures(features); err != nil {
-			t.Fatal(err)
-		}
-		for _, dim := range []int{1, 3, 4, 5, 64, 128} {
-			for _, n := range []int{1, 2, 15, 16, 17, 31, 37, 100} {
-				stride, strideT := dim+3, n+5
-				h := make([]uint16, n*stride)
-				hT := make([]uint16, (dim-1)*strideT+n)
-				for tt := range n {
-					for d := range dim {
-						v := F32ToF16(float32(r.NormFloat64()))
-						h[tt*stride+d], hT[d*strideT+tt] = v, v
-					}
-				}
-				p := randVec(r, n)
-				want, got := make([]float32, dim), make([]float32, dim)
-				WeightedSumF16(p, h, stride, want)
-				WeightedSumF16T(p, hT, strideT, got)
-				for d := range dim {
-					if math.Float32bits(got[d]) != math.Float32bits(want[d]) {
-						t.Fatalf("features %v, dim %d, n %d: out[%d] = %v, by position %v", features, dim, n, d, got[d], want[d])
-					}
 // TestF16VectorsVec checks DotsF16Vec and WeightedSumF16Vec (AVX-512 where
 // the CPU has it) against the portable transcription of
 // ggml_vec_dot_f16's order to the bit, and against float64 sums; and that
@@ -156,9 +126,46 @@ func TestF16VectorsVec(t *testing.T) {
 			}
 		}
 	}
-	if err := SetFeatures(FeaturesAll); err != nil {
-		t.Fatal(err)
 	if differ == 0 {
 		t.Fatal("ggml_vec_dot_f16's order gave tinyBLAS's results everywhere: the test cannot tell them apart")
+	}
+}
+
+// WeightedSumF16T over V stored by dimension gives WeightedSumF16's bits
+// over V stored by position, for every tail length, with the AVX-512
+// kernel and with the portable loop. h ends where the last row's last
+// position does: the portable loop's bounds checks catch a read past it,
+// and the kernel's masked tail must not fold one in.
+func TestWeightedSumF16Transposed(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	for _, features := range []Features{FeaturesAll, FeaturesPortable} {
+		if err := SetFeatures(features); err != nil {
+			t.Fatal(err)
+		}
+		for _, dim := range []int{1, 3, 4, 5, 64, 128} {
+			for _, n := range []int{1, 2, 15, 16, 17, 31, 37, 100} {
+				stride, strideT := dim+3, n+5
+				h := make([]uint16, n*stride)
+				hT := make([]uint16, (dim-1)*strideT+n)
+				for tt := range n {
+					for d := range dim {
+						v := F32ToF16(float32(r.NormFloat64()))
+						h[tt*stride+d], hT[d*strideT+tt] = v, v
+					}
+				}
+				p := randVec(r, n)
+				want, got := make([]float32, dim), make([]float32, dim)
+				WeightedSumF16(p, h, stride, want)
+				WeightedSumF16T(p, hT, strideT, got)
+				for d := range dim {
+					if math.Float32bits(got[d]) != math.Float32bits(want[d]) {
+						t.Fatalf("features %v, dim %d, n %d: out[%d] = %v, by position %v", features, dim, n, d, got[d], want[d])
+					}
+				}
+			}
+		}
+	}
+	if err := SetFeatures(FeaturesAll); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -31,6 +31,6 @@ func softmaxF16SIMD([]float32, float32) bool { return false }
 func f32ToF16sSIMD([]uint16, []float32) bool { return false }
 func roundF16sSIMD(_, _ []float32) bool      { return false }
 
-func firstAboveSIMD([]float32, float32, bool) (int, int) { return 0, 0 }
+func firstAboveSIMD([]float32, float32, bool) (int, int)             { return 0, 0 }
 func dotsF16VecSIMD([]float32, []uint16, int, []float32) bool        { return false }
 func weightedSumF16VecSIMD([]float32, []uint16, int, []float32) bool { return false }

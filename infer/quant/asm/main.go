@@ -573,7 +573,7 @@ func weightedSumF16T() {
 // samplers' scans for a logit above the current cut a pass at memory speed.
 func firstAbove(name string, imm uint8, what string) {
 	TEXT(name, NOSPLIT, "func(x *float32, blocks int, thr float32) int")
-	Doc(name+" is the index of the first of 16·blocks floats at x with "+what+", or 16·blocks.")
+	Doc(name + " is the index of the first of 16·blocks floats at x with " + what + ", or 16·blocks.")
 	Pragma("noescape")
 	x := Load(Param("x"), GP64())
 	blocks := Load(Param("blocks"), GP64())
