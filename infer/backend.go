@@ -225,6 +225,12 @@ type Tensor interface {
 type Batch struct {
 	Tokens []int32
 	Pos    int
+	// Steps says each token stands for a decoding step of its own (a pass
+	// that verifies drafted tokens): the products whose rounding llama.cpp
+	// lets depend on how many tokens share them (attention, the repacked
+	// and f16 matmuls) round every token as a pass of that one token
+	// would, so the pass gives plain decoding's logits to the bit.
+	Steps bool
 }
 
 // KVSpec sizes a KV cache. Bytes = 2 (K and V) × Layers × Context × KVHeads ×

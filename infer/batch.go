@@ -15,6 +15,10 @@ type Row struct {
 	Token int32
 	Pos   int
 	Base  int
+	// Step says the row is its sequence's next decoding step (see
+	// Batch.Steps): its attention rounds as a pass of that one token would,
+	// and so do the products when every row of the pass is a step.
+	Step bool
 }
 
 // RowBackend is what a backend adds to run passes over Rows. It is

@@ -114,7 +114,7 @@ func (m *Model) ForwardAll(tokens []int32, pos int, logits []float32) error {
 		}
 		m.DropAfter(pos)
 	}
-	if err := rn.ForwardAll(Batch{Tokens: tokens, Pos: pos}, logits); err != nil {
+	if err := rn.ForwardAll(Batch{Tokens: tokens, Pos: pos, Steps: true}, logits); err != nil {
 		if m.Recurrent() {
 			m.statePos = -1
 		}

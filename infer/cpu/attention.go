@@ -66,12 +66,12 @@ func (j *attnJob) run(lo, hi, worker int) {
 	group := a.Heads / a.KVHeads
 	kc, vc := b.kv.k[j.layer], b.kv.v[j.layer]
 	q16 := b.qf16[worker][:a.HeadDim]
-	dots, weightedSum := quant.DotsF16, quant.WeightedSumF16
-	if b.n == 1 {
-		dots, weightedSum = quant.DotsF16Vec, quant.WeightedSumF16Vec
-	}
 	for pair := lo; pair < hi; pair++ {
 		i, h := pair/a.Heads, pair%a.Heads
+		dots, weightedSum := quant.DotsF16, quant.WeightedSumF16
+		if b.n == 1 || b.step(i) {
+			dots, weightedSum = quant.DotsF16Vec, quant.WeightedSumF16Vec
+		}
 		past := b.pos(i) + 1 // positions 0 … Pos+i of the row's sequence are visible
 		scores := b.scores[worker][:past]
 		kvOff := b.base(i)*stride + (h/group)*a.HeadDim
@@ -104,7 +104,7 @@ func (b *Backend) Attention(dst, q infer.Tensor, layer int, a infer.Attn) {
 		return
 	}
 	b.attn = attnJob{b: b, q: cq, dst: d, layer: layer, a: a}
-	if !b.inRows && b.n >= transposeRows {
+	if !b.inRows && b.n >= transposeRows && !b.batch.Steps {
 		// One sequence from position 0: its rows see at most positions
 		// 0 … Pos+n−1.
 		n := b.batch.Pos + b.n

@@ -73,6 +73,9 @@ type Backend struct {
 	// vByDim is V of the positions a long pass attends to, stored by
 	// dimension (attention.go); vBytes its size, counted with the
 	// activations.
+	// steps: every row of the pass is a decoding step of its own
+	// (infer.Batch.Steps, or rows that all say Step).
+	steps     bool
 	vByDim    []uint16
 	vBytes    int64
 	transpose transposeV
@@ -268,7 +271,7 @@ func (b *Backend) Begin(batch infer.Batch) {
 	clear(b.pending)
 	b.pending, b.pendingX = b.pending[:0], nil
 	b.batch, b.n, b.inPass, b.err = batch, len(batch.Tokens), true, nil
-	b.inRows = false
+	b.inRows, b.steps = false, batch.Steps
 	b.ropeValid, b.actOf = false, nil
 	switch {
 	case b.closed:

@@ -76,6 +76,7 @@ func (b *Backend) MatMul(dst infer.Tensor, w infer.Weight, x infer.Tensor) {
 			return
 		}
 	}
+	b.act.Steps = b.steps
 	b.actOf, b.pendingX = cx, cx
 	b.pendingOf[len(b.pending)] = pendingProduct{dst: d, w: cw}
 	b.pending = append(b.pending, quant.Product{M: cw.mat, Y: y})

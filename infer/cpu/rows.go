@@ -17,6 +17,10 @@ func (b *Backend) BeginRows(rows []infer.Row) {
 	b.Begin(infer.Batch{Tokens: b.rowTokens})
 	b.rows = append(b.rows[:0], rows...)
 	b.inRows = true
+	b.steps = true
+	for _, r := range rows {
+		b.steps = b.steps && r.Step
+	}
 	for _, r := range rows {
 		if r.Pos < 0 || r.Base < 0 {
 			b.fail(fmt.Errorf("%w: row at position %d of the sequence at %d", infer.ErrBadShape, r.Pos, r.Base))
@@ -56,6 +60,15 @@ func (b *Backend) pos(i int) int {
 		return b.rows[i].Pos
 	}
 	return b.batch.Pos + i
+}
+
+// step says row i is a decoding step of its own (infer.Row.Step,
+// infer.Batch.Steps).
+func (b *Backend) step(i int) bool {
+	if b.inRows {
+		return b.rows[i].Step
+	}
+	return b.batch.Steps
 }
 
 // base is the first cache position of row i's sequence: attention sees

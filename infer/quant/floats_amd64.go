@@ -45,7 +45,7 @@ func floatSet(t gguf.Type) *floatKernels {
 func floatProduct(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
 	ks := floatSet(m.Type)
 	n := m.Cols
-	gemm := a.Tokens > 1 && n%gemmDots[m.Type].block == 0
+	gemm := a.orderTokens() > 1 && n%gemmDots[m.Type].block == 0
 	if !gemm && n%64 != 0 {
 		portableKernel(m, a, r0, r1, t0, t1, y)
 		return

@@ -57,7 +57,7 @@ func (m *Matrix) Row(r int) []byte { return m.Data[r*m.rowBytes : (r+1)*m.rowByt
 // portableKernel is the pure-Go product: one dot product per row and
 // token.
 func portableKernel(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
-	dot, gemm := m.dotFor(a.Tokens), m.gemmTokens(a.Tokens)
+	dot, gemm := m.dotFor(a.orderTokens()), m.gemmTokens(a.orderTokens())
 	for t := t0; t < t1; t++ {
 		d := dot
 		if t < gemm {
@@ -113,12 +113,26 @@ type Activations struct {
 	Type      gguf.Type
 	N, Tokens int
 	Data      []byte
+	// Steps makes a product round every token as a product of that one
+	// token would (the infer.Batch.Steps of a verify pass), whatever the
+	// number of tokens: no gemm order for the repacked types, no batched
+	// order for f16 and bf16. Quantize leaves it as it was.
+	Steps bool
 
 	rowBytes int
 	quantize func(x []float32, dst []byte)
 	// planes is extra per-token data the SIMD kernels read (see simd.go);
 	// nil when they are not in use for Type.
 	planes *planes
+}
+
+// orderTokens is the token count that decides a product's order of
+// rounding: 1 for Steps.
+func (a *Activations) orderTokens() int {
+	if a.Steps {
+		return 1
+	}
+	return a.Tokens
 }
 
 // Token is the quantized bytes of token t.

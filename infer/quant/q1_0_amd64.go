@@ -139,7 +139,7 @@ func q1_0AVX512(m *Matrix, r0, r1, t0, t1 int, tables func(t int) []byte, tb int
 		if T == 1 {
 			tile = q1TileTables1 / 2048
 		}
-		pf := 64 * layoutQ1_0.blockBytes // contiguous blocks: 18 KiB ahead
+		pf := 16 * layoutQ1_0.blockBytes // contiguous blocks: a few ahead
 		if tile < blocks {
 			pf = 2 * groupBytes // the same blocks two groups on
 		}

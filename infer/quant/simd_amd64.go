@@ -144,7 +144,7 @@ func simdProduct(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
 	blocks := m.Cols / ks.layout.cols
 	groupBytes := blocks * ks.layout.blockBytes
 	p := a.planes
-	gemm := m.gemmTokens(a.Tokens)
+	gemm := m.gemmTokens(a.orderTokens())
 	for g0 := r0; g0 < r1; g0 += packRows {
 		w := &m.packed[g0/packRows*groupBytes]
 		rowMask := uint16(1<<min(packRows, m.Rows-g0) - 1)

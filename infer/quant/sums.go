@@ -19,7 +19,7 @@ const sumsScratch = 512
 // token of the chunk while it is in L1.
 func sumsProduct(v bool, m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
 	var s [sumsScratch]int32
-	gemm := m.gemmTokens(a.Tokens)
+	gemm := m.gemmTokens(a.orderTokens())
 	for r := r0; r < r1; r++ {
 		w := m.Row(r)
 		for t := t0; t < t1; t++ {

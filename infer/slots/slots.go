@@ -492,7 +492,7 @@ func (s *Scheduler) step() {
 		sl.out = len(s.outs)
 		sl.drafts = s.draftFor(sl, decoded, budget-decoded-drafted)
 		for i, id := range append([]int32{sl.next}, sl.drafts...) {
-			s.rows = append(s.rows, infer.Row{Token: id, Pos: len(sl.tokens) + i, Base: sl.base})
+			s.rows = append(s.rows, infer.Row{Token: id, Pos: len(sl.tokens) + i, Base: sl.base, Step: true})
 			s.outs = append(s.outs, len(s.rows)-1)
 			s.owners = append(s.owners, sl)
 		}
