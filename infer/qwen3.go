@@ -200,9 +200,15 @@ func (n *qwen3) ffn(L qwen3Layer, x, h, gate, up Tensor) {
 func (n *qwen3) Forward(batch Batch, logits []float32) error {
 	b, eps := n.b, n.hp.RMSEps
 	b.Begin(batch)
-	n.blocks(true)
+	// One token is its own last row: the pass keeps the graph whose
+	// fusions the GPU backend knows (LastRow after the layers).
+	lastOnly := len(batch.Tokens) > 1
+	n.blocks(lastOnly)
 
 	b.Phase(profile.OutputHead)
+	if !lastOnly {
+		b.LastRow(n.last, n.x)
+	}
 	b.RMSNorm(n.last, n.last, n.outNorm, eps)
 	n.matmul(n.logits, n.output, n.last)
 	b.Read(n.logits, logits)
