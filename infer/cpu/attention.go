@@ -46,16 +46,16 @@ const transposeRows = 16
 // transposeV is a job over the KV heads: head g's dimensions of V at
 // positions [0, n) into byDim, dimension by dimension.
 type transposeV struct {
-	src, dst   []uint16
-	width, dim int
-	n          int
+	src, dst    []uint16
+	stride, dim int // src's elements per position; dim: per head
+	n           int
 }
 
 func (t *transposeV) run(lo, hi, _ int) {
 	for j := lo * t.dim; j < hi*t.dim; j++ {
 		row := t.dst[j*t.n : (j+1)*t.n]
 		for p := range row {
-			row[p] = t.src[p*t.width+j]
+			row[p] = t.src[p*t.stride+j]
 		}
 	}
 }
@@ -108,7 +108,7 @@ func (b *Backend) Attention(dst, q infer.Tensor, layer int, a infer.Attn) {
 		// One sequence from position 0: its rows see at most positions
 		// 0 … Pos+n−1.
 		n := b.batch.Pos + b.n
-		b.transpose = transposeV{src: b.kv.v[layer], dst: b.vByDim[:n*s.KVHeads*s.HeadDim], width: b.kv.stride, dim: s.HeadDim, n: n}
+		b.transpose = transposeV{src: b.kv.v[layer], dst: b.vByDim[:n*s.KVHeads*s.HeadDim], stride: b.kv.stride, dim: s.HeadDim, n: n}
 		b.parallel(s.KVHeads, 1, &b.transpose)
 		b.transpose = transposeV{}
 		b.attn.byDim, b.attn.positions = b.vByDim, n

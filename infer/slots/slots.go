@@ -490,8 +490,12 @@ func (s *Scheduler) step() {
 			continue
 		}
 		sl.out = len(s.outs)
-		sl.drafts = s.draftFor(sl, decoded, budget-decoded-drafted)
-		for i, id := range append([]int32{sl.next}, sl.drafts...) {
+		sl.drafts = s.draftFor(sl, budget-decoded-drafted)
+		for i := range 1 + len(sl.drafts) { // next, then the drafts that follow it
+			id := sl.next
+			if i > 0 {
+				id = sl.drafts[i-1]
+			}
 			s.rows = append(s.rows, infer.Row{Token: id, Pos: len(sl.tokens) + i, Base: sl.base, Step: true})
 			s.outs = append(s.outs, len(s.rows)-1)
 			s.owners = append(s.owners, sl)
@@ -545,6 +549,7 @@ func (s *Scheduler) step() {
 		c.sl.done = c.to
 	}
 	s.cost.add(len(s.rows), took)
+	threshold := s.cost.threshold(decoded) // what a draft had to beat in this pass's batch
 	generated, accepted := 0, 0
 	for j, sl := range s.owners {
 		if j > 0 && s.owners[j-1] == sl {
@@ -555,7 +560,7 @@ func (s *Scheduler) step() {
 			generated++
 			continue
 		}
-		n, ok := s.sampleDrafted(sl)
+		n, ok := s.sampleDrafted(sl, threshold)
 		generated += n
 		accepted += ok
 	}
@@ -576,14 +581,12 @@ func (s *Scheduler) step() {
 // sampleDrafted samples a decoding slot's rows of the pass that ran: the
 // row of its next token, then, while each sampled token is the draft that
 // the following row ran, those rows too. It returns the tokens sampled and
-// how many drafts they confirmed.
-func (s *Scheduler) sampleDrafted(sl *slot) (sampled, accepted int) {
+// how many drafts they confirmed; threshold is the confirmed share that
+// pays (spec.go).
+func (s *Scheduler) sampleDrafted(sl *slot, threshold float64) (sampled, accepted int) {
 	drafts, j := sl.drafts, sl.job
 	sl.drafts = nil
 	j.drafted += len(drafts) // counted before sample can end the generation
-	if len(drafts) > 0 {
-		defer func() { sl.draft.verified(len(drafts), accepted, s.cost.threshold(s.decodingSlots())) }()
-	}
 	for i := 0; ; i++ {
 		sl.tokens = append(sl.tokens, sl.next) // row i ran it
 		r := sl.out + i
@@ -595,21 +598,13 @@ func (s *Scheduler) sampleDrafted(sl *slot) (sampled, accepted int) {
 		accepted++
 		j.accepted++
 	}
+	if len(drafts) > 0 {
+		sl.draft.verified(len(drafts), accepted, threshold)
+	}
 	// Rows past the last confirmed draft wrote cache positions beyond the
 	// slot's tokens: no row sees a position past its own, and the next
 	// pass writes over them.
 	return sampled, accepted
-}
-
-// decodingSlots counts the slots decoding (the batch a draft joins).
-func (s *Scheduler) decodingSlots() int {
-	n := 0
-	for _, sl := range s.slots {
-		if sl.job != nil && sl.decoding {
-			n++
-		}
-	}
-	return n
 }
 
 // forward runs the pass's rows: in one ForwardRows, or, on a backend that

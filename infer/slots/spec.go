@@ -21,7 +21,7 @@ package slots
 // draftFor is what sl drafts this pass: up to its draft length of prompt
 // lookup's proposal, within room rows, the slot's context and the
 // request's token limit.
-func (s *Scheduler) draftFor(sl *slot, decoding, room int) []int32 {
+func (s *Scheduler) draftFor(sl *slot, room int) []int32 {
 	if s.lookup == nil {
 		return nil
 	}
