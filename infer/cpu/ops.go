@@ -66,7 +66,7 @@ func (b *Backend) MatMul(dst infer.Tensor, w infer.Weight, x infer.Tensor) {
 	}
 	x32, y := cx.data[:rows*cx.cols], d.data[:rows*d.cols]
 	// Q, K and V (and gate and up) read the same input: quantize it once.
-	if quantized != cx || b.act.Type != quant.VecDotType(cw.typ) || b.act.Tokens != rows {
+	if quantized != cx || !b.act.QuantizedFor(cw.typ) || b.act.Tokens != rows {
 		b.flush() // the queued products still need the old activations
 		if !b.ok() {
 			return
@@ -117,29 +117,37 @@ func (b *Backend) RMSNorm(dst, x infer.Tensor, w infer.Weight, eps float32) {
 		b.fail(fmt.Errorf("%w: RMSNorm of %s (%d×%d) by %s (%v %s) into %s", infer.ErrBadShape, cx.name, cx.rows, cx.cols, cw.name, cw.shape, cw.typ, d.name))
 		return
 	}
-	b.norm = normJob{d: d, x: cx, w: f32s(cw.data), eps: eps}
-	b.parallel(b.active(cx), rowGrain, &b.norm)
+	b.norm = normJob{d: d, x: cx, w: f32s(cw.data), eps: eps, groups: cx.cols / g}
+	b.parallel(b.active(cx)*b.norm.groups, unitGrain(g), &b.norm)
 	b.norm = normJob{}
 }
+
+// unitGrain is the fewest groups of n values (a row, or a head of one) a
+// share of a row-wise op holds: about 4,096 values, so that a decoding
+// step's one row of many heads (q and k's norms, RoPE) is split over the
+// pool too (on 16 cores its serial ops left the other 15 waiting a quarter
+// of the time), while a row of one group stays whole.
+func unitGrain(n int) int { return max(1, rowGrain*1024/n) }
 
 // rowGrain is the fewest rows a share of a row-wise op holds: a decoding
 // step's one row (or a verify pass's few) runs on the calling thread, a
 // prompt's many are split over the pool.
 const rowGrain = 4
 
+// normJob normalises groups of len(w) values: unit u is group u%groups of
+// row u/groups.
 type normJob struct {
-	d, x *tensor
-	w    []float32
-	eps  float32
+	d, x   *tensor
+	w      []float32
+	eps    float32
+	groups int
 }
 
 func (j *normJob) run(lo, hi, _ int) {
 	g := len(j.w)
-	for r := lo; r < hi; r++ {
-		xr, dr := j.x.row(r), j.d.row(r)
-		for s := 0; s < len(xr); s += g {
-			rmsNorm(dr[s:s+g], xr[s:s+g], j.w, j.eps)
-		}
+	for u := lo; u < hi; u++ {
+		r, s := u/j.groups, u%j.groups*g
+		rmsNorm(j.d.row(r)[s:s+g], j.x.row(r)[s:s+g], j.w, j.eps)
 	}
 }
 
@@ -170,31 +178,31 @@ func (b *Backend) Rope(x infer.Tensor, r infer.Rope) {
 		return
 	}
 	cos, sin := b.ropeAngles(r)
-	b.rope = ropeJob{x: cx, cos: cos, sin: sin, r: r}
-	b.parallel(b.active(cx), rowGrain, &b.rope)
+	b.rope = ropeJob{x: cx, cos: cos, sin: sin, r: r, heads: cx.cols / r.HeadDim}
+	b.parallel(b.active(cx)*b.rope.heads, unitGrain(r.HeadDim), &b.rope)
 	b.rope = ropeJob{}
 }
 
+// ropeJob rotates heads: unit u is head u%heads of row u/heads.
 type ropeJob struct {
 	x        *tensor
 	cos, sin []float32
 	r        infer.Rope
+	heads    int
 }
 
 func (j *ropeJob) run(lo, hi, _ int) {
 	half := j.r.Dims / 2
-	for i := lo; i < hi; i++ {
+	for u := lo; u < hi; u++ {
+		i, h := u/j.heads, u%j.heads*j.r.HeadDim
 		c, s := j.cos[i*half:(i+1)*half], j.sin[i*half:(i+1)*half]
-		row := j.x.row(i)
-		for h := 0; h < len(row); h += j.r.HeadDim {
-			head := row[h : h+j.r.Dims]
-			for k := range half {
-				x0, x1 := head[k], head[k+half]
-				// GCC contracts ggml's x0·cos − x1·sin into one FMA
-				// over the rounded x1·sin, and likewise the sum.
-				head[k] = quant.FMA32(x0, c[k], -(x1 * s[k]))
-				head[k+half] = quant.FMA32(x0, s[k], x1*c[k])
-			}
+		head := j.x.row(i)[h : h+j.r.Dims]
+		for k := range half {
+			x0, x1 := head[k], head[k+half]
+			// GCC contracts ggml's x0·cos − x1·sin into one FMA
+			// over the rounded x1·sin, and likewise the sum.
+			head[k] = quant.FMA32(x0, c[k], -(x1 * s[k]))
+			head[k+half] = quant.FMA32(x0, s[k], x1*c[k])
 		}
 	}
 }

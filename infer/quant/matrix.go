@@ -164,12 +164,31 @@ func (a *Activations) prepare(wt gguf.Type, n, tokens int) error {
 func (a *Activations) quantizeTokens(x []float32, t0, t1 int) {
 	for t := t0; t < t1; t++ {
 		a.quantize(x[t*a.N:(t+1)*a.N], a.Token(t))
-		a.fillPlanes(t)
+		a.fillPlanes(t, 0, a.N)
 	}
 }
 
+// quantizeCols quantizes columns [c0, c1) of token t of x, for Q8_0
+// (multiples of its 32-column blocks, which are quantized independently).
+func (a *Activations) quantizeCols(x []float32, t, c0, c1 int) {
+	a.quantize(x[t*a.N+c0:t*a.N+c1], a.Token(t)[c0/qk8_0*q8_0Bytes:c1/qk8_0*q8_0Bytes])
+	a.fillPlanes(t, c0, c1)
+}
+
+// QuantizedFor reports whether a holds activations quantized for products
+// with weights of type wt (Quantize's wt, or one that reads the same).
+func (a *Activations) QuantizedFor(wt gguf.Type) bool {
+	return a.Type == VecDotType(wt) && a.planesFor(wt)
+}
+
+// quantizeSplit is the fewest columns of one token a share of Quantize
+// holds when a decoding step's few tokens are split by columns.
+const quantizeSplit = 512
+
 // Quantize quantizes tokens rows of x (row-major, n per token) for a
-// product with weights of type wt, on the pool's threads.
+// product with weights of type wt, on the pool's threads: by tokens, or
+// for a decoding step's few by columns (while one thread quantizes, the
+// others would wait).
 func (p *Pool) Quantize(a *Activations, wt gguf.Type, x []float32, n, tokens int) error {
 	if tokens <= 0 || len(x) != n*tokens {
 		return fmt.Errorf("%w: %d activations for %d tokens of %d", ErrLength, len(x), tokens, n)
@@ -178,7 +197,15 @@ func (p *Pool) Quantize(a *Activations, wt gguf.Type, x []float32, n, tokens int
 		return err
 	}
 	if tokens < 4 {
-		a.quantizeTokens(x, 0, tokens)
+		parts := min(2*p.threads, n/quantizeSplit)
+		if a.Type != gguf.Q8_0 || parts < 2 {
+			a.quantizeTokens(x, 0, tokens)
+			return nil
+		}
+		per := (n/qk8_0 + parts - 1) / parts * qk8_0
+		p.job = job{a: a, x: x, quantize: true, colsPerChunk: per, rowChunks: (n + per - 1) / per}
+		p.job.chunks = p.job.rowChunks * tokens
+		p.run()
 		return nil
 	}
 	per := (tokens + 4*p.threads - 1) / (4 * p.threads)
@@ -251,6 +278,8 @@ func check(m *Matrix, a *Activations, y []float32, tokens int) error {
 	switch {
 	case a.Type != m.format.vecDot:
 		return fmt.Errorf("%w: activations are %s, %s weights need %s", ErrUnsupportedType, a.Type, m.Type, m.format.vecDot)
+	case !a.planesFor(m.Type):
+		return fmt.Errorf("%w: activations quantized for Q1_0 weights, not %s", ErrUnsupportedType, m.Type)
 	case a.N != m.Cols:
 		return fmt.Errorf("%w: %d activations for %d columns", ErrLength, a.N, m.Cols)
 	case tokens > a.Tokens || tokens <= 0:

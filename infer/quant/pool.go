@@ -208,9 +208,12 @@ type job struct {
 	rowsPerChunk, tokensPerChunk int
 	rowChunks                    int
 	tokens                       int
-	// quantize instead runs a.quantizeTokens over chunks of tokens of x.
-	quantize bool
-	x        []float32
+	// quantize instead runs a.quantizeTokens over chunks of tokens of x,
+	// or with colsPerChunk a.quantizeCols over rowChunks column ranges of
+	// each token.
+	quantize     bool
+	x            []float32
+	colsPerChunk int
 	// shared, when set, holds the products of one MatMuls call: chunk c
 	// belongs to shared[i] where starts[i] ≤ c < starts[i+1].
 	shared []job
@@ -230,6 +233,11 @@ func (j *job) do(c, worker int) {
 			i++
 		}
 		j.shared[i].do(c-j.starts[i], worker)
+		return
+	}
+	if j.quantize && j.colsPerChunk > 0 {
+		t, c0 := c/j.rowChunks, c%j.rowChunks*j.colsPerChunk
+		j.a.quantizeCols(j.x, t, c0, min(c0+j.colsPerChunk, j.a.N))
 		return
 	}
 	if j.quantize {

@@ -71,12 +71,14 @@ func simdRepack(m *Matrix) []byte {
 //	negq [N/32 blocks][8 tokens] int32    −Σq of each 32-block
 //	dk   [N/32 blocks][8 tokens] float32  the block's d (from its f16)
 //
-// and, for activations quantized for Q1_0 weights, the Q1_0 kernels'
-// lookup tables (q1_0_amd64.go): q1tab holds 16·N bytes per token.
+// or, for activations quantized for Q1_0 weights, the Q1_0 kernels'
+// lookup tables (q1_0_amd64.go) instead: q1tab holds 16·N bytes per token.
+// The Q1_0 kernels read nothing else, and laying out the other planes too
+// cost a decoding step as much again, on the one thread that quantizes it.
 type planes struct {
 	qs, negq, dk []byte
 	q1tab        []byte
-	q1           bool // q1tab is filled
+	q1           bool // q1tab is filled, qs, negq and dk are not
 }
 
 func (a *Activations) preparePlanes(wt gguf.Type) {
@@ -87,15 +89,22 @@ func (a *Activations) preparePlanes(wt gguf.Type) {
 	if a.planes == nil {
 		a.planes = &planes{}
 	}
-	tiles := (a.Tokens + tileTokens - 1) / tileTokens
 	p := a.planes
-	p.qs = grow(p.qs, tiles*tileTokens*a.N)
-	p.negq = grow(p.negq, tiles*tileTokens*a.N/8) // 4 bytes per 32 activations
-	p.dk = grow(p.dk, tiles*tileTokens*a.N/8)
 	p.q1 = wt == gguf.Q1_0
 	if p.q1 {
 		p.q1tab = grow(p.q1tab, a.Tokens*q1TableBytes(a.N))
+		return
 	}
+	tiles := (a.Tokens + tileTokens - 1) / tileTokens
+	p.qs = grow(p.qs, tiles*tileTokens*a.N)
+	p.negq = grow(p.negq, tiles*tileTokens*a.N/8) // 4 bytes per 32 activations
+	p.dk = grow(p.dk, tiles*tileTokens*a.N/8)
+}
+
+// planesFor reports whether the planes serve weights of type wt: those
+// laid out for Q1_0 serve only Q1_0.
+func (a *Activations) planesFor(wt gguf.Type) bool {
+	return a.planes == nil || !a.planes.q1 || wt == gguf.Q1_0
 }
 
 func grow(b []byte, n int) []byte {
@@ -107,7 +116,9 @@ func grow(b []byte, n int) []byte {
 
 const tileTokens = 8
 
-func (a *Activations) fillPlanes(t int) {
+// fillPlanes lays out columns [c0, c1) of token t (multiples of 32; the
+// whole token for Q8_K).
+func (a *Activations) fillPlanes(t, c0, c1 int) {
 	p := a.planes
 	if p == nil {
 		return
@@ -116,15 +127,17 @@ func (a *Activations) fillPlanes(t int) {
 		a.fillPlanesQ8_K(t)
 		return
 	}
+	src := a.Token(t)
 	if p.q1 {
-		q1Tables(a.Token(t), p.q1tab[t*q1TableBytes(a.N):][:q1TableBytes(a.N)])
+		tb := p.q1tab[t*q1TableBytes(a.N):]
+		q1Tables(src[c0/qk8_0*q8_0Bytes:c1/qk8_0*q8_0Bytes], tb[q1TableBytes(c0):q1TableBytes(c1)])
+		return
 	}
 	tile, lane := t/tileTokens, t%tileTokens
-	src := a.Token(t)
 	qs := p.qs[tile*tileTokens*a.N:]
 	negq := p.negq[tile*tileTokens*a.N/8:]
 	dk := p.dk[tile*tileTokens*a.N/8:]
-	for b := 0; b < a.N/qk8_0; b++ {
+	for b := c0 / qk8_0; b < c1/qk8_0; b++ {
 		blk := (*[q8_0Bytes]byte)(src[b*q8_0Bytes:])
 		var sum int32
 		for g := 0; g < 8; g++ {

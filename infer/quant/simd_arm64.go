@@ -8,7 +8,9 @@ type planes struct{}
 
 func (a *Activations) preparePlanes(gguf.Type) {}
 
-func (a *Activations) fillPlanes(int) {}
+func (a *Activations) fillPlanes(int, int, int) {}
+
+func (a *Activations) planesFor(gguf.Type) bool { return true }
 
 // simdRepack: the NEON kernels read the file's rows.
 func simdRepack(*Matrix) []byte { return nil }

@@ -14,7 +14,9 @@ func simdKernel(gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int, y
 
 func (a *Activations) preparePlanes(gguf.Type) {}
 
-func (a *Activations) fillPlanes(int) {}
+func (a *Activations) fillPlanes(int, int, int) {}
+
+func (a *Activations) planesFor(gguf.Type) bool { return true }
 
 func simdRepack(*Matrix) []byte { return nil }
 

@@ -9,6 +9,9 @@
 #   1.7b    1.7B: tg128 and pp512 at every thread count, the two programs alternating
 #   8b-tg   8B: tg128
 #   8b-pp   8B: pp512
+#   models  bonsai and the two models only (no llama-bench), for profile
+#   profile bonsai alone at 16 threads (1.7B pp512, 8B tg128) and 4 threads (8B tg128) with
+#           --cpuprofile, the Go CPU profiles under $OUT (prof-MODEL-TEST-tTHREADS.pb.gz)
 # THREADS (default "1 2 4 8 16"), REPS (default 2 for tg, 1 for pp). Each measurement has its own
 # timeout, so one slow run costs its figure, not the phase. Results: $OUT/cpu16-PHASE.log.
 S=$(date +%s)
@@ -29,7 +32,7 @@ one() {
 	if [ "$prog" = bonsai ]; then
 		extra=()
 		[ "$test" = tg ] && extra=(--membw)
-		out=$(timeout 280 /tmp/b bench --model "$m" --threads "$n" "${args[@]}" -r "$reps" "${extra[@]}" 2>&1)
+		out=$(timeout 280 /tmp/b bench --model "$m" --backend cpu --threads "$n" "${args[@]}" -r "$reps" "${extra[@]}" 2>&1)
 		echo "$out" | grep -E "^\| .*(tg|pp)[0-9]|^read bandwidth" | sed "s/^/bonsai    t=$n /"
 	else
 		out=$(timeout 280 $LB -m "$m" -t "$n" "${args[@]}" -r "$reps" 2>&1)
@@ -46,11 +49,42 @@ sweep() { # sweep MODEL TEST: both programs at each thread count, alternating
 	done
 }
 
+models() { # the bonsai binary and the two synthetic models
+	gunzip -c "$R/${BONSAI_GZ:-.carry/gpu/bonsai.gz}" >/tmp/b && chmod +x /tmp/b || { echo "no bonsai binary"; exit 1; }
+	t synth
+	[ -f 17.gguf ] || timeout 300 /tmp/b synth --shape 1.7b --type q1_0 -o 17.gguf >/dev/null 2>&1 &
+	s1=$!
+	[ -f 8.gguf ] || timeout 400 /tmp/b synth --shape 8b --type q1_0 -o 8.gguf >/dev/null 2>&1 &
+	s2=$!
+	wait $s1 $s2 # never a bare wait: it would also wait for tee's process substitution
+}
+
+# prof MODEL TEST THREADS: one bonsai measurement with a Go CPU profile of it
+prof() {
+	local args
+	case $2 in
+	tg) args=(-p 0 -n 128) ;;
+	pp) args=(-p 512 -n 0) ;;
+	esac
+	t "profile $1 $2 $3 threads"
+	timeout 200 /tmp/b bench --model "$1" --backend cpu --threads "$3" "${args[@]}" -r 2 \
+		--cpuprofile "${OUT:-/tmp}/prof-${1%.gguf}-$2-t$3.pb.gz" 2>&1 | grep -E "^\| .*(tg|pp)[0-9]"
+}
+
 case $1 in
+models)
+	lscpu | grep -E "Model name|^CPU\(s\)|Thread|Core|Socket|L3|NUMA node\(s\)"
+	models
+	ls -la /tmp/17.gguf /tmp/8.gguf
+	t done ;;
+profile)
+	prof 17.gguf pp 16
+	prof 8.gguf tg 16
+	prof 8.gguf tg 4
+	t done ;;
 build)
 	lscpu | grep -E "Model name|^CPU\(s\)|Thread|Core|Socket|L3|NUMA node\(s\)"
 	grep -o -w -E "avx2|avx512f|avx512_vnni|avx512_bf16" /proc/cpuinfo | sort | uniq -c
-	gunzip -c "$R/${BONSAI_GZ:-.carry/gpu/bonsai.gz}" >/tmp/b && chmod +x /tmp/b || { echo "no bonsai binary"; exit 1; }
 	mkdir -p /tmp/llama-cpu && tar xzf "$R/.carry/llama/llama-src.tgz" -C /tmp/llama-cpu
 	( cd /tmp/llama-cpu && cmake -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DGGML_CUDA=OFF \
 		-DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_UI=OFF \
@@ -58,12 +92,8 @@ build)
 	  timeout 500 cmake --build build -j12 --target llama-bench >/tmp/build-cpu.log 2>&1
 	  echo "llama.cpp build rc=$?"; tail -3 /tmp/build-cpu.log ) &
 	build=$!
-	t synth
-	[ -f 17.gguf ] || timeout 300 /tmp/b synth --shape 1.7b --type q1_0 -o 17.gguf >/dev/null 2>&1 &
-	s1=$!
-	[ -f 8.gguf ] || timeout 400 /tmp/b synth --shape 8b --type q1_0 -o 8.gguf >/dev/null 2>&1 &
-	s2=$!
-	wait $s1 $s2 $build # never a bare wait: it would also wait for tee's process substitution
+	models
+	wait $build
 	ls -la /tmp/17.gguf /tmp/8.gguf $LB
 	t done ;;
 1.7b)
@@ -77,5 +107,5 @@ build)
 	sweep 8.gguf pp
 	t done ;;
 *)
-	echo "usage: cpu16.sh build|1.7b|8b-tg|8b-pp"; exit 2 ;;
+	echo "usage: cpu16.sh build|models|profile|1.7b|8b-tg|8b-pp"; exit 2 ;;
 esac
