@@ -1,0 +1,58 @@
+package gpu_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer/profile"
+	"github.com/bonsai-chat/bonsai/infer/internal/tinymodel"
+)
+
+// TestProfilingSamplesDecoding checks that profiling times every prompt
+// pass and one decoding step in eight (the others run untimed, as with
+// profiling off), that the timed steps are counted as the sample's tokens,
+// and that timed and untimed steps compute the same logits.
+func TestProfilingSamplesDecoding(t *testing.T) {
+	cfg := tinymodel.Small(gguf.Q1_0)
+	cfg.Layers = 1
+	plain := loadOn(t, "gpu", cfg)
+	timed := loadOn(t, "gpu", cfg)
+	timed.Backend().SetProfiling(true)
+	prompt := []int32{1, 5, 9, 13, 17}
+	for _, m := range []interface{ Forward([]int32, int) error }{plain, timed} {
+		if err := m.Forward(prompt, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := timed.Backend().TakeProfile()
+	timing := s.Source == "gpu timestamps (1 decoding step in 8)"
+	if !timing {
+		t.Logf("adapter without timestamps (%s): only the logits are checked", s.Source)
+	} else if s.Tokens != len(prompt) || s.Total() <= 0 {
+		t.Fatalf("prompt pass: %d tokens timed (want %d), %v in all", s.Tokens, len(prompt), s.Total())
+	}
+	const steps = 17
+	for i := 0; i < steps; i++ {
+		tok := int32(20 + i)
+		if err := plain.Forward([]int32{tok}, len(prompt)+i); err != nil {
+			t.Fatal(err)
+		}
+		if err := timed.Forward([]int32{tok}, len(prompt)+i); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(plain.Logits(), timed.Logits()) {
+			t.Fatalf("step %d: logits differ with profiling on", i)
+		}
+	}
+	s = timed.Backend().TakeProfile()
+	if !timing {
+		return
+	}
+	if want := (steps + 7) / 8; s.Tokens != want {
+		t.Errorf("%d decoding steps: %d timed, want %d", steps, s.Tokens, want)
+	}
+	if s.PerToken(profile.FFN) <= 0 {
+		t.Errorf("timed steps recorded no FFN time: %+v", s)
+	}
+}
