@@ -9,6 +9,8 @@
 #   1.7b    1.7B: tg128 and pp512 at every thread count, the two programs alternating
 #   8b-tg   8B: tg128
 #   8b-pp   8B: pp512
+#   final   old (BONSAI_OLD_GZ, unpacked by build or models) and new bonsai beside llama.cpp at 16
+#           threads (8B tg128 twice, 1.7B tg128 and pp512, 8B pp512), then 8B tg128 at 8, 4, 2, 1
 #   models  bonsai and the two models only (no llama-bench), for profile
 #   profile bonsai alone at 16 threads (1.7B pp512, 8B tg128) and 4 threads (8B tg128) with
 #           --cpuprofile, the Go CPU profiles under $OUT (prof-MODEL-TEST-tTHREADS.pb.gz)
@@ -29,11 +31,12 @@ one() {
 	tg) args=(-p 0 -n 128); reps=${REPS:-2} ;;
 	pp) args=(-p 512 -n 0); reps=${REPS:-1} ;;
 	esac
-	if [ "$prog" = bonsai ]; then
-		extra=()
+	if [ "$prog" = bonsai ] || [ "$prog" = old ]; then
+		extra=() bin=/tmp/b
 		[ "$test" = tg ] && extra=(--membw)
-		out=$(timeout 280 /tmp/b bench --model "$m" --backend cpu --threads "$n" "${args[@]}" -r "$reps" "${extra[@]}" 2>&1)
-		echo "$out" | grep -E "^\| .*(tg|pp)[0-9]|^read bandwidth" | sed "s/^/bonsai    t=$n /"
+		[ "$prog" = old ] && bin=/tmp/b-old
+		out=$(timeout 280 $bin bench --model "$m" --backend cpu --threads "$n" "${args[@]}" -r "$reps" "${extra[@]}" 2>&1)
+		echo "$out" | grep -E "^\| .*(tg|pp)[0-9]|^read bandwidth" | sed "s/^/$(printf %-9s "$prog") t=$n /"
 	else
 		out=$(timeout 280 $LB -m "$m" -t "$n" "${args[@]}" -r "$reps" 2>&1)
 		echo "$out" | grep -E "^\| .*(tg|pp)[0-9]" | sed "s/^/llama.cpp t=$n /"
@@ -51,6 +54,7 @@ sweep() { # sweep MODEL TEST: both programs at each thread count, alternating
 
 models() { # the bonsai binary and the two synthetic models
 	gunzip -c "$R/${BONSAI_GZ:-.carry/gpu/bonsai.gz}" >/tmp/b && chmod +x /tmp/b || { echo "no bonsai binary"; exit 1; }
+	if [ -n "$BONSAI_OLD_GZ" ]; then gunzip -c "$R/$BONSAI_OLD_GZ" >/tmp/b-old && chmod +x /tmp/b-old; fi
 	t synth
 	[ -f 17.gguf ] || timeout 300 /tmp/b synth --shape 1.7b --type q1_0 -o 17.gguf >/dev/null 2>&1 &
 	s1=$!
@@ -106,6 +110,18 @@ build)
 8b-pp)
 	sweep 8.gguf pp
 	t done ;;
+final)
+	# old (BONSAI_OLD_GZ) and new beside llama.cpp at 16 threads, twice, then the thread sweeps
+	for r in 1 2; do
+		t "8B tg128, 16 threads, round $r"
+		for p in old bonsai llama; do one $p 8.gguf 16 tg; done
+	done
+	t "1.7B, 16 threads"
+	for p in old bonsai llama; do one $p 17.gguf 16 tg; one $p 17.gguf 16 pp; done
+	t "8B pp512, 16 threads"
+	for p in old bonsai llama; do one $p 8.gguf 16 pp; done
+	THREADS="8 4 2 1" sweep 8.gguf tg
+	t done ;;
 *)
-	echo "usage: cpu16.sh build|models|profile|1.7b|8b-tg|8b-pp"; exit 2 ;;
+	echo "usage: cpu16.sh build|models|profile|final|1.7b|8b-tg|8b-pp"; exit 2 ;;
 esac
