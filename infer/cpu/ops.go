@@ -123,11 +123,11 @@ func (b *Backend) RMSNorm(dst, x infer.Tensor, w infer.Weight, eps float32) {
 }
 
 // unitGrain is the fewest groups of n values (a row, or a head of one) a
-// share of a row-wise op holds: about 4,096 values, so that a decoding
-// step's one row of many heads (q and k's norms, RoPE) is split over the
-// pool too (on 16 cores its serial ops left the other 15 waiting a quarter
-// of the time), while a row of one group stays whole.
-func unitGrain(n int) int { return max(1, rowGrain*1024/n) }
+// share of a row-wise op holds: about 512 values (a few µs of RoPE), so
+// that a decoding step's one row of many heads (q and k's norms, RoPE) is
+// split over the pool too (on 16 cores its serial ops left the other 15
+// waiting a quarter of the time), while a row of one group stays whole.
+func unitGrain(n int) int { return max(1, 512/n) }
 
 // rowGrain is the fewest rows a share of a row-wise op holds: a decoding
 // step's one row (or a verify pass's few) runs on the calling thread, a
