@@ -286,6 +286,9 @@ type GPUOptions struct {
 	MatVec string
 	// Fuse chooses the decode fusions: "" (default), "off" or "all".
 	Fuse string
+	// Attn names the decode attention kernels for A/B measurements; ""
+	// is the default choice (the gpu package lists the names).
+	Attn string
 	// Debug turns the WebGPU implementation's log up to debug level.
 	Debug bool
 }
