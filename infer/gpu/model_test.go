@@ -85,6 +85,23 @@ func TestGreedyMatchesCPU(t *testing.T) {
 	}
 }
 
+// TestAttnKindsMatchCPU decodes greedily with each decode attention kind
+// (GPUOptions.Attn) against the CPU, past 32 positions, where the split
+// path goes from one split (attn_one) to several; tolerances as
+// TestGreedyMatchesCPU. TestAttnQKMatchesUnfused pins the kinds to the
+// unfused ops at f32 rounding, also across attn_head's length limit.
+func TestAttnKindsMatchCPU(t *testing.T) {
+	for _, kind := range gpu.AttnKinds {
+		t.Run(kind, func(t *testing.T) {
+			cfg := tinymodel.Small(gguf.Q1_0)
+			cfg.Tied = false
+			cpu := loadOn(t, "cpu", cfg)
+			gpuM := loadWith(t, "gpu", cfg, 64, infer.GPUOptions{AllowSoftware: true, Attn: kind})
+			decodeBoth(t, cpu, gpuM, []int32{1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41}, 30, 3e-2)
+		})
+	}
+}
+
 // TestOneLayerLogitsMatchCPU pins the tight agreement on one-layer models,
 // where no activation-quantization boundary is crossed for these seeds:
 // prefill and one decode step within 2e-4 of the largest logit (a softmax

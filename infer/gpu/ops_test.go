@@ -505,7 +505,7 @@ func TestFusedMatVec(t *testing.T) {
 // A kernel or fusion name the backend does not know is refused before any
 // device is opened, rather than silently replaced by the default.
 func TestUnknownOptionsRefused(t *testing.T) {
-	for _, o := range []infer.GPUOptions{{MatVec: "fast"}, {Fuse: "some"}, {MatVec: "popc", Fuse: "none"}} {
+	for _, o := range []infer.GPUOptions{{MatVec: "fast"}, {Fuse: "some"}, {MatVec: "popc", Fuse: "none"}, {Attn: "flash"}} {
 		if _, err := New(DeviceOptions{AllowSoftware: true}, infer.BackendOptions{GPU: o}); !errors.Is(err, ErrBadOption) {
 			t.Errorf("%+v: %v, want ErrBadOption", o, err)
 		}
