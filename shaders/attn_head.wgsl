@@ -18,8 +18,8 @@
 // attn_sum). So the output is the split path's to the bit wherever the
 // compiler contracts alike. With Q8 also the output's Q8_0 rounding for
 // the output projection's q1_xq (as attn_sum).
-// Constants: HEADS, QPG, D, KVD, LAYER_OFF, SCALE, TILE, WG (a multiple of
-// 32, ≥ D and of D/4), DIMS, QEPS, KEPS, NRWG, CTX, SLOTS (score slots:
+// Constants: HEADS, QPG, D (a multiple of 8), KVD, LAYER_OFF (a multiple
+// of 4), SCALE, TILE, WG (a multiple of 32, ≥ D and of D/8), DIMS, QEPS, KEPS, NRWG, CTX, SLOTS (score slots:
 // splits × tiles per split × TILE at the longest sequence taken), TSLOTS
 // (SLOTS / TILE), MAXSPLITS;
 // flag Q8.
@@ -31,8 +31,8 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(4) var<storage, read> q: array<f32>;
 @group(0) @binding(5) var<storage, read> k: array<f32>;
 @group(0) @binding(6) var<storage, read> v: array<vec2<f32>>;
-@group(0) @binding(7) var<storage, read_write> kc: array<u32>;
-@group(0) @binding(8) var<storage, read_write> vc: array<u32>;
+@group(0) @binding(7) var<storage, read_write> kc: array<vec4<u32>>;
+@group(0) @binding(8) var<storage, read_write> vc: array<vec4<u32>>;
 @group(0) @binding(9) var<storage, read_write> dst: array<f32>;
 //#include cpu_math
 //#if Q8
@@ -43,7 +43,10 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 
 const NEG: f32 = -3.0e38;
 const VH: u32 = 2u * NRWG;
-const RP: u32 = WG / (D / 4u); // splits summed side by side in Σ p·V
+const RP: u32 = WG / (D / 8u); // splits summed side by side in Σ p·V
+const ROW: u32 = KVD / 8u; // a cache row in vec4 words (8 f16)
+const OFF: u32 = LAYER_OFF / 4u;
+const PARTS: u32 = 2u * WG;
 
 var<workgroup> nred: array<f32, VH>;
 var<workgroup> qh: array<f32, D>; // the rotated q head, f16-rounded
@@ -53,7 +56,7 @@ var<workgroup> ex: array<f32, SLOTS>; // exp(s − running max), summed per tile
 var<workgroup> tm: array<f32, TSLOTS>; // running max after each tile
 var<workgroup> sm: array<vec2<f32>, MAXSPLITS>; // each split's (max, Σexp)
 var<workgroup> mlv: vec2<f32>; // softmax max M and 1/L
-var<workgroup> part: array<vec4<f32>, WG>;
+var<workgroup> part: array<vec4<f32>, PARTS>;
 var<workgroup> outv: array<f32, D>;
 
 // head hv 0 is query head h, 1 is kv head g
@@ -79,22 +82,39 @@ fn put(hv: u32, j: u32, val: f32) {
 	}
 }
 
-// kword is word w (two f16) of position t's k in kv head g.
-fn kword(g: u32, t: u32, w: u32) -> u32 {
-	if (t == batch.pos) {
-		return f16_pack(vec2<f32>(kh[2u * w], kh[2u * w + 1u]));
-	}
-	return kc[LAYER_OFF + t * (KVD / 2u) + g * (D / 2u) + w];
+// kpack is dims 8w … 8w+7 of the new k, f16-packed as the cache holds them.
+fn kpack(w: u32) -> vec4<u32> {
+	return vec4<u32>(f16_pack(vec2<f32>(kh[8u * w], kh[8u * w + 1u])), f16_pack(vec2<f32>(kh[8u * w + 2u], kh[8u * w + 3u])),
+		f16_pack(vec2<f32>(kh[8u * w + 4u], kh[8u * w + 5u])), f16_pack(vec2<f32>(kh[8u * w + 6u], kh[8u * w + 7u])));
 }
 
-// vload is dims od … od+3 of position t's v in kv head g.
-fn vload(g: u32, t: u32, od: u32) -> vec4<f32> {
+// vpack is dims 8w … 8w+7 of the new v of kv head g, f16-packed.
+fn vpack(g: u32, w: u32) -> vec4<u32> {
+	let i = g * (D / 2u) + 4u * w;
+	return vec4<u32>(f16_pack(v[i]), f16_pack(v[i + 1u]), f16_pack(v[i + 2u]), f16_pack(v[i + 3u]));
+}
+
+// kword is dims 8w … 8w+7 of position t's k in kv head g.
+fn kword(g: u32, t: u32, w: u32) -> vec4<u32> {
 	if (t == batch.pos) {
-		let i = g * (D / 2u) + od / 2u;
-		return vec4<f32>(unpack2x16float(f16_pack(v[i])), unpack2x16float(f16_pack(v[i + 1u])));
+		return kpack(w);
 	}
-	let o = LAYER_OFF + t * (KVD / 2u) + g * (D / 2u) + od / 2u;
-	return vec4<f32>(unpack2x16float(vc[o]), unpack2x16float(vc[o + 1u]));
+	return kc[OFF + t * ROW + g * (D / 8u) + w];
+}
+
+// vword is dims 8w … 8w+7 of position t's v in kv head g.
+fn vword(g: u32, t: u32, w: u32) -> vec4<u32> {
+	if (t == batch.pos) {
+		return vpack(g, w);
+	}
+	return vc[OFF + t * ROW + g * (D / 8u) + w];
+}
+
+// pv adds p·V_t to the two halves of a thread's 8 dims, as attn_pv's
+// acc += p·v (one multiply-add per dim, positions in order).
+fn pv(acc: ptr<function, array<vec4<f32>, 2>>, p: f32, vw: vec4<u32>) {
+	(*acc)[0] += p * vec4<f32>(unpack2x16float(vw.x), unpack2x16float(vw.y));
+	(*acc)[1] += p * vec4<f32>(unpack2x16float(vw.z), unpack2x16float(vw.w));
 }
 
 @compute @workgroup_size(WG)
@@ -147,10 +167,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	workgroupBarrier();
 	let seq = pos + 1u;
 	if (h % QPG == 0u && pos < CTX) {
-		for (var p = lid; p < D / 2u; p += WG) {
-			let o = LAYER_OFF + pos * (KVD / 2u) + g * (D / 2u) + p;
-			kc[o] = f16_pack(vec2<f32>(kh[2u * p], kh[2u * p + 1u]));
-			vc[o] = f16_pack(v[g * (D / 2u) + p]);
+		for (var w = lid; w < D / 8u; w += WG) {
+			let o = OFF + pos * ROW + g * (D / 8u) + w;
+			kc[o] = kpack(w);
+			vc[o] = vpack(g, w);
 		}
 	}
 	// Score slot c·span + r is position c·chunk + r of split c; a split's
@@ -162,9 +182,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	for (var t = lid; t < seq; t += WG) {
 		let c = t / chunk;
 		var acc = 0.0;
-		for (var w = 0u; w < D / 2u; w++) {
-			let k2 = unpack2x16float(kword(g, t, w));
-			acc += qh[2u * w] * k2.x + qh[2u * w + 1u] * k2.y;
+		// score's order: dims 2w, 2w+1 per step
+		for (var w = 0u; w < D / 8u; w++) {
+			let kw = kword(g, t, w);
+			let k0 = unpack2x16float(kw.x);
+			acc += qh[8u * w] * k0.x + qh[8u * w + 1u] * k0.y;
+			let k1 = unpack2x16float(kw.y);
+			acc += qh[8u * w + 2u] * k1.x + qh[8u * w + 3u] * k1.y;
+			let k2 = unpack2x16float(kw.z);
+			acc += qh[8u * w + 4u] * k2.x + qh[8u * w + 5u] * k2.y;
+			let k3 = unpack2x16float(kw.w);
+			acc += qh[8u * w + 6u] * k3.x + qh[8u * w + 7u] * k3.y;
 		}
 		sc[c * span + t - c * chunk] = acc * SCALE;
 	}
@@ -243,35 +271,50 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		}
 	}
 	workgroupBarrier();
-	// Σ p·V: thread (slot lid / (D/4), dims od … od+3) takes split c0 +
-	// slot of each round; the splits' sums are added in order
-	let slot = lid / (D / 4u);
-	let od = (lid % (D / 4u)) * 4u;
-	var total = vec4<f32>(0.0);
+	// Σ p·V: thread (slot lid / (D/8), dims 8w … 8w+7) takes split c0 +
+	// slot of each round, its positions' V loaded four at a time (the
+	// adds stay in order); the splits' sums are added in order
+	let slot = lid / (D / 8u);
+	let w = lid % (D / 8u);
+	var total: array<vec4<f32>, 2>;
 	for (var c0 = 0u; c0 < splits; c0 += RP) {
 		let c = c0 + slot;
-		var acc = vec4<f32>(0.0);
-		if (c < splits) {
+		var acc: array<vec4<f32>, 2>;
+		if (slot < RP && c < splits) {
 			let t0 = c * chunk;
 			let t1 = min(t0 + chunk, seq);
-			for (var t = t0; t < t1; t++) {
-				acc += sc[c * span + t - t0] * vload(g, t, od);
+			let b = c * span - t0; // slot of position t is b + t
+			var t = t0;
+			for (; t + 4u <= t1; t += 4u) {
+				let v0 = vword(g, t, w);
+				let v1 = vword(g, t + 1u, w);
+				let v2 = vword(g, t + 2u, w);
+				let v3 = vword(g, t + 3u, w);
+				pv(&acc, sc[b + t], v0);
+				pv(&acc, sc[b + t + 1u], v1);
+				pv(&acc, sc[b + t + 2u], v2);
+				pv(&acc, sc[b + t + 3u], v3);
+			}
+			for (; t < t1; t++) {
+				pv(&acc, sc[b + t], vword(g, t, w));
 			}
 		}
-		part[lid] = acc;
+		part[2u * lid] = acc[0];
+		part[2u * lid + 1u] = acc[1];
 		workgroupBarrier();
-		if (lid < D / 4u) {
+		if (lid < D / 8u) {
 			for (var s = 0u; s < RP && c0 + s < splits; s++) {
-				total += part[s * (D / 4u) + lid];
+				total[0] += part[2u * (s * (D / 8u) + lid)];
+				total[1] += part[2u * (s * (D / 8u) + lid) + 1u];
 			}
 		}
 		workgroupBarrier();
 	}
-	if (lid < D / 4u) {
-		outv[od] = total.x;
-		outv[od + 1u] = total.y;
-		outv[od + 2u] = total.z;
-		outv[od + 3u] = total.w;
+	if (lid < D / 8u) {
+		for (var e = 0u; e < 4u; e++) {
+			outv[8u * lid + e] = total[0][e];
+			outv[8u * lid + 4u + e] = total[1][e];
+		}
 	}
 	workgroupBarrier();
 	let val = select(0.0, outv[min(lid, D - 1u)], lid < D);

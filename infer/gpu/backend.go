@@ -1977,7 +1977,7 @@ func attnHeadSlots(maxPos, tile, headDim, wg int) (slots, bytes int) {
 	slots = ceilDiv(maxPos, chunk) * ceilDiv(chunk, tile) * tile
 	// scores and exps, tile maxes, split stats, M and 1/L, the splits'
 	// partial sums, q, k and the output, the norm's tree, q8_group's
-	bytes = 4 * (2*slots + slots/tile + 2*maxSplits + 2 + 4*wg + 3*headDim + 2*normRopeThreads(headDim) + wg)
+	bytes = 4 * (2*slots + slots/tile + 2*maxSplits + 2 + 8*wg + 3*headDim + 2*normRopeThreads(headDim) + wg)
 	return slots, bytes
 }
 
@@ -2004,8 +2004,9 @@ func (b *Backend) attnHead(dst *tensor, p *pendingQK, a infer.Attn) bool {
 	q, k, v := p.q, p.k, p.v
 	_, tile, ok := b.attnParams(a)
 	wg := attnHeadWG(a.HeadDim)
+	kc, vc, off := b.kvBind(p.layer)
 	maxPos := b.attnHeadMax(tile, a.HeadDim)
-	if !ok || b.batch.Pos+1 > maxPos || a.HeadDim%4 != 0 || wg > int(b.d.Limits.MaxComputeInvocationsPerWorkgroup) ||
+	if !ok || b.batch.Pos+1 > maxPos || a.HeadDim%8 != 0 || off%4 != 0 || wg > int(b.d.Limits.MaxComputeInvocationsPerWorkgroup) ||
 		a.Heads <= 0 || a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 || a.KVHeads != s.KVHeads || a.HeadDim != s.HeadDim ||
 		q.cols != a.Heads*a.HeadDim || dst.cols != q.cols || dst == q || dst == k || dst == v || p.pq.r.HeadDim != a.HeadDim ||
 		b.lazyOf(q) != nil || b.lazyOf(k) != nil || b.lazyOf(v) != nil {
@@ -2028,7 +2029,6 @@ func (b *Backend) attnHead(dst *tensor, p *pendingQK, a infer.Attn) bool {
 	}
 	slots, _ := attnHeadSlots(maxPos, tile, a.HeadDim, wg)
 	r := p.pq.r
-	kc, vc, off := b.kvBind(p.layer)
 	o := b.prepared(opKey{kind: "attnhead", a: q, b: k, c: v, d: p.pq.norm.w, e: p.pk.norm.w, g: a, i: p.layer<<1 | boolInt(q8), f: p.pq.norm.eps}, func() (*kernel, []binding, error) {
 		kern, err := b.d.kernel("attn_head", map[string]shaders.Const{
 			"HEADS": shaders.U32(a.Heads), "QPG": shaders.U32(a.Heads / a.KVHeads), "D": shaders.U32(a.HeadDim),

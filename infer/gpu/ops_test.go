@@ -740,20 +740,22 @@ func TestAttnQKMatchesUnfused(t *testing.T) {
 			return split(pre)
 		}},
 	}
-	for _, c := range []struct{ heads, kvHeads, dims, ctx, pre int }{
-		{8, 2, 64, 256, 100}, {8, 2, 64, 256, 20}, {8, 2, 64, 256, 63}, {6, 2, 32, 256, 100}, {6, 3, 64, 251, 200}, {6, 3, 64, 251, 31}} {
+	// heads, kv heads, head dim, RoPE dims, context, prefill before the
+	// decode (the 8B's 32/8 heads of 128 in the last)
+	for _, c := range []struct{ heads, kvHeads, hd, dims, ctx, pre int }{
+		{8, 2, 64, 64, 256, 100}, {8, 2, 64, 64, 256, 20}, {8, 2, 64, 64, 256, 63}, {6, 2, 64, 32, 256, 100},
+		{6, 3, 64, 64, 251, 200}, {6, 3, 64, 64, 251, 31}, {32, 8, 128, 128, 256, 150}} {
 		for _, vr := range variants {
-			t.Run(fmt.Sprintf("%d-%d-%d-%d/%s", c.heads, c.kvHeads, c.dims, c.pre, vr.name), func(t *testing.T) {
-				attnQKMatchesUnfused(t, c.heads, c.kvHeads, c.dims, c.ctx, c.pre, vr.headMax, vr.want(c.pre))
+			t.Run(fmt.Sprintf("%d-%d-%d-%d-%d/%s", c.heads, c.kvHeads, c.hd, c.dims, c.pre, vr.name), func(t *testing.T) {
+				attnQKMatchesUnfused(t, c.heads, c.kvHeads, c.hd, c.dims, c.ctx, c.pre, vr.headMax, vr.want(c.pre))
 			})
 		}
 	}
 }
 
-func attnQKMatchesUnfused(t *testing.T, heads, kvHeads, dims, ctx, pre, headMax, wantDispatches int) {
-	const hd = 64
+func attnQKMatchesUnfused(t *testing.T, heads, kvHeads, hd, dims, ctx, pre, headMax, wantDispatches int) {
 	r := rand.New(rand.NewPCG(13, uint64(heads)))
-	a := infer.Attn{Heads: heads, KVHeads: kvHeads, HeadDim: hd, Scale: float32(1 / math.Sqrt(hd))}
+	a := infer.Attn{Heads: heads, KVHeads: kvHeads, HeadDim: hd, Scale: float32(1 / math.Sqrt(float64(hd)))}
 	rope := infer.Rope{HeadDim: hd, Dims: dims, Base: 10000, FreqScale: 1, AttnFactor: 1, BetaFast: 32, BetaSlow: 1}
 	kvd, qd := kvHeads*hd, heads*hd
 	qn, kn := randFloats(r, hd, 1), randFloats(r, hd, 1)
@@ -764,7 +766,7 @@ func attnQKMatchesUnfused(t *testing.T, heads, kvHeads, dims, ctx, pre, headMax,
 			t.Fatal(err)
 		}
 		load := func(name string, vals []float32) infer.Weight {
-			w, err := b.LoadWeight(infer.WeightData{Name: name, Type: gguf.F32, Shape: []int64{hd}, Data: floatsToBytes(vals)})
+			w, err := b.LoadWeight(infer.WeightData{Name: name, Type: gguf.F32, Shape: []int64{int64(hd)}, Data: floatsToBytes(vals)})
 			if err != nil {
 				t.Fatal(err)
 			}
