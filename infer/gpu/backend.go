@@ -192,6 +192,8 @@ type Backend struct {
 	phase   profile.Phase
 
 	prof profiler
+
+	chain chain
 }
 
 type tensor struct {
@@ -498,6 +500,13 @@ func (b *Backend) Begin(batch infer.Batch) {
 		b.fail(fmt.Errorf("gpu: writing batch: %w", err))
 		return
 	}
+	b.chain.pass, b.chain.tokens = nil, b.chain.fromDevice && b.n == 1
+	b.chain.fromDevice = false
+	if b.chain.tokens {
+		// the last chained pass's Argmax copied the token in
+		b.beginEncoder()
+		return
+	}
 	toks := make([]byte, 4*b.n)
 	for i, t := range batch.Tokens {
 		binary.LittleEndian.PutUint32(toks[4*i:], uint32(t))
@@ -506,6 +515,11 @@ func (b *Backend) Begin(batch infer.Batch) {
 		b.fail(fmt.Errorf("gpu: writing tokens: %w", err))
 		return
 	}
+	b.beginEncoder()
+}
+
+// beginEncoder opens the pass's command encoder and first compute pass.
+func (b *Backend) beginEncoder() {
 	enc, err := b.d.dev.CreateCommandEncoder(nil)
 	if err != nil {
 		b.fail(fmt.Errorf("gpu: %w: %w", ErrDeviceLost, err))
@@ -561,6 +575,18 @@ func (b *Backend) Commit() error {
 	start := time.Now()
 	b.d.queue.Submit(cmd)
 	cmd.Release()
+	if p := b.chain.pass; p != nil {
+		// A chained pass: the previous one's token is read back while
+		// this one runs, this one's at the next Commit.
+		b.chain.pass = nil
+		if err := b.chainDrain(); err != nil {
+			return err
+		}
+		b.chain.pending = p
+		if len(b.reads) == 0 && !b.prof.active() {
+			return nil
+		}
+	}
 	// Wait for the pass before mapping anything (see bonsai_poll_until for
 	// why never through a blocking poll).
 	if err := waitIdle(b.d.dev); err != nil {
@@ -586,7 +612,8 @@ func (b *Backend) Commit() error {
 	if err := b.prof.collect(b, time.Since(start)); err != nil {
 		return err
 	}
-	return nil
+	// a chained pass that had to wait anyway
+	return b.chainDrain()
 }
 
 func (b *Backend) Phase(p profile.Phase) {
@@ -802,6 +829,10 @@ func (b *Backend) Embed(dstT infer.Tensor, wI infer.Weight) {
 		}
 	}
 	n := b.active(dst)
+	if b.chain.tokens && !w.q1() {
+		b.fail(fmt.Errorf("gpu: chained decoding with %s embeddings: %w", w.name, ErrUnsupported))
+		return
+	}
 	if w.q1() {
 		o := b.prepared(opKey{kind: "embed", a: dst, b: w}, func() (*kernel, []binding, error) {
 			k, err := b.d.kernel("embed", q1Layout(map[string]shaders.Const{
@@ -2266,6 +2297,9 @@ func (b *Backend) Argmax(tT infer.Tensor, dst []int32) {
 		return k, []binding{whole(b.batchBuf), whole(t.buf), whole(t.argmax)}, err
 	})
 	b.dispatch(o, n, 1, 1)
+	if b.chainArgmax(t, dst) {
+		return
+	}
 	b.copyOut(t.argmax, t.argStaging, 4*n)
 	b.reads = append(b.reads, pendingRead{staging: t.argStaging, bytes: 4 * n, ints: dst[:n]})
 }
@@ -2302,6 +2336,11 @@ func (b *Backend) Close() error {
 	}
 	for _, a := range b.arenas {
 		a.Release()
+	}
+	for _, s := range b.chain.stage {
+		if s != nil {
+			s.Release()
+		}
 	}
 	for _, t := range b.tensors {
 		for _, buf := range append([]*wgpu.Buffer{t.buf, t.scratch, t.part, t.stats, t.argmax, t.argStaging, t.embedRows, t.tmp, t.prep, t.xq, t.xqSum, t.scores}, t.stagings...) {
