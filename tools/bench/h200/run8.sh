@@ -2,7 +2,9 @@
 # H200 run 8: decode attention in one dispatch per query head (attn_head, --attn head, the default while
 # the sequence is at most 1024 positions) against the split path (--attn split: attn_qk, attn_pv, attn_sum;
 # qk_rope_store and attn_one over one split) and attn_head at every length the workgroup memory holds
-# (--attn headlong), from one binary (branch gpu4). llama.cpp is not built here; it runs beside.
+# (--attn headlong), from one binary (branch gpu4); and `bonsai gpu`'s "chained:" line, greedy decoding with
+# the host off the critical path (Model.GreedyChained: argmax and the next token's embedding on the GPU, the
+# token read back one pass late), beside its "plain:" line. llama.cpp is not built here; it runs beside.
 # Carried: .gl/ (Vulkan loader debs) and .carry/gpu4/g4.tar.xz holding new (bonsai built with
 # -ldflags="-s -w" and an empty embedded default model, as run 7's) and new.test (go test -c ./infer/gpu).
 # Numerics on the card (the new attention tests included), per-phase GPU times at -p 16 and at a medium
@@ -22,7 +24,7 @@ f() { grep -v "XDG\|wgpu\]\|^error: XDG" ; }
 /tmp/new synth --shape 8b --type q1_0 -o 8.gguf >/dev/null 2>&1 & s8=$!
 /tmp/new synth --shape 1.7b --type q1_0 -o 17.gguf >/dev/null 2>&1 & s17=$!
 t "numerics on the H200"
-timeout 150 /tmp/new.test -test.run 'TestMatMulMatchesCPU|TestF16RoundingMatchesCPU|TestAttnQKMatchesUnfused|TestAttentionMatchesReference|TestNewKVCacheDropsBoundOps|TestOneLayerLogitsMatchCPU|TestFusedDecodeMatchesUnfused|TestGreedyMatchesCPU|TestAttnKindsMatchCPU' -test.v 2>&1 | f | grep -E "^ *(--- FAIL|ok|FAIL|PASS)|error|differ|off by" | head -40
+timeout 150 /tmp/new.test -test.run 'TestMatMulMatchesCPU|TestF16RoundingMatchesCPU|TestAttnQKMatchesUnfused|TestAttentionMatchesReference|TestNewKVCacheDropsBoundOps|TestOneLayerLogitsMatchCPU|TestFusedDecodeMatchesUnfused|TestGreedyMatchesCPU|TestAttnKindsMatchCPU|TestGreedyChainedMatchesGreedy|TestPassInPiecesKeepsOrder' -test.v 2>&1 | f | grep -E "^ *(--- FAIL|ok|FAIL|PASS)|error|differ|off by" | head -40
 wait $s8 $s17
 phases() { t "phases $1 -p $2 --attn $3"; timeout 90 /tmp/new gpu --model $1.gguf -p $2 -n 128 --attn $3 2>&1 | f | grep -E "tok/s|dispatches|µs" | tail -22; }
 for a in head split headlong; do phases 8 16 $a; done
