@@ -1794,10 +1794,12 @@ func (b *Backend) Attention(dstT, qT infer.Tensor, layer int, a infer.Attn) {
 	}
 	if p := b.pendingQK; p != nil {
 		b.pendingQK = nil
-		if dst, ok := dstT.(*tensor); ok && dst != nil && infer.Tensor(p.q) == qT && p.layer == layer && (b.attnHead(dst, p, a) || b.attnQK(dst, p, a)) {
+		if dst, ok := dstT.(*tensor); ok && dst != nil && infer.Tensor(p.q) == qT && p.layer == layer && (b.attnHead(dst, p, a) || b.splits > 1 && b.attnQK(dst, p, a)) {
 			return
 		}
-		b.pendingQK = p // ready encodes it as qk_rope_store
+		// ready encodes it as qk_rope_store (over one split, where
+		// attn_head declined: then attn_one follows)
+		b.pendingQK = p
 	}
 	if !b.ready() {
 		return
@@ -2017,7 +2019,7 @@ func attnHeadSlots(maxPos, tile, headDim, wg int) (slots, bytes int) {
 // device's workgroup memory, or 0.
 func (b *Backend) attnHeadMax(tile, headDim int) int {
 	limit := int(b.d.Limits.MaxComputeWorkgroupStorageSize)
-	for p := 1 << 16; p >= 32; p /= 2 {
+	for p := 1 << 16; p >= 1; p /= 2 {
 		if _, bytes := attnHeadSlots(p, tile, headDim, attnHeadWG(headDim)); p <= b.headMax && bytes <= limit {
 			return p
 		}

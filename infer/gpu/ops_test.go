@@ -739,12 +739,20 @@ func TestAttnQKMatchesUnfused(t *testing.T) {
 			}
 			return split(pre)
 		}},
+		// attn_head takes powers of two: up to 16 positions here, and
+		// declines 17–30 after StoreKV deferred the prologue for it
+		{"head≤30", 30, func(pre int) int {
+			if pre+1 <= 16 {
+				return 1
+			}
+			return split(pre)
+		}},
 	}
 	// heads, kv heads, head dim, RoPE dims, context, prefill before the
 	// decode (the 8B's 32/8 heads of 128 in the last)
 	for _, c := range []struct{ heads, kvHeads, hd, dims, ctx, pre int }{
 		{8, 2, 64, 64, 256, 100}, {8, 2, 64, 64, 256, 20}, {8, 2, 64, 64, 256, 63}, {6, 2, 64, 32, 256, 100},
-		{6, 3, 64, 64, 251, 200}, {6, 3, 64, 64, 251, 31}, {32, 8, 128, 128, 256, 150}} {
+		{6, 3, 64, 64, 251, 200}, {6, 3, 64, 64, 251, 31}, {6, 3, 64, 64, 251, 12}, {32, 8, 128, 128, 256, 150}} {
 		for _, vr := range variants {
 			t.Run(fmt.Sprintf("%d-%d-%d-%d-%d/%s", c.heads, c.kvHeads, c.hd, c.dims, c.pre, vr.name), func(t *testing.T) {
 				attnQKMatchesUnfused(t, c.heads, c.kvHeads, c.hd, c.dims, c.ctx, c.pre, vr.headMax, vr.want(c.pre))
