@@ -272,7 +272,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	}
 	workgroupBarrier();
 	// Σ p·V: thread (slot lid / (D/8), dims 8w … 8w+7) takes split c0 +
-	// slot of each round, its positions' V loaded four at a time (the
+	// slot of each round, its positions' V loaded eight at a time (the
 	// adds stay in order); the splits' sums are added in order
 	let slot = lid / (D / 8u);
 	let w = lid % (D / 8u);
@@ -285,15 +285,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 			let t1 = min(t0 + chunk, seq);
 			let b = c * span - t0; // slot of position t is b + t
 			var t = t0;
-			for (; t + 4u <= t1; t += 4u) {
-				let v0 = vword(g, t, w);
-				let v1 = vword(g, t + 1u, w);
-				let v2 = vword(g, t + 2u, w);
-				let v3 = vword(g, t + 3u, w);
-				pv(&acc, sc[b + t], v0);
-				pv(&acc, sc[b + t + 1u], v1);
-				pv(&acc, sc[b + t + 2u], v2);
-				pv(&acc, sc[b + t + 3u], v3);
+			for (; t + 8u <= t1; t += 8u) {
+				var vs: array<vec4<u32>, 8>;
+				for (var i = 0u; i < 8u; i++) {
+					vs[i] = vword(g, t + i, w);
+				}
+				for (var i = 0u; i < 8u; i++) {
+					pv(&acc, sc[b + t + i], vs[i]);
+				}
 			}
 			for (; t < t1; t++) {
 				pv(&acc, sc[b + t], vword(g, t, w));
