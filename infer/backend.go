@@ -286,8 +286,29 @@ type GPUOptions struct {
 	MatVec string
 	// Fuse chooses the decode fusions: "" (default), "off" or "all".
 	Fuse string
+	// Attn names the decode attention kernels for A/B measurements; ""
+	// is the default choice (the gpu package lists the names).
+	Attn string
 	// Debug turns the WebGPU implementation's log up to debug level.
 	Debug bool
+}
+
+// ChainedArgmax is implemented by a backend that can decode greedily with
+// the host off the critical path (Model.GreedyChained): in chained mode a
+// one-token pass's Argmax also becomes, on the device, the token of a next
+// pass begun after ChainToken, and Commit returns once the pass is
+// submitted, with the previous chained pass's Argmax destination filled;
+// the last one's is filled by SetChained(false).
+type ChainedArgmax interface {
+	// SetChained turns chained mode on or off; off waits for the pass in
+	// flight and fills its Argmax destination.
+	SetChained(on bool) error
+	// ChainToken makes the next Begin's single token the one the last
+	// chained pass's Argmax left on the device; the batch's token is then
+	// a placeholder.
+	ChainToken() // ChainEmbeds reports whether a chained pass can embed its token
+	// from the embedding matrix w on the device.
+	ChainEmbeds(w Weight) bool
 }
 
 // BackendInfo describes where a backend runs (engine.ModelInfo's fields).

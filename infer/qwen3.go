@@ -198,6 +198,21 @@ func (n *qwen3) ffn(L qwen3Layer, x, h, gate, up Tensor) {
 // Forward runs the layers over the batch; see the type's comment for the
 // math.
 func (n *qwen3) Forward(batch Batch, logits []float32) error {
+	n.head(batch)
+	n.b.Read(n.logits, logits)
+	return n.b.Commit()
+}
+
+// forwardArgmax is Forward leaving only the logits' argmax in best[0] (at
+// Commit; one pass late in a backend's chained mode).
+func (n *qwen3) forwardArgmax(batch Batch, best []int32) error {
+	n.head(batch)
+	n.b.Argmax(n.logits, best)
+	return n.b.Commit()
+}
+
+// head begins a pass over batch and encodes it up to the logits.
+func (n *qwen3) head(batch Batch) {
 	b, eps := n.b, n.hp.RMSEps
 	b.Begin(batch)
 	// One token is its own last row: the pass keeps the graph whose
@@ -211,8 +226,6 @@ func (n *qwen3) Forward(batch Batch, logits []float32) error {
 	}
 	b.RMSNorm(n.last, n.last, n.outNorm, eps)
 	n.matmul(n.logits, n.output, n.last)
-	b.Read(n.logits, logits)
-	return b.Commit()
 }
 
 // matmul is dst = W·x, x first rotated when the file stores W rotated.

@@ -33,10 +33,12 @@ func runGPU(args []string, stdout, stderr io.Writer) error {
 	gen := fs.Int("n", 128, "tokens to decode while profiling")
 	prompt := fs.Int("p", 512, "prompt tokens to prefill first")
 	micro := fs.Bool("micro", false, "also time single ops (50 dispatches each) on the model's shapes")
+	chained := fs.Bool("chained", true, "also time greedy decoding with the host off the critical path (argmax and the next embedding on the GPU)")
 	o := gpuOptions()
 	fs.BoolVar(&o.AllowSoftware, "software", o.AllowSoftware, "admit software adapters (lavapipe, llvmpipe; default from BONSAI_GPU_SOFTWARE=1)")
 	fs.StringVar(&o.MatVec, "matvec", o.MatVec, "decode Q1_0 matvec kernel: "+strings.Join(gpu.MatVecKernels, ", ")+" (default from BONSAI_GPU_MATVEC)")
 	fs.StringVar(&o.Fuse, "fuse", o.Fuse, "decode fusions: off, all or empty for the default (default from BONSAI_GPU_FUSE)")
+	fs.StringVar(&o.Attn, "attn", o.Attn, "decode attention kernels: "+strings.Join(gpu.AttnKinds, ", ")+" (default from BONSAI_GPU_ATTN)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -122,6 +124,22 @@ func runGPU(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := run("profiled", true); err != nil {
 		return err
+	}
+	if *chained && *gen > 0 && *prompt > 0 {
+		// GreedyChained prefills too: its decode time is its total less a
+		// prefill timed alone just before.
+		b.SetProfiling(false)
+		start := time.Now()
+		if err := m.Forward(toks, 0); err != nil {
+			return err
+		}
+		pp := time.Since(start)
+		start = time.Now()
+		if _, err := m.GreedyChained(toks, *gen+1); err != nil {
+			return err
+		}
+		tg := time.Since(start) - pp
+		fmt.Fprintf(stdout, "chained: tg%d %.1f tok/s (greedy, %v with its prefill of %v)\n", *gen, float64(*gen)/tg.Seconds(), (tg + pp).Round(time.Millisecond), pp.Round(time.Millisecond))
 	}
 	if *micro {
 		return microBench(m, stdout)

@@ -8,8 +8,9 @@ import (
 
 // gpuOptions are the GPU backend's settings from the environment; the
 // backend reads none itself. BONSAI_GPU_SOFTWARE=1 admits software adapters
-// (lavapipe, llvmpipe) without naming one; BONSAI_GPU_MATVEC and
-// BONSAI_GPU_FUSE pick decode kernels and fusions for A/B measurements (the
+// (lavapipe, llvmpipe) without naming one; BONSAI_GPU_MATVEC,
+// BONSAI_GPU_FUSE and BONSAI_GPU_ATTN pick decode kernels, fusions and
+// attention kernels for A/B measurements (the
 // gpu package lists the names; a wrong one fails the load);
 // BONSAI_GPU_LOG=debug brings back wgpu-native's log.
 func gpuOptions() infer.GPUOptions {
@@ -21,6 +22,7 @@ func gpuOptionsFrom(getenv func(string) string) infer.GPUOptions {
 		AllowSoftware: getenv("BONSAI_GPU_SOFTWARE") == "1",
 		MatVec:        getenv("BONSAI_GPU_MATVEC"),
 		Fuse:          getenv("BONSAI_GPU_FUSE"),
+		Attn:          getenv("BONSAI_GPU_ATTN"),
 		Debug:         getenv("BONSAI_GPU_LOG") == "debug",
 	}
 }

@@ -43,7 +43,24 @@ var MatVecKernels = []string{"auto", "auto1", "w1", "select", "lut", "popc", "po
 // than the separate norm). All must agree: TestFusedDecodeMatchesUnfused.
 var FuseLevels = []string{"", "off", "all"}
 
-// ErrBadOption is returned by New for a MatVec or Fuse name it does not know.
+// AttnKinds are the names infer.GPUOptions.Attn takes for decode
+// attention: "head" (the default, also ""): while the sequence fits
+// headMaxPos (and the workgroup memory), the layer's q/k norm+RoPE, KV
+// store and attention in one dispatch of one workgroup per query head
+// (attn_head.wgsl), else as split; "headlong": head up to as many
+// positions as the workgroup memory holds; "split": the previous path,
+// attn_qk, attn_pv and attn_sum over splits of the cache per kv head
+// (qk_rope_store and attn_one while one split holds the sequence).
+var AttnKinds = []string{"head", "headlong", "split"}
+
+// headMaxPos is the longest sequence the default attention kind takes in
+// one workgroup per query head: past it the split passes' many
+// workgroups read the cache faster than a few long ones (a guess from the
+// H200's 132 SMs: 32 heads × 1024 positions is 256 KiB of K and V per
+// workgroup).
+const headMaxPos = 1024
+
+// ErrBadOption is returned by New for a MatVec, Fuse or Attn name it does not know.
 var ErrBadOption = errors.New("unknown GPU option value")
 
 func checkGPUOptions(o infer.GPUOptions) error {
@@ -52,6 +69,9 @@ func checkGPUOptions(o infer.GPUOptions) error {
 	}
 	if !slices.Contains(FuseLevels, o.Fuse) {
 		return fmt.Errorf("gpu: fuse %q (want one of %q): %w", o.Fuse, FuseLevels, ErrBadOption)
+	}
+	if o.Attn != "" && !slices.Contains(AttnKinds, o.Attn) {
+		return fmt.Errorf("gpu: attn %q (want one of %q): %w", o.Attn, AttnKinds, ErrBadOption)
 	}
 	return nil
 }
@@ -133,6 +153,10 @@ type Backend struct {
 	// (q1_popc). docs/gpu-kernels.md has their H200 timings.
 	matvec string
 	noFuse bool // Fuse "off": no fusion
+	// headMax is the longest decode sequence attn_head takes (0: never,
+	// Attn "split"); it is further bounded by the workgroup memory
+	// (attnHeadSlots)
+	headMax int
 	// q1_xq's shape: rows per workgroup (0: by K), SwiGLU as its own
 	// act_q8 dispatch instead of gate/up's epilogue, the epilogue's
 	// workgroup size
@@ -168,6 +192,8 @@ type Backend struct {
 	phase   profile.Phase
 
 	prof profiler
+
+	chain chain
 }
 
 type tensor struct {
@@ -310,10 +336,17 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 		matvec:   matvec,
 		noFuse:   opts.GPU.Fuse == "off",
 		fuseNorm: opts.GPU.Fuse == "all",
+		headMax:  headMaxPos,
 
 		deltaChunkMin: DefaultDeltaChunkMin,
 	}
 	b.xqRPW, b.xqSepGLU, b.xqGLUWG = xqOptions(matvec)
+	switch opts.GPU.Attn {
+	case "split":
+		b.headMax = 0
+	case "headlong":
+		b.headMax = maxBatchTokens
+	}
 	if b.batchBuf, err = d.newBuffer("batch", 16, wgpu.BufferUsageUniform|wgpu.BufferUsageCopyDst); err != nil {
 		d.Close()
 		return nil, err
@@ -467,6 +500,13 @@ func (b *Backend) Begin(batch infer.Batch) {
 		b.fail(fmt.Errorf("gpu: writing batch: %w", err))
 		return
 	}
+	b.chain.pass, b.chain.tokens = nil, b.chain.fromDevice && b.n == 1
+	b.chain.fromDevice = false
+	if b.chain.tokens {
+		// the last chained pass's Argmax copied the token in
+		b.beginEncoder()
+		return
+	}
 	toks := make([]byte, 4*b.n)
 	for i, t := range batch.Tokens {
 		binary.LittleEndian.PutUint32(toks[4*i:], uint32(t))
@@ -475,6 +515,11 @@ func (b *Backend) Begin(batch infer.Batch) {
 		b.fail(fmt.Errorf("gpu: writing tokens: %w", err))
 		return
 	}
+	b.beginEncoder()
+}
+
+// beginEncoder opens the pass's command encoder and first compute pass.
+func (b *Backend) beginEncoder() {
 	enc, err := b.d.dev.CreateCommandEncoder(nil)
 	if err != nil {
 		b.fail(fmt.Errorf("gpu: %w: %w", ErrDeviceLost, err))
@@ -530,6 +575,18 @@ func (b *Backend) Commit() error {
 	start := time.Now()
 	b.d.queue.Submit(cmd)
 	cmd.Release()
+	if p := b.chain.pass; p != nil {
+		// A chained pass: the previous one's token is read back while
+		// this one runs, this one's at the next Commit.
+		b.chain.pass = nil
+		if err := b.chainDrain(); err != nil {
+			return err
+		}
+		b.chain.pending = p
+		if len(b.reads) == 0 && !b.prof.active() {
+			return nil
+		}
+	}
 	// Wait for the pass before mapping anything (see bonsai_poll_until for
 	// why never through a blocking poll).
 	if err := waitIdle(b.d.dev); err != nil {
@@ -555,7 +612,8 @@ func (b *Backend) Commit() error {
 	if err := b.prof.collect(b, time.Since(start)); err != nil {
 		return err
 	}
-	return nil
+	// a chained pass that had to wait anyway
+	return b.chainDrain()
 }
 
 func (b *Backend) Phase(p profile.Phase) {
@@ -771,6 +829,10 @@ func (b *Backend) Embed(dstT infer.Tensor, wI infer.Weight) {
 		}
 	}
 	n := b.active(dst)
+	if b.chain.tokens && !w.q1() {
+		b.fail(fmt.Errorf("gpu: chained decoding with %s embeddings: %w", w.name, ErrUnsupported))
+		return
+	}
 	if w.q1() {
 		o := b.prepared(opKey{kind: "embed", a: dst, b: w}, func() (*kernel, []binding, error) {
 			k, err := b.d.kernel("embed", q1Layout(map[string]shaders.Const{
@@ -1684,9 +1746,10 @@ func (b *Backend) StoreKV(layer int, kT, vT infer.Tensor) {
 		if k != nil && v != nil && b.lazyOf(k) == nil && b.lazyOf(v) == nil {
 			b.flushMatVec()
 			b.flushNorms()
-			// In decode over several splits the Attention after it
-			// takes it into attn_qk.
-			if b.n == 1 && b.splits > 1 && !b.noFuse && b.storeRopedOK(layer, k, v) {
+			// In decode over several splits, or where attn_head may
+			// take it, the Attention after it takes it into attn_qk or
+			// attn_head.
+			if b.n == 1 && (b.splits > 1 || b.batch.Pos < b.headMax) && !b.noFuse && b.storeRopedOK(layer, k, v) {
 				b.pendingQK = &pendingQK{layer: layer, q: b.normRopes[0].x, k: k, v: v, pq: b.normRopes[0], pk: b.normRopes[1]}
 				b.normRopes = b.normRopes[:0]
 				return
@@ -1731,10 +1794,12 @@ func (b *Backend) Attention(dstT, qT infer.Tensor, layer int, a infer.Attn) {
 	}
 	if p := b.pendingQK; p != nil {
 		b.pendingQK = nil
-		if dst, ok := dstT.(*tensor); ok && dst != nil && infer.Tensor(p.q) == qT && p.layer == layer && b.attnQK(dst, p, a) {
+		if dst, ok := dstT.(*tensor); ok && dst != nil && infer.Tensor(p.q) == qT && p.layer == layer && (b.attnHead(dst, p, a) || b.splits > 1 && b.attnQK(dst, p, a)) {
 			return
 		}
-		b.pendingQK = p // ready encodes it as qk_rope_store
+		// ready encodes it as qk_rope_store (over one split, where
+		// attn_head declined: then attn_one follows)
+		b.pendingQK = p
 	}
 	if !b.ready() {
 		return
@@ -1923,6 +1988,100 @@ func (b *Backend) attnQK(dst *tensor, p *pendingQK, a infer.Attn) bool {
 	b.attnSum(dst, q, a, rows)
 	pq, pk := p.pq, p.pk
 	b.lazies = append(b.lazies, &lazy{dst: q, nr: &pq}, &lazy{dst: k, nr: &pk})
+	return true
+}
+
+// attnHeadWG is attn_head's workgroup size: a multiple of 32 (Q8_0
+// blocks) and of D/4, at least D.
+func attnHeadWG(headDim int) int {
+	wg := 256
+	for wg < headDim {
+		wg *= 2
+	}
+	return wg
+}
+
+// attnHeadSlots is attn_head's score slots for sequences of up to maxPos
+// positions split as Begin splits them (chunks of max(32, ⌈seq/maxSplits⌉),
+// each rounded up to whole tiles), and the workgroup bytes the kernel then
+// needs.
+func attnHeadSlots(maxPos, tile, headDim, wg int) (slots, bytes int) {
+	chunk := max(32, ceilDiv(maxPos, maxSplits))
+	slots = ceilDiv(maxPos, chunk) * ceilDiv(chunk, tile) * tile
+	// scores and exps, tile maxes, split stats, M and 1/L, the splits'
+	// partial sums, q, k and the output, the norm's tree, q8_group's
+	bytes = 4 * (2*slots + slots/tile + 2*maxSplits + 2 + 8*wg + 3*headDim + 2*normRopeThreads(headDim) + wg)
+	return slots, bytes
+}
+
+// attnHeadMax is the longest sequence attn_head can take for a: the
+// largest power of two of at most b.headMax positions whose scores fit the
+// device's workgroup memory, or 0.
+func (b *Backend) attnHeadMax(tile, headDim int) int {
+	limit := int(b.d.Limits.MaxComputeWorkgroupStorageSize)
+	for p := 1 << 16; p >= 1; p /= 2 {
+		if _, bytes := attnHeadSlots(p, tile, headDim, attnHeadWG(headDim)); p <= b.headMax && bytes <= limit {
+			return p
+		}
+	}
+	return 0
+}
+
+// attnHead encodes a decode layer's deferred q/k norm+Rope and KV store
+// with its whole attention as one attn_head dispatch, one workgroup per
+// query head, where the sequence fits; q and k are left un-rotated with a
+// lazy norm+Rope each, as attnQK leaves them. It reports false, encoding
+// nothing, for shapes or lengths it does not take.
+func (b *Backend) attnHead(dst *tensor, p *pendingQK, a infer.Attn) bool {
+	s := b.kv.spec
+	q, k, v := p.q, p.k, p.v
+	_, tile, ok := b.attnParams(a)
+	wg := attnHeadWG(a.HeadDim)
+	kc, vc, off := b.kvBind(p.layer)
+	maxPos := b.attnHeadMax(tile, a.HeadDim)
+	if !ok || b.batch.Pos+1 > maxPos || a.HeadDim%8 != 0 || off%4 != 0 || wg > int(b.d.Limits.MaxComputeInvocationsPerWorkgroup) ||
+		a.Heads <= 0 || a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 || a.KVHeads != s.KVHeads || a.HeadDim != s.HeadDim ||
+		q.cols != a.Heads*a.HeadDim || dst.cols != q.cols || dst == q || dst == k || dst == v || p.pq.r.HeadDim != a.HeadDim ||
+		b.lazyOf(q) != nil || b.lazyOf(k) != nil || b.lazyOf(v) != nil {
+		return false
+	}
+	b.flushMatVec()
+	b.flushNorms()
+	b.flushNormRopes()
+	b.overwrite(dst)
+	// the Q8_0 epilogue's two buffers make 11 storage bindings
+	q8 := b.xqOK() && a.HeadDim%32 == 0 && b.d.Limits.MaxStorageBuffersPerShaderStage >= 11
+	if q8 {
+		if err := b.xqBuffers(dst); err != nil {
+			b.fail(err)
+			return true
+		}
+	}
+	if b.err != nil {
+		return true
+	}
+	slots, _ := attnHeadSlots(maxPos, tile, a.HeadDim, wg)
+	r := p.pq.r
+	o := b.prepared(opKey{kind: "attnhead", a: q, b: k, c: v, d: p.pq.norm.w, e: p.pk.norm.w, g: a, i: p.layer<<1 | boolInt(q8), f: p.pq.norm.eps}, func() (*kernel, []binding, error) {
+		kern, err := b.d.kernel("attn_head", map[string]shaders.Const{
+			"HEADS": shaders.U32(a.Heads), "QPG": shaders.U32(a.Heads / a.KVHeads), "D": shaders.U32(a.HeadDim),
+			"KVD": shaders.U32(s.KVHeads * s.HeadDim), "LAYER_OFF": shaders.U32(off), "SCALE": shaders.F32(a.Scale),
+			"TILE": shaders.U32(tile), "WG": shaders.U32(wg), "DIMS": shaders.U32(r.Dims), "QEPS": shaders.F32(p.pq.norm.eps),
+			"KEPS": shaders.F32(p.pk.norm.eps), "NRWG": shaders.U32(normRopeThreads(a.HeadDim)), "CTX": shaders.U32(s.Context),
+			"SLOTS": shaders.U32(slots), "TSLOTS": shaders.U32(slots / tile), "MAXSPLITS": shaders.U32(maxSplits), "Q8": shaders.Flag(q8)})
+		bufs := []binding{whole(b.batchBuf), whole(p.pq.norm.w.chunks[0].buf), whole(p.pk.norm.w.chunks[0].buf), whole(p.pq.table),
+			whole(q.buf), whole(k.buf), whole(v.buf), kc, vc, whole(dst.buf)}
+		if q8 {
+			bufs = append(bufs, whole(dst.xq), whole(dst.xqSum))
+		}
+		return kern, bufs, err
+	})
+	b.dispatch(o, a.Heads, 1, 1)
+	pq, pk := p.pq, p.pk
+	b.lazies = append(b.lazies, &lazy{dst: q, nr: &pq}, &lazy{dst: k, nr: &pk})
+	if q8 {
+		b.lazies = append(b.lazies, &lazy{dst: dst, quant: true})
+	}
 	return true
 }
 
@@ -2140,6 +2299,9 @@ func (b *Backend) Argmax(tT infer.Tensor, dst []int32) {
 		return k, []binding{whole(b.batchBuf), whole(t.buf), whole(t.argmax)}, err
 	})
 	b.dispatch(o, n, 1, 1)
+	if b.chainArgmax(t, dst) {
+		return
+	}
 	b.copyOut(t.argmax, t.argStaging, 4*n)
 	b.reads = append(b.reads, pendingRead{staging: t.argStaging, bytes: 4 * n, ints: dst[:n]})
 }
@@ -2176,6 +2338,11 @@ func (b *Backend) Close() error {
 	}
 	for _, a := range b.arenas {
 		a.Release()
+	}
+	for _, s := range b.chain.stage {
+		if s != nil {
+			s.Release()
+		}
 	}
 	for _, t := range b.tensors {
 		for _, buf := range append([]*wgpu.Buffer{t.buf, t.scratch, t.part, t.stats, t.argmax, t.argStaging, t.embedRows, t.tmp, t.prep, t.xq, t.xqSum, t.scores}, t.stagings...) {

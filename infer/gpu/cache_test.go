@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -13,8 +14,15 @@ import (
 // the fused q/k norm+RoPE+store and the RoPE tables, which span the
 // context, must match a backend that had the large cache from the start.
 // Ops that kept the old cache's bind groups read released buffers, and a
-// kept angle table ends at the old context.
+// kept angle table ends at the old context. Both decode attention paths:
+// attn_head (its constants bake the context) and the split passes.
 func TestNewKVCacheDropsBoundOps(t *testing.T) {
+	for _, headMax := range []int{headMaxPos, 0} {
+		t.Run(fmt.Sprintf("headMax=%d", headMax), func(t *testing.T) { newKVCacheDropsBoundOps(t, headMax) })
+	}
+}
+
+func newKVCacheDropsBoundOps(t *testing.T, headMax int) {
 	const heads, kvHeads, hd, rows = 4, 2, 32, 100
 	r := rand.New(rand.NewPCG(25, 26))
 	qv, kv, vv := randFloats(r, rows*heads*hd, 1), randFloats(r, rows*kvHeads*hd, 1), randFloats(r, rows*kvHeads*hd, 1)
@@ -32,6 +40,7 @@ func TestNewKVCacheDropsBoundOps(t *testing.T) {
 	}
 	open := func(ctx int) *run {
 		b := newTestBackend(t)
+		b.headMax = headMax
 		if err := b.NewKVCache(spec(ctx)); err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +70,8 @@ func TestNewKVCacheDropsBoundOps(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := open(128)
-	for _, step := range []struct{ n, pos int }{{rows - 1, 0}, {1, rows - 1}} {
+	// prefill to past the old context, then decode there
+	for _, step := range []struct{ n, pos int }{{rows - 2, 0}, {1, rows - 2}, {1, rows - 1}} {
 		want := layer(big, step.n, step.pos)
 		got := layer(small, step.n, step.pos)
 		for i := range want {

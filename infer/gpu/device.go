@@ -207,7 +207,8 @@ func OpenDevice(opts DeviceOptions) (*Device, error) {
 	if limits.MaxBufferSize < limits.MaxStorageBufferBindingSize {
 		limits.MaxBufferSize = limits.MaxStorageBufferBindingSize
 	}
-	limits.MaxStorageBuffersPerShaderStage = min(supported.MaxStorageBuffersPerShaderStage, 10)
+	// attn_head with its Q8_0 epilogue binds 11
+	limits.MaxStorageBuffersPerShaderStage = min(supported.MaxStorageBuffersPerShaderStage, 12)
 	limits.MaxComputeWorkgroupStorageSize = supported.MaxComputeWorkgroupStorageSize
 	limits.MaxComputeInvocationsPerWorkgroup = min(supported.MaxComputeInvocationsPerWorkgroup, 1024)
 	limits.MaxComputeWorkgroupSizeX = min(supported.MaxComputeWorkgroupSizeX, 1024)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -81,6 +82,60 @@ func TestGreedyMatchesCPU(t *testing.T) {
 			cpu := loadOn(t, "cpu", cfg)
 			gpuM := loadOn(t, "gpu", cfg)
 			decodeBoth(t, cpu, gpuM, []int32{1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41}, 24, 3e-2)
+		})
+	}
+}
+
+// TestAttnKindsMatchCPU decodes greedily with each decode attention kind
+// (GPUOptions.Attn) against the CPU, past 32 positions, where the split
+// path goes from one split (attn_one) to several; tolerances as
+// TestGreedyMatchesCPU. TestAttnQKMatchesUnfused pins the kinds to the
+// unfused ops at f32 rounding, also across attn_head's length limit.
+func TestAttnKindsMatchCPU(t *testing.T) {
+	for _, kind := range gpu.AttnKinds {
+		t.Run(kind, func(t *testing.T) {
+			cfg := tinymodel.Small(gguf.Q1_0)
+			cfg.Tied = false
+			cpu := loadOn(t, "cpu", cfg)
+			gpuM := loadWith(t, "gpu", cfg, 64, infer.GPUOptions{AllowSoftware: true, Attn: kind})
+			decodeBoth(t, cpu, gpuM, []int32{1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41}, 30, 3e-2)
+		})
+	}
+}
+
+// TestGreedyChainedMatchesGreedy decodes greedily with the host off the
+// critical path (Model.GreedyChained: argmax and the next token's
+// embedding on the GPU, the token read back one pass late) and as Greedy
+// does (logits read back, argmax on the host), for each decode attention
+// kind: the tokens must be the same, and the chained path must have run
+// (its passes read no logits back, so Logits stays the prompt's).
+func TestGreedyChainedMatchesGreedy(t *testing.T) {
+	for _, kind := range gpu.AttnKinds {
+		t.Run(kind, func(t *testing.T) {
+			cfg := tinymodel.Small(gguf.Q1_0)
+			cfg.Tied = false
+			o := infer.GPUOptions{AllowSoftware: true, Attn: kind}
+			plain, chained := loadWith(t, "gpu", cfg, 64, o), loadWith(t, "gpu", cfg, 64, o)
+			prompt := []int32{1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41}
+			want, err := plain.Greedy(prompt, 40)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := chained.GreedyChained(prompt, 40)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("chained greedy tokens\n%v\nwant\n%v", got, want)
+			}
+			// Greedy's Logits would be the last step's, which argmax to
+			// the last token
+			if want[len(want)-1] == want[0] {
+				t.Fatalf("continuation %v ends on its first token: the fallback check cannot tell", want)
+			}
+			if argmax(chained.Logits()) != want[0] {
+				t.Errorf("logits after chained decoding are not the prompt's (argmax %d, want %d)", argmax(chained.Logits()), want[0])
+			}
 		})
 	}
 }

@@ -505,7 +505,7 @@ func TestFusedMatVec(t *testing.T) {
 // A kernel or fusion name the backend does not know is refused before any
 // device is opened, rather than silently replaced by the default.
 func TestUnknownOptionsRefused(t *testing.T) {
-	for _, o := range []infer.GPUOptions{{MatVec: "fast"}, {Fuse: "some"}, {MatVec: "popc", Fuse: "none"}} {
+	for _, o := range []infer.GPUOptions{{MatVec: "fast"}, {Fuse: "some"}, {MatVec: "popc", Fuse: "none"}, {Attn: "flash"}} {
 		if _, err := New(DeviceOptions{AllowSoftware: true}, infer.BackendOptions{GPU: o}); !errors.Is(err, ErrBadOption) {
 			t.Errorf("%+v: %v, want ErrBadOption", o, err)
 		}
@@ -705,94 +705,139 @@ func TestQuantizedOnce(t *testing.T) {
 }
 
 // TestAttnQKMatchesUnfused covers a decode layer's attention prologue
-// folded into pass 1 (attn_qk, with attn_pv on its stored scores): the
-// output must equal the unfused ops' (norm_rope, store_kv, attn_stats,
-// attn_pv, attn_sum), and so must q and k when read afterwards (rotated
-// in place on demand), in 3 dispatches for the unfused ops' 6. Both cache
+// folded into its attention: attn_head (one dispatch per layer, the
+// default while the sequence fits headMax) and the split path (attn_qk,
+// attn_pv on its stored scores, attn_sum; qk_rope_store and attn_one over
+// one split), at sequences on both sides of one split (32) and of a
+// lowered headMax. The output must equal the unfused ops' (norm_rope,
+// store_kv, attn_stats, attn_pv, attn_sum; 6 dispatches), and so must q
+// and k when read afterwards (rotated in place on demand). Both cache
 // layers give the same output for the same tokens, and the second layer
 // compiles nothing of its own (kvBind binds its rows at an offset) except
 // with an odd context (three kv heads), where the rows are not bindable at
 // an offset and the kernels take the layer's offset as a constant.
 func TestAttnQKMatchesUnfused(t *testing.T) {
-	for _, g := range []struct{ heads, kvHeads, dims, ctx int }{{8, 2, 64, 256}, {6, 2, 32, 256}, {6, 3, 64, 251}} {
-		const hd, pre = 64, 100
-		ctx := g.ctx
-		r := rand.New(rand.NewPCG(13, uint64(g.heads)))
-		a := infer.Attn{Heads: g.heads, KVHeads: g.kvHeads, HeadDim: hd, Scale: float32(1 / math.Sqrt(hd))}
-		rope := infer.Rope{HeadDim: hd, Dims: g.dims, Base: 10000, FreqScale: 1, AttnFactor: 1, BetaFast: 32, BetaSlow: 1}
-		kvd, qd := g.kvHeads*hd, g.heads*hd
-		qn, kn := randFloats(r, hd, 1), randFloats(r, hd, 1)
-		qv, kv, vv := randFloats(r, (pre+1)*qd, 1), randFloats(r, (pre+1)*kvd, 1), randFloats(r, (pre+1)*kvd, 1)
-		run := func(b *Backend) (out, q1, k1 []float32, dispatches int) {
-			t.Helper()
-			if err := b.NewKVCache(infer.KVSpec{Layers: 2, Context: ctx, KVHeads: g.kvHeads, HeadDim: hd}); err != nil {
+	// variants: headMax (0: the split path) and the dispatches wanted
+	// before the reads at a sequence of pre+1
+	type variant struct {
+		name    string
+		headMax int
+		want    func(pre int) int
+	}
+	split := func(pre int) int {
+		if pre+1 <= 32 {
+			return 2
+		}
+		return 3
+	}
+	variants := []variant{
+		{"split", 0, split},
+		{"head", headMaxPos, func(int) int { return 1 }},
+		{"head≤64", 64, func(pre int) int {
+			if pre+1 <= 64 {
+				return 1
+			}
+			return split(pre)
+		}},
+		// attn_head takes powers of two: up to 16 positions here, and
+		// declines 17–30 after StoreKV deferred the prologue for it
+		{"head≤30", 30, func(pre int) int {
+			if pre+1 <= 16 {
+				return 1
+			}
+			return split(pre)
+		}},
+	}
+	// heads, kv heads, head dim, RoPE dims, context, prefill before the
+	// decode (the 8B's 32/8 heads of 128 in the last)
+	for _, c := range []struct{ heads, kvHeads, hd, dims, ctx, pre int }{
+		{8, 2, 64, 64, 256, 100}, {8, 2, 64, 64, 256, 20}, {8, 2, 64, 64, 256, 63}, {6, 2, 64, 32, 256, 100},
+		{6, 3, 64, 64, 251, 200}, {6, 3, 64, 64, 251, 31}, {6, 3, 64, 64, 251, 12}, {32, 8, 128, 128, 256, 150}} {
+		for _, vr := range variants {
+			t.Run(fmt.Sprintf("%d-%d-%d-%d-%d/%s", c.heads, c.kvHeads, c.hd, c.dims, c.pre, vr.name), func(t *testing.T) {
+				attnQKMatchesUnfused(t, c.heads, c.kvHeads, c.hd, c.dims, c.ctx, c.pre, vr.headMax, vr.want(c.pre))
+			})
+		}
+	}
+}
+
+func attnQKMatchesUnfused(t *testing.T, heads, kvHeads, hd, dims, ctx, pre, headMax, wantDispatches int) {
+	r := rand.New(rand.NewPCG(13, uint64(heads)))
+	a := infer.Attn{Heads: heads, KVHeads: kvHeads, HeadDim: hd, Scale: float32(1 / math.Sqrt(float64(hd)))}
+	rope := infer.Rope{HeadDim: hd, Dims: dims, Base: 10000, FreqScale: 1, AttnFactor: 1, BetaFast: 32, BetaSlow: 1}
+	kvd, qd := kvHeads*hd, heads*hd
+	qn, kn := randFloats(r, hd, 1), randFloats(r, hd, 1)
+	qv, kv, vv := randFloats(r, (pre+1)*qd, 1), randFloats(r, (pre+1)*kvd, 1), randFloats(r, (pre+1)*kvd, 1)
+	run := func(b *Backend) (out, q1, k1 []float32, dispatches int) {
+		t.Helper()
+		if err := b.NewKVCache(infer.KVSpec{Layers: 2, Context: ctx, KVHeads: kvHeads, HeadDim: hd}); err != nil {
+			t.Fatal(err)
+		}
+		load := func(name string, vals []float32) infer.Weight {
+			w, err := b.LoadWeight(infer.WeightData{Name: name, Type: gguf.F32, Shape: []int64{int64(hd)}, Data: floatsToBytes(vals)})
+			if err != nil {
 				t.Fatal(err)
 			}
-			load := func(name string, vals []float32) infer.Weight {
-				w, err := b.LoadWeight(infer.WeightData{Name: name, Type: gguf.F32, Shape: []int64{hd}, Data: floatsToBytes(vals)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return w
+			return w
+		}
+		qw, kw := load("q_norm", qn), load("k_norm", kn)
+		layer := func(n, pos, cache int, q, k, v, o []float32) {
+			qt, kt, vt, ot := b.mustTensor(t, "q", n, qd), b.mustTensor(t, "k", n, kvd), b.mustTensor(t, "v", n, kvd), b.mustTensor(t, "o", n, qd)
+			b.write(t, qt, q)
+			b.write(t, kt, k)
+			b.write(t, vt, v)
+			b.Begin(batchOf(n, pos))
+			b.RMSNorm(qt, qt, qw, 1e-6)
+			b.RMSNorm(kt, kt, kw, 1e-6)
+			b.Rope(qt, rope)
+			b.Rope(kt, rope)
+			b.StoreKV(cache, kt, vt)
+			b.Attention(ot, qt, cache, a)
+			b.Read(ot, o)
+			if n == 1 && cache == 1 {
+				dispatches = b.dispatches
+				q1, k1 = make([]float32, qd), make([]float32, kvd)
+				b.Read(qt, q1)
+				b.Read(kt, k1)
 			}
-			qw, kw := load("q_norm", qn), load("k_norm", kn)
-			layer := func(n, pos, cache int, q, k, v, o []float32) {
-				qt, kt, vt, ot := b.mustTensor(t, "q", n, qd), b.mustTensor(t, "k", n, kvd), b.mustTensor(t, "v", n, kvd), b.mustTensor(t, "o", n, qd)
-				b.write(t, qt, q)
-				b.write(t, kt, k)
-				b.write(t, vt, v)
-				b.Begin(batchOf(n, pos))
-				b.RMSNorm(qt, qt, qw, 1e-6)
-				b.RMSNorm(kt, kt, kw, 1e-6)
-				b.Rope(qt, rope)
-				b.Rope(kt, rope)
-				b.StoreKV(cache, kt, vt)
-				b.Attention(ot, qt, cache, a)
-				b.Read(ot, o)
-				if n == 1 && cache == 1 {
-					dispatches = b.dispatches
-					q1, k1 = make([]float32, qd), make([]float32, kvd)
-					b.Read(qt, q1)
-					b.Read(kt, k1)
-				}
-				if err := b.Commit(); err != nil {
-					t.Fatal(err)
-				}
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
 			}
-			// the same tokens through both layers of the cache: equal
-			// outputs, and no pipeline of its own for layer 1 where kvBind
-			// can bind at an offset
-			out0 := make([]float32, qd)
-			layer(pre, 0, 0, qv[:pre*qd], kv[:pre*kvd], vv[:pre*kvd], make([]float32, pre*qd))
-			layer(1, pre, 0, qv[pre*qd:], kv[pre*kvd:], vv[pre*kvd:], out0)
-			pipes := len(b.d.kernels)
-			layer(pre, 0, 1, qv[:pre*qd], kv[:pre*kvd], vv[:pre*kvd], make([]float32, pre*qd))
-			out = make([]float32, qd)
-			layer(1, pre, 1, qv[pre*qd:], kv[pre*kvd:], vv[pre*kvd:], out)
-			if e := maxRelErr(out, out0); e != 0 {
-				t.Errorf("%d heads: layers 0 and 1 differ by %.3g on the same tokens", g.heads, e)
-			}
-			if added := len(b.d.kernels) - pipes; (added == 0) != (g.ctx%2 == 0) {
-				t.Errorf("%d heads, context %d: layer 1 added %d pipelines", g.heads, g.ctx, added)
-			}
-			return out, q1, k1, dispatches
 		}
-		fused := newTestBackend(t)
-		plain := newTestBackend(t)
-		plain.noFuse = true
-		out, q1, k1, nf := run(fused)
-		pout, pq1, pk1, np := run(plain)
-		if e := maxRelErr(out, pout); e > 1e-6 {
-			t.Errorf("%d heads: attention differs from the unfused ops by %.3g", g.heads, e)
+		// the same tokens through both layers of the cache: equal
+		// outputs, and no pipeline of its own for layer 1 where kvBind
+		// can bind at an offset
+		out0 := make([]float32, qd)
+		layer(pre, 0, 0, qv[:pre*qd], kv[:pre*kvd], vv[:pre*kvd], make([]float32, pre*qd))
+		layer(1, pre, 0, qv[pre*qd:], kv[pre*kvd:], vv[pre*kvd:], out0)
+		pipes := len(b.d.kernels)
+		layer(pre, 0, 1, qv[:pre*qd], kv[:pre*kvd], vv[:pre*kvd], make([]float32, pre*qd))
+		out = make([]float32, qd)
+		layer(1, pre, 1, qv[pre*qd:], kv[pre*kvd:], vv[pre*kvd:], out)
+		if e := maxRelErr(out, out0); e != 0 {
+			t.Errorf("%d heads: layers 0 and 1 differ by %.3g on the same tokens", heads, e)
 		}
-		if e := maxRelErr(q1, pq1); e != 0 {
-			t.Errorf("%d heads: q read after attention differs by %.3g", g.heads, e)
+		if added := len(b.d.kernels) - pipes; (added == 0) != (ctx%2 == 0) {
+			t.Errorf("%d heads, context %d: layer 1 added %d pipelines", heads, ctx, added)
 		}
-		if e := maxRelErr(k1, pk1); e != 0 {
-			t.Errorf("%d heads: k read after attention differs by %.3g", g.heads, e)
-		}
-		if nf != 3 || np != 6 {
-			t.Errorf("%d heads: %d dispatches before the reads (unfused %d), want 3 (6)", g.heads, nf, np)
-		}
+		return out, q1, k1, dispatches
+	}
+	fused := newTestBackend(t)
+	fused.headMax = headMax
+	plain := newTestBackend(t)
+	plain.noFuse = true
+	out, q1, k1, nf := run(fused)
+	pout, pq1, pk1, np := run(plain)
+	if e := maxRelErr(out, pout); e > 1e-6 {
+		t.Errorf("%d heads: attention differs from the unfused ops by %.3g", heads, e)
+	}
+	if e := maxRelErr(q1, pq1); e != 0 {
+		t.Errorf("%d heads: q read after attention differs by %.3g", heads, e)
+	}
+	if e := maxRelErr(k1, pk1); e != 0 {
+		t.Errorf("%d heads: k read after attention differs by %.3g", heads, e)
+	}
+	if nf != wantDispatches || np != 6 {
+		t.Errorf("%d heads: %d dispatches before the reads (unfused %d), want %d (6)", heads, nf, np, wantDispatches)
 	}
 }
