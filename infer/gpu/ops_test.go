@@ -705,8 +705,8 @@ func TestQuantizedOnce(t *testing.T) {
 }
 
 // TestAttnQKMatchesUnfused covers a decode layer's attention prologue
-// folded into its attention: attn_head (one dispatch per layer, the
-// default while the sequence fits headMax) and the split path (attn_qk,
+// folded into its attention: attn_head (one dispatch per layer,
+// opted into while the sequence fits headMax) and the split path (attn_qk,
 // attn_pv on its stored scores, attn_sum; qk_rope_store and attn_one over
 // one split), at sequences on both sides of one split (32) and of a
 // lowered headMax. The output must equal the unfused ops' (norm_rope,
