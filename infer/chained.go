@@ -2,22 +2,132 @@ package infer
 
 import "fmt"
 
-// GreedyChained is Greedy with the host off the critical path where the
-// backend allows it (ChainedArgmax, on a Qwen3 network): each step's
-// argmax stays on the device as the next step's token, and step t+1 is
-// encoded and submitted while step t runs, its token read back meanwhile.
-// The tokens are Greedy's (argmax, the first on ties); Logits is left as
-// the prompt's. Elsewhere it is Greedy.
-func (m *Model) GreedyChained(prompt []int32, n int) ([]int32, error) {
+// Chain decodes greedily on a sequence with the host off the critical path
+// (ChainedArgmax, on a Qwen3 network with Q1_0 embeddings): each pass's
+// argmax stays on the device as the next pass's token, and pass t+1 is
+// encoded and submitted while pass t runs, its token read back meanwhile.
+// So Next returns a token while the pass that runs it is already in
+// flight: the cache holds the token Next returned, one more than plain
+// decoding holds, until Stop.
+type Chain struct {
+	s  *Sequence
+	cb ChainedArgmax
+	q  *qwen3
+	on bool // a chained pass is in flight
+	// ring holds the argmax destinations of the last two passes: pass j's
+	// is filled when pass j+1 is committed (or by Stop).
+	ring   [2][1]int32
+	passes int
+}
+
+// NewChain returns a chain on s, or nil where its backend or network
+// cannot chain (plain decoding is then the way).
+func (s *Sequence) NewChain() *Chain {
+	m := s.m
 	cb, ok := m.backend.(ChainedArgmax)
 	q, isQwen3 := m.net.(*qwen3)
-	if !ok || !isQwen3 || m.Recurrent() || n < 2 || !cb.ChainEmbeds(q.embd) {
+	if !ok || !isQwen3 || m.Recurrent() || !cb.ChainEmbeds(q.embd) {
+		return nil
+	}
+	return &Chain{s: s, cb: cb, q: q}
+}
+
+// Room reports whether Next has the context it needs: a pass at the end of
+// the cache (two on the first call).
+func (c *Chain) Room() bool {
+	need := 1
+	if !c.on {
+		need = 2
+	}
+	return c.s.Len()+need <= c.s.m.context
+}
+
+// Next returns the greedy token after last: the token the caller drew
+// from the logits after the cache (not yet in it) on the first call, and
+// after that the token Next returned (in flight). On an error the sequence
+// is reset (what the device's cache holds is then unknown).
+func (c *Chain) Next(last int32) (int32, error) {
+	s := c.s
+	if !c.Room() {
+		return 0, fmt.Errorf("%w: chained decoding at position %d of %d", ErrContextFull, s.Len(), s.m.context)
+	}
+	if !c.on {
+		if err := c.start(last); err != nil {
+			return 0, err
+		}
+	}
+	// This pass runs the previous one's argmax, which its Commit reads back.
+	c.cb.ChainToken()
+	if err := c.pass(last); err != nil {
+		return 0, c.fail(err)
+	}
+	tok := c.ring[(c.passes-2)%2][0]
+	s.tokens = append(s.tokens, tok)
+	return tok, nil
+}
+
+// start turns chained mode on and submits the pass that runs last.
+func (c *Chain) start(last int32) error {
+	s := c.s
+	if last < 0 || int(last) >= s.m.Hparams.Vocab {
+		return fmt.Errorf("%w: token id %d outside the vocabulary of %d", ErrBadShape, last, s.m.Hparams.Vocab)
+	}
+	if err := c.cb.SetChained(true); err != nil {
+		return c.fail(err)
+	}
+	c.on = true
+	if err := c.pass(last); err != nil {
+		return c.fail(err)
+	}
+	s.tokens = append(s.tokens, last)
+	return nil
+}
+
+// pass submits one chained pass at the end of the cache; tok is its token
+// unless ChainToken made it the device's.
+func (c *Chain) pass(tok int32) error {
+	dst := c.ring[c.passes%2][:]
+	c.passes++
+	return c.q.forwardArgmax(Batch{Tokens: []int32{tok}, Pos: c.s.Len()}, dst)
+}
+
+// Stop ends chained mode, waiting for the pass in flight, and returns its
+// argmax: the greedy token after the last one Next returned, which the
+// cache holds now (ok false when nothing was in flight).
+func (c *Chain) Stop() (next int32, ok bool, err error) {
+	if !c.on {
+		return 0, false, nil
+	}
+	c.on = false
+	if err := c.cb.SetChained(false); err != nil {
+		c.s.Reset()
+		return 0, false, fmt.Errorf("chained decoding: %w", err)
+	}
+	return c.ring[(c.passes-1)%2][0], true, nil
+}
+
+func (c *Chain) fail(err error) error {
+	if c.on {
+		c.on = false
+		c.cb.SetChained(false) //nolint:errcheck // the first error is the one to report
+	}
+	c.s.Reset()
+	return fmt.Errorf("chained decoding: %w", err)
+}
+
+// GreedyChained is Greedy through a Chain where the backend allows it
+// (elsewhere it is Greedy): the same tokens (argmax, the first on ties);
+// Logits is left as the prompt's.
+func (m *Model) GreedyChained(prompt []int32, n int) ([]int32, error) {
+	s := NewSequence(m)
+	c := s.NewChain()
+	if c == nil || n < 2 {
 		return m.Greedy(prompt, n)
 	}
 	if len(prompt)+n-1 > m.context {
 		return nil, fmt.Errorf("%w: %d tokens after a prompt of %d exceed the context of %d", ErrContextFull, n, len(prompt), m.context)
 	}
-	if _, err := NewSequence(m).Prefill(prompt, nil); err != nil {
+	if _, err := s.Prefill(prompt, nil); err != nil {
 		return nil, err
 	}
 	out := make([]int32, n)
@@ -26,22 +136,22 @@ func (m *Model) GreedyChained(prompt []int32, n int) ([]int32, error) {
 			out[0] = int32(i)
 		}
 	}
-	if err := cb.SetChained(true); err != nil {
+	for i := 1; i < n-1; i++ {
+		tok, err := c.Next(out[i-1])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = tok
+	}
+	if n == 2 { // one pass: out[1] is its argmax, which Stop reads
+		if err := c.start(out[0]); err != nil {
+			return nil, err
+		}
+	}
+	last, _, err := c.Stop()
+	if err != nil {
 		return nil, err
 	}
-	var err error
-	for i := 1; i < n && err == nil; i++ {
-		if i > 1 {
-			cb.ChainToken() // out[i-1], a placeholder here, is on the device
-		}
-		err = q.forwardArgmax(Batch{Tokens: out[i-1 : i], Pos: len(prompt) + i - 1}, out[i:i+1])
-	}
-	// the last step's token, and the pass in flight on an error
-	if e := cb.SetChained(false); err == nil {
-		err = e
-	}
-	if err != nil {
-		return nil, fmt.Errorf("chained greedy decoding: %w", err)
-	}
+	out[n-1] = last
 	return out, nil
 }

@@ -293,8 +293,11 @@ func (e *Engine) serve(r any) {
 
 // applyProfiling tells the backend what SetProfiling last asked, if that
 // changed.
-func (e *Engine) applyProfiling() {
-	on := e.profiling.Load()
+func (e *Engine) applyProfiling() { e.applyProfilingTo(e.profiling.Load()) }
+
+// applyProfilingTo turns the backend's profiling on or off, as asked
+// (applyProfiling reads what was asked last).
+func (e *Engine) applyProfilingTo(on bool) {
 	if on == e.profilingOn || e.cur.model == nil {
 		return
 	}

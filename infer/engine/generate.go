@@ -160,8 +160,18 @@ func (e *Engine) generate(r generateRequest) {
 		stats.Drafted, stats.Accepted, stats.Verifies = st.Drafted, st.Accepted, st.Passes
 		finish(reason)
 	}
+	// Greedy steps without penalties run chained on a GPU that can chain
+	// them (infer.Chain: the host's encoding off the critical path), unless
+	// the logits are wanted or the pass is being profiled.
+	chainable := r.req.TopLogits == 0
 	for {
-		e.applyProfiling()
+		want := e.profiling.Load()
+		if err := sd.UseChain(chainable && !want && !e.profilingOn); err != nil {
+			e.emit(Error{Err: err})
+			end("length")
+			return
+		}
+		e.applyProfilingTo(want)
 		if stopped() {
 			out(-1, dec.Flush(), true)
 			end("stopped")

@@ -16,6 +16,8 @@ import (
 	_ "github.com/bonsai-chat/bonsai/infer/cpu"
 	"github.com/bonsai-chat/bonsai/infer/gpu"
 	"github.com/bonsai-chat/bonsai/infer/internal/tinymodel"
+	"github.com/bonsai-chat/bonsai/infer/sample"
+	"github.com/bonsai-chat/bonsai/infer/spec"
 )
 
 // softwareOK admits software adapters (lavapipe): CI has no GPU.
@@ -349,5 +351,101 @@ func TestFusedDecodeMatchesUnfused(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestDecoderChainsGreedySteps checks spec.Decoder's chained greedy steps
+// (UseChain) against plain ones on the same GPU model: the same tokens,
+// with the chain turned off and on again midway (as the engine does when
+// profiling is toggled), the cache left by Finish as plain decoding leaves
+// it (its length, and the next reply's tokens), and a sampler with a
+// repetition penalty never chained.
+func TestDecoderChainsGreedySteps(t *testing.T) {
+	cfg := tinymodel.Small(gguf.Q1_0)
+	cfg.Tied = false
+	m := loadOn(t, "gpu", cfg)
+	prompt := []int32{1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41}
+	if infer.NewSequence(m).NewChain() == nil {
+		t.Fatal("no chain on a Q1_0 Qwen3 model on the GPU")
+	}
+	chained := 0 // steps that ran chained (no logits on the host)
+	reply := func(seq *infer.Sequence, p sample.Params, chain func(i int) bool, n int) ([]int32, int) {
+		t.Helper()
+		if _, err := seq.Prefill(prompt, nil); err != nil {
+			t.Fatal(err)
+		}
+		smp, err := sample.New(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := spec.NewDecoder(seq, smp, nil, 0)
+		var out []int32
+		for i := 0; i < n; i++ {
+			if err := d.UseChain(chain(i)); err != nil {
+				t.Fatal(err)
+			}
+			id, err := d.Next(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, id)
+			if d.Logits() == nil {
+				chained++
+			}
+		}
+		if err := d.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		if seq.Len() != d.Len() || d.Len() != len(prompt)+n-1 {
+			t.Fatalf("after Finish the cache holds %d tokens, the decoder says %d, plain decoding %d", seq.Len(), d.Len(), len(prompt)+n-1)
+		}
+		return out, seq.Len()
+	}
+	greedy := sample.Params{}
+	plainSeq := infer.NewSequence(m)
+	want, _ := reply(plainSeq, greedy, func(int) bool { return false }, 30)
+	if chained != 0 {
+		t.Fatalf("%d steps chained with the chain off", chained)
+	}
+	for name, chain := range map[string]func(int) bool{
+		"always":     func(int) bool { return true },
+		"off midway": func(i int) bool { return i < 8 || i > 14 },
+	} {
+		seq := infer.NewSequence(m)
+		got, _ := reply(seq, greedy, chain, 30)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: chained tokens\n%v\nwant\n%v", name, got, want)
+		}
+		// The cache Finish left serves the next reply as a plain one's would.
+		again, _ := reply(seq, greedy, func(int) bool { return true }, 10)
+		if !slices.Equal(again, want[:10]) {
+			t.Fatalf("%s: the next reply %v, want %v", name, again, want[:10])
+		}
+	}
+	if chained < 40 {
+		t.Fatalf("only %d steps ran chained", chained)
+	}
+	smp, _ := sample.New(sample.Params{RepeatPenalty: 1.3, RepeatLastN: 16})
+	seq := infer.NewSequence(m)
+	if _, err := seq.Prefill(prompt, nil); err != nil {
+		t.Fatal(err)
+	}
+	d := spec.NewDecoder(seq, smp, nil, 0)
+	for i := 0; i < 3; i++ {
+		if err := d.UseChain(true); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Next(0); err != nil {
+			t.Fatal(err)
+		}
+		if d.Logits() == nil {
+			t.Fatal("a step with a repetition penalty ran chained")
+		}
+	}
+	if p := (sample.Params{RepeatPenalty: 1.3, RepeatLastN: 16}); p.Argmax() {
+		t.Fatal("a repetition penalty reported as plain argmax")
+	}
+	if !greedy.Argmax() {
+		t.Fatal("greedy sampling not reported as plain argmax")
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/gguf"
-	"github.com/bonsai-chat/bonsai/infer/profile"
 	"github.com/bonsai-chat/bonsai/infer/internal/tinymodel"
+	"github.com/bonsai-chat/bonsai/infer/profile"
 )
 
 // TestProfilingSamplesDecoding checks that profiling times every prompt

@@ -31,6 +31,12 @@ func Bonsai(seed uint64) Params {
 	return Params{Temperature: 0.5, TopK: 20, TopP: 0.85, RepeatPenalty: 1, RepeatLastN: 64, Seed: seed}
 }
 
+// Argmax reports whether every draw is the argmax of the raw logits:
+// greedy, with no repetition penalty.
+func (p Params) Argmax() bool {
+	return p.Temperature == 0 && (p.RepeatPenalty == 0 || p.RepeatPenalty == 1 || p.RepeatLastN == 0)
+}
+
 // Validate rejects settings no stage can honour.
 func (p Params) Validate() error {
 	switch {

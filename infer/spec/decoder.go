@@ -62,6 +62,9 @@ type Decoder struct {
 	// pass, which costs next to nothing more.
 	behind []int32
 	ctx    []int32
+	// chain, while set (UseChain), runs plain greedy steps with the host
+	// off the critical path (infer.Chain): the cache then also holds last.
+	chain *infer.Chain
 }
 
 // NewDecoder decodes on seq, whose model's logits follow the prompt (a
@@ -82,7 +85,7 @@ func NewDecoder(seq *infer.Sequence, smp *sample.Sampler, drafter Drafter, maxDr
 func (d *Decoder) Stats() Stats { return d.stats }
 
 // Logits are those the last token Next returned was drawn from; they stay
-// valid until the next call.
+// valid until the next call (nil after a chained step: see UseChain).
 func (d *Decoder) Logits() []float32 { return d.logits }
 
 // Len is the cache length plain decoding would have now: the prompt and
@@ -120,6 +123,21 @@ func (d *Decoder) Next(limit int) (int32, error) {
 		drafts = drafts[:min(len(drafts), k)]
 	}
 	if len(drafts) == 0 {
+		if d.chain != nil && len(d.behind) == 0 && d.chain.Room() {
+			id, err := d.chain.Next(d.last)
+			if err != nil {
+				d.chain = nil
+				return 0, err
+			}
+			d.plain++
+			d.smp.Accept(id)
+			d.last, d.logits = id, nil
+			d.ctl.plainStep(time.Since(start))
+			return id, nil
+		}
+		if err := d.UseChain(false); err != nil {
+			return 0, err
+		}
 		if err := d.catchUp(d.last); err != nil {
 			return 0, err
 		}
@@ -246,9 +264,35 @@ func (d *Decoder) catchUp(tok int32) error {
 	return nil
 }
 
+// UseChain turns chained greedy steps on or off (infer.Chain): on, plain
+// steps of a greedy sampler without penalties run chained where the model
+// can chain them (Logits is then nil); off, the chain in flight is waited
+// for and the cache left as plain decoding leaves it. Turn it off before
+// anything else runs on the model (profiling, another pass).
+func (d *Decoder) UseChain(on bool) error {
+	if on {
+		if d.chain == nil && d.drafter == nil && d.smp.Params().Argmax() {
+			d.chain = d.seq.NewChain()
+		}
+		return nil
+	}
+	c := d.chain
+	if c == nil {
+		return nil
+	}
+	d.chain = nil
+	if _, inFlight, err := c.Stop(); err != nil || !inFlight {
+		return err
+	}
+	return d.seq.Rewind(d.seq.Len() - 1) // last, which the next step runs
+}
+
 // Finish leaves the cache as plain decoding would after the tokens Next
 // returned: holding every token before the last one.
 func (d *Decoder) Finish() error {
+	if err := d.UseChain(false); err != nil {
+		return err
+	}
 	d.queue, d.queueAt = d.queue[:0], 0
 	if held := d.seq.Len(); d.plain > held { // some of behind belong: run them
 		d.ctx = append(append(d.ctx[:0], d.seq.Tokens()...), d.behind[:d.plain-held]...)
