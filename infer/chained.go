@@ -32,6 +32,10 @@ func (s *Sequence) NewChain() *Chain {
 	return &Chain{s: s, cb: cb, q: q}
 }
 
+// InFlight reports whether a chained pass is running (the cache then
+// holds the token Next returned last).
+func (c *Chain) InFlight() bool { return c.on }
+
 // Room reports whether Next has the context it needs: a pass at the end of
 // the cache (two on the first call).
 func (c *Chain) Room() bool {

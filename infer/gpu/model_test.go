@@ -369,6 +369,8 @@ func TestDecoderChainsGreedySteps(t *testing.T) {
 		t.Fatal("no chain on a Q1_0 Qwen3 model on the GPU")
 	}
 	chained := 0 // steps that ran chained (no logits on the host)
+	var drafter spec.Drafter // prompt lookup in the last case
+	passes := 0              // its verify passes
 	reply := func(seq *infer.Sequence, p sample.Params, chain func(i int) bool, n int) ([]int32, int) {
 		t.Helper()
 		if _, err := seq.Prefill(prompt, nil); err != nil {
@@ -378,7 +380,8 @@ func TestDecoderChainsGreedySteps(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := spec.NewDecoder(seq, smp, nil, 0)
+		d := spec.NewDecoder(seq, smp, drafter, 0)
+		defer func() { passes += d.Stats().Passes }()
 		var out []int32
 		for i := 0; i < n; i++ {
 			if err := d.UseChain(chain(i)); err != nil {
@@ -425,6 +428,17 @@ func TestDecoderChainsGreedySteps(t *testing.T) {
 	if chained < 40 {
 		t.Fatalf("only %d steps ran chained", chained)
 	}
+	// With prompt lookup, steps with a draft are verified unchained and the
+	// chain starts again after them.
+	drafter, chained = spec.LookupDrafter(spec.NewNgram()), 0
+	got, _ := reply(infer.NewSequence(m), greedy, func(int) bool { return true }, 30)
+	if !slices.Equal(got, want) {
+		t.Fatalf("chained with prompt lookup: tokens\n%v\nwant\n%v", got, want)
+	}
+	if passes == 0 || chained == 0 {
+		t.Fatalf("prompt lookup: %d verify passes, %d chained steps: the case does not mix them", passes, chained)
+	}
+	drafter = nil
 	smp, _ := sample.New(sample.Params{RepeatPenalty: 1.3, RepeatLastN: 16})
 	seq := infer.NewSequence(m)
 	if _, err := seq.Prefill(prompt, nil); err != nil {

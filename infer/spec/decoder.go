@@ -103,9 +103,13 @@ func (d *Decoder) Next(limit int) (int32, error) {
 	if d.last < 0 { // the prompt's logits
 		return d.take(m.Logits()), nil
 	}
-	// The cache holds every token before last: run it, with a draft if
-	// one is worth verifying.
-	room := m.Context() - d.seq.Len() - len(d.behind) - 1
+	// The cache holds every token before last (and last too while a chain
+	// is in flight): run it, with a draft if one is worth verifying.
+	held := d.seq.Len()
+	if d.chain != nil && d.chain.InFlight() {
+		held--
+	}
+	room := m.Context() - held - len(d.behind) - 1
 	k := d.ctl.draftLen()
 	if limit > 0 {
 		k = min(k, limit-1)
@@ -115,12 +119,17 @@ func (d *Decoder) Next(limit int) (int32, error) {
 	var dists [][]sample.Prob
 	start := time.Now()
 	if d.drafter != nil && k > 0 {
-		d.ctx = append(append(append(d.ctx[:0], d.seq.Tokens()...), d.behind...), d.last)
+		d.ctx = append(append(append(d.ctx[:0], d.seq.Tokens()[:held]...), d.behind...), d.last)
 		var err error
 		if drafts, dists, err = d.drafter.Draft(d.ctx, k); err != nil {
 			return 0, fmt.Errorf("drafting: %w", err)
 		}
 		drafts = drafts[:min(len(drafts), k)]
+		if len(drafts) > 0 { // verified without the chain, which then starts again
+			if err := d.UseChain(false); err != nil {
+				return 0, err
+			}
+		}
 	}
 	if len(drafts) == 0 {
 		if d.chain != nil && len(d.behind) == 0 && d.chain.Room() {
@@ -266,12 +275,13 @@ func (d *Decoder) catchUp(tok int32) error {
 
 // UseChain turns chained greedy steps on or off (infer.Chain): on, plain
 // steps of a greedy sampler without penalties run chained where the model
-// can chain them (Logits is then nil); off, the chain in flight is waited
-// for and the cache left as plain decoding leaves it. Turn it off before
-// anything else runs on the model (profiling, another pass).
+// can chain them (Logits is then nil), a step with a draft to verify
+// stopping the chain first; off, the chain in flight is waited for and the
+// cache left as plain decoding leaves it. Turn it off before anything else
+// runs on the model (profiling, another pass).
 func (d *Decoder) UseChain(on bool) error {
 	if on {
-		if d.chain == nil && d.drafter == nil && d.smp.Params().Argmax() {
+		if d.chain == nil && d.smp.Params().Argmax() {
 			d.chain = d.seq.NewChain()
 		}
 		return nil
