@@ -179,27 +179,46 @@ func kernelTokens(lane, left int) (n, index int) {
 	return 1, 0
 }
 
+// haveF16AVX2: the AVX2 attention kernels (asm/f16avx2.go) convert with
+// F16C.
+func haveF16AVX2() bool { return !haveAVX512 && haveAVX2 && haveF16C }
+
 func dotsF16SIMD(x []float32, h []uint16, stride int, out []float32) bool {
-	if !haveAVX512 || len(x)%16 != 0 || len(x) == 0 {
+	if len(x)%16 != 0 || len(x) == 0 {
 		return false
 	}
-	dotsF16(&x[0], &h[0], stride, len(out), len(x)/16, &out[0])
+	switch {
+	case haveAVX512:
+		dotsF16(&x[0], &h[0], stride, len(out), len(x)/16, &out[0])
+	case haveF16AVX2():
+		dotsF16AVX2(&x[0], &h[0], stride, len(out), len(x)/16, &out[0])
+	default:
+		return false
+	}
 	return true
 }
 
 func weightedSumF16SIMD(p []float32, h []uint16, stride int, out []float32) bool {
-	if !haveAVX512 || len(out)%16 != 0 || len(out) == 0 {
+	switch {
+	case haveAVX512 && len(out)%16 == 0 && len(out) > 0:
+		weightedSumF16(&p[0], &h[0], stride, len(p), len(out)/16, &out[0])
+	case haveF16AVX2() && len(out)%8 == 0 && len(out) > 0:
+		weightedSumF16AVX2(&p[0], &h[0], stride, len(p), len(out)/8, &out[0])
+	default:
 		return false
 	}
-	weightedSumF16(&p[0], &h[0], stride, len(p), len(out)/16, &out[0])
 	return true
 }
 
 func weightedSumF16TSIMD(p []float32, h []uint16, stride int, out []float32) bool {
-	if !haveAVX512 {
+	switch {
+	case haveAVX512:
+		weightedSumF16T(&p[0], &h[0], stride, len(p)/16, uint16(1)<<(len(p)%16)-1, len(out), &out[0])
+	case haveF16AVX2():
+		weightedSumF16TAVX2(&p[0], &h[0], len(h), stride, len(p)/16, len(p)%16, len(out), &out[0])
+	default:
 		return false
 	}
-	weightedSumF16T(&p[0], &h[0], stride, len(p)/16, uint16(1)<<(len(p)%16)-1, len(out), &out[0])
 	return true
 }
 
@@ -239,17 +258,28 @@ func swigluSIMD(dst, gate, up []float32) int {
 }
 
 func dotsF16VecSIMD(x []float32, h []uint16, stride int, out []float32) bool {
-	if !haveAVX512 || len(x)%64 != 0 || len(x) == 0 {
+	if len(x)%64 != 0 || len(x) == 0 {
 		return false
 	}
-	dotsF16Vec(&x[0], &h[0], stride, len(out), len(x)/64, &out[0])
+	switch {
+	case haveAVX512:
+		dotsF16Vec(&x[0], &h[0], stride, len(out), len(x)/64, &out[0])
+	case haveF16AVX2():
+		dotsF16VecAVX2(&x[0], &h[0], stride, len(out), len(x)/64, &out[0])
+	default:
+		return false
+	}
 	return true
 }
 
 func weightedSumF16VecSIMD(p []float32, h []uint16, stride int, out []float32) bool {
-	if !haveAVX512 || len(out)%16 != 0 || len(out) == 0 {
+	switch {
+	case haveAVX512 && len(out)%16 == 0 && len(out) > 0:
+		weightedSumF16Vec(&p[0], &h[0], stride, len(p), len(out)/16, &out[0])
+	case haveF16AVX2() && len(out)%8 == 0 && len(out) > 0:
+		weightedSumF16VecAVX2(&p[0], &h[0], stride, len(p), len(out)/8, &out[0])
+	default:
 		return false
 	}
-	weightedSumF16Vec(&p[0], &h[0], stride, len(p), len(out)/16, &out[0])
 	return true
 }

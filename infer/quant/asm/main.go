@@ -153,6 +153,7 @@ func main() {
 	firstAbove("firstNLE", 0x19, "!(x[i] ≤ thr) (NaN always)")
 	dotsF16Vec()
 	weightedSumF16Vec()
+	f16AVX2Kernels()
 	quantizeQ8_0()
 	swiglu()
 	softmaxF16()
