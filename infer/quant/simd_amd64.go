@@ -35,8 +35,10 @@ var kernelSets = func() map[gguf.Type]*kernelSet {
 // nil for the portable one.
 func simdKernel(t gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
 	switch {
-	case (haveVNNI || haveAVX2) && t == gguf.Q1_0:
+	case haveVNNI && t == gguf.Q1_0:
 		return q1_0Product
+	case haveAVX2 && t == gguf.Q1_0:
+		return q1_0AVX2Product
 	case haveVNNI && kernelSets[t] != nil:
 		return simdProduct
 	case haveAVX2 && avx2Sets[t] != nil:
@@ -53,7 +55,11 @@ func simdKernel(t gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int,
 // that read the file's layout.
 func simdRepack(m *Matrix) []byte {
 	if m.Type == gguf.Q1_0 {
-		return repack(m, layoutQ1_0)
+		w := repack(m, layoutQ1_0)
+		if !haveVNNI {
+			q1AVX2Nibbles(w)
+		}
+		return w
 	}
 	if !haveVNNI && avx2KTypes[m.Type] {
 		return nil // the AVX2 K-quant kernels read the file's rows
