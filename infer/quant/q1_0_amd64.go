@@ -49,17 +49,17 @@ var q1Scratches = sync.Pool{New: func() any { return new(q1Scratch) }}
 // q1_0Product computes rows [r0, r1) (r0 a multiple of 16) × tokens [t0,
 // t1) with the AVX-512 kernels; q1_0AVX2Product with the AVX2 ones.
 func q1_0Product(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
-	q1Run(m, a, r0, r1, t0, t1, y, q1_0AVX512)
+	q1Run(m, a, r0, r1, t0, t1, y, false)
 }
 
 func q1_0AVX2Product(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
-	q1Run(m, a, r0, r1, t0, t1, y, q1_0AVX2)
+	q1Run(m, a, r0, r1, t0, t1, y, true)
 }
 
-// q1Run gets a call's scratch and the tables of its tokens and runs
-// kernels over them.
-func q1Run(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32,
-	kernels func(m *Matrix, r0, r1, t0, t1 int, tables func(t int) []byte, tb int, acc []float32, y []float32)) {
+// q1Run gets a call's scratch and the tables of its tokens and runs the
+// AVX2 or the AVX-512 kernels over them (a flag, not a function value,
+// which would move the tables' closure to the heap).
+func q1Run(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32, avx2 bool) {
 	tb := q1TableBytes(a.N)
 	g0, g1 := r0/packRows, (r1+packRows-1)/packRows
 	sc := q1Scratches.Get().(*q1Scratch)
@@ -76,7 +76,11 @@ func q1Run(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32,
 		}
 		tables = func(t int) []byte { return sc.tab[(t-t0)*tb:] }
 	}
-	kernels(m, r0, r1, t0, t1, tables, tb, sc.acc, y)
+	if avx2 {
+		q1_0AVX2(m, r0, r1, t0, t1, tables, tb, sc.acc, y)
+		return
+	}
+	q1_0AVX512(m, r0, r1, t0, t1, tables, tb, sc.acc, y)
 }
 
 // q1_0AVX2 runs the AVX2 kernels (asm/q1_0.go's q1_0AVX2Kernel, over the
@@ -95,7 +99,6 @@ func q1_0AVX2(m *Matrix, r0, r1, t0, t1 int, tables func(t int) []byte, tb int, 
 	var out [4 * packRows]float32
 	for t := t0; t < t1; {
 		T := min(4, t1-t)
-		kern := q1AVX2Kernels[T-1]
 		tile := max(1, q1TileTables/(T*2048))
 		if T == 1 {
 			tile = q1TileTables1 / 2048
@@ -110,11 +113,11 @@ func q1_0AVX2(m *Matrix, r0, r1, t0, t1 int, tables func(t int) []byte, tb int, 
 			tab := &tables(t)[c*2048]
 			w := m.packed[g0*groupBytes+c*layoutQ1_0.blockBytes:]
 			if full > g0 {
-				kern(&w[0], groupBytes, full-g0, n, tab, tb, &acc[0], flags, &y[t*m.Rows+r0], 4*m.Rows, pf)
+				q1AVX2Kernel(T, &w[0], groupBytes, full-g0, n, tab, tb, &acc[0], flags, &y[t*m.Rows+r0], 4*m.Rows, pf)
 			}
 			if full < g1 {
 				last := w[(full-g0)*groupBytes:]
-				kern(&last[0], groupBytes, 1, n, tab, tb, &acc[(full-g0)*128*T], flags, &out[0], 4*packRows, pf)
+				q1AVX2Kernel(T, &last[0], groupBytes, 1, n, tab, tb, &acc[(full-g0)*128*T], flags, &out[0], 4*packRows, pf)
 			}
 		}
 		if full < g1 {
@@ -127,8 +130,19 @@ func q1_0AVX2(m *Matrix, r0, r1, t0, t1 int, tables func(t int) []byte, tb int, 
 	}
 }
 
-var q1AVX2Kernels = [4]func(w *byte, wstride int, groups int, blocks int, tab *byte, tstride int, acc *float32, flags int, y *float32, ldy int, pf int){
-	q1_0x16avx2t1, q1_0x16avx2t2, q1_0x16avx2t3, q1_0x16avx2t4,
+// q1AVX2Kernel calls the kernel for T tokens (static calls: through a
+// function value the arguments would escape to the heap).
+func q1AVX2Kernel(T int, w *byte, wstride, groups, blocks int, tab *byte, tstride int, acc *float32, flags int, y *float32, ldy, pf int) {
+	switch T {
+	case 1:
+		q1_0x16avx2t1(w, wstride, groups, blocks, tab, tstride, acc, flags, y, ldy, pf)
+	case 2:
+		q1_0x16avx2t2(w, wstride, groups, blocks, tab, tstride, acc, flags, y, ldy, pf)
+	case 3:
+		q1_0x16avx2t3(w, wstride, groups, blocks, tab, tstride, acc, flags, y, ldy, pf)
+	default:
+		q1_0x16avx2t4(w, wstride, groups, blocks, tab, tstride, acc, flags, y, ldy, pf)
+	}
 }
 
 // q1Flags are the kernels' flags for tile [c, c+n) of blocks: bit 0 on the
