@@ -244,11 +244,18 @@ func firstAboveSIMD(x []float32, thr float32, nan bool) (hit, scanned int) {
 
 func quantizeQ8_0SIMD(src []float32, dst []byte) bool {
 	blocks := len(src) / qk8_0
-	if !haveAVX512 || blocks == 0 {
+	if blocks == 0 {
 		return false
 	}
 	_ = dst[blocks*q8_0Bytes-1]
-	quantizeQ8_0(&src[0], blocks, &dst[0])
+	switch {
+	case haveAVX512:
+		quantizeQ8_0(&src[0], blocks, &dst[0])
+	case haveF16AVX2():
+		quantizeQ8_0AVX2(&src[0], blocks, &dst[0])
+	default:
+		return false
+	}
 	return true
 }
 
@@ -256,10 +263,17 @@ func quantizeQ8_0SIMD(src []float32, dst []byte) bool {
 // how many elements it did.
 func swigluSIMD(dst, gate, up []float32) int {
 	blocks := len(dst) / 16
-	if !haveAVX512 || blocks == 0 {
+	if blocks == 0 {
 		return 0
 	}
-	swiglu(&dst[0], &gate[0], &up[0], blocks)
+	switch {
+	case haveAVX512:
+		swiglu(&dst[0], &gate[0], &up[0], blocks)
+	case haveF16AVX2():
+		swigluAVX2(&dst[0], &gate[0], &up[0], blocks)
+	default:
+		return 0
+	}
 	return 16 * blocks
 }
 

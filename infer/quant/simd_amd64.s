@@ -6139,6 +6139,528 @@ combine:
 	VZEROUPPER
 	RET
 
+DATA q8avx2perm<>+0(SB)/4, $0x00000000
+DATA q8avx2perm<>+4(SB)/4, $0x00000004
+DATA q8avx2perm<>+8(SB)/4, $0x00000001
+DATA q8avx2perm<>+12(SB)/4, $0x00000005
+DATA q8avx2perm<>+16(SB)/4, $0x00000002
+DATA q8avx2perm<>+20(SB)/4, $0x00000006
+DATA q8avx2perm<>+24(SB)/4, $0x00000003
+DATA q8avx2perm<>+28(SB)/4, $0x00000007
+GLOBL q8avx2perm<>(SB), RODATA|NOPTR, $32
+
+// func swigluAVX2(dst *float32, gate *float32, up *float32, blocks int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·swigluAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ gate+8(FP), CX
+	MOVQ up+16(FP), DX
+	MOVQ blocks+24(FP), BX
+	SHLQ $0x01, BX
+
+silu:
+	VMOVUPS      (CX), Y0
+	VXORPS       Y1, Y1, Y1
+	VSUBPS       Y0, Y1, Y1
+	VMOVAPS      avx2cshifter<>+0(SB), Y2
+	VFMADD231PS  avx2clog2e<>+0(SB), Y1, Y2
+	VSUBPS       avx2cshifter<>+0(SB), Y2, Y2
+	VMOVAPS      Y1, Y1
+	VFNMADD231PS avx2cln2hi<>+0(SB), Y2, Y1
+	VFNMADD231PS avx2cln2lo<>+0(SB), Y2, Y1
+	VMULPS       Y1, Y1, Y3
+	VMOVAPS      avx2cc1<>+0(SB), Y4
+	VFMADD231PS  avx2cc0<>+0(SB), Y1, Y4
+	VMOVAPS      avx2cc3<>+0(SB), Y5
+	VFMADD231PS  avx2cc2<>+0(SB), Y1, Y5
+	VFMADD213PS  Y5, Y3, Y4
+	VMOVAPS      avx2cone<>+0(SB), Y5
+	VFMADD231PS  avx2cc4<>+0(SB), Y1, Y5
+	VFMADD213PS  Y5, Y3, Y4
+	VCMPPS       $0x1e, avx2c127<>+0(SB), Y2, Y1
+	VANDPS       avx2c96<>+0(SB), Y1, Y1
+	VCMPPS       $0x11, avx2cm126<>+0(SB), Y2, Y3
+	VANDPS       avx2cm96<>+0(SB), Y3, Y3
+	VORPS        Y3, Y1, Y1
+	VSUBPS       Y1, Y2, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPADDD       avx2cbias<>+0(SB), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VCVTPS2DQ    Y1, Y1
+	VPADDD       avx2cbias<>+0(SB), Y1, Y1
+	VPSLLD       $0x17, Y1, Y1
+	VMULPS       Y3, Y4, Y4
+	VMULPS       Y1, Y4, Y4
+	VANDPS       avx2cabs<>+0(SB), Y2, Y1
+	VCMPPS       $0x1e, avx2c192<>+0(SB), Y1, Y1
+	VXORPS       Y3, Y3, Y3
+	VCMPPS       $0x1e, Y3, Y2, Y3
+	VANDPS       avx2cinf<>+0(SB), Y3, Y3
+	VBLENDVPS    Y1, Y3, Y4, Y4
+	VADDPS       avx2cone<>+0(SB), Y4, Y4
+	VDIVPS       Y4, Y0, Y0
+	VMULPS       (DX), Y0, Y0
+	VMOVUPS      Y0, (AX)
+	ADDQ         $0x20, CX
+	ADDQ         $0x20, DX
+	ADDQ         $0x20, AX
+	DECQ         BX
+	JNZ          silu
+	VZEROUPPER
+	RET
+
+DATA avx2cshifter<>+0(SB)/4, $0x4b400000
+DATA avx2cshifter<>+4(SB)/4, $0x4b400000
+DATA avx2cshifter<>+8(SB)/4, $0x4b400000
+DATA avx2cshifter<>+12(SB)/4, $0x4b400000
+DATA avx2cshifter<>+16(SB)/4, $0x4b400000
+DATA avx2cshifter<>+20(SB)/4, $0x4b400000
+DATA avx2cshifter<>+24(SB)/4, $0x4b400000
+DATA avx2cshifter<>+28(SB)/4, $0x4b400000
+GLOBL avx2cshifter<>(SB), RODATA|NOPTR, $32
+
+DATA avx2clog2e<>+0(SB)/4, $0x3fb8aa3b
+DATA avx2clog2e<>+4(SB)/4, $0x3fb8aa3b
+DATA avx2clog2e<>+8(SB)/4, $0x3fb8aa3b
+DATA avx2clog2e<>+12(SB)/4, $0x3fb8aa3b
+DATA avx2clog2e<>+16(SB)/4, $0x3fb8aa3b
+DATA avx2clog2e<>+20(SB)/4, $0x3fb8aa3b
+DATA avx2clog2e<>+24(SB)/4, $0x3fb8aa3b
+DATA avx2clog2e<>+28(SB)/4, $0x3fb8aa3b
+GLOBL avx2clog2e<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cln2hi<>+0(SB)/4, $0x3f317200
+DATA avx2cln2hi<>+4(SB)/4, $0x3f317200
+DATA avx2cln2hi<>+8(SB)/4, $0x3f317200
+DATA avx2cln2hi<>+12(SB)/4, $0x3f317200
+DATA avx2cln2hi<>+16(SB)/4, $0x3f317200
+DATA avx2cln2hi<>+20(SB)/4, $0x3f317200
+DATA avx2cln2hi<>+24(SB)/4, $0x3f317200
+DATA avx2cln2hi<>+28(SB)/4, $0x3f317200
+GLOBL avx2cln2hi<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cln2lo<>+0(SB)/4, $0x35bfbe8e
+DATA avx2cln2lo<>+4(SB)/4, $0x35bfbe8e
+DATA avx2cln2lo<>+8(SB)/4, $0x35bfbe8e
+DATA avx2cln2lo<>+12(SB)/4, $0x35bfbe8e
+DATA avx2cln2lo<>+16(SB)/4, $0x35bfbe8e
+DATA avx2cln2lo<>+20(SB)/4, $0x35bfbe8e
+DATA avx2cln2lo<>+24(SB)/4, $0x35bfbe8e
+DATA avx2cln2lo<>+28(SB)/4, $0x35bfbe8e
+GLOBL avx2cln2lo<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cc1<>+0(SB)/4, $0x3d2b9f17
+DATA avx2cc1<>+4(SB)/4, $0x3d2b9f17
+DATA avx2cc1<>+8(SB)/4, $0x3d2b9f17
+DATA avx2cc1<>+12(SB)/4, $0x3d2b9f17
+DATA avx2cc1<>+16(SB)/4, $0x3d2b9f17
+DATA avx2cc1<>+20(SB)/4, $0x3d2b9f17
+DATA avx2cc1<>+24(SB)/4, $0x3d2b9f17
+DATA avx2cc1<>+28(SB)/4, $0x3d2b9f17
+GLOBL avx2cc1<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cc0<>+0(SB)/4, $0x3c072010
+DATA avx2cc0<>+4(SB)/4, $0x3c072010
+DATA avx2cc0<>+8(SB)/4, $0x3c072010
+DATA avx2cc0<>+12(SB)/4, $0x3c072010
+DATA avx2cc0<>+16(SB)/4, $0x3c072010
+DATA avx2cc0<>+20(SB)/4, $0x3c072010
+DATA avx2cc0<>+24(SB)/4, $0x3c072010
+DATA avx2cc0<>+28(SB)/4, $0x3c072010
+GLOBL avx2cc0<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cc3<>+0(SB)/4, $0x3efffedb
+DATA avx2cc3<>+4(SB)/4, $0x3efffedb
+DATA avx2cc3<>+8(SB)/4, $0x3efffedb
+DATA avx2cc3<>+12(SB)/4, $0x3efffedb
+DATA avx2cc3<>+16(SB)/4, $0x3efffedb
+DATA avx2cc3<>+20(SB)/4, $0x3efffedb
+DATA avx2cc3<>+24(SB)/4, $0x3efffedb
+DATA avx2cc3<>+28(SB)/4, $0x3efffedb
+GLOBL avx2cc3<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cc2<>+0(SB)/4, $0x3e2aaf33
+DATA avx2cc2<>+4(SB)/4, $0x3e2aaf33
+DATA avx2cc2<>+8(SB)/4, $0x3e2aaf33
+DATA avx2cc2<>+12(SB)/4, $0x3e2aaf33
+DATA avx2cc2<>+16(SB)/4, $0x3e2aaf33
+DATA avx2cc2<>+20(SB)/4, $0x3e2aaf33
+DATA avx2cc2<>+24(SB)/4, $0x3e2aaf33
+DATA avx2cc2<>+28(SB)/4, $0x3e2aaf33
+GLOBL avx2cc2<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cone<>+0(SB)/4, $0x3f800000
+DATA avx2cone<>+4(SB)/4, $0x3f800000
+DATA avx2cone<>+8(SB)/4, $0x3f800000
+DATA avx2cone<>+12(SB)/4, $0x3f800000
+DATA avx2cone<>+16(SB)/4, $0x3f800000
+DATA avx2cone<>+20(SB)/4, $0x3f800000
+DATA avx2cone<>+24(SB)/4, $0x3f800000
+DATA avx2cone<>+28(SB)/4, $0x3f800000
+GLOBL avx2cone<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cc4<>+0(SB)/4, $0x3f7ffff6
+DATA avx2cc4<>+4(SB)/4, $0x3f7ffff6
+DATA avx2cc4<>+8(SB)/4, $0x3f7ffff6
+DATA avx2cc4<>+12(SB)/4, $0x3f7ffff6
+DATA avx2cc4<>+16(SB)/4, $0x3f7ffff6
+DATA avx2cc4<>+20(SB)/4, $0x3f7ffff6
+DATA avx2cc4<>+24(SB)/4, $0x3f7ffff6
+DATA avx2cc4<>+28(SB)/4, $0x3f7ffff6
+GLOBL avx2cc4<>(SB), RODATA|NOPTR, $32
+
+DATA avx2c127<>+0(SB)/4, $0x42fe0000
+DATA avx2c127<>+4(SB)/4, $0x42fe0000
+DATA avx2c127<>+8(SB)/4, $0x42fe0000
+DATA avx2c127<>+12(SB)/4, $0x42fe0000
+DATA avx2c127<>+16(SB)/4, $0x42fe0000
+DATA avx2c127<>+20(SB)/4, $0x42fe0000
+DATA avx2c127<>+24(SB)/4, $0x42fe0000
+DATA avx2c127<>+28(SB)/4, $0x42fe0000
+GLOBL avx2c127<>(SB), RODATA|NOPTR, $32
+
+DATA avx2c96<>+0(SB)/4, $0x42c00000
+DATA avx2c96<>+4(SB)/4, $0x42c00000
+DATA avx2c96<>+8(SB)/4, $0x42c00000
+DATA avx2c96<>+12(SB)/4, $0x42c00000
+DATA avx2c96<>+16(SB)/4, $0x42c00000
+DATA avx2c96<>+20(SB)/4, $0x42c00000
+DATA avx2c96<>+24(SB)/4, $0x42c00000
+DATA avx2c96<>+28(SB)/4, $0x42c00000
+GLOBL avx2c96<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cm126<>+0(SB)/4, $0xc2fc0000
+DATA avx2cm126<>+4(SB)/4, $0xc2fc0000
+DATA avx2cm126<>+8(SB)/4, $0xc2fc0000
+DATA avx2cm126<>+12(SB)/4, $0xc2fc0000
+DATA avx2cm126<>+16(SB)/4, $0xc2fc0000
+DATA avx2cm126<>+20(SB)/4, $0xc2fc0000
+DATA avx2cm126<>+24(SB)/4, $0xc2fc0000
+DATA avx2cm126<>+28(SB)/4, $0xc2fc0000
+GLOBL avx2cm126<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cm96<>+0(SB)/4, $0xc2c00000
+DATA avx2cm96<>+4(SB)/4, $0xc2c00000
+DATA avx2cm96<>+8(SB)/4, $0xc2c00000
+DATA avx2cm96<>+12(SB)/4, $0xc2c00000
+DATA avx2cm96<>+16(SB)/4, $0xc2c00000
+DATA avx2cm96<>+20(SB)/4, $0xc2c00000
+DATA avx2cm96<>+24(SB)/4, $0xc2c00000
+DATA avx2cm96<>+28(SB)/4, $0xc2c00000
+GLOBL avx2cm96<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cbias<>+0(SB)/4, $0x0000007f
+DATA avx2cbias<>+4(SB)/4, $0x0000007f
+DATA avx2cbias<>+8(SB)/4, $0x0000007f
+DATA avx2cbias<>+12(SB)/4, $0x0000007f
+DATA avx2cbias<>+16(SB)/4, $0x0000007f
+DATA avx2cbias<>+20(SB)/4, $0x0000007f
+DATA avx2cbias<>+24(SB)/4, $0x0000007f
+DATA avx2cbias<>+28(SB)/4, $0x0000007f
+GLOBL avx2cbias<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cabs<>+0(SB)/4, $0x7fffffff
+DATA avx2cabs<>+4(SB)/4, $0x7fffffff
+DATA avx2cabs<>+8(SB)/4, $0x7fffffff
+DATA avx2cabs<>+12(SB)/4, $0x7fffffff
+DATA avx2cabs<>+16(SB)/4, $0x7fffffff
+DATA avx2cabs<>+20(SB)/4, $0x7fffffff
+DATA avx2cabs<>+24(SB)/4, $0x7fffffff
+DATA avx2cabs<>+28(SB)/4, $0x7fffffff
+GLOBL avx2cabs<>(SB), RODATA|NOPTR, $32
+
+DATA avx2c192<>+0(SB)/4, $0x43400000
+DATA avx2c192<>+4(SB)/4, $0x43400000
+DATA avx2c192<>+8(SB)/4, $0x43400000
+DATA avx2c192<>+12(SB)/4, $0x43400000
+DATA avx2c192<>+16(SB)/4, $0x43400000
+DATA avx2c192<>+20(SB)/4, $0x43400000
+DATA avx2c192<>+24(SB)/4, $0x43400000
+DATA avx2c192<>+28(SB)/4, $0x43400000
+GLOBL avx2c192<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cinf<>+0(SB)/4, $0x7f800000
+DATA avx2cinf<>+4(SB)/4, $0x7f800000
+DATA avx2cinf<>+8(SB)/4, $0x7f800000
+DATA avx2cinf<>+12(SB)/4, $0x7f800000
+DATA avx2cinf<>+16(SB)/4, $0x7f800000
+DATA avx2cinf<>+20(SB)/4, $0x7f800000
+DATA avx2cinf<>+24(SB)/4, $0x7f800000
+DATA avx2cinf<>+28(SB)/4, $0x7f800000
+GLOBL avx2cinf<>(SB), RODATA|NOPTR, $32
+
+// func softmaxF16AVX2(s *float32, n int, scale float32)
+// Requires: AVX, AVX2, F16C, FMA3, SSE, SSE2
+TEXT ·softmaxF16AVX2(SB), NOSPLIT, $0-20
+	MOVQ         s+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVSS        scale+16(FP), X0
+	VBROADCASTSS X0, Y0
+	VMOVAPS      avx2cminf<>+0(SB), Y1
+	MOVQ         AX, DX
+	MOVQ         CX, BX
+
+scale:
+	VMOVQ        BX, X2
+	VPBROADCASTD X2, Y2
+	VPCMPGTD     f16iota<>+0(SB), Y2, Y3
+	VPCMPGTD     f16iota<>+32(SB), Y2, Y2
+	VMASKMOVPS   (DX), Y3, Y6
+	VMULPS       Y0, Y6, Y6
+	VMASKMOVPS   Y6, Y3, (DX)
+	VMOVAPS      avx2cminf<>+0(SB), Y7
+	VBLENDVPS    Y3, Y6, Y7, Y7
+	VMAXPS       Y7, Y1, Y1
+	VMASKMOVPS   32(DX), Y2, Y3
+	VMULPS       Y0, Y3, Y3
+	VMASKMOVPS   Y3, Y2, 32(DX)
+	VMOVAPS      avx2cminf<>+0(SB), Y6
+	VBLENDVPS    Y2, Y3, Y6, Y6
+	VMAXPS       Y6, Y1, Y1
+	ADDQ         $0x40, DX
+	SUBQ         $0x10, BX
+	JG           scale
+	VEXTRACTF128 $0x01, Y1, X0
+	VMAXPS       X0, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VMAXPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VMAXSS       X0, X1, X1
+	VBROADCASTSS X1, Y1
+	VXORPD       X0, X0, X0
+	MOVQ         AX, DX
+	MOVQ         CX, BX
+
+exp:
+	VMOVQ        BX, X2
+	VPBROADCASTD X2, Y2
+	VPCMPGTD     f16iota<>+0(SB), Y2, Y3
+	VPCMPGTD     f16iota<>+32(SB), Y2, Y2
+	VMASKMOVPS   (DX), Y3, Y6
+	VSUBPS       Y1, Y6, Y6
+	VMOVAPS      avx2cshifter<>+0(SB), Y7
+	VFMADD231PS  avx2clog2e<>+0(SB), Y6, Y7
+	VSUBPS       avx2cshifter<>+0(SB), Y7, Y7
+	VMOVAPS      Y6, Y6
+	VFNMADD231PS avx2cln2hi<>+0(SB), Y7, Y6
+	VFNMADD231PS avx2cln2lo<>+0(SB), Y7, Y6
+	VMULPS       Y6, Y6, Y8
+	VMOVAPS      avx2cc1<>+0(SB), Y9
+	VFMADD231PS  avx2cc0<>+0(SB), Y6, Y9
+	VMOVAPS      avx2cc3<>+0(SB), Y10
+	VFMADD231PS  avx2cc2<>+0(SB), Y6, Y10
+	VFMADD213PS  Y10, Y8, Y9
+	VMOVAPS      avx2cone<>+0(SB), Y10
+	VFMADD231PS  avx2cc4<>+0(SB), Y6, Y10
+	VFMADD213PS  Y10, Y8, Y9
+	VCMPPS       $0x1e, avx2c127<>+0(SB), Y7, Y6
+	VANDPS       avx2c96<>+0(SB), Y6, Y6
+	VCMPPS       $0x11, avx2cm126<>+0(SB), Y7, Y8
+	VANDPS       avx2cm96<>+0(SB), Y8, Y8
+	VORPS        Y8, Y6, Y6
+	VSUBPS       Y6, Y7, Y8
+	VCVTPS2DQ    Y8, Y8
+	VPADDD       avx2cbias<>+0(SB), Y8, Y8
+	VPSLLD       $0x17, Y8, Y8
+	VCVTPS2DQ    Y6, Y6
+	VPADDD       avx2cbias<>+0(SB), Y6, Y6
+	VPSLLD       $0x17, Y6, Y6
+	VMULPS       Y8, Y9, Y9
+	VMULPS       Y6, Y9, Y9
+	VANDPS       avx2cabs<>+0(SB), Y7, Y6
+	VCMPPS       $0x1e, avx2c192<>+0(SB), Y6, Y6
+	VXORPS       Y8, Y8, Y8
+	VCMPPS       $0x1e, Y8, Y7, Y8
+	VANDPS       avx2cinf<>+0(SB), Y8, Y8
+	VBLENDVPS    Y6, Y8, Y9, Y9
+	VANDPS       Y3, Y9, Y9
+	VMASKMOVPS   Y9, Y3, (DX)
+	VMASKMOVPS   32(DX), Y2, Y3
+	VSUBPS       Y1, Y3, Y3
+	VMOVAPS      avx2cshifter<>+0(SB), Y6
+	VFMADD231PS  avx2clog2e<>+0(SB), Y3, Y6
+	VSUBPS       avx2cshifter<>+0(SB), Y6, Y6
+	VMOVAPS      Y3, Y3
+	VFNMADD231PS avx2cln2hi<>+0(SB), Y6, Y3
+	VFNMADD231PS avx2cln2lo<>+0(SB), Y6, Y3
+	VMULPS       Y3, Y3, Y7
+	VMOVAPS      avx2cc1<>+0(SB), Y8
+	VFMADD231PS  avx2cc0<>+0(SB), Y3, Y8
+	VMOVAPS      avx2cc3<>+0(SB), Y10
+	VFMADD231PS  avx2cc2<>+0(SB), Y3, Y10
+	VFMADD213PS  Y10, Y7, Y8
+	VMOVAPS      avx2cone<>+0(SB), Y10
+	VFMADD231PS  avx2cc4<>+0(SB), Y3, Y10
+	VFMADD213PS  Y10, Y7, Y8
+	VCMPPS       $0x1e, avx2c127<>+0(SB), Y6, Y3
+	VANDPS       avx2c96<>+0(SB), Y3, Y3
+	VCMPPS       $0x11, avx2cm126<>+0(SB), Y6, Y7
+	VANDPS       avx2cm96<>+0(SB), Y7, Y7
+	VORPS        Y7, Y3, Y3
+	VSUBPS       Y3, Y6, Y7
+	VCVTPS2DQ    Y7, Y7
+	VPADDD       avx2cbias<>+0(SB), Y7, Y7
+	VPSLLD       $0x17, Y7, Y7
+	VCVTPS2DQ    Y3, Y3
+	VPADDD       avx2cbias<>+0(SB), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMULPS       Y7, Y8, Y8
+	VMULPS       Y3, Y8, Y8
+	VANDPS       avx2cabs<>+0(SB), Y6, Y3
+	VCMPPS       $0x1e, avx2c192<>+0(SB), Y3, Y3
+	VXORPS       Y7, Y7, Y7
+	VCMPPS       $0x1e, Y7, Y6, Y7
+	VANDPS       avx2cinf<>+0(SB), Y7, Y7
+	VBLENDVPS    Y3, Y7, Y8, Y8
+	VANDPS       Y2, Y8, Y8
+	VMASKMOVPS   Y8, Y2, 32(DX)
+	VADDPS       Y8, Y9, Y9
+	VEXTRACTF128 $0x01, Y9, X2
+	VADDPS       X2, X9, X9
+	VMOVHLPS     X9, X9, X2
+	VADDPS       X2, X9, X9
+	VMOVSHDUP    X9, X2
+	VADDSS       X2, X9, X9
+	VCVTSS2SD    X9, X4, X4
+	VADDSD       X4, X0, X0
+	ADDQ         $0x40, DX
+	SUBQ         $0x10, BX
+	JG           exp
+	MOVQ         $0x3ff0000000000000, DX
+	MOVQ         DX, X1
+	VDIVSD       X0, X1, X1
+	VCVTSD2SS    X1, X5, X5
+	VBROADCASTSS X5, Y5
+	MOVQ         AX, DX
+	MOVQ         CX, BX
+
+norm:
+	VMOVQ        BX, X0
+	VPBROADCASTD X0, Y0
+	VPCMPGTD     f16iota<>+0(SB), Y0, Y1
+	VPCMPGTD     f16iota<>+32(SB), Y0, Y0
+	VMASKMOVPS   (DX), Y1, Y2
+	VMULPS       Y5, Y2, Y2
+	VCVTPS2PH    $0x00, Y2, X2
+	VCVTPH2PS    X2, Y2
+	VMASKMOVPS   Y2, Y1, (DX)
+	VMASKMOVPS   32(DX), Y0, Y1
+	VMULPS       Y5, Y1, Y1
+	VCVTPS2PH    $0x00, Y1, X1
+	VCVTPH2PS    X1, Y1
+	VMASKMOVPS   Y1, Y0, 32(DX)
+	ADDQ         $0x40, DX
+	SUBQ         $0x10, BX
+	JG           norm
+	VZEROUPPER
+	RET
+
+DATA avx2cminf<>+0(SB)/4, $0xff800000
+DATA avx2cminf<>+4(SB)/4, $0xff800000
+DATA avx2cminf<>+8(SB)/4, $0xff800000
+DATA avx2cminf<>+12(SB)/4, $0xff800000
+DATA avx2cminf<>+16(SB)/4, $0xff800000
+DATA avx2cminf<>+20(SB)/4, $0xff800000
+DATA avx2cminf<>+24(SB)/4, $0xff800000
+DATA avx2cminf<>+28(SB)/4, $0xff800000
+GLOBL avx2cminf<>(SB), RODATA|NOPTR, $32
+
+// func quantizeQ8_0AVX2(x *float32, blocks int, dst *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·quantizeQ8_0AVX2(SB), NOSPLIT, $0-24
+	MOVQ    x+0(FP), AX
+	MOVQ    blocks+8(FP), CX
+	MOVQ    dst+16(FP), DX
+	MOVL    $0x42fe0000, BX
+	VMOVD   BX, X0
+	VXORPS  X1, X1, X1
+	VMOVDQU q8avx2perm<>+0(SB), Y2
+
+qblock:
+	VMOVUPS      (AX), Y3
+	VMOVUPS      32(AX), Y4
+	VMOVUPS      64(AX), Y5
+	VMOVUPS      96(AX), Y6
+	VANDPS       avx2cabs<>+0(SB), Y3, Y7
+	VANDPS       avx2cabs<>+0(SB), Y4, Y8
+	VMAXPS       Y8, Y7, Y7
+	VANDPS       avx2cabs<>+0(SB), Y5, Y8
+	VMAXPS       Y8, Y7, Y7
+	VANDPS       avx2cabs<>+0(SB), Y6, Y8
+	VMAXPS       Y8, Y7, Y7
+	VEXTRACTF128 $0x01, Y7, X8
+	VMAXPS       X8, X7, X7
+	VMOVHLPS     X7, X7, X8
+	VMAXPS       X8, X7, X7
+	VMOVSHDUP    X7, X8
+	VMAXSS       X8, X7, X7
+	VDIVSS       X0, X7, X8
+	VCVTPS2PH    $0x00, X8, X8
+	VPEXTRW      $0x00, X8, (DX)
+	VXORPS       Y8, Y8, Y8
+	VUCOMISS     X1, X7
+	JE           scaled
+	VDIVSS       X7, X0, X8
+
+scaled:
+	VBROADCASTSS X8, Y8
+	VMULPS       Y8, Y3, Y3
+	VCVTPS2DQ    Y3, Y3
+	VMULPS       Y8, Y4, Y4
+	VCVTPS2DQ    Y4, Y4
+	VMULPS       Y8, Y5, Y5
+	VCVTPS2DQ    Y5, Y5
+	VMULPS       Y8, Y6, Y6
+	VCVTPS2DQ    Y6, Y6
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSDW    Y6, Y5, Y5
+	VPACKSSWB    Y5, Y3, Y3
+	VPERMD       Y3, Y2, Y3
+	VMOVDQU      Y3, 2(DX)
+	ADDQ         $0x80, AX
+	ADDQ         $0x22, DX
+	DECQ         CX
+	JNZ          qblock
+	VZEROUPPER
+	RET
+
+// func f32ToF16sAVX2(src *float32, chunks int, dst *uint16)
+// Requires: AVX, F16C
+TEXT ·f32ToF16sAVX2(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), AX
+	MOVQ chunks+8(FP), CX
+	MOVQ dst+16(FP), DX
+
+f32ToF16sAVX2chunk:
+	VMOVUPS   (AX), Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVDQU   X0, (DX)
+	ADDQ      $0x10, DX
+	ADDQ      $0x20, AX
+	DECQ      CX
+	JNZ       f32ToF16sAVX2chunk
+	VZEROUPPER
+	RET
+
+// func roundF16sAVX2(src *float32, chunks int, dst *float32)
+// Requires: AVX, F16C
+TEXT ·roundF16sAVX2(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), AX
+	MOVQ chunks+8(FP), CX
+	MOVQ dst+16(FP), DX
+
+roundF16sAVX2chunk:
+	VMOVUPS   (AX), Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VCVTPH2PS X0, Y0
+	VMOVUPS   Y0, (DX)
+	ADDQ      $0x20, DX
+	ADDQ      $0x20, AX
+	DECQ      CX
+	JNZ       roundF16sAVX2chunk
+	VZEROUPPER
+	RET
+
 // func quantizeQ8_0(x *float32, blocks int, dst *byte)
 // Requires: AVX, AVX512DQ, AVX512F, F16C
 TEXT ·quantizeQ8_0(SB), NOSPLIT, $0-24

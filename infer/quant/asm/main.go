@@ -154,6 +154,7 @@ func main() {
 	dotsF16Vec()
 	weightedSumF16Vec()
 	f16AVX2Kernels()
+	miscAVX2()
 	quantizeQ8_0()
 	swiglu()
 	softmaxF16()
