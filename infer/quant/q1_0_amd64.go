@@ -193,10 +193,11 @@ func q1_0AVX512(m *Matrix, r0, r1, t0, t1 int, tables func(t int) []byte, tb int
 	}
 }
 
-// q1AVX2Nibbles turns layoutQ1_0 into the AVX2 kernels' layout
+// q1AVX2Nibbles returns layoutQ1_0's w in the AVX2 kernels' layout
 // (asm/q1_0.go's q1_0AVX2Kernel): each 4-bit pattern n with bit 3 set
-// becomes n XOR 7, the scales stay.
-func q1AVX2Nibbles(w []byte) {
+// becomes n XOR 7, the scales stay, and 64 bytes in front of the copy
+// are there to read (the kernels read up to 3 bytes before a block).
+func q1AVX2Nibbles(w []byte) []byte {
 	var lut [256]byte
 	for b := range lut {
 		lo, hi := byte(b&15), byte(b>>4)
@@ -209,4 +210,7 @@ func q1AVX2Nibbles(w []byte) {
 			w[blk+i] = lut[b]
 		}
 	}
+	padded := make([]byte, 64+len(w))
+	copy(padded[64:], w)
+	return padded[64:]
 }

@@ -57,7 +57,7 @@ func simdRepack(m *Matrix) []byte {
 	if m.Type == gguf.Q1_0 {
 		w := repack(m, layoutQ1_0)
 		if !haveVNNI {
-			q1AVX2Nibbles(w)
+			w = q1AVX2Nibbles(w)
 		}
 		return w
 	}

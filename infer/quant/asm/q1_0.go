@@ -526,6 +526,10 @@ func q1_0AVX2Data() {
 // bit 3, moved to the sign bit, turns the FMA's factor from +1 into −1
 // (p·±1 is exact, so each FMA rounds as ggml's add does).
 //
+// With more than one token, the index and the sign of nibble l come from
+// unaligned loads (one shift per lane instead of two), which read up to 3
+// bytes before a block: the packed copy has padding in front.
+//
 // A group's two 8-row halves (rows 0–7 at w, rows 8–15 32 bytes on) run
 // one after the other over the tile, so the second reads the weights from
 // L1. One token keeps the eight lanes' accumulators of a half in
@@ -544,6 +548,12 @@ func q1_0AVX2Kernel(T int) {
 	MOVL(U32(0x3f800000), c)
 	VMOVD(c, one.AsX())
 	VPBROADCASTD(one.AsX(), one)
+	var negOne Op = q1NegOne
+	if T == 1 { // a register to spare: one load less per lookup
+		r := YMM()
+		VMOVUPS(q1NegOne, r)
+		negOne = r
+	}
 	passes := [][]int{{0, 1, 2, 3, 4, 5, 6, 7}}
 	if T > 1 {
 		passes = [][]int{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}
@@ -605,15 +615,30 @@ func q1_0AVX2Kernel(T int) {
 			for _, l := range lanes {
 				blk := make([]reg.VecVirtual, T)
 				for k := 0; k < 4; k++ {
-					W, sgn := YMM(), YMM()
-					VMOVDQU(Mem{Base: wp, Disp: 64 * k}, W)
-					VPSLLD(U8(28-4*l), W, sgn) // bit 3 of nibble l to the sign
-					VBLENDVPS(sgn, q1NegOne, one, sgn)
-					idx := W
-					if l > 0 {
-						idx = YMM()
-						VPSRLD(U8(4*l), W, idx)
+					// One token, bound by loads: the chunk's dwords,
+					// shifted for the index and the sign. More tokens,
+					// bound by shifts: nibble l is in byte l/2 of its
+					// row's dword, and a load l/2 bytes on puts that byte
+					// lowest, one l/2−3 bytes on (the bytes before a
+					// block are the previous block's, or the padding
+					// before the first) highest.
+					idx, sgn := YMM(), YMM()
+					if T == 1 {
+						VMOVDQU(Mem{Base: wp, Disp: 64 * k}, idx)
+						VPSLLD(U8(28-4*l), idx, sgn)
+						if l > 0 {
+							VPSRLD(U8(4*l), idx, idx)
+						}
+					} else {
+						VMOVDQU(Mem{Base: wp, Disp: 64*k + l/2}, idx)
+						if l%2 == 0 {
+							VPSLLD(U8(28), idx, sgn) // bit 3 to the sign
+						} else {
+							VMOVDQU(Mem{Base: wp, Disp: 64*k + l/2 - 3}, sgn) // bit 7 is the sign
+							VPSRLD(U8(4), idx, idx)
+						}
 					}
+					VBLENDVPS(sgn, negOne, one, sgn)
 					for t := 0; t < T; t++ {
 						m := Mem{Base: tp[t], Disp: 64 * (8*k + l)}
 						if k == 0 {
