@@ -138,6 +138,12 @@ func minsK4() {
 func q4_K() {
 	header("q4_KRowAVX2", "X10", "X11")
 	fmt.Fprintf(&b, "loop:\n")
+	// Decoding streams the rows from memory, one after the other: 16
+	// super-blocks ahead (2304 bytes) measured ~6% faster on the 1.7B than
+	// the hardware prefetchers alone (1152 or less: no gain, 9216: less).
+	for off := 0; off < 144; off += 64 {
+		emit("PREFETCHT0 %d(DI)", 2304+off)
+	}
 	emit("LEAQ 4(SI), R9")
 	unpackK4()
 	minsK4()
