@@ -105,7 +105,7 @@ func randMatrixFast(tb testing.TB, r *rand.Rand, typ gguf.Type, rows, cols int) 
 func BenchmarkKernelFeatures(b *testing.B) {
 	defer SetFeatures(FeaturesAll)
 	for _, f := range []Features{FeaturesAll, FeaturesAVX2, FeaturesPortable} {
-		for _, typ := range []gguf.Type{gguf.Q4_0, gguf.Q8_0, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K, gguf.F16, gguf.BF16} {
+		for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q4_0, gguf.Q8_0, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K, gguf.F16, gguf.BF16} {
 			for _, tokens := range []int{1, 8} {
 				b.Run(fmt.Sprintf("%v/%s/6144x2048/tokens=%d", f, typ, tokens), func(b *testing.B) {
 					if err := SetFeatures(f); err != nil {

@@ -60,7 +60,8 @@
 //
 // For attention over an f16 KV cache, in the operation order of llama.cpp's
 // CPU attention without flash attention (16 lanes of FMAs, then the tree of
-// _mm512_reduce_add_ps), AVX-512 where available:
+// _mm512_reduce_add_ps), AVX-512 or AVX2 (the 16 lanes as two YMMs, the
+// same bits) where available:
 //
 //	DotsF16(q, kCache[off:], stride, scores)        // scores[t] = q · key t
 //	WeightedSumF16(probs, vCache[off:], stride, out) // out = Σ_t probs[t]·value t
@@ -78,7 +79,8 @@
 // and SwiGLU(dst, gate, up), silu(gate)·up as ggml_vec_swiglu_f32 computes
 // it (ggml_v_expf on blocks of 16, libm expf on the tail): callers that
 // split a row across threads should cut it at multiples of 16 to keep
-// llama.cpp's rounding.
+// llama.cpp's rounding. These row helpers, too, have AVX-512 and AVX2
+// versions that give the portable code's bits.
 //
 // # Kernels
 //
@@ -108,7 +110,8 @@
 // −Σq and the scale per 32 (planes in simd_amd64.go). Q1_0's kernels
 // instead look each 4-column group's partial product up in per-token
 // tables (q1_0_amd64.go), which keeps ggml's eight-lane order at full
-// speed. SetFeatures caps the
+// speed (the AVX2 ones read half of each table, the patterns' complements
+// being their negations). SetFeatures caps the
 // kernels at AVX2 (AVX-512 off) or at the portable ones, for comparisons;
 // it is an explicit call, never read from the environment. Tests compare every SIMD kernel with
 // the portable one on random inputs, odd sizes included. The kernels carry

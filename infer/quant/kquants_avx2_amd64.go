@@ -17,6 +17,9 @@ func q4_KRowAVX2(w, x *byte, blocks int, out *float32)
 func q4_KGemmRowAVX2(w, x *byte, blocks int, out *float32)
 
 //go:noescape
+func q4_KGemm4RowAVX2(w, x *byte, xstride int, blocks int, out *float32)
+
+//go:noescape
 func q5_KRowAVX2(w, x *byte, blocks int, out *float32)
 
 //go:noescape
@@ -38,9 +41,29 @@ func rowDot(t gguf.Type, _, gemm bool, n int, w, x []byte, s *[sumsScratch]int32
 	return rowQ6_KAVX2(n, w, x, s)
 }
 
-// kquantsAVX2Product is the Matrix kernel of the AVX2 K-quants.
+// kquantsAVX2Product is the Matrix kernel of the AVX2 K-quants. Q4_K's
+// tokens in llama.cpp's gemm order come in whole groups of 4 (tiles start
+// at multiples of 4), which q4_KGemm4RowAVX2 runs together.
 func kquantsAVX2Product(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
-	sumsProduct(false, m, a, r0, r1, t0, t1, y)
+	gemm := min(m.gemmTokens(a.orderTokens()), t1)
+	if m.Type != gguf.Q4_K || gemm-t0 < 4 || t0%4 != 0 {
+		sumsProduct(false, m, a, r0, r1, t0, t1, y)
+		return
+	}
+	g1 := t0 + (gemm-t0)/4*4
+	var out [8]float32
+	for r := r0; r < r1; r++ {
+		w := m.Row(r)
+		for t := t0; t < g1; t += 4 {
+			q4_KGemm4RowAVX2(&w[0], &a.Token(t)[0], a.rowBytes, m.Cols/qkK, &out[0])
+			for i := range 4 {
+				y[(t+i)*m.Rows+r] = out[i] - out[4+i]
+			}
+		}
+	}
+	if g1 < t1 {
+		sumsProduct(false, m, a, r0, r1, g1, t1, y)
+	}
 }
 
 // rowQ4_KAVX2 is dotQ4_K: the assembly computes the two integers of each

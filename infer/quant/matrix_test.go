@@ -79,6 +79,16 @@ func closeTo(got, want float32, n int) bool {
 }
 
 func TestMatVecAllocatesNothing(t *testing.T) {
+	defer SetFeatures(FeaturesAll)
+	for _, f := range []Features{FeaturesAll, FeaturesAVX2, FeaturesPortable} {
+		if SetFeatures(f) != nil {
+			continue // no AVX2 here
+		}
+		matVecAllocatesNothing(t, f)
+	}
+}
+
+func matVecAllocatesNothing(t *testing.T, f Features) {
 	r := rand.New(rand.NewPCG(9, 10))
 	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q4_K, gguf.F16} {
 		m := randMatrix(t, r, typ, 64, 512)
@@ -98,7 +108,7 @@ func TestMatVecAllocatesNothing(t *testing.T) {
 			}
 		})
 		if allocs != 0 {
-			t.Errorf("%s: %v allocations per token", typ, allocs)
+			t.Errorf("%v: %s: %v allocations per token", f, typ, allocs)
 		}
 		p.Close()
 	}

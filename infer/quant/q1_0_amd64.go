@@ -47,15 +47,24 @@ type q1Scratch struct {
 var q1Scratches = sync.Pool{New: func() any { return new(q1Scratch) }}
 
 // q1_0Product computes rows [r0, r1) (r0 a multiple of 16) × tokens [t0,
-// t1) with the AVX-512 kernels, or the AVX2 ones.
+// t1) with the AVX-512 kernels; q1_0AVX2Product with the AVX2 ones.
 func q1_0Product(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
-	blocks := m.Cols / qk1_0
-	groupBytes := blocks * layoutQ1_0.blockBytes
+	q1Run(m, a, r0, r1, t0, t1, y, false)
+}
+
+func q1_0AVX2Product(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
+	q1Run(m, a, r0, r1, t0, t1, y, true)
+}
+
+// q1Run gets a call's scratch and the tables of its tokens and runs the
+// AVX2 or the AVX-512 kernels over them (a flag, not a function value,
+// which would move the tables' closure to the heap).
+func q1Run(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32, avx2 bool) {
 	tb := q1TableBytes(a.N)
 	g0, g1 := r0/packRows, (r1+packRows-1)/packRows
 	sc := q1Scratches.Get().(*q1Scratch)
 	defer q1Scratches.Put(sc)
-	if n := (g1 - g0) * 4 * 8 * 16; cap(sc.acc) < n { // four tokens' eight lanes per group
+	if n := (g1 - g0) * 4 * 8 * 16; cap(sc.acc) < n { // four tokens' 8 (AVX-512) or 16 (AVX2) lanes of 16 or 8 rows per group
 		sc.acc = make([]float32, n)
 	}
 	p := a.planes
@@ -67,40 +76,75 @@ func q1_0Product(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
 		}
 		tables = func(t int) []byte { return sc.tab[(t-t0)*tb:] }
 	}
-	if haveVNNI {
-		q1_0AVX512(m, r0, r1, t0, t1, tables, tb, sc.acc, y)
+	if avx2 {
+		q1_0AVX2(m, r0, r1, t0, t1, tables, tb, sc.acc, y)
 		return
 	}
-	// The AVX2 kernels store all 8 rows of a half group: a partial last
-	// group goes through out.
+	q1_0AVX512(m, r0, r1, t0, t1, tables, tb, sc.acc, y)
+}
+
+// q1_0AVX2 runs the AVX2 kernels (asm/q1_0.go's q1_0AVX2Kernel, over the
+// layout of q1AVX2Nibbles): four tokens at a time, then three, two or
+// one, in the AVX-512 kernels' tiles.
+func q1_0AVX2(m *Matrix, r0, r1, t0, t1 int, tables func(t int) []byte, tb int, acc []float32, y []float32) {
+	blocks := m.Cols / qk1_0
+	groupBytes := blocks * layoutQ1_0.blockBytes
+	g0, g1 := r0/packRows, (r1+packRows-1)/packRows
+	// The kernels store all 16 rows of a group: a partial last group goes
+	// through out.
 	full := g1
 	if g1*packRows > m.Rows {
 		full--
 	}
-	var out [packRows]float32
-	tile := max(1, q1TileTables/2048)
-	for t := t0; t < t1; t++ {
+	var out [4 * packRows]float32
+	for t := t0; t < t1; {
+		T := min(4, t1-t)
+		tile := max(1, q1TileTables/(T*2048))
+		if T == 1 {
+			tile = q1TileTables1 / 2048
+		}
+		// Contiguous blocks: 8 ahead, half the AVX-512 kernels' distance;
+		// in alternating tg64 runs of the 1.7B on a shared 2-core Zen 4, 8
+		// beat 16 by 5–15% and 32, 4 or none by more.
+		pf := 8 * layoutQ1_0.blockBytes
+		if tile < blocks {
+			pf = 2 * groupBytes // the same blocks two groups on
+		}
 		for c := 0; c < blocks; c += tile {
 			n := min(tile, blocks-c)
 			flags := q1Flags(c, n, blocks)
 			tab := &tables(t)[c*2048]
 			w := m.packed[g0*groupBytes+c*layoutQ1_0.blockBytes:]
-			acc := sc.acc
-			for h := 0; h < 2; h++ {
-				if full > g0 {
-					q1_0x8avx2t1(&w[32*h], &w[layoutQ1_0.scales+16*h], groupBytes, full-g0, n, tab, tb, &acc[0], flags, &y[t*m.Rows+r0+8*h], 4*m.Rows)
-				}
-				acc = acc[(full-g0)*8*8:]
-				if full < g1 && 8*h < m.Rows-full*packRows {
-					last := w[(full-g0)*groupBytes:]
-					q1_0x8avx2t1(&last[32*h], &last[layoutQ1_0.scales+16*h], groupBytes, 1, n, tab, tb, &acc[0], flags, &out[8*h], 32)
-					acc = acc[8*8:]
-				}
+			if full > g0 {
+				q1AVX2Kernel(T, &w[0], groupBytes, full-g0, n, tab, tb, &acc[0], flags, &y[t*m.Rows+r0], 4*m.Rows, pf)
+			}
+			if full < g1 {
+				last := w[(full-g0)*groupBytes:]
+				q1AVX2Kernel(T, &last[0], groupBytes, 1, n, tab, tb, &acc[(full-g0)*128*T], flags, &out[0], 4*packRows, pf)
 			}
 		}
 		if full < g1 {
-			copy(y[t*m.Rows+full*packRows:][:m.Rows-full*packRows], out[:])
+			rows := m.Rows - full*packRows
+			for i := range T {
+				copy(y[(t+i)*m.Rows+full*packRows:][:rows], out[i*packRows:])
+			}
 		}
+		t += T
+	}
+}
+
+// q1AVX2Kernel calls the kernel for T tokens (static calls: through a
+// function value the arguments would escape to the heap).
+func q1AVX2Kernel(T int, w *byte, wstride, groups, blocks int, tab *byte, tstride int, acc *float32, flags int, y *float32, ldy, pf int) {
+	switch T {
+	case 1:
+		q1_0x16avx2t1(w, wstride, groups, blocks, tab, tstride, acc, flags, y, ldy, pf)
+	case 2:
+		q1_0x16avx2t2(w, wstride, groups, blocks, tab, tstride, acc, flags, y, ldy, pf)
+	case 3:
+		q1_0x16avx2t3(w, wstride, groups, blocks, tab, tstride, acc, flags, y, ldy, pf)
+	default:
+		q1_0x16avx2t4(w, wstride, groups, blocks, tab, tstride, acc, flags, y, ldy, pf)
 	}
 }
 
@@ -150,4 +194,26 @@ func q1_0AVX512(m *Matrix, r0, r1, t0, t1 int, tables func(t int) []byte, tb int
 		}
 		t += T
 	}
+}
+
+// q1AVX2Nibbles returns layoutQ1_0's w in the AVX2 kernels' layout
+// (asm/q1_0.go's q1_0AVX2Kernel): each 4-bit pattern n with bit 3 set
+// becomes n XOR 7, the scales stay, and 64 bytes in front of the copy
+// are there to read (the kernels read up to 3 bytes before a block).
+func q1AVX2Nibbles(w []byte) []byte {
+	var lut [256]byte
+	for b := range lut {
+		lo, hi := byte(b&15), byte(b>>4)
+		lo ^= 7 * (lo >> 3)
+		hi ^= 7 * (hi >> 3)
+		lut[b] = lo | hi<<4
+	}
+	for blk := 0; blk+layoutQ1_0.blockBytes <= len(w); blk += layoutQ1_0.blockBytes {
+		for i, b := range w[blk : blk+layoutQ1_0.scales] {
+			w[blk+i] = lut[b]
+		}
+	}
+	padded := make([]byte, 64+len(w))
+	copy(padded[64:], w)
+	return padded[64:]
 }

@@ -27,7 +27,22 @@ func q1_0x16t2(w *byte, wstride int, groups int, blocks int, tab *byte, tstride 
 //go:noescape
 func q1_0x16p4(w *byte, wstride int, groups int, blocks int, tab *byte, tstride int, acc *float32, flags int, y *float32, ldy int, rowMask uint16, pf int)
 
-// q1_0x8avx2t1 computes groups × 8 rows × 1 tokens of a Q1_0 · Q8_0 product over one tile of blocks with AVX2 (see asm/q1_0.go).
+// q1_0x16avx2t1 computes groups × 16 rows × 1 tokens of a Q1_0 · Q8_0 product over one tile of blocks with AVX2 (see asm/q1_0.go).
 //
 //go:noescape
-func q1_0x8avx2t1(w *byte, sc *byte, wstride int, groups int, blocks int, tab *byte, tstride int, acc *float32, flags int, y *float32, ldy int)
+func q1_0x16avx2t1(w *byte, wstride int, groups int, blocks int, tab *byte, tstride int, acc *float32, flags int, y *float32, ldy int, pf int)
+
+// q1_0x16avx2t2 computes groups × 16 rows × 2 tokens of a Q1_0 · Q8_0 product over one tile of blocks with AVX2 (see asm/q1_0.go).
+//
+//go:noescape
+func q1_0x16avx2t2(w *byte, wstride int, groups int, blocks int, tab *byte, tstride int, acc *float32, flags int, y *float32, ldy int, pf int)
+
+// q1_0x16avx2t3 computes groups × 16 rows × 3 tokens of a Q1_0 · Q8_0 product over one tile of blocks with AVX2 (see asm/q1_0.go).
+//
+//go:noescape
+func q1_0x16avx2t3(w *byte, wstride int, groups int, blocks int, tab *byte, tstride int, acc *float32, flags int, y *float32, ldy int, pf int)
+
+// q1_0x16avx2t4 computes groups × 16 rows × 4 tokens of a Q1_0 · Q8_0 product over one tile of blocks with AVX2 (see asm/q1_0.go).
+//
+//go:noescape
+func q1_0x16avx2t4(w *byte, wstride int, groups int, blocks int, tab *byte, tstride int, acc *float32, flags int, y *float32, ldy int, pf int)

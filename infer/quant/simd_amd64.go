@@ -35,8 +35,10 @@ var kernelSets = func() map[gguf.Type]*kernelSet {
 // nil for the portable one.
 func simdKernel(t gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
 	switch {
-	case (haveVNNI || haveAVX2) && t == gguf.Q1_0:
+	case haveVNNI && t == gguf.Q1_0:
 		return q1_0Product
+	case haveAVX2 && t == gguf.Q1_0:
+		return q1_0AVX2Product
 	case haveVNNI && kernelSets[t] != nil:
 		return simdProduct
 	case haveAVX2 && avx2Sets[t] != nil:
@@ -53,7 +55,11 @@ func simdKernel(t gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int,
 // that read the file's layout.
 func simdRepack(m *Matrix) []byte {
 	if m.Type == gguf.Q1_0 {
-		return repack(m, layoutQ1_0)
+		w := repack(m, layoutQ1_0)
+		if !haveVNNI {
+			w = q1AVX2Nibbles(w)
+		}
+		return w
 	}
 	if !haveVNNI && avx2KTypes[m.Type] {
 		return nil // the AVX2 K-quant kernels read the file's rows
@@ -192,27 +198,46 @@ func kernelTokens(lane, left int) (n, index int) {
 	return 1, 0
 }
 
+// haveF16AVX2: the AVX2 attention kernels (asm/f16avx2.go) convert with
+// F16C.
+func haveF16AVX2() bool { return !haveAVX512 && haveAVX2 && haveF16C }
+
 func dotsF16SIMD(x []float32, h []uint16, stride int, out []float32) bool {
-	if !haveAVX512 || len(x)%16 != 0 || len(x) == 0 {
+	if len(x)%16 != 0 || len(x) == 0 {
 		return false
 	}
-	dotsF16(&x[0], &h[0], stride, len(out), len(x)/16, &out[0])
+	switch {
+	case haveAVX512:
+		dotsF16(&x[0], &h[0], stride, len(out), len(x)/16, &out[0])
+	case haveF16AVX2():
+		dotsF16AVX2(&x[0], &h[0], stride, len(out), len(x)/16, &out[0])
+	default:
+		return false
+	}
 	return true
 }
 
 func weightedSumF16SIMD(p []float32, h []uint16, stride int, out []float32) bool {
-	if !haveAVX512 || len(out)%16 != 0 || len(out) == 0 {
+	switch {
+	case haveAVX512 && len(out)%16 == 0 && len(out) > 0:
+		weightedSumF16(&p[0], &h[0], stride, len(p), len(out)/16, &out[0])
+	case haveF16AVX2() && len(out)%8 == 0 && len(out) > 0:
+		weightedSumF16AVX2(&p[0], &h[0], stride, len(p), len(out)/8, &out[0])
+	default:
 		return false
 	}
-	weightedSumF16(&p[0], &h[0], stride, len(p), len(out)/16, &out[0])
 	return true
 }
 
 func weightedSumF16TSIMD(p []float32, h []uint16, stride int, out []float32) bool {
-	if !haveAVX512 {
+	switch {
+	case haveAVX512:
+		weightedSumF16T(&p[0], &h[0], stride, len(p)/16, uint16(1)<<(len(p)%16)-1, len(out), &out[0])
+	case haveF16AVX2():
+		weightedSumF16TAVX2(&p[0], &h[0], len(h), stride, len(p)/16, len(p)%16, len(out), &out[0])
+	default:
 		return false
 	}
-	weightedSumF16T(&p[0], &h[0], stride, len(p)/16, uint16(1)<<(len(p)%16)-1, len(out), &out[0])
 	return true
 }
 
@@ -232,11 +257,18 @@ func firstAboveSIMD(x []float32, thr float32, nan bool) (hit, scanned int) {
 
 func quantizeQ8_0SIMD(src []float32, dst []byte) bool {
 	blocks := len(src) / qk8_0
-	if !haveAVX512 || blocks == 0 {
+	if blocks == 0 {
 		return false
 	}
 	_ = dst[blocks*q8_0Bytes-1]
-	quantizeQ8_0(&src[0], blocks, &dst[0])
+	switch {
+	case haveAVX512:
+		quantizeQ8_0(&src[0], blocks, &dst[0])
+	case haveF16AVX2():
+		quantizeQ8_0AVX2(&src[0], blocks, &dst[0])
+	default:
+		return false
+	}
 	return true
 }
 
@@ -244,25 +276,43 @@ func quantizeQ8_0SIMD(src []float32, dst []byte) bool {
 // how many elements it did.
 func swigluSIMD(dst, gate, up []float32) int {
 	blocks := len(dst) / 16
-	if !haveAVX512 || blocks == 0 {
+	if blocks == 0 {
 		return 0
 	}
-	swiglu(&dst[0], &gate[0], &up[0], blocks)
+	switch {
+	case haveAVX512:
+		swiglu(&dst[0], &gate[0], &up[0], blocks)
+	case haveF16AVX2():
+		swigluAVX2(&dst[0], &gate[0], &up[0], blocks)
+	default:
+		return 0
+	}
 	return 16 * blocks
 }
 
 func dotsF16VecSIMD(x []float32, h []uint16, stride int, out []float32) bool {
-	if !haveAVX512 || len(x)%64 != 0 || len(x) == 0 {
+	if len(x)%64 != 0 || len(x) == 0 {
 		return false
 	}
-	dotsF16Vec(&x[0], &h[0], stride, len(out), len(x)/64, &out[0])
+	switch {
+	case haveAVX512:
+		dotsF16Vec(&x[0], &h[0], stride, len(out), len(x)/64, &out[0])
+	case haveF16AVX2():
+		dotsF16VecAVX2(&x[0], &h[0], stride, len(out), len(x)/64, &out[0])
+	default:
+		return false
+	}
 	return true
 }
 
 func weightedSumF16VecSIMD(p []float32, h []uint16, stride int, out []float32) bool {
-	if !haveAVX512 || len(out)%16 != 0 || len(out) == 0 {
+	switch {
+	case haveAVX512 && len(out)%16 == 0 && len(out) > 0:
+		weightedSumF16Vec(&p[0], &h[0], stride, len(p), len(out)/16, &out[0])
+	case haveF16AVX2() && len(out)%8 == 0 && len(out) > 0:
+		weightedSumF16VecAVX2(&p[0], &h[0], stride, len(p), len(out)/8, &out[0])
+	default:
 		return false
 	}
-	weightedSumF16Vec(&p[0], &h[0], stride, len(p), len(out)/16, &out[0])
 	return true
 }

@@ -5090,6 +5090,1577 @@ combine:
 	VZEROUPPER
 	RET
 
+DATA f16iota<>+0(SB)/4, $0x00000000
+DATA f16iota<>+4(SB)/4, $0x00000001
+DATA f16iota<>+8(SB)/4, $0x00000002
+DATA f16iota<>+12(SB)/4, $0x00000003
+DATA f16iota<>+16(SB)/4, $0x00000004
+DATA f16iota<>+20(SB)/4, $0x00000005
+DATA f16iota<>+24(SB)/4, $0x00000006
+DATA f16iota<>+28(SB)/4, $0x00000007
+DATA f16iota<>+32(SB)/4, $0x00000008
+DATA f16iota<>+36(SB)/4, $0x00000009
+DATA f16iota<>+40(SB)/4, $0x0000000a
+DATA f16iota<>+44(SB)/4, $0x0000000b
+DATA f16iota<>+48(SB)/4, $0x0000000c
+DATA f16iota<>+52(SB)/4, $0x0000000d
+DATA f16iota<>+56(SB)/4, $0x0000000e
+DATA f16iota<>+60(SB)/4, $0x0000000f
+GLOBL f16iota<>(SB), RODATA|NOPTR, $64
+
+DATA f16negzero<>+0(SB)/4, $0x80000000
+DATA f16negzero<>+4(SB)/4, $0x80000000
+DATA f16negzero<>+8(SB)/4, $0x80000000
+DATA f16negzero<>+12(SB)/4, $0x80000000
+DATA f16negzero<>+16(SB)/4, $0x80000000
+DATA f16negzero<>+20(SB)/4, $0x80000000
+DATA f16negzero<>+24(SB)/4, $0x80000000
+DATA f16negzero<>+28(SB)/4, $0x80000000
+GLOBL f16negzero<>(SB), RODATA|NOPTR, $32
+
+// func dotsF16AVX2(x *float32, h *uint16, stride int, n int, chunks int, out *float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·dotsF16AVX2(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), AX
+	MOVQ h+8(FP), CX
+	MOVQ stride+16(FP), DX
+	MOVQ n+24(FP), BX
+	MOVQ chunks+32(FP), SI
+	MOVQ out+40(FP), DI
+	SHLQ $0x01, DX
+	CMPQ BX, $0x04
+	JB   single
+
+quad:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   SI, R8
+	MOVQ   AX, R9
+	MOVQ   CX, R10
+
+quadchunk:
+	VMOVUPS      (R9), Y8
+	VMOVUPS      32(R9), Y9
+	MOVQ         R10, R11
+	VCVTPH2PS    (R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VCVTPH2PS    16(R11), Y10
+	VFMADD231PS  Y9, Y10, Y1
+	ADDQ         DX, R11
+	VCVTPH2PS    (R11), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VCVTPH2PS    16(R11), Y10
+	VFMADD231PS  Y9, Y10, Y3
+	ADDQ         DX, R11
+	VCVTPH2PS    (R11), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VCVTPH2PS    16(R11), Y10
+	VFMADD231PS  Y9, Y10, Y5
+	ADDQ         DX, R11
+	VCVTPH2PS    (R11), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VCVTPH2PS    16(R11), Y8
+	VFMADD231PS  Y9, Y8, Y7
+	ADDQ         $0x20, R10
+	ADDQ         $0x40, R9
+	DECQ         R8
+	JNZ          quadchunk
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	VADDPS       Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X2, X0
+	VADDPS       X0, X2, X2
+	VMOVSHDUP    X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(DI)
+	VADDPS       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X4, X0
+	VADDPS       X0, X4, X4
+	VMOVSHDUP    X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 8(DI)
+	VADDPS       Y7, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VMOVHLPS     X6, X6, X0
+	VADDPS       X0, X6, X6
+	VMOVSHDUP    X6, X0
+	VADDSS       X0, X6, X6
+	VMOVSS       X6, 12(DI)
+	ADDQ         $0x10, DI
+	ADDQ         DX, CX
+	ADDQ         DX, CX
+	ADDQ         DX, CX
+	ADDQ         DX, CX
+	SUBQ         $0x04, BX
+	CMPQ         BX, $0x04
+	JAE          quad
+
+single:
+	TESTQ BX, BX
+	JZ    done
+
+one:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	MOVQ   SI, R8
+	MOVQ   AX, R9
+	MOVQ   CX, R10
+
+onechunk:
+	VMOVUPS      (R9), Y2
+	VMOVUPS      32(R9), Y3
+	MOVQ         R10, R11
+	VCVTPH2PS    (R11), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VCVTPH2PS    16(R11), Y2
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x20, R10
+	ADDQ         $0x40, R9
+	DECQ         R8
+	JNZ          onechunk
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         $0x04, DI
+	ADDQ         DX, CX
+	DECQ         BX
+	JNZ          one
+
+done:
+	VZEROUPPER
+	RET
+
+// func weightedSumF16AVX2(p *float32, h *uint16, stride int, n int, chunks int, out *float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·weightedSumF16AVX2(SB), $256-48
+	MOVQ p+0(FP), AX
+	MOVQ h+8(FP), CX
+	MOVQ stride+16(FP), DX
+	MOVQ n+24(FP), BX
+	MOVQ out+40(FP), SI
+	SHLQ $0x01, DX
+	MOVQ DX, DI
+	SHLQ $0x04, DI
+
+panel:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   BX, R8
+	MOVQ   AX, R9
+	MOVQ   CX, R10
+	CMPQ   R8, $0x10
+	JB     tail0
+
+group0:
+	MOVQ         R10, R11
+	VCVTPH2PS    (R11), Y8
+	VBROADCASTSS (R9), Y9
+	VFMADD231PS  Y8, Y9, Y0
+	ADDQ         DX, R11
+	VCVTPH2PS    (R11), Y8
+	VBROADCASTSS 4(R9), Y9
+	VFMADD231PS  Y8, Y9, Y1
+	ADDQ         DX, R11
+	VCVTPH2PS    (R11), Y8
+	VBROADCASTSS 8(R9), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	ADDQ         DX, R11
+	VCVTPH2PS    (R11), Y8
+	VBROADCASTSS 12(R9), Y9
+	VFMADD231PS  Y8, Y9, Y3
+	ADDQ         DX, R11
+	VCVTPH2PS    (R11), Y8
+	VBROADCASTSS 16(R9), Y9
+	VFMADD231PS  Y8, Y9, Y4
+	ADDQ         DX, R11
+	VCVTPH2PS    (R11), Y8
+	VBROADCASTSS 20(R9), Y9
+	VFMADD231PS  Y8, Y9, Y5
+	ADDQ         DX, R11
+	VCVTPH2PS    (R11), Y8
+	VBROADCASTSS 24(R9), Y9
+	VFMADD231PS  Y8, Y9, Y6
+	ADDQ         DX, R11
+	VCVTPH2PS    (R11), Y8
+	VBROADCASTSS 28(R9), Y9
+	VFMADD231PS  Y8, Y9, Y7
+	ADDQ         $0x40, R9
+	ADDQ         DI, R10
+	SUBQ         $0x10, R8
+	CMPQ         R8, $0x10
+	JAE          group0
+
+tail0:
+	TESTQ        R8, R8
+	JZ           end0
+	VCVTPH2PS    (R10), Y8
+	VBROADCASTSS (R9), Y9
+	VFMADD231PS  Y8, Y9, Y0
+	ADDQ         DX, R10
+	DECQ         R8
+	TESTQ        R8, R8
+	JZ           end0
+	VCVTPH2PS    (R10), Y8
+	VBROADCASTSS 4(R9), Y9
+	VFMADD231PS  Y8, Y9, Y1
+	ADDQ         DX, R10
+	DECQ         R8
+	TESTQ        R8, R8
+	JZ           end0
+	VCVTPH2PS    (R10), Y8
+	VBROADCASTSS 8(R9), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	ADDQ         DX, R10
+	DECQ         R8
+	TESTQ        R8, R8
+	JZ           end0
+	VCVTPH2PS    (R10), Y8
+	VBROADCASTSS 12(R9), Y9
+	VFMADD231PS  Y8, Y9, Y3
+	ADDQ         DX, R10
+	DECQ         R8
+	TESTQ        R8, R8
+	JZ           end0
+	VCVTPH2PS    (R10), Y8
+	VBROADCASTSS 16(R9), Y9
+	VFMADD231PS  Y8, Y9, Y4
+	ADDQ         DX, R10
+	DECQ         R8
+	TESTQ        R8, R8
+	JZ           end0
+	VCVTPH2PS    (R10), Y8
+	VBROADCASTSS 20(R9), Y9
+	VFMADD231PS  Y8, Y9, Y5
+	ADDQ         DX, R10
+	DECQ         R8
+	TESTQ        R8, R8
+	JZ           end0
+	VCVTPH2PS    (R10), Y8
+	VBROADCASTSS 24(R9), Y9
+	VFMADD231PS  Y8, Y9, Y6
+	ADDQ         DX, R10
+	DECQ         R8
+	TESTQ        R8, R8
+	JZ           end0
+	VCVTPH2PS    (R10), Y8
+	VBROADCASTSS 28(R9), Y9
+	VFMADD231PS  Y8, Y9, Y7
+	ADDQ         DX, R10
+	DECQ         R8
+
+end0:
+	VMOVUPS Y0, (SP)
+	VMOVUPS Y1, 32(SP)
+	VMOVUPS Y2, 64(SP)
+	VMOVUPS Y3, 96(SP)
+	VMOVUPS Y4, 128(SP)
+	VMOVUPS Y5, 160(SP)
+	VMOVUPS Y6, 192(SP)
+	VMOVUPS Y7, 224(SP)
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+	MOVQ    BX, R8
+	MOVQ    AX, R9
+	MOVQ    CX, R10
+	ADDQ    $0x20, R9
+	ADDQ    DX, R10
+	ADDQ    DX, R10
+	ADDQ    DX, R10
+	ADDQ    DX, R10
+	ADDQ    DX, R10
+	ADDQ    DX, R10
+	ADDQ    DX, R10
+	ADDQ    DX, R10
+	CMPQ    R8, $0x10
+	JB      tail1
+
+group1:
+	MOVQ         R10, R11
+	VCVTPH2PS    (R11), Y8
+	VBROADCASTSS (R9), Y9
+	VFMADD231PS  Y8, Y9, Y0
+	ADDQ         DX, R11
+	VCVTPH2PS    (R11), Y8
+	VBROADCASTSS 4(R9), Y9
+	VFMADD231PS  Y8, Y9, Y1
+	ADDQ         DX, R11
+	VCVTPH2PS    (R11), Y8
+	VBROADCASTSS 8(R9), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	ADDQ         DX, R11
+	VCVTPH2PS    (R11), Y8
+	VBROADCASTSS 12(R9), Y9
+	VFMADD231PS  Y8, Y9, Y3
+	ADDQ         DX, R11
+	VCVTPH2PS    (R11), Y8
+	VBROADCASTSS 16(R9), Y9
+	VFMADD231PS  Y8, Y9, Y4
+	ADDQ         DX, R11
+	VCVTPH2PS    (R11), Y8
+	VBROADCASTSS 20(R9), Y9
+	VFMADD231PS  Y8, Y9, Y5
+	ADDQ         DX, R11
+	VCVTPH2PS    (R11), Y8
+	VBROADCASTSS 24(R9), Y9
+	VFMADD231PS  Y8, Y9, Y6
+	ADDQ         DX, R11
+	VCVTPH2PS    (R11), Y8
+	VBROADCASTSS 28(R9), Y9
+	VFMADD231PS  Y8, Y9, Y7
+	ADDQ         $0x40, R9
+	ADDQ         DI, R10
+	SUBQ         $0x10, R8
+	CMPQ         R8, $0x10
+	JAE          group1
+
+tail1:
+	CMPQ         R8, $0x08
+	JBE          end1
+	SUBQ         $0x08, R8
+	TESTQ        R8, R8
+	JZ           end1
+	VCVTPH2PS    (R10), Y8
+	VBROADCASTSS (R9), Y9
+	VFMADD231PS  Y8, Y9, Y0
+	ADDQ         DX, R10
+	DECQ         R8
+	TESTQ        R8, R8
+	JZ           end1
+	VCVTPH2PS    (R10), Y8
+	VBROADCASTSS 4(R9), Y9
+	VFMADD231PS  Y8, Y9, Y1
+	ADDQ         DX, R10
+	DECQ         R8
+	TESTQ        R8, R8
+	JZ           end1
+	VCVTPH2PS    (R10), Y8
+	VBROADCASTSS 8(R9), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	ADDQ         DX, R10
+	DECQ         R8
+	TESTQ        R8, R8
+	JZ           end1
+	VCVTPH2PS    (R10), Y8
+	VBROADCASTSS 12(R9), Y9
+	VFMADD231PS  Y8, Y9, Y3
+	ADDQ         DX, R10
+	DECQ         R8
+	TESTQ        R8, R8
+	JZ           end1
+	VCVTPH2PS    (R10), Y8
+	VBROADCASTSS 16(R9), Y9
+	VFMADD231PS  Y8, Y9, Y4
+	ADDQ         DX, R10
+	DECQ         R8
+	TESTQ        R8, R8
+	JZ           end1
+	VCVTPH2PS    (R10), Y8
+	VBROADCASTSS 20(R9), Y9
+	VFMADD231PS  Y8, Y9, Y5
+	ADDQ         DX, R10
+	DECQ         R8
+	TESTQ        R8, R8
+	JZ           end1
+	VCVTPH2PS    (R10), Y8
+	VBROADCASTSS 24(R9), Y9
+	VFMADD231PS  Y8, Y9, Y6
+	ADDQ         DX, R10
+	DECQ         R8
+
+end1:
+	VADDPS  (SP), Y0, Y0
+	VADDPS  32(SP), Y1, Y1
+	VADDPS  64(SP), Y2, Y2
+	VADDPS  96(SP), Y3, Y3
+	VADDPS  128(SP), Y4, Y4
+	VADDPS  160(SP), Y5, Y5
+	VADDPS  192(SP), Y6, Y6
+	VADDPS  224(SP), Y7, Y7
+	VADDPS  Y4, Y0, Y0
+	VADDPS  Y5, Y1, Y1
+	VADDPS  Y6, Y2, Y2
+	VADDPS  Y7, Y3, Y3
+	VADDPS  Y2, Y0, Y0
+	VADDPS  Y3, Y1, Y1
+	VADDPS  Y1, Y0, Y0
+	VMOVUPS Y0, (SI)
+	ADDQ    $0x20, SI
+	ADDQ    $0x10, CX
+	MOVQ    chunks+32(FP), R8
+	DECQ    R8
+	MOVQ    R8, chunks+32(FP)
+	JNZ     panel
+	VZEROUPPER
+	RET
+
+// func weightedSumF16TAVX2(p *float32, h *uint16, hlen int, stride int, full int, tail int, rows int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·weightedSumF16TAVX2(SB), $160-64
+	MOVQ         p+0(FP), AX
+	MOVQ         h+8(FP), CX
+	MOVQ         stride+24(FP), DX
+	MOVQ         out+56(FP), BX
+	SHLQ         $0x01, DX
+	MOVQ         hlen+16(FP), SI
+	SHLQ         $0x01, SI
+	ADDQ         CX, SI
+	MOVQ         tail+40(FP), DI
+	TESTQ        DI, DI
+	JZ           rows
+	VMOVQ        DI, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         full+32(FP), DI
+	SHLQ         $0x06, DI
+	ADDQ         AX, DI
+	VPCMPGTD     f16iota<>+0(SB), Y0, Y1
+	VMOVDQU      Y1, 64(SP)
+	VMASKMOVPS   (DI), Y1, Y2
+	VANDNPS      f16negzero<>+0(SB), Y1, Y1
+	VORPS        Y1, Y2, Y2
+	VMOVUPS      Y2, (SP)
+	VPCMPGTD     f16iota<>+32(SB), Y0, Y0
+	VMOVDQU      Y0, 96(SP)
+	VMASKMOVPS   32(DI), Y0, Y1
+	VANDNPS      f16negzero<>+0(SB), Y0, Y0
+	VORPS        Y0, Y1, Y1
+	VMOVUPS      Y1, 32(SP)
+
+rows:
+	MOVQ rows+48(FP), DI
+	CMPQ DI, $0x04
+	JB   single
+
+quad:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   full+32(FP), DI
+	MOVQ   AX, R8
+	MOVQ   CX, R9
+	TESTQ  DI, DI
+	JZ     qtail
+
+qchunk:
+	VMOVUPS     (R8), Y8
+	VMOVUPS     32(R8), Y9
+	MOVQ        R9, R10
+	VCVTPH2PS   (R10), Y10
+	VFMADD231PS Y8, Y10, Y0
+	VCVTPH2PS   16(R10), Y10
+	VFMADD231PS Y9, Y10, Y1
+	ADDQ        DX, R10
+	VCVTPH2PS   (R10), Y10
+	VFMADD231PS Y8, Y10, Y2
+	VCVTPH2PS   16(R10), Y10
+	VFMADD231PS Y9, Y10, Y3
+	ADDQ        DX, R10
+	VCVTPH2PS   (R10), Y10
+	VFMADD231PS Y8, Y10, Y4
+	VCVTPH2PS   16(R10), Y10
+	VFMADD231PS Y9, Y10, Y5
+	ADDQ        DX, R10
+	VCVTPH2PS   (R10), Y10
+	VFMADD231PS Y8, Y10, Y6
+	VCVTPH2PS   16(R10), Y8
+	VFMADD231PS Y9, Y8, Y7
+	ADDQ        $0x40, R8
+	ADDQ        $0x20, R9
+	DECQ        DI
+	JNZ         qchunk
+
+qtail:
+	MOVQ    tail+40(FP), DI
+	TESTQ   DI, DI
+	JZ      qreduce
+	MOVQ    R9, R8
+	LEAQ    32(R9), R10
+	CMPQ    R10, SI
+	JBE     qin0
+	VXORPS  Y8, Y8, Y8
+	VMOVUPS Y8, 128(SP)
+	MOVQ    DI, R10
+	LEAQ    128(SP), R11
+
+qcopy0:
+	MOVWLZX (R8), R12
+	MOVW    R12, (R11)
+	ADDQ    $0x02, R8
+	ADDQ    $0x02, R11
+	DECQ    R10
+	JNZ     qcopy0
+	LEAQ    128(SP), R8
+
+qin0:
+	VCVTPH2PS   (R8), Y8
+	VANDPS      64(SP), Y8, Y8
+	VFMADD231PS (SP), Y8, Y0
+	VCVTPH2PS   16(R8), Y8
+	VANDPS      96(SP), Y8, Y8
+	VFMADD231PS 32(SP), Y8, Y1
+	ADDQ        DX, R9
+	MOVQ        R9, R8
+	LEAQ        32(R9), R10
+	CMPQ        R10, SI
+	JBE         qin1
+	VXORPS      Y8, Y8, Y8
+	VMOVUPS     Y8, 128(SP)
+	MOVQ        DI, R10
+	LEAQ        128(SP), R11
+
+qcopy1:
+	MOVWLZX (R8), R12
+	MOVW    R12, (R11)
+	ADDQ    $0x02, R8
+	ADDQ    $0x02, R11
+	DECQ    R10
+	JNZ     qcopy1
+	LEAQ    128(SP), R8
+
+qin1:
+	VCVTPH2PS   (R8), Y8
+	VANDPS      64(SP), Y8, Y8
+	VFMADD231PS (SP), Y8, Y2
+	VCVTPH2PS   16(R8), Y8
+	VANDPS      96(SP), Y8, Y8
+	VFMADD231PS 32(SP), Y8, Y3
+	ADDQ        DX, R9
+	MOVQ        R9, R8
+	LEAQ        32(R9), R10
+	CMPQ        R10, SI
+	JBE         qin2
+	VXORPS      Y8, Y8, Y8
+	VMOVUPS     Y8, 128(SP)
+	MOVQ        DI, R10
+	LEAQ        128(SP), R11
+
+qcopy2:
+	MOVWLZX (R8), R12
+	MOVW    R12, (R11)
+	ADDQ    $0x02, R8
+	ADDQ    $0x02, R11
+	DECQ    R10
+	JNZ     qcopy2
+	LEAQ    128(SP), R8
+
+qin2:
+	VCVTPH2PS   (R8), Y8
+	VANDPS      64(SP), Y8, Y8
+	VFMADD231PS (SP), Y8, Y4
+	VCVTPH2PS   16(R8), Y8
+	VANDPS      96(SP), Y8, Y8
+	VFMADD231PS 32(SP), Y8, Y5
+	ADDQ        DX, R9
+	MOVQ        R9, R8
+	LEAQ        32(R9), R9
+	CMPQ        R9, SI
+	JBE         qin3
+	VXORPS      Y8, Y8, Y8
+	VMOVUPS     Y8, 128(SP)
+	LEAQ        128(SP), R9
+
+qcopy3:
+	MOVWLZX (R8), R10
+	MOVW    R10, (R9)
+	ADDQ    $0x02, R8
+	ADDQ    $0x02, R9
+	DECQ    DI
+	JNZ     qcopy3
+	LEAQ    128(SP), R8
+
+qin3:
+	VCVTPH2PS   (R8), Y8
+	VANDPS      64(SP), Y8, Y8
+	VFMADD231PS (SP), Y8, Y6
+	VCVTPH2PS   16(R8), Y8
+	VANDPS      96(SP), Y8, Y8
+	VFMADD231PS 32(SP), Y8, Y7
+
+qreduce:
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (BX)
+	VADDPS       Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X2, X0
+	VADDPS       X0, X2, X2
+	VMOVSHDUP    X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(BX)
+	VADDPS       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X4, X0
+	VADDPS       X0, X4, X4
+	VMOVSHDUP    X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 8(BX)
+	VADDPS       Y7, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VMOVHLPS     X6, X6, X0
+	VADDPS       X0, X6, X6
+	VMOVSHDUP    X6, X0
+	VADDSS       X0, X6, X6
+	VMOVSS       X6, 12(BX)
+	ADDQ         $0x10, BX
+	ADDQ         DX, CX
+	ADDQ         DX, CX
+	ADDQ         DX, CX
+	ADDQ         DX, CX
+	MOVQ         rows+48(FP), DI
+	SUBQ         $0x04, DI
+	MOVQ         DI, rows+48(FP)
+	CMPQ         DI, $0x04
+	JAE          quad
+
+single:
+	MOVQ  rows+48(FP), DI
+	TESTQ DI, DI
+	JZ    done
+
+one:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	MOVQ   full+32(FP), DI
+	MOVQ   AX, R8
+	MOVQ   CX, R9
+	TESTQ  DI, DI
+	JZ     stail
+
+schunk:
+	VMOVUPS     (R8), Y2
+	VMOVUPS     32(R8), Y3
+	MOVQ        R9, R10
+	VCVTPH2PS   (R10), Y4
+	VFMADD231PS Y2, Y4, Y0
+	VCVTPH2PS   16(R10), Y2
+	VFMADD231PS Y3, Y2, Y1
+	ADDQ        $0x40, R8
+	ADDQ        $0x20, R9
+	DECQ        DI
+	JNZ         schunk
+
+stail:
+	MOVQ    tail+40(FP), DI
+	TESTQ   DI, DI
+	JZ      sreduce
+	MOVQ    R9, R8
+	LEAQ    32(R9), R9
+	CMPQ    R9, SI
+	JBE     sin0
+	VXORPS  Y2, Y2, Y2
+	VMOVUPS Y2, 128(SP)
+	LEAQ    128(SP), R9
+
+scopy0:
+	MOVWLZX (R8), R10
+	MOVW    R10, (R9)
+	ADDQ    $0x02, R8
+	ADDQ    $0x02, R9
+	DECQ    DI
+	JNZ     scopy0
+	LEAQ    128(SP), R8
+
+sin0:
+	VCVTPH2PS   (R8), Y2
+	VANDPS      64(SP), Y2, Y2
+	VFMADD231PS (SP), Y2, Y0
+	VCVTPH2PS   16(R8), Y2
+	VANDPS      96(SP), Y2, Y2
+	VFMADD231PS 32(SP), Y2, Y1
+
+sreduce:
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (BX)
+	ADDQ         $0x04, BX
+	ADDQ         DX, CX
+	MOVQ         rows+48(FP), DI
+	DECQ         DI
+	MOVQ         DI, rows+48(FP)
+	JNZ          one
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotsF16VecAVX2(x *float32, h *uint16, stride int, n int, chunks int, out *float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·dotsF16VecAVX2(SB), NOSPLIT, $0-48
+	MOVQ  x+0(FP), AX
+	MOVQ  h+8(FP), CX
+	MOVQ  stride+16(FP), DX
+	MOVQ  n+24(FP), BX
+	MOVQ  chunks+32(FP), SI
+	MOVQ  out+40(FP), DI
+	SHLQ  $0x01, DX
+	TESTQ BX, BX
+	JZ    done
+
+row:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   SI, R8
+	MOVQ   AX, R9
+	MOVQ   CX, R10
+
+chunk:
+	VCVTPH2PS    (R10), Y8
+	VFMADD231PS  (R9), Y8, Y0
+	VCVTPH2PS    16(R10), Y8
+	VFMADD231PS  32(R9), Y8, Y1
+	VCVTPH2PS    32(R10), Y8
+	VFMADD231PS  64(R9), Y8, Y2
+	VCVTPH2PS    48(R10), Y8
+	VFMADD231PS  96(R9), Y8, Y3
+	VCVTPH2PS    64(R10), Y8
+	VFMADD231PS  128(R9), Y8, Y4
+	VCVTPH2PS    80(R10), Y8
+	VFMADD231PS  160(R9), Y8, Y5
+	VCVTPH2PS    96(R10), Y8
+	VFMADD231PS  192(R9), Y8, Y6
+	VCVTPH2PS    112(R10), Y8
+	VFMADD231PS  224(R9), Y8, Y7
+	ADDQ         $0x80, R10
+	ADDQ         $0x00000100, R9
+	DECQ         R8
+	JNZ          chunk
+	VADDPS       Y4, Y0, Y0
+	VADDPS       Y6, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y5, Y1, Y1
+	VADDPS       Y7, Y3, Y3
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         $0x04, DI
+	ADDQ         DX, CX
+	DECQ         BX
+	JNZ          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func weightedSumF16VecAVX2(p *float32, h *uint16, stride int, n int, chunks int, out *float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·weightedSumF16VecAVX2(SB), $2048-48
+	MOVQ   p+0(FP), AX
+	MOVQ   h+8(FP), CX
+	MOVQ   stride+16(FP), DX
+	MOVQ   n+24(FP), BX
+	MOVQ   chunks+32(FP), SI
+	MOVQ   out+40(FP), DI
+	SHLQ   $0x01, DX
+	LEAQ   (SP), R8
+	VXORPS Y0, Y0, Y0
+
+panel:
+	VMOVUPS Y0, (R8)
+	VMOVUPS Y0, 32(R8)
+	VMOVUPS Y0, 64(R8)
+	VMOVUPS Y0, 96(R8)
+	VMOVUPS Y0, 128(R8)
+	VMOVUPS Y0, 160(R8)
+	VMOVUPS Y0, 192(R8)
+	VMOVUPS Y0, 224(R8)
+	VMOVUPS Y0, 256(R8)
+	VMOVUPS Y0, 288(R8)
+	VMOVUPS Y0, 320(R8)
+	VMOVUPS Y0, 352(R8)
+	VMOVUPS Y0, 384(R8)
+	VMOVUPS Y0, 416(R8)
+	VMOVUPS Y0, 448(R8)
+	VMOVUPS Y0, 480(R8)
+	VMOVUPS Y0, 512(R8)
+	VMOVUPS Y0, 544(R8)
+	VMOVUPS Y0, 576(R8)
+	VMOVUPS Y0, 608(R8)
+	VMOVUPS Y0, 640(R8)
+	VMOVUPS Y0, 672(R8)
+	VMOVUPS Y0, 704(R8)
+	VMOVUPS Y0, 736(R8)
+	VMOVUPS Y0, 768(R8)
+	VMOVUPS Y0, 800(R8)
+	VMOVUPS Y0, 832(R8)
+	VMOVUPS Y0, 864(R8)
+	VMOVUPS Y0, 896(R8)
+	VMOVUPS Y0, 928(R8)
+	VMOVUPS Y0, 960(R8)
+	VMOVUPS Y0, 992(R8)
+	VMOVUPS Y0, 1024(R8)
+	VMOVUPS Y0, 1056(R8)
+	VMOVUPS Y0, 1088(R8)
+	VMOVUPS Y0, 1120(R8)
+	VMOVUPS Y0, 1152(R8)
+	VMOVUPS Y0, 1184(R8)
+	VMOVUPS Y0, 1216(R8)
+	VMOVUPS Y0, 1248(R8)
+	VMOVUPS Y0, 1280(R8)
+	VMOVUPS Y0, 1312(R8)
+	VMOVUPS Y0, 1344(R8)
+	VMOVUPS Y0, 1376(R8)
+	VMOVUPS Y0, 1408(R8)
+	VMOVUPS Y0, 1440(R8)
+	VMOVUPS Y0, 1472(R8)
+	VMOVUPS Y0, 1504(R8)
+	VMOVUPS Y0, 1536(R8)
+	VMOVUPS Y0, 1568(R8)
+	VMOVUPS Y0, 1600(R8)
+	VMOVUPS Y0, 1632(R8)
+	VMOVUPS Y0, 1664(R8)
+	VMOVUPS Y0, 1696(R8)
+	VMOVUPS Y0, 1728(R8)
+	VMOVUPS Y0, 1760(R8)
+	VMOVUPS Y0, 1792(R8)
+	VMOVUPS Y0, 1824(R8)
+	VMOVUPS Y0, 1856(R8)
+	VMOVUPS Y0, 1888(R8)
+	VMOVUPS Y0, 1920(R8)
+	VMOVUPS Y0, 1952(R8)
+	VMOVUPS Y0, 1984(R8)
+	VMOVUPS Y0, 2016(R8)
+	XORQ    R9, R9
+	MOVQ    AX, R10
+	MOVQ    CX, R11
+	TESTQ   BX, BX
+	JZ      combine
+
+row:
+	MOVQ         R9, R12
+	ANDQ         $0x3f, R12
+	SHLQ         $0x05, R12
+	VCVTPH2PS    (R11), Y1
+	VBROADCASTSS (R10), Y2
+	VMOVUPS      (R8)(R12*1), Y3
+	VFMADD231PS  Y1, Y2, Y3
+	VMOVUPS      Y3, (R8)(R12*1)
+	ADDQ         $0x04, R10
+	ADDQ         DX, R11
+	INCQ         R9
+	CMPQ         R9, BX
+	JB           row
+
+combine:
+	VMOVUPS (R8), Y1
+	VMOVUPS 512(R8), Y2
+	VMOVUPS 1024(R8), Y3
+	VMOVUPS 1536(R8), Y4
+	VADDPS  Y3, Y1, Y1
+	VADDPS  Y4, Y2, Y2
+	VADDPS  Y2, Y1, Y1
+	VMOVUPS 32(R8), Y2
+	VMOVUPS 544(R8), Y3
+	VMOVUPS 1056(R8), Y4
+	VMOVUPS 1568(R8), Y5
+	VADDPS  Y4, Y2, Y2
+	VADDPS  Y5, Y3, Y3
+	VADDPS  Y3, Y2, Y2
+	VMOVUPS 64(R8), Y3
+	VMOVUPS 576(R8), Y4
+	VMOVUPS 1088(R8), Y5
+	VMOVUPS 1600(R8), Y6
+	VADDPS  Y5, Y3, Y3
+	VADDPS  Y6, Y4, Y4
+	VADDPS  Y4, Y3, Y3
+	VMOVUPS 96(R8), Y4
+	VMOVUPS 608(R8), Y5
+	VMOVUPS 1120(R8), Y6
+	VMOVUPS 1632(R8), Y7
+	VADDPS  Y6, Y4, Y4
+	VADDPS  Y7, Y5, Y5
+	VADDPS  Y5, Y4, Y4
+	VMOVUPS 128(R8), Y5
+	VMOVUPS 640(R8), Y6
+	VMOVUPS 1152(R8), Y7
+	VMOVUPS 1664(R8), Y8
+	VADDPS  Y7, Y5, Y5
+	VADDPS  Y8, Y6, Y6
+	VADDPS  Y6, Y5, Y5
+	VMOVUPS 160(R8), Y6
+	VMOVUPS 672(R8), Y7
+	VMOVUPS 1184(R8), Y8
+	VMOVUPS 1696(R8), Y9
+	VADDPS  Y8, Y6, Y6
+	VADDPS  Y9, Y7, Y7
+	VADDPS  Y7, Y6, Y6
+	VMOVUPS 192(R8), Y7
+	VMOVUPS 704(R8), Y8
+	VMOVUPS 1216(R8), Y9
+	VMOVUPS 1728(R8), Y10
+	VADDPS  Y9, Y7, Y7
+	VADDPS  Y10, Y8, Y8
+	VADDPS  Y8, Y7, Y7
+	VMOVUPS 224(R8), Y8
+	VMOVUPS 736(R8), Y9
+	VMOVUPS 1248(R8), Y10
+	VMOVUPS 1760(R8), Y11
+	VADDPS  Y10, Y8, Y8
+	VADDPS  Y11, Y9, Y9
+	VADDPS  Y9, Y8, Y8
+	VMOVUPS 256(R8), Y9
+	VMOVUPS 768(R8), Y10
+	VMOVUPS 1280(R8), Y11
+	VMOVUPS 1792(R8), Y12
+	VADDPS  Y11, Y9, Y9
+	VADDPS  Y12, Y10, Y10
+	VADDPS  Y10, Y9, Y9
+	VADDPS  Y9, Y1, Y1
+	VMOVUPS 288(R8), Y9
+	VMOVUPS 800(R8), Y10
+	VMOVUPS 1312(R8), Y11
+	VMOVUPS 1824(R8), Y12
+	VADDPS  Y11, Y9, Y9
+	VADDPS  Y12, Y10, Y10
+	VADDPS  Y10, Y9, Y9
+	VADDPS  Y9, Y2, Y2
+	VMOVUPS 320(R8), Y9
+	VMOVUPS 832(R8), Y10
+	VMOVUPS 1344(R8), Y11
+	VMOVUPS 1856(R8), Y12
+	VADDPS  Y11, Y9, Y9
+	VADDPS  Y12, Y10, Y10
+	VADDPS  Y10, Y9, Y9
+	VADDPS  Y9, Y3, Y3
+	VMOVUPS 352(R8), Y9
+	VMOVUPS 864(R8), Y10
+	VMOVUPS 1376(R8), Y11
+	VMOVUPS 1888(R8), Y12
+	VADDPS  Y11, Y9, Y9
+	VADDPS  Y12, Y10, Y10
+	VADDPS  Y10, Y9, Y9
+	VADDPS  Y9, Y4, Y4
+	VMOVUPS 384(R8), Y9
+	VMOVUPS 896(R8), Y10
+	VMOVUPS 1408(R8), Y11
+	VMOVUPS 1920(R8), Y12
+	VADDPS  Y11, Y9, Y9
+	VADDPS  Y12, Y10, Y10
+	VADDPS  Y10, Y9, Y9
+	VADDPS  Y9, Y5, Y5
+	VMOVUPS 416(R8), Y9
+	VMOVUPS 928(R8), Y10
+	VMOVUPS 1440(R8), Y11
+	VMOVUPS 1952(R8), Y12
+	VADDPS  Y11, Y9, Y9
+	VADDPS  Y12, Y10, Y10
+	VADDPS  Y10, Y9, Y9
+	VADDPS  Y9, Y6, Y6
+	VMOVUPS 448(R8), Y9
+	VMOVUPS 960(R8), Y10
+	VMOVUPS 1472(R8), Y11
+	VMOVUPS 1984(R8), Y12
+	VADDPS  Y11, Y9, Y9
+	VADDPS  Y12, Y10, Y10
+	VADDPS  Y10, Y9, Y9
+	VADDPS  Y9, Y7, Y7
+	VMOVUPS 480(R8), Y9
+	VMOVUPS 992(R8), Y10
+	VMOVUPS 1504(R8), Y11
+	VMOVUPS 2016(R8), Y12
+	VADDPS  Y11, Y9, Y9
+	VADDPS  Y12, Y10, Y10
+	VADDPS  Y10, Y9, Y9
+	VADDPS  Y9, Y8, Y8
+	VADDPS  Y5, Y1, Y1
+	VADDPS  Y6, Y2, Y2
+	VADDPS  Y7, Y3, Y3
+	VADDPS  Y8, Y4, Y4
+	VADDPS  Y3, Y1, Y1
+	VADDPS  Y4, Y2, Y2
+	VADDPS  Y2, Y1, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ    $0x20, DI
+	ADDQ    $0x10, CX
+	DECQ    SI
+	JNZ     panel
+	VZEROUPPER
+	RET
+
+DATA q8avx2perm<>+0(SB)/4, $0x00000000
+DATA q8avx2perm<>+4(SB)/4, $0x00000004
+DATA q8avx2perm<>+8(SB)/4, $0x00000001
+DATA q8avx2perm<>+12(SB)/4, $0x00000005
+DATA q8avx2perm<>+16(SB)/4, $0x00000002
+DATA q8avx2perm<>+20(SB)/4, $0x00000006
+DATA q8avx2perm<>+24(SB)/4, $0x00000003
+DATA q8avx2perm<>+28(SB)/4, $0x00000007
+GLOBL q8avx2perm<>(SB), RODATA|NOPTR, $32
+
+// func swigluAVX2(dst *float32, gate *float32, up *float32, blocks int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·swigluAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ gate+8(FP), CX
+	MOVQ up+16(FP), DX
+	MOVQ blocks+24(FP), BX
+	SHLQ $0x01, BX
+
+silu:
+	VMOVUPS      (CX), Y0
+	VXORPS       Y1, Y1, Y1
+	VSUBPS       Y0, Y1, Y1
+	VMOVAPS      avx2cshifter<>+0(SB), Y2
+	VFMADD231PS  avx2clog2e<>+0(SB), Y1, Y2
+	VSUBPS       avx2cshifter<>+0(SB), Y2, Y2
+	VMOVAPS      Y1, Y1
+	VFNMADD231PS avx2cln2hi<>+0(SB), Y2, Y1
+	VFNMADD231PS avx2cln2lo<>+0(SB), Y2, Y1
+	VMULPS       Y1, Y1, Y3
+	VMOVAPS      avx2cc1<>+0(SB), Y4
+	VFMADD231PS  avx2cc0<>+0(SB), Y1, Y4
+	VMOVAPS      avx2cc3<>+0(SB), Y5
+	VFMADD231PS  avx2cc2<>+0(SB), Y1, Y5
+	VFMADD213PS  Y5, Y3, Y4
+	VMOVAPS      avx2cone<>+0(SB), Y5
+	VFMADD231PS  avx2cc4<>+0(SB), Y1, Y5
+	VFMADD213PS  Y5, Y3, Y4
+	VCMPPS       $0x1e, avx2c127<>+0(SB), Y2, Y1
+	VANDPS       avx2c96<>+0(SB), Y1, Y1
+	VCMPPS       $0x11, avx2cm126<>+0(SB), Y2, Y3
+	VANDPS       avx2cm96<>+0(SB), Y3, Y3
+	VORPS        Y3, Y1, Y1
+	VSUBPS       Y1, Y2, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPADDD       avx2cbias<>+0(SB), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VCVTPS2DQ    Y1, Y1
+	VPADDD       avx2cbias<>+0(SB), Y1, Y1
+	VPSLLD       $0x17, Y1, Y1
+	VMULPS       Y3, Y4, Y4
+	VMULPS       Y1, Y4, Y4
+	VANDPS       avx2cabs<>+0(SB), Y2, Y1
+	VCMPPS       $0x1e, avx2c192<>+0(SB), Y1, Y1
+	VXORPS       Y3, Y3, Y3
+	VCMPPS       $0x1e, Y3, Y2, Y3
+	VANDPS       avx2cinf<>+0(SB), Y3, Y3
+	VBLENDVPS    Y1, Y3, Y4, Y4
+	VADDPS       avx2cone<>+0(SB), Y4, Y4
+	VDIVPS       Y4, Y0, Y0
+	VMULPS       (DX), Y0, Y0
+	VMOVUPS      Y0, (AX)
+	ADDQ         $0x20, CX
+	ADDQ         $0x20, DX
+	ADDQ         $0x20, AX
+	DECQ         BX
+	JNZ          silu
+	VZEROUPPER
+	RET
+
+DATA avx2cshifter<>+0(SB)/4, $0x4b400000
+DATA avx2cshifter<>+4(SB)/4, $0x4b400000
+DATA avx2cshifter<>+8(SB)/4, $0x4b400000
+DATA avx2cshifter<>+12(SB)/4, $0x4b400000
+DATA avx2cshifter<>+16(SB)/4, $0x4b400000
+DATA avx2cshifter<>+20(SB)/4, $0x4b400000
+DATA avx2cshifter<>+24(SB)/4, $0x4b400000
+DATA avx2cshifter<>+28(SB)/4, $0x4b400000
+GLOBL avx2cshifter<>(SB), RODATA|NOPTR, $32
+
+DATA avx2clog2e<>+0(SB)/4, $0x3fb8aa3b
+DATA avx2clog2e<>+4(SB)/4, $0x3fb8aa3b
+DATA avx2clog2e<>+8(SB)/4, $0x3fb8aa3b
+DATA avx2clog2e<>+12(SB)/4, $0x3fb8aa3b
+DATA avx2clog2e<>+16(SB)/4, $0x3fb8aa3b
+DATA avx2clog2e<>+20(SB)/4, $0x3fb8aa3b
+DATA avx2clog2e<>+24(SB)/4, $0x3fb8aa3b
+DATA avx2clog2e<>+28(SB)/4, $0x3fb8aa3b
+GLOBL avx2clog2e<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cln2hi<>+0(SB)/4, $0x3f317200
+DATA avx2cln2hi<>+4(SB)/4, $0x3f317200
+DATA avx2cln2hi<>+8(SB)/4, $0x3f317200
+DATA avx2cln2hi<>+12(SB)/4, $0x3f317200
+DATA avx2cln2hi<>+16(SB)/4, $0x3f317200
+DATA avx2cln2hi<>+20(SB)/4, $0x3f317200
+DATA avx2cln2hi<>+24(SB)/4, $0x3f317200
+DATA avx2cln2hi<>+28(SB)/4, $0x3f317200
+GLOBL avx2cln2hi<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cln2lo<>+0(SB)/4, $0x35bfbe8e
+DATA avx2cln2lo<>+4(SB)/4, $0x35bfbe8e
+DATA avx2cln2lo<>+8(SB)/4, $0x35bfbe8e
+DATA avx2cln2lo<>+12(SB)/4, $0x35bfbe8e
+DATA avx2cln2lo<>+16(SB)/4, $0x35bfbe8e
+DATA avx2cln2lo<>+20(SB)/4, $0x35bfbe8e
+DATA avx2cln2lo<>+24(SB)/4, $0x35bfbe8e
+DATA avx2cln2lo<>+28(SB)/4, $0x35bfbe8e
+GLOBL avx2cln2lo<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cc1<>+0(SB)/4, $0x3d2b9f17
+DATA avx2cc1<>+4(SB)/4, $0x3d2b9f17
+DATA avx2cc1<>+8(SB)/4, $0x3d2b9f17
+DATA avx2cc1<>+12(SB)/4, $0x3d2b9f17
+DATA avx2cc1<>+16(SB)/4, $0x3d2b9f17
+DATA avx2cc1<>+20(SB)/4, $0x3d2b9f17
+DATA avx2cc1<>+24(SB)/4, $0x3d2b9f17
+DATA avx2cc1<>+28(SB)/4, $0x3d2b9f17
+GLOBL avx2cc1<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cc0<>+0(SB)/4, $0x3c072010
+DATA avx2cc0<>+4(SB)/4, $0x3c072010
+DATA avx2cc0<>+8(SB)/4, $0x3c072010
+DATA avx2cc0<>+12(SB)/4, $0x3c072010
+DATA avx2cc0<>+16(SB)/4, $0x3c072010
+DATA avx2cc0<>+20(SB)/4, $0x3c072010
+DATA avx2cc0<>+24(SB)/4, $0x3c072010
+DATA avx2cc0<>+28(SB)/4, $0x3c072010
+GLOBL avx2cc0<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cc3<>+0(SB)/4, $0x3efffedb
+DATA avx2cc3<>+4(SB)/4, $0x3efffedb
+DATA avx2cc3<>+8(SB)/4, $0x3efffedb
+DATA avx2cc3<>+12(SB)/4, $0x3efffedb
+DATA avx2cc3<>+16(SB)/4, $0x3efffedb
+DATA avx2cc3<>+20(SB)/4, $0x3efffedb
+DATA avx2cc3<>+24(SB)/4, $0x3efffedb
+DATA avx2cc3<>+28(SB)/4, $0x3efffedb
+GLOBL avx2cc3<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cc2<>+0(SB)/4, $0x3e2aaf33
+DATA avx2cc2<>+4(SB)/4, $0x3e2aaf33
+DATA avx2cc2<>+8(SB)/4, $0x3e2aaf33
+DATA avx2cc2<>+12(SB)/4, $0x3e2aaf33
+DATA avx2cc2<>+16(SB)/4, $0x3e2aaf33
+DATA avx2cc2<>+20(SB)/4, $0x3e2aaf33
+DATA avx2cc2<>+24(SB)/4, $0x3e2aaf33
+DATA avx2cc2<>+28(SB)/4, $0x3e2aaf33
+GLOBL avx2cc2<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cone<>+0(SB)/4, $0x3f800000
+DATA avx2cone<>+4(SB)/4, $0x3f800000
+DATA avx2cone<>+8(SB)/4, $0x3f800000
+DATA avx2cone<>+12(SB)/4, $0x3f800000
+DATA avx2cone<>+16(SB)/4, $0x3f800000
+DATA avx2cone<>+20(SB)/4, $0x3f800000
+DATA avx2cone<>+24(SB)/4, $0x3f800000
+DATA avx2cone<>+28(SB)/4, $0x3f800000
+GLOBL avx2cone<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cc4<>+0(SB)/4, $0x3f7ffff6
+DATA avx2cc4<>+4(SB)/4, $0x3f7ffff6
+DATA avx2cc4<>+8(SB)/4, $0x3f7ffff6
+DATA avx2cc4<>+12(SB)/4, $0x3f7ffff6
+DATA avx2cc4<>+16(SB)/4, $0x3f7ffff6
+DATA avx2cc4<>+20(SB)/4, $0x3f7ffff6
+DATA avx2cc4<>+24(SB)/4, $0x3f7ffff6
+DATA avx2cc4<>+28(SB)/4, $0x3f7ffff6
+GLOBL avx2cc4<>(SB), RODATA|NOPTR, $32
+
+DATA avx2c127<>+0(SB)/4, $0x42fe0000
+DATA avx2c127<>+4(SB)/4, $0x42fe0000
+DATA avx2c127<>+8(SB)/4, $0x42fe0000
+DATA avx2c127<>+12(SB)/4, $0x42fe0000
+DATA avx2c127<>+16(SB)/4, $0x42fe0000
+DATA avx2c127<>+20(SB)/4, $0x42fe0000
+DATA avx2c127<>+24(SB)/4, $0x42fe0000
+DATA avx2c127<>+28(SB)/4, $0x42fe0000
+GLOBL avx2c127<>(SB), RODATA|NOPTR, $32
+
+DATA avx2c96<>+0(SB)/4, $0x42c00000
+DATA avx2c96<>+4(SB)/4, $0x42c00000
+DATA avx2c96<>+8(SB)/4, $0x42c00000
+DATA avx2c96<>+12(SB)/4, $0x42c00000
+DATA avx2c96<>+16(SB)/4, $0x42c00000
+DATA avx2c96<>+20(SB)/4, $0x42c00000
+DATA avx2c96<>+24(SB)/4, $0x42c00000
+DATA avx2c96<>+28(SB)/4, $0x42c00000
+GLOBL avx2c96<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cm126<>+0(SB)/4, $0xc2fc0000
+DATA avx2cm126<>+4(SB)/4, $0xc2fc0000
+DATA avx2cm126<>+8(SB)/4, $0xc2fc0000
+DATA avx2cm126<>+12(SB)/4, $0xc2fc0000
+DATA avx2cm126<>+16(SB)/4, $0xc2fc0000
+DATA avx2cm126<>+20(SB)/4, $0xc2fc0000
+DATA avx2cm126<>+24(SB)/4, $0xc2fc0000
+DATA avx2cm126<>+28(SB)/4, $0xc2fc0000
+GLOBL avx2cm126<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cm96<>+0(SB)/4, $0xc2c00000
+DATA avx2cm96<>+4(SB)/4, $0xc2c00000
+DATA avx2cm96<>+8(SB)/4, $0xc2c00000
+DATA avx2cm96<>+12(SB)/4, $0xc2c00000
+DATA avx2cm96<>+16(SB)/4, $0xc2c00000
+DATA avx2cm96<>+20(SB)/4, $0xc2c00000
+DATA avx2cm96<>+24(SB)/4, $0xc2c00000
+DATA avx2cm96<>+28(SB)/4, $0xc2c00000
+GLOBL avx2cm96<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cbias<>+0(SB)/4, $0x0000007f
+DATA avx2cbias<>+4(SB)/4, $0x0000007f
+DATA avx2cbias<>+8(SB)/4, $0x0000007f
+DATA avx2cbias<>+12(SB)/4, $0x0000007f
+DATA avx2cbias<>+16(SB)/4, $0x0000007f
+DATA avx2cbias<>+20(SB)/4, $0x0000007f
+DATA avx2cbias<>+24(SB)/4, $0x0000007f
+DATA avx2cbias<>+28(SB)/4, $0x0000007f
+GLOBL avx2cbias<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cabs<>+0(SB)/4, $0x7fffffff
+DATA avx2cabs<>+4(SB)/4, $0x7fffffff
+DATA avx2cabs<>+8(SB)/4, $0x7fffffff
+DATA avx2cabs<>+12(SB)/4, $0x7fffffff
+DATA avx2cabs<>+16(SB)/4, $0x7fffffff
+DATA avx2cabs<>+20(SB)/4, $0x7fffffff
+DATA avx2cabs<>+24(SB)/4, $0x7fffffff
+DATA avx2cabs<>+28(SB)/4, $0x7fffffff
+GLOBL avx2cabs<>(SB), RODATA|NOPTR, $32
+
+DATA avx2c192<>+0(SB)/4, $0x43400000
+DATA avx2c192<>+4(SB)/4, $0x43400000
+DATA avx2c192<>+8(SB)/4, $0x43400000
+DATA avx2c192<>+12(SB)/4, $0x43400000
+DATA avx2c192<>+16(SB)/4, $0x43400000
+DATA avx2c192<>+20(SB)/4, $0x43400000
+DATA avx2c192<>+24(SB)/4, $0x43400000
+DATA avx2c192<>+28(SB)/4, $0x43400000
+GLOBL avx2c192<>(SB), RODATA|NOPTR, $32
+
+DATA avx2cinf<>+0(SB)/4, $0x7f800000
+DATA avx2cinf<>+4(SB)/4, $0x7f800000
+DATA avx2cinf<>+8(SB)/4, $0x7f800000
+DATA avx2cinf<>+12(SB)/4, $0x7f800000
+DATA avx2cinf<>+16(SB)/4, $0x7f800000
+DATA avx2cinf<>+20(SB)/4, $0x7f800000
+DATA avx2cinf<>+24(SB)/4, $0x7f800000
+DATA avx2cinf<>+28(SB)/4, $0x7f800000
+GLOBL avx2cinf<>(SB), RODATA|NOPTR, $32
+
+// func softmaxF16AVX2(s *float32, n int, scale float32)
+// Requires: AVX, AVX2, F16C, FMA3, SSE, SSE2
+TEXT ·softmaxF16AVX2(SB), NOSPLIT, $0-20
+	MOVQ         s+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVSS        scale+16(FP), X0
+	VBROADCASTSS X0, Y0
+	VMOVAPS      avx2cminf<>+0(SB), Y1
+	MOVQ         AX, DX
+	MOVQ         CX, BX
+
+scale:
+	VMOVQ        BX, X2
+	VPBROADCASTD X2, Y2
+	VPCMPGTD     f16iota<>+0(SB), Y2, Y3
+	VPCMPGTD     f16iota<>+32(SB), Y2, Y2
+	VMASKMOVPS   (DX), Y3, Y6
+	VMULPS       Y0, Y6, Y6
+	VMASKMOVPS   Y6, Y3, (DX)
+	VMOVAPS      avx2cminf<>+0(SB), Y7
+	VBLENDVPS    Y3, Y6, Y7, Y7
+	VMAXPS       Y7, Y1, Y1
+	VMASKMOVPS   32(DX), Y2, Y3
+	VMULPS       Y0, Y3, Y3
+	VMASKMOVPS   Y3, Y2, 32(DX)
+	VMOVAPS      avx2cminf<>+0(SB), Y6
+	VBLENDVPS    Y2, Y3, Y6, Y6
+	VMAXPS       Y6, Y1, Y1
+	ADDQ         $0x40, DX
+	SUBQ         $0x10, BX
+	JG           scale
+	VEXTRACTF128 $0x01, Y1, X0
+	VMAXPS       X0, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VMAXPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VMAXSS       X0, X1, X1
+	VBROADCASTSS X1, Y1
+	VXORPD       X0, X0, X0
+	MOVQ         AX, DX
+	MOVQ         CX, BX
+
+exp:
+	VMOVQ        BX, X2
+	VPBROADCASTD X2, Y2
+	VPCMPGTD     f16iota<>+0(SB), Y2, Y3
+	VPCMPGTD     f16iota<>+32(SB), Y2, Y2
+	VMASKMOVPS   (DX), Y3, Y6
+	VSUBPS       Y1, Y6, Y6
+	VMOVAPS      avx2cshifter<>+0(SB), Y7
+	VFMADD231PS  avx2clog2e<>+0(SB), Y6, Y7
+	VSUBPS       avx2cshifter<>+0(SB), Y7, Y7
+	VMOVAPS      Y6, Y6
+	VFNMADD231PS avx2cln2hi<>+0(SB), Y7, Y6
+	VFNMADD231PS avx2cln2lo<>+0(SB), Y7, Y6
+	VMULPS       Y6, Y6, Y8
+	VMOVAPS      avx2cc1<>+0(SB), Y9
+	VFMADD231PS  avx2cc0<>+0(SB), Y6, Y9
+	VMOVAPS      avx2cc3<>+0(SB), Y10
+	VFMADD231PS  avx2cc2<>+0(SB), Y6, Y10
+	VFMADD213PS  Y10, Y8, Y9
+	VMOVAPS      avx2cone<>+0(SB), Y10
+	VFMADD231PS  avx2cc4<>+0(SB), Y6, Y10
+	VFMADD213PS  Y10, Y8, Y9
+	VCMPPS       $0x1e, avx2c127<>+0(SB), Y7, Y6
+	VANDPS       avx2c96<>+0(SB), Y6, Y6
+	VCMPPS       $0x11, avx2cm126<>+0(SB), Y7, Y8
+	VANDPS       avx2cm96<>+0(SB), Y8, Y8
+	VORPS        Y8, Y6, Y6
+	VSUBPS       Y6, Y7, Y8
+	VCVTPS2DQ    Y8, Y8
+	VPADDD       avx2cbias<>+0(SB), Y8, Y8
+	VPSLLD       $0x17, Y8, Y8
+	VCVTPS2DQ    Y6, Y6
+	VPADDD       avx2cbias<>+0(SB), Y6, Y6
+	VPSLLD       $0x17, Y6, Y6
+	VMULPS       Y8, Y9, Y9
+	VMULPS       Y6, Y9, Y9
+	VANDPS       avx2cabs<>+0(SB), Y7, Y6
+	VCMPPS       $0x1e, avx2c192<>+0(SB), Y6, Y6
+	VXORPS       Y8, Y8, Y8
+	VCMPPS       $0x1e, Y8, Y7, Y8
+	VANDPS       avx2cinf<>+0(SB), Y8, Y8
+	VBLENDVPS    Y6, Y8, Y9, Y9
+	VANDPS       Y3, Y9, Y9
+	VMASKMOVPS   Y9, Y3, (DX)
+	VMASKMOVPS   32(DX), Y2, Y3
+	VSUBPS       Y1, Y3, Y3
+	VMOVAPS      avx2cshifter<>+0(SB), Y6
+	VFMADD231PS  avx2clog2e<>+0(SB), Y3, Y6
+	VSUBPS       avx2cshifter<>+0(SB), Y6, Y6
+	VMOVAPS      Y3, Y3
+	VFNMADD231PS avx2cln2hi<>+0(SB), Y6, Y3
+	VFNMADD231PS avx2cln2lo<>+0(SB), Y6, Y3
+	VMULPS       Y3, Y3, Y7
+	VMOVAPS      avx2cc1<>+0(SB), Y8
+	VFMADD231PS  avx2cc0<>+0(SB), Y3, Y8
+	VMOVAPS      avx2cc3<>+0(SB), Y10
+	VFMADD231PS  avx2cc2<>+0(SB), Y3, Y10
+	VFMADD213PS  Y10, Y7, Y8
+	VMOVAPS      avx2cone<>+0(SB), Y10
+	VFMADD231PS  avx2cc4<>+0(SB), Y3, Y10
+	VFMADD213PS  Y10, Y7, Y8
+	VCMPPS       $0x1e, avx2c127<>+0(SB), Y6, Y3
+	VANDPS       avx2c96<>+0(SB), Y3, Y3
+	VCMPPS       $0x11, avx2cm126<>+0(SB), Y6, Y7
+	VANDPS       avx2cm96<>+0(SB), Y7, Y7
+	VORPS        Y7, Y3, Y3
+	VSUBPS       Y3, Y6, Y7
+	VCVTPS2DQ    Y7, Y7
+	VPADDD       avx2cbias<>+0(SB), Y7, Y7
+	VPSLLD       $0x17, Y7, Y7
+	VCVTPS2DQ    Y3, Y3
+	VPADDD       avx2cbias<>+0(SB), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMULPS       Y7, Y8, Y8
+	VMULPS       Y3, Y8, Y8
+	VANDPS       avx2cabs<>+0(SB), Y6, Y3
+	VCMPPS       $0x1e, avx2c192<>+0(SB), Y3, Y3
+	VXORPS       Y7, Y7, Y7
+	VCMPPS       $0x1e, Y7, Y6, Y7
+	VANDPS       avx2cinf<>+0(SB), Y7, Y7
+	VBLENDVPS    Y3, Y7, Y8, Y8
+	VANDPS       Y2, Y8, Y8
+	VMASKMOVPS   Y8, Y2, 32(DX)
+	VADDPS       Y8, Y9, Y9
+	VEXTRACTF128 $0x01, Y9, X2
+	VADDPS       X2, X9, X9
+	VMOVHLPS     X9, X9, X2
+	VADDPS       X2, X9, X9
+	VMOVSHDUP    X9, X2
+	VADDSS       X2, X9, X9
+	VCVTSS2SD    X9, X4, X4
+	VADDSD       X4, X0, X0
+	ADDQ         $0x40, DX
+	SUBQ         $0x10, BX
+	JG           exp
+	MOVQ         $0x3ff0000000000000, DX
+	MOVQ         DX, X1
+	VDIVSD       X0, X1, X1
+	VCVTSD2SS    X1, X5, X5
+	VBROADCASTSS X5, Y5
+	MOVQ         AX, DX
+	MOVQ         CX, BX
+
+norm:
+	VMOVQ        BX, X0
+	VPBROADCASTD X0, Y0
+	VPCMPGTD     f16iota<>+0(SB), Y0, Y1
+	VPCMPGTD     f16iota<>+32(SB), Y0, Y0
+	VMASKMOVPS   (DX), Y1, Y2
+	VMULPS       Y5, Y2, Y2
+	VCVTPS2PH    $0x00, Y2, X2
+	VCVTPH2PS    X2, Y2
+	VMASKMOVPS   Y2, Y1, (DX)
+	VMASKMOVPS   32(DX), Y0, Y1
+	VMULPS       Y5, Y1, Y1
+	VCVTPS2PH    $0x00, Y1, X1
+	VCVTPH2PS    X1, Y1
+	VMASKMOVPS   Y1, Y0, 32(DX)
+	ADDQ         $0x40, DX
+	SUBQ         $0x10, BX
+	JG           norm
+	VZEROUPPER
+	RET
+
+DATA avx2cminf<>+0(SB)/4, $0xff800000
+DATA avx2cminf<>+4(SB)/4, $0xff800000
+DATA avx2cminf<>+8(SB)/4, $0xff800000
+DATA avx2cminf<>+12(SB)/4, $0xff800000
+DATA avx2cminf<>+16(SB)/4, $0xff800000
+DATA avx2cminf<>+20(SB)/4, $0xff800000
+DATA avx2cminf<>+24(SB)/4, $0xff800000
+DATA avx2cminf<>+28(SB)/4, $0xff800000
+GLOBL avx2cminf<>(SB), RODATA|NOPTR, $32
+
+// func quantizeQ8_0AVX2(x *float32, blocks int, dst *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·quantizeQ8_0AVX2(SB), NOSPLIT, $0-24
+	MOVQ    x+0(FP), AX
+	MOVQ    blocks+8(FP), CX
+	MOVQ    dst+16(FP), DX
+	MOVL    $0x42fe0000, BX
+	VMOVD   BX, X0
+	VXORPS  X1, X1, X1
+	VMOVDQU q8avx2perm<>+0(SB), Y2
+
+qblock:
+	VMOVUPS      (AX), Y3
+	VMOVUPS      32(AX), Y4
+	VMOVUPS      64(AX), Y5
+	VMOVUPS      96(AX), Y6
+	VANDPS       avx2cabs<>+0(SB), Y3, Y7
+	VANDPS       avx2cabs<>+0(SB), Y4, Y8
+	VMAXPS       Y8, Y7, Y7
+	VANDPS       avx2cabs<>+0(SB), Y5, Y8
+	VMAXPS       Y8, Y7, Y7
+	VANDPS       avx2cabs<>+0(SB), Y6, Y8
+	VMAXPS       Y8, Y7, Y7
+	VEXTRACTF128 $0x01, Y7, X8
+	VMAXPS       X8, X7, X7
+	VMOVHLPS     X7, X7, X8
+	VMAXPS       X8, X7, X7
+	VMOVSHDUP    X7, X8
+	VMAXSS       X8, X7, X7
+	VDIVSS       X0, X7, X8
+	VCVTPS2PH    $0x00, X8, X8
+	VPEXTRW      $0x00, X8, (DX)
+	VXORPS       Y8, Y8, Y8
+	VUCOMISS     X1, X7
+	JE           scaled
+	VDIVSS       X7, X0, X8
+
+scaled:
+	VBROADCASTSS X8, Y8
+	VMULPS       Y8, Y3, Y3
+	VCVTPS2DQ    Y3, Y3
+	VMULPS       Y8, Y4, Y4
+	VCVTPS2DQ    Y4, Y4
+	VMULPS       Y8, Y5, Y5
+	VCVTPS2DQ    Y5, Y5
+	VMULPS       Y8, Y6, Y6
+	VCVTPS2DQ    Y6, Y6
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSDW    Y6, Y5, Y5
+	VPACKSSWB    Y5, Y3, Y3
+	VPERMD       Y3, Y2, Y3
+	VMOVDQU      Y3, 2(DX)
+	ADDQ         $0x80, AX
+	ADDQ         $0x22, DX
+	DECQ         CX
+	JNZ          qblock
+	VZEROUPPER
+	RET
+
+// func f32ToF16sAVX2(src *float32, chunks int, dst *uint16)
+// Requires: AVX, F16C
+TEXT ·f32ToF16sAVX2(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), AX
+	MOVQ chunks+8(FP), CX
+	MOVQ dst+16(FP), DX
+
+f32ToF16sAVX2chunk:
+	VMOVUPS   (AX), Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVDQU   X0, (DX)
+	ADDQ      $0x10, DX
+	ADDQ      $0x20, AX
+	DECQ      CX
+	JNZ       f32ToF16sAVX2chunk
+	VZEROUPPER
+	RET
+
+// func roundF16sAVX2(src *float32, chunks int, dst *float32)
+// Requires: AVX, F16C
+TEXT ·roundF16sAVX2(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), AX
+	MOVQ chunks+8(FP), CX
+	MOVQ dst+16(FP), DX
+
+roundF16sAVX2chunk:
+	VMOVUPS   (AX), Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VCVTPH2PS X0, Y0
+	VMOVUPS   Y0, (DX)
+	ADDQ      $0x20, DX
+	ADDQ      $0x20, AX
+	DECQ      CX
+	JNZ       roundF16sAVX2chunk
+	VZEROUPPER
+	RET
+
 // func quantizeQ8_0(x *float32, blocks int, dst *byte)
 // Requires: AVX, AVX512DQ, AVX512F, F16C
 TEXT ·quantizeQ8_0(SB), NOSPLIT, $0-24

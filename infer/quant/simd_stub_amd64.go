@@ -137,6 +137,56 @@ func dotsF16Vec(x *float32, h *uint16, stride int, n int, chunks int, out *float
 //go:noescape
 func weightedSumF16Vec(p *float32, h *uint16, stride int, n int, chunks int, out *float32)
 
+// dotsF16AVX2 is dotsF16 with AVX2.
+//
+//go:noescape
+func dotsF16AVX2(x *float32, h *uint16, stride int, n int, chunks int, out *float32)
+
+// weightedSumF16AVX2 sets out (8·chunks floats) to Σ_t p[t]·row t of h (f16, stride elements apart), t < n, as weightedSumF16 does.
+//
+//go:noescape
+func weightedSumF16AVX2(p *float32, h *uint16, stride int, n int, chunks int, out *float32)
+
+// weightedSumF16TAVX2 is weightedSumF16T with AVX2: out[r] = Σ_t p[t]·h[r·stride+t] over 16·full + tail positions, h holding hlen elements.
+//
+//go:noescape
+func weightedSumF16TAVX2(p *float32, h *uint16, hlen int, stride int, full int, tail int, rows int, out *float32)
+
+// dotsF16VecAVX2 is dotsF16Vec with AVX2.
+//
+//go:noescape
+func dotsF16VecAVX2(x *float32, h *uint16, stride int, n int, chunks int, out *float32)
+
+// weightedSumF16VecAVX2 sets out (8·chunks floats) to Σ_t p[t]·row t of h (f16, stride elements apart), t < n, as weightedSumF16Vec does.
+//
+//go:noescape
+func weightedSumF16VecAVX2(p *float32, h *uint16, stride int, n int, chunks int, out *float32)
+
+// swigluAVX2 sets 16·blocks floats of dst to silu(gate)·up, as swiglu does.
+//
+//go:noescape
+func swigluAVX2(dst *float32, gate *float32, up *float32, blocks int)
+
+// softmaxF16AVX2 is softmaxF16 with AVX2.
+//
+//go:noescape
+func softmaxF16AVX2(s *float32, n int, scale float32)
+
+// quantizeQ8_0AVX2 is quantizeQ8_0 with AVX2.
+//
+//go:noescape
+func quantizeQ8_0AVX2(x *float32, blocks int, dst *byte)
+
+// f32ToF16sAVX2 converts 8·chunks floats at src to f16 bits at dst.
+//
+//go:noescape
+func f32ToF16sAVX2(src *float32, chunks int, dst *uint16)
+
+// roundF16sAVX2 rounds 8·chunks floats at src to f16 precision into dst.
+//
+//go:noescape
+func roundF16sAVX2(src *float32, chunks int, dst *float32)
+
 // quantizeQ8_0 quantizes blocks×32 floats at x into Q8_0 blocks at dst.
 //
 //go:noescape

@@ -153,6 +153,8 @@ func main() {
 	firstAbove("firstNLE", 0x19, "!(x[i] ≤ thr) (NaN always)")
 	dotsF16Vec()
 	weightedSumF16Vec()
+	f16AVX2Kernels()
+	miscAVX2()
 	quantizeQ8_0()
 	swiglu()
 	softmaxF16()

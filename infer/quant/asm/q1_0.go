@@ -42,7 +42,10 @@ func q1_0Main() {
 	q1_0Kernel(1, []int{1, 2, 3})
 	q1_0Kernel(2, []int{1, 3})
 	q1_0PairKernel(4, []int{1, 2, 3})
-	q1_0AVX2Kernel(1)
+	q1_0AVX2Data()
+	for _, T := range []int{1, 2, 3, 4} {
+		q1_0AVX2Kernel(T)
+	}
 	Generate()
 }
 
@@ -502,131 +505,212 @@ func q1_0PairKernel(T int, fmaAdds []int) {
 	RET()
 }
 
-// q1_0AVX2Kernel generates q1_0x8avx2t<T>, q1_0Kernel for CPUs with AVX2
-// and FMA but not AVX-512: 8 rows (one half of each packed group: w points
-// at rows 0–7's dwords, +32 for rows 8–15, sc at their scales) with the
-// same tiles and flags. VPERMPS on ymm indexes 8 entries, so a 16-entry
-// lookup is two (entries 0–7 and 8–15, the table's two halves) and a
-// VBLENDVPS on bit 3 of the pattern, shifted into the sign bit.
+var q1NegOne Mem
+
+// q1_0AVX2Data emits the AVX2 kernels' constant: eight −1.0.
+func q1_0AVX2Data() {
+	q1NegOne = GLOBL("q1negone", attr.RODATA|attr.NOPTR)
+	for i := 0; i < 8; i++ {
+		DATA(4*i, U32(0xbf800000))
+	}
+}
+
+// q1_0AVX2Kernel generates q1_0x16avx2t<T>, q1_0Kernel for CPUs with AVX2
+// and FMA but not AVX-512, over the same tiles and flags, with one change
+// of layout (repack.go's q1AVX2Nibbles): a pattern n whose bit 3 is set is
+// stored as n XOR 7. VPERMPS on a YMM reads 3 bits of each index, so it
+// looks up entries 0–7 of a group's table, the patterns whose column 3
+// weight is −1; the other patterns are their complements, whose product is
+// the negation (d_x·Σ±q with every sign flipped): entry (n XOR 15) mod 8
+// = (n mod 8) XOR 7 is what the stored index reads for such an n, and
+// bit 3, moved to the sign bit, turns the FMA's factor from +1 into −1
+// (p·±1 is exact, so each FMA rounds as ggml's add does).
+//
+// With more than one token, the index and the sign of nibble l come from
+// unaligned loads (one shift per lane instead of two), which read up to 3
+// bytes before a block: the packed copy has padding in front.
+//
+// A group's two 8-row halves (rows 0–7 at w, rows 8–15 32 bytes on) run
+// one after the other over the tile, so the second reads the weights from
+// L1. One token keeps the eight lanes' accumulators of a half in
+// registers; more tokens run the tile once per lane, T accumulators
+// each, so that the T tokens share each lane's index and sign. Between
+// tiles and lanes the accumulators wait in acc (16 lanes × T ymm per
+// group: half h, lane l, token t at 32·((8h+l)·T+t)).
 func q1_0AVX2Kernel(T int) {
-	name := fmt.Sprintf("q1_0x8avx2t%d", T)
-	TEXT(name, NOSPLIT, "func(w *byte, sc *byte, wstride int, groups int, blocks int, tab *byte, tstride int, acc *float32, flags int, y *float32, ldy int)")
-	Doc(fmt.Sprintf("%s computes groups × 8 rows × %d tokens of a Q1_0 · Q8_0 product over one tile of blocks with AVX2 (see asm/q1_0.go).", name, T))
+	name := fmt.Sprintf("q1_0x16avx2t%d", T)
+	TEXT(name, NOSPLIT, "func(w *byte, wstride int, groups int, blocks int, tab *byte, tstride int, acc *float32, flags int, y *float32, ldy int, pf int)")
+	Doc(fmt.Sprintf("%s computes groups × 16 rows × %d tokens of a Q1_0 · Q8_0 product over one tile of blocks with AVX2 (see asm/q1_0.go).", name, T))
 	Pragma("noescape")
-	w := Load(Param("w"), GP64())
-	sc := Load(Param("sc"), GP64())
-	groups := Load(Param("groups"), GP64())
-	accp := Load(Param("acc"), GP64())
-	y := Load(Param("y"), GP64())
-
-	a := make([][]reg.VecVirtual, 8)
-	for l := range a {
-		a[l] = make([]reg.VecVirtual, T)
-		for t := range a[l] {
-			a[l][t] = YMM()
-		}
+	slot := func(accp reg.Register, h, l, t int) Mem { return Mem{Base: accp, Disp: 32 * ((8*h+l)*T + t)} }
+	one := YMM()
+	c := GP32()
+	MOVL(U32(0x3f800000), c)
+	VMOVD(c, one.AsX())
+	VPBROADCASTD(one.AsX(), one)
+	var negOne Op = q1NegOne
+	if T == 1 { // a register to spare: one load less per lookup
+		r := YMM()
+		VMOVUPS(q1NegOne, r)
+		negOne = r
 	}
-	Label("group")
-	flags := Load(Param("flags"), GP64())
-	TESTQ(U32(1), flags)
-	JZ(LabelRef("load"))
-	for l := range a {
-		for t := range a[l] {
-			VXORPS(a[l][t], a[l][t], a[l][t])
-		}
-	}
-	JMP(LabelRef("blocks"))
-	Label("load")
-	for l := range a {
-		for t := range a[l] {
-			VMOVUPS(Mem{Base: accp, Disp: 32 * (T*l + t)}, a[l][t])
-		}
-	}
-	Label("blocks")
-	wp, sp, n := GP64(), GP64(), Load(Param("blocks"), GP64())
-	MOVQ(w, wp)
-	MOVQ(sc, sp)
-	tp := make([]reg.Register, T)
-	tp[0] = Load(Param("tab"), GP64())
+	passes := [][]int{{0, 1, 2, 3, 4, 5, 6, 7}}
 	if T > 1 {
-		ts := Load(Param("tstride"), GP64())
-		for t := 1; t < T; t++ {
-			tp[t] = GP64()
-			LEAQ(Mem{Base: tp[t-1], Index: ts, Scale: 1}, tp[t])
-		}
+		passes = [][]int{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}
 	}
-	Label("block")
-	dw := YMM()
-	VCVTPH2PS(Mem{Base: sp}, dw)
-	for l := 0; l < 8; l++ {
-		blk := make([]reg.VecVirtual, T)
-		for k := 0; k < 4; k++ {
-			idx, sel := YMM(), YMM()
-			VMOVDQU(Mem{Base: wp, Disp: 64 * k}, idx)
-			VPSLLD(U8(28-4*l), idx, sel)
-			if l > 0 {
-				VPSRLD(U8(4*l), idx, idx)
-			}
-			for t := 0; t < T; t++ {
-				m := Mem{Base: tp[t], Disp: 64 * (8*k + l)}
-				lo, hi := YMM(), YMM()
-				VPERMPS(m, idx, lo)
-				VPERMPS(m.Offset(32), idx, hi)
-				VBLENDVPS(sel, hi, lo, lo)
-				if k == 0 {
-					blk[t] = lo
-					continue
-				}
-				VADDPS(lo, blk[t], blk[t])
-			}
-		}
-		for t := 0; t < T; t++ {
-			VFMADD231PS(blk[t], dw, a[l][t])
-		}
-	}
-	ADDQ(U32(288), wp)
-	ADDQ(U32(288), sp)
-	for t := range tp {
-		ADDQ(U32(2048), tp[t])
-	}
-	DECQ(n)
-	JNZ(LabelRef("block"))
 
-	flags = Load(Param("flags"), GP64())
-	TESTQ(U32(2), flags)
-	JNZ(LabelRef("reduce"))
-	for l := range a {
-		for t := range a[l] {
-			VMOVUPS(a[l][t], Mem{Base: accp, Disp: 32 * (T*l + t)})
+	Label("group")
+	for h := range 2 {
+		for pi, lanes := range passes {
+			lbl := func(s string) string { return fmt.Sprintf("%s%d_%d", s, h, pi) }
+			accp := Load(Param("acc"), GP64())
+			a := map[int][]reg.VecVirtual{}
+			for _, l := range lanes {
+				a[l] = make([]reg.VecVirtual, T)
+				for t := range a[l] {
+					a[l][t] = YMM()
+				}
+			}
+			flags := Load(Param("flags"), GP64())
+			TESTQ(U32(1), flags)
+			JZ(LabelRef(lbl("load")))
+			for _, l := range lanes {
+				for _, v := range a[l] {
+					VXORPS(v, v, v)
+				}
+			}
+			JMP(LabelRef(lbl("blocks")))
+			Label(lbl("load"))
+			for _, l := range lanes {
+				for t, v := range a[l] {
+					VMOVUPS(slot(accp, h, l, t), v)
+				}
+			}
+			Label(lbl("blocks"))
+			wp, n := Load(Param("w"), GP64()), Load(Param("blocks"), GP64())
+			if h == 1 {
+				ADDQ(U8(32), wp)
+			}
+			tp := make([]reg.Register, T)
+			tp[0] = Load(Param("tab"), GP64())
+			if T > 1 {
+				ts := Load(Param("tstride"), GP64())
+				for t := 1; t < T; t++ {
+					tp[t] = GP64()
+					LEAQ(Mem{Base: tp[t-1], Index: ts, Scale: 1}, tp[t])
+				}
+			}
+			var pf reg.Register
+			if h == 0 && pi == 0 {
+				pf = Load(Param("pf"), GP64())
+			}
+			Label(lbl("block"))
+			if pf != nil {
+				for off := 0; off < 288; off += 64 {
+					PREFETCHT0(Mem{Base: wp, Index: pf, Scale: 1, Disp: off})
+				}
+			}
+			dw := YMM()
+			VCVTPH2PS(Mem{Base: wp, Disp: 256 - 16*h}, dw) // this half's 8 scales
+			for _, l := range lanes {
+				blk := make([]reg.VecVirtual, T)
+				for k := 0; k < 4; k++ {
+					// One token, bound by loads: the chunk's dwords,
+					// shifted for the index and the sign. More tokens,
+					// bound by shifts: nibble l is in byte l/2 of its
+					// row's dword, and a load l/2 bytes on puts that byte
+					// lowest, one l/2−3 bytes on (the bytes before a
+					// block are the previous block's, or the padding
+					// before the first) highest.
+					idx, sgn := YMM(), YMM()
+					if T == 1 {
+						VMOVDQU(Mem{Base: wp, Disp: 64 * k}, idx)
+						VPSLLD(U8(28-4*l), idx, sgn)
+						if l > 0 {
+							VPSRLD(U8(4*l), idx, idx)
+						}
+					} else {
+						VMOVDQU(Mem{Base: wp, Disp: 64*k + l/2}, idx)
+						if l%2 == 0 {
+							VPSLLD(U8(28), idx, sgn) // bit 3 to the sign
+						} else {
+							VMOVDQU(Mem{Base: wp, Disp: 64*k + l/2 - 3}, sgn) // bit 7 is the sign
+							VPSRLD(U8(4), idx, idx)
+						}
+					}
+					VBLENDVPS(sgn, negOne, one, sgn)
+					for t := 0; t < T; t++ {
+						m := Mem{Base: tp[t], Disp: 64 * (8*k + l)}
+						if k == 0 {
+							blk[t] = YMM()
+							VPERMPS(m, idx, blk[t])
+							VMULPS(sgn, blk[t], blk[t])
+							continue
+						}
+						p := YMM()
+						VPERMPS(m, idx, p)
+						VFMADD231PS(p, sgn, blk[t])
+					}
+				}
+				for t := 0; t < T; t++ {
+					VFMADD231PS(blk[t], dw, a[l][t])
+				}
+			}
+			ADDQ(U32(288), wp)
+			for t := range tp {
+				ADDQ(U32(2048), tp[t])
+			}
+			DECQ(n)
+			JNZ(LabelRef(lbl("block")))
+			for _, l := range lanes {
+				for t, v := range a[l] {
+					VMOVUPS(v, slot(accp, h, l, t))
+				}
+			}
 		}
 	}
-	JMP(LabelRef("next"))
-	Label("reduce")
+
+	accp := Load(Param("acc"), GP64())
+	flags := Load(Param("flags"), GP64())
+	TESTQ(U32(2), flags)
+	JZ(LabelRef("next"))
+	// hsum_float_8's tree over the lanes, per half and token.
+	y := Load(Param("y"), GP64())
+	ldy := Load(Param("ldy"), GP64())
 	out := GP64()
 	MOVQ(y, out)
-	ldy := Load(Param("ldy"), GP64())
 	for t := 0; t < T; t++ {
-		VADDPS(a[4][t], a[0][t], a[0][t])
-		VADDPS(a[6][t], a[2][t], a[2][t])
-		VADDPS(a[2][t], a[0][t], a[0][t])
-		VADDPS(a[5][t], a[1][t], a[1][t])
-		VADDPS(a[7][t], a[3][t], a[3][t])
-		VADDPS(a[3][t], a[1][t], a[1][t])
-		VADDPS(a[1][t], a[0][t], a[0][t])
-		VMOVUPS(a[0][t], Mem{Base: out})
+		for h := range 2 {
+			s := make([]reg.VecVirtual, 8)
+			for l := range s {
+				s[l] = YMM()
+				VMOVUPS(slot(accp, h, l, t), s[l])
+			}
+			VADDPS(s[4], s[0], s[0])
+			VADDPS(s[6], s[2], s[2])
+			VADDPS(s[2], s[0], s[0])
+			VADDPS(s[5], s[1], s[1])
+			VADDPS(s[7], s[3], s[3])
+			VADDPS(s[3], s[1], s[1])
+			VADDPS(s[1], s[0], s[0])
+			VMOVUPS(s[0], Mem{Base: out, Disp: 32 * h})
+		}
 		if t+1 < T {
 			ADDQ(ldy, out)
 		}
 	}
-	// The next group's half starts 16 rows on: this call writes only
-	// rows 8h…8h+7 of each group.
 	ADDQ(U8(64), y)
+	Store(y, Param("y"))
 	Label("next")
-	ADDQ(U32(32*8*T), accp)
+	ADDQ(U32(512*T), accp)
+	Store(accp, Param("acc"))
+	w := Load(Param("w"), GP64())
 	wstride := Load(Param("wstride"), GP64())
 	ADDQ(wstride, w)
-	ADDQ(wstride, sc)
+	Store(w, Param("w"))
+	groups := Load(Param("groups"), GP64())
 	DECQ(groups)
+	Store(groups, Param("groups"))
 	JNZ(LabelRef("group"))
 	VZEROUPPER()
 	RET()
