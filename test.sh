@@ -7,6 +7,7 @@
 #      amd64 and arm64;
 #   3. go test ./... (parity tests included: against stored llama.cpp
 #      goldens, and live against llama.cpp where the oracle is installed),
+#      parity again with the AVX2 kernels (AVX-512 off) on an AVX2 CPU,
 #      then infer/quant's and infer/cpu's tests built for arm64 and run
 #      under qemu-aarch64 (the NEON kernels), where it is installed;
 #   4. every fuzz target for FUZZTIME each (default 30s).
@@ -39,6 +40,13 @@ done
 
 step go test
 go test -timeout "$timeout" ./...
+
+# Parity again with bonsai's AVX-512 kernels off, where the CPU has AVX2:
+# the kernels most desktops run must match llama.cpp as the default ones do.
+if grep -qw avx2 /proc/cpuinfo 2>/dev/null; then
+	step "parity with --cpu-features avx2"
+	go test -count=1 -timeout "$timeout" ./infer/parity -args -cpu-features avx2
+fi
 
 # The NEON kernels, on an x86 machine: the arm64 test binaries under
 # qemu-user (emulating a CPU with the dot-product extension; the tests

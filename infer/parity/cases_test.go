@@ -14,10 +14,15 @@ import (
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer/quant"
 	"github.com/bonsai-chat/bonsai/infer/synth"
 )
 
 var update = flag.Bool("update", false, "ask the llama.cpp oracle anew and rewrite the golden files in testdata/")
+
+// cpuFeatures caps bonsai's CPU kernels, so that parity is checked for the
+// AVX2 and portable paths too (test.sh runs it with avx2).
+var cpuFeatures = flag.String("cpu-features", "all", "bonsai's CPU kernels: all, avx2 (AVX-512 off) or portable")
 
 // Generation parameters shared by every case.
 const (
@@ -189,6 +194,14 @@ func modelFile(t *testing.T, o synth.Options) (path, sum string) {
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	f, err := quant.ParseFeatures(*cpuFeatures)
+	if err == nil {
+		err = quant.SetFeatures(f)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "parity:", err)
+		os.Exit(2)
+	}
 	code := m.Run()
 	if models.dir != "" {
 		os.RemoveAll(models.dir)
