@@ -1940,6 +1940,17 @@ func (b *Backend) attnBuffers(q *tensor, a infer.Attn, rows int, scores bool) bo
 	return true
 }
 
+// takesPrologue reports whether attention a into dst can take p, its
+// pending q/k norm+RoPE and KV store, into its own passes: the shapes agree
+// with the cache and nothing aliases or waits on q, k or v.
+func (b *Backend) takesPrologue(dst *tensor, p *pendingQK, a infer.Attn) bool {
+	s := b.kv.spec
+	q, k, v := p.q, p.k, p.v
+	return a.Heads > 0 && a.KVHeads > 0 && a.Heads%a.KVHeads == 0 && a.KVHeads == s.KVHeads && a.HeadDim == s.HeadDim &&
+		q.cols == a.Heads*a.HeadDim && dst.cols == q.cols && dst != q && dst != k && dst != v && p.pq.r.HeadDim == a.HeadDim &&
+		b.lazyOf(q) == nil && b.lazyOf(k) == nil && b.lazyOf(v) == nil
+}
+
 // attnQK encodes a decode layer's deferred q/k norm+Rope and KV store
 // with its attention (p's q): attn_qk (prologue and pass 1, keeping the
 // scores), attn_pv on those scores, attn_sum. q and k are left un-rotated
@@ -1949,9 +1960,7 @@ func (b *Backend) attnQK(dst *tensor, p *pendingQK, a infer.Attn) bool {
 	s := b.kv.spec
 	q, k, v := p.q, p.k, p.v
 	wg, tile, ok := b.attnParams(a)
-	if !ok || a.Heads <= 0 || a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 || a.KVHeads != s.KVHeads || a.HeadDim != s.HeadDim ||
-		q.cols != a.Heads*a.HeadDim || dst.cols != q.cols || dst == q || dst == k || dst == v || p.pq.r.HeadDim != a.HeadDim ||
-		b.lazyOf(q) != nil || b.lazyOf(k) != nil || b.lazyOf(v) != nil {
+	if !ok || !b.takesPrologue(dst, p, a) {
 		return false
 	}
 	b.flushMatVec()
@@ -2044,9 +2053,7 @@ func (b *Backend) attnHead(dst *tensor, p *pendingQK, a infer.Attn) bool {
 	kc, vc, off := b.kvBind(p.layer)
 	maxPos := b.attnHeadMax(tile, a.HeadDim)
 	if !ok || b.batch.Pos+1 > maxPos || a.HeadDim%8 != 0 || off%4 != 0 || wg > int(b.d.Limits.MaxComputeInvocationsPerWorkgroup) ||
-		a.Heads <= 0 || a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 || a.KVHeads != s.KVHeads || a.HeadDim != s.HeadDim ||
-		q.cols != a.Heads*a.HeadDim || dst.cols != q.cols || dst == q || dst == k || dst == v || p.pq.r.HeadDim != a.HeadDim ||
-		b.lazyOf(q) != nil || b.lazyOf(k) != nil || b.lazyOf(v) != nil {
+		!b.takesPrologue(dst, p, a) {
 		return false
 	}
 	b.flushMatVec()

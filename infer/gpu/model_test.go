@@ -368,7 +368,7 @@ func TestDecoderChainsGreedySteps(t *testing.T) {
 	if infer.NewSequence(m).NewChain() == nil {
 		t.Fatal("no chain on a Q1_0 Qwen3 model on the GPU")
 	}
-	chained := 0 // steps that ran chained (no logits on the host)
+	chained := 0             // steps that ran chained (no logits on the host)
 	var drafter spec.Drafter // prompt lookup in the last case
 	passes := 0              // its verify passes
 	reply := func(seq *infer.Sequence, p sample.Params, chain func(i int) bool, n int) ([]int32, int) {
