@@ -11,6 +11,8 @@
 #   8b-pp   8B: pp512
 #   final   old (BONSAI_OLD_GZ, unpacked by build or models) and new bonsai beside llama.cpp at 16
 #           threads (8B tg128 twice, 1.7B tg128 and pp512, 8B pp512), then 8B tg128 at 8, 4, 2, 1
+#   variants  bonsai, the binaries /tmp/b-NAME for NAME in VARIANTS and llama.cpp, 8B tg128 at 16
+#           threads, 3 rounds
 #   models  bonsai and the two models only (no llama-bench), for profile
 #   profile bonsai alone at 16 threads (1.7B pp512, 8B tg128) and 4 threads (8B tg128) with
 #           --cpuprofile, the Go CPU profiles under $OUT (prof-MODEL-TEST-tTHREADS.pb.gz)
@@ -31,10 +33,10 @@ one() {
 	tg) args=(-p 0 -n 128); reps=${REPS:-2} ;;
 	pp) args=(-p 512 -n 0); reps=${REPS:-1} ;;
 	esac
-	if [ "$prog" = bonsai ] || [ "$prog" = old ]; then
+	if [ "$prog" != llama ]; then
 		extra=() bin=/tmp/b
 		[ "$test" = tg ] && extra=(--membw)
-		[ "$prog" = old ] && bin=/tmp/b-old
+		[ "$prog" != bonsai ] && bin=/tmp/b-$prog
 		out=$(timeout 280 $bin bench --model "$m" --backend cpu --threads "$n" "${args[@]}" -r "$reps" "${extra[@]}" 2>&1)
 		echo "$out" | grep -E "^\| .*(tg|pp)[0-9]|^read bandwidth" | sed "s/^/$(printf %-9s "$prog") t=$n /"
 	else
@@ -110,6 +112,13 @@ build)
 8b-pp)
 	sweep 8.gguf pp
 	t done ;;
+variants)
+	# VARIANTS (binaries /tmp/b-NAME) beside bonsai and llama.cpp: 8B tg128 at 16 threads, 3 rounds
+	for r in 1 2 3; do
+		t "8B tg128, 16 threads, round $r"
+		for p in bonsai $VARIANTS llama; do one $p 8.gguf 16 tg; done
+	done
+	t done ;;
 final)
 	# old (BONSAI_OLD_GZ) and new beside llama.cpp at 16 threads, twice, then the thread sweeps
 	for r in 1 2; do
@@ -123,5 +132,5 @@ final)
 	THREADS="8 4 2 1" sweep 8.gguf tg
 	t done ;;
 *)
-	echo "usage: cpu16.sh build|models|profile|final|1.7b|8b-tg|8b-pp"; exit 2 ;;
+	echo "usage: cpu16.sh build|models|profile|variants|final|1.7b|8b-tg|8b-pp"; exit 2 ;;
 esac
