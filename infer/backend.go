@@ -306,8 +306,9 @@ type ChainedArgmax interface {
 	// ChainToken makes the next Begin's single token the one the last
 	// chained pass's Argmax left on the device; the batch's token is then
 	// a placeholder.
-	ChainToken() // ChainEmbeds reports whether a chained pass can embed its token
-	// from the embedding matrix w on the device.
+	ChainToken()
+	// ChainEmbeds reports whether a chained pass can embed its token from
+	// the embedding matrix w on the device.
 	ChainEmbeds(w Weight) bool
 }
 

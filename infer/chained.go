@@ -18,6 +18,7 @@ type Chain struct {
 	// is filled when pass j+1 is committed (or by Stop).
 	ring   [2][1]int32
 	passes int
+	tok    [1]int32 // the batch of the pass being encoded
 }
 
 // NewChain returns a chain on s, or nil where its backend or network
@@ -62,7 +63,7 @@ func (c *Chain) Next(last int32) (int32, error) {
 	}
 	// This pass runs the previous one's argmax, which its Commit reads back.
 	c.cb.ChainToken()
-	if err := c.pass(last); err != nil {
+	if err := c.pass(); err != nil {
 		return 0, c.fail(err)
 	}
 	tok := c.ring[(c.passes-2)%2][0]
@@ -73,26 +74,28 @@ func (c *Chain) Next(last int32) (int32, error) {
 // start turns chained mode on and submits the pass that runs last.
 func (c *Chain) start(last int32) error {
 	s := c.s
-	if last < 0 || int(last) >= s.m.Hparams.Vocab {
-		return fmt.Errorf("%w: token id %d outside the vocabulary of %d", ErrBadShape, last, s.m.Hparams.Vocab)
+	c.tok[0] = last
+	if err := s.m.checkIDs(c.tok[:]); err != nil {
+		return err
 	}
 	if err := c.cb.SetChained(true); err != nil {
 		return c.fail(err)
 	}
 	c.on = true
-	if err := c.pass(last); err != nil {
+	if err := c.pass(); err != nil {
 		return c.fail(err)
 	}
 	s.tokens = append(s.tokens, last)
 	return nil
 }
 
-// pass submits one chained pass at the end of the cache; tok is its token
-// unless ChainToken made it the device's.
-func (c *Chain) pass(tok int32) error {
+// pass submits one chained pass at the end of the cache; its token is
+// c.tok unless ChainToken made it the device's (c.tok is then a
+// placeholder).
+func (c *Chain) pass() error {
 	dst := c.ring[c.passes%2][:]
 	c.passes++
-	return c.q.forwardArgmax(Batch{Tokens: []int32{tok}, Pos: c.s.Len()}, dst)
+	return c.q.forwardArgmax(Batch{Tokens: c.tok[:], Pos: c.s.Len()}, dst)
 }
 
 // Stop ends chained mode, waiting for the pass in flight, and returns its
@@ -135,11 +138,7 @@ func (m *Model) GreedyChained(prompt []int32, n int) ([]int32, error) {
 		return nil, err
 	}
 	out := make([]int32, n)
-	for i, l := range m.logits {
-		if l > m.logits[out[0]] {
-			out[0] = int32(i)
-		}
-	}
+	out[0] = argmax(m.logits)
 	for i := 1; i < n-1; i++ {
 		tok, err := c.Next(out[i-1])
 		if err != nil {

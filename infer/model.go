@@ -232,10 +232,8 @@ func (m *Model) Forward(tokens []int32, pos int) error {
 	if pos < 0 || pos+len(tokens) > m.context {
 		return fmt.Errorf("%w: %d tokens at position %d exceed the context of %d", ErrContextFull, len(tokens), pos, m.context)
 	}
-	for _, id := range tokens {
-		if id < 0 || int(id) >= m.Hparams.Vocab {
-			return fmt.Errorf("%w: token id %d outside the vocabulary of %d", ErrBadShape, id, m.Hparams.Vocab)
-		}
+	if err := m.checkIDs(tokens); err != nil {
+		return err
 	}
 	if m.Recurrent() {
 		if err := m.Restore(pos); err != nil {
@@ -253,6 +251,16 @@ func (m *Model) Forward(tokens []int32, pos int) error {
 		}
 		if m.Recurrent() {
 			m.statePos = pos + end
+		}
+	}
+	return nil
+}
+
+// checkIDs rejects a token id outside the vocabulary.
+func (m *Model) checkIDs(tokens []int32) error {
+	for _, id := range tokens {
+		if id < 0 || int(id) >= m.Hparams.Vocab {
+			return fmt.Errorf("%w: token id %d outside the vocabulary of %d", ErrBadShape, id, m.Hparams.Vocab)
 		}
 	}
 	return nil

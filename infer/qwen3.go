@@ -198,7 +198,7 @@ func (n *qwen3) ffn(L qwen3Layer, x, h, gate, up Tensor) {
 // Forward runs the layers over the batch; see the type's comment for the
 // math.
 func (n *qwen3) Forward(batch Batch, logits []float32) error {
-	n.head(batch)
+	n.encode(batch)
 	n.b.Read(n.logits, logits)
 	return n.b.Commit()
 }
@@ -206,13 +206,13 @@ func (n *qwen3) Forward(batch Batch, logits []float32) error {
 // forwardArgmax is Forward leaving only the logits' argmax in best[0] (at
 // Commit; one pass late in a backend's chained mode).
 func (n *qwen3) forwardArgmax(batch Batch, best []int32) error {
-	n.head(batch)
+	n.encode(batch)
 	n.b.Argmax(n.logits, best)
 	return n.b.Commit()
 }
 
-// head begins a pass over batch and encodes it up to the logits.
-func (n *qwen3) head(batch Batch) {
+// encode begins a pass over batch and encodes it up to the logits.
+func (n *qwen3) encode(batch Batch) {
 	b, eps := n.b, n.hp.RMSEps
 	b.Begin(batch)
 	// One token is its own last row: the pass keeps the graph whose

@@ -153,19 +153,26 @@ func (m *Model) Greedy(prompt []int32, n int) ([]int32, error) {
 	}
 	out := make([]int32, 0, n)
 	for len(out) < n {
-		best := 0
-		for i, l := range m.logits {
-			if l > m.logits[best] {
-				best = i
-			}
-		}
-		out = append(out, int32(best))
+		best := argmax(m.logits)
+		out = append(out, best)
 		if len(out) == n {
 			break
 		}
-		if err := s.Append(int32(best)); err != nil {
+		if err := s.Append(best); err != nil {
 			return out, err
 		}
 	}
 	return out, nil
+}
+
+// argmax is the index of the largest logit, the first on ties (llama.cpp's
+// greedy sampler, and the GPU's Argmax).
+func argmax(logits []float32) int32 {
+	best := 0
+	for i, l := range logits {
+		if l > logits[best] {
+			best = i
+		}
+	}
+	return int32(best)
 }

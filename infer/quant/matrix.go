@@ -203,8 +203,8 @@ func (p *Pool) Quantize(a *Activations, wt gguf.Type, x []float32, n, tokens int
 			return nil
 		}
 		per := (n/qk8_0 + parts - 1) / parts * qk8_0
-		p.job = job{a: a, x: x, quantize: true, colsPerChunk: per, rowChunks: (n + per - 1) / per}
-		p.job.chunks = p.job.rowChunks * tokens
+		colChunks := (n + per - 1) / per
+		p.job = job{a: a, x: x, quantize: true, colsPerChunk: per, colChunks: colChunks, chunks: colChunks * tokens}
 		p.run()
 		return nil
 	}

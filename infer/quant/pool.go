@@ -209,11 +209,11 @@ type job struct {
 	rowChunks                    int
 	tokens                       int
 	// quantize instead runs a.quantizeTokens over chunks of tokens of x,
-	// or with colsPerChunk a.quantizeCols over rowChunks column ranges of
+	// or with colsPerChunk a.quantizeCols over colChunks column ranges of
 	// each token.
-	quantize     bool
-	x            []float32
-	colsPerChunk int
+	quantize                bool
+	x                       []float32
+	colsPerChunk, colChunks int
 	// shared, when set, holds the products of one MatMuls call: chunk c
 	// belongs to shared[i] where starts[i] ≤ c < starts[i+1].
 	shared []job
@@ -236,7 +236,7 @@ func (j *job) do(c, worker int) {
 		return
 	}
 	if j.quantize && j.colsPerChunk > 0 {
-		t, c0 := c/j.rowChunks, c%j.rowChunks*j.colsPerChunk
+		t, c0 := c/j.colChunks, c%j.colChunks*j.colsPerChunk
 		j.a.quantizeCols(j.x, t, c0, min(c0+j.colsPerChunk, j.a.N))
 		return
 	}
