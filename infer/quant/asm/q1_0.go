@@ -39,7 +39,7 @@ func q1_0Main() {
 	q1_0Data()
 	q1_0Tables()
 	q1_0TablesAVX2()
-	q1_0Kernel(1, []int{1, 2, 3})
+	q1_0Kernel(1, nil)
 	q1_0Kernel(2, []int{1, 3})
 	q1_0PairKernel(4, []int{1, 2, 3})
 	q1_0AVX2Data()
