@@ -198,6 +198,7 @@ type Backend struct {
 	prof profiler
 
 	chain chain
+	topKs map[opKey]*topK // prepared top-ks (topk.go)
 }
 
 type tensor struct {
@@ -2355,6 +2356,7 @@ func (b *Backend) Close() error {
 			s.Release()
 		}
 	}
+	b.releaseTopKs()
 	for _, t := range b.tensors {
 		for _, buf := range append([]*wgpu.Buffer{t.buf, t.scratch, t.part, t.stats, t.argmax, t.argStaging, t.embedRows, t.tmp, t.prep, t.xq, t.xqSum, t.scores}, t.stagings...) {
 			if buf != nil {
