@@ -24,6 +24,7 @@ type topK struct {
 	lists  [2]*wgpu.Buffer
 	out    *wgpu.Buffer
 	stage  *wgpu.Buffer
+	row    *wgpu.Buffer // MapRead: the row, for a chained pick's NaN fallback
 }
 
 // topKPlan is the workgroups of each pass over cols logits: the first
@@ -140,8 +141,10 @@ func (b *Backend) releaseTopKs() {
 		for _, o := range tk.ops {
 			o.bg.Release()
 		}
-		for _, buf := range []*wgpu.Buffer{tk.lists[0], tk.lists[1], tk.out, tk.stage} {
-			buf.Release()
+		for _, buf := range []*wgpu.Buffer{tk.lists[0], tk.lists[1], tk.out, tk.stage, tk.row} {
+			if buf != nil {
+				buf.Release()
+			}
 		}
 	}
 	b.topKs = nil
