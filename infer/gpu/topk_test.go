@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/bonsai-chat/bonsai/infer/sample"
 )
 
 // refTopK is the k best of row by a full stable sort under float
@@ -70,5 +72,68 @@ func TestTopKMatchesSort(t *testing.T) {
 				t.Fatalf("a row with a NaN: first candidate %d (%v)", got[0], v)
 			}
 		})
+	}
+}
+
+// TestChainPickGetsCandidates runs chained passes of nothing but a top-k
+// over a written row: the next pass's pick must get the previous pass's
+// candidates, or, when the row holds a NaN, no candidates and the whole
+// row; a token out of the vocabulary fails the Commit.
+func TestChainPickGetsCandidates(t *testing.T) {
+	b := newTestBackend(t)
+	const cols, k = 3000, 20
+	x := b.mustTensor(t, "x", 1, cols)
+	r := rand.New(rand.NewPCG(5, 6))
+	vals := make([]float32, cols)
+	for i := range vals {
+		vals[i] = float32(r.IntN(200)) / 16
+	}
+	var gotTop []int32
+	var gotRow []float32
+	pick := func(top []sample.Logit, row []float32) (int32, error) {
+		gotTop, gotRow = nil, row
+		for _, c := range top {
+			gotTop = append(gotTop, c.ID, int32(math.Float32bits(c.Logit)))
+		}
+		return 7, nil
+	}
+	pass := func(picks bool) error {
+		if picks {
+			b.ChainPick(pick)
+		}
+		b.Begin(batchOf(1, 0))
+		b.ChainTopK(x, k)
+		return b.Commit()
+	}
+	if err := b.SetChained(true); err != nil {
+		t.Fatal(err)
+	}
+	b.write(t, x, vals)
+	if err := pass(false); err != nil {
+		t.Fatal(err)
+	}
+	want := refTopK(vals, k)
+	vals[1234] = float32(math.NaN())
+	b.write(t, x, vals) // ordered after the first pass, before the second
+	if err := pass(true); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(gotTop, want) || gotRow != nil {
+		t.Fatalf("pick got %v (row %v), want %v", gotTop, gotRow != nil, want)
+	}
+	if err := pass(true); err != nil {
+		t.Fatal(err)
+	}
+	if gotTop != nil || len(gotRow) != cols || !math.IsNaN(float64(gotRow[1234])) || gotRow[5] != vals[5] {
+		t.Fatalf("a row with a NaN: pick got candidates %v, a row of %d", gotTop, len(gotRow))
+	}
+	b.ChainPick(func([]sample.Logit, []float32) (int32, error) { return cols, nil })
+	b.Begin(batchOf(1, 0))
+	b.ChainTopK(x, k)
+	if err := b.Commit(); err == nil {
+		t.Fatal("a picked token past the vocabulary did not fail")
+	}
+	if err := b.SetChained(false); err != nil {
+		t.Fatal(err)
 	}
 }
