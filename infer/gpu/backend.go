@@ -698,7 +698,7 @@ func (b *Backend) submitPiece() {
 		b.fail(fmt.Errorf("gpu: finishing the pass: %w", err))
 		return
 	}
-	b.submitPiece1(cmd)
+	b.submitOrHold(cmd)
 	b.submits++
 	b.unsubmitted = 0
 	enc, err := b.d.dev.CreateCommandEncoder(nil)

@@ -207,9 +207,9 @@ func (c *chain) beginPicking(n int) {
 	c.dropHeld()
 }
 
-// submitPiece1 submits a piece of the pass, or holds it while the pass
+// submitOrHold submits a piece of the pass, or holds it while the pass
 // waits for its token.
-func (b *Backend) submitPiece1(cmd *wgpu.CommandBuffer) {
+func (b *Backend) submitOrHold(cmd *wgpu.CommandBuffer) {
 	if b.chain.picking {
 		b.chain.held = append(b.chain.held, cmd)
 		return
