@@ -30,7 +30,8 @@ type Config struct {
 	Theme        string `toml:"theme"` // "auto", "dark" or "light"
 	SystemPrompt string `toml:"system_prompt"`
 	// Spec is speculative decoding: "auto" (a draft model when Draft is
-	// set, else prompt lookup), "ngram", "draft" or "off".
+	// set, else prompt lookup, off on the GPU backend), "ngram", "draft"
+	// or "off".
 	Spec     string   `toml:"spec"`
 	Draft    string   `toml:"draft"` // draft model: a GGUF file with the model's vocabulary
 	Sampling Sampling `toml:"sampling"`

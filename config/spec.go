@@ -8,7 +8,8 @@ import (
 
 // SpecOptions turns the spec and draft settings into the engine's
 // speculation: "auto" is the draft model when one is set, else prompt
-// lookup (bonsai ships no draft for its default model).
+// lookup (bonsai ships no draft for its default model), which the engine
+// leaves off on the GPU backend (spec.Options.Auto).
 func (c Config) SpecOptions() (spec.Options, error) {
 	return SpecFor(c.Spec, c.Draft)
 }
@@ -20,7 +21,7 @@ func SpecFor(mode, draft string) (spec.Options, error) {
 		if draft != "" {
 			return spec.Options{Mode: spec.Draft, DraftPath: draft}, nil
 		}
-		return spec.Options{Mode: spec.NGram}, nil
+		return spec.Options{Mode: spec.NGram, Auto: true}, nil
 	}
 	m, err := spec.ParseMode(mode)
 	if err != nil {

@@ -3,6 +3,7 @@ package infer
 import (
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer/profile"
+	"github.com/bonsai-chat/bonsai/infer/sample"
 )
 
 // Backend runs the operations of a transformer forward pass. The CPU backend
@@ -310,6 +311,26 @@ type ChainedArgmax interface {
 	// ChainEmbeds reports whether a chained pass can embed its token from
 	// the embedding matrix w on the device.
 	ChainEmbeds(w Weight) bool
+}
+
+// ChainedSampler is implemented by a backend that can also chain sampled
+// decoding (Sequence.NewSampledChain): a chained one-token pass ends with
+// its logits' top-k in place of Argmax, and the next pass, begun after
+// ChainPick and encoded while the previous one runs, gets its token at its
+// Commit from the host's pick over those candidates, before anything of
+// it runs. SetChained(false) drops the last pass's candidates.
+type ChainedSampler interface {
+	ChainedArgmax
+	// ChainTopK ends a chained one-token pass with the k best (id, logit)
+	// of t's last row: logit descending, lower id first on ties.
+	ChainTopK(t Tensor, k int)
+	// ChainPick makes the next Begin's single token the one pick returns,
+	// in that pass's Commit, from the last chained pass's top-k; when its
+	// row held a NaN (the order is then not defined) top is nil and row
+	// the whole row. The batch's token is a placeholder.
+	ChainPick(pick func(top []sample.Logit, row []float32) (int32, error))
+	// MaxChainTopK is the largest k ChainTopK takes.
+	MaxChainTopK() int
 }
 
 // BackendInfo describes where a backend runs (engine.ModelInfo's fields).

@@ -1,6 +1,10 @@
 package infer
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/bonsai-chat/bonsai/infer/sample"
+)
 
 // Chain decodes greedily on a sequence with the host off the critical path
 // (ChainedArgmax, on a Qwen3 network with Q1_0 embeddings): each pass's
@@ -19,6 +23,40 @@ type Chain struct {
 	ring   [2][1]int32
 	passes int
 	tok    [1]int32 // the batch of the pass being encoded
+	// a sampled chain (NewSampledChain): its backend, sampler and k,
+	// and the token the last pick drew
+	sb     ChainedSampler
+	smp    *sample.Sampler
+	k      int
+	picked int32
+}
+
+// NewSampledChain returns a chain on s that samples with smp, drawing
+// each token from the pass's top-k exactly as smp.Sample would from its
+// logits (sample.Params.TopCandidates), or nil where that cannot be.
+func (s *Sequence) NewSampledChain(smp *sample.Sampler) *Chain {
+	sb, ok := s.m.backend.(ChainedSampler)
+	p := smp.Params()
+	if !ok || !p.TopCandidates(s.m.Hparams.Vocab, sb.MaxChainTopK()) {
+		return nil
+	}
+	c := s.NewChain()
+	if c == nil {
+		return nil
+	}
+	c.sb, c.smp, c.k = sb, smp, p.TopK
+	return c
+}
+
+// pick draws the token of a sampled chain's pass from the previous pass's
+// candidates (the whole row when they are not defined).
+func (c *Chain) pick(top []sample.Logit, row []float32) (int32, error) {
+	if top != nil {
+		c.picked = c.smp.SampleTop(top)
+	} else {
+		c.picked = c.smp.Sample(row)
+	}
+	return c.picked, nil
 }
 
 // NewChain returns a chain on s, or nil where its backend or network
@@ -61,12 +99,20 @@ func (c *Chain) Next(last int32) (int32, error) {
 			return 0, err
 		}
 	}
-	// This pass runs the previous one's argmax, which its Commit reads back.
-	c.cb.ChainToken()
+	// This pass runs the previous one's argmax, which its Commit reads
+	// back (or the token its Commit draws from the previous one's top-k).
+	if c.sb != nil {
+		c.sb.ChainPick(c.pick)
+	} else {
+		c.cb.ChainToken()
+	}
 	if err := c.pass(); err != nil {
 		return 0, c.fail(err)
 	}
 	tok := c.ring[(c.passes-2)%2][0]
+	if c.sb != nil {
+		tok = c.picked
+	}
 	s.tokens = append(s.tokens, tok)
 	return tok, nil
 }
@@ -95,12 +141,17 @@ func (c *Chain) start(last int32) error {
 func (c *Chain) pass() error {
 	dst := c.ring[c.passes%2][:]
 	c.passes++
+	if c.sb != nil {
+		return c.q.forwardTopK(Batch{Tokens: c.tok[:], Pos: c.s.Len()}, c.sb, c.k)
+	}
 	return c.q.forwardArgmax(Batch{Tokens: c.tok[:], Pos: c.s.Len()}, dst)
 }
 
 // Stop ends chained mode, waiting for the pass in flight, and returns its
 // argmax: the greedy token after the last one Next returned, which the
-// cache holds now (ok false when nothing was in flight).
+// cache holds now (ok false when nothing was in flight). A sampled chain
+// returns -1: drawing the token would take a draw from the sampler's
+// stream that plain decoding may never take.
 func (c *Chain) Stop() (next int32, ok bool, err error) {
 	if !c.on {
 		return 0, false, nil
@@ -109,6 +160,9 @@ func (c *Chain) Stop() (next int32, ok bool, err error) {
 	if err := c.cb.SetChained(false); err != nil {
 		c.s.Reset()
 		return 0, false, fmt.Errorf("chained decoding: %w", err)
+	}
+	if c.sb != nil {
+		return -1, true, nil
 	}
 	return c.ring[(c.passes-1)%2][0], true, nil
 }

@@ -211,6 +211,14 @@ func (n *qwen3) forwardArgmax(batch Batch, best []int32) error {
 	return n.b.Commit()
 }
 
+// forwardTopK is Forward ending with the logits' k best for a chained
+// pick (ChainedSampler).
+func (n *qwen3) forwardTopK(batch Batch, cb ChainedSampler, k int) error {
+	n.encode(batch)
+	cb.ChainTopK(n.logits, k)
+	return n.b.Commit()
+}
+
 // encode begins a pass over batch and encodes it up to the logits.
 func (n *qwen3) encode(batch Batch) {
 	b, eps := n.b, n.hp.RMSEps

@@ -160,8 +160,9 @@ func (e *Engine) generate(r generateRequest) {
 		stats.Drafted, stats.Accepted, stats.Verifies = st.Drafted, st.Accepted, st.Passes
 		finish(reason)
 	}
-	// Greedy steps without penalties run chained on a GPU that can chain
-	// them (infer.Chain: the host's encoding off the critical path), unless
+	// Greedy and top-k sampled steps without penalties run chained on a
+	// GPU that can chain them (infer.Chain: the host's encoding off the
+	// critical path), unless
 	// the logits are wanted or the pass is being profiled.
 	chainable := r.req.TopLogits == 0
 	for {

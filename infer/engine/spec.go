@@ -99,6 +99,9 @@ func (e *Engine) closeDraft() {
 func (e *Engine) drafter(p sample.Params) spec.Drafter {
 	switch e.opts.Spec.Mode {
 	case spec.NGram:
+		if e.opts.Spec.Auto && e.cur.model != nil && e.cur.model.Backend().Name() == "gpu" {
+			return nil // slower there (spec.Options.Auto)
+		}
 		return spec.LookupDrafter(spec.NewNgram())
 	case spec.Draft:
 		if e.spec.drafter == nil {

@@ -198,6 +198,7 @@ type Backend struct {
 	prof profiler
 
 	chain chain
+	topKs map[opKey]*topK // prepared top-ks (topk.go)
 }
 
 type tensor struct {
@@ -506,7 +507,8 @@ func (b *Backend) Begin(batch infer.Batch) {
 	}
 	b.chain.pass, b.chain.tokens = nil, b.chain.fromDevice && b.n == 1
 	b.chain.fromDevice = false
-	if b.chain.tokens {
+	b.chain.beginPicking(b.n)
+	if b.chain.tokens || b.chain.picking {
 		// the last chained pass's Argmax copied the token in
 		b.beginEncoder()
 		return
@@ -553,6 +555,7 @@ func (b *Backend) Commit() error {
 	defer func() {
 		b.reads = b.reads[:0]
 		b.err = nil
+		b.chain.dropHeld()
 	}()
 	if b.enc == nil {
 		if b.err != nil {
@@ -576,9 +579,16 @@ func (b *Backend) Commit() error {
 	if err != nil {
 		return fmt.Errorf("gpu: finishing the pass: %w", err)
 	}
+	if err := b.chainPick(); err != nil {
+		cmd.Release()
+		return err
+	}
 	start := time.Now()
 	b.d.queue.Submit(cmd)
 	cmd.Release()
+	if b.chain.submittedCandidates() && len(b.reads) == 0 && !b.prof.active() {
+		return nil
+	}
 	if p := b.chain.pass; p != nil {
 		// A chained pass: the previous one's token is read back while
 		// this one runs, this one's at the next Commit.
@@ -688,8 +698,7 @@ func (b *Backend) submitPiece() {
 		b.fail(fmt.Errorf("gpu: finishing the pass: %w", err))
 		return
 	}
-	b.d.queue.Submit(cmd)
-	cmd.Release()
+	b.submitOrHold(cmd)
 	b.submits++
 	b.unsubmitted = 0
 	enc, err := b.d.dev.CreateCommandEncoder(nil)
@@ -2355,6 +2364,7 @@ func (b *Backend) Close() error {
 			s.Release()
 		}
 	}
+	b.releaseTopKs()
 	for _, t := range b.tensors {
 		for _, buf := range append([]*wgpu.Buffer{t.buf, t.scratch, t.part, t.stats, t.argmax, t.argStaging, t.embedRows, t.tmp, t.prep, t.xq, t.xqSum, t.scores}, t.stagings...) {
 			if buf != nil {

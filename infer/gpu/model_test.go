@@ -463,3 +463,87 @@ func TestDecoderChainsGreedySteps(t *testing.T) {
 		t.Fatal("greedy sampling not reported as plain argmax")
 	}
 }
+
+// TestDecoderChainsSampledSteps checks spec.Decoder's chained sampled
+// steps (top-k drawn on the host from the GPU's candidates) against plain
+// sampled steps on the same model and seed: the same tokens for several
+// settings, with the chain toggled midway, the cache left by Finish as
+// plain decoding leaves it; samplers whose draw needs the whole row
+// (a repetition penalty, top-k off) never chain.
+func TestDecoderChainsSampledSteps(t *testing.T) {
+	cfg := tinymodel.Small(gguf.Q1_0)
+	cfg.Tied = false
+	m := loadOn(t, "gpu", cfg)
+	prompt := []int32{1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41}
+	reply := func(seq *infer.Sequence, p sample.Params, chain func(i int) bool, n int) ([]int32, int) {
+		t.Helper()
+		if _, err := seq.Prefill(prompt, nil); err != nil {
+			t.Fatal(err)
+		}
+		smp, err := sample.New(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := spec.NewDecoder(seq, smp, nil, 0)
+		var out []int32
+		chained := 0
+		for i := 0; i < n; i++ {
+			if err := d.UseChain(chain(i)); err != nil {
+				t.Fatal(err)
+			}
+			id, err := d.Next(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, id)
+			if d.Logits() == nil {
+				chained++
+			}
+		}
+		if err := d.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		if seq.Len() != len(prompt)+n-1 {
+			t.Fatalf("after Finish the cache holds %d tokens, plain decoding %d", seq.Len(), len(prompt)+n-1)
+		}
+		return out, chained
+	}
+	off := func(int) bool { return false }
+	for _, c := range []struct {
+		name  string
+		p     sample.Params
+		chain bool
+	}{
+		{"bonsai", sample.Bonsai(7), true},
+		{"hot", sample.Params{Temperature: 1.5, TopK: 64, Seed: 3}, true},
+		{"top-k 1", sample.Params{Temperature: 1, TopK: 1, Seed: 4}, true},
+		{"min-p", sample.Params{Temperature: 0.9, TopK: 40, TopP: 0.95, MinP: 0.05, Seed: 5}, true},
+		{"penalty", sample.Params{Temperature: 0.8, TopK: 20, RepeatPenalty: 1.3, RepeatLastN: 16, Seed: 6}, false},
+		{"top-k off", sample.Params{Temperature: 0.8, Seed: 8}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			want, n := reply(infer.NewSequence(m), c.p, off, 30)
+			if n != 0 {
+				t.Fatalf("%d steps chained with the chain off", n)
+			}
+			for name, chain := range map[string]func(int) bool{
+				"always":     func(int) bool { return true },
+				"off midway": func(i int) bool { return i < 8 || i > 14 },
+			} {
+				seq := infer.NewSequence(m)
+				got, n := reply(seq, c.p, chain, 30)
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s: chained tokens\n%v\nwant\n%v", name, got, want)
+				}
+				if c.chain && n < 20 || !c.chain && n != 0 {
+					t.Fatalf("%s: %d of 30 steps chained", name, n)
+				}
+				// The cache Finish left serves the next reply as a plain one's would.
+				again, _ := reply(seq, c.p, func(int) bool { return true }, 10)
+				if !slices.Equal(again, want[:10]) {
+					t.Fatalf("%s: the next reply %v, want %v", name, again, want[:10])
+				}
+			}
+		})
+	}
+}

@@ -137,9 +137,47 @@ func (s *Sampler) Sample(logits []float32) int32 {
 	if s.p.Temperature == 0 {
 		return c[0].id
 	}
+	return s.pick(c)
+}
+
+// pick is Sample's pipeline after top-k: top-p, min-p and the draw.
+func (s *Sampler) pick(c []candidate) int32 {
 	c = topP(c, s.p.TopP)
 	c = minP(c, s.p.MinP)
 	return s.draw(c, s.p.Temperature)
+}
+
+// MaxTopCandidates bounds the k TopCandidates takes: the most candidates a
+// device hands over per token.
+const MaxTopCandidates = 64
+
+// TopCandidates reports whether Sample's draw from a vocabulary of vocab
+// logits depends only on their TopK best (logit descending, lower id
+// first on ties), so that SampleTop can take their place: temperature
+// above 0, 0 < TopK ≤ min(maxK, MaxTopCandidates) and TopK < vocab,
+// and no repetition penalty in effect.
+func (p Params) TopCandidates(vocab, maxK int) bool {
+	penalty := p.RepeatPenalty != 0 && p.RepeatPenalty != 1 && p.RepeatLastN > 0
+	return p.Temperature > 0 && p.TopK > 0 && p.TopK <= min(maxK, MaxTopCandidates) && p.TopK < vocab && !penalty
+}
+
+// SampleTop is Sample from logits whose TopK best are top, in Sample's
+// order (logit descending, lower id first on ties), where
+// Params.TopCandidates holds: the same draw from the same random stream.
+// It returns -1 when top holds fewer than TopK candidates.
+func (s *Sampler) SampleTop(top []Logit) int32 {
+	k := s.p.TopK
+	if k <= 0 || len(top) < k {
+		return -1
+	}
+	if cap(s.cands) < k {
+		s.cands = make([]candidate, k)
+	}
+	c := s.cands[:k]
+	for i, t := range top[:k] {
+		c[i] = candidate{id: t.ID, logit: t.Logit}
+	}
+	return s.pick(c)
 }
 
 // topCandidates is the k best tokens after the repetition penalty, sorted,

@@ -62,8 +62,9 @@ type Decoder struct {
 	// pass, which costs next to nothing more.
 	behind []int32
 	ctx    []int32
-	// chain, while set (UseChain), runs plain greedy steps with the host
-	// off the critical path (infer.Chain): the cache then also holds last.
+	// chain, while set (UseChain), runs plain greedy or top-k sampled
+	// steps with the host off the critical path (infer.Chain): the cache
+	// then also holds last.
 	chain *infer.Chain
 }
 
@@ -273,16 +274,22 @@ func (d *Decoder) catchUp(tok int32) error {
 	return nil
 }
 
-// UseChain turns chained greedy steps on or off (infer.Chain): on, plain
-// steps of a greedy sampler without penalties run chained where the model
+// UseChain turns chained steps on or off (infer.Chain): on, plain steps
+// of a greedy sampler without penalties, or of a top-k sampler without
+// penalties (sample.Params.TopCandidates: the draw then depends on the
+// top-k alone, which the device hands over), run chained where the model
 // can chain them (Logits is then nil), a step with a draft to verify
 // stopping the chain first; off, the chain in flight is waited for and the
 // cache left as plain decoding leaves it. Turn it off before anything else
 // runs on the model (profiling, another pass).
 func (d *Decoder) UseChain(on bool) error {
 	if on {
-		if d.chain == nil && d.smp.Params().Argmax() {
+		switch {
+		case d.chain != nil:
+		case d.smp.Params().Argmax():
 			d.chain = d.seq.NewChain()
+		default: // nil unless the draw depends on the top-k alone
+			d.chain = d.seq.NewSampledChain(d.smp)
 		}
 		return nil
 	}
