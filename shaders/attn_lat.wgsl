@@ -40,14 +40,18 @@ const NW: u32 = D / 64u; // cache words (8 f16) of a thread's D/8 dims
 const ROW: u32 = KVD / 8u; // a cache row in vec4 words
 const OFF: u32 = LAYER_OFF / 4u;
 const P: u32 = 32u * R; // positions taken
+const RW: u32 = R * NW; // a thread's cache words
+const AW: u32 = 2u * NW; // a thread's output vec4s
+const PD: u32 = 8u * P;
+const PVS: u32 = 8u * D;
 
 var<workgroup> nred: array<f32, VH>;
 var<workgroup> qh: array<f32, D>; // the rotated q head, f16-rounded
 var<workgroup> kh: array<f32, D>; // the rotated k head
-var<workgroup> pd: array<f32, P * 8u>; // per (position, slice) partial dots
+var<workgroup> pd: array<f32, PD>; // per (position, slice) partial dots
 var<workgroup> sc: array<f32, P>; // scaled scores
 var<workgroup> ex: array<f32, P>; // exp(s − M)
-var<workgroup> pvs: array<vec4<f32>, 8u * D>; // per (position mod 32, dims) Σ p·V
+var<workgroup> pvs: array<vec4<f32>, PVS>; // per (position mod 32, dims) Σ p·V
 
 // head hv 0 is query head h, 1 is kv head g
 fn nload(h: u32, g: u32, hv: u32, j: u32) -> f32 {
@@ -102,8 +106,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	let t = lid / 8u; // position t + 32r of round r
 	let s = lid % 8u; // dims s·D/8 …
 	// the cache words of all rounds, before anything waits
-	var kr: array<vec4<u32>, R * NW>;
-	var vr: array<vec4<u32>, R * NW>;
+	var kr: array<vec4<u32>, RW>;
+	var vr: array<vec4<u32>, RW>;
 	for (var r = 0u; r < R; r++) {
 		let tp = t + 32u * r;
 		for (var i = 0u; i < NW; i++) {
@@ -203,7 +207,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	}
 	let il = 1.0 / l;
 	// Σ p·V over the thread's positions, for its D/8 dims
-	var acc: array<vec4<f32>, 2u * NW>;
+	var acc: array<vec4<f32>, AW>;
 	for (var r = 0u; r < R; r++) {
 		let tp = t + 32u * r;
 		let p = select(0.0, f16_round(ex[tp] * il), tp < seq);
