@@ -6,11 +6,14 @@ import (
 )
 
 // latMaxPos is the longest decode sequence attention kind "lat" takes in
-// one dispatch (attn_lat.wgsl: 32 positions per round, up to latRounds
-// rounds); past it, as split.
+// one dispatch (attn_lat.wgsl: 32 positions per round, 4 rounds), and
+// latLongMaxPos kind "latlong"'s (8 rounds: a thread holds 16 words each
+// of K and V for 128-dim heads, and the workgroup memory is 29 KiB of the
+// 32 lavapipe grants); past them, as split. Which is faster on a big GPU
+// against the split path's three dispatches is for a measurement.
 const (
-	latRounds = 4
-	latMaxPos = 32 * latRounds
+	latMaxPos     = 128
+	latLongMaxPos = 256
 )
 
 // latWG is attn_lat's workgroup size: 32 positions × 8 slices of a head.

@@ -59,8 +59,9 @@ var FuseLevels = []string{"", "off", "all"}
 // "lat": while the sequence fits latMaxPos, the same layer's work in one
 // dispatch of one workgroup per query head built for latency
 // (attn_lat.wgsl: 256 threads as positions × slices of the head, no long
-// serial chain per thread), else as split.
-var AttnKinds = []string{"split", "head", "headlong", "lat"}
+// serial chain per thread), else as split; "latlong": lat up to
+// latLongMaxPos.
+var AttnKinds = []string{"split", "head", "headlong", "lat", "latlong"}
 
 // headMaxPos is the longest sequence attention kind "head" takes in
 // one workgroup per query head: past it the split passes' many
@@ -359,6 +360,8 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 		b.headMax = maxBatchTokens
 	case "lat":
 		b.latMax = latMaxPos
+	case "latlong":
+		b.latMax = latLongMaxPos
 	}
 	if b.batchBuf, err = d.newBuffer("batch", 16, wgpu.BufferUsageUniform|wgpu.BufferUsageCopyDst); err != nil {
 		d.Close()

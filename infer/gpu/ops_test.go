@@ -761,27 +761,27 @@ func TestAttnQKMatchesUnfused(t *testing.T) {
 	}
 }
 
-// TestAttnLatMatchesUnfused covers attention kind "lat" (attn_lat: a
-// decode layer's prologue and attention in one dispatch up to latMaxPos
-// positions, the split path past it) against the unfused ops, at
+// TestAttnLatMatchesUnfused covers attention kinds "lat" and "latlong"
+// (attn_lat: a decode layer's prologue and attention in one dispatch up to
+// latMaxPos or latLongMaxPos positions, the split path past it) against the unfused ops, at
 // sequences around its rounds of 32 positions and past its limit, for 1,
 // 2, 4 and 8 query heads per kv head and heads of 64 and 128. Its sums run
 // in another order than the split path's, so a softmax weight may round
 // to the neighbouring f16 (as TestAttentionMatchesReference allows):
 // 1e-4 of the largest output.
 func TestAttnLatMatchesUnfused(t *testing.T) {
-	lat := func(b *Backend) { b.latMax = latMaxPos }
-	for _, c := range []struct{ heads, kvHeads, hd, dims, ctx, pre int }{
-		{4, 4, 64, 64, 256, 0}, {8, 2, 64, 64, 256, 1}, {16, 4, 128, 128, 256, 14}, {16, 2, 128, 64, 256, 15},
-		{8, 2, 64, 64, 256, 16}, {32, 8, 128, 128, 256, 30}, {6, 3, 64, 64, 251, 31}, {8, 2, 128, 128, 256, 32},
-		{16, 2, 64, 64, 256, 63}, {8, 2, 64, 32, 256, 64}, {32, 8, 128, 128, 256, 99}, {4, 2, 64, 64, 256, 127},
-		{4, 2, 64, 64, 256, 128}, {8, 2, 64, 64, 512, 299}, {8, 2, 64, 64, 1100, 1040}} {
+	for _, c := range []struct{ heads, kvHeads, hd, dims, ctx, pre, max int }{
+		{4, 4, 64, 64, 256, 0, latMaxPos}, {8, 2, 64, 64, 256, 1, latMaxPos}, {16, 4, 128, 128, 256, 14, latMaxPos}, {16, 2, 128, 64, 256, 15, latMaxPos},
+		{8, 2, 64, 64, 256, 16, latMaxPos}, {32, 8, 128, 128, 256, 30, latMaxPos}, {6, 3, 64, 64, 251, 31, latMaxPos}, {8, 2, 128, 128, 256, 32, latMaxPos},
+		{16, 2, 64, 64, 256, 63, latMaxPos}, {8, 2, 64, 32, 256, 64, latMaxPos}, {32, 8, 128, 128, 256, 99, latMaxPos}, {4, 2, 64, 64, 256, 127, latMaxPos},
+		{4, 2, 64, 64, 256, 128, latMaxPos}, {8, 2, 64, 64, 512, 299, latMaxPos}, {8, 2, 64, 64, 1100, 1040, latMaxPos},
+		{32, 8, 128, 128, 512, 200, latLongMaxPos}, {8, 2, 64, 64, 512, 255, latLongMaxPos}, {8, 2, 64, 64, 512, 256, latLongMaxPos}} {
 		want := 1
-		if c.pre+1 > latMaxPos {
+		if c.pre+1 > c.max {
 			want = 3
 		}
-		t.Run(fmt.Sprintf("%d-%d-%d-%d-%d", c.heads, c.kvHeads, c.hd, c.dims, c.pre), func(t *testing.T) {
-			attnQKMatchesUnfused(t, c.heads, c.kvHeads, c.hd, c.dims, c.ctx, c.pre, lat, 1e-4, want)
+		t.Run(fmt.Sprintf("%d-%d-%d-%d-%d/%d", c.heads, c.kvHeads, c.hd, c.dims, c.pre, c.max), func(t *testing.T) {
+			attnQKMatchesUnfused(t, c.heads, c.kvHeads, c.hd, c.dims, c.ctx, c.pre, func(b *Backend) { b.latMax = c.max }, 1e-4, want)
 		})
 	}
 }
