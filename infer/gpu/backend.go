@@ -55,7 +55,13 @@ var FuseLevels = []string{"", "off", "all"}
 // per token after 16 positions, 2,761 against 1,248 after 768): 32
 // workgroups, one per query head, each walking the whole cache, leave most
 // of its 132 SMs idle, where the splits spread the same reads over many.
-var AttnKinds = []string{"split", "head", "headlong"}
+//
+// "lat": while the sequence fits latMaxPos, the same layer's work in one
+// dispatch of one workgroup per query head built for latency
+// (attn_lat.wgsl: 256 threads as positions × slices of the head, no long
+// serial chain per thread), else as split; "latlong": lat up to
+// latLongMaxPos.
+var AttnKinds = []string{"split", "head", "headlong", "lat", "latlong"}
 
 // headMaxPos is the longest sequence attention kind "head" takes in
 // one workgroup per query head: past it the split passes' many
@@ -161,6 +167,8 @@ type Backend struct {
 	// Attn "split"); it is further bounded by the workgroup memory
 	// (attnHeadSlots)
 	headMax int
+	// latMax is the longest decode sequence attn_lat takes (0: never)
+	latMax int
 	// q1_xq's shape: rows per workgroup (0: by K), SwiGLU as its own
 	// act_q8 dispatch instead of gate/up's epilogue, the epilogue's
 	// workgroup size
@@ -351,6 +359,10 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 		b.headMax = headMaxPos
 	case "headlong":
 		b.headMax = maxBatchTokens
+	case "lat":
+		b.latMax = latMaxPos
+	case "latlong":
+		b.latMax = latLongMaxPos
 	}
 	if b.batchBuf, err = d.newBuffer("batch", 16, wgpu.BufferUsageUniform|wgpu.BufferUsageCopyDst); err != nil {
 		d.Close()
@@ -1759,10 +1771,10 @@ func (b *Backend) StoreKV(layer int, kT, vT infer.Tensor) {
 		if k != nil && v != nil && b.lazyOf(k) == nil && b.lazyOf(v) == nil {
 			b.flushMatVec()
 			b.flushNorms()
-			// In decode over several splits, or where attn_head may
-			// take it, the Attention after it takes it into attn_qk or
+			// In decode over several splits, or where attn_head or
+			// attn_lat may take it, the Attention after it takes it into attn_qk or
 			// attn_head.
-			if b.n == 1 && (b.splits > 1 || b.batch.Pos < b.headMax) && !b.noFuse && b.storeRopedOK(layer, k, v) {
+			if b.n == 1 && (b.splits > 1 || b.batch.Pos < max(b.headMax, b.latMax)) && !b.noFuse && b.storeRopedOK(layer, k, v) {
 				b.pendingQK = &pendingQK{layer: layer, q: b.normRopes[0].x, k: k, v: v, pq: b.normRopes[0], pk: b.normRopes[1]}
 				b.normRopes = b.normRopes[:0]
 				return
@@ -1807,7 +1819,7 @@ func (b *Backend) Attention(dstT, qT infer.Tensor, layer int, a infer.Attn) {
 	}
 	if p := b.pendingQK; p != nil {
 		b.pendingQK = nil
-		if dst, ok := dstT.(*tensor); ok && dst != nil && infer.Tensor(p.q) == qT && p.layer == layer && (b.attnHead(dst, p, a) || b.splits > 1 && b.attnQK(dst, p, a)) {
+		if dst, ok := dstT.(*tensor); ok && dst != nil && infer.Tensor(p.q) == qT && p.layer == layer && (b.attnLat(dst, p, a) || b.attnHead(dst, p, a) || b.splits > 1 && b.attnQK(dst, p, a)) {
 			return
 		}
 		// ready encodes it as qk_rope_store (over one split, where

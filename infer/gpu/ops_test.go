@@ -755,13 +755,38 @@ func TestAttnQKMatchesUnfused(t *testing.T) {
 		{6, 3, 64, 64, 251, 200}, {6, 3, 64, 64, 251, 31}, {6, 3, 64, 64, 251, 12}, {32, 8, 128, 128, 256, 150}} {
 		for _, vr := range variants {
 			t.Run(fmt.Sprintf("%d-%d-%d-%d-%d/%s", c.heads, c.kvHeads, c.hd, c.dims, c.pre, vr.name), func(t *testing.T) {
-				attnQKMatchesUnfused(t, c.heads, c.kvHeads, c.hd, c.dims, c.ctx, c.pre, vr.headMax, vr.want(c.pre))
+				attnQKMatchesUnfused(t, c.heads, c.kvHeads, c.hd, c.dims, c.ctx, c.pre, func(b *Backend) { b.headMax = vr.headMax }, 1e-6, vr.want(c.pre))
 			})
 		}
 	}
 }
 
-func attnQKMatchesUnfused(t *testing.T, heads, kvHeads, hd, dims, ctx, pre, headMax, wantDispatches int) {
+// TestAttnLatMatchesUnfused covers attention kinds "lat" and "latlong"
+// (attn_lat: a decode layer's prologue and attention in one dispatch up to
+// latMaxPos or latLongMaxPos positions, the split path past it) against the unfused ops, at
+// sequences around its rounds of 32 positions and past its limit, for 1,
+// 2, 4 and 8 query heads per kv head and heads of 64 and 128. Its sums run
+// in another order than the split path's, so a softmax weight may round
+// to the neighbouring f16 (as TestAttentionMatchesReference allows):
+// 1e-4 of the largest output.
+func TestAttnLatMatchesUnfused(t *testing.T) {
+	for _, c := range []struct{ heads, kvHeads, hd, dims, ctx, pre, max int }{
+		{4, 4, 64, 64, 256, 0, latMaxPos}, {8, 2, 64, 64, 256, 1, latMaxPos}, {16, 4, 128, 128, 256, 14, latMaxPos}, {16, 2, 128, 64, 256, 15, latMaxPos},
+		{8, 2, 64, 64, 256, 16, latMaxPos}, {32, 8, 128, 128, 256, 30, latMaxPos}, {6, 3, 64, 64, 251, 31, latMaxPos}, {8, 2, 128, 128, 256, 32, latMaxPos},
+		{16, 2, 64, 64, 256, 63, latMaxPos}, {8, 2, 64, 32, 256, 64, latMaxPos}, {32, 8, 128, 128, 256, 99, latMaxPos}, {4, 2, 64, 64, 256, 127, latMaxPos},
+		{4, 2, 64, 64, 256, 128, latMaxPos}, {8, 2, 64, 64, 512, 299, latMaxPos}, {8, 2, 64, 64, 1100, 1040, latMaxPos},
+		{32, 8, 128, 128, 512, 200, latLongMaxPos}, {8, 2, 64, 64, 512, 255, latLongMaxPos}, {8, 2, 64, 64, 512, 256, latLongMaxPos}} {
+		want := 1
+		if c.pre+1 > c.max {
+			want = 3
+		}
+		t.Run(fmt.Sprintf("%d-%d-%d-%d-%d/%d", c.heads, c.kvHeads, c.hd, c.dims, c.pre, c.max), func(t *testing.T) {
+			attnQKMatchesUnfused(t, c.heads, c.kvHeads, c.hd, c.dims, c.ctx, c.pre, func(b *Backend) { b.latMax = c.max }, 1e-4, want)
+		})
+	}
+}
+
+func attnQKMatchesUnfused(t *testing.T, heads, kvHeads, hd, dims, ctx, pre int, set func(*Backend), tol float64, wantDispatches int) {
 	r := rand.New(rand.NewPCG(13, uint64(heads)))
 	a := infer.Attn{Heads: heads, KVHeads: kvHeads, HeadDim: hd, Scale: float32(1 / math.Sqrt(float64(hd)))}
 	rope := infer.Rope{HeadDim: hd, Dims: dims, Base: 10000, FreqScale: 1, AttnFactor: 1, BetaFast: 32, BetaSlow: 1}
@@ -808,10 +833,14 @@ func attnQKMatchesUnfused(t *testing.T, heads, kvHeads, hd, dims, ctx, pre, head
 		// outputs, and no pipeline of its own for layer 1 where kvBind
 		// can bind at an offset
 		out0 := make([]float32, qd)
-		layer(pre, 0, 0, qv[:pre*qd], kv[:pre*kvd], vv[:pre*kvd], make([]float32, pre*qd))
+		if pre > 0 {
+			layer(pre, 0, 0, qv[:pre*qd], kv[:pre*kvd], vv[:pre*kvd], make([]float32, pre*qd))
+		}
 		layer(1, pre, 0, qv[pre*qd:], kv[pre*kvd:], vv[pre*kvd:], out0)
 		pipes := len(b.d.kernels)
-		layer(pre, 0, 1, qv[:pre*qd], kv[:pre*kvd], vv[:pre*kvd], make([]float32, pre*qd))
+		if pre > 0 {
+			layer(pre, 0, 1, qv[:pre*qd], kv[:pre*kvd], vv[:pre*kvd], make([]float32, pre*qd))
+		}
 		out = make([]float32, qd)
 		layer(1, pre, 1, qv[pre*qd:], kv[pre*kvd:], vv[pre*kvd:], out)
 		if e := maxRelErr(out, out0); e != 0 {
@@ -823,12 +852,12 @@ func attnQKMatchesUnfused(t *testing.T, heads, kvHeads, hd, dims, ctx, pre, head
 		return out, q1, k1, dispatches
 	}
 	fused := newTestBackend(t)
-	fused.headMax = headMax
+	set(fused)
 	plain := newTestBackend(t)
 	plain.noFuse = true
 	out, q1, k1, nf := run(fused)
 	pout, pq1, pk1, np := run(plain)
-	if e := maxRelErr(out, pout); e > 1e-6 {
+	if e := maxRelErr(out, pout); e > tol {
 		t.Errorf("%d heads: attention differs from the unfused ops by %.3g", heads, e)
 	}
 	if e := maxRelErr(q1, pq1); e != 0 {

@@ -1,0 +1,240 @@
+// Decode attention for short sequences in one dispatch of one workgroup
+// per query head, built for latency: the layer's q/k RMSNorm+RoPE, the KV
+// store and softmax attention over up to 32·R positions, with no thread
+// walking a long serial chain. The 256 threads are 32 positions × 8 slices
+// of D/8 dims: each issues its K and V loads of all R rounds before the
+// prologue (so their latency hides behind it), scores its slice of each
+// position, and the 8 slices are summed by one thread per position. Every
+// thread then takes the max and Σexp over the ≤ 32·R scores from workgroup
+// memory (broadcast reads), weighs its own positions' V slice, and one
+// thread per output dim sums the 32 position rows. Numerics as the split
+// path, with other summation orders: q rounded to f16, K/V from the f16
+// cache, the weights exp(s − M)/L rounded to f16 before they meet V. The
+// prologue is attn_head's (same arithmetic and order), and as there the new
+// position's k and v come from this workgroup's own copy, not the cache,
+// which a sibling may not have written yet.
+// Constants: HEADS, QPG, D (64 or 128), KVD, LAYER_OFF (a multiple of 4),
+// SCALE, DIMS, QEPS, KEPS, NRWG, CTX, R (rounds of 32 positions); flag Q8.
+struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
+@group(0) @binding(0) var<uniform> batch: Batch;
+@group(0) @binding(1) var<storage, read> qw: array<f32>;
+@group(0) @binding(2) var<storage, read> kw: array<f32>;
+@group(0) @binding(3) var<storage, read> table: array<vec2<f32>>;
+@group(0) @binding(4) var<storage, read> q: array<f32>;
+@group(0) @binding(5) var<storage, read> k: array<f32>;
+@group(0) @binding(6) var<storage, read> v: array<vec2<f32>>;
+@group(0) @binding(7) var<storage, read_write> kc: array<vec4<u32>>;
+@group(0) @binding(8) var<storage, read_write> vc: array<vec4<u32>>;
+@group(0) @binding(9) var<storage, read_write> dst: array<f32>;
+//#include cpu_math
+//#if Q8
+@group(0) @binding(10) var<storage, read_write> xq: array<f32>;
+@group(0) @binding(11) var<storage, read_write> xsum: array<f32>;
+//#include q8_group
+//#endif
+
+const WG: u32 = 256u;
+const NEG: f32 = -3.0e38;
+const VH: u32 = 2u * NRWG;
+const NW: u32 = D / 64u; // cache words (8 f16) of a thread's D/8 dims
+const ROW: u32 = KVD / 8u; // a cache row in vec4 words
+const OFF: u32 = LAYER_OFF / 4u;
+const P: u32 = 32u * R; // positions taken
+const RW: u32 = R * NW; // a thread's cache words
+const AW: u32 = 2u * NW; // a thread's output vec4s
+const PD: u32 = 8u * P;
+const PVS: u32 = 8u * D;
+
+var<workgroup> nred: array<f32, VH>;
+var<workgroup> qh: array<f32, D>; // the rotated q head, f16-rounded
+var<workgroup> kh: array<f32, D>; // the rotated k head
+var<workgroup> pd: array<f32, PD>; // per (position, slice) partial dots
+var<workgroup> sc: array<f32, P>; // scaled scores
+var<workgroup> ex: array<f32, P>; // exp(s − M)
+var<workgroup> pvs: array<vec4<f32>, PVS>; // per (position mod 32, dims) Σ p·V
+
+// head hv 0 is query head h, 1 is kv head g
+fn nload(h: u32, g: u32, hv: u32, j: u32) -> f32 {
+	if (hv == 0u) {
+		return q[h * D + j];
+	}
+	return k[g * D + j];
+}
+
+fn nweight(hv: u32, j: u32) -> f32 {
+	if (hv == 0u) {
+		return qw[j];
+	}
+	return kw[j];
+}
+
+fn put(hv: u32, j: u32, val: f32) {
+	if (hv == 0u) {
+		qh[j] = f16_round(val);
+	} else {
+		kh[j] = val;
+	}
+}
+
+// kpack is dims 8w … 8w+7 of the new k, f16-packed as the cache holds them.
+fn kpack(w: u32) -> vec4<u32> {
+	return vec4<u32>(f16_pack(vec2<f32>(kh[8u * w], kh[8u * w + 1u])), f16_pack(vec2<f32>(kh[8u * w + 2u], kh[8u * w + 3u])),
+		f16_pack(vec2<f32>(kh[8u * w + 4u], kh[8u * w + 5u])), f16_pack(vec2<f32>(kh[8u * w + 6u], kh[8u * w + 7u])));
+}
+
+// vpack is dims 8w … 8w+7 of the new v of kv head g, f16-packed.
+fn vpack(g: u32, w: u32) -> vec4<u32> {
+	let i = g * (D / 2u) + 4u * w;
+	return vec4<u32>(f16_pack(v[i]), f16_pack(v[i + 1u]), f16_pack(v[i + 2u]), f16_pack(v[i + 3u]));
+}
+
+// dot8 is q's dims 8w … 8w+7 against the cache word kw.
+fn dot8(w: u32, k4: vec4<u32>) -> f32 {
+	let k0 = unpack2x16float(k4.x);
+	let k1 = unpack2x16float(k4.y);
+	let k2 = unpack2x16float(k4.z);
+	let k3 = unpack2x16float(k4.w);
+	let a = qh[8u * w] * k0.x + qh[8u * w + 1u] * k0.y + qh[8u * w + 2u] * k1.x + qh[8u * w + 3u] * k1.y;
+	let b = qh[8u * w + 4u] * k2.x + qh[8u * w + 5u] * k2.y + qh[8u * w + 6u] * k3.x + qh[8u * w + 7u] * k3.y;
+	return a + b;
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+	let h = wid.x;
+	let g = h / QPG;
+	let t = lid / 8u; // position t + 32r of round r
+	let s = lid % 8u; // dims s·D/8 …
+	// the cache words of all rounds, before anything waits
+	var kr: array<vec4<u32>, RW>;
+	var vr: array<vec4<u32>, RW>;
+	for (var r = 0u; r < R; r++) {
+		let tp = t + 32u * r;
+		for (var i = 0u; i < NW; i++) {
+			if (tp < batch.pos) {
+				let o = OFF + tp * ROW + g * (D / 8u) + s * NW + i;
+				kr[r * NW + i] = kc[o];
+				vr[r * NW + i] = vc[o];
+			}
+		}
+	}
+	// per-head RMSNorm: virtual thread hv·NRWG + t is qk_rope_store's
+	// thread t of head hv
+	for (var vt = lid; vt < VH; vt += WG) {
+		let hv = vt / NRWG;
+		var ss = 0.0;
+		for (var j = vt % NRWG; j < D; j += NRWG) {
+			let val = nload(h, g, hv, j);
+			ss += val * val;
+		}
+		nred[vt] = ss;
+	}
+	workgroupBarrier();
+	for (var s = NRWG / 2u; s > 0u; s >>= 1u) {
+		for (var vt = lid; vt < VH; vt += WG) {
+			if (vt % NRWG < s) {
+				nred[vt] += nred[vt + s];
+			}
+		}
+		workgroupBarrier();
+	}
+	let pos = batch.pos;
+	let half = DIMS / 2u;
+	for (var i = lid; i < 2u * half; i += WG) {
+		let hv = i / half;
+		let j = i % half;
+		let scale = 1.0 / sqrt(nred[hv * NRWG] / f32(D) + select(KEPS, QEPS, hv == 0u));
+		let a = nload(h, g, hv, j) * scale * nweight(hv, j);
+		let b = nload(h, g, hv, j + half) * scale * nweight(hv, j + half);
+		if (pos < CTX) {
+			let cs = table[pos * half + j];
+			put(hv, j, a * cs.x - b * cs.y);
+			put(hv, j + half, a * cs.y + b * cs.x);
+		} else {
+			put(hv, j, a);
+			put(hv, j + half, b);
+		}
+	}
+	for (var i = lid; i < 2u * (D - DIMS); i += WG) {
+		let hv = i / (D - DIMS);
+		let j = DIMS + i % (D - DIMS);
+		let scale = 1.0 / sqrt(nred[hv * NRWG] / f32(D) + select(KEPS, QEPS, hv == 0u));
+		put(hv, j, nload(h, g, hv, j) * scale * nweight(hv, j));
+	}
+	workgroupBarrier();
+	let seq = pos + 1u;
+	if (h % QPG == 0u && pos < CTX) {
+		for (var w = lid; w < D / 8u; w += WG) {
+			let o = OFF + pos * ROW + g * (D / 8u) + w;
+			kc[o] = kpack(w);
+			vc[o] = vpack(g, w);
+		}
+	}
+	// scores of the thread's slice, the new position's from kh and v
+	for (var r = 0u; r < R; r++) {
+		let tp = t + 32u * r;
+		var acc = 0.0;
+		for (var i = 0u; i < NW; i++) {
+			let w = s * NW + i;
+			if (tp == pos) {
+				kr[r * NW + i] = kpack(w);
+				vr[r * NW + i] = vpack(g, w);
+			}
+			acc += dot8(w, kr[r * NW + i]);
+		}
+		pd[tp * 8u + s] = acc;
+	}
+	workgroupBarrier();
+	if (lid < P) {
+		var d = 0.0;
+		for (var i = 0u; i < 8u; i++) {
+			d += pd[lid * 8u + i];
+		}
+		sc[lid] = select(NEG, d * SCALE, lid < seq);
+	}
+	workgroupBarrier();
+	var m = NEG;
+	for (var i = 0u; i < P; i++) {
+		m = max(m, sc[i]);
+	}
+	if (lid < P) {
+		ex[lid] = select(0.0, ggml_exp(sc[lid] - m), lid < seq);
+	}
+	workgroupBarrier();
+	var l = 0.0;
+	for (var i = 0u; i < P; i++) {
+		l += ex[i];
+	}
+	let il = 1.0 / l;
+	// Σ p·V over the thread's positions, for its D/8 dims
+	var acc: array<vec4<f32>, AW>;
+	for (var r = 0u; r < R; r++) {
+		let tp = t + 32u * r;
+		let p = select(0.0, f16_round(ex[tp] * il), tp < seq);
+		for (var i = 0u; i < NW; i++) {
+			let vw = vr[r * NW + i];
+			acc[2u * i] += p * vec4<f32>(unpack2x16float(vw.x), unpack2x16float(vw.y));
+			acc[2u * i + 1u] += p * vec4<f32>(unpack2x16float(vw.z), unpack2x16float(vw.w));
+		}
+	}
+	for (var i = 0u; i < 2u * NW; i++) {
+		pvs[t * (D / 4u) + s * 2u * NW + i] = acc[i];
+	}
+	workgroupBarrier();
+	var val = 0.0;
+	if (lid < D) {
+		for (var i = 0u; i < 32u; i++) {
+			val += pvs[i * (D / 4u) + lid / 4u][lid % 4u];
+		}
+		dst[h * D + lid] = val;
+	}
+//#if Q8
+	let qr = q8_round(lid, val);
+	if (lid < D) {
+		xq[h * D + lid] = qr.x;
+		if (lid % 32u == 0u) {
+			xsum[(h * D + lid) / 32u] = qr.y;
+		}
+	}
+//#endif
+}
