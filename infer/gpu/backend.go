@@ -142,6 +142,8 @@ type Backend struct {
 	// the pending gate/up matvec also computes SwiGLU over gate's output
 	// and its Q8_0 rounding (q1_xq's GLU epilogue)
 	pendingGLU bool
+	// gemm picks the prompt passes' Q1_0 GEMM (GemmKernels)
+	gemm string
 	// decode ops recorded but not encoded: their result is computed inside
 	// the matvec that consumes it, or encoded when anything else needs it
 	// (materialize) and forgotten when their destination is overwritten.
@@ -917,6 +919,22 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 		rpw, tt = 8, 1
 		wg = 128
 	}
+	if t, ok := b.gemmTile(w, n); ok {
+		xq := b.roundActivations(x, w, rows, n)
+		if xq == nil {
+			return
+		}
+		o := b.prepared(opKey{kind: "q1gemm2", a: dst, b: w, c: x, i: t.rm*4 + t.rn}, func() (*kernel, []binding, error) {
+			bm, bn := 64*t.rm, 64*t.rn
+			k, err := b.d.kernel("q1_gemm2", q1Layout(map[string]shaders.Const{
+				"K": shaders.U32(w.k), "M": shaders.U32(w.m), "WORDS": shaders.U32(w.k / 32), "XROWS": shaders.U32(rows),
+				"BM": shaders.U32(bm), "BN": shaders.U32(bn), "ASIZE": shaders.U32(8 * bm), "BSIZE": shaders.U32(8 * bn), "AK": shaders.U32(32 * bm / 256), "XV": shaders.U32(bn / 32),
+				"RM2": shaders.Flag(t.rm == 2), "RN2": shaders.Flag(t.rn == 2)}, w.interleaved, w.m))
+			return k, []binding{whole(b.batchBuf), w.bits.binding(), w.scales.binding(), whole(xq), whole(dst.buf)}, err
+		})
+		b.dispatch(o, ceilDiv(w.m, 64*t.rm), ceilDiv(n, 64*t.rn), 1)
+		return
+	}
 	if w.q1() && w.m%64 == 0 {
 		xq := b.roundActivations(x, w, rows, n)
 		if xq == nil {
@@ -987,6 +1005,44 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 		})
 		b.dispatch(o, c.rows/crpw, ceilDiv(n, tt), 1)
 	}
+}
+
+// gemmTile is q1_gemm2's tile for a prompt pass of n tokens over w: RM ×
+// 64 rows by RN × 64 tokens per workgroup. Without one (b.gemm "tile64",
+// rows not a multiple of 4, K not of 128, workgroup memory too small)
+// q1_gemm or q1_matmul run.
+type gemmTile struct{ rm, rn int }
+
+// GemmKernels are the names b.gemm takes: "" picks by shape, "tile64" is
+// the older q1_gemm (64 × 64, 4 × 4 per thread), rRMxRN a fixed tile.
+var GemmKernels = []string{"", "tile64", "r1x1", "r2x1", "r1x2", "r2x2"}
+
+func (b *Backend) gemmTile(w *weight, n int) (gemmTile, bool) {
+	if !w.q1() || n < 2 || w.m%4 != 0 || w.k%128 != 0 || b.gemm == "tile64" {
+		return gemmTile{}, false
+	}
+	t := gemmTile{2, 2}
+	switch b.gemm {
+	case "r1x1":
+		t = gemmTile{1, 1}
+	case "r2x1":
+		t = gemmTile{2, 1}
+	case "r1x2":
+		t = gemmTile{1, 2}
+	case "r2x2":
+	default:
+		// the biggest tile that still gives the SMs a workgroup each
+		if ceilDiv(w.m, 128)*ceilDiv(n, 128) < 128 {
+			t = gemmTile{2, 1}
+		}
+		if ceilDiv(w.m, 128)*ceilDiv(n, 64) < 128 {
+			t = gemmTile{1, 1}
+		}
+	}
+	if (t.rm+t.rn)*64*32*4 > int(b.d.Limits.MaxComputeWorkgroupStorageSize) {
+		return gemmTile{}, false
+	}
+	return t, true
 }
 
 // queueMatVec holds a decode Q1_0 matmul back so that the next ones on
