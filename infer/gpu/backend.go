@@ -64,7 +64,7 @@ var AttnKinds = []string{"split", "head", "headlong"}
 // workgroup).
 const headMaxPos = 1024
 
-// ErrBadOption is returned by New for a MatVec, Fuse or Attn name it does not know.
+// ErrBadOption is returned by New for a MatVec, Fuse, Attn or Gemm name it does not know.
 var ErrBadOption = errors.New("unknown GPU option value")
 
 func checkGPUOptions(o infer.GPUOptions) error {
@@ -76,6 +76,9 @@ func checkGPUOptions(o infer.GPUOptions) error {
 	}
 	if o.Attn != "" && !slices.Contains(AttnKinds, o.Attn) {
 		return fmt.Errorf("gpu: attn %q (want one of %q): %w", o.Attn, AttnKinds, ErrBadOption)
+	}
+	if !slices.Contains(GemmKernels, o.Gemm) {
+		return fmt.Errorf("gpu: gemm %q (want one of %q): %w", o.Gemm, GemmKernels, ErrBadOption)
 	}
 	return nil
 }
@@ -343,6 +346,7 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 		noFuse:   opts.GPU.Fuse == "off",
 		fuseNorm: opts.GPU.Fuse == "all",
 		headMax:  0,
+		gemm:     opts.GPU.Gemm,
 
 		deltaChunkMin: DefaultDeltaChunkMin,
 	}
@@ -1008,17 +1012,21 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 }
 
 // gemmTile is q1_gemm2's tile for a prompt pass of n tokens over w: RM ×
-// 64 rows by RN × 64 tokens per workgroup. Without one (b.gemm "tile64",
-// rows not a multiple of 4, K not of 128, workgroup memory too small)
-// q1_gemm or q1_matmul run.
+// 64 rows by RN × 64 tokens per workgroup. Without one (rows not a
+// multiple of 4, K not of 128, workgroup memory too small, or q1_gemm
+// chosen) q1_gemm or q1_matmul run.
 type gemmTile struct{ rm, rn int }
 
-// GemmKernels are the names b.gemm takes: "" picks by shape, "tile64" is
-// the older q1_gemm (64 × 64, 4 × 4 per thread), rRMxRN a fixed tile.
-var GemmKernels = []string{"", "tile64", "r1x1", "r2x1", "r1x2", "r2x2"}
+// GemmKernels are the names infer.GPUOptions.Gemm takes for Q1_0 prompt
+// passes: "tile64" is q1_gemm (64 × 64 per workgroup, 4 × 4 per thread),
+// "auto" q1_gemm2 with the tile picked by shape, rRMxRN q1_gemm2 with a
+// fixed tile. The default ("") keeps q1_gemm where it runs (rows a
+// multiple of 64) and gives auto the rest, which q1_matmul took before:
+// q1_gemm2 passes the tests but has not been timed on a GPU yet.
+var GemmKernels = []string{"", "auto", "tile64", "r1x1", "r2x1", "r1x2", "r2x2"}
 
 func (b *Backend) gemmTile(w *weight, n int) (gemmTile, bool) {
-	if !w.q1() || n < 2 || w.m%4 != 0 || w.k%128 != 0 || b.gemm == "tile64" {
+	if !w.q1() || n < 2 || w.m%4 != 0 || w.k%128 != 0 || b.gemm == "tile64" || (b.gemm == "" && w.m%64 == 0) {
 		return gemmTile{}, false
 	}
 	t := gemmTile{2, 2}

@@ -30,7 +30,7 @@ func TestGemmTilesMatchCPU(t *testing.T) {
 		for _, n := range ns {
 			xv := randFloats(r, n*s.k, 1)
 			want := refMatMul(gguf.Q1_0, wb, s.m, s.k, xv, n)
-			for _, g := range GemmKernels[2:] {
+			for _, g := range GemmKernels[3:] {
 				t.Run(fmt.Sprintf("%dx%d/n%d/%s", s.m, s.k, n, g), func(t *testing.T) {
 					b.gemm = g
 					defer func() { b.gemm = "" }()
@@ -72,7 +72,7 @@ func TestGemmBench(t *testing.T) {
 	b := newTestBackend(t)
 	r := rand.New(rand.NewPCG(9, 10))
 	shapes := []struct{ k, m int }{{4096, 6144}, {4096, 24576}, {12288, 4096}, {4096, 4096}, {2048, 4096}, {2048, 12288}, {6144, 2048}}
-	kernels := []string{"tile64", "r1x1", "r2x1", "r1x2", "r2x2", ""}
+	kernels := []string{"tile64", "r1x1", "r2x1", "r1x2", "r2x2", "auto"}
 	for si, s := range shapes {
 		blocks := s.m * s.k / 128
 		wb := make([]byte, blocks*18)
