@@ -290,6 +290,9 @@ type GPUOptions struct {
 	// Attn names the decode attention kernels for A/B measurements; ""
 	// is the default choice (the gpu package lists the names).
 	Attn string
+	// Gemm names the prompt passes' Q1_0 GEMM for A/B measurements; ""
+	// is the default choice (the gpu package lists the names).
+	Gemm string
 	// Debug turns the WebGPU implementation's log up to debug level.
 	Debug bool
 }

@@ -39,6 +39,7 @@ func runGPU(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.MatVec, "matvec", o.MatVec, "decode Q1_0 matvec kernel: "+strings.Join(gpu.MatVecKernels, ", ")+" (default from BONSAI_GPU_MATVEC)")
 	fs.StringVar(&o.Fuse, "fuse", o.Fuse, "decode fusions: off, all or empty for the default (default from BONSAI_GPU_FUSE)")
 	fs.StringVar(&o.Attn, "attn", o.Attn, "decode attention kernels: "+strings.Join(gpu.AttnKinds, ", ")+" (default from BONSAI_GPU_ATTN)")
+	fs.StringVar(&o.Gemm, "gemm", o.Gemm, "prompt Q1_0 GEMM: "+strings.Join(gpu.GemmKernels, ", ")+" (default from BONSAI_GPU_GEMM)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {

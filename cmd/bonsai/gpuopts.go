@@ -10,7 +10,7 @@ import (
 // backend reads none itself. BONSAI_GPU_SOFTWARE=1 admits software adapters
 // (lavapipe, llvmpipe) without naming one; BONSAI_GPU_MATVEC,
 // BONSAI_GPU_FUSE and BONSAI_GPU_ATTN pick decode kernels, fusions and
-// attention kernels for A/B measurements (the
+// attention kernels, BONSAI_GPU_GEMM the prompt GEMM, for A/B measurements (the
 // gpu package lists the names; a wrong one fails the load);
 // BONSAI_GPU_LOG=debug brings back wgpu-native's log.
 func gpuOptions() infer.GPUOptions {
@@ -23,6 +23,7 @@ func gpuOptionsFrom(getenv func(string) string) infer.GPUOptions {
 		MatVec:        getenv("BONSAI_GPU_MATVEC"),
 		Fuse:          getenv("BONSAI_GPU_FUSE"),
 		Attn:          getenv("BONSAI_GPU_ATTN"),
+		Gemm:          getenv("BONSAI_GPU_GEMM"),
 		Debug:         getenv("BONSAI_GPU_LOG") == "debug",
 	}
 }

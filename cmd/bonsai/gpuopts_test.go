@@ -16,6 +16,7 @@ func TestGPUOptionsFromEnvironment(t *testing.T) {
 		{map[string]string{"BONSAI_GPU_SOFTWARE": "yes"}, infer.GPUOptions{}},
 		{map[string]string{"BONSAI_GPU_MATVEC": "popc", "BONSAI_GPU_FUSE": "off"}, infer.GPUOptions{MatVec: "popc", Fuse: "off"}},
 		{map[string]string{"BONSAI_GPU_ATTN": "split"}, infer.GPUOptions{Attn: "split"}},
+		{map[string]string{"BONSAI_GPU_GEMM": "r2x2"}, infer.GPUOptions{Gemm: "r2x2"}},
 		{map[string]string{"BONSAI_GPU_LOG": "debug"}, infer.GPUOptions{Debug: true}},
 	} {
 		if got := gpuOptionsFrom(func(k string) string { return tc.env[k] }); got != tc.want {

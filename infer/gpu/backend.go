@@ -70,7 +70,7 @@ var AttnKinds = []string{"split", "head", "headlong", "lat", "latlong"}
 // workgroup).
 const headMaxPos = 1024
 
-// ErrBadOption is returned by New for a MatVec, Fuse or Attn name it does not know.
+// ErrBadOption is returned by New for a MatVec, Fuse, Attn or Gemm name it does not know.
 var ErrBadOption = errors.New("unknown GPU option value")
 
 func checkGPUOptions(o infer.GPUOptions) error {
@@ -82,6 +82,9 @@ func checkGPUOptions(o infer.GPUOptions) error {
 	}
 	if o.Attn != "" && !slices.Contains(AttnKinds, o.Attn) {
 		return fmt.Errorf("gpu: attn %q (want one of %q): %w", o.Attn, AttnKinds, ErrBadOption)
+	}
+	if !slices.Contains(GemmKernels, o.Gemm) {
+		return fmt.Errorf("gpu: gemm %q (want one of %q): %w", o.Gemm, GemmKernels, ErrBadOption)
 	}
 	return nil
 }
@@ -148,6 +151,8 @@ type Backend struct {
 	// the pending gate/up matvec also computes SwiGLU over gate's output
 	// and its Q8_0 rounding (q1_xq's GLU epilogue)
 	pendingGLU bool
+	// gemm picks the prompt passes' Q1_0 GEMM (GemmKernels)
+	gemm string
 	// decode ops recorded but not encoded: their result is computed inside
 	// the matvec that consumes it, or encoded when anything else needs it
 	// (materialize) and forgotten when their destination is overwritten.
@@ -350,6 +355,7 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 		noFuse:   opts.GPU.Fuse == "off",
 		fuseNorm: opts.GPU.Fuse == "all",
 		headMax:  0,
+		gemm:     opts.GPU.Gemm,
 
 		deltaChunkMin: DefaultDeltaChunkMin,
 	}
@@ -938,6 +944,22 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 		rpw, tt = 8, 1
 		wg = 128
 	}
+	if t, ok := b.gemmTile(w, n); ok {
+		xq := b.roundActivations(x, w, rows, n)
+		if xq == nil {
+			return
+		}
+		o := b.prepared(opKey{kind: "q1gemm2", a: dst, b: w, c: x, i: t.rm*4 + t.rn}, func() (*kernel, []binding, error) {
+			bm, bn := 64*t.rm, 64*t.rn
+			k, err := b.d.kernel("q1_gemm2", q1Layout(map[string]shaders.Const{
+				"K": shaders.U32(w.k), "M": shaders.U32(w.m), "WORDS": shaders.U32(w.k / 32), "XROWS": shaders.U32(rows),
+				"BM": shaders.U32(bm), "BN": shaders.U32(bn), "ASIZE": shaders.U32(8 * bm), "BSIZE": shaders.U32(8 * bn), "AK": shaders.U32(32 * bm / 256), "XV": shaders.U32(bn / 32),
+				"RM2": shaders.Flag(t.rm == 2), "RN2": shaders.Flag(t.rn == 2)}, w.interleaved, w.m))
+			return k, []binding{whole(b.batchBuf), w.bits.binding(), w.scales.binding(), whole(xq), whole(dst.buf)}, err
+		})
+		b.dispatch(o, ceilDiv(w.m, 64*t.rm), ceilDiv(n, 64*t.rn), 1)
+		return
+	}
 	if w.q1() && w.m%64 == 0 {
 		xq := b.roundActivations(x, w, rows, n)
 		if xq == nil {
@@ -1008,6 +1030,48 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 		})
 		b.dispatch(o, c.rows/crpw, ceilDiv(n, tt), 1)
 	}
+}
+
+// gemmTile is q1_gemm2's tile for a prompt pass of n tokens over w: RM ×
+// 64 rows by RN × 64 tokens per workgroup. Without one (rows not a
+// multiple of 4, K not of 128, workgroup memory too small, or q1_gemm
+// chosen) q1_gemm or q1_matmul run.
+type gemmTile struct{ rm, rn int }
+
+// GemmKernels are the names infer.GPUOptions.Gemm takes for Q1_0 prompt
+// passes: "tile64" is q1_gemm (64 × 64 per workgroup, 4 × 4 per thread),
+// "auto" q1_gemm2 with the tile picked by shape, rRMxRN q1_gemm2 with a
+// fixed tile. The default ("") keeps q1_gemm where it runs (rows a
+// multiple of 64) and gives auto the rest, which q1_matmul took before:
+// q1_gemm2 passes the tests but has not been timed on a GPU yet.
+var GemmKernels = []string{"", "auto", "tile64", "r1x1", "r2x1", "r1x2", "r2x2"}
+
+func (b *Backend) gemmTile(w *weight, n int) (gemmTile, bool) {
+	if !w.q1() || n < 2 || w.m%4 != 0 || w.k%128 != 0 || b.gemm == "tile64" || (b.gemm == "" && w.m%64 == 0) {
+		return gemmTile{}, false
+	}
+	t := gemmTile{2, 2}
+	switch b.gemm {
+	case "r1x1":
+		t = gemmTile{1, 1}
+	case "r2x1":
+		t = gemmTile{2, 1}
+	case "r1x2":
+		t = gemmTile{1, 2}
+	case "r2x2":
+	default:
+		// the biggest tile that still gives the SMs a workgroup each
+		if ceilDiv(w.m, 128)*ceilDiv(n, 128) < 128 {
+			t = gemmTile{2, 1}
+		}
+		if ceilDiv(w.m, 128)*ceilDiv(n, 64) < 128 {
+			t = gemmTile{1, 1}
+		}
+	}
+	if (t.rm+t.rn)*64*32*4 > int(b.d.Limits.MaxComputeWorkgroupStorageSize) {
+		return gemmTile{}, false
+	}
+	return t, true
 }
 
 // queueMatVec holds a decode Q1_0 matmul back so that the next ones on

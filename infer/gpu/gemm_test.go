@@ -1,0 +1,127 @@
+package gpu
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer"
+)
+
+// TestGemmTilesMatchCPU runs every q1_gemm2 tile over partial tiles (tokens
+// 2…130 against 64 and 128, rows not a multiple of the tile) against the
+// CPU's dot.
+func TestGemmTilesMatchCPU(t *testing.T) {
+	b := newTestBackend(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	shapes := []struct{ m, k int }{{100, 128}, {192, 256}, {68, 384}}
+	ns := []int{2, 5, 63, 64, 65, 127, 130}
+	for si, s := range shapes {
+		wv := randFloats(r, s.m*s.k, 1)
+		wb := quantizeMatrix(t, gguf.Q1_0, s.m, s.k, wv)
+		w, err := b.LoadWeight(infer.WeightData{Name: fmt.Sprintf("blk.0.ffn_up.g%d", si), Type: gguf.Q1_0, Shape: []int64{int64(s.k), int64(s.m)}, Data: wb})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range ns {
+			xv := randFloats(r, n*s.k, 1)
+			want := refMatMul(gguf.Q1_0, wb, s.m, s.k, xv, n)
+			for _, g := range GemmKernels[3:] {
+				t.Run(fmt.Sprintf("%dx%d/n%d/%s", s.m, s.k, n, g), func(t *testing.T) {
+					b.gemm = g
+					defer func() { b.gemm = "" }()
+					if tl, ok := b.gemmTile(w.(*weight), n); !ok {
+						t.Skipf("no %s tile here (%+v)", g, tl)
+					}
+					x := b.mustTensor(t, "x", n, s.k)
+					y := b.mustTensor(t, "y", n, s.m)
+					b.write(t, x, xv)
+					got := make([]float32, n*s.m)
+					b.Begin(batchOf(n, 0))
+					b.MatMul(y, w, x)
+					b.Read(y, got)
+					if err := b.Commit(); err != nil {
+						t.Fatal(err)
+					}
+					if e := maxRelErr(got, want); e > 1e-5 {
+						t.Errorf("max error %.3g of the largest value; got[0:4] %v want %v", e, got[:4], want[:4])
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestGemmBench times the prompt GEMM kernels at the 8B (and 1.7B)
+// shapes when BONSAI_GEMM_BENCH is set (the token count, e.g. 512): wall
+// time over reps dispatches in one pass, after a warm-up pass, each
+// kernel's output checked against tile64's.
+func TestGemmBench(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("BONSAI_GEMM_BENCH"))
+	if n < 2 {
+		t.Skip("BONSAI_GEMM_BENCH (tokens) not set")
+	}
+	reps := 20
+	if v, err := strconv.Atoi(os.Getenv("BONSAI_GEMM_REPS")); err == nil && v > 0 {
+		reps = v
+	}
+	b := newTestBackend(t)
+	r := rand.New(rand.NewPCG(9, 10))
+	shapes := []struct{ k, m int }{{4096, 6144}, {4096, 24576}, {12288, 4096}, {4096, 4096}, {2048, 4096}, {2048, 12288}, {6144, 2048}}
+	kernels := []string{"tile64", "r1x1", "r2x1", "r1x2", "r2x2", "auto"}
+	for si, s := range shapes {
+		blocks := s.m * s.k / 128
+		wb := make([]byte, blocks*18)
+		for i := range wb {
+			wb[i] = byte(r.Uint32())
+		}
+		for i := 0; i < blocks; i++ {
+			wb[i*18], wb[i*18+1] = 0x66, 0x2e // d ≈ 0.1 (f16)
+		}
+		w, err := b.LoadWeight(infer.WeightData{Name: fmt.Sprintf("blk.0.ffn_up.b%d", si), Type: gguf.Q1_0, Shape: []int64{int64(s.k), int64(s.m)}, Data: wb})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := b.mustTensor(t, fmt.Sprintf("x%d", si), n, s.k)
+		y := b.mustTensor(t, fmt.Sprintf("y%d", si), n, s.m)
+		b.write(t, x, randFloats(r, n*s.k, 1))
+		var ref []float32
+		for _, g := range kernels {
+			b.gemm = g
+			got := make([]float32, n*s.m)
+			b.Begin(batchOf(n, 0))
+			b.MatMul(y, w, x)
+			b.Read(y, got)
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			e := 0.0
+			if ref == nil {
+				ref = got
+			} else {
+				e = maxRelErr(got, ref)
+			}
+			best := time.Duration(1 << 62)
+			for trial := 0; trial < 3; trial++ {
+				b.Begin(batchOf(n, 0))
+				start := time.Now()
+				for i := 0; i < reps; i++ {
+					b.MatMul(y, w, x)
+				}
+				if err := b.Commit(); err != nil {
+					t.Fatal(err)
+				}
+				best = min(best, time.Since(start)/time.Duration(reps))
+			}
+			tl, _ := b.gemmTile(w.(*weight), n)
+			flops := 2 * float64(s.m) * float64(s.k) * float64(n)
+			fmt.Printf("gemm %5d->%-5d n=%d %-6s tile=%v %8.1f us %6.2f TFLOP/s err %.2g\n",
+				s.k, s.m, n, g, tl, float64(best.Nanoseconds())/1e3, flops/best.Seconds()/1e12, e)
+		}
+		b.gemm = ""
+	}
+}
