@@ -38,7 +38,7 @@ if [ "$stage" = build ]; then
 		-DGGML_CUDA_NCCL=OFF >/tmp/cmake.log 2>&1 && nice -n 19 timeout 500 cmake --build build -j14 --target llama-bench >/tmp/build.log 2>&1
 	  echo "llama.cpp CUDA build rc=$?"; tail -3 /tmp/build.log ) & bc=$!
 	t "numerics on the H200"
-	timeout 200 /tmp/new.test -test.run 'TestMatMul|TestF16Rounding|TestAttn|TestAttention|TestNewKVCache|TestOneLayerLogits|TestFusedDecode|TestGreedy|TestPassInPieces|TestProfilingSamples|TestTopK|TestSampled|TestChain|TestGemm|TestPrefill' -test.v 2>&1 | f | grep -E "^ *(--- FAIL|ok|FAIL|PASS)|error|differ|off by|panic" | head -40
+	timeout 200 /tmp/new.test -test.run 'TestMatMul|TestF16Rounding|TestAttn|TestAttention|TestNewKVCache|TestOneLayerLogits|TestFusedDecode|TestGreedy|TestPassInPieces|TestProfilingSamples|TestTopK|TestChainPick|TestGemmTiles' -test.v 2>&1 | f | grep -E "^ *(--- FAIL|ok|FAIL|PASS)|error|differ|off by|panic" | head -40
 	wait $s8 $s17 $s27
 	ls -la /tmp/*.gguf
 	t "waiting for the llama.cpp build"
@@ -55,12 +55,13 @@ chat() { # chat's path: $1 binary $2 model $3 extra flags; decode tok/s from --f
 	echo "$1 $2 [$3]: $(echo "$line" | grep -o '"generated_tokens":[0-9]*,"prefill_tps":[0-9.]*,"decode_tps":[0-9.]*')"
 }
 if [ "$stage" = bench ]; then
-	phases old 8 16 split; phases new 8 16 split; phases new 8 16 $ATTN
-	phases new 8 768 split; phases new 8 768 $ATTN
-	phases old 17 16 split; phases new 17 16 split; phases new 17 16 $ATTN
+	t "prompt GEMMs (µs, TFLOP/s per kernel and tile)"
+	( cd $R/infer/gpu && BONSAI_GEMM_BENCH=512 timeout 120 /tmp/new.test -test.run TestGemmBench -test.v 2>&1 | f | grep -iE "gemm|tflop|µs" | head -40 )
+	phases old 8 16 split; for a in split lat latlong; do phases new 8 16 $a; done
+	phases old 17 16 split; for a in split lat latlong; do phases new 17 16 $a; done
 	for m in 8 17; do
-		bench old $m; bench new $m; bench new $m BONSAI_GPU_ATTN=$ATTN
-		[ -n "${GEMM:-}" ] && bench new $m BONSAI_GPU_GEMM=$GEMM
+		bench old $m; bench new $m; for a in lat latlong; do bench new $m BONSAI_GPU_ATTN=$a; done
+		for g in auto r2x2; do bench new $m BONSAI_GPU_GEMM=$g; done
 	done
 	for m in 8 17; do for r in 1 2; do
 		t "chat's path $m round $r"
