@@ -41,6 +41,7 @@ type runFlags struct {
 	maxTokens int
 	profile   bool
 	spec      spec.Mode
+	specAuto  bool // spec is the default's choice (off on the GPU)
 	maxDraft  int
 }
 
@@ -109,7 +110,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --max-draft must not be negative", errUsage)
 	}
 	specOpts.MaxDraft = o.maxDraft
-	o.spec = specOpts.Mode
+	o.spec, o.specAuto = specOpts.Mode, specOpts.Auto
 
 	var f *gguf.File
 	var variant infer.Variant // a remote model's is unknown: llama.cpp's defaults
@@ -209,12 +210,16 @@ func stream(e engine.Client, o runFlags, seed uint64, out, errOut io.Writer) err
 				return err
 			}
 			st := ev.Stats
+			mode := o.spec
+			if o.specAuto && backend == "gpu" {
+				mode = spec.Off // the engine skips the default's prompt lookup there
+			}
 			return enc.Encode(doneLine{
 				Done: true, Reason: ev.Reason,
 				PromptTokens: st.PrefillTokens, GeneratedTokens: st.DecodeTokens,
 				PrefillTPS: st.PrefillTPS, DecodeTPS: st.DecodeTPS,
 				Backend: backend, Seed: seed, Text: held,
-				Spec: specLine{Mode: string(o.spec), Drafted: st.Drafted, Accepted: st.Accepted,
+				Spec: specLine{Mode: string(mode), Drafted: st.Drafted, Accepted: st.Accepted,
 					Verifies: st.Verifies, AcceptRate: st.AcceptRate()},
 			})
 		}
