@@ -44,7 +44,7 @@ var MatVecKernels = []string{"auto", "auto1", "w1", "select", "lut", "popc", "po
 var FuseLevels = []string{"", "off", "all"}
 
 // AttnKinds are the names infer.GPUOptions.Attn takes for decode
-// attention: "split" (the default, also ""): attn_qk, attn_pv and attn_sum
+// attention: "latlong" (the default, also ""; below), or "split": attn_qk, attn_pv and attn_sum
 // over splits of the cache per kv head (qk_rope_store and attn_one while
 // one split holds the sequence); "head": while the sequence fits
 // headMaxPos (and the workgroup memory), the layer's q/k norm+RoPE, KV
@@ -60,7 +60,11 @@ var FuseLevels = []string{"", "off", "all"}
 // dispatch of one workgroup per query head built for latency
 // (attn_lat.wgsl: 256 threads as positions × slices of the head, no long
 // serial chain per thread), else as split; "latlong": lat up to
-// latLongMaxPos.
+// latLongMaxPos. latlong is the default since GPU run 9 on the H200 (tg128,
+// bonsai bench: 8B 277 against split's 229 tok/s, 1.7B 440 against 350;
+// chained greedy 354 against 306 and 598 against 537); its pipelines, one
+// per power of two of 32-position rounds, compile on first use (~0.2 s
+// each), as split's do.
 var AttnKinds = []string{"split", "head", "headlong", "lat", "latlong"}
 
 // headMaxPos is the longest sequence attention kind "head" takes in
@@ -367,7 +371,7 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 		b.headMax = maxBatchTokens
 	case "lat":
 		b.latMax = latMaxPos
-	case "latlong":
+	case "latlong", "":
 		b.latMax = latLongMaxPos
 	}
 	if b.batchBuf, err = d.newBuffer("batch", 16, wgpu.BufferUsageUniform|wgpu.BufferUsageCopyDst); err != nil {
@@ -1040,14 +1044,15 @@ type gemmTile struct{ rm, rn int }
 
 // GemmKernels are the names infer.GPUOptions.Gemm takes for Q1_0 prompt
 // passes: "tile64" is q1_gemm (64 × 64 per workgroup, 4 × 4 per thread),
-// "auto" q1_gemm2 with the tile picked by shape, rRMxRN q1_gemm2 with a
-// fixed tile. The default ("") keeps q1_gemm where it runs (rows a
-// multiple of 64) and gives auto the rest, which q1_matmul took before:
-// q1_gemm2 passes the tests but has not been timed on a GPU yet.
+// "auto" (also the default, "") q1_gemm2 with the tile picked by shape,
+// rRMxRN q1_gemm2 with a fixed tile. On the H200 (BENCHMARKS "GPU run 9",
+// 512 tokens) q1_gemm ran the 8B and 1.7B shapes at 14.7–17.0 TFLOP/s,
+// q1_gemm2's 128 × 64 tile (r2x1) at 22.3–27.4, within 3 % of the best
+// tile on every shape, where r2x2 lost 22 % on 4096→6144.
 var GemmKernels = []string{"", "auto", "tile64", "r1x1", "r2x1", "r1x2", "r2x2"}
 
 func (b *Backend) gemmTile(w *weight, n int) (gemmTile, bool) {
-	if !w.q1() || n < 2 || w.m%4 != 0 || w.k%128 != 0 || b.gemm == "tile64" || (b.gemm == "" && w.m%64 == 0) {
+	if !w.q1() || n < 2 || w.m%4 != 0 || w.k%128 != 0 || b.gemm == "tile64" {
 		return gemmTile{}, false
 	}
 	t := gemmTile{2, 2}
@@ -1060,10 +1065,9 @@ func (b *Backend) gemmTile(w *weight, n int) (gemmTile, bool) {
 		t = gemmTile{1, 2}
 	case "r2x2":
 	default:
-		// the biggest tile that still gives the SMs a workgroup each
-		if ceilDiv(w.m, 128)*ceilDiv(n, 128) < 128 {
-			t = gemmTile{2, 1}
-		}
+		// 128 × 64, the measured best, unless that leaves most of a big
+		// GPU's SMs without a workgroup
+		t = gemmTile{2, 1}
 		if ceilDiv(w.m, 128)*ceilDiv(n, 64) < 128 {
 			t = gemmTile{1, 1}
 		}
