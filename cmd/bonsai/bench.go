@@ -133,8 +133,15 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	for i := range ids {
 		ids[i] = int32(r.IntN(m.Hparams.Vocab))
 	}
-	// One warm-up token: first-touch page faults of the mapping and the
-	// backend's lazy setup are not what we measure.
+	// Warm-up, as llama-bench's: one prompt pass of the test's size and
+	// one token. First-touch page faults of the mapping and the backend's
+	// lazy setup (a GPU compiles each kernel on its first use) are not
+	// what we measure.
+	if o.prompt > 1 {
+		if err := m.Forward(ids[:o.prompt], 0); err != nil {
+			return err
+		}
+	}
 	if err := m.Forward(ids[:1], 0); err != nil {
 		return err
 	}
