@@ -99,6 +99,8 @@ fn dot8(w: u32, k4: vec4<u32>) -> f32 {
 	return a + b;
 }
 
+//#include qk_norm_rope
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
 	let h = wid.x;
@@ -118,49 +120,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 			}
 		}
 	}
-	// per-head RMSNorm: virtual thread hv·NRWG + t is qk_rope_store's
-	// thread t of head hv
-	for (var vt = lid; vt < VH; vt += WG) {
-		let hv = vt / NRWG;
-		var ss = 0.0;
-		for (var j = vt % NRWG; j < D; j += NRWG) {
-			let val = nload(h, g, hv, j);
-			ss += val * val;
-		}
-		nred[vt] = ss;
-	}
-	workgroupBarrier();
-	for (var s = NRWG / 2u; s > 0u; s >>= 1u) {
-		for (var vt = lid; vt < VH; vt += WG) {
-			if (vt % NRWG < s) {
-				nred[vt] += nred[vt + s];
-			}
-		}
-		workgroupBarrier();
-	}
+	qk_norm_rope(lid, h, g);
 	let pos = batch.pos;
-	let half = DIMS / 2u;
-	for (var i = lid; i < 2u * half; i += WG) {
-		let hv = i / half;
-		let j = i % half;
-		let scale = 1.0 / sqrt(nred[hv * NRWG] / f32(D) + select(KEPS, QEPS, hv == 0u));
-		let a = nload(h, g, hv, j) * scale * nweight(hv, j);
-		let b = nload(h, g, hv, j + half) * scale * nweight(hv, j + half);
-		if (pos < CTX) {
-			let cs = table[pos * half + j];
-			put(hv, j, a * cs.x - b * cs.y);
-			put(hv, j + half, a * cs.y + b * cs.x);
-		} else {
-			put(hv, j, a);
-			put(hv, j + half, b);
-		}
-	}
-	for (var i = lid; i < 2u * (D - DIMS); i += WG) {
-		let hv = i / (D - DIMS);
-		let j = DIMS + i % (D - DIMS);
-		let scale = 1.0 / sqrt(nred[hv * NRWG] / f32(D) + select(KEPS, QEPS, hv == 0u));
-		put(hv, j, nload(h, g, hv, j) * scale * nweight(hv, j));
-	}
 	workgroupBarrier();
 	let seq = pos + 1u;
 	if (h % QPG == 0u && pos < CTX) {
