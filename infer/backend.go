@@ -293,6 +293,12 @@ type GPUOptions struct {
 	// Gemm names the prompt passes' Q1_0 GEMM for A/B measurements; ""
 	// is the default choice (the gpu package lists the names).
 	Gemm string
+	// Repeat encodes every dispatch of the named kernels n times, as
+	// "name=n,name=n" (kernel names as the shaders package has them, e.g.
+	// "attn_lat=2"), for timing only: the outputs are wrong, and the
+	// decode's slowdown is the kernels' marginal cost in the real,
+	// dependency-chained pass. Empty for normal work.
+	Repeat string
 	// Debug turns the WebGPU implementation's log up to debug level.
 	Debug bool
 }

@@ -42,6 +42,12 @@ func Flag(on bool) Const {
 	return Const{"", "0"}
 }
 
+// Has reports whether kernel name has a .wgsl file.
+func Has(name string) bool {
+	_, err := files.Open(name + ".wgsl")
+	return err == nil
+}
+
 // Source returns the specialised WGSL of kernel name.
 func Source(name string, defs map[string]Const) (string, error) {
 	body, err := files.ReadFile(name + ".wgsl")

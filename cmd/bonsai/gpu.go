@@ -3,11 +3,14 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,6 +42,7 @@ func runGPU(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.MatVec, "matvec", o.MatVec, "decode Q1_0 matvec kernel: "+strings.Join(gpu.MatVecKernels, ", ")+" (default from BONSAI_GPU_MATVEC)")
 	fs.StringVar(&o.Fuse, "fuse", o.Fuse, "decode fusions: off, all or empty for the default (default from BONSAI_GPU_FUSE)")
 	fs.StringVar(&o.Attn, "attn", o.Attn, "decode attention kernels: "+strings.Join(gpu.AttnKinds, ", ")+" (default from BONSAI_GPU_ATTN)")
+	fs.StringVar(&o.Repeat, "repeat", o.Repeat, "time kernels in the real pass: encode each dispatch of them n times, as kernel=n,… (outputs are wrong; default from BONSAI_GPU_REPEAT)")
 	fs.StringVar(&o.Gemm, "gemm", o.Gemm, "prompt Q1_0 GEMM: "+strings.Join(gpu.GemmKernels, ", ")+" (default from BONSAI_GPU_GEMM)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -101,7 +105,7 @@ func runGPU(args []string, stdout, stderr io.Writer) error {
 		tgProf := b.TakeProfile()
 		fmt.Fprintf(stdout, "%s: pp%d %.1f tok/s, tg%d %.1f tok/s, RSS %d MiB\n", label, *prompt, float64(*prompt)/pp.Seconds(), *gen, float64(*gen)/tg.Seconds(), rssMiB())
 		if gb, ok := b.(*gpu.Backend); ok {
-			fmt.Fprintf(stdout, "  dispatches per decode token: %d (%d layers)\n", gb.LastDispatches(), m.KVSpec().Layers)
+			fmt.Fprintf(stdout, "  dispatches per decode token: %d (%d layers): %s\n", gb.LastDispatches(), m.KVSpec().Layers, census(gb.LastCensus()))
 		}
 		if profiled {
 			for _, s := range []struct {
@@ -146,6 +150,17 @@ func runGPU(args []string, stdout, stderr io.Writer) error {
 		return microBench(m, stdout)
 	}
 	return nil
+}
+
+// census lists dispatches per kernel, most first.
+func census(c map[string]int) string {
+	names := slices.Collect(maps.Keys(c))
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(c[b]-c[a], strings.Compare(a, b)) })
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %d", n, c[n])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // microBench times each op kind alone: 50 dispatches of it in one pass,

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"strconv"
@@ -90,7 +91,26 @@ func checkGPUOptions(o infer.GPUOptions) error {
 	if !slices.Contains(GemmKernels, o.Gemm) {
 		return fmt.Errorf("gpu: gemm %q (want one of %q): %w", o.Gemm, GemmKernels, ErrBadOption)
 	}
-	return nil
+	_, err := parseRepeat(o.Repeat)
+	return err
+}
+
+// parseRepeat reads GPUOptions.Repeat: "name=n,name=n" with known kernel
+// names and 1 ≤ n ≤ 64.
+func parseRepeat(s string) (map[string]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	m := map[string]int{}
+	for _, item := range strings.Split(s, ",") {
+		name, count, ok := strings.Cut(strings.TrimSpace(item), "=")
+		n, err := strconv.Atoi(count)
+		if !ok || err != nil || n < 1 || n > 64 || !shaders.Has(name) {
+			return nil, fmt.Errorf("gpu: repeat %q (want kernel=n with a kernel name and 1 ≤ n ≤ 64): %w", item, ErrBadOption)
+		}
+		m[name] = n
+	}
+	return m, nil
 }
 
 // popcMinWeights is where auto switches from q1_matvec to q1_popc: on the
@@ -163,6 +183,10 @@ type Backend struct {
 	lazies []*lazy
 	// dispatches encoded in the pass in progress, and in the last one
 	dispatches, lastDispatches int
+	// census counts this pass's dispatches per kernel, lastCensus the
+	// last committed pass's; repeat is GPUOptions.Repeat
+	census, lastCensus map[string]int
+	repeat             map[string]int
 	// dispatches encoded since the last piece of the pass was submitted
 	unsubmitted int
 	// submits is the number of command buffers the pass has submitted
@@ -360,9 +384,11 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 		fuseNorm: opts.GPU.Fuse == "all",
 		headMax:  0,
 		gemm:     opts.GPU.Gemm,
+		census:   map[string]int{},
 
 		deltaChunkMin: DefaultDeltaChunkMin,
 	}
+	b.repeat, _ = parseRepeat(opts.GPU.Repeat)
 	b.xqRPW, b.xqSepGLU, b.xqGLUWG = xqOptions(matvec)
 	switch opts.GPU.Attn {
 	case "head":
@@ -485,6 +511,7 @@ func (b *Backend) Begin(batch infer.Batch) {
 	b.touched = b.touched[:0]
 	b.lazies = b.lazies[:0]
 	b.dispatches, b.unsubmitted, b.submits = 0, 0, 0
+	clear(b.census)
 	b.batch = batch
 	b.n = len(batch.Tokens)
 	b.phase = profile.Embed
@@ -589,6 +616,7 @@ func (b *Backend) Commit() error {
 	b.materializeAll()
 	b.endPass()
 	b.lastDispatches = b.dispatches
+	b.lastCensus = maps.Clone(b.census)
 	b.prof.end(b)
 	enc := b.enc
 	b.enc = nil
@@ -699,6 +727,11 @@ func (b *Backend) dispatch(o *op, x, y, z int) {
 	b.pass.DispatchWorkgroups(uint32(x), uint32(y), uint32(z))
 	b.dispatches++
 	b.unsubmitted++
+	b.census[o.k.name]++
+	for i := 1; i < b.repeat[o.k.name]; i++ {
+		b.pass.DispatchWorkgroups(uint32(x), uint32(y), uint32(z))
+		b.dispatches++
+	}
 	// Profiling times the GPU's phases: one piece, so that no phase
 	// includes the GPU waiting for the host's next one.
 	if !b.prof.active() && (b.unsubmitted >= submitEvery || b.submits == 0 && b.unsubmitted >= firstSubmit) {
@@ -735,6 +768,10 @@ func (b *Backend) submitPiece() {
 // LastDispatches is the number of compute dispatches the last committed
 // pass encoded (fusion is what lowers it; tests and `bonsai gpu` report it).
 func (b *Backend) LastDispatches() int { return b.lastDispatches }
+
+// LastCensus is the last committed pass's dispatches per kernel name
+// (without Repeat's copies).
+func (b *Backend) LastCensus() map[string]int { return b.lastCensus }
 
 // ready reports whether ops can be encoded now, after encoding any
 // matmuls still waiting for fusion (every op but MatMul calls it).
