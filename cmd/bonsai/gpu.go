@@ -36,6 +36,7 @@ func runGPU(args []string, stdout, stderr io.Writer) error {
 	gen := fs.Int("n", 128, "tokens to decode while profiling")
 	prompt := fs.Int("p", 512, "prompt tokens to prefill first")
 	micro := fs.Bool("micro", false, "also time single ops (50 dispatches each) on the model's shapes")
+	plain := fs.Bool("plain", true, "time plain and profiled decoding after the warm-up (false: only the warm-up and the chained loop)")
 	chained := fs.Bool("chained", true, "also time greedy decoding with the host off the critical path (argmax and the next embedding on the GPU)")
 	o := gpuOptions()
 	fs.BoolVar(&o.AllowSoftware, "software", o.AllowSoftware, "admit software adapters (lavapipe, llvmpipe; default from BONSAI_GPU_SOFTWARE=1)")
@@ -124,11 +125,13 @@ func runGPU(args []string, stdout, stderr io.Writer) error {
 	if err := run("warm-up", false); err != nil {
 		return err
 	}
-	if err := run("plain", false); err != nil {
-		return err
-	}
-	if err := run("profiled", true); err != nil {
-		return err
+	if *plain {
+		if err := run("plain", false); err != nil {
+			return err
+		}
+		if err := run("profiled", true); err != nil {
+			return err
+		}
 	}
 	if *chained && *gen > 0 && *prompt > 0 {
 		// GreedyChained prefills too: its decode time is its total less a
