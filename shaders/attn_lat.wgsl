@@ -4,10 +4,12 @@
 // walking a long serial chain. The 256 threads are 32 positions × 8 slices
 // of D/8 dims: each issues its K and V loads of all R rounds before the
 // prologue (so their latency hides behind it), scores its slice of each
-// position, and the 8 slices are summed by one thread per position. Every
-// thread then takes the max and Σexp over the ≤ 32·R scores from workgroup
-// memory (broadcast reads), weighs its own positions' V slice, and one
-// thread per output dim sums the 32 position rows. Numerics as the split
+// position, and the 8 slices are summed by one thread per position. The
+// max and Σexp over the ≤ 32·R scores are tree reductions in workgroup
+// memory (log2 of them in barrier steps: in series, every thread walking
+// all the scores was the kernel's longest chain), each thread weighs its
+// own positions' V slice, and the 32 position rows are summed in two
+// levels. Numerics as the split
 // path, with other summation orders: q rounded to f16, K/V from the f16
 // cache, the weights exp(s − M)/L rounded to f16 before they meet V. The
 // prologue is attn_head's (same arithmetic and order), and as there the new
@@ -44,12 +46,12 @@ const RW: u32 = R * NW; // a thread's cache words
 const AW: u32 = 2u * NW; // a thread's output vec4s
 const PD: u32 = 8u * P;
 const PVS: u32 = 8u * D;
+const GR: u32 = WG / (D / 4u); // row groups of the final sum: 8 for D = 128, 16 for 64
 
 var<workgroup> nred: array<f32, VH>;
 var<workgroup> qh: array<f32, D>; // the rotated q head, f16-rounded
 var<workgroup> kh: array<f32, D>; // the rotated k head
-var<workgroup> pd: array<f32, PD>; // per (position, slice) partial dots
-var<workgroup> sc: array<f32, P>; // scaled scores
+var<workgroup> pd: array<f32, PD>; // per (position, slice) partial dots, then the softmax trees
 var<workgroup> ex: array<f32, P>; // exp(s − M)
 var<workgroup> pvs: array<vec4<f32>, PVS>; // per (position mod 32, dims) Σ p·V
 
@@ -146,27 +148,42 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		pd[tp * 8u + s] = acc;
 	}
 	workgroupBarrier();
+	var sv = NEG;
 	if (lid < P) {
 		var d = 0.0;
 		for (var i = 0u; i < 8u; i++) {
 			d += pd[lid * 8u + i];
 		}
-		sc[lid] = select(NEG, d * SCALE, lid < seq);
+		sv = select(NEG, d * SCALE, lid < seq);
 	}
+	// The partial dots are read: pd now holds two trees, the max of the
+	// scores in [0, P) and Σexp in [P, 2P), log2(P) barrier steps each
+	// instead of every thread walking all P scores in series.
 	workgroupBarrier();
-	var m = NEG;
-	for (var i = 0u; i < P; i++) {
-		m = max(m, sc[i]);
-	}
 	if (lid < P) {
-		ex[lid] = select(0.0, ggml_exp(sc[lid] - m), lid < seq);
+		pd[lid] = sv;
 	}
 	workgroupBarrier();
-	var l = 0.0;
-	for (var i = 0u; i < P; i++) {
-		l += ex[i];
+	for (var w = P / 2u; w > 0u; w >>= 1u) {
+		if (lid < w) {
+			pd[lid] = max(pd[lid], pd[lid + w]);
+		}
+		workgroupBarrier();
 	}
-	let il = 1.0 / l;
+	let m = pd[0];
+	if (lid < P) {
+		let e = select(0.0, ggml_exp(sv - m), lid < seq);
+		ex[lid] = e;
+		pd[P + lid] = e;
+	}
+	workgroupBarrier();
+	for (var w = P / 2u; w > 0u; w >>= 1u) {
+		if (lid < w) {
+			pd[P + lid] += pd[P + lid + w];
+		}
+		workgroupBarrier();
+	}
+	let il = 1.0 / pd[P];
 	// Σ p·V over the thread's positions, for its D/8 dims
 	var acc: array<vec4<f32>, AW>;
 	for (var r = 0u; r < R; r++) {
@@ -182,10 +199,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		pvs[t * (D / 4u) + s * 2u * NW + i] = acc[i];
 	}
 	workgroupBarrier();
+	// the 32 position rows summed in two levels: GR groups of 32/GR rows
+	// (thread lid: quad lid % (D/4) of group lid / (D/4), its sum left in
+	// the group's first row), then one thread per dim over the groups
+	let qd = lid % (D / 4u);
+	let gr = lid / (D / 4u);
+	var part = vec4<f32>(0.0);
+	for (var i = 0u; i < 32u / GR; i++) {
+		part += pvs[(gr * (32u / GR) + i) * (D / 4u) + qd];
+	}
+	pvs[gr * (32u / GR) * (D / 4u) + qd] = part;
+	workgroupBarrier();
 	var val = 0.0;
 	if (lid < D) {
-		for (var i = 0u; i < 32u; i++) {
-			val += pvs[i * (D / 4u) + lid / 4u][lid % 4u];
+		for (var i = 0u; i < GR; i++) {
+			val += pvs[i * (32u / GR) * (D / 4u) + lid / 4u][lid % 4u];
 		}
 		dst[h * D + lid] = val;
 	}
