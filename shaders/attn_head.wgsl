@@ -59,29 +59,6 @@ var<workgroup> mlv: vec2<f32>; // softmax max M and 1/L
 var<workgroup> part: array<vec4<f32>, PARTS>;
 var<workgroup> outv: array<f32, D>;
 
-// head hv 0 is query head h, 1 is kv head g
-fn nload(h: u32, g: u32, hv: u32, j: u32) -> f32 {
-	if (hv == 0u) {
-		return q[h * D + j];
-	}
-	return k[g * D + j];
-}
-
-fn nweight(hv: u32, j: u32) -> f32 {
-	if (hv == 0u) {
-		return qw[j];
-	}
-	return kw[j];
-}
-
-fn put(hv: u32, j: u32, val: f32) {
-	if (hv == 0u) {
-		qh[j] = f16_round(val);
-	} else {
-		kh[j] = val;
-	}
-}
-
 // kpack is dims 8w … 8w+7 of the new k, f16-packed as the cache holds them.
 fn kpack(w: u32) -> vec4<u32> {
 	return vec4<u32>(f16_pack(vec2<f32>(kh[8u * w], kh[8u * w + 1u])), f16_pack(vec2<f32>(kh[8u * w + 2u], kh[8u * w + 3u])),

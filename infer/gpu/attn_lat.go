@@ -30,8 +30,6 @@ func (b *Backend) attnLat(dst *tensor, p *pendingQK, a infer.Attn) bool {
 		int(b.d.Limits.MaxComputeInvocationsPerWorkgroup) < latWG || !b.takesPrologue(dst, p, a) {
 		return false
 	}
-	s := b.kv.spec
-	q, k, v := p.q, p.k, p.v
 	kc, vc, off := b.kvBind(p.layer)
 	if off%4 != 0 {
 		return false
@@ -42,41 +40,12 @@ func (b *Backend) attnLat(dst *tensor, p *pendingQK, a infer.Attn) bool {
 	for 32*rounds < seq {
 		rounds *= 2
 	}
-	b.flushMatVec()
-	b.flushNorms()
-	b.flushNormRopes()
-	b.overwrite(dst)
-	q8 := b.xqOK() && b.d.Limits.MaxStorageBuffersPerShaderStage >= 11
-	if q8 {
-		if err := b.xqBuffers(dst); err != nil {
-			b.fail(err)
-			return true
-		}
-	}
-	if b.err != nil {
+	pr, ok := b.beginPrologue(dst, p, a, kc, vc, off, true)
+	if !ok {
 		return true
 	}
-	r := p.pq.r
-	key := opKey{kind: "attnlat", a: q, b: k, c: v, d: p.pq.norm.w, e: p.pk.norm.w, g: a, i: (p.layer<<1|boolInt(q8))<<4 | rounds, f: p.pq.norm.eps}
-	o := b.prepared(key, func() (*kernel, []binding, error) {
-		kern, err := b.d.kernel("attn_lat", map[string]shaders.Const{
-			"HEADS": shaders.U32(a.Heads), "QPG": shaders.U32(a.Heads / a.KVHeads), "D": shaders.U32(a.HeadDim),
-			"KVD": shaders.U32(s.KVHeads * s.HeadDim), "LAYER_OFF": shaders.U32(off), "SCALE": shaders.F32(a.Scale),
-			"DIMS": shaders.U32(r.Dims), "QEPS": shaders.F32(p.pq.norm.eps), "KEPS": shaders.F32(p.pk.norm.eps),
-			"NRWG": shaders.U32(normRopeThreads(a.HeadDim)), "CTX": shaders.U32(s.Context), "R": shaders.U32(rounds),
-			"Q8": shaders.Flag(q8)})
-		bufs := []binding{whole(b.batchBuf), whole(p.pq.norm.w.chunks[0].buf), whole(p.pk.norm.w.chunks[0].buf), whole(p.pq.table),
-			whole(q.buf), whole(k.buf), whole(v.buf), kc, vc, whole(dst.buf)}
-		if q8 {
-			bufs = append(bufs, whole(dst.xq), whole(dst.xqSum))
-		}
-		return kern, bufs, err
+	b.dispatchPrologue(pr, "attn_lat", "attnlat", (p.layer<<1|boolInt(pr.q8))<<4|rounds, func() map[string]shaders.Const {
+		return map[string]shaders.Const{"R": shaders.U32(rounds)}
 	})
-	b.dispatch(o, a.Heads, 1, 1)
-	pq, pk := p.pq, p.pk
-	b.lazies = append(b.lazies, &lazy{dst: q, nr: &pq}, &lazy{dst: k, nr: &pk})
-	if q8 {
-		b.lazies = append(b.lazies, &lazy{dst: dst, quant: true})
-	}
 	return true
 }

@@ -2172,8 +2172,6 @@ func (b *Backend) attnHeadMax(tile, headDim int) int {
 // lazy norm+Rope each, as attnQK leaves them. It reports false, encoding
 // nothing, for shapes or lengths it does not take.
 func (b *Backend) attnHead(dst *tensor, p *pendingQK, a infer.Attn) bool {
-	s := b.kv.spec
-	q, k, v := p.q, p.k, p.v
 	_, tile, ok := b.attnParams(a)
 	wg := attnHeadWG(a.HeadDim)
 	kc, vc, off := b.kvBind(p.layer)
@@ -2182,43 +2180,15 @@ func (b *Backend) attnHead(dst *tensor, p *pendingQK, a infer.Attn) bool {
 		!b.takesPrologue(dst, p, a) {
 		return false
 	}
-	b.flushMatVec()
-	b.flushNorms()
-	b.flushNormRopes()
-	b.overwrite(dst)
-	// the Q8_0 epilogue's two buffers make 11 storage bindings
-	q8 := b.xqOK() && a.HeadDim%32 == 0 && b.d.Limits.MaxStorageBuffersPerShaderStage >= 11
-	if q8 {
-		if err := b.xqBuffers(dst); err != nil {
-			b.fail(err)
-			return true
-		}
-	}
-	if b.err != nil {
+	pr, ok := b.beginPrologue(dst, p, a, kc, vc, off, a.HeadDim%32 == 0)
+	if !ok {
 		return true
 	}
 	slots, _ := attnHeadSlots(maxPos, tile, a.HeadDim, wg)
-	r := p.pq.r
-	o := b.prepared(opKey{kind: "attnhead", a: q, b: k, c: v, d: p.pq.norm.w, e: p.pk.norm.w, g: a, i: p.layer<<1 | boolInt(q8), f: p.pq.norm.eps}, func() (*kernel, []binding, error) {
-		kern, err := b.d.kernel("attn_head", map[string]shaders.Const{
-			"HEADS": shaders.U32(a.Heads), "QPG": shaders.U32(a.Heads / a.KVHeads), "D": shaders.U32(a.HeadDim),
-			"KVD": shaders.U32(s.KVHeads * s.HeadDim), "LAYER_OFF": shaders.U32(off), "SCALE": shaders.F32(a.Scale),
-			"TILE": shaders.U32(tile), "WG": shaders.U32(wg), "DIMS": shaders.U32(r.Dims), "QEPS": shaders.F32(p.pq.norm.eps),
-			"KEPS": shaders.F32(p.pk.norm.eps), "NRWG": shaders.U32(normRopeThreads(a.HeadDim)), "CTX": shaders.U32(s.Context),
-			"SLOTS": shaders.U32(slots), "TSLOTS": shaders.U32(slots / tile), "MAXSPLITS": shaders.U32(maxSplits), "Q8": shaders.Flag(q8)})
-		bufs := []binding{whole(b.batchBuf), whole(p.pq.norm.w.chunks[0].buf), whole(p.pk.norm.w.chunks[0].buf), whole(p.pq.table),
-			whole(q.buf), whole(k.buf), whole(v.buf), kc, vc, whole(dst.buf)}
-		if q8 {
-			bufs = append(bufs, whole(dst.xq), whole(dst.xqSum))
-		}
-		return kern, bufs, err
+	b.dispatchPrologue(pr, "attn_head", "attnhead", p.layer<<1|boolInt(pr.q8), func() map[string]shaders.Const {
+		return map[string]shaders.Const{"TILE": shaders.U32(tile), "WG": shaders.U32(wg), "SLOTS": shaders.U32(slots),
+			"TSLOTS": shaders.U32(slots / tile), "MAXSPLITS": shaders.U32(maxSplits)}
 	})
-	b.dispatch(o, a.Heads, 1, 1)
-	pq, pk := p.pq, p.pk
-	b.lazies = append(b.lazies, &lazy{dst: q, nr: &pq}, &lazy{dst: k, nr: &pk})
-	if q8 {
-		b.lazies = append(b.lazies, &lazy{dst: dst, quant: true})
-	}
 	return true
 }
 
