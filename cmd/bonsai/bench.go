@@ -34,6 +34,7 @@ type benchFlags struct {
 	format  string
 	cpuProf string
 	membw   bool
+	chained bool
 }
 
 // benchResult is one test's speeds over the repetitions.
@@ -68,6 +69,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.reps, "r", 5, "repetitions of each test")
 	fs.StringVar(&o.format, "format", "text", "output: text (a llama-bench table) or json")
 	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a Go CPU profile of the measured runs to this file")
+	fs.BoolVar(&o.chained, "chained", true, "tg: decode greedily with the host off the critical path where the backend can (the GPU; as `bonsai run --temp 0` decodes), else one plain step per token")
 	fs.BoolVar(&o.membw, "membw", false, "also measure the machine's read bandwidth at the same thread count and print each tg speed as a share of it")
 	features := cpuFeaturesFlag(fs)
 	fs.Usage = func() {
@@ -169,6 +171,11 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	if o.gen > 0 {
 		res, err := measure(o.reps, o.gen, func() error {
+			if o.chained && o.gen > 2 {
+				if ok, err := chainedTG(m, ids[0], o.gen); ok || err != nil {
+					return err
+				}
+			}
 			for i := range o.gen {
 				if err := m.Forward(ids[i:i+1], i); err != nil {
 					return err
@@ -260,4 +267,32 @@ func dashes(n int) string {
 		b[i] = '-'
 	}
 	return string(b)
+}
+
+// chainedTG decodes n tokens greedily from first at position 0 as a chain
+// (infer.Chain: each pass's argmax stays on the device as the next pass's
+// token, pass t+1 encoded while pass t runs), reporting false where the
+// backend or network cannot chain. Speed does not depend on the token ids,
+// so the model's own greedy tokens stand in for llama-bench's random ones.
+func chainedTG(m *infer.Model, first int32, n int) (bool, error) {
+	s := infer.NewSequence(m)
+	c := s.NewChain()
+	if c == nil {
+		return false, nil
+	}
+	if _, err := s.Prefill([]int32{first}, nil); err != nil {
+		return true, err
+	}
+	// n forward passes of one token, as the plain loop runs: the prefill,
+	// n−2 chained passes from Next and the one Stop waits for
+	tok := first
+	for i := 1; i < n-1; i++ {
+		next, err := c.Next(tok)
+		if err != nil {
+			return true, err
+		}
+		tok = next
+	}
+	_, _, err := c.Stop()
+	return true, err
 }
