@@ -16,6 +16,7 @@ import (
 	_ "github.com/bonsai-chat/bonsai/infer/cpu"
 	"github.com/bonsai-chat/bonsai/infer/gpu"
 	"github.com/bonsai-chat/bonsai/infer/internal/tinymodel"
+	"github.com/bonsai-chat/bonsai/infer/quant"
 	"github.com/bonsai-chat/bonsai/infer/sample"
 	"github.com/bonsai-chat/bonsai/infer/spec"
 )
@@ -147,7 +148,16 @@ func TestGreedyChainedMatchesGreedy(t *testing.T) {
 // prefill and one decode step within 2e-4 of the largest logit (a softmax
 // weight may still round to the neighbouring f16, ~1e-4 here; 1e-3 for
 // F16, whose activations are rounded to f16 as well).
+//
+// BONSAI_TEST_CPU_FEATURES=avx2|portable sets the CPU reference's kernels,
+// to tell a CPU kernel's disagreement on a machine from the GPU's.
 func TestOneLayerLogitsMatchCPU(t *testing.T) {
+	if f, ok := map[string]quant.Features{"avx2": quant.FeaturesAVX2, "portable": quant.FeaturesPortable}[os.Getenv("BONSAI_TEST_CPU_FEATURES")]; ok {
+		if err := quant.SetFeatures(f); err != nil {
+			t.Fatal(err)
+		}
+		defer quant.SetFeatures(quant.FeaturesAll)
+	}
 	types := []gguf.Type{gguf.Q1_0, gguf.Q2_0, gguf.Q4_0, gguf.Q8_0, gguf.Q4_K, gguf.Q6_K, gguf.F16, gguf.BF16, gguf.F32}
 	for _, typ := range types {
 		t.Run(typ.String(), func(t *testing.T) {
