@@ -9,35 +9,15 @@
 // same 32 of the second (up), RPW = 64: it writes up's values, h =
 // silu(gate)·up (as elementwise.wgsl) over gate's, and h's Q8_0 rounding
 // (hq, hsum) for the down projection.
-// With NORM the kernel is also the RMSNorm before it (act_q8's NORM, one
-// dispatch fewer per norm): every workgroup computes x's norm and Q8_0
-// rounding into workgroup memory with act_q8's arithmetic in act_q8's order
-// (its first 256 threads sum x² as act_q8's do; then one thread per block
-// of 32), so the products are bit for bit the unfused pair's, and
-// workgroup 0 also writes the normed row and its rounding (ndst, xq, xsum)
-// as act_q8 would have. The weights' first block is loaded before the
-// norm, so that the two latencies overlap.
 // Constants: K, NB (=K/128), RPW, KS (=WG/RPW), WG, M0, M1, Q1M0, Q1M1,
-// Q1MT, EPS (with NORM); flags OUT2, OUT3, ADD, GLU, NORM.
+// Q1MT; flags OUT2, OUT3, ADD, GLU.
 //#include q1_layout
 //#include cpu_math
 //#include q8_group
 @group(0) @binding(0) var<storage, read> bits: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> scales: array<f32>;
-//#if NORM
-@group(0) @binding(2) var<storage, read_write> xq: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read_write> xsum: array<f32>;
-@group(0) @binding(10) var<storage, read> xraw: array<f32>;
-@group(0) @binding(11) var<storage, read> nw: array<f32>;
-@group(0) @binding(12) var<storage, read_write> ndst: array<f32>;
-const XV: u32 = K / 4u;
-const XB: u32 = K / 32u;
-var<workgroup> xs: array<vec4<f32>, XV>;
-var<workgroup> xss: array<f32, XB>;
-//#else
 @group(0) @binding(2) var<storage, read> xq: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> xsum: array<f32>;
-//#endif
 @group(0) @binding(4) var<storage, read_write> dst0: array<f32>;
 //#if OUT2
 @group(0) @binding(5) var<storage, read_write> dst1: array<f32>;
@@ -56,83 +36,12 @@ var<workgroup> gu: array<f32, 64>;
 
 var<workgroup> red: array<f32, WG>;
 
-// xqv and xsv read the rounded activations: from workgroup memory with
-// NORM (this workgroup rounded them), else as the producer wrote them.
-fn xqv(i: u32) -> vec4<f32> {
-//#if NORM
-	return xs[i];
-//#else
-	return xq[i];
-//#endif
-}
-
-fn xsv(g: u32) -> f32 {
-//#if NORM
-	return xss[g];
-//#else
-	return xsum[g];
-//#endif
-}
-
-//#if NORM
-// norm_q8 is act_q8's NORM for the whole row into xs and xss (and, in
-// workgroup 0, into ndst, xq and xsum); every thread calls it.
-fn norm_q8(lid: u32, first: bool) {
-	var ss = 0.0;
-	if (lid < 256u) {
-		for (var j = lid; j < K; j += 256u) {
-			let val = xraw[j];
-			ss += val * val;
-		}
-		red[lid] = ss;
-	}
-	workgroupBarrier();
-	for (var w = 128u; w > 0u; w >>= 1u) {
-		if (lid < w) {
-			red[lid] += red[lid + w];
-		}
-		workgroupBarrier();
-	}
-	let scale = 1.0 / sqrt(red[0] / f32(K) + EPS);
-	for (var blk = lid; blk < K / 32u; blk += WG) {
-		var v: array<f32, 32>;
-		var amax = 0.0;
-		for (var j = 0u; j < 32u; j++) {
-			let i = blk * 32u + j;
-			v[j] = xraw[i] * scale * nw[i];
-			amax = max(amax, abs(v[j]));
-		}
-		let dx = f16_round(div_rn(amax, 127.0));
-		let id = select(0.0, div_rn(127.0, amax), amax != 0.0);
-		var sum = vec4<f32>(0.0);
-		for (var j = 0u; j < 8u; j++) {
-			let q = vec4<f32>(round(v[4u * j] * id) * dx, round(v[4u * j + 1u] * id) * dx,
-				round(v[4u * j + 2u] * id) * dx, round(v[4u * j + 3u] * id) * dx);
-			xs[blk * 8u + j] = q;
-			sum += q;
-			if (first) {
-				xq[blk * 8u + j] = q;
-			}
-		}
-		let t = (sum.x + sum.y) + (sum.z + sum.w);
-		xss[blk] = t;
-		if (first) {
-			xsum[blk] = t;
-			for (var j = 0u; j < 32u; j++) {
-				ndst[blk * 32u + j] = v[j];
-			}
-		}
-	}
-	workgroupBarrier();
-}
-//#endif
-
 // masked_sum is Σ of the 32 activations from vec4 index xi whose bit is
 // set in w, in q1_w1's order.
 fn masked_sum(w: u32, xi: u32) -> f32 {
 	var a = 0.0;
 	for (var v = 0u; v < 8u; v++) {
-		let xv = xqv(xi + v);
+		let xv = xq[xi + v];
 		let sh = v * 4u;
 		if ((w & (1u << sh)) != 0u) {
 			a += xv.x;
@@ -150,26 +59,18 @@ fn masked_sum(w: u32, xi: u32) -> f32 {
 	return a;
 }
 
-// block_sum is block b's Σ over its 128 weights (sign words wv), unscaled.
-fn block_sum(wv: vec4<u32>, b: u32) -> f32 {
-	var blk = 0.0;
-	for (var j = 0u; j < 4u; j++) {
-		let g = b * 4u + j;
-		blk += 2.0 * masked_sum(wv[j], g * 8u) - xsv(g);
-	}
-	return blk;
-}
-
-// slice_sum is row's sum over slice sl of K, the slice's first block's
-// sign words and scale (wv0, sc0) loaded by the caller.
-fn slice_sum(row: u32, sl: u32, wv0: vec4<u32>, sc0: f32) -> f32 {
+// slice_sum is row's sum over slice sl of K.
+fn slice_sum(row: u32, sl: u32) -> f32 {
 	var acc = 0.0;
-	if (sl < NB) {
-		acc += sc0 * block_sum(wv0, sl);
-	}
-	for (var b = sl + KS; b < NB; b += KS) {
+	for (var b = sl; b < NB; b += KS) {
 		let at = q1_scale(row, b);
-		acc += scales[at] * block_sum(bits[at], b);
+		let wv = bits[at];
+		var blk = 0.0;
+		for (var j = 0u; j < 4u; j++) {
+			let g = b * 4u + j;
+			blk += 2.0 * masked_sum(wv[j], g * 8u) - xsum[g];
+		}
+		acc += scales[at] * blk;
 	}
 	return acc;
 }
@@ -185,17 +86,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#else
 	let row = wid.x * RPW + rl;
 //#endif
-	var wv0 = vec4<u32>(0u);
-	var sc0 = 0.0;
-	if (s < NB) {
-		let at = q1_scale(row, s);
-		wv0 = bits[at];
-		sc0 = scales[at];
-	}
-//#if NORM
-	norm_q8(lid, wid.x == 0u);
-//#endif
-	red[lid] = slice_sum(row, s, wv0, sc0);
+	red[lid] = slice_sum(row, s);
 	workgroupBarrier();
 	if (s == 0u) {
 		var t = red[rl];

@@ -41,12 +41,8 @@ var MatVecKernels = []string{"auto", "auto1", "w1", "select", "lut", "popc", "po
 // single-split attention into one; "all" also folds the token RMSNorms into
 // the q/k/v and gate/up matvecs, which cut 2 dispatches per layer but
 // measured slower on the H200 (every workgroup recomputing Σx² cost more
-// than the separate norm). The default also takes a token RMSNorm with its
-// Q8_0 rounding (act_q8) into the q1_xq matvec that reads it, every
-// workgroup rounding the row in workgroup memory with act_q8's arithmetic
-// (bit for bit the unfused pair: TestNormQ8FusionIsExact); "norm8" is the
-// default without that. All must agree: TestFusedDecodeMatchesUnfused.
-var FuseLevels = []string{"", "off", "all", "norm8"}
+// than the separate norm). All must agree: TestFusedDecodeMatchesUnfused.
+var FuseLevels = []string{"", "off", "all"}
 
 // AttnKinds are the names infer.GPUOptions.Attn takes for decode
 // attention: "latlong" (the default, also ""; below), or "split": attn_qk, attn_pv and attn_sum
@@ -215,7 +211,6 @@ type Backend struct {
 	// deltaChunkMin is the batch from which DeltaNet runs chunked
 	deltaChunkMin int
 	fuseNorm      bool // Fuse "all": token RMSNorms folded into matvecs
-	normQ8        bool // a token RMSNorm+Q8_0 rides in the q1_xq matvec reading it (not Fuse "norm8")
 	// in-place per-head RMSNorms waiting for the Ropes that follow them
 	norms []pendingNorm
 	// per-head norm+Ropes (q's, then k's) waiting for the StoreKV that
@@ -290,10 +285,6 @@ type lazy struct {
 	w            *weight
 	eps          float32
 	quant        bool
-	// normQ8: dst = RMSNorm(src)·w and its Q8_0 rounding are not written
-	// yet: the q1_xq matvec reading dst computes them (or act_q8 does,
-	// where something else reads dst first)
-	normQ8 bool
 	// nr: dst is to be normed and rotated in place (attn_qk left it as
 	// it was)
 	nr *pendingNormRope
@@ -362,10 +353,10 @@ func (b *Backend) dropOps(bufs ...*wgpu.Buffer) {
 // opKey identifies an op by kernel variant and operands (pointers), so a
 // forward pass finds its prepared dispatches without building strings.
 type opKey struct {
-	kind                string
-	a, b, c, d, e, g, h any
-	i                   int
-	f                   float32
+	kind             string
+	a, b, c, d, e, g any
+	i                int
+	f                float32
 }
 
 // New opens a device and returns an empty backend; opts.GPU chooses the
@@ -391,7 +382,6 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 		matvec:   matvec,
 		noFuse:   opts.GPU.Fuse == "off",
 		fuseNorm: opts.GPU.Fuse == "all",
-		normQ8:   opts.GPU.Fuse == "",
 		headMax:  0,
 		gemm:     opts.GPU.Gemm,
 		census:   map[string]int{},
@@ -846,10 +836,6 @@ func (b *Backend) materializeAll() {
 
 func (b *Backend) encodeLazy(l *lazy) {
 	b.flush()
-	if b.err == nil && l.normQ8 {
-		b.actQ8(l.dst, l.src, l.w, nil, l.eps)
-		return
-	}
 	if b.err != nil || l.quant {
 		return
 	}
@@ -1261,12 +1247,7 @@ func (b *Backend) flushMatVec() {
 	if b.err != nil {
 		return
 	}
-	// x's producer wrote its values and their Q8_0 rounding, or norm is
-	// the RMSNorm that is to: the matvec takes it, or act_q8 runs first
-	var norm *lazy
-	if in != nil && in.normQ8 {
-		norm = in
-	}
+	// x's producer wrote its values and their Q8_0 rounding
 	xq := in != nil && in.quant
 	if xq {
 		in = nil
@@ -1331,16 +1312,8 @@ func (b *Backend) flushMatVec() {
 		key.e = ps[2].dst
 	}
 	variant := b.matvec
-	if xq && b.xqOK() && b.dispatchXQ(key, ps, ends[:len(ps)], bits, scales, x, resid, glu, norm) {
-		if norm != nil { // the dispatch wrote x and its rounding as act_q8 would
-			norm.normQ8, norm.src, norm.w = false, nil, nil
-		}
+	if xq && b.xqOK() && b.dispatchXQ(key, ps, ends[:len(ps)], bits, scales, x, resid, glu) {
 		return
-	}
-	if norm != nil {
-		norm.normQ8 = false
-		b.actQ8(norm.dst, norm.src, norm.w, nil, norm.eps)
-		norm.src, norm.w = nil, nil
 	}
 	if strings.HasPrefix(variant, "xq") {
 		variant = "auto"
@@ -1560,22 +1533,6 @@ func (b *Backend) xqShape(nb int, ends []int, glu bool) (rpw, ks, wg int, ok boo
 	return 0, 0, 0, false
 }
 
-// normQ8Fits reports whether q1_xq can take a K-wide RMSNorm+Q8_0 into
-// its workgroups of wg threads: act_q8's shape (K a multiple of 256), the
-// rounded row in workgroup memory, and the storage bindings.
-func (b *Backend) normQ8Fits(k, wg, outs int, add, glu bool) bool {
-	mem := 4 * (k + k/32 + wg + 64 + wg) // xs, xss, red, gu, q8_group's
-	bufs := 4 + outs + 3                 // bits, scales, xq, xsum, outputs, x, w, dst
-	if add {
-		bufs++
-	}
-	if glu {
-		bufs += 2
-	}
-	return k%256 == 0 && k >= 512 && wg >= 256 && mem <= int(b.d.Limits.MaxComputeWorkgroupStorageSize) &&
-		bufs <= int(b.d.Limits.MaxStorageBuffersPerShaderStage)
-}
-
 // xqOK reports whether decode activations are rounded to Q8_0 once by
 // their producer for q1_xq: with the w1 kernels ("auto" or "w1") and the
 // default fusion.
@@ -1604,7 +1561,7 @@ func (b *Backend) xqBuffers(t *tensor) error {
 // dispatchXQ encodes the pending matvecs on x's Q8_0 rounding as one
 // q1_xq dispatch, with the SwiGLU epilogue for glu (gate, up); it reports
 // false, encoding nothing, when q1_xq cannot take the shape.
-func (b *Backend) dispatchXQ(key opKey, ps []pendingMatMul, ends []int, bits, scales span, x, resid *tensor, glu bool, norm *lazy) bool {
+func (b *Backend) dispatchXQ(key opKey, ps []pendingMatMul, ends []int, bits, scales span, x, resid *tensor, glu bool) bool {
 	w0 := ps[0].w
 	if w0.k%128 != 0 || !w0.interleaved {
 		return false
@@ -1613,14 +1570,7 @@ func (b *Backend) dispatchXQ(key opKey, ps []pendingMatMul, ends []int, bits, sc
 	if !ok {
 		return false
 	}
-	if norm != nil && !b.normQ8Fits(w0.k, wg, len(ps), resid != nil, glu) {
-		return false
-	}
 	key.kind += "/xq"
-	if norm != nil {
-		key.kind += "+norm8"
-		key.g, key.h, key.f = norm.w, norm.src, norm.eps
-	}
 	groups := ends[len(ends)-1] / rpw
 	h := ps[0].dst
 	if glu {
@@ -1636,14 +1586,8 @@ func (b *Backend) dispatchXQ(key opKey, ps []pendingMatMul, ends []int, bits, sc
 			"K": shaders.U32(w0.k), "NB": shaders.U32(w0.k / 128), "RPW": shaders.U32(rpw), "KS": shaders.U32(ks),
 			"WG": shaders.U32(wg), "M0": shaders.U32(ends[0]), "M1": shaders.U32(ends[min(1, len(ends)-1)]), "GLU": shaders.Flag(glu),
 			"OUT2": shaders.Flag(len(ps) > 1), "OUT3": shaders.Flag(len(ps) > 2), "ADD": shaders.Flag(resid != nil)}, true, ends...)
-		if norm != nil {
-			defs["NORM"], defs["EPS"] = shaders.Flag(true), shaders.F32(norm.eps)
-		}
 		k, err := b.d.kernel("q1_xq", defs)
 		bufs := []binding{bits.binding(), scales.binding(), whole(x.xq), whole(x.xqSum)}
-		if norm != nil {
-			bufs = append(bufs, at(10, whole(norm.src.buf)), at(11, whole(norm.w.chunks[0].buf)), at(12, whole(x.buf)))
-		}
 		for i, p := range ps {
 			bufs = append(bufs, at(uint32(4+i), whole(p.dst.buf)))
 		}
@@ -1786,10 +1730,6 @@ func (b *Backend) RMSNorm(dstT, xT infer.Tensor, wI infer.Weight, eps float32) {
 		}
 	}
 	if q8 && dst != x && g%256 == 0 && g >= 512 {
-		if b.normQ8 && len(w.chunks) == 1 {
-			b.lazies = append(b.lazies, &lazy{dst: dst, src: x, w: w, eps: eps, quant: true, normQ8: true})
-			return
-		}
 		b.actQ8(dst, x, w, nil, eps)
 	} else {
 		b.rmsNorm(dst, x, w, eps, q8)
