@@ -19,7 +19,13 @@ import (
 // adapter is a failure.
 func newTestBackend(t *testing.T) *Backend {
 	t.Helper()
-	b, err := New(DeviceOptions{Adapter: os.Getenv("BONSAI_GPU_ADAPTER"), AllowSoftware: true}, infer.BackendOptions{})
+	return newTestBackendWith(t, infer.GPUOptions{})
+}
+
+// newTestBackendWith is newTestBackend with the kernel options o.
+func newTestBackendWith(t *testing.T, o infer.GPUOptions) *Backend {
+	t.Helper()
+	b, err := New(DeviceOptions{Adapter: os.Getenv("BONSAI_GPU_ADAPTER"), AllowSoftware: true}, infer.BackendOptions{GPU: o})
 	if err != nil {
 		if errors.Is(err, ErrNoAdapter) && os.Getenv("CI") != "true" {
 			t.Skipf("no GPU adapter: %v", err)

@@ -2,7 +2,6 @@ package gpu
 
 import (
 	"errors"
-	"os"
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/infer"
@@ -46,14 +45,7 @@ func TestParseRepeat(t *testing.T) {
 // TestRepeatEncodesCopies checks that Repeat multiplies a kernel's
 // dispatches and that the census counts each once.
 func TestRepeatEncodesCopies(t *testing.T) {
-	b, err := New(DeviceOptions{Adapter: os.Getenv("BONSAI_GPU_ADAPTER"), AllowSoftware: true}, infer.BackendOptions{GPU: infer.GPUOptions{Repeat: "elementwise=3"}})
-	if err != nil {
-		if errors.Is(err, ErrNoAdapter) && os.Getenv("CI") != "true" {
-			t.Skipf("no GPU adapter: %v", err)
-		}
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := newTestBackendWith(t, infer.GPUOptions{Repeat: "elementwise=3"})
 	x, y := b.mustTensor(t, "x", 1, 64), b.mustTensor(t, "y", 1, 64)
 	b.Begin(batchOf(1, 0))
 	b.Add(y, y, x)
