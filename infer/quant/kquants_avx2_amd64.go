@@ -14,6 +14,9 @@ import "github.com/bonsai-chat/bonsai/gguf"
 func q4_KRowAVX2(w, x *byte, blocks int, out *float32)
 
 //go:noescape
+func q4_KRow4AVX2(w, x *byte, wstride int, blocks int, out *float32)
+
+//go:noescape
 func q4_KGemmRowAVX2(w, x *byte, blocks int, out *float32)
 
 //go:noescape
@@ -43,14 +46,18 @@ func rowDot(t gguf.Type, _, gemm bool, n int, w, x []byte, s *[sumsScratch]int32
 
 // kquantsAVX2Product is the Matrix kernel of the AVX2 K-quants. Q4_K's
 // tokens in llama.cpp's gemm order come in whole groups of 4 (tiles start
-// at multiples of 4), which q4_KGemm4RowAVX2 runs together.
+// at multiples of 4), which q4_KGemm4RowAVX2 runs together; its other
+// tokens (a decoding step's) go four rows at a time through q4_KRow4AVX2.
 func kquantsAVX2Product(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
-	gemm := min(m.gemmTokens(a.orderTokens()), t1)
-	if m.Type != gguf.Q4_K || gemm-t0 < 4 || t0%4 != 0 {
+	if m.Type != gguf.Q4_K {
 		sumsProduct(false, m, a, r0, r1, t0, t1, y)
 		return
 	}
-	g1 := t0 + (gemm-t0)/4*4
+	gemm := min(m.gemmTokens(a.orderTokens()), t1)
+	g1 := t0
+	if gemm-t0 >= 4 && t0%4 == 0 {
+		g1 = t0 + (gemm-t0)/4*4
+	}
 	var out [8]float32
 	for r := r0; r < r1; r++ {
 		w := m.Row(r)
@@ -61,8 +68,37 @@ func kquantsAVX2Product(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float
 			}
 		}
 	}
+	if g1 < gemm { // a gemm token left alone by the tiling
+		sumsProduct(false, m, a, r0, r1, g1, gemm, y)
+		g1 = gemm
+	}
 	if g1 < t1 {
-		sumsProduct(false, m, a, r0, r1, g1, t1, y)
+		q4_KGemvAVX2(m, a, r0, r1, g1, t1, y)
+	}
+}
+
+// q4_KGemvAVX2 is the product of the tokens in gemv order: four rows at a
+// time, the rows past a multiple of four one by one.
+func q4_KGemvAVX2(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
+	var out [8]float32
+	blocks := m.Cols / qkK
+	r4 := r0 + (r1-r0)/4*4
+	for r := r0; r < r4; r += 4 {
+		w := m.Row(r)
+		for t := t0; t < t1; t++ {
+			q4_KRow4AVX2(&w[0], &a.Token(t)[0], m.rowBytes, blocks, &out[0])
+			yt := y[t*m.Rows+r:]
+			for i := range 4 {
+				yt[i] = out[2*i] - out[2*i+1]
+			}
+		}
+	}
+	for r := r4; r < r1; r++ {
+		w := m.Row(r)
+		for t := t0; t < t1; t++ {
+			q4_KRowAVX2(&w[0], &a.Token(t)[0], blocks, &out[0])
+			y[t*m.Rows+r] = out[0] - out[1]
+		}
 	}
 }
 
