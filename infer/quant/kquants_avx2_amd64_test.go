@@ -2,6 +2,7 @@ package quant
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -81,6 +82,53 @@ func TestAVX2Q4_KRows(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// BenchmarkAVX2Q4_K is the AVX2 Q4_K kernels (AVX-512 off) on the 1.7B's
+// shapes: a 7 MB matrix that stays in cache, the 175 MB output head that
+// streams from memory, and a prompt's tile of tokens.
+//
+//	go test ./infer/quant/ -run X -bench AVX2Q4_K
+func BenchmarkAVX2Q4_K(b *testing.B) {
+	if !cpuAVX2 {
+		b.Skip("no AVX2 and FMA on this CPU")
+	}
+	defer SetFeatures(FeaturesAll)
+	for _, shape := range []struct{ rows, cols, tokens int }{{6144, 2048, 1}, {2048, 6144, 1}, {151936, 2048, 1}, {6144, 2048, 64}} {
+		b.Run(fmt.Sprintf("%dx%d/tokens=%d", shape.rows, shape.cols, shape.tokens), func(b *testing.B) {
+			if err := SetFeatures(FeaturesAVX2); err != nil {
+				b.Skip(err)
+			}
+			benchProduct(b, gguf.Q4_K, shape.rows, shape.cols, shape.tokens)
+		})
+	}
+}
+
+// BenchmarkAVX2Q4_KThreads is the output head's product on two threads,
+// wall time: what decoding gets when both cores stream from memory.
+func BenchmarkAVX2Q4_KThreads(b *testing.B) {
+	if !cpuAVX2 {
+		b.Skip("no AVX2 and FMA on this CPU")
+	}
+	defer SetFeatures(FeaturesAll)
+	if err := SetFeatures(FeaturesAVX2); err != nil {
+		b.Skip(err)
+	}
+	r := rand.New(rand.NewPCG(1, 1))
+	m := randMatrixFast(b, r, gguf.Q4_K, 151936, 2048)
+	p := NewPool(2)
+	defer p.Close()
+	var a Activations
+	if err := p.Quantize(&a, gguf.Q4_K, randVec(r, 2048), 2048, 1); err != nil {
+		b.Fatal(err)
+	}
+	y := make([]float32, m.Rows)
+	b.SetBytes(int64(len(m.Data)))
+	for b.Loop() {
+		if err := p.MatMul(m, &a, y); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
