@@ -2,7 +2,12 @@ package quant
 
 //go:generate sh -c "cd asm && go run ./avx2k -out ../kquants_avx2_amd64.s"
 
-import "github.com/bonsai-chat/bonsai/gguf"
+import (
+	"encoding/binary"
+	"sync"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+)
 
 // The AVX2 K-quant kernels, for x86 CPUs without AVX-512 (asm/avx2k): a
 // whole row · token in assembly, the integer sums exact and the float part
@@ -21,6 +26,9 @@ func q4_KGemmRowAVX2(w, x *byte, blocks int, out *float32)
 
 //go:noescape
 func q4_KGemm4RowAVX2(w, x *byte, xstride int, blocks int, out *float32)
+
+//go:noescape
+func q4_KGemm4xAVX2(w, x *byte, blocks int, out *float32)
 
 //go:noescape
 func q5_KRowAVX2(w, x *byte, blocks int, out *float32)
@@ -58,15 +66,8 @@ func kquantsAVX2Product(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float
 	if gemm-t0 >= 4 && t0%4 == 0 {
 		g1 = t0 + (gemm-t0)/4*4
 	}
-	var out [8]float32
-	for r := r0; r < r1; r++ {
-		w := m.Row(r)
-		for t := t0; t < g1; t += 4 {
-			q4_KGemm4RowAVX2(&w[0], &a.Token(t)[0], a.rowBytes, m.Cols/qkK, &out[0])
-			for i := range 4 {
-				y[(t+i)*m.Rows+r] = out[i] - out[4+i]
-			}
-		}
+	if g1 > t0 {
+		q4_KGemmAVX2(m, a, r0, r1, t0, g1, y)
 	}
 	if g1 < gemm { // a gemm token left alone by the tiling
 		sumsProduct(false, m, a, r0, r1, g1, gemm, y)
@@ -74,6 +75,79 @@ func kquantsAVX2Product(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float
 	}
 	if g1 < t1 {
 		q4_KGemvAVX2(m, a, r0, r1, g1, t1, y)
+	}
+}
+
+// q4GroupBytes is one super-block of four tokens' Q8_K activations in
+// interleaveQ8_K4's layout.
+const q4GroupBytes = 16 + 64 + qkK*4
+
+// q4Groups holds the interleaved activations of q4_KGemmAVX2's calls.
+var q4Groups = sync.Pool{New: func() any { return new([]byte) }}
+
+// q4_KGemmAVX2 is the product of whole groups of 4 tokens [t0, t1) in
+// gemm order: their activations interleaved once, then each row against
+// every group while it is in L1.
+func q4_KGemmAVX2(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
+	blocks := m.Cols / qkK
+	groups := (t1 - t0) / 4
+	gb := blocks * q4GroupBytes
+	buf := q4Groups.Get().(*[]byte)
+	defer q4Groups.Put(buf)
+	if cap(*buf) < groups*gb {
+		*buf = make([]byte, groups*gb)
+	}
+	x := (*buf)[:groups*gb]
+	for g := range groups {
+		interleaveQ8_K4(x[g*gb:(g+1)*gb], a, t0+4*g, blocks)
+	}
+	var out [8]float32
+	for r := r0; r < r1; r++ {
+		w := m.Row(r)
+		for g := range groups {
+			q4_KGemm4xAVX2(&w[0], &x[g*gb], blocks, &out[0])
+			t := t0 + 4*g
+			for i := range 4 {
+				y[(t+i)*m.Rows+r] = out[i] - out[4+i]
+			}
+		}
+	}
+}
+
+// interleaveQ8_K4 lays out tokens t…t+3 of a for q4_KGemm4xAVX2, per
+// super-block: the four dx (f32), then the sums of the bsums in pairs
+// (sub-block j's, int16) as [t0 j 0–3, t2 j 0–3, t0 j 4–7, t2 j 4–7] and
+// the same for t1 and t3 (the order VPMADDWD against a row's mins and two
+// unpacks leave the tokens in), then the quants: sub-block j's 32-byte
+// step k is elements 4k…4k+3 of t0, t1, t2, t3, then 16+4k…16+4k+3 of
+// each.
+func interleaveQ8_K4(dst []byte, a *Activations, t, blocks int) {
+	le := binary.LittleEndian
+	var xs [4][]byte
+	for i := range xs {
+		xs[i] = a.Token(t + i)
+	}
+	for b := range blocks {
+		d := dst[b*q4GroupBytes : (b+1)*q4GroupBytes]
+		for i, x := range xs {
+			xb := x[b*q8_KBytes : (b+1)*q8_KBytes]
+			copy(d[4*i:4*i+4], xb[:4])
+			// Tokens 0, 2 at 16, tokens 1, 3 at 48; the first of each pair
+			// in words 0–3 and 8–11.
+			base := 16 + 32*(i%2) + 8*(i/2)
+			for j := range 8 {
+				pair := int16(le.Uint16(xb[260+4*j:])) + int16(le.Uint16(xb[262+4*j:]))
+				le.PutUint16(d[base+2*(j%4)+16*(j/4):], uint16(pair))
+			}
+			q := xb[4 : 4+qkK]
+			for j := range 8 {
+				for k := range 4 {
+					step := d[80+32*(4*j+k):]
+					copy(step[4*i:4*i+4], q[32*j+4*k:])
+					copy(step[16+4*i:16+4*i+4], q[32*j+16+4*k:])
+				}
+			}
+		}
 	}
 }
 

@@ -434,6 +434,95 @@ func q4_KGemm4() {
 	emit("RET")
 }
 
+// q4_KGemm4x is q4_KGemm4 over four tokens' activations interleaved
+// (interleaveQ8_K4's layout, q4GroupBytes a super-block: the four dx at 0,
+// the bsums' pair sums of tokens 0 and 2 at 16 and of 1 and 3 at 48, the
+// codes at 80 in 32-byte steps k of sub-block j holding elements
+// 4k…4k+3 of each token, then 16+4k…16+4k+3), so that one VPMADDUBSW
+// against the row's codes broadcast by VPSHUFD serves all four tokens
+// and leaves each dword a token's: four of them add up in int16 (at most
+// 4·2·15·128), one VPMADDWD by the scale widens a sub-block, and a pair's
+// sums need one lane fold instead of a reduction per token. The float
+// order per token is q4_KGemm's.
+func q4_KGemm4x() {
+	fmt.Fprintf(&b, "\n// func q4_KGemm4xAVX2(w, x *byte, blocks int, out *float32)\n// Requires: AVX, AVX2, F16C, FMA\nTEXT ·q4_KGemm4xAVX2(SB), NOSPLIT, $0-32\n")
+	emit("MOVQ w+0(FP), DI")
+	emit("MOVQ x+8(FP), SI")
+	emit("MOVQ blocks+16(FP), CX")
+	emit("MOVQ out+24(FP), DX")
+	emit("VXORPS X12, X12, X12")
+	emit("VXORPS X13, X13, X13")
+	emit("TESTQ CX, CX")
+	emit("JZ done")
+	broadcast(15, bytes8(0x0f))
+	fmt.Fprintf(&b, "loop:\n")
+	unpackK4()
+	// X10 = d_w·dx, X11 = dmin_w·dx, the tokens in order.
+	f16(10, 0)
+	f16(11, 2)
+	emit("VBROADCASTSS X10, X10")
+	emit("VBROADCASTSS X11, X11")
+	emit("VMULPS (SI), X10, X10")
+	emit("VMULPS (SI), X11, X11")
+	// The pairs' mins: the row's mins (m0–3 twice, m4–7 twice) against
+	// the pair sums give (t0 p0, t0 p1, t2 p0, t2 p1 | t0 p2, t0 p3, t2 p2,
+	// t2 p3) and the same for t1, t3; two unpacks put each pair's four
+	// tokens in order, pairs 0 and 1 in the low lanes, 2 and 3 high.
+	emit("VPERMQ $0xfa, Y0, Y0")
+	emit("VPMADDWD 16(SI), Y0, Y2")
+	emit("VPMADDWD 48(SI), Y0, Y3")
+	emit("VPUNPCKLDQ Y3, Y2, Y4")
+	emit("VPUNPCKHDQ Y3, Y2, Y5")
+	emit("VPUNPCKLQDQ Y5, Y4, Y2") // pairs 0 and 2
+	emit("VPUNPCKHQDQ Y5, Y4, Y3") // pairs 1 and 3
+	emit("VCVTDQ2PS Y2, Y2")
+	emit("VCVTDQ2PS Y3, Y3")
+	emit("VFMADD231PS X11, X2, X13")
+	emit("VFMADD231PS X11, X3, X13")
+	emit("VEXTRACTF128 $1, Y2, X2")
+	emit("VEXTRACTF128 $1, Y3, X3")
+	emit("VFMADD231PS X11, X2, X13")
+	emit("VFMADD231PS X11, X3, X13")
+	for p := 0; p < 4; p++ {
+		emit("VMOVDQU %d(DI), Y2", 16+32*p)
+		emit("VPSRLW $4, Y2, Y3")
+		emit("VPAND Y15, Y2, Y2")
+		emit("VPAND Y15, Y3, Y3")
+		for h := 0; h < 2; h++ {
+			j := 2*p + h
+			for k := 0; k < 4; k++ {
+				emit("VPSHUFD $0x%02x, Y%d, Y4", 0x55*k, 2+h)
+				if k == 0 {
+					emit("VPMADDUBSW %d(SI), Y4, Y6", 80+32*(4*j+k))
+				} else {
+					emit("VPMADDUBSW %d(SI), Y4, Y5", 80+32*(4*j+k))
+					emit("VPADDW Y5, Y6, Y6")
+				}
+			}
+			emit("VPSHUFB scaleK4<>+%d(SB), Y1, Y9", 32*j)
+			if h == 0 {
+				emit("VPMADDWD Y9, Y6, Y8")
+			} else {
+				emit("VPMADDWD Y9, Y6, Y6")
+				emit("VPADDD Y6, Y8, Y8")
+			}
+		}
+		emit("VEXTRACTI128 $1, Y8, X9")
+		emit("VPADDD X9, X8, X8")
+		emit("VCVTDQ2PS X8, X8")
+		emit("VFMADD231PS X10, X8, X12")
+	}
+	emit("ADDQ $144, DI")
+	emit("ADDQ $%d, SI", 80+1024)
+	emit("DECQ CX")
+	emit("JNZ loop")
+	fmt.Fprintf(&b, "done:\n")
+	emit("VMOVUPS X12, (DX)")
+	emit("VMOVUPS X13, 16(DX)")
+	emit("VZEROUPPER")
+	emit("RET")
+}
+
 // scaleK4 is VPSHUFB's masks that broadcast word j of a 128-bit half
 // (sub-block j's scale) to its eight words, j = 0…7.
 func scaleK4() {
@@ -587,6 +676,7 @@ func main() {
 	q4_K4()
 	q4_KGemm()
 	q4_KGemm4()
+	q4_KGemm4x()
 	q5_K()
 	q6_K()
 	b.WriteString("\n")
