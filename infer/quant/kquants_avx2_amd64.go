@@ -31,6 +31,9 @@ func q4_KGemm4RowAVX2(w, x *byte, xstride int, blocks int, out *float32)
 func q4_KGemm4xAVX2(w, x *byte, blocks int, out *float32)
 
 //go:noescape
+func q4_KGemm8xAVX2(w, x *byte, xstride int, blocks int, out *float32)
+
+//go:noescape
 func q5_KRowAVX2(w, x *byte, blocks int, out *float32)
 
 //go:noescape
@@ -82,12 +85,19 @@ func kquantsAVX2Product(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float
 // interleaveQ8_K4's layout.
 const q4GroupBytes = 16 + 64 + qkK*4
 
+// q4GemmRows is the rows q4_KGemmAVX2 runs against one pair of groups at a
+// time.
+const q4GemmRows = 16
+
 // q4Groups holds the interleaved activations of q4_KGemmAVX2's calls.
 var q4Groups = sync.Pool{New: func() any { return new([]byte) }}
 
 // q4_KGemmAVX2 is the product of whole groups of 4 tokens [t0, t1) in
 // gemm order: their activations interleaved once, then each row against
-// every group while it is in L1.
+// every group, two groups a call. The rows go in blocks of q4GemmRows
+// against each pair of groups, so that the pair's activations (2.2 KB a
+// super-block) stay in L1 while the block's rows pass, rather than every
+// group streaming from L2 for each row.
 func q4_KGemmAVX2(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
 	blocks := m.Cols / qkK
 	groups := (t1 - t0) / 4
@@ -101,14 +111,24 @@ func q4_KGemmAVX2(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
 	for g := range groups {
 		interleaveQ8_K4(x[g*gb:(g+1)*gb], a, t0+4*g, blocks)
 	}
-	var out [8]float32
-	for r := r0; r < r1; r++ {
-		w := m.Row(r)
-		for g := range groups {
-			q4_KGemm4xAVX2(&w[0], &x[g*gb], blocks, &out[0])
+	var out [16]float32
+	for rb := r0; rb < r1; rb += q4GemmRows {
+		re := min(rb+q4GemmRows, r1)
+		for g := 0; g < groups; g += 2 {
 			t := t0 + 4*g
-			for i := range 4 {
-				y[(t+i)*m.Rows+r] = out[i] - out[4+i]
+			for r := rb; r < re; r++ {
+				w := m.Row(r)
+				if g+2 > groups {
+					q4_KGemm4xAVX2(&w[0], &x[g*gb], blocks, &out[0])
+					for i := range 4 {
+						y[(t+i)*m.Rows+r] = out[i] - out[4+i]
+					}
+					continue
+				}
+				q4_KGemm8xAVX2(&w[0], &x[g*gb], gb, blocks, &out[0])
+				for i := range 8 {
+					y[(t+i)*m.Rows+r] = out[i] - out[8+i]
+				}
 			}
 		}
 	}

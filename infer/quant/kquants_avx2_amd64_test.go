@@ -19,10 +19,13 @@ func TestAVX2KQuants(t *testing.T) {
 	for typ := range avx2KTypes {
 		checkBitIdentical(t, typ, "avx2", kquantsAVX2Product)
 	}
-	// Q4_K's four-token gemm kernel: three groups of 4 and a gemv token.
+	// Q4_K's gemm kernels: three groups of 4 (a pair and one alone) and a
+	// gemv token; then rows in three blocks of q4GemmRows, the last short,
+	// and five groups.
 	for _, cols := range []int{256, 2304} {
 		checkBitIdenticalShape(t, gguf.Q4_K, "avx2", kquantsAVX2Product, 16, 13, cols)
 	}
+	checkBitIdenticalShape(t, gguf.Q4_K, "avx2", kquantsAVX2Product, 40, 21, 512)
 }
 
 // TestAVX2Q4_KRows: the four-row gemv kernel and its one-row remainder
@@ -96,7 +99,7 @@ func BenchmarkAVX2Q4_K(b *testing.B) {
 		b.Skip("no AVX2 and FMA on this CPU")
 	}
 	defer SetFeatures(FeaturesAll)
-	for _, shape := range []struct{ rows, cols, tokens int }{{6144, 2048, 1}, {2048, 6144, 1}, {151936, 2048, 1}, {6144, 2048, 64}} {
+	for _, shape := range []struct{ rows, cols, tokens int }{{6144, 2048, 1}, {2048, 6144, 1}, {151936, 2048, 1}, {6144, 2048, 64}, {2048, 6144, 64}} {
 		b.Run(fmt.Sprintf("%dx%d/tokens=%d", shape.rows, shape.cols, shape.tokens), func(b *testing.B) {
 			if err := SetFeatures(FeaturesAVX2); err != nil {
 				b.Skip(err)

@@ -523,6 +523,103 @@ func q4_KGemm4x() {
 	emit("RET")
 }
 
+// q4_KGemm8x is q4_KGemm4x for two groups of four tokens (x and
+// x+xstride), which share the row's unpacking, codes and their VPSHUFD
+// broadcasts: eight tokens to a float register, group 0 in the low lane.
+func q4_KGemm8x() {
+	fmt.Fprintf(&b, "\n// func q4_KGemm8xAVX2(w, x *byte, xstride int, blocks int, out *float32)\n// Requires: AVX, AVX2, F16C, FMA\nTEXT ·q4_KGemm8xAVX2(SB), NOSPLIT, $0-40\n")
+	emit("MOVQ w+0(FP), DI")
+	emit("MOVQ x+8(FP), SI")
+	emit("MOVQ xstride+16(FP), BX")
+	emit("ADDQ SI, BX")
+	emit("MOVQ blocks+24(FP), CX")
+	emit("MOVQ out+32(FP), DX")
+	emit("VXORPS Y12, Y12, Y12")
+	emit("VXORPS Y13, Y13, Y13")
+	emit("TESTQ CX, CX")
+	emit("JZ done")
+	broadcast(15, bytes8(0x0f))
+	fmt.Fprintf(&b, "loop:\n")
+	unpackK4()
+	// Y10 = d_w·dx, Y11 = dmin_w·dx, the eight tokens in order.
+	emit("VMOVUPS (SI), X2")
+	emit("VINSERTF128 $1, (BX), Y2, Y2")
+	f16(10, 0)
+	f16(11, 2)
+	emit("VBROADCASTSS X10, Y10")
+	emit("VBROADCASTSS X11, Y11")
+	emit("VMULPS Y2, Y10, Y10")
+	emit("VMULPS Y2, Y11, Y11")
+	// The pairs' mins as in q4_KGemm4x, per group (Y2, Y3: group 0's
+	// pairs 0|2 and 1|3; Y4, Y5 group 1's), then pair p's eight tokens.
+	emit("VPERMQ $0xfa, Y0, Y0")
+	for g, r := range []string{"SI", "BX"} {
+		emit("VPMADDWD 16(%s), Y0, Y6", r)
+		emit("VPMADDWD 48(%s), Y0, Y7", r)
+		emit("VPUNPCKLDQ Y7, Y6, Y8")
+		emit("VPUNPCKHDQ Y7, Y6, Y9")
+		emit("VPUNPCKLQDQ Y9, Y8, Y%d", 2+2*g)
+		emit("VPUNPCKHQDQ Y9, Y8, Y%d", 3+2*g)
+	}
+	for p := 0; p < 4; p++ {
+		imm := 0x20 // the low lanes: pairs 0, 1
+		if p >= 2 {
+			imm = 0x31
+		}
+		emit("VPERM2I128 $0x%02x, Y%d, Y%d, Y6", imm, 4+p%2, 2+p%2)
+		emit("VCVTDQ2PS Y6, Y6")
+		emit("VFMADD231PS Y11, Y6, Y13")
+	}
+	for p := 0; p < 4; p++ {
+		emit("VMOVDQU %d(DI), Y2", 16+32*p)
+		emit("VPSRLW $4, Y2, Y3")
+		emit("VPAND Y15, Y2, Y2")
+		emit("VPAND Y15, Y3, Y3")
+		for h := 0; h < 2; h++ {
+			j := 2*p + h
+			for k := 0; k < 4; k++ {
+				emit("VPSHUFD $0x%02x, Y%d, Y4", 0x55*k, 2+h)
+				off := 80 + 32*(4*j+k)
+				if k == 0 {
+					emit("VPMADDUBSW %d(SI), Y4, Y6", off)
+					emit("VPMADDUBSW %d(BX), Y4, Y7", off)
+				} else {
+					emit("VPMADDUBSW %d(SI), Y4, Y5", off)
+					emit("VPADDW Y5, Y6, Y6")
+					emit("VPMADDUBSW %d(BX), Y4, Y5", off)
+					emit("VPADDW Y5, Y7, Y7")
+				}
+			}
+			emit("VPSHUFB scaleK4<>+%d(SB), Y1, Y14", 32*j)
+			if h == 0 {
+				emit("VPMADDWD Y14, Y6, Y8")
+				emit("VPMADDWD Y14, Y7, Y9")
+			} else {
+				emit("VPMADDWD Y14, Y6, Y6")
+				emit("VPADDD Y6, Y8, Y8")
+				emit("VPMADDWD Y14, Y7, Y7")
+				emit("VPADDD Y7, Y9, Y9")
+			}
+		}
+		// Fold the lanes: (g0 lo, g1 lo) + (g0 hi, g1 hi).
+		emit("VPERM2I128 $0x20, Y9, Y8, Y6")
+		emit("VPERM2I128 $0x31, Y9, Y8, Y7")
+		emit("VPADDD Y7, Y6, Y6")
+		emit("VCVTDQ2PS Y6, Y6")
+		emit("VFMADD231PS Y10, Y6, Y12")
+	}
+	emit("ADDQ $144, DI")
+	emit("ADDQ $%d, SI", 80+1024)
+	emit("ADDQ $%d, BX", 80+1024)
+	emit("DECQ CX")
+	emit("JNZ loop")
+	fmt.Fprintf(&b, "done:\n")
+	emit("VMOVUPS Y12, (DX)")
+	emit("VMOVUPS Y13, 32(DX)")
+	emit("VZEROUPPER")
+	emit("RET")
+}
+
 // scaleK4 is VPSHUFB's masks that broadcast word j of a 128-bit half
 // (sub-block j's scale) to its eight words, j = 0…7.
 func scaleK4() {
@@ -677,6 +774,7 @@ func main() {
 	q4_KGemm()
 	q4_KGemm4()
 	q4_KGemm4x()
+	q4_KGemm8x()
 	q5_K()
 	q6_K()
 	b.WriteString("\n")
