@@ -19,7 +19,7 @@ import (
 func q4_KRowAVX2(w, x *byte, blocks int, out *float32)
 
 //go:noescape
-func q4_KRow4AVX2(w, x *byte, wstride int, blocks int, out *float32)
+func q4_KRow4AVX2(w, x *byte, wstride, ahead, blocks int, out *float32)
 
 //go:noescape
 func q4_KGemmRowAVX2(w, x *byte, blocks int, out *float32)
@@ -171,16 +171,21 @@ func interleaveQ8_K4(dst []byte, a *Activations, t, blocks int) {
 	}
 }
 
+// q4PrefetchGroups is how many groups of four rows ahead q4_KRow4AVX2
+// prefetches.
+const q4PrefetchGroups = 1
+
 // q4_KGemvAVX2 is the product of the tokens in gemv order: four rows at a
 // time, the rows past a multiple of four one by one.
 func q4_KGemvAVX2(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
 	var out [8]float32
 	blocks := m.Cols / qkK
 	r4 := r0 + (r1-r0)/4*4
+	ahead := q4PrefetchGroups * 4 * m.rowBytes
 	for r := r0; r < r4; r += 4 {
 		w := m.Row(r)
 		for t := t0; t < t1; t++ {
-			q4_KRow4AVX2(&w[0], &a.Token(t)[0], m.rowBytes, blocks, &out[0])
+			q4_KRow4AVX2(&w[0], &a.Token(t)[0], m.rowBytes, ahead, blocks, &out[0])
 			yt := y[t*m.Rows+r:]
 			for i := range 4 {
 				yt[i] = out[2*i] - out[2*i+1]

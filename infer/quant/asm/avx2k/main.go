@@ -21,7 +21,6 @@ import (
 
 var b bytes.Buffer
 
-var prefetch4 = flag.Int("prefetch4", 1152, "q4_KRow4AVX2's prefetch distance in bytes past the next group of four rows' super-block")
 
 func emit(format string, args ...any) { fmt.Fprintf(&b, "\t"+format+"\n", args...) }
 
@@ -191,15 +190,14 @@ func q4_K() {
 // register so that one conversion and one FMA a super-block serve all
 // four rows, each lane rounding as q4_K's scalar FMAs do.
 func q4_K4() {
-	fmt.Fprintf(&b, "\n// func q4_KRow4AVX2(w, x *byte, wstride int, blocks int, out *float32)\n// Requires: AVX, AVX2, F16C, FMA\nTEXT ·q4_KRow4AVX2(SB), NOSPLIT, $0-40\n")
+	fmt.Fprintf(&b, "\n// func q4_KRow4AVX2(w, x *byte, wstride, ahead, blocks int, out *float32)\n// Requires: AVX, AVX2, F16C, FMA\nTEXT ·q4_KRow4AVX2(SB), NOSPLIT, $0-48\n")
 	emit("MOVQ w+0(FP), DI")
 	emit("MOVQ x+8(FP), SI")
 	emit("MOVQ wstride+16(FP), R8")
-	emit("MOVQ blocks+24(FP), CX")
+	emit("MOVQ ahead+24(FP), DX") // from a row to the one it prefetches
+	emit("MOVQ blocks+32(FP), CX")
 	emit("LEAQ (DI)(R8*1), BX")
 	emit("LEAQ (DI)(R8*2), R9")
-	emit("LEAQ (R8)(R8*1), DX") // DX = 4·wstride, from a row to the next group's
-	emit("ADDQ DX, DX")
 	emit("LEAQ (BX)(R8*2), R8") // row 3; row 2 in R9, 1 in BX, 0 in DI
 	emit("VXORPS Y13, Y13, Y13")
 	emit("TESTQ CX, CX")
@@ -210,10 +208,10 @@ func q4_K4() {
 	// Decoding streams the matrix from memory, four rows at once: the
 	// hardware prefetchers alone leave the loads waiting (a third slower
 	// on the 1.7B's output head), so each row fetches its super-block in
-	// the next group of rows.
+	// a group of rows ahead (ahead bytes on, a whole number of groups).
 	for _, r := range rows {
 		for off := 0; off < 144; off += 64 {
-			emit("PREFETCHT0 %d(%s)(DX*1)", *prefetch4+off, r)
+			emit("PREFETCHT0 %d(%s)(DX*1)", off, r)
 		}
 	}
 	// X14 = the token's bsums in pairs, the sums of its sub-blocks.
@@ -283,7 +281,7 @@ func q4_K4() {
 	emit("DECQ CX")
 	emit("JNZ loop")
 	fmt.Fprintf(&b, "done:\n")
-	emit("MOVQ out+32(FP), DX")
+	emit("MOVQ out+40(FP), DX")
 	emit("VMOVUPS Y13, (DX)")
 	emit("VZEROUPPER")
 	emit("RET")
