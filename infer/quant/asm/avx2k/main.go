@@ -21,7 +21,6 @@ import (
 
 var b bytes.Buffer
 
-
 func emit(format string, args ...any) { fmt.Fprintf(&b, "\t"+format+"\n", args...) }
 
 // broadcast fills Y(reg) with the 64-bit pattern v in every quadword.
