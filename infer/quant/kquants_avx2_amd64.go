@@ -9,11 +9,12 @@ import (
 	"github.com/bonsai-chat/bonsai/gguf"
 )
 
-// The AVX2 K-quant kernels, for x86 CPUs without AVX-512 (asm/avx2k): a
-// whole row · token in assembly, the integer sums exact and the float part
-// in the portable dot product's order and roundings (f16 widened exactly,
-// one rounding per multiply and add, FMA where the portable code calls
-// FMA32), so bit for bit the portable kernels'.
+// The AVX2 K-quant kernels, for x86 CPUs without AVX-512 (asm/avx2k):
+// whole rows · tokens in assembly (Q4_K four rows × one token, or one row
+// × four or eight tokens), the integer sums exact and the float part in
+// the portable dot product's order and roundings per row and token (f16
+// widened exactly, one rounding per multiply and add, FMA where the
+// portable code calls FMA32), so bit for bit the portable kernels'.
 
 //go:noescape
 func q4_KRowAVX2(w, x *byte, blocks int, out *float32)
@@ -23,9 +24,6 @@ func q4_KRow4AVX2(w, x *byte, wstride, ahead, blocks int, out *float32)
 
 //go:noescape
 func q4_KGemmRowAVX2(w, x *byte, blocks int, out *float32)
-
-//go:noescape
-func q4_KGemm4RowAVX2(w, x *byte, xstride int, blocks int, out *float32)
 
 //go:noescape
 func q4_KGemm4xAVX2(w, x *byte, blocks int, out *float32)
@@ -57,8 +55,8 @@ func rowDot(t gguf.Type, _, gemm bool, n int, w, x []byte, s *[sumsScratch]int32
 
 // kquantsAVX2Product is the Matrix kernel of the AVX2 K-quants. Q4_K's
 // tokens in llama.cpp's gemm order come in whole groups of 4 (tiles start
-// at multiples of 4), which q4_KGemm4RowAVX2 runs together; its other
-// tokens (a decoding step's) go four rows at a time through q4_KRow4AVX2.
+// at multiples of 4), which q4_KGemmAVX2 runs together; its other tokens
+// (a decoding step's) go four rows at a time through q4_KGemvAVX2.
 func kquantsAVX2Product(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
 	if m.Type != gguf.Q4_K {
 		sumsProduct(false, m, a, r0, r1, t0, t1, y)

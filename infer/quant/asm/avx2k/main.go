@@ -1,9 +1,10 @@
 // Command avx2k writes infer/quant's AVX2 K-quant kernels
-// (kquants_avx2_amd64.s), for x86 CPUs without AVX-512: like the NEON
-// ones, they compute only the exact integer sums of a row against a
-// token's Q8_K activations (per sub-block for Q4_K, per ggml f32 lane for
-// Q5_K and Q6_K), which the Go side (sums.go) scales in the portable
-// kernels' float order. VPMADDUBSW (unsigned codes × signed activations,
+// (kquants_avx2_amd64.s), for x86 CPUs without AVX-512: the exact
+// integer sums of rows against tokens' Q8_K activations (per sub-block
+// for Q4_K, per ggml f32 lane for Q5_K and Q6_K), scaled in the portable
+// kernels' float order, per row and token: by the assembly itself for
+// Q4_K (its FMAs one per lane, as the scalar ones), by the Go side for
+// the lanes of Q5_K and Q6_K. VPMADDUBSW (unsigned codes × signed activations,
 // pairs of products in int16: at most 2·63·128, so it never saturates)
 // and VPMADDWD with ones leave in each dword the four products of its
 // bytes, as SDOT does.
@@ -333,109 +334,12 @@ func q4_KGemm() {
 	footer(144, "VMOVSS X10, (DX)", "VMOVSS X11, 4(DX)")
 }
 
-// q4_KGemm4 is q4_KGemm for four tokens (x, x+xstride, …, their Q8_K
-// rows), which share the unpacking of each super-block's scales, mins and
-// codes: out[t] and out[4+t] are token t's scales' and mins' sums, four
-// tokens to a register. The order per token is q4_KGemm's: the FMAs of
-// the mins' sums run first in each super-block (their chain is apart
-// from the scales'), the integer sums of a pair of sub-blocks are exact
-// in any order.
-func q4_KGemm4() {
-	fmt.Fprintf(&b, "\n// func q4_KGemm4RowAVX2(w, x *byte, xstride int, blocks int, out *float32)\n// Requires: AVX, AVX2, F16C, FMA\nTEXT ·q4_KGemm4RowAVX2(SB), NOSPLIT, $0-40\n")
-	emit("MOVQ w+0(FP), DI")
-	emit("MOVQ x+8(FP), SI")
-	emit("MOVQ xstride+16(FP), R8")
-	emit("MOVQ blocks+24(FP), CX")
-	emit("MOVQ out+32(FP), DX")
-	emit("LEAQ (SI)(R8*1), BX")
-	emit("LEAQ (SI)(R8*2), R9")
-	emit("LEAQ (BX)(R8*2), R8") // token 3; token 2 in R9, 1 in BX, 0 in SI
-	emit("VXORPS X12, X12, X12")
-	emit("VXORPS X13, X13, X13")
-	emit("TESTQ CX, CX")
-	emit("JZ done")
-	broadcast(15, bytes8(0x0f))
-	broadcast(14, 0x0001000100010001)
-	tok := []string{"SI", "BX", "R9", "R8"}
-	fmt.Fprintf(&b, "loop:\n")
-	unpackK4()
-	// X6 = the tokens' dx; X10 = d_w·dx, X11 = dmin_w·dx.
-	emit("VMOVSS (SI), X6")
-	emit("VINSERTPS $0x10, (BX), X6, X6")
-	emit("VINSERTPS $0x20, (R9), X6, X6")
-	emit("VINSERTPS $0x30, (R8), X6, X6")
-	f16(10, 0)
-	f16(11, 2)
-	emit("VBROADCASTSS X10, X10")
-	emit("VBROADCASTSS X11, X11")
-	emit("VMULPS X6, X10, X10")
-	emit("VMULPS X6, X11, X11")
-	// The pairs' mins per token (X2–X5: token t, pair p), transposed to
-	// pair p, token t (X4, X5, X8, X9), then accm = fma(·, dmin_w·dx, accm)
-	// for p = 0…3.
-	emit("VEXTRACTI128 $1, Y0, X7") // m 0–7
-	for t, r := range tok {
-		emit("VMOVDQU 260(%s), Y8", r)
-		emit("VEXTRACTI128 $1, Y8, X9")
-		emit("VPHADDW X9, X8, X8")
-		emit("VPMADDWD X8, X7, X%d", 2+t)
-	}
-	emit("VPUNPCKLDQ X3, X2, X8")
-	emit("VPUNPCKHDQ X3, X2, X9")
-	emit("VPUNPCKLDQ X5, X4, X2")
-	emit("VPUNPCKHDQ X5, X4, X3")
-	emit("VPUNPCKLQDQ X2, X8, X4")
-	emit("VPUNPCKHQDQ X2, X8, X5")
-	emit("VPUNPCKLQDQ X3, X9, X8")
-	emit("VPUNPCKHQDQ X3, X9, X9")
-	for _, x := range []int{4, 5, 8, 9} {
-		emit("VCVTDQ2PS X%d, X%d", x, x)
-		emit("VFMADD231PS X11, X%d, X13", x)
-	}
-	// The scaled sums of each pair, four tokens in Y4–Y7, reduced to X4.
-	for p := 0; p < 4; p++ {
-		for t := range tok {
-			emit("VPXOR Y%d, Y%d, Y%d", 4+t, 4+t, 4+t)
-		}
-		emit("VMOVDQU %d(DI), Y2", 16+32*p)
-		emit("VPSRLW $4, Y2, Y3")
-		emit("VPAND Y15, Y2, Y2")
-		emit("VPAND Y15, Y3, Y3")
-		for h := 0; h < 2; h++ {
-			j := 2*p + h
-			emit("VPSHUFB scaleK4<>+%d(SB), Y1, Y8", 32*j)
-			for t, r := range tok {
-				emit("VPMADDUBSW %d(%s), Y%d, Y9", 4+32*j, r, 2+h)
-				emit("VPMADDWD Y8, Y9, Y9")
-				emit("VPADDD Y9, Y%d, Y%d", 4+t, 4+t)
-			}
-		}
-		emit("VPHADDD Y5, Y4, Y4")
-		emit("VPHADDD Y7, Y6, Y6")
-		emit("VPHADDD Y6, Y4, Y4")
-		emit("VEXTRACTI128 $1, Y4, X5")
-		emit("VPADDD X5, X4, X4")
-		emit("VCVTDQ2PS X4, X4")
-		emit("VFMADD231PS X10, X4, X12")
-	}
-	emit("ADDQ $144, DI")
-	for _, r := range tok {
-		emit("ADDQ $292, %s", r)
-	}
-	emit("DECQ CX")
-	emit("JNZ loop")
-	fmt.Fprintf(&b, "done:\n")
-	emit("VMOVUPS X12, (DX)")
-	emit("VMOVUPS X13, 16(DX)")
-	emit("VZEROUPPER")
-	emit("RET")
-}
-
-// q4_KGemm4x is q4_KGemm4 over four tokens' activations interleaved
-// (interleaveQ8_K4's layout, q4GroupBytes a super-block: the four dx at 0,
-// the bsums' pair sums of tokens 0 and 2 at 16 and of 1 and 3 at 48, the
-// codes at 80 in 32-byte steps k of sub-block j holding elements
-// 4k…4k+3 of each token, then 16+4k…16+4k+3), so that one VPMADDUBSW
+// q4_KGemm4x is q4_KGemm for four tokens, which share the unpacking of
+// each super-block's scales, mins and codes, over their activations
+// interleaved (interleaveQ8_K4's layout, q4GroupBytes a super-block: the
+// four dx at 0, the bsums' pair sums of tokens 0 and 2 at 16 and of 1 and
+// 3 at 48, the quants at 80 in 32-byte steps k of sub-block j holding
+// elements 4k…4k+3 of each token, then 16+4k…16+4k+3), so that one VPMADDUBSW
 // against the row's codes broadcast by VPSHUFD serves all four tokens
 // and leaves each dword a token's: four of them add up in int16 (at most
 // 4·2·15·128), one VPMADDWD by the scale widens a sub-block, and a pair's
@@ -769,7 +673,6 @@ func main() {
 	q4_K()
 	q4_K4()
 	q4_KGemm()
-	q4_KGemm4()
 	q4_KGemm4x()
 	q4_KGemm8x()
 	q5_K()
