@@ -90,7 +90,7 @@ func TestAVX2Q4_KRows(t *testing.T) {
 }
 
 // BenchmarkAVX2Q4_K is the AVX2 Q4_K kernels (AVX-512 off) on the 1.7B's
-// shapes: a 7 MB matrix that stays in cache, the 175 MB output head that
+// shapes: a 288 KB matrix in L2, a 7 MB one in cache, the 175 MB output head that
 // streams from memory, and a prompt's tile of tokens.
 //
 //	go test ./infer/quant/ -run X -bench AVX2Q4_K
@@ -99,7 +99,7 @@ func BenchmarkAVX2Q4_K(b *testing.B) {
 		b.Skip("no AVX2 and FMA on this CPU")
 	}
 	defer SetFeatures(FeaturesAll)
-	for _, shape := range []struct{ rows, cols, tokens int }{{6144, 2048, 1}, {2048, 6144, 1}, {151936, 2048, 1}, {6144, 2048, 64}, {2048, 6144, 64}} {
+	for _, shape := range []struct{ rows, cols, tokens int }{{256, 2048, 1}, {6144, 2048, 1}, {2048, 6144, 1}, {151936, 2048, 1}, {6144, 2048, 64}, {2048, 6144, 64}} {
 		b.Run(fmt.Sprintf("%dx%d/tokens=%d", shape.rows, shape.cols, shape.tokens), func(b *testing.B) {
 			if err := SetFeatures(FeaturesAVX2); err != nil {
 				b.Skip(err)
