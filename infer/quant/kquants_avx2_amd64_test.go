@@ -90,8 +90,8 @@ func TestAVX2Q4_KRows(t *testing.T) {
 }
 
 // BenchmarkAVX2Q4_K is the AVX2 Q4_K kernels (AVX-512 off) on the 1.7B's
-// shapes: a 288 KB matrix in L2, a 7 MB one in cache, the 175 MB output head that
-// streams from memory, and a prompt's tile of tokens.
+// shapes: a 288 KB matrix in L2, a 7 MB one in cache, the 175 MB output
+// head that streams from memory, and a prompt's tile of tokens.
 //
 //	go test ./infer/quant/ -run X -bench AVX2Q4_K
 func BenchmarkAVX2Q4_K(b *testing.B) {
