@@ -1,9 +1,10 @@
 // Command avx2k writes infer/quant's AVX2 K-quant kernels
-// (kquants_avx2_amd64.s), for x86 CPUs without AVX-512: like the NEON
-// ones, they compute only the exact integer sums of a row against a
-// token's Q8_K activations (per sub-block for Q4_K, per ggml f32 lane for
-// Q5_K and Q6_K), which the Go side (sums.go) scales in the portable
-// kernels' float order. VPMADDUBSW (unsigned codes × signed activations,
+// (kquants_avx2_amd64.s), for x86 CPUs without AVX-512: the exact
+// integer sums of rows against tokens' Q8_K activations (per sub-block
+// for Q4_K, per ggml f32 lane for Q5_K and Q6_K), scaled in the portable
+// kernels' float order, per row and token: by the assembly itself for
+// Q4_K (its FMAs one per lane, as the scalar ones), by the Go side for
+// the lanes of Q5_K and Q6_K. VPMADDUBSW (unsigned codes × signed activations,
 // pairs of products in int16: at most 2·63·128, so it never saturates)
 // and VPMADDWD with ones leave in each dword the four products of its
 // bytes, as SDOT does.
@@ -81,11 +82,14 @@ func madd(dst, codes, off int) {
 // unpackK4 unpacks the 6-bit scales and mins of the super-block at DI as
 // ggml does, in four dwords (sc 0–3, sc 4–7, m 0–3, m 4–7), widened to
 // words in Y0 (sc 0–7, m 0–7); Y1 gets sc 0–7 in both halves.
-func unpackK4() {
+func unpackK4() { unpackK4At("DI") }
+
+// unpackK4At is unpackK4 for the super-block at row.
+func unpackK4At(row string) {
 	// utmp0..2 = the 12 scale bytes.
-	emit("MOVL 4(DI), R10")
-	emit("MOVL 8(DI), R11")
-	emit("MOVL 12(DI), R12")
+	emit("MOVL 4(%s), R10", row)
+	emit("MOVL 8(%s), R11", row)
+	emit("MOVL 12(%s), R12", row)
 	// m 4–7: ((utmp2 >> 4) & 0x0f0f0f0f) | (((utmp1 >> 6) & 0x03030303) << 4)
 	emit("MOVL R12, R13")
 	emit("SHRL $4, R13")
@@ -180,6 +184,109 @@ func q4_K() {
 	footer(144, "VMOVSS X10, (DX)", "VMOVSS X11, 4(DX)")
 }
 
+// q4_K4 is q4_K for four rows (w, w+wstride, …) against one token,
+// which share the token's bsums and the reductions: out[2r] and
+// out[2r+1] are row r's scales' and mins' sums, kept interleaved in one
+// register so that one conversion and one FMA a super-block serve all
+// four rows, each lane rounding as q4_K's scalar FMAs do.
+func q4_K4() {
+	fmt.Fprintf(&b, "\n// func q4_KRow4AVX2(w, x *byte, wstride, ahead, blocks int, out *float32)\n// Requires: AVX, AVX2, F16C, FMA\nTEXT ·q4_KRow4AVX2(SB), NOSPLIT, $0-48\n")
+	emit("MOVQ w+0(FP), DI")
+	emit("MOVQ x+8(FP), SI")
+	emit("MOVQ wstride+16(FP), R8")
+	emit("MOVQ ahead+24(FP), DX") // from a row to the one it prefetches
+	emit("MOVQ blocks+32(FP), CX")
+	emit("LEAQ (DI)(R8*1), BX")
+	emit("LEAQ (DI)(R8*2), R9")
+	emit("LEAQ (BX)(R8*2), R8") // row 3; row 2 in R9, 1 in BX, 0 in DI
+	emit("VXORPS Y13, Y13, Y13")
+	emit("TESTQ CX, CX")
+	emit("JZ done")
+	broadcast(15, bytes8(0x0f))
+	rows := []string{"DI", "BX", "R9", "R8"}
+	fmt.Fprintf(&b, "loop:\n")
+	// Decoding streams the matrix from memory, four rows at once: the
+	// hardware prefetchers alone leave the loads waiting (a third slower
+	// on the 1.7B's output head), so each row fetches its super-block in
+	// a group of rows ahead (ahead bytes on, a whole number of groups).
+	for _, r := range rows {
+		for off := 0; off < 144; off += 64 {
+			emit("PREFETCHT0 %d(%s)(DX*1)", off, r)
+		}
+	}
+	// X14 = the token's bsums in pairs, the sums of its sub-blocks.
+	emit("VMOVDQU 260(SI), Y2")
+	emit("VEXTRACTI128 $1, Y2, X3")
+	emit("VPHADDW X3, X2, X14")
+	for r, row := range rows {
+		unpackK4At(row)
+		// Row r's mins against the pairs, four dwords, added up pairwise
+		// with the other rows' into X6 = the four rows' mins.
+		emit("VEXTRACTI128 $1, Y0, X0")
+		emit("VPMADDWD X14, X0, X0")
+		switch r {
+		case 0:
+			emit("VMOVDQA X0, X6")
+		case 1:
+			emit("VPHADDD X0, X6, X6")
+		case 2:
+			emit("VMOVDQA X0, X7")
+		case 3:
+			emit("VPHADDD X0, X7, X7")
+			emit("VPHADDD X7, X6, X6")
+		}
+		acc := 8 + r
+		for p := 0; p < 4; p++ {
+			emit("VMOVDQU %d(%s), Y2", 16+32*p, row)
+			emit("VPSRLW $4, Y2, Y3")
+			emit("VPAND Y15, Y2, Y2")
+			emit("VPAND Y15, Y3, Y3")
+			for h := 0; h < 2; h++ {
+				j := 2*p + h
+				emit("VPSHUFB scaleK4<>+%d(SB), Y1, Y4", 32*j)
+				emit("VPMADDUBSW %d(SI), Y%d, Y5", 4+32*j, 2+h)
+				if j == 0 {
+					emit("VPMADDWD Y4, Y5, Y%d", acc)
+				} else {
+					emit("VPMADDWD Y4, Y5, Y5")
+					emit("VPADDD Y5, Y%d, Y%d", acc, acc)
+				}
+			}
+		}
+	}
+	// X8 = the four rows' scaled sums; Y0 = (sumi, mins) of rows 0…3.
+	emit("VPHADDD Y9, Y8, Y8")
+	emit("VPHADDD Y11, Y10, Y10")
+	emit("VPHADDD Y10, Y8, Y8")
+	emit("VEXTRACTI128 $1, Y8, X9")
+	emit("VPADDD X9, X8, X8")
+	emit("VPUNPCKLDQ X6, X8, X0")
+	emit("VPUNPCKHDQ X6, X8, X1")
+	emit("VINSERTI128 $1, X1, Y0, Y0")
+	emit("VCVTDQ2PS Y0, Y0")
+	// Y2 = (d_w, dmin_w) of rows 0…3 widened, times dx.
+	emit("MOVL (DI), AX")
+	emit("VMOVD AX, X2")
+	emit("VPINSRD $1, (BX), X2, X2")
+	emit("VPINSRD $2, (R9), X2, X2")
+	emit("VPINSRD $3, (R8), X2, X2")
+	emit("VCVTPH2PS X2, Y2")
+	emit("VBROADCASTSS (SI), Y3")
+	emit("VMULPS Y3, Y2, Y2")
+	emit("VFMADD231PS Y2, Y0, Y13")
+	for _, r := range rows {
+		emit("ADDQ $144, %s", r)
+	}
+	emit("ADDQ $292, SI")
+	emit("DECQ CX")
+	emit("JNZ loop")
+	fmt.Fprintf(&b, "done:\n")
+	emit("MOVQ out+40(FP), DX")
+	emit("VMOVUPS Y13, (DX)")
+	emit("VZEROUPPER")
+	emit("RET")
+}
+
 // q4_KGemm is q4_K in the float order of ggml's repacked gemm
 // (dotQ4_KGemm): out[0] and out[1] are the scales' and the mins' sums with
 // one FMA per pair of sub-blocks 2p, 2p+1 instead of one per super-block.
@@ -227,100 +334,189 @@ func q4_KGemm() {
 	footer(144, "VMOVSS X10, (DX)", "VMOVSS X11, 4(DX)")
 }
 
-// q4_KGemm4 is q4_KGemm for four tokens (x, x+xstride, …, their Q8_K
-// rows), which share the unpacking of each super-block's scales, mins and
-// codes: out[t] and out[4+t] are token t's scales' and mins' sums, four
-// tokens to a register. The order per token is q4_KGemm's: the FMAs of
-// the mins' sums run first in each super-block (their chain is apart
-// from the scales'), the integer sums of a pair of sub-blocks are exact
-// in any order.
-func q4_KGemm4() {
-	fmt.Fprintf(&b, "\n// func q4_KGemm4RowAVX2(w, x *byte, xstride int, blocks int, out *float32)\n// Requires: AVX, AVX2, F16C, FMA\nTEXT ·q4_KGemm4RowAVX2(SB), NOSPLIT, $0-40\n")
+// q4_KGemm4x is q4_KGemm for four tokens, which share the unpacking of
+// each super-block's scales, mins and codes, over their activations
+// interleaved (interleaveQ8_K4's layout, q4GroupBytes a super-block: the
+// four dx at 0, the bsums' pair sums of tokens 0 and 2 at 16 and of 1 and
+// 3 at 48, the quants at 80 in 32-byte steps k of sub-block j holding
+// elements 4k…4k+3 of each token, then 16+4k…16+4k+3), so that one VPMADDUBSW
+// against the row's codes broadcast by VPSHUFD serves all four tokens
+// and leaves each dword a token's: four of them add up in int16 (at most
+// 4·2·15·128), one VPMADDWD by the scale widens a sub-block, and a pair's
+// sums need one lane fold instead of a reduction per token. The float
+// order per token is q4_KGemm's.
+func q4_KGemm4x() {
+	fmt.Fprintf(&b, "\n// func q4_KGemm4xAVX2(w, x *byte, blocks int, out *float32)\n// Requires: AVX, AVX2, F16C, FMA\nTEXT ·q4_KGemm4xAVX2(SB), NOSPLIT, $0-32\n")
 	emit("MOVQ w+0(FP), DI")
 	emit("MOVQ x+8(FP), SI")
-	emit("MOVQ xstride+16(FP), R8")
-	emit("MOVQ blocks+24(FP), CX")
-	emit("MOVQ out+32(FP), DX")
-	emit("LEAQ (SI)(R8*1), BX")
-	emit("LEAQ (SI)(R8*2), R9")
-	emit("LEAQ (BX)(R8*2), R8") // token 3; token 2 in R9, 1 in BX, 0 in SI
+	emit("MOVQ blocks+16(FP), CX")
+	emit("MOVQ out+24(FP), DX")
 	emit("VXORPS X12, X12, X12")
 	emit("VXORPS X13, X13, X13")
 	emit("TESTQ CX, CX")
 	emit("JZ done")
 	broadcast(15, bytes8(0x0f))
-	broadcast(14, 0x0001000100010001)
-	tok := []string{"SI", "BX", "R9", "R8"}
 	fmt.Fprintf(&b, "loop:\n")
 	unpackK4()
-	// X6 = the tokens' dx; X10 = d_w·dx, X11 = dmin_w·dx.
-	emit("VMOVSS (SI), X6")
-	emit("VINSERTPS $0x10, (BX), X6, X6")
-	emit("VINSERTPS $0x20, (R9), X6, X6")
-	emit("VINSERTPS $0x30, (R8), X6, X6")
+	// X10 = d_w·dx, X11 = dmin_w·dx, the tokens in order.
 	f16(10, 0)
 	f16(11, 2)
 	emit("VBROADCASTSS X10, X10")
 	emit("VBROADCASTSS X11, X11")
-	emit("VMULPS X6, X10, X10")
-	emit("VMULPS X6, X11, X11")
-	// The pairs' mins per token (X2–X5: token t, pair p), transposed to
-	// pair p, token t (X4, X5, X8, X9), then accm = fma(·, dmin_w·dx, accm)
-	// for p = 0…3.
-	emit("VEXTRACTI128 $1, Y0, X7") // m 0–7
-	for t, r := range tok {
-		emit("VMOVDQU 260(%s), Y8", r)
-		emit("VEXTRACTI128 $1, Y8, X9")
-		emit("VPHADDW X9, X8, X8")
-		emit("VPMADDWD X8, X7, X%d", 2+t)
-	}
-	emit("VPUNPCKLDQ X3, X2, X8")
-	emit("VPUNPCKHDQ X3, X2, X9")
-	emit("VPUNPCKLDQ X5, X4, X2")
-	emit("VPUNPCKHDQ X5, X4, X3")
-	emit("VPUNPCKLQDQ X2, X8, X4")
-	emit("VPUNPCKHQDQ X2, X8, X5")
-	emit("VPUNPCKLQDQ X3, X9, X8")
-	emit("VPUNPCKHQDQ X3, X9, X9")
-	for _, x := range []int{4, 5, 8, 9} {
-		emit("VCVTDQ2PS X%d, X%d", x, x)
-		emit("VFMADD231PS X11, X%d, X13", x)
-	}
-	// The scaled sums of each pair, four tokens in Y4–Y7, reduced to X4.
+	emit("VMULPS (SI), X10, X10")
+	emit("VMULPS (SI), X11, X11")
+	// The pairs' mins: the row's mins (m0–3 twice, m4–7 twice) against
+	// the pair sums give (t0 p0, t0 p1, t2 p0, t2 p1 | t0 p2, t0 p3, t2 p2,
+	// t2 p3) and the same for t1, t3; two unpacks put each pair's four
+	// tokens in order, pairs 0 and 1 in the low lanes, 2 and 3 high.
+	emit("VPERMQ $0xfa, Y0, Y0")
+	emit("VPMADDWD 16(SI), Y0, Y2")
+	emit("VPMADDWD 48(SI), Y0, Y3")
+	emit("VPUNPCKLDQ Y3, Y2, Y4")
+	emit("VPUNPCKHDQ Y3, Y2, Y5")
+	emit("VPUNPCKLQDQ Y5, Y4, Y2") // pairs 0 and 2
+	emit("VPUNPCKHQDQ Y5, Y4, Y3") // pairs 1 and 3
+	emit("VCVTDQ2PS Y2, Y2")
+	emit("VCVTDQ2PS Y3, Y3")
+	emit("VFMADD231PS X11, X2, X13")
+	emit("VFMADD231PS X11, X3, X13")
+	emit("VEXTRACTF128 $1, Y2, X2")
+	emit("VEXTRACTF128 $1, Y3, X3")
+	emit("VFMADD231PS X11, X2, X13")
+	emit("VFMADD231PS X11, X3, X13")
 	for p := 0; p < 4; p++ {
-		for t := range tok {
-			emit("VPXOR Y%d, Y%d, Y%d", 4+t, 4+t, 4+t)
-		}
 		emit("VMOVDQU %d(DI), Y2", 16+32*p)
 		emit("VPSRLW $4, Y2, Y3")
 		emit("VPAND Y15, Y2, Y2")
 		emit("VPAND Y15, Y3, Y3")
 		for h := 0; h < 2; h++ {
 			j := 2*p + h
-			emit("VPSHUFB scaleK4<>+%d(SB), Y1, Y8", 32*j)
-			for t, r := range tok {
-				emit("VPMADDUBSW %d(%s), Y%d, Y9", 4+32*j, r, 2+h)
-				emit("VPMADDWD Y8, Y9, Y9")
-				emit("VPADDD Y9, Y%d, Y%d", 4+t, 4+t)
+			for k := 0; k < 4; k++ {
+				emit("VPSHUFD $0x%02x, Y%d, Y4", 0x55*k, 2+h)
+				if k == 0 {
+					emit("VPMADDUBSW %d(SI), Y4, Y6", 80+32*(4*j+k))
+				} else {
+					emit("VPMADDUBSW %d(SI), Y4, Y5", 80+32*(4*j+k))
+					emit("VPADDW Y5, Y6, Y6")
+				}
+			}
+			emit("VPSHUFB scaleK4<>+%d(SB), Y1, Y9", 32*j)
+			if h == 0 {
+				emit("VPMADDWD Y9, Y6, Y8")
+			} else {
+				emit("VPMADDWD Y9, Y6, Y6")
+				emit("VPADDD Y6, Y8, Y8")
 			}
 		}
-		emit("VPHADDD Y5, Y4, Y4")
-		emit("VPHADDD Y7, Y6, Y6")
-		emit("VPHADDD Y6, Y4, Y4")
-		emit("VEXTRACTI128 $1, Y4, X5")
-		emit("VPADDD X5, X4, X4")
-		emit("VCVTDQ2PS X4, X4")
-		emit("VFMADD231PS X10, X4, X12")
+		emit("VEXTRACTI128 $1, Y8, X9")
+		emit("VPADDD X9, X8, X8")
+		emit("VCVTDQ2PS X8, X8")
+		emit("VFMADD231PS X10, X8, X12")
 	}
 	emit("ADDQ $144, DI")
-	for _, r := range tok {
-		emit("ADDQ $292, %s", r)
-	}
+	emit("ADDQ $%d, SI", 80+1024)
 	emit("DECQ CX")
 	emit("JNZ loop")
 	fmt.Fprintf(&b, "done:\n")
 	emit("VMOVUPS X12, (DX)")
 	emit("VMOVUPS X13, 16(DX)")
+	emit("VZEROUPPER")
+	emit("RET")
+}
+
+// q4_KGemm8x is q4_KGemm4x for two groups of four tokens (x and
+// x+xstride), which share the row's unpacking, codes and their VPSHUFD
+// broadcasts: eight tokens to a float register, group 0 in the low lane.
+func q4_KGemm8x() {
+	fmt.Fprintf(&b, "\n// func q4_KGemm8xAVX2(w, x *byte, xstride int, blocks int, out *float32)\n// Requires: AVX, AVX2, F16C, FMA\nTEXT ·q4_KGemm8xAVX2(SB), NOSPLIT, $0-40\n")
+	emit("MOVQ w+0(FP), DI")
+	emit("MOVQ x+8(FP), SI")
+	emit("MOVQ xstride+16(FP), BX")
+	emit("ADDQ SI, BX")
+	emit("MOVQ blocks+24(FP), CX")
+	emit("MOVQ out+32(FP), DX")
+	emit("VXORPS Y12, Y12, Y12")
+	emit("VXORPS Y13, Y13, Y13")
+	emit("TESTQ CX, CX")
+	emit("JZ done")
+	broadcast(15, bytes8(0x0f))
+	fmt.Fprintf(&b, "loop:\n")
+	unpackK4()
+	// Y10 = d_w·dx, Y11 = dmin_w·dx, the eight tokens in order.
+	emit("VMOVUPS (SI), X2")
+	emit("VINSERTF128 $1, (BX), Y2, Y2")
+	f16(10, 0)
+	f16(11, 2)
+	emit("VBROADCASTSS X10, Y10")
+	emit("VBROADCASTSS X11, Y11")
+	emit("VMULPS Y2, Y10, Y10")
+	emit("VMULPS Y2, Y11, Y11")
+	// The pairs' mins as in q4_KGemm4x, per group (Y2, Y3: group 0's
+	// pairs 0|2 and 1|3; Y4, Y5 group 1's), then pair p's eight tokens.
+	emit("VPERMQ $0xfa, Y0, Y0")
+	for g, r := range []string{"SI", "BX"} {
+		emit("VPMADDWD 16(%s), Y0, Y6", r)
+		emit("VPMADDWD 48(%s), Y0, Y7", r)
+		emit("VPUNPCKLDQ Y7, Y6, Y8")
+		emit("VPUNPCKHDQ Y7, Y6, Y9")
+		emit("VPUNPCKLQDQ Y9, Y8, Y%d", 2+2*g)
+		emit("VPUNPCKHQDQ Y9, Y8, Y%d", 3+2*g)
+	}
+	for p := 0; p < 4; p++ {
+		imm := 0x20 // the low lanes: pairs 0, 1
+		if p >= 2 {
+			imm = 0x31
+		}
+		emit("VPERM2I128 $0x%02x, Y%d, Y%d, Y6", imm, 4+p%2, 2+p%2)
+		emit("VCVTDQ2PS Y6, Y6")
+		emit("VFMADD231PS Y11, Y6, Y13")
+	}
+	for p := 0; p < 4; p++ {
+		emit("VMOVDQU %d(DI), Y2", 16+32*p)
+		emit("VPSRLW $4, Y2, Y3")
+		emit("VPAND Y15, Y2, Y2")
+		emit("VPAND Y15, Y3, Y3")
+		for h := 0; h < 2; h++ {
+			j := 2*p + h
+			for k := 0; k < 4; k++ {
+				emit("VPSHUFD $0x%02x, Y%d, Y4", 0x55*k, 2+h)
+				off := 80 + 32*(4*j+k)
+				if k == 0 {
+					emit("VPMADDUBSW %d(SI), Y4, Y6", off)
+					emit("VPMADDUBSW %d(BX), Y4, Y7", off)
+				} else {
+					emit("VPMADDUBSW %d(SI), Y4, Y5", off)
+					emit("VPADDW Y5, Y6, Y6")
+					emit("VPMADDUBSW %d(BX), Y4, Y5", off)
+					emit("VPADDW Y5, Y7, Y7")
+				}
+			}
+			emit("VPSHUFB scaleK4<>+%d(SB), Y1, Y14", 32*j)
+			if h == 0 {
+				emit("VPMADDWD Y14, Y6, Y8")
+				emit("VPMADDWD Y14, Y7, Y9")
+			} else {
+				emit("VPMADDWD Y14, Y6, Y6")
+				emit("VPADDD Y6, Y8, Y8")
+				emit("VPMADDWD Y14, Y7, Y7")
+				emit("VPADDD Y7, Y9, Y9")
+			}
+		}
+		// Fold the lanes: (g0 lo, g1 lo) + (g0 hi, g1 hi).
+		emit("VPERM2I128 $0x20, Y9, Y8, Y6")
+		emit("VPERM2I128 $0x31, Y9, Y8, Y7")
+		emit("VPADDD Y7, Y6, Y6")
+		emit("VCVTDQ2PS Y6, Y6")
+		emit("VFMADD231PS Y10, Y6, Y12")
+	}
+	emit("ADDQ $144, DI")
+	emit("ADDQ $%d, SI", 80+1024)
+	emit("ADDQ $%d, BX", 80+1024)
+	emit("DECQ CX")
+	emit("JNZ loop")
+	fmt.Fprintf(&b, "done:\n")
+	emit("VMOVUPS Y12, (DX)")
+	emit("VMOVUPS Y13, 32(DX)")
 	emit("VZEROUPPER")
 	emit("RET")
 }
@@ -475,8 +671,10 @@ func main() {
 	flag.Parse()
 	b.WriteString("// Code generated by infer/quant/asm/avx2k. DO NOT EDIT.\n\n#include \"textflag.h\"\n")
 	q4_K()
+	q4_K4()
 	q4_KGemm()
-	q4_KGemm4()
+	q4_KGemm4x()
+	q4_KGemm8x()
 	q5_K()
 	q6_K()
 	b.WriteString("\n")
