@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"maps"
 	"runtime"
 	"slices"
 	"strconv"
@@ -183,10 +182,12 @@ type Backend struct {
 	lazies []*lazy
 	// dispatches encoded in the pass in progress, and in the last one
 	dispatches, lastDispatches int
-	// census counts this pass's dispatches per kernel, lastCensus the
-	// last committed pass's; repeat is GPUOptions.Repeat
-	census, lastCensus map[string]int
-	repeat             map[string]int
+	// census: the kernels this pass dispatched (each counts its own
+	// dispatches), lastCensus the last committed pass's counts; repeat is
+	// GPUOptions.Repeat, set on each kernel as it is first dispatched
+	census     []*kernel
+	lastCensus []kernelCount
+	repeat     map[string]int
 	// dispatches encoded since the last piece of the pass was submitted
 	unsubmitted int
 	// submits is the number of command buffers the pass has submitted
@@ -384,7 +385,6 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 		fuseNorm: opts.GPU.Fuse == "all",
 		headMax:  0,
 		gemm:     opts.GPU.Gemm,
-		census:   map[string]int{},
 
 		deltaChunkMin: DefaultDeltaChunkMin,
 	}
@@ -511,7 +511,10 @@ func (b *Backend) Begin(batch infer.Batch) {
 	b.touched = b.touched[:0]
 	b.lazies = b.lazies[:0]
 	b.dispatches, b.unsubmitted, b.submits = 0, 0, 0
-	clear(b.census)
+	for _, k := range b.census {
+		k.passDispatches = 0
+	}
+	b.census = b.census[:0]
 	b.batch = batch
 	b.n = len(batch.Tokens)
 	b.phase = profile.Embed
@@ -616,7 +619,10 @@ func (b *Backend) Commit() error {
 	b.materializeAll()
 	b.endPass()
 	b.lastDispatches = b.dispatches
-	b.lastCensus = maps.Clone(b.census)
+	b.lastCensus = b.lastCensus[:0]
+	for _, k := range b.census {
+		b.lastCensus = append(b.lastCensus, kernelCount{k.name, k.passDispatches})
+	}
 	b.prof.end(b)
 	enc := b.enc
 	b.enc = nil
@@ -727,8 +733,12 @@ func (b *Backend) dispatch(o *op, x, y, z int) {
 	b.pass.DispatchWorkgroups(uint32(x), uint32(y), uint32(z))
 	b.dispatches++
 	b.unsubmitted++
-	b.census[o.k.name]++
-	for i := 1; i < b.repeat[o.k.name]; i++ {
+	if o.k.passDispatches == 0 {
+		b.census = append(b.census, o.k)
+		o.k.repeat = b.repeat[o.k.name]
+	}
+	o.k.passDispatches++
+	for i := 1; i < o.k.repeat; i++ {
 		b.pass.DispatchWorkgroups(uint32(x), uint32(y), uint32(z))
 		b.dispatches++
 	}
@@ -769,9 +779,21 @@ func (b *Backend) submitPiece() {
 // pass encoded (fusion is what lowers it; tests and `bonsai gpu` report it).
 func (b *Backend) LastDispatches() int { return b.lastDispatches }
 
+// kernelCount is one kernel's dispatches in a pass.
+type kernelCount struct {
+	name string
+	n    int
+}
+
 // LastCensus is the last committed pass's dispatches per kernel name
 // (without Repeat's copies).
-func (b *Backend) LastCensus() map[string]int { return b.lastCensus }
+func (b *Backend) LastCensus() map[string]int {
+	m := make(map[string]int, len(b.lastCensus))
+	for _, c := range b.lastCensus {
+		m[c.name] += c.n
+	}
+	return m
+}
 
 // ready reports whether ops can be encoded now, after encoding any
 // matmuls still waiting for fusion (every op but MatMul calls it).

@@ -40,13 +40,7 @@ func TestGemmTilesMatchCPU(t *testing.T) {
 					x := b.mustTensor(t, "x", n, s.k)
 					y := b.mustTensor(t, "y", n, s.m)
 					b.write(t, x, xv)
-					got := make([]float32, n*s.m)
-					b.Begin(batchOf(n, 0))
-					b.MatMul(y, w, x)
-					b.Read(y, got)
-					if err := b.Commit(); err != nil {
-						t.Fatal(err)
-					}
+					got := b.run(t, n, 0, func() { b.MatMul(y, w, x) }, y)[0]
 					if e := maxRelErr(got, want); e > 1e-5 {
 						t.Errorf("max error %.3g of the largest value; got[0:4] %v want %v", e, got[:4], want[:4])
 					}
@@ -92,13 +86,7 @@ func TestGemmBench(t *testing.T) {
 		var ref []float32
 		for _, g := range kernels {
 			b.gemm = g
-			got := make([]float32, n*s.m)
-			b.Begin(batchOf(n, 0))
-			b.MatMul(y, w, x)
-			b.Read(y, got)
-			if err := b.Commit(); err != nil {
-				t.Fatal(err)
-			}
+			got := b.run(t, n, 0, func() { b.MatMul(y, w, x) }, y)[0]
 			e := 0.0
 			if ref == nil {
 				ref = got

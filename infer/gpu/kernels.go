@@ -15,6 +15,10 @@ type kernel struct {
 	name   string
 	pipe   *wgpu.ComputePipeline
 	layout *wgpu.BindGroupLayout
+	// dispatches in the pass being encoded (the Backend's census), and
+	// the copies Repeat asks for of each (0 or 1: one)
+	passDispatches int
+	repeat         int
 }
 
 // kernel compiles (once) the WGSL kernel name specialised by defs.

@@ -392,23 +392,8 @@ func TestDecoderChainsGreedySteps(t *testing.T) {
 		}
 		d := spec.NewDecoder(seq, smp, drafter, 0)
 		defer func() { passes += d.Stats().Passes }()
-		var out []int32
-		for i := 0; i < n; i++ {
-			if err := d.UseChain(chain(i)); err != nil {
-				t.Fatal(err)
-			}
-			id, err := d.Next(0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, id)
-			if d.Logits() == nil {
-				chained++
-			}
-		}
-		if err := d.Finish(); err != nil {
-			t.Fatal(err)
-		}
+		out, steps := decodeSteps(t, d, n, chain)
+		chained += steps
 		if seq.Len() != d.Len() || d.Len() != len(prompt)+n-1 {
 			t.Fatalf("after Finish the cache holds %d tokens, the decoder says %d, plain decoding %d", seq.Len(), d.Len(), len(prompt)+n-1)
 		}
@@ -474,6 +459,30 @@ func TestDecoderChainsGreedySteps(t *testing.T) {
 	}
 }
 
+// decodeSteps takes n tokens from d, chained where chain(i) says so, and
+// finishes it: the tokens, and how many steps ran chained (no logits on
+// the host).
+func decodeSteps(t *testing.T, d *spec.Decoder, n int, chain func(i int) bool) (out []int32, chained int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		if err := d.UseChain(chain(i)); err != nil {
+			t.Fatal(err)
+		}
+		id, err := d.Next(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, id)
+		if d.Logits() == nil {
+			chained++
+		}
+	}
+	if err := d.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	return out, chained
+}
+
 // TestDecoderChainsSampledSteps checks spec.Decoder's chained sampled
 // steps (top-k drawn on the host from the GPU's candidates) against plain
 // sampled steps on the same model and seed: the same tokens for several
@@ -495,24 +504,7 @@ func TestDecoderChainsSampledSteps(t *testing.T) {
 			t.Fatal(err)
 		}
 		d := spec.NewDecoder(seq, smp, nil, 0)
-		var out []int32
-		chained := 0
-		for i := 0; i < n; i++ {
-			if err := d.UseChain(chain(i)); err != nil {
-				t.Fatal(err)
-			}
-			id, err := d.Next(0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, id)
-			if d.Logits() == nil {
-				chained++
-			}
-		}
-		if err := d.Finish(); err != nil {
-			t.Fatal(err)
-		}
+		out, chained := decodeSteps(t, d, n, chain)
 		if seq.Len() != len(prompt)+n-1 {
 			t.Fatalf("after Finish the cache holds %d tokens, plain decoding %d", seq.Len(), len(prompt)+n-1)
 		}

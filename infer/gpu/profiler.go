@@ -81,7 +81,7 @@ func (b *Backend) SetProfiling(on bool) {
 }
 
 // boundaryCost measures what one phase boundary adds to a chain of
-// dependent dispatches: boundaryChain tiny dependent adds timed with a
+// dependent dispatches: chain tiny dependent adds timed with a
 // boundary before each but the first, against the same chain in one
 // phase; the difference over the boundaries, or 0 when the timing fails.
 func (b *Backend) boundaryCost() time.Duration {
