@@ -466,16 +466,20 @@ func (n *qwen35) deltaNet(L *qwen35Layer) {
 	n.matmul(n.z, L.wz, n.h)
 	n.matmul(n.beta, L.wBeta, n.h)
 	n.matmul(n.alpha, L.wAlpha, n.h)
-	b.Unary(n.beta, n.beta, ActSigmoid)
-	b.DecayGate(n.alpha, n.alpha, L.dtBias, L.ssmA)
+	fuser, ok := b.(DeltaNetInputFuser)
+	if !ok || !fuser.FuseDeltaNetInputs(DeltaNetInputs{Q: n.dq, K: n.dk, V: n.dv, QKV: n.qkv, Beta: n.beta, Alpha: n.alpha,
+		Conv: L.conv1d, DTBias: L.dtBias, SSMA: L.ssmA, Layer: L.index, Spec: n.delta, Eps: eps}) {
+		b.Unary(n.beta, n.beta, ActSigmoid)
+		b.DecayGate(n.alpha, n.alpha, L.dtBias, L.ssmA)
 
-	b.CausalConv(n.conv, n.qkv, L.conv1d, L.index)
-	b.Unary(n.conv, n.conv, ActSiLU)
-	b.CopyCols(n.dq, n.conv, Cols{Dst: 0, Src: 0, Width: KD, Count: 1})
-	b.CopyCols(n.dk, n.conv, Cols{Dst: 0, Src: KD, Width: KD, Count: 1})
-	b.CopyCols(n.dv, n.conv, Cols{Dst: 0, Src: 2 * KD, Width: VD, Count: 1})
-	b.L2Norm(n.dq, n.dq, S, eps)
-	b.L2Norm(n.dk, n.dk, S, eps)
+		b.CausalConv(n.conv, n.qkv, L.conv1d, L.index)
+		b.Unary(n.conv, n.conv, ActSiLU)
+		b.CopyCols(n.dq, n.conv, Cols{Dst: 0, Src: 0, Width: KD, Count: 1})
+		b.CopyCols(n.dk, n.conv, Cols{Dst: 0, Src: KD, Width: KD, Count: 1})
+		b.CopyCols(n.dv, n.conv, Cols{Dst: 0, Src: 2 * KD, Width: VD, Count: 1})
+		b.L2Norm(n.dq, n.dq, S, eps)
+		b.L2Norm(n.dk, n.dk, S, eps)
+	}
 
 	b.Phase(profile.Attention)
 	b.DeltaNet(n.o, n.dq, n.dk, n.dv, n.alpha, n.beta, L.index, n.delta)

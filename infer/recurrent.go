@@ -87,6 +87,33 @@ type HybridOps interface {
 	Hadamard(dst, x Tensor, r Rotation)
 }
 
+// DeltaNetInputFuser is a backend that runs a Gated DeltaNet layer's input
+// stage, eight small ops between the projections and the delta rule, as
+// one op where it pays (a decoding step on the GPU, where each op costs a
+// dependent dispatch).
+type DeltaNetInputFuser interface {
+	// FuseDeltaNetInputs encodes what this sequence computes, with the
+	// same roundings, and reports true; or encodes nothing and reports
+	// false (the caller then encodes the sequence):
+	//	CausalConv(conv, in.QKV, in.Conv, in.Layer); Unary(conv, conv, ActSiLU)
+	//	q, k, v = conv's columns [0, KD), [KD, 2KD), [2KD, 2KD+VD)
+	//	L2Norm(q, q, HeadDim, in.Eps); L2Norm(k, k, HeadDim, in.Eps)
+	//	Unary(in.Beta, in.Beta, ActSigmoid)
+	//	DecayGate(in.Alpha, in.Alpha, in.DTBias, in.SSMA)
+	// with KD = KHeads·HeadDim and VD = VHeads·HeadDim.
+	FuseDeltaNetInputs(in DeltaNetInputs) bool
+}
+
+// DeltaNetInputs are FuseDeltaNetInputs' operands: Q, K and V receive the
+// normed heads, Beta and Alpha are gated in place.
+type DeltaNetInputs struct {
+	Q, K, V, QKV, Beta, Alpha Tensor
+	Conv, DTBias, SSMA        Weight
+	Layer                     int
+	Spec                      DeltaNetSpec
+	Eps                       float32
+}
+
 // Act is an element-wise activation, each as llama.cpp's CPU computes it in
 // f32.
 type Act int

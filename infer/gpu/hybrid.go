@@ -387,6 +387,46 @@ func (b *Backend) CausalConv(dstT, xT infer.Tensor, wI infer.Weight, layer int) 
 	b.dispatch(o, ceilDiv(s.Channels, 64), 1, 1)
 }
 
+// FuseDeltaNetInputs runs the input stage of a decoding step's DeltaNet
+// layer as one dispatch (deltanet_in.wgsl) instead of eight: on the H200 a
+// 27B token spent most of its time in such small dependent dispatches.
+// Longer passes, and Fuse "off", take the op sequence.
+func (b *Backend) FuseDeltaNetInputs(in infer.DeltaNetInputs) bool {
+	if b.noFuse || !b.ready() || b.n != 1 {
+		return false
+	}
+	q, k, v := b.tensorArg("DeltaNetInputs q", in.Q), b.tensorArg("DeltaNetInputs k", in.K), b.tensorArg("DeltaNetInputs v", in.V)
+	x, beta, alpha := b.tensorArg("DeltaNetInputs qkv", in.QKV), b.tensorArg("DeltaNetInputs beta", in.Beta), b.tensorArg("DeltaNetInputs alpha", in.Alpha)
+	w := b.weightArg("DeltaNetInputs conv", in.Conv)
+	if q == nil || k == nil || v == nil || x == nil || beta == nil || alpha == nil || w == nil || !b.recurrentLayer("DeltaNetInputs", in.Layer) {
+		return true // the error is recorded: the pass fails at Commit
+	}
+	d, s := in.Spec, b.rec.spec
+	bias, a := b.vectorArg("DeltaNetInputs bias", in.DTBias, d.VHeads), b.vectorArg("DeltaNetInputs a", in.SSMA, d.VHeads)
+	if bias == nil || a == nil {
+		return true
+	}
+	kd, vd := d.KHeads*d.HeadDim, d.VHeads*d.HeadDim
+	if d.KHeads <= 0 || d.HeadDim <= 0 || x.cols != s.Channels || s.Channels != 2*kd+vd || w.k != s.ConvWidth || w.m != s.Channels ||
+		len(w.chunks) != 1 || q.cols != kd || k.cols != kd || v.cols != vd || beta.cols != d.VHeads || alpha.cols != d.VHeads {
+		b.shapeErr("DeltaNetInputs: %+v on qkv %d, q %d, k %d, v %d, beta %d, alpha %d columns, %s %v, state %+v",
+			d, x.cols, q.cols, k.cols, v.cols, beta.cols, alpha.cols, w.name, w.shape, s)
+		return true
+	}
+	wg := normThreads(d.HeadDim)
+	state := b.rec.conv[in.Layer]
+	o := b.prepared(opKey{kind: "deltanet_in", a: q, b: k, c: v, d: x, e: w, g: [2]*tensor{beta, alpha}, i: in.Layer, f: in.Eps}, func() (*kernel, []binding, error) {
+		kern, err := b.d.kernel("deltanet_in", map[string]shaders.Const{
+			"S": shaders.U32(d.HeadDim), "KHEADS": shaders.U32(d.KHeads), "VHEADS": shaders.U32(d.VHeads), "CH": shaders.U32(s.Channels),
+			"W": shaders.U32(s.ConvWidth), "WG": shaders.U32(wg),
+			"EPS": shaders.F32(in.Eps / float32(d.HeadDim)), "INVSQRTG": shaders.F32(float32(1 / math.Sqrt(float64(d.HeadDim))))})
+		return kern, []binding{whole(b.batchBuf), whole(x.buf), whole(w.chunks[0].buf), whole(state), whole(q.buf), whole(k.buf),
+			whole(v.buf), whole(beta.buf), whole(alpha.buf), whole(bias.chunks[0].buf), whole(a.chunks[0].buf)}, err
+	})
+	b.dispatch(o, 2*d.KHeads+d.VHeads+1, 1, 1)
+	return true
+}
+
 // deltaNetThreads is deltanet.wgsl's workgroup size: one thread per state
 // column.
 func deltaNetThreads(headDim int) int { return min(64, headDim) }

@@ -646,3 +646,97 @@ func TestHybridChainInOnePass(t *testing.T) {
 		}
 	}
 }
+
+// The fused input stage of a decoding step's DeltaNet layer gives the op
+// sequence's values bit for bit, and moves the conv state on alike, over
+// steps from position 0 (zero state) and past it; a two-row pass and Fuse
+// "off" decline, so that the caller encodes the sequence.
+func TestFuseDeltaNetInputsIsTheOps(t *testing.T) {
+	for _, d := range []infer.DeltaNetSpec{{KHeads: 2, VHeads: 4, HeadDim: 128}, {KHeads: 1, VHeads: 3, HeadDim: 96}, {KHeads: 2, VHeads: 2, HeadDim: 32}} {
+		t.Run(fmt.Sprintf("%dx%dx%d", d.KHeads, d.VHeads, d.HeadDim), func(t *testing.T) {
+			kd, vd := d.KHeads*d.HeadDim, d.VHeads*d.HeadDim
+			ch := 2*kd + vd
+			const width, steps = 4, 4
+			spec := infer.RecurrentSpec{Layers: 2, Channels: ch, ConvWidth: width, VHeads: d.VHeads, HeadDim: d.HeadDim}
+			r := rand.New(rand.NewPCG(41, uint64(ch)))
+			conv, bias, ssmA := randFloats(r, width*ch, 0.5), randFloats(r, d.VHeads, 1), randFloats(r, d.VHeads, 0.5)
+			var xs, bs, as [steps][]float32
+			for i := range steps {
+				xs[i], bs[i], as[i] = randFloats(r, ch, 2), randFloats(r, d.VHeads, 3), randFloats(r, d.VHeads, 3)
+			}
+			type result struct{ q, k, v, beta, alpha, state []float32 }
+			layer := func(fused bool) []result {
+				b := newTestBackend(t)
+				if err := b.NewRecurrentState(spec); err != nil {
+					t.Fatal(err)
+				}
+				convW := b.f32Weight(t, "conv", []int64{width, int64(ch)}, conv)
+				biasW, aW := b.f32Weight(t, "bias", []int64{int64(d.VHeads)}, bias), b.f32Weight(t, "a", []int64{int64(d.VHeads)}, ssmA)
+				x, cv := b.mustTensor(t, "qkv", 2, ch), b.mustTensor(t, "conv", 2, ch)
+				q, k, v := b.mustTensor(t, "q", 2, kd), b.mustTensor(t, "k", 2, kd), b.mustTensor(t, "v", 2, vd)
+				beta, alpha := b.mustTensor(t, "beta", 2, d.VHeads), b.mustTensor(t, "alpha", 2, d.VHeads)
+				in := infer.DeltaNetInputs{Q: q, K: k, V: v, QKV: x, Beta: beta, Alpha: alpha, Conv: convW, DTBias: biasW, SSMA: aW,
+					Layer: 1, Spec: d, Eps: 1e-6}
+				var out []result
+				for pos := range steps {
+					b.write(t, x, xs[pos])
+					b.write(t, beta, bs[pos])
+					b.write(t, alpha, as[pos])
+					got := b.run(t, 1, pos, func() {
+						if fused {
+							if !b.FuseDeltaNetInputs(in) {
+								t.Fatal("a one-row pass was not fused")
+							}
+							return
+						}
+						b.Unary(beta, beta, infer.ActSigmoid)
+						b.DecayGate(alpha, alpha, biasW, aW)
+						b.CausalConv(cv, x, convW, 1)
+						b.Unary(cv, cv, infer.ActSiLU)
+						b.CopyCols(q, cv, infer.Cols{Width: kd, Count: 1})
+						b.CopyCols(k, cv, infer.Cols{Src: kd, Width: kd, Count: 1})
+						b.CopyCols(v, cv, infer.Cols{Src: 2 * kd, Width: vd, Count: 1})
+						b.L2Norm(q, q, d.HeadDim, 1e-6)
+						b.L2Norm(k, k, d.HeadDim, 1e-6)
+					}, q, k, v, beta, alpha)
+					state := make([]float32, spec.Floats())
+					if err := b.ReadRecurrentState(state); err != nil {
+						t.Fatal(err)
+					}
+					out = append(out, result{got[0], got[1], got[2], got[3], got[4], state})
+				}
+				if fused {
+					b.run(t, 2, steps, func() {
+						if b.FuseDeltaNetInputs(in) {
+							t.Error("a two-row pass was fused")
+						}
+					})
+				}
+				return out
+			}
+			want, got := layer(false), layer(true)
+			for pos := range steps {
+				w, g := want[pos], got[pos]
+				for _, c := range []struct {
+					name      string
+					want, got []float32
+				}{{"state", w.state, g.state}, {"v", w.v, g.v}, {"beta", w.beta, g.beta}, {"alpha", w.alpha, g.alpha}, {"q", w.q, g.q}, {"k", w.k, g.k}} {
+					for i := range c.want {
+						if math.Float32bits(c.got[i]) != math.Float32bits(c.want[i]) {
+							t.Fatalf("step %d: %s[%d] fused %v, ops %v", pos, c.name, i, c.got[i], c.want[i])
+						}
+					}
+				}
+			}
+			off := newTestBackendWith(t, infer.GPUOptions{Fuse: "off"})
+			if err := off.NewRecurrentState(spec); err != nil {
+				t.Fatal(err)
+			}
+			off.run(t, 1, 0, func() {
+				if off.FuseDeltaNetInputs(infer.DeltaNetInputs{}) {
+					t.Error(`Fuse "off" fused`)
+				}
+			})
+		})
+	}
+}

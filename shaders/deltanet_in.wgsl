@@ -1,0 +1,131 @@
+// A Gated DeltaNet layer's input stage for one decoding step in one
+// dispatch (Backend.FuseDeltaNetInputs), computing what this op sequence
+// does, value for value: CausalConv over the projected q|k|v channels with
+// the conv state, SiLU, the split into q, k and v, the L2 norm of each
+// S-wide head of q and k, sigmoid(β) and the decay softplus(α + bias)·a.
+// Workgroup g < 2·KHEADS + VHEADS takes channel group g (S channels: a q,
+// k or v head), one more the gates. Each thread convolves its channels
+// exactly as conv.wgsl does for one row and applies unary.wgsl's SiLU; a
+// q/k head is then normed in place with l2norm.wgsl's sums, tree and scale
+// (WG is the width that kernel uses for groups of S), so the bits are the
+// unfused ops'.
+// Constants: S, KHEADS, VHEADS, CH (=(2·KHEADS+VHEADS)·S), W, WG, EPS (already divided by S), INVSQRTG (1/√S).
+struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
+@group(0) @binding(0) var<uniform> batch: Batch;
+@group(0) @binding(1) var<storage, read> x: array<f32>; // the q|k|v projection, CH
+@group(0) @binding(2) var<storage, read> w: array<f32>; // conv weights [c][t]
+@group(0) @binding(3) var<storage, read_write> state: array<f32>; // W−1 rows of CH
+@group(0) @binding(4) var<storage, read_write> qo: array<f32>;
+@group(0) @binding(5) var<storage, read_write> ko: array<f32>;
+@group(0) @binding(6) var<storage, read_write> vo: array<f32>;
+@group(0) @binding(7) var<storage, read_write> beta: array<f32>; // in place
+@group(0) @binding(8) var<storage, read_write> alpha: array<f32>; // in place: the decay
+@group(0) @binding(9) var<storage, read> bias: array<f32>;
+@group(0) @binding(10) var<storage, read> a: array<f32>;
+
+var<workgroup> red: array<f32, WG>;
+
+fn softplus(v: f32) -> f32 {
+	if (v > 20.0) {
+		return v;
+	}
+	return log(1.0 + exp(v));
+}
+
+// conv is channel c's output for this step; the state moves on by one.
+fn conv(c: u32) -> f32 {
+	var win: array<f32, W>;
+	var wt: array<f32, W>;
+	for (var t = 0u; t < W; t++) {
+		wt[t] = w[c * W + t];
+		win[t] = 0.0;
+	}
+	if (batch.pos != 0u) {
+		for (var t = 0u; t + 1u < W; t++) {
+			win[t] = state[t * CH + c];
+		}
+	}
+	win[W - 1u] = x[c];
+	var acc = 0.0;
+	for (var t = 0u; t < W; t++) {
+		acc += wt[t] * win[t];
+	}
+	for (var t = 0u; t + 1u < W; t++) {
+		state[t * CH + c] = win[t + 1u];
+	}
+	return acc;
+}
+
+// qnorm and knorm are l2norm.wgsl's INPLACE pass over head h of q or k:
+// the values go through memory as there, so the compiled sums and scale
+// are the same code.
+fn qnorm(h: u32, lid: u32) {
+	let base = h * S;
+	var ss = 0.0;
+	for (var j = lid; j < S; j += WG) {
+		let v = qo[base + j];
+		ss += v * v;
+	}
+	red[lid] = ss;
+	workgroupBarrier();
+	for (var s = WG / 2u; s > 0u; s >>= 1u) {
+		if (lid < s) {
+			red[lid] += red[lid + s];
+		}
+		workgroupBarrier();
+	}
+	let scale = 1.0 / sqrt(red[0] / f32(S) + EPS);
+	for (var j = lid; j < S; j += WG) {
+		qo[base + j] = qo[base + j] * scale * INVSQRTG;
+	}
+}
+
+fn knorm(h: u32, lid: u32) {
+	let base = h * S;
+	var ss = 0.0;
+	for (var j = lid; j < S; j += WG) {
+		let v = ko[base + j];
+		ss += v * v;
+	}
+	red[lid] = ss;
+	workgroupBarrier();
+	for (var s = WG / 2u; s > 0u; s >>= 1u) {
+		if (lid < s) {
+			red[lid] += red[lid + s];
+		}
+		workgroupBarrier();
+	}
+	let scale = 1.0 / sqrt(red[0] / f32(S) + EPS);
+	for (var j = lid; j < S; j += WG) {
+		ko[base + j] = ko[base + j] * scale * INVSQRTG;
+	}
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+	let g = wid.x;
+	if (g == 2u * KHEADS + VHEADS) {
+		for (var j = lid; j < VHEADS; j += WG) {
+			beta[j] = 1.0 / (1.0 + exp(-beta[j]));
+			alpha[j] = softplus(alpha[j] + bias[j]) * a[j];
+		}
+		return;
+	}
+	for (var j = lid; j < S; j += WG) {
+		let c = conv(g * S + j);
+		let v = c / (1.0 + exp(-c));
+		if (g < KHEADS) {
+			qo[g * S + j] = v;
+		} else if (g < 2u * KHEADS) {
+			ko[(g - KHEADS) * S + j] = v;
+		} else {
+			vo[(g - 2u * KHEADS) * S + j] = v;
+		}
+	}
+	// each thread reads back only what it wrote before the first barrier
+	if (g < KHEADS) {
+		qnorm(g, lid);
+	} else if (g < 2u * KHEADS) {
+		knorm(g - KHEADS, lid);
+	}
+}
