@@ -1081,7 +1081,7 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 	}
 	for ci, c := range w.chunks {
 		crpw := rpw
-		for c.rows%crpw != 0 {
+		for c.rows%crpw != 0 || decode && crpw > 1 && c.rows/crpw < f32DecodeGroups {
 			crpw /= 2
 		}
 		o := b.prepared(opKey{kind: "f32mm", a: dst, b: w, c: x, i: boolInt(decode) + 2*ci}, func() (*kernel, []binding, error) {
@@ -1094,6 +1094,12 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 		b.dispatch(o, c.rows/crpw, ceilDiv(n, tt), 1)
 	}
 }
+
+// f32DecodeGroups is the fewest workgroups a decoding step's f32 matvec
+// is split into, rows per workgroup permitting: a small matrix (qwen35's
+// 48-row β and α projections) in 8-row workgroups kept 6 of the H200's 132
+// SMs busy. Rows per workgroup do not change a row's summation order.
+const f32DecodeGroups = 256
 
 // gemmTile is q1_gemm2's tile for a prompt pass of n tokens over w: RM ×
 // 64 rows by RN × 64 tokens per workgroup. Without one (rows not a

@@ -460,6 +460,19 @@ func (b *Backend) DeltaNet(dstT, qT, kT, vT, gT, betaT infer.Tensor, layer int, 
 		b.deltaNetChunked(dst, q, k, v, g, beta, state, rows, layer, d)
 		return
 	}
+	if lp := deltaStepLanes(d.HeadDim); min(rows, b.n) == 1 && lp > 0 {
+		cpw := 256 / lp
+		o := b.prepared(opKey{kind: "deltanet_step", a: dst, b: q, c: k, d: v, e: g, g: beta, i: layer}, func() (*kernel, []binding, error) {
+			kern, err := b.d.kernel("deltanet_step", map[string]shaders.Const{
+				"D": shaders.U32(d.HeadDim), "KHEADS": shaders.U32(d.KHeads), "VHEADS": shaders.U32(d.VHeads),
+				"SCALE": shaders.F32(float32(1 / math.Sqrt(float64(d.HeadDim)))), "L": shaders.U32(d.HeadDim / 4),
+				"LP": shaders.U32(lp), "CPW": shaders.U32(cpw)})
+			return kern, []binding{whole(b.batchBuf), whole(q.buf), whole(k.buf), whole(v.buf), whole(g.buf), whole(beta.buf),
+				whole(state), whole(dst.buf)}, err
+		})
+		b.dispatch(o, ceilDiv(d.HeadDim, cpw), d.VHeads, 1)
+		return
+	}
 	wg := deltaNetThreads(d.HeadDim)
 	o := b.prepared(opKey{kind: "deltanet", a: dst, b: q, c: k, d: v, e: g, g: beta, i: layer}, func() (*kernel, []binding, error) {
 		kern, err := b.d.kernel("deltanet", map[string]shaders.Const{
@@ -469,6 +482,21 @@ func (b *Backend) DeltaNet(dstT, qT, kT, vT, gT, betaT infer.Tensor, layer int, 
 			whole(state), whole(dst.buf)}, err
 	})
 	b.dispatch(o, ceilDiv(d.HeadDim, wg), d.VHeads, 1)
+}
+
+// deltaStepLanes is deltanet_step.wgsl's threads per state column for
+// head size hd (hd/4 rounded up to a power of two), or 0 where that kernel
+// does not apply (hd not a multiple of 4, or a column wider than its
+// workgroup).
+func deltaStepLanes(hd int) int {
+	if hd%4 != 0 || hd/4 > 256 {
+		return 0
+	}
+	lp := 1
+	for lp < hd/4 {
+		lp *= 2
+	}
+	return lp
 }
 
 // Chunked DeltaNet: deltaChunk tokens per chunk, deltaChunkCols state

@@ -407,7 +407,7 @@ func deltaNetMatchesReference(t *testing.T, d infer.DeltaNetSpec, chunkMin int) 
 			var snapshot, first []float32
 			var again inputs
 			againPos := 0
-			for i, n := range []int{maxRows, 1, 1, 7, 1} {
+			for i, n := range []int{1, maxRows, 1, 7, 1} {
 				in := gen(n)
 				if i == 3 {
 					snapshot = make([]float32, spec.Floats())
