@@ -484,8 +484,11 @@ func (n *qwen35) deltaNet(L *qwen35Layer) {
 	b.Phase(profile.Attention)
 	b.DeltaNet(n.o, n.dq, n.dk, n.dv, n.alpha, n.beta, L.index, n.delta)
 	b.RMSNorm(n.o, n.o, L.ssmNorm, eps)
-	b.Gate(n.o, n.o, n.z, ActSiLU)
+	// o ⊙ silu(z), written as the FFN's SwiGLU (the same product): a
+	// backend that rounds a SwiGLU for the matmul that reads it does so
+	// here too.
+	b.SwiGLU(n.z, n.z, n.o)
 
 	b.Phase(profile.AttnOutput)
-	n.matmul(n.h, L.ssmOut, n.o)
+	n.matmul(n.h, L.ssmOut, n.z)
 }

@@ -182,6 +182,14 @@ type Backend struct {
 	lazies []*lazy
 	// dispatches encoded in the pass in progress, and in the last one
 	dispatches, lastDispatches int
+	// rounded says x.scratch holds x rounded in mode, and that no dispatch
+	// but the matmuls reading it came after (at: the dispatch count then):
+	// a second matmul of the same x (qwen35's β and α) reuses it.
+	rounded struct {
+		x    *tensor
+		mode string
+		at   int
+	}
 	// census: the kernels this pass dispatched (each counts its own
 	// dispatches), lastCensus the last committed pass's counts; repeat is
 	// GPUOptions.Repeat, set on each kernel as it is first dispatched
@@ -511,6 +519,7 @@ func (b *Backend) Begin(batch infer.Batch) {
 	b.touched = b.touched[:0]
 	b.lazies = b.lazies[:0]
 	b.dispatches, b.unsubmitted, b.submits = 0, 0, 0
+	b.rounded.x = nil
 	for _, k := range b.census {
 		k.passDispatches = 0
 	}
@@ -1077,6 +1086,9 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 			})
 			b.dispatch(o, c.rows/crpw, ceilDiv(n, tt), 1)
 		}
+		if dst != x {
+			b.readRounded(x)
+		}
 		return
 	}
 	for ci, c := range w.chunks {
@@ -1092,6 +1104,9 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 			return k, []binding{whole(b.batchBuf), whole(c.buf), whole(xin), whole(dst.buf)}, err
 		})
 		b.dispatch(o, c.rows/crpw, ceilDiv(n, tt), 1)
+	}
+	if dst != x {
+		b.readRounded(x)
 	}
 }
 
@@ -1674,6 +1689,9 @@ func (b *Backend) roundActivations(x *tensor, w *weight, rows, n int) *wgpu.Buff
 		b.shapeErr("MatMul: %s rows of %d are not a multiple of the %d-value activation block", w.name, w.k, block)
 		return nil
 	}
+	if b.rounded.x == x && b.rounded.mode == mode && b.rounded.at == b.dispatches && x.scratch != nil {
+		return x.scratch
+	}
 	if x.scratch == nil {
 		buf, err := b.d.newBuffer(x.name+".q", uint64(x.rows*x.cols*4), storageUsage)
 		if err != nil {
@@ -1688,7 +1706,16 @@ func (b *Backend) roundActivations(x *tensor, w *weight, rows, n int) *wgpu.Buff
 		return k, []binding{whole(b.batchBuf), whole(x.buf), whole(x.scratch)}, err
 	})
 	b.dispatch(o, ceilDiv(x.cols/block, 64), n, 1)
+	b.rounded.x, b.rounded.mode, b.rounded.at = x, mode, b.dispatches
 	return x.scratch
+}
+
+// readRounded records that the dispatches since x was rounded only read
+// its rounding (matmuls of x into other tensors).
+func (b *Backend) readRounded(x *tensor) {
+	if b.rounded.x == x {
+		b.rounded.at = b.dispatches
+	}
 }
 
 // activationMode maps a weight type to how llama.cpp quantizes the

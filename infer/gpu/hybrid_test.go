@@ -740,3 +740,42 @@ func TestFuseDeltaNetInputsIsTheOps(t *testing.T) {
 		})
 	}
 }
+
+// Two matmuls of one activation row by weights that round it alike (F16:
+// x to f16) share one rounding dispatch, with the products of separate
+// passes; a write to x between them rounds it again.
+func TestMatMulsShareARounding(t *testing.T) {
+	const k, m = 256, 48
+	r := rand.New(rand.NewPCG(51, 52))
+	b := newTestBackend(t)
+	load := func(name string) infer.Weight {
+		w, err := b.LoadWeight(infer.WeightData{Name: name, Type: gguf.F16, Shape: []int64{k, m},
+			Data: quantizeMatrix(t, gguf.F16, m, k, randFloats(r, m*k, 0.1))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	wa, wb := load("beta"), load("alpha")
+	x, ya, yb := b.mustTensor(t, "x", 1, k), b.mustTensor(t, "ya", 1, m), b.mustTensor(t, "yb", 1, m)
+	xv := randFloats(r, k, 1)
+	b.write(t, x, xv)
+	alone := [][]float32{b.run(t, 1, 0, func() { b.MatMul(ya, wa, x) }, ya)[0], b.run(t, 1, 0, func() { b.MatMul(yb, wb, x) }, yb)[0]}
+	single := b.dispatches
+	both := b.run(t, 1, 0, func() { b.MatMul(ya, wa, x); b.MatMul(yb, wb, x) }, ya, yb)
+	if b.dispatches != 2*single-1 {
+		t.Errorf("two matmuls of one x: %d dispatches, one alone %d", b.dispatches, single)
+	}
+	for i := range alone {
+		for j := range alone[i] {
+			if both[i][j] != alone[i][j] {
+				t.Fatalf("product %d, row %d: %v together, %v alone", i, j, both[i][j], alone[i][j])
+			}
+		}
+	}
+	// x rewritten between the matmuls (a Unary on it): rounded again
+	b.run(t, 1, 0, func() { b.MatMul(ya, wa, x); b.Unary(x, x, infer.ActSiLU); b.MatMul(yb, wb, x) })
+	if b.dispatches != 2*single+1 {
+		t.Errorf("x rewritten between two matmuls: %d dispatches, want %d", b.dispatches, 2*single+1)
+	}
+}
