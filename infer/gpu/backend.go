@@ -2305,6 +2305,14 @@ func (b *Backend) SwiGLU(dstT, gateT, upT infer.Tensor) {
 	if b.err != nil || b.enc == nil || b.gluEpilogue(dstT, gateT, upT) {
 		return
 	}
+	// Gate and up fresh from one pending pair of matvecs: the lazy op
+	// below folds into the down matvec's x load. Otherwise (qwen35's
+	// DeltaNet output gate: its operands come from different ops) a
+	// dispatch of its own that also rounds for the next q1_xq is cheaper.
+	pair := false
+	if gt, ut := b.asTensor("SwiGLU gate", gateT), b.asTensor("SwiGLU up", upT); len(b.pending) == 2 && gt != nil && ut != nil {
+		pair = b.pending[0].dst == gt && b.pending[1].dst == ut || b.pending[0].dst == ut && b.pending[1].dst == gt
+	}
 	if !b.ready() {
 		return
 	}
@@ -2316,9 +2324,9 @@ func (b *Backend) SwiGLU(dstT, gateT, upT infer.Tensor) {
 		b.shapeErr("SwiGLU: gate and up are the same tensor")
 		return
 	}
-	// With xqs, in decode: SwiGLU and its Q8_0 rounding for the down
-	// projection's q1_xq.
-	if b.xqOK() && b.xqSepGLU && b.n == 1 && dst != u && g.cols == u.cols && dst.cols == g.cols && g.cols%32 == 0 && dst.rows >= 1 {
+	// With xqs, or operands from different ops, in decode: SwiGLU and its
+	// Q8_0 rounding for the down projection's q1_xq.
+	if b.xqOK() && (b.xqSepGLU || !pair) && b.n == 1 && dst != u && g.cols == u.cols && dst.cols == g.cols && g.cols%32 == 0 && dst.rows >= 1 {
 		b.overwrite(dst)
 		if err := b.xqBuffers(dst); err != nil {
 			b.fail(err)
