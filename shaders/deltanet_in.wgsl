@@ -56,48 +56,44 @@ fn conv(c: u32) -> f32 {
 	return acc;
 }
 
+// headScale is l2norm.wgsl's scale for a head whose threads hold the
+// partial sums of squares ss (each over j = lid, lid + WG, … in order).
+fn headScale(lid: u32, ss: f32) -> f32 {
+	red[lid] = ss;
+	workgroupBarrier();
+	for (var s = WG / 2u; s > 0u; s >>= 1u) {
+		if (lid < s) {
+			red[lid] += red[lid + s];
+		}
+		workgroupBarrier();
+	}
+	return 1.0 / sqrt(red[0] / f32(S) + EPS);
+}
+
 // qnorm and knorm are l2norm.wgsl's INPLACE pass over head h of q or k:
 // the values go through memory as there, so the compiled sums and scale
 // are the same code.
 fn qnorm(h: u32, lid: u32) {
-	let base = h * S;
 	var ss = 0.0;
 	for (var j = lid; j < S; j += WG) {
-		let v = qo[base + j];
+		let v = qo[h * S + j];
 		ss += v * v;
 	}
-	red[lid] = ss;
-	workgroupBarrier();
-	for (var s = WG / 2u; s > 0u; s >>= 1u) {
-		if (lid < s) {
-			red[lid] += red[lid + s];
-		}
-		workgroupBarrier();
-	}
-	let scale = 1.0 / sqrt(red[0] / f32(S) + EPS);
+	let scale = headScale(lid, ss);
 	for (var j = lid; j < S; j += WG) {
-		qo[base + j] = qo[base + j] * scale * INVSQRTG;
+		qo[h * S + j] = qo[h * S + j] * scale * INVSQRTG;
 	}
 }
 
 fn knorm(h: u32, lid: u32) {
-	let base = h * S;
 	var ss = 0.0;
 	for (var j = lid; j < S; j += WG) {
-		let v = ko[base + j];
+		let v = ko[h * S + j];
 		ss += v * v;
 	}
-	red[lid] = ss;
-	workgroupBarrier();
-	for (var s = WG / 2u; s > 0u; s >>= 1u) {
-		if (lid < s) {
-			red[lid] += red[lid + s];
-		}
-		workgroupBarrier();
-	}
-	let scale = 1.0 / sqrt(red[0] / f32(S) + EPS);
+	let scale = headScale(lid, ss);
 	for (var j = lid; j < S; j += WG) {
-		ko[base + j] = ko[base + j] * scale * INVSQRTG;
+		ko[h * S + j] = ko[h * S + j] * scale * INVSQRTG;
 	}
 }
 

@@ -8,11 +8,7 @@ S=$(date +%s)
 C=$PWD/.carry/gpu13
 R=$PWD
 exec > >(tee "${OUT:-/tmp}/run13-$MODE.log") 2>&1
-for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
-[ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] && export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-t() { echo "== [$(( $(date +%s) - S ))s] $*"; }
-unxz() { xz -dc "$1" 2>/dev/null || python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)" "$1"; }
-f() { grep -v "XDG\|wgpu\]\|^error: XDG" ; }
+. "$PWD/tools/bench/h200/lib.sh"
 cd /tmp
 case $MODE in
 profile)

@@ -8,14 +8,10 @@ S=$(date +%s)
 C=$PWD/.carry/gpu16
 R=$PWD
 exec > >(tee "${OUT:-/tmp}/run16.log") 2>&1
-for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
-[ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] && export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-t() { echo "== [$(( $(date +%s) - S ))s] $*"; }
+. "$PWD/tools/bench/h200/lib.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
-unxz() { xz -dc "$1" 2>/dev/null || python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)" "$1"; }
 unxz $C/g16.tar.xz | tar x -C /tmp
 cd /tmp
-f() { grep -v "XDG\|wgpu\]\|^error: XDG" ; }
 common=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF
 	-DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_EXAMPLES=OFF)
 mkdir -p /tmp/llama && tar xzf $R/.carry/llama/llama-src.tgz -C /tmp/llama

@@ -6,11 +6,7 @@ S=$(date +%s)
 C=$PWD/.carry/gpu18
 R=$PWD
 exec > >(tee "${OUT:-/tmp}/run18.log") 2>&1
-for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
-[ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] && export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-t() { echo "== [$(( $(date +%s) - S ))s] $*"; }
-unxz() { xz -dc "$1" 2>/dev/null || python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)" "$1"; }
-f() { grep -v "XDG\|wgpu\]\|^error: XDG" ; }
+. "$PWD/tools/bench/h200/lib.sh"
 cd /tmp
 unxz $C/g18.tar.xz | tar x -C /tmp
 t "synth 27b"; /tmp/new synth --arch qwen35 --shape 27b --type q1_0 -o 27.gguf 2>&1 | tail -1
