@@ -9,7 +9,8 @@
 // q/k head is then normed in place with l2norm.wgsl's sums, tree and scale
 // (WG is the width that kernel uses for groups of S), so the bits are the
 // unfused ops'.
-// Constants: S, KHEADS, VHEADS, CH (=(2·KHEADS+VHEADS)·S), W, WG, EPS (already divided by S), INVSQRTG (1/√S).
+// Constants: S, KHEADS, VHEADS, CH (=(2·KHEADS+VHEADS)·S), W, WG, EPS
+// (already divided by S), INVSQRTG (1/√S).
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> x: array<f32>; // the q|k|v projection, CH

@@ -1689,7 +1689,7 @@ func (b *Backend) roundActivations(x *tensor, w *weight, rows, n int) *wgpu.Buff
 		b.shapeErr("MatMul: %s rows of %d are not a multiple of the %d-value activation block", w.name, w.k, block)
 		return nil
 	}
-	if b.rounded.x == x && b.rounded.mode == mode && b.rounded.at == b.dispatches && x.scratch != nil {
+	if b.rounded.x == x && b.rounded.mode == mode && b.rounded.at == b.dispatches {
 		return x.scratch
 	}
 	if x.scratch == nil {
