@@ -4,9 +4,11 @@
 // with its 256 threads (G = 256·k, k ≥ 2) so its scale is bit-identical;
 // GLU: dst = silu(x)·up as elementwise.wgsl. One thread per value, 256
 // per workgroup; xq gets the rounded values, xsum each 32's Σ.
+// With TAB also the row's lookup table (q8_tab) for q1_xq's TAB path.
 // Constants: G (row length), EPS, WG (=256); flags NORM, GLU, INPLACE (GLU
-// with dst = x: x is read through dst's binding).
+// with dst = x: x is read through dst's binding), TAB.
 //#include cpu_math
+//#include q8_tab
 //#include q8_group
 //#if INPLACE
 //#else
@@ -21,6 +23,9 @@
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 @group(0) @binding(3) var<storage, read_write> xq: array<f32>;
 @group(0) @binding(4) var<storage, read_write> xsum: array<f32>;
+//#if TAB
+@group(0) @binding(5) var<storage, read_write> xtab: array<vec4<f32>>;
+//#endif
 
 //#if NORM
 var<workgroup> red: array<f32, WG>;
@@ -66,5 +71,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		if (lid % 32u == 0u) {
 			xsum[e / 32u] = r.y;
 		}
+//#if TAB
+		xtab[e] = q8_entries(lid);
+//#endif
 	}
 }

@@ -16,7 +16,8 @@
 // position's k and v come from this workgroup's own copy, not the cache,
 // which a sibling may not have written yet.
 // Constants: HEADS, QPG, D (64 or 128), KVD, LAYER_OFF (a multiple of 4),
-// SCALE, DIMS, QEPS, KEPS, NRWG, CTX, R (rounds of 32 positions); flag Q8.
+// SCALE, DIMS, QEPS, KEPS, NRWG, CTX, R (rounds of 32 positions); flags Q8,
+// TAB (with Q8, also the output's lookup table, q8_tab).
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> qw: array<f32>;
@@ -32,6 +33,10 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 //#if Q8
 @group(0) @binding(10) var<storage, read_write> xq: array<f32>;
 @group(0) @binding(11) var<storage, read_write> xsum: array<f32>;
+//#if TAB
+@group(0) @binding(12) var<storage, read_write> xtab: array<vec4<f32>>;
+//#include q8_tab
+//#endif
 //#include q8_group
 //#endif
 
@@ -201,6 +206,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		if (lid % 32u == 0u) {
 			xsum[(h * D + lid) / 32u] = qr.y;
 		}
+//#if TAB
+		xtab[h * D + lid] = q8_entries(lid);
+//#endif
 	}
 //#endif
 }

@@ -2,8 +2,8 @@
 // softmax (normalised by the global max and sum), so the output is the
 // plain sum of the splits' Σ p·V. One thread per output value. With Q8
 // (decode, HEADS·D a multiple of WG) also the output's Q8_0 rounding
-// (q8_group) for the output projection's q1_xq.
-// Constants: HEADS, D, QROWS, WG (=64); flag Q8.
+// (q8_group) for the output projection's q1_xq, with TAB its lookup table.
+// Constants: HEADS, D, QROWS, WG (=64); flags Q8, TAB.
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> part: array<f32>;
@@ -11,7 +11,11 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 //#if Q8
 @group(0) @binding(3) var<storage, read_write> xq: array<f32>;
 @group(0) @binding(4) var<storage, read_write> xsum: array<f32>;
+//#if TAB
+@group(0) @binding(5) var<storage, read_write> xtab: array<vec4<f32>>;
+//#endif
 //#include cpu_math
+//#include q8_tab
 //#include q8_group
 //#endif
 
@@ -39,5 +43,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 	if (lid % 32u == 0u) {
 		xsum[i / 32u] = r.y;
 	}
+//#if TAB
+	xtab[i] = q8_entries(lid);
+//#endif
 //#endif
 }

@@ -9,15 +9,24 @@
 // same 32 of the second (up), RPW = 64: it writes up's values, h =
 // silu(gate)·up (as elementwise.wgsl) over gate's, and h's Q8_0 rounding
 // (hq, hsum) for the down projection.
+// With TAB x comes as its lookup table instead (q8_tab; binding 2, and 3
+// unused): a 32-weight word is eight table loads, one per nibble, summing
+// to the same bits as the tested adds; the GLU epilogue then writes h's
+// table too (htab).
 // Constants: K, NB (=K/128), RPW, KS (=WG/RPW), WG, M0, M1, Q1M0, Q1M1,
-// Q1MT; flags OUT2, OUT3, ADD, GLU.
+// Q1MT; flags OUT2, OUT3, ADD, GLU, TAB.
 //#include q1_layout
 //#include cpu_math
+//#include q8_tab
 //#include q8_group
 @group(0) @binding(0) var<storage, read> bits: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> scales: array<f32>;
+//#if TAB
+@group(0) @binding(2) var<storage, read> xtab: array<f32>;
+//#else
 @group(0) @binding(2) var<storage, read> xq: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> xsum: array<f32>;
+//#endif
 @group(0) @binding(4) var<storage, read_write> dst0: array<f32>;
 //#if OUT2
 @group(0) @binding(5) var<storage, read_write> dst1: array<f32>;
@@ -31,11 +40,25 @@
 //#if GLU
 @group(0) @binding(8) var<storage, read_write> hq: array<f32>;
 @group(0) @binding(9) var<storage, read_write> hsum: array<f32>;
+//#if TAB
+@group(0) @binding(10) var<storage, read_write> htab: array<vec4<f32>>;
+//#endif
 var<workgroup> gu: array<f32, 64>;
 //#endif
 
 var<workgroup> red: array<f32, WG>;
 
+//#if TAB
+// word_dot is Σ ±x over the 32 activations from group g4 (of four) with
+// the signs of w, from the table.
+fn word_dot(w: u32, g4: u32) -> f32 {
+	var a = 0.0;
+	for (var v = 0u; v < 8u; v++) {
+		a += xtab[(g4 + v) * 16u + ((w >> (4u * v)) & 15u)];
+	}
+	return a;
+}
+//#else
 // masked_sum is Σ of the 32 activations from vec4 index xi whose bit is
 // set in w, in q1_w1's order.
 fn masked_sum(w: u32, xi: u32) -> f32 {
@@ -58,6 +81,7 @@ fn masked_sum(w: u32, xi: u32) -> f32 {
 	}
 	return a;
 }
+//#endif
 
 // slice_sum is row's sum over slice sl of K.
 fn slice_sum(row: u32, sl: u32) -> f32 {
@@ -68,7 +92,11 @@ fn slice_sum(row: u32, sl: u32) -> f32 {
 		var blk = 0.0;
 		for (var j = 0u; j < 4u; j++) {
 			let g = b * 4u + j;
+//#if TAB
+			blk += word_dot(wv[j], g * 8u);
+//#else
 			blk += 2.0 * masked_sum(wv[j], g * 8u) - xsum[g];
+//#endif
 		}
 		acc += scales[at] * blk;
 	}
@@ -115,6 +143,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	if (lid == 0u) {
 		hsum[wid.x] = r.y;
 	}
+//#if TAB
+	if (lid < 32u) {
+		htab[hr] = q8_entries(lid);
+	}
+//#endif
 //#endif
 }
 

@@ -4,8 +4,10 @@
 // One workgroup per (group, row). Constants: COLS, G, EPS, WG, XROWS;
 // flag INPLACE (dst is x: one read_write binding); flag Q8 (G = COLS, a
 // multiple of 32): also the result's Q8_0 rounding, as q1_w1 rounds its
-// x (xq: values q·d, xsum: each 32's Σ), for q1_xq.
+// x (xq: values q·d, xsum: each 32's Σ), for q1_xq; with TAB also its
+// lookup table (q8_tab).
 //#include cpu_math
+//#include q8_tab
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> w: array<f32>;
@@ -18,6 +20,9 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 //#if Q8
 @group(0) @binding(4) var<storage, read_write> xq: array<f32>;
 @group(0) @binding(5) var<storage, read_write> xsum: array<f32>;
+//#if TAB
+@group(0) @binding(6) var<storage, read_write> xtab: array<vec4<f32>>;
+//#endif
 //#endif
 
 var<workgroup> red: array<f32, WG>;
@@ -80,6 +85,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 			xq[i + 2u] = q.z;
 			xq[i + 3u] = q.w;
 			sum += q;
+//#if TAB
+			for (var c = 0u; c < 4u; c++) {
+				xtab[i + c] = q8_tab(q, c);
+			}
+//#endif
 		}
 		xsum[base / 32u + gi] = (sum.x + sum.y) + (sum.z + sum.w);
 	}

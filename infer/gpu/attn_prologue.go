@@ -30,7 +30,7 @@ func (b *Backend) beginPrologue(dst *tensor, p *pendingQK, a infer.Attn, kc, vc 
 	b.flushNormRopes()
 	b.overwrite(dst)
 	pr := prologue{dst: dst, p: p, a: a, kc: kc, vc: vc, off: off,
-		q8: b.xqOK() && q8 && b.d.Limits.MaxStorageBuffersPerShaderStage >= 11}
+		q8: b.xqOK() && q8 && b.d.Limits.MaxStorageBuffersPerShaderStage >= uint32(11+boolInt(b.tab))}
 	if pr.q8 {
 		if err := b.xqBuffers(dst); err != nil {
 			b.fail(err)
@@ -58,12 +58,12 @@ func (b *Backend) dispatchPrologue(pr prologue, name, kind string, i int, own fu
 			"NRWG": shaders.U32(normRopeThreads(a.HeadDim)), "CTX": shaders.U32(s.Context), "Q8": shaders.Flag(pr.q8)} {
 			defs[n] = c
 		}
-		kern, err := b.d.kernel(name, defs)
 		bufs := []binding{whole(b.batchBuf), whole(p.pq.norm.w.chunks[0].buf), whole(p.pk.norm.w.chunks[0].buf), whole(p.pq.table),
 			whole(p.q.buf), whole(p.k.buf), whole(p.v.buf), pr.kc, pr.vc, whole(dst.buf)}
 		if pr.q8 {
-			bufs = append(bufs, whole(dst.xq), whole(dst.xqSum))
+			bufs = b.tabOut(dst, 12, defs, append(bufs, whole(dst.xq), whole(dst.xqSum)))
 		}
+		kern, err := b.d.kernel(name, defs)
 		return kern, bufs, err
 	})
 	b.dispatch(o, a.Heads, 1, 1)

@@ -30,9 +30,13 @@ import (
 // once per 32 or 64 rows instead of 16), auto32 / auto64 (auto1 with
 // popc32 / popc64 for the big matrices); w1 (as auto, select where it
 // cannot); xq8 / xq16 / xq32, xqs, xqe256 / xqe1024: auto with another
-// q1_xq shape (xqOptions), kept to compare shapes on a device.
+// q1_xq shape (xqOptions), kept to compare shapes on a device; tab: auto
+// with every producer of a rounded row also writing its lookup table
+// (shaders/q8_tab.wgsli) and q1_xq reading a word's 32 weights as eight
+// table entries instead of 32 tested adds (the same bits); tab8 / tab16 /
+// tab32: tab with that many rows per workgroup.
 var MatVecKernels = []string{"auto", "auto1", "w1", "select", "lut", "popc", "popc32", "popc64", "auto32", "auto64",
-	"xq8", "xq16", "xq32", "xqs", "xqe256", "xqe1024"}
+	"xq8", "xq16", "xq32", "xqs", "xqe256", "xqe1024", "tab", "tab8", "tab16", "tab32"}
 
 // FuseLevels are the names infer.GPUOptions.Fuse takes (docs/gpu-kernels.md
 // v5): "off" encodes every op as its own dispatch; the default ("") folds
@@ -217,6 +221,9 @@ type Backend struct {
 	xqRPW    int
 	xqSepGLU bool
 	xqGLUWG  int
+	// tab: rounded rows come with their lookup tables (tensor.xtab) and
+	// q1_xq reads those (MatVec "tab")
+	tab bool
 	// deltaChunkMin is the batch from which DeltaNet runs chunked
 	deltaChunkMin int
 	fuseNorm      bool // Fuse "all": token RMSNorms folded into matvecs
@@ -266,6 +273,7 @@ type tensor struct {
 	embedRows  *wgpu.Buffer // CPU-dequantized embedding rows
 	tmp        *wgpu.Buffer // a copy of the tensor for ops that read it while writing it
 	xq, xqSum  *wgpu.Buffer // the tensor's Q8_0 rounding (values, Σ per 32), written by its producer for q1_xq
+	xtab       *wgpu.Buffer // with Backend.tab, that rounding's lookup table (16 f32 per 4 values of row 0)
 	prep       *wgpu.Buffer // chunked DeltaNet's per-chunk matrices (DeltaNet dst)
 }
 
@@ -398,6 +406,7 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 	}
 	b.repeat, _ = parseRepeat(opts.GPU.Repeat)
 	b.xqRPW, b.xqSepGLU, b.xqGLUWG = xqOptions(matvec)
+	b.tab = strings.HasPrefix(matvec, "tab")
 	switch opts.GPU.Attn {
 	case "head":
 		b.headMax = headMaxPos
@@ -1358,7 +1367,7 @@ func (b *Backend) flushMatVec() {
 	if xq && b.xqOK() && b.dispatchXQ(key, ps, ends[:len(ps)], bits, scales, x, resid, glu) {
 		return
 	}
-	if strings.HasPrefix(variant, "xq") {
+	if strings.HasPrefix(variant, "xq") || b.tab {
 		variant = "auto"
 	}
 	if glu {
@@ -1527,7 +1536,7 @@ func (b *Backend) dispatchW1(key opKey, cfg w1, ps []pendingMatMul, bits, scales
 }
 
 // xqOptions maps a MatVec name to q1_xq's shape (xqRPW, xqSepGLU,
-// xqGLUWG): xq8/xq16/xq32 fix the rows per workgroup, xqs computes SwiGLU
+// xqGLUWG): xq8/xq16/xq32 (and tab8/tab16/tab32) fix the rows per workgroup, xqs computes SwiGLU
 // in its own dispatch, xqe256/xqe1024 size the epilogue's workgroup (512
 // otherwise).
 func xqOptions(matvec string) (rpw int, sepGLU bool, gluWG int) {
@@ -1535,6 +1544,8 @@ func xqOptions(matvec string) (rpw int, sepGLU bool, gluWG int) {
 	switch matvec {
 	case "xq8", "xq16", "xq32":
 		rpw, _ = strconv.Atoi(matvec[2:])
+	case "tab8", "tab16", "tab32":
+		rpw, _ = strconv.Atoi(matvec[3:])
 	case "xqs":
 		sepGLU = true
 	case "xqe256":
@@ -1580,7 +1591,7 @@ func (b *Backend) xqShape(nb int, ends []int, glu bool) (rpw, ks, wg int, ok boo
 // their producer for q1_xq: with the w1 kernels ("auto" or "w1") and the
 // default fusion.
 func (b *Backend) xqOK() bool {
-	return !b.noFuse && !b.fuseNorm && (b.matvec == "auto" || b.matvec == "w1" || strings.HasPrefix(b.matvec, "xq"))
+	return !b.noFuse && !b.fuseNorm && (b.matvec == "auto" || b.matvec == "w1" || b.tab || strings.HasPrefix(b.matvec, "xq"))
 }
 
 // xqBuffers gives t the buffers of its Q8_0 rounding.
@@ -1598,7 +1609,23 @@ func (b *Backend) xqBuffers(t *tensor) error {
 		return err
 	}
 	t.xq, t.xqSum = q, sum
+	if b.tab {
+		// decode rounds one row; its table is 16 values per 4
+		if t.xtab, err = b.d.newBuffer(t.name+".xtab", uint64(t.cols*16), storageUsage); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// tabOut is the producer's binding of t's lookup table at slot, and its
+// TAB flag; none without Backend.tab.
+func (b *Backend) tabOut(t *tensor, slot uint32, defs map[string]shaders.Const, bufs []binding) []binding {
+	defs["TAB"] = shaders.Flag(b.tab)
+	if !b.tab {
+		return bufs
+	}
+	return append(bufs, at(slot, whole(t.xtab)))
 }
 
 // dispatchXQ encodes the pending matvecs on x's Q8_0 rounding as one
@@ -1606,7 +1633,7 @@ func (b *Backend) xqBuffers(t *tensor) error {
 // false, encoding nothing, when q1_xq cannot take the shape.
 func (b *Backend) dispatchXQ(key opKey, ps []pendingMatMul, ends []int, bits, scales span, x, resid *tensor, glu bool) bool {
 	w0 := ps[0].w
-	if w0.k%128 != 0 || !w0.interleaved {
+	if w0.k%128 != 0 || !w0.interleaved || b.tab && x.xtab == nil {
 		return false
 	}
 	rpw, ks, wg, ok := b.xqShape(w0.k/128, ends, glu)
@@ -1628,9 +1655,12 @@ func (b *Backend) dispatchXQ(key opKey, ps []pendingMatMul, ends []int, bits, sc
 		defs := q1Layout(map[string]shaders.Const{
 			"K": shaders.U32(w0.k), "NB": shaders.U32(w0.k / 128), "RPW": shaders.U32(rpw), "KS": shaders.U32(ks),
 			"WG": shaders.U32(wg), "M0": shaders.U32(ends[0]), "M1": shaders.U32(ends[min(1, len(ends)-1)]), "GLU": shaders.Flag(glu),
-			"OUT2": shaders.Flag(len(ps) > 1), "OUT3": shaders.Flag(len(ps) > 2), "ADD": shaders.Flag(resid != nil)}, true, ends...)
+			"OUT2": shaders.Flag(len(ps) > 1), "OUT3": shaders.Flag(len(ps) > 2), "ADD": shaders.Flag(resid != nil), "TAB": shaders.Flag(b.tab)}, true, ends...)
 		k, err := b.d.kernel("q1_xq", defs)
 		bufs := []binding{bits.binding(), scales.binding(), whole(x.xq), whole(x.xqSum)}
+		if b.tab {
+			bufs = []binding{bits.binding(), scales.binding(), whole(x.xtab)}
+		}
 		for i, p := range ps {
 			bufs = append(bufs, at(uint32(4+i), whole(p.dst.buf)))
 		}
@@ -1639,6 +1669,9 @@ func (b *Backend) dispatchXQ(key opKey, ps []pendingMatMul, ends []int, bits, sc
 		}
 		if glu {
 			bufs = append(bufs, at(8, whole(h.xq)), at(9, whole(h.xqSum)))
+			if b.tab {
+				bufs = append(bufs, at(10, whole(h.xtab)))
+			}
 		}
 		return k, bufs, err
 	})
@@ -1814,8 +1847,9 @@ func (b *Backend) actQ8(dst, x *tensor, w *weight, up *tensor, eps float32) {
 			defs["GLU"] = shaders.Flag(true)
 			bufs = append(bufs, at(1, whole(up.buf)))
 		}
+		bufs = b.tabOut(dst, 5, defs, append(bufs, at(2, whole(dst.buf)), at(3, whole(dst.xq)), at(4, whole(dst.xqSum))))
 		k, err := b.d.kernel("act_q8", defs)
-		return k, append(bufs, at(2, whole(dst.buf)), at(3, whole(dst.xq)), at(4, whole(dst.xqSum))), err
+		return k, bufs, err
 	})
 	b.dispatch(o, ceilDiv(g, 256), 1, 1)
 }
@@ -1839,17 +1873,18 @@ func (b *Backend) rmsNorm(dst, x *tensor, w *weight, eps float32, q8 bool) {
 	wg := normThreads(g)
 	inplace := dst == x
 	o := b.prepared(opKey{kind: "rmsnorm", a: dst, b: x, c: w, f: eps, i: boolInt(q8)}, func() (*kernel, []binding, error) {
-		k, err := b.d.kernel("rmsnorm", map[string]shaders.Const{
+		defs := map[string]shaders.Const{
 			"COLS": shaders.U32(x.cols), "G": shaders.U32(g), "EPS": shaders.F32(eps), "WG": shaders.U32(wg),
-			"XROWS": shaders.U32(rows), "INPLACE": shaders.Flag(inplace), "Q8": shaders.Flag(q8)})
+			"XROWS": shaders.U32(rows), "INPLACE": shaders.Flag(inplace), "Q8": shaders.Flag(q8)}
 		bufs := []binding{whole(b.batchBuf), whole(w.chunks[0].buf)}
 		if !inplace {
 			bufs = append(bufs, whole(x.buf))
 		}
 		bufs = append(bufs, whole(dst.buf))
 		if q8 {
-			bufs = append(bufs, at(4, whole(dst.xq)), at(5, whole(dst.xqSum)))
+			bufs = b.tabOut(dst, 6, defs, append(bufs, at(4, whole(dst.xq)), at(5, whole(dst.xqSum))))
 		}
+		k, err := b.d.kernel("rmsnorm", defs)
 		return k, bufs, err
 	})
 	b.dispatch(o, x.cols/g, n, 1)
@@ -2258,12 +2293,13 @@ func (b *Backend) attnSum(dst, q *tensor, a infer.Attn, rows int) {
 		}
 	}
 	sum := b.prepared(opKey{kind: "attnsum", a: q, b: dst, c: a, i: boolInt(q8)}, func() (*kernel, []binding, error) {
-		k, err := b.d.kernel("attn_sum", map[string]shaders.Const{
-			"HEADS": shaders.U32(a.Heads), "D": shaders.U32(a.HeadDim), "QROWS": shaders.U32(rows), "WG": shaders.U32(64), "Q8": shaders.Flag(q8)})
+		defs := map[string]shaders.Const{
+			"HEADS": shaders.U32(a.Heads), "D": shaders.U32(a.HeadDim), "QROWS": shaders.U32(rows), "WG": shaders.U32(64), "Q8": shaders.Flag(q8)}
 		bufs := []binding{whole(b.batchBuf), whole(q.part), whole(dst.buf)}
 		if q8 {
-			bufs = append(bufs, whole(dst.xq), whole(dst.xqSum))
+			bufs = b.tabOut(dst, 5, defs, append(bufs, whole(dst.xq), whole(dst.xqSum)))
 		}
+		k, err := b.d.kernel("attn_sum", defs)
 		return k, bufs, err
 	})
 	b.dispatch(sum, ceilDiv(a.Heads*a.HeadDim, 64), min(rows, b.n), 1)
@@ -2516,7 +2552,7 @@ func (b *Backend) Close() error {
 	}
 	b.releaseTopKs()
 	for _, t := range b.tensors {
-		for _, buf := range append([]*wgpu.Buffer{t.buf, t.scratch, t.part, t.stats, t.argmax, t.argStaging, t.embedRows, t.tmp, t.prep, t.xq, t.xqSum, t.scores}, t.stagings...) {
+		for _, buf := range append([]*wgpu.Buffer{t.buf, t.scratch, t.part, t.stats, t.argmax, t.argStaging, t.embedRows, t.tmp, t.prep, t.xq, t.xqSum, t.xtab, t.scores}, t.stagings...) {
 			if buf != nil {
 				buf.Release()
 			}

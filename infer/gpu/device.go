@@ -207,8 +207,8 @@ func OpenDevice(opts DeviceOptions) (*Device, error) {
 	if limits.MaxBufferSize < limits.MaxStorageBufferBindingSize {
 		limits.MaxBufferSize = limits.MaxStorageBufferBindingSize
 	}
-	// attn_head with its Q8_0 epilogue binds 11
-	limits.MaxStorageBuffersPerShaderStage = min(supported.MaxStorageBuffersPerShaderStage, 12)
+	// attn_head with its Q8_0 epilogue binds 11, 12 with the lookup table
+	limits.MaxStorageBuffersPerShaderStage = min(supported.MaxStorageBuffersPerShaderStage, 16)
 	limits.MaxComputeWorkgroupStorageSize = supported.MaxComputeWorkgroupStorageSize
 	limits.MaxComputeInvocationsPerWorkgroup = min(supported.MaxComputeInvocationsPerWorkgroup, 1024)
 	limits.MaxComputeWorkgroupSizeX = min(supported.MaxComputeWorkgroupSizeX, 1024)
