@@ -21,7 +21,10 @@ import (
 // MatVecKernels are the names infer.GPUOptions.MatVec takes for the decode
 // Q1_0 matvec: auto (the default, also ""): q1_xq where the activations
 // come rounded to Q8_0 by their producer (RMSNorm, SwiGLU as gate/up's
-// epilogue, attention's last pass; xqOK), else w1 (one row per thread,
+// epilogue, attention's last pass; xqOK) with the rounded row's lookup
+// table (every such producer also writes one, shaders/q8_tab.wgsli: a
+// word's 32 weights are eight table entries instead of 32 tested adds, the
+// same bits; H200 run 19: 8B decode 358 → 427 tok/s), else w1 (one row per thread,
 // q1_w1.wgsl, rounding x per workgroup) for matrices of up to w1MaxRows
 // rows without a fused SwiGLU input where the shape allows, else as
 // auto1; auto1: the previous default, select for small matrices and popc
@@ -30,13 +33,11 @@ import (
 // once per 32 or 64 rows instead of 16), auto32 / auto64 (auto1 with
 // popc32 / popc64 for the big matrices); w1 (as auto, select where it
 // cannot); xq8 / xq16 / xq32, xqs, xqe256 / xqe1024: auto with another
-// q1_xq shape (xqOptions), kept to compare shapes on a device; tab: auto
-// with every producer of a rounded row also writing its lookup table
-// (shaders/q8_tab.wgsli) and q1_xq reading a word's 32 weights as eight
-// table entries instead of 32 tested adds (the same bits); tab8 / tab16 /
-// tab32: tab with that many rows per workgroup.
+// q1_xq shape (xqOptions) and its tested adds instead of the tables, kept
+// to compare shapes on a device; xq: auto with the tested adds; tab8 /
+// tab16 / tab32: auto with that many rows per workgroup.
 var MatVecKernels = []string{"auto", "auto1", "w1", "select", "lut", "popc", "popc32", "popc64", "auto32", "auto64",
-	"xq8", "xq16", "xq32", "xqs", "xqe256", "xqe1024", "tab", "tab8", "tab16", "tab32"}
+	"xq", "xq8", "xq16", "xq32", "xqs", "xqe256", "xqe1024", "tab8", "tab16", "tab32"}
 
 // FuseLevels are the names infer.GPUOptions.Fuse takes (docs/gpu-kernels.md
 // v5): "off" encodes every op as its own dispatch; the default ("") folds
@@ -222,7 +223,7 @@ type Backend struct {
 	xqSepGLU bool
 	xqGLUWG  int
 	// tab: rounded rows come with their lookup tables (tensor.xtab) and
-	// q1_xq reads those (MatVec "tab")
+	// q1_xq reads those (MatVec auto and tab*)
 	tab bool
 	// deltaChunkMin is the batch from which DeltaNet runs chunked
 	deltaChunkMin int
@@ -406,7 +407,7 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 	}
 	b.repeat, _ = parseRepeat(opts.GPU.Repeat)
 	b.xqRPW, b.xqSepGLU, b.xqGLUWG = xqOptions(matvec)
-	b.tab = strings.HasPrefix(matvec, "tab")
+	b.tab = matvec == "auto" || strings.HasPrefix(matvec, "tab")
 	switch opts.GPU.Attn {
 	case "head":
 		b.headMax = headMaxPos

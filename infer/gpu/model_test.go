@@ -2,6 +2,7 @@ package gpu_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"runtime"
@@ -143,11 +144,18 @@ func TestGreedyChainedMatchesGreedy(t *testing.T) {
 	}
 }
 
-// TestOneLayerLogitsMatchCPU pins the tight agreement on one-layer models,
-// where no activation-quantization boundary is crossed for these seeds:
+// TestOneLayerLogitsMatchCPU pins the tight agreement on one-layer models:
 // prefill and one decode step within 2e-4 of the largest logit (a softmax
 // weight may still round to the neighbouring f16, ~1e-4 here; 1e-3 for
-// F16, whose activations are rounded to f16 as well).
+// F16, whose activations are rounded to f16 as well). Where the GPU's
+// summation order moves one activation across a rounding boundary the
+// logits move by ~1 % (TestGreedyMatchesCPU): over seeds 1–8 of four types
+// that happened once on the H200 (Q4_K seed 1's prefill, 1.2e-2; the other
+// 63 comparisons 5e-8 … 4.4e-7) and once on lavapipe (Q8_0 seed 5's decode
+// step, 8.6e-3), and on lavapipe in seed 2's prefill of two of these nine
+// types. So each type runs three seeds, and of their six comparisons two
+// may exceed the tight bound, still within TestGreedyMatchesCPU's 3e-2; a
+// systematic error fails them all.
 //
 // BONSAI_TEST_CPU_FEATURES=avx2|portable sets the CPU reference's kernels,
 // to tell a CPU kernel's disagreement on a machine from the GPU's.
@@ -161,33 +169,46 @@ func TestOneLayerLogitsMatchCPU(t *testing.T) {
 	types := []gguf.Type{gguf.Q1_0, gguf.Q2_0, gguf.Q4_0, gguf.Q8_0, gguf.Q4_K, gguf.Q6_K, gguf.F16, gguf.BF16, gguf.F32}
 	for _, typ := range types {
 		t.Run(typ.String(), func(t *testing.T) {
-			cfg := tinymodel.Small(typ)
-			cfg.Layers = 1
-			cfg.Tied = typ != gguf.Q1_0
-			cpu := loadOn(t, "cpu", cfg)
-			gpuM := loadOn(t, "gpu", cfg)
 			tol := 2e-4
 			if typ == gguf.F16 {
 				tol = 1e-3
 			}
-			for _, step := range []struct {
-				toks []int32
-				pos  int
-			}{{[]int32{1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41}, 0}, {[]int32{7}, 11}} {
-				if err := cpu.Forward(step.toks, step.pos); err != nil {
-					t.Fatal(err)
+			var loose []string
+			for seed := uint64(1); seed <= 3; seed++ {
+				cfg := tinymodel.Small(typ)
+				cfg.Layers = 1
+				cfg.Tied = typ != gguf.Q1_0
+				cfg.Seed = seed
+				cpu := loadOn(t, "cpu", cfg)
+				gpuM := loadOn(t, "gpu", cfg)
+				for _, step := range []struct {
+					toks []int32
+					pos  int
+				}{{[]int32{1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41}, 0}, {[]int32{7}, 11}} {
+					if err := cpu.Forward(step.toks, step.pos); err != nil {
+						t.Fatal(err)
+					}
+					if err := gpuM.Forward(step.toks, step.pos); err != nil {
+						t.Fatal(err)
+					}
+					var maxAbs, maxDiff float64
+					for i, w := range cpu.Logits() {
+						maxAbs = math.Max(maxAbs, math.Abs(float64(w)))
+						maxDiff = math.Max(maxDiff, math.Abs(float64(gpuM.Logits()[i]-w)))
+					}
+					what := fmt.Sprintf("seed %d, %d tokens at %d: logits differ by %.3g (largest %.3g)", seed, len(step.toks), step.pos, maxDiff, maxAbs)
+					switch {
+					case maxDiff > 3e-2*maxAbs:
+						t.Errorf("%s, beyond a rounding step", what)
+					case maxDiff > tol*maxAbs:
+						loose = append(loose, what)
+					}
 				}
-				if err := gpuM.Forward(step.toks, step.pos); err != nil {
-					t.Fatal(err)
-				}
-				var maxAbs, maxDiff float64
-				for i, w := range cpu.Logits() {
-					maxAbs = math.Max(maxAbs, math.Abs(float64(w)))
-					maxDiff = math.Max(maxDiff, math.Abs(float64(gpuM.Logits()[i]-w)))
-				}
-				if maxDiff > tol*maxAbs {
-					t.Errorf("%d tokens at %d: logits differ by %.3g (largest %.3g)", len(step.toks), step.pos, maxDiff, maxAbs)
-				}
+			}
+			if len(loose) > 2 {
+				t.Errorf("%d of 6 comparisons outside %.0e: %s", len(loose), tol, strings.Join(loose, "; "))
+			} else if len(loose) > 0 {
+				t.Logf("rounding steps: %s", strings.Join(loose, "; "))
 			}
 		})
 	}

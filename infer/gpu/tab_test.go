@@ -13,8 +13,8 @@ import (
 	"github.com/bonsai-chat/bonsai/infer/synth"
 )
 
-// TestLookupTablesMatchXQ decodes with MatVec "tab" (every rounded row's
-// producer also writes its lookup table, q1_xq reads that) and with "auto"
+// TestLookupTablesMatchXQ decodes with MatVec "auto" (every rounded row's
+// producer also writes its lookup table, q1_xq reads that) and with "xq"
 // (q1_xq's tested adds), requiring the same logits bit for bit: a Q8_0
 // block's partial sums are exact in f32, so the two orders must agree.
 // The models take every producer of a rounded row: rmsnorm's Q8 path
@@ -44,8 +44,8 @@ func TestLookupTablesMatchXQ(t *testing.T) {
 				t.Cleanup(func() { m.Close() })
 				return m, m.Backend().(*Backend)
 			}
-			xq, _ := load("auto")
-			tab, tb := load("tab")
+			xq, _ := load("xq")
+			tab, tb := load("auto")
 			toks, pos := []int32{1, 5, 9, 13, 17, 21, 25, 29}, 0
 			for step := 0; step < 10; step++ {
 				for _, m := range []*infer.Model{xq, tab} {
