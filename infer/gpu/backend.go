@@ -35,9 +35,14 @@ import (
 // cannot); xq8 / xq16 / xq32, xqs, xqe256 / xqe1024: auto with another
 // q1_xq shape (xqOptions) and its tested adds instead of the tables, kept
 // to compare shapes on a device; xq: auto with the tested adds; tab8 /
-// tab16 / tab32: auto with that many rows per workgroup.
+// tab16 / tab32: auto with that many rows per workgroup; tabh16 / tabh32:
+// auto with that many for matrices of at least bigRows rows (the head).
 var MatVecKernels = []string{"auto", "auto1", "w1", "select", "lut", "popc", "popc32", "popc64", "auto32", "auto64",
-	"xq", "xq8", "xq16", "xq32", "xqs", "xqe256", "xqe1024", "tab8", "tab16", "tab32"}
+	"xq", "xq8", "xq16", "xq32", "xqs", "xqe256", "xqe1024", "tab8", "tab16", "tab32", "tabh16", "tabh32"}
+
+// bigRows is where MatVec tabh16 / tabh32 change q1_xq's shape: output
+// heads (151,936 rows) and nothing in a layer.
+const bigRows = 65536
 
 // FuseLevels are the names infer.GPUOptions.Fuse takes (docs/gpu-kernels.md
 // v5): "off" encodes every op as its own dispatch; the default ("") folds
@@ -220,6 +225,7 @@ type Backend struct {
 	// act_q8 dispatch instead of gate/up's epilogue, the epilogue's
 	// workgroup size
 	xqRPW    int
+	xqBigRPW int // the same for matrices of bigRows rows and more
 	xqSepGLU bool
 	xqGLUWG  int
 	// tab: rounded rows come with their lookup tables (tensor.xtab) and
@@ -408,6 +414,9 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 	b.repeat, _ = parseRepeat(opts.GPU.Repeat)
 	b.xqRPW, b.xqSepGLU, b.xqGLUWG = xqOptions(matvec)
 	b.tab = matvec == "auto" || strings.HasPrefix(matvec, "tab")
+	if strings.HasPrefix(matvec, "tabh") {
+		b.xqBigRPW, _ = strconv.Atoi(matvec[4:])
+	}
 	switch opts.GPU.Attn {
 	case "head":
 		b.headMax = headMaxPos
@@ -1573,6 +1582,9 @@ func (b *Backend) xqShape(nb int, ends []int, glu bool) (rpw, ks, wg int, ok boo
 	}
 	if b.xqRPW > 0 {
 		ks = 256 / b.xqRPW
+	}
+	if b.xqBigRPW > 0 && ends[len(ends)-1] >= bigRows {
+		ks = 256 / b.xqBigRPW
 	}
 	for ; ks <= 32; ks *= 2 {
 		rpw = 256 / ks
