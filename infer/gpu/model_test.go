@@ -55,16 +55,6 @@ func loadWith(t *testing.T, backend string, cfg tinymodel.Config, batch int, o i
 	return m
 }
 
-func argmax(v []float32) int32 {
-	best := 0
-	for i, x := range v {
-		if x > v[best] {
-			best = i
-		}
-	}
-	return int32(best)
-}
-
 // TestGreedyMatchesCPU decodes greedily on both backends from the same
 // prompt. The GPU mirrors the CPU's numerics (activations quantized to the
 // vec-dot type, q and softmax weights rounded to f16), so logits usually
@@ -137,8 +127,8 @@ func TestGreedyChainedMatchesGreedy(t *testing.T) {
 			if want[len(want)-1] == want[0] {
 				t.Fatalf("continuation %v ends on its first token: the fallback check cannot tell", want)
 			}
-			if argmax(chained.Logits()) != want[0] {
-				t.Errorf("logits after chained decoding are not the prompt's (argmax %d, want %d)", argmax(chained.Logits()), want[0])
+			if gpu.ArgmaxOf(chained.Logits()) != want[0] {
+				t.Errorf("logits after chained decoding are not the prompt's (argmax %d, want %d)", gpu.ArgmaxOf(chained.Logits()), want[0])
 			}
 		})
 	}
@@ -264,7 +254,7 @@ func decodeBoth(t *testing.T, cpu, gpuM *infer.Model, prompt []int32, steps int,
 		if maxDiff > tol || math.IsNaN(maxDiff) {
 			t.Fatalf("step %d at position %d: logits differ by %.3g (largest logit %.3g)", step, pos, maxDiff, maxAbs)
 		}
-		wt, gt := argmax(want), argmax(got)
+		wt, gt := gpu.ArgmaxOf(want), gpu.ArgmaxOf(got)
 		if wt != gt && topGap(want) > 2*tol {
 			t.Fatalf("step %d: greedy token %d on the GPU, %d on the CPU", step, gt, wt)
 		}
@@ -317,7 +307,7 @@ func TestLongDecodeNoLeak(t *testing.T) {
 		if err := m.Forward(tok, step); err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}
-		tok[0] = argmax(m.Logits())
+		tok[0] = gpu.ArgmaxOf(m.Logits())
 		if step == 200 {
 			runtime.GC()
 			rss0 = rssBytes(t)
@@ -378,7 +368,7 @@ func TestFusedDecodeMatchesUnfused(t *testing.T) {
 						}
 					}
 					pos += len(toks)
-					toks = []int32{argmax(want)}
+					toks = []int32{gpu.ArgmaxOf(want)}
 				}
 			})
 		}

@@ -3,33 +3,17 @@ package gpu_test
 import (
 	"errors"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/gpu"
-	"github.com/bonsai-chat/bonsai/infer/synth"
 )
 
-// loadQwen35 writes synth's tiny hybrid model (vocab cut to 1024) in typ
-// and loads it on backend.
+// loadQwen35 loads gpu.OpenQwen35Tiny's model in typ on backend.
 func loadQwen35(t *testing.T, backend string, typ gguf.Type) *infer.Model {
 	t.Helper()
-	s, err := synth.ArchShape("qwen35", "tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Vocab = 1024
-	path := filepath.Join(t.TempDir(), "qwen35.gguf")
-	if err := synth.Write(path, synth.Options{Shape: s, Type: typ, Seed: 5}); err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
+	f := gpu.OpenQwen35Tiny(t, typ)
 	m, err := infer.Load(f, infer.Options{Backend: backend, Batch: 64, Context: 256, GPU: softwareOK})
 	if err != nil {
 		if backend == "gpu" && errors.Is(err, gpu.ErrNoAdapter) && os.Getenv("CI") != "true" {

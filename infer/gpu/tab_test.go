@@ -29,7 +29,7 @@ func TestLookupTablesMatchXQ(t *testing.T) {
 	}{
 		{"qwen3-256", openTiny(tinymodel.Small(gguf.Q1_0))},
 		{"qwen3-512", openTiny(wide)},
-		{"qwen35", openQwen35Tiny},
+		{"qwen35", func(t *testing.T) *gguf.File { return OpenQwen35Tiny(t, gguf.Q1_0) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			load := func(matvec string) (*infer.Model, *Backend) {
@@ -60,7 +60,7 @@ func TestLookupTablesMatchXQ(t *testing.T) {
 					}
 				}
 				pos += len(toks)
-				toks = []int32{argmaxOf(want)}
+				toks = []int32{ArgmaxOf(want)}
 			}
 			var with, without int
 			for key := range tb.d.kernels {
@@ -79,7 +79,9 @@ func TestLookupTablesMatchXQ(t *testing.T) {
 	}
 }
 
-func argmaxOf(v []float32) int32 {
+// ArgmaxOf is the index of v's largest value (the first of equals); the
+// tests of package gpu_test use it too.
+func ArgmaxOf(v []float32) int32 {
 	best := 0
 	for i, x := range v {
 		if x > v[best] {
@@ -101,9 +103,9 @@ func openTiny(cfg tinymodel.Config) func(t *testing.T) *gguf.File {
 	}
 }
 
-// openQwen35Tiny writes synth's tiny hybrid model in Q1_0, vocab cut to
-// 1024.
-func openQwen35Tiny(t *testing.T) *gguf.File {
+// OpenQwen35Tiny writes synth's tiny hybrid model in typ, vocab cut to
+// 1024, and opens it; the tests of package gpu_test use it too.
+func OpenQwen35Tiny(t *testing.T, typ gguf.Type) *gguf.File {
 	t.Helper()
 	s, err := synth.ArchShape("qwen35", "tiny")
 	if err != nil {
@@ -111,7 +113,7 @@ func openQwen35Tiny(t *testing.T) *gguf.File {
 	}
 	s.Vocab = 1024
 	path := filepath.Join(t.TempDir(), "qwen35.gguf")
-	if err := synth.Write(path, synth.Options{Shape: s, Type: gguf.Q1_0, Seed: 5}); err != nil {
+	if err := synth.Write(path, synth.Options{Shape: s, Type: typ, Seed: 5}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := gguf.Open(path)
