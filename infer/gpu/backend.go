@@ -1601,10 +1601,10 @@ func (b *Backend) xqShape(nb int, ends []int, glu bool) (rpw, ks, wg int, ok boo
 }
 
 // xqOK reports whether decode activations are rounded to Q8_0 once by
-// their producer for q1_xq: with the w1 kernels ("auto" or "w1") and the
-// default fusion.
+// their producer for q1_xq: with the w1 kernels ("auto", tab*, xq* or
+// "w1") and the default fusion.
 func (b *Backend) xqOK() bool {
-	return !b.noFuse && !b.fuseNorm && (b.matvec == "auto" || b.matvec == "w1" || b.tab || strings.HasPrefix(b.matvec, "xq"))
+	return !b.noFuse && !b.fuseNorm && (b.tab || b.matvec == "w1" || strings.HasPrefix(b.matvec, "xq"))
 }
 
 // xqBuffers gives t the buffers of its Q8_0 rounding.
