@@ -1035,6 +1035,10 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 		rpw, tt = 8, 1
 		wg = 128
 	}
+	if sh, ok := b.lutFor(w, n, rows); ok {
+		b.lutGemm(dst, w, x, rows, n, sh)
+		return
+	}
 	if t, ok := b.gemmTile(w, n); ok {
 		xq := b.roundActivations(x, w, rows, n)
 		if xq == nil {
@@ -1148,7 +1152,7 @@ type gemmTile struct{ rm, rn int }
 // 512 tokens) q1_gemm ran the 8B and 1.7B shapes at 14.7–17.0 TFLOP/s,
 // q1_gemm2's 128 × 64 tile (r2x1) at 22.3–27.4, within 3 % of the best
 // tile on every shape, where r2x2 lost 22 % on 4096→6144.
-var GemmKernels = []string{"", "auto", "tile64", "r1x1", "r2x1", "r1x2", "r2x2"}
+var GemmKernels = []string{"", "auto", "tile64", "r1x1", "r2x1", "r1x2", "r2x2", "lut4", "lut8", "lut4s", "lut8s"}
 
 func (b *Backend) gemmTile(w *weight, n int) (gemmTile, bool) {
 	if !w.q1() || n < 2 || w.m%4 != 0 || w.k%128 != 0 || b.gemm == "tile64" {
