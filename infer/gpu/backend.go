@@ -343,13 +343,22 @@ func (o *op) binds(buf *wgpu.Buffer) bool {
 // dropOps forgets the prepared ops that bind any of bufs, before those
 // buffers are released or replaced.
 func (b *Backend) dropOps(bufs ...*wgpu.Buffer) {
-	for k, o := range b.ops {
+	b.dropOpsWhere(func(o *op) bool {
 		for _, buf := range bufs {
 			if buf != nil && o.binds(buf) {
-				o.bg.Release()
-				delete(b.ops, k)
-				break
+				return true
 			}
+		}
+		return false
+	})
+}
+
+// dropOpsWhere forgets the prepared ops stale reports.
+func (b *Backend) dropOpsWhere(stale func(*op) bool) {
+	for k, o := range b.ops {
+		if stale(o) {
+			o.bg.Release()
+			delete(b.ops, k)
 		}
 	}
 }
@@ -469,9 +478,10 @@ func (b *Backend) NewKVCache(spec infer.KVSpec) error {
 		return fmt.Errorf("gpu: KV cache %+v: %w", spec, infer.ErrBadShape)
 	}
 	if b.kv != nil {
-		// Every op binding the old cache is stale (its kernel also bakes
-		// the old context into its offsets), and so are the RoPE angle
-		// tables, which span the old context.
+		// Every op binding the old cache is stale. For a cache of
+		// another size, so are the RoPE angle tables, which span the old
+		// context, and every op whose kernel bakes the old context into
+		// its offsets, whatever it binds.
 		b.dropOps(b.kv.k, b.kv.v)
 		if b.kv.spec.Context != spec.Context {
 			for r, t := range b.ropes {
@@ -479,6 +489,7 @@ func (b *Backend) NewKVCache(spec infer.KVSpec) error {
 				t.Release()
 				delete(b.ropes, r)
 			}
+			b.dropOpsWhere(func(o *op) bool { return o.k.context != 0 })
 		}
 		b.kv.k.Release()
 		b.kv.v.Release()
