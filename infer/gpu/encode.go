@@ -185,7 +185,7 @@ func (b *Backend) encodeMatVec(g *matvecGroup) {
 	if resid != nil {
 		key.kind, key.d = "q1mvadd", resid
 	}
-	// A fused input binds the lazy op's operands instead of x.
+	// A fused input binds the waiting value's operands instead of x.
 	src := x
 	var fused []binding
 	defs := map[string]shaders.Const{}
