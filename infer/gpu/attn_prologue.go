@@ -25,10 +25,10 @@ type prologue struct {
 // xq on and room for its two buffers (11 storage bindings in all). It
 // reports false where an error has stopped the encoding.
 func (b *Backend) beginPrologue(dst *tensor, p *pendingQK, a infer.Attn, kc, vc binding, off int, q8 bool) (prologue, bool) {
-	b.flushMatVec()
+	b.flushOps()
 	b.flushNorms()
 	b.flushNormRopes()
-	b.overwrite(dst)
+	b.kill(dst)
 	pr := prologue{dst: dst, p: p, a: a, kc: kc, vc: vc, off: off,
 		q8: b.xqOK() && q8 && b.d.Limits.MaxStorageBuffersPerShaderStage >= uint32(11+boolInt(b.tab))}
 	if pr.q8 {
@@ -68,8 +68,9 @@ func (b *Backend) dispatchPrologue(pr prologue, name, kind string, i int, own fu
 	})
 	b.dispatch(o, a.Heads, 1, 1)
 	pq, pk := p.pq, p.pk
-	b.lazies = append(b.lazies, &lazy{dst: p.q, nr: &pq}, &lazy{dst: p.k, nr: &pk})
+	b.define(value{kind: vNormRope, dst: p.q, nr: &pq})
+	b.define(value{kind: vNormRope, dst: p.k, nr: &pk})
 	if pr.q8 {
-		b.lazies = append(b.lazies, &lazy{dst: dst, quant: true})
+		b.define(value{kind: vRounded, dst: dst})
 	}
 }

@@ -176,20 +176,17 @@ type Backend struct {
 	// those that are.
 	unplaced []*weight
 	arenas   []*wgpu.Buffer
-	// decode matmuls waiting to be fused with the next ones on the same x
-	pending   []pendingMatMul
-	pendingX  *tensor
-	pendingTo *tensor // residual the pending matvec also adds into
-	pendingIn *lazy   // the pending matvec's x is this op's result, computed in its x load
-	// the pending gate/up matvec also computes SwiGLU over gate's output
-	// and its Q8_0 rounding (q1_xq's GLU epilogue)
-	pendingGLU bool
+	// the op list (oplist.go): the fusing decode ops recorded and not yet
+	// planned, the values waiting from earlier lists, fuse's rules for
+	// the pass, and the arrays of the plan and of encodeMatVec's matrices
+	// (reused from list to list)
+	opList    []node
+	live      []value
+	fuseRules fuseRules
+	plan      []step
+	mvs       []pendingMatMul
 	// gemm picks the prompt passes' Q1_0 GEMM (GemmKernels)
 	gemm string
-	// decode ops recorded but not encoded: their result is computed inside
-	// the matvec that consumes it, or encoded when anything else needs it
-	// (materialize) and forgotten when their destination is overwritten.
-	lazies []*lazy
 	// dispatches encoded in the pass in progress, and in the last one
 	dispatches, lastDispatches int
 	// rounded says x.scratch holds x rounded in mode, and that no dispatch
@@ -299,23 +296,6 @@ type pendingNorm struct {
 	eps float32
 }
 
-// lazy is a recorded decode op whose result is not yet in dst: with up
-// nil, dst = RMSNorm(src)·w (a full-row norm); otherwise dst =
-// silu(src)·up (SwiGLU). With quant, dst holds its values (or will, once
-// the pending matvec is encoded) and dst.xq their Q8_0 rounding, which a
-// Q1_0 matvec on dst reads instead of rounding dst itself.
-type lazy struct {
-	dst, src, up *tensor
-	w            *weight
-	eps          float32
-	quant        bool
-	// nr: dst is to be normed and rotated in place (attn_qk left it as
-	// it was)
-	nr *pendingNormRope
-}
-
-func (l *lazy) reads(t *tensor) bool { return l.src == t || l.up == t }
-
 type pendingNormRope struct {
 	x     *tensor
 	r     infer.Rope
@@ -363,13 +343,22 @@ func (o *op) binds(buf *wgpu.Buffer) bool {
 // dropOps forgets the prepared ops that bind any of bufs, before those
 // buffers are released or replaced.
 func (b *Backend) dropOps(bufs ...*wgpu.Buffer) {
-	for k, o := range b.ops {
+	b.dropOpsWhere(func(o *op) bool {
 		for _, buf := range bufs {
 			if buf != nil && o.binds(buf) {
-				o.bg.Release()
-				delete(b.ops, k)
-				break
+				return true
 			}
+		}
+		return false
+	})
+}
+
+// dropOpsWhere forgets the prepared ops stale reports.
+func (b *Backend) dropOpsWhere(stale func(*op) bool) {
+	for k, o := range b.ops {
+		if stale(o) {
+			o.bg.Release()
+			delete(b.ops, k)
 		}
 	}
 }
@@ -489,9 +478,10 @@ func (b *Backend) NewKVCache(spec infer.KVSpec) error {
 		return fmt.Errorf("gpu: KV cache %+v: %w", spec, infer.ErrBadShape)
 	}
 	if b.kv != nil {
-		// Every op binding the old cache is stale (its kernel also bakes
-		// the old context into its offsets), and so are the RoPE angle
-		// tables, which span the old context.
+		// Every op binding the old cache is stale. For a cache of
+		// another size, so are the RoPE angle tables, which span the old
+		// context, and every op whose kernel bakes the old context into
+		// its offsets, whatever it binds.
 		b.dropOps(b.kv.k, b.kv.v)
 		if b.kv.spec.Context != spec.Context {
 			for r, t := range b.ropes {
@@ -499,6 +489,7 @@ func (b *Backend) NewKVCache(spec infer.KVSpec) error {
 				t.Release()
 				delete(b.ropes, r)
 			}
+			b.dropOpsWhere(func(o *op) bool { return o.k.context != 0 })
 		}
 		b.kv.k.Release()
 		b.kv.v.Release()
@@ -536,7 +527,7 @@ func (b *Backend) Begin(batch infer.Batch) {
 		t.passReads = 0
 	}
 	b.touched = b.touched[:0]
-	b.lazies = b.lazies[:0]
+	b.opList, b.live = b.opList[:0], b.live[:0]
 	b.dispatches, b.unsubmitted, b.submits = 0, 0, 0
 	b.rounded.x = nil
 	for _, k := range b.census {
@@ -576,6 +567,7 @@ func (b *Backend) Begin(batch infer.Batch) {
 		chunk = max(32, ceilDiv(seq, maxSplits))
 	}
 	b.splits = ceilDiv(seq, chunk)
+	b.fuseRules = b.passRules()
 	var u [16]byte
 	binary.LittleEndian.PutUint32(u[0:], uint32(b.n))
 	binary.LittleEndian.PutUint32(u[4:], uint32(batch.Pos))
@@ -643,8 +635,8 @@ func (b *Backend) Commit() error {
 		}
 		return errors.New("gpu: Commit without Begin")
 	}
-	b.flush()
-	b.materializeAll()
+	b.endOps()
+	b.flushHead()
 	b.endPass()
 	b.lastDispatches = b.dispatches
 	b.lastCensus = b.lastCensus[:0]
@@ -720,7 +712,7 @@ func (b *Backend) Phase(p profile.Phase) {
 	}
 	// Norm+Ropes waiting for their StoreKV stay pending: the fused
 	// dispatch is timed in the phase it lands in (attention).
-	b.flushMatVec()
+	b.flushOps()
 	b.flushNorms()
 	b.prof.phase(b, p)
 	b.phase = p
@@ -823,8 +815,9 @@ func (b *Backend) LastCensus() map[string]int {
 	return m
 }
 
-// ready reports whether ops can be encoded now, after encoding any
-// matmuls still waiting for fusion (every op but MatMul calls it).
+// ready reports whether ops can be encoded now, after encoding the op
+// list and the head ops waiting outside it (every op outside the list
+// calls it).
 func (b *Backend) ready() bool {
 	if b.err != nil || b.enc == nil {
 		return false
@@ -833,12 +826,12 @@ func (b *Backend) ready() bool {
 	return b.err == nil
 }
 
-// tensorArg is an operand of an op that may read or write it: any lazy
-// op involving it is encoded first.
+// tensorArg is an operand of an op outside the list that may read or
+// write it: the values defining it or reading it are computed first.
 func (b *Backend) tensorArg(name string, t infer.Tensor) *tensor {
 	gt := b.asTensor(name, t)
 	if gt != nil {
-		b.materialize(gt)
+		b.touch(gt)
 	}
 	return gt
 }
@@ -850,71 +843,6 @@ func (b *Backend) asTensor(name string, t infer.Tensor) *tensor {
 		return nil
 	}
 	return gt
-}
-
-// lazyOf is the lazy op whose result t should hold, or nil.
-func (b *Backend) lazyOf(t *tensor) *lazy {
-	for _, l := range b.lazies {
-		if l.dst == t {
-			return l
-		}
-	}
-	return nil
-}
-
-// materialize encodes the lazy ops that read or produce t, after whatever
-// waits for fusion (which may read their sources).
-func (b *Backend) materialize(t *tensor) {
-	for i := 0; i < len(b.lazies); {
-		l := b.lazies[i]
-		if l.dst != t && !l.reads(t) {
-			i++
-			continue
-		}
-		b.lazies = append(b.lazies[:i], b.lazies[i+1:]...)
-		b.encodeLazy(l)
-	}
-}
-
-func (b *Backend) materializeAll() {
-	for len(b.lazies) > 0 {
-		l := b.lazies[0]
-		b.lazies = b.lazies[1:]
-		b.encodeLazy(l)
-	}
-}
-
-func (b *Backend) encodeLazy(l *lazy) {
-	b.flush()
-	if b.err != nil || l.quant {
-		return
-	}
-	if l.nr != nil {
-		b.normRope(*l.nr)
-		return
-	}
-	if l.up == nil {
-		b.rmsNorm(l.dst, l.src, l.w, l.eps, false)
-	} else {
-		b.elementwise("SWIGLU", l.dst, l.src, l.up)
-	}
-}
-
-// overwrite prepares t to be written by a decode op: lazy ops reading it
-// are encoded, and one whose result t was to hold is forgotten (dead).
-func (b *Backend) overwrite(t *tensor) {
-	for i := 0; i < len(b.lazies); {
-		l := b.lazies[i]
-		switch {
-		case l.dst == t: // also when it reads t (in place): all of it is overwritten
-			b.lazies = append(b.lazies[:i], b.lazies[i+1:]...)
-		case l.reads(t):
-			b.lazies = append(b.lazies[:i], b.lazies[i+1:]...)
-			b.encodeLazy(l)
-		default:
-			i++
-		}
-	}
 }
 
 func (b *Backend) weightArg(name string, w infer.Weight) *weight {
@@ -995,8 +923,7 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 	if b.err != nil || b.enc == nil {
 		return
 	}
-	b.flushNormRopes()
-	b.flushQK()
+	b.flushRopes()
 	dst, w, x := b.asTensor("MatMul dst", dstT), b.weightArg("MatMul", wI), b.asTensor("MatMul x", xT)
 	if dst == nil || w == nil || x == nil {
 		return
@@ -1013,22 +940,12 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 	n := min(rows, b.n)
 	decode := n == 1
 	if decode && w.q1() && w.m%8 == 0 {
-		// x's lazy op is computed in the matvec's x load; the write to dst
-		// makes a lazy result dst was to hold dead.
-		in := b.lazyOf(x)
-		if in != nil && (in.nr != nil || in.reads(dst) || b.n != 1 || x.cols%4 != 0) {
-			b.materialize(x)
-			in = nil
-		}
-		b.overwrite(dst)
-		if b.err != nil {
-			return
-		}
-		b.queueMatVec(dst, w, x, in)
+		// fuse joins it with its neighbours (fuse.go)
+		b.record(node{op: opMatVec, dst: dst, x: x, w: w})
 		return
 	}
-	b.materialize(x)
-	b.materialize(dst)
+	b.touch(x)
+	b.touch(dst)
 	b.flush()
 	rpw, tt, wg := 4, 8, 64
 	if decode {
@@ -1181,30 +1098,30 @@ func (b *Backend) gemmTile(w *weight, n int) (gemmTile, bool) {
 	return t, true
 }
 
-// queueMatVec holds a decode Q1_0 matmul back so that the next ones on
-// the same x, whose weights follow it in the arena, join its dispatch.
-func (b *Backend) queueMatVec(dst *tensor, w *weight, x *tensor, in *lazy) {
-	if len(b.pending) > 0 {
-		last := b.pending[len(b.pending)-1]
-		joins := len(b.pending) < 3 && b.pendingTo == nil && !b.pendingGLU && x == b.pendingX && in == b.pendingIn && w.k == last.w.k &&
-			w.interleaved == last.w.interleaved &&
-			w.bits.follows(last.w.bits) && w.scales.follows(last.w.scales)
-		for _, p := range b.pending {
-			joins = joins && p.dst != dst && p.dst != x && (in == nil || !in.reads(p.dst))
-		}
-		if !joins {
-			b.flush()
-		}
-	}
-	b.pending = append(b.pending, pendingMatMul{dst: dst, w: w})
-	b.pendingX = x
-	b.pendingIn = in
+// flush encodes whatever waits for fusion: the op list, then the head
+// ops waiting outside it.
+func (b *Backend) flush() {
+	b.flushOps()
+	b.flushHead()
 }
 
-// flush encodes whatever waits for fusion.
-func (b *Backend) flush() {
-	b.flushMatVec()
+// flushHead encodes the head ops waiting outside the op list: per-head
+// norms (for their Ropes), norm+Ropes (for their StoreKV), a deferred KV
+// store (for its Attention).
+func (b *Backend) flushHead() {
 	b.flushNorms()
+	b.flushNormRopes()
+	b.flushQK()
+}
+
+// flushRopes encodes the waiting norm+Ropes and deferred KV store (before
+// an op that may touch their operands), after the op list: an op outside
+// it (Rope, StoreKV) made them, so the list holds only what was recorded
+// since, which comes first.
+func (b *Backend) flushRopes() {
+	if len(b.normRopes) > 0 || b.pendingQK != nil {
+		b.flushOps()
+	}
 	b.flushNormRopes()
 	b.flushQK()
 }
@@ -1301,176 +1218,6 @@ func (b *Backend) flushNorms() {
 	for _, p := range norms {
 		b.rmsNorm(p.x, p.x, p.w, p.eps, false)
 	}
-}
-
-// flushMatVec encodes the waiting decode matmuls as one dispatch.
-func (b *Backend) flushMatVec() {
-	if len(b.pending) == 0 {
-		return
-	}
-	ps, x, resid, in, glu := b.pending, b.pendingX, b.pendingTo, b.pendingIn, b.pendingGLU
-	b.pending, b.pendingX, b.pendingTo, b.pendingIn, b.pendingGLU = b.pending[:0], nil, nil, nil, false
-	if b.err != nil {
-		return
-	}
-	// x's producer wrote its values and their Q8_0 rounding
-	xq := in != nil && in.quant
-	if xq {
-		in = nil
-	}
-	w0 := ps[0].w
-	words := w0.k / 32
-	wg := 64
-	if words >= 256 {
-		wg = 128
-	}
-	var key opKey
-	key.kind, key.a, key.b, key.i = "q1mv", x, w0, len(ps)
-	ends := []int{0, 0, 0}
-	total := 0
-	bits, scales := w0.bits, w0.scales
-	for i, p := range ps {
-		total += p.w.m
-		ends[i] = total
-		if i > 0 {
-			bits.size += p.w.bits.size
-			scales.size += p.w.scales.size
-		}
-	}
-	for i := len(ps); i < 3; i++ {
-		ends[i] = total
-	}
-	key.c = ps[0].dst
-	if resid != nil {
-		key.kind, key.d = "q1mvadd", resid
-	}
-	// A fused input binds the lazy op's operands instead of x.
-	src := x
-	var fused []binding
-	defs := map[string]shaders.Const{}
-	if in != nil {
-		src = in.src
-		key.a = src
-		if in.up == nil {
-			key.kind += "+norm"
-			key.g, key.f = in.w, in.eps
-			defs["NORM"] = shaders.Flag(true)
-			defs["EPS"] = shaders.F32(in.eps)
-			defs["NORMWG"] = shaders.U32(normThreads(src.cols))
-			fused = []binding{at(6, whole(in.w.chunks[0].buf))}
-		} else {
-			key.kind += "+glu"
-			key.g = in.up
-			defs["GLU"] = shaders.Flag(true)
-			fused = []binding{at(6, whole(in.up.buf))}
-		}
-	}
-	withDefs := func(m map[string]shaders.Const) map[string]shaders.Const {
-		for k, v := range defs {
-			m[k] = v
-		}
-		return q1Layout(m, w0.interleaved, ends[:len(ps)]...)
-	}
-	if len(ps) > 1 {
-		key.d = ps[1].dst
-	}
-	if len(ps) > 2 {
-		key.e = ps[2].dst
-	}
-	variant := b.matvec
-	if xq && b.xqOK() && b.dispatchXQ(key, ps, ends[:len(ps)], bits, scales, x, resid, glu) {
-		return
-	}
-	if strings.HasPrefix(variant, "xq") || b.tab {
-		variant = "auto"
-	}
-	if glu {
-		b.fail(errors.New("gpu: SwiGLU was left to a matvec that cannot compute it"))
-		return
-	}
-	// Without a pre-rounded x: on the H200 (run 6) q1_w1 beat select on
-	// the 8B's q/k/v (6144 rows) and output projection (4096) but lost to
-	// popc on gate/up (24576), on the down projection with SwiGLU in its x
-	// load, and on the head: each workgroup quantizes all of x again,
-	// which the small matrices amortize over few workgroups and the big
-	// ones do not. q1_xq (run 7) does not.
-	w1Auto := total <= w1MaxRows && (in == nil || in.up == nil)
-	if w0.interleaved && (variant == "w1" || variant == "auto" && w1Auto) {
-		if cfg, ok := b.w1Config(w0.k, ends[:len(ps)]); ok {
-			b.dispatchW1(key, cfg, ps, bits, scales, src, resid, fused, withDefs(map[string]shaders.Const{}))
-			return
-		}
-	}
-	switch variant {
-	case "auto":
-		variant = "auto1"
-	case "w1":
-		variant = "select"
-	}
-	if variant == "auto1" || variant == "auto32" || variant == "auto64" {
-		big := total*w0.k >= popcMinWeights
-		switch {
-		case !big:
-			variant = "select"
-		case variant == "auto1":
-			variant = "popc"
-		default:
-			variant = "popc" + variant[4:]
-		}
-	}
-	if variant == "lut" && (w0.k%2048 != 0 || total%32 != 0 || in != nil || b.d.Limits.MaxComputeWorkgroupStorageSize < lutWorkgroupBytes) || variant == "popc" && total%16 != 0 ||
-		variant == "popc32" && total%32 != 0 || variant == "popc64" && total%64 != 0 {
-		variant = "select"
-	}
-	if variant != "select" {
-		key.i += 8
-		perWG := 32
-		kname, rg := "q1_"+variant, 4
-		switch variant {
-		case "popc":
-			key.i += 8
-			perWG = 16
-		case "popc32":
-			key.i += 16
-			kname, rg = "q1_popc", 8
-			perWG = 32
-		case "popc64":
-			key.i += 24
-			kname, rg = "q1_popc", 16
-			perWG = 64
-		}
-		o := b.prepared(key, func() (*kernel, []binding, error) {
-			k, err := b.d.kernel(kname, withDefs(map[string]shaders.Const{
-				"K": shaders.U32(w0.k), "WORDS": shaders.U32(words), "WG": shaders.U32(wg), "RED": shaders.U32(rg * wg), "RG": shaders.U32(rg),
-				"M0": shaders.U32(ends[0]), "M1": shaders.U32(ends[1]),
-				"OUT2": shaders.Flag(len(ps) > 1), "OUT3": shaders.Flag(len(ps) > 2), "ADD": shaders.Flag(resid != nil)}))
-			bufs := []binding{bits.binding(), scales.binding(), whole(src.buf)}
-			for _, p := range ps {
-				bufs = append(bufs, whole(p.dst.buf))
-			}
-			if resid != nil {
-				bufs = append(bufs, whole(resid.buf))
-			}
-			return k, append(bufs, fused...), err
-		})
-		b.dispatch(o, total/perWG, 1, 1)
-		return
-	}
-	o := b.prepared(key, func() (*kernel, []binding, error) {
-		k, err := b.d.kernel("q1_matvec", withDefs(map[string]shaders.Const{
-			"K": shaders.U32(w0.k), "WORDS": shaders.U32(words), "WG": shaders.U32(wg), "RED": shaders.U32(2 * wg),
-			"M0": shaders.U32(ends[0]), "M1": shaders.U32(ends[1]),
-			"OUT2": shaders.Flag(len(ps) > 1), "OUT3": shaders.Flag(len(ps) > 2), "ADD": shaders.Flag(resid != nil)}))
-		bufs := []binding{bits.binding(), scales.binding(), whole(src.buf)}
-		for _, p := range ps {
-			bufs = append(bufs, whole(p.dst.buf))
-		}
-		if resid != nil {
-			bufs = append(bufs, whole(resid.buf))
-		}
-		return k, append(bufs, fused...), err
-	})
-	b.dispatch(o, total/8, 1, 1)
 }
 
 // q1Layout adds to defs the layout of up to three Q1_0 matrices stored
@@ -1696,31 +1443,6 @@ func (b *Backend) dispatchXQ(key opKey, ps []pendingMatMul, ends []int, bits, sc
 	return true
 }
 
-// gluEpilogue folds SwiGLU(gate, gate, up) into the pending gate/up
-// matvec when that is exactly the two of them on a Q8_0-rounded x: the
-// matvec then also writes gate = silu(gate)·up and its Q8_0 rounding for
-// the down projection. It reports whether it did.
-func (b *Backend) gluEpilogue(dstT, gateT, upT infer.Tensor) bool {
-	if !b.xqOK() || b.xqSepGLU || b.n != 1 || len(b.pending) != 2 || b.pendingTo != nil || b.pendingGLU || b.pendingIn == nil || !b.pendingIn.quant {
-		return false
-	}
-	dst, _ := dstT.(*tensor)
-	g, _ := gateT.(*tensor)
-	u, _ := upT.(*tensor)
-	pg, pu := b.pending[0], b.pending[1]
-	m := pg.w.m
-	if g == nil || u == nil || dst != g || g == u || pg.dst != g || pu.dst != u || pu.w.m != m || g.cols != m || u.cols != m ||
-		m%128 != 0 || !pg.w.interleaved || b.lazyOf(g) != nil || b.lazyOf(u) != nil {
-		return false
-	}
-	if _, _, _, ok := b.xqShape(pg.w.k/128, []int{m, 2 * m}, true); !ok || pg.w.k%128 != 0 {
-		return false
-	}
-	b.pendingGLU = true
-	b.lazies = append(b.lazies, &lazy{dst: g, quant: true})
-	return true
-}
-
 func boolInt(v bool) int {
 	if v {
 		return 1
@@ -1792,9 +1514,7 @@ func (b *Backend) RMSNorm(dstT, xT infer.Tensor, wI infer.Weight, eps float32) {
 	if b.err != nil || b.enc == nil {
 		return
 	}
-	b.flushNormRopes()
-	b.flushMatVec()
-	b.flushQK()
+	b.flushRopes()
 	dst, x, w := b.asTensor("RMSNorm dst", dstT), b.asTensor("RMSNorm x", xT), b.weightArg("RMSNorm", wI)
 	if dst == nil || x == nil || w == nil {
 		return
@@ -1807,13 +1527,13 @@ func (b *Backend) RMSNorm(dstT, xT infer.Tensor, wI infer.Weight, eps float32) {
 	// With Fuse "all", a decode token norm waits to be folded into the
 	// matvecs that read its result (q/k/v, gate/up).
 	if b.fuseNorm && b.n == 1 && dst != x && g == x.cols && x.cols%4 == 0 && min(x.rows, dst.rows) >= 1 && len(w.chunks) == 1 {
-		b.materialize(x)
-		b.overwrite(dst)
-		b.lazies = append(b.lazies, &lazy{dst: dst, src: x, w: w, eps: eps})
+		b.record(node{op: opNorm, dst: dst, x: x, w: w, eps: eps, lazy: true})
 		return
 	}
-	b.materialize(x)
-	b.materialize(dst)
+	b.touch(x)
+	b.touch(dst)
+	// A per-head norm in place waits outside the list for the Rope after
+	// it (norm_rope, qk_rope_store, the fused attention).
 	if dst == x && g < x.cols && len(b.norms) < 4 {
 		dup := false
 		for _, p := range b.norms {
@@ -1824,24 +1544,10 @@ func (b *Backend) RMSNorm(dstT, xT infer.Tensor, wI infer.Weight, eps float32) {
 			return
 		}
 	}
-	b.flushNorms()
 	// A decode token norm also writes its Q8_0 rounding for the matvecs
 	// that read it.
 	q8 := b.xqOK() && b.n == 1 && g == x.cols && x.cols%128 == 0 && min(x.rows, dst.rows) >= 1
-	if q8 {
-		if err := b.xqBuffers(dst); err != nil {
-			b.fail(err)
-			return
-		}
-	}
-	if q8 && dst != x && g%256 == 0 && g >= 512 {
-		b.actQ8(dst, x, w, nil, eps)
-	} else {
-		b.rmsNorm(dst, x, w, eps, q8)
-	}
-	if q8 {
-		b.lazies = append(b.lazies, &lazy{dst: dst, quant: true})
-	}
+	b.record(node{op: opNorm, dst: dst, x: x, w: w, eps: eps, q8: q8})
 }
 
 // actQ8 encodes a decode row and its Q8_0 rounding (act_q8.wgsl, one
@@ -1911,7 +1617,7 @@ func (b *Backend) Rope(xT infer.Tensor, r infer.Rope) {
 	if b.err != nil || b.enc == nil {
 		return
 	}
-	b.flushMatVec()
+	b.flushOps()
 	b.flushQK()
 	x := b.tensorArg("Rope", xT)
 	if x == nil {
@@ -1977,11 +1683,11 @@ func (b *Backend) StoreKV(layer int, kT, vT infer.Tensor) {
 	if b.err != nil || b.enc == nil {
 		return
 	}
+	b.flushOps()
 	b.flushQK()
 	if len(b.normRopes) == 2 && b.kv != nil {
 		k, v := b.asTensor("StoreKV k", kT), b.asTensor("StoreKV v", vT)
-		if k != nil && v != nil && b.lazyOf(k) == nil && b.lazyOf(v) == nil {
-			b.flushMatVec()
+		if k != nil && v != nil && !b.waits(k) && !b.waits(v) {
 			b.flushNorms()
 			// In decode over several splits, or where attn_head or
 			// attn_lat may take it, the Attention after it takes it into attn_qk or
@@ -2029,6 +1735,7 @@ func (b *Backend) Attention(dstT, qT infer.Tensor, layer int, a infer.Attn) {
 	if b.err != nil || b.enc == nil {
 		return
 	}
+	b.flushOps()
 	if p := b.pendingQK; p != nil {
 		b.pendingQK = nil
 		if dst, ok := dstT.(*tensor); ok && dst != nil && infer.Tensor(p.q) == qT && p.layer == layer && (b.attnLat(dst, p, a) || b.attnHead(dst, p, a) || b.splits > 1 && b.attnQK(dst, p, a)) {
@@ -2181,7 +1888,7 @@ func (b *Backend) takesPrologue(dst *tensor, p *pendingQK, a infer.Attn) bool {
 	q, k, v := p.q, p.k, p.v
 	return a.Heads > 0 && a.KVHeads > 0 && a.Heads%a.KVHeads == 0 && a.KVHeads == s.KVHeads && a.HeadDim == s.HeadDim &&
 		q.cols == a.Heads*a.HeadDim && dst.cols == q.cols && dst != q && dst != k && dst != v && p.pq.r.HeadDim == a.HeadDim &&
-		b.lazyOf(q) == nil && b.lazyOf(k) == nil && b.lazyOf(v) == nil
+		!b.waits(q) && !b.waits(k) && !b.waits(v)
 }
 
 // attnQK encodes a decode layer's deferred q/k norm+Rope and KV store
@@ -2196,10 +1903,10 @@ func (b *Backend) attnQK(dst *tensor, p *pendingQK, a infer.Attn) bool {
 	if !ok || !b.takesPrologue(dst, p, a) {
 		return false
 	}
-	b.flushMatVec()
+	b.flushOps()
 	b.flushNorms()
 	b.flushNormRopes()
-	b.overwrite(dst)
+	b.kill(dst)
 	rows := min(q.rows, dst.rows)
 	if b.err != nil || !b.attnBuffers(q, a, rows, true) {
 		return true
@@ -2233,7 +1940,8 @@ func (b *Backend) attnQK(dst *tensor, p *pendingQK, a infer.Attn) bool {
 	b.dispatch(pv, a.KVHeads, 1, b.splits)
 	b.attnSum(dst, q, a, rows)
 	pq, pk := p.pq, p.pk
-	b.lazies = append(b.lazies, &lazy{dst: q, nr: &pq}, &lazy{dst: k, nr: &pk})
+	b.define(value{kind: vNormRope, dst: q, nr: &pq})
+	b.define(value{kind: vNormRope, dst: k, nr: &pk})
 	return true
 }
 
@@ -2321,7 +2029,7 @@ func (b *Backend) attnSum(dst, q *tensor, a infer.Attn, rows int) {
 	})
 	b.dispatch(sum, ceilDiv(a.Heads*a.HeadDim, 64), min(rows, b.n), 1)
 	if q8 {
-		b.lazies = append(b.lazies, &lazy{dst: dst, quant: true})
+		b.define(value{kind: vRounded, dst: dst})
 	}
 }
 
@@ -2354,22 +2062,16 @@ func (b *Backend) elementwise(kind string, dst, x, y *tensor) {
 	b.dispatch(o, ceilDiv(dst.cols, 256), n, 1)
 }
 
+// SwiGLU is recorded: fuse makes it gate/up's q1_xq epilogue where it
+// can, else computes it in the down matvec's x load (gate and up fresh
+// from one pair of matvecs); otherwise (qwen35's DeltaNet output gate: its
+// operands come from different ops) a dispatch of its own that also
+// rounds for the next q1_xq is cheaper (q8).
 func (b *Backend) SwiGLU(dstT, gateT, upT infer.Tensor) {
-	if b.err != nil || b.enc == nil || b.gluEpilogue(dstT, gateT, upT) {
+	if b.err != nil || b.enc == nil {
 		return
 	}
-	// Gate and up fresh from one pending pair of matvecs: the lazy op
-	// below folds into the down matvec's x load. Otherwise (qwen35's
-	// DeltaNet output gate: its operands come from different ops) a
-	// dispatch of its own that also rounds for the next q1_xq is cheaper.
-	pair := false
-	if gt, ut := b.asTensor("SwiGLU gate", gateT), b.asTensor("SwiGLU up", upT); len(b.pending) == 2 && gt != nil && ut != nil {
-		pair = b.pending[0].dst == gt && b.pending[1].dst == ut || b.pending[0].dst == ut && b.pending[1].dst == gt
-	}
-	if !b.ready() {
-		return
-	}
-	dst, g, u := b.tensorArg("SwiGLU dst", dstT), b.tensorArg("SwiGLU gate", gateT), b.tensorArg("SwiGLU up", upT)
+	dst, g, u := b.asTensor("SwiGLU dst", dstT), b.asTensor("SwiGLU gate", gateT), b.asTensor("SwiGLU up", upT)
 	if dst == nil || g == nil || u == nil {
 		return
 	}
@@ -2377,59 +2079,32 @@ func (b *Backend) SwiGLU(dstT, gateT, upT infer.Tensor) {
 		b.shapeErr("SwiGLU: gate and up are the same tensor")
 		return
 	}
-	// With xqs, or operands from different ops, in decode: SwiGLU and its
-	// Q8_0 rounding for the down projection's q1_xq.
-	if b.xqOK() && (b.xqSepGLU || !pair) && b.n == 1 && dst != u && g.cols == u.cols && dst.cols == g.cols && g.cols%32 == 0 && dst.rows >= 1 {
-		b.overwrite(dst)
-		if err := b.xqBuffers(dst); err != nil {
-			b.fail(err)
-			return
-		}
-		b.actQ8(dst, g, nil, u, 0)
-		b.lazies = append(b.lazies, &lazy{dst: dst, quant: true})
-		return
-	}
-	// In decode it waits to be folded into the down matvec's x load.
-	if !b.noFuse && b.n == 1 && dst != u && g.cols == u.cols && dst.cols == g.cols && g.cols%4 == 0 {
-		b.lazies = append(b.lazies, &lazy{dst: dst, src: g, up: u})
-		return
-	}
-	b.elementwise("SWIGLU", dst, g, u)
+	shaped := b.n == 1 && dst != u && g.cols == u.cols && dst.cols == g.cols
+	b.record(node{op: opSwiGLU, dst: dst, x: g, y: u,
+		q8:   b.xqOK() && shaped && g.cols%32 == 0 && dst.rows >= 1,
+		lazy: !b.noFuse && shaped && g.cols%4 == 0})
 }
 
+// Add is recorded: fuse folds x += W·v right after that matvec into its
+// dispatch (it still writes its own output, so nothing changes for
+// readers).
 func (b *Backend) Add(dstT, aT, bT infer.Tensor) {
 	if b.err != nil || b.enc == nil {
 		return
 	}
-	b.flushQK()
-	dst, x, y := b.tensorArg("Add dst", dstT), b.tensorArg("Add a", aT), b.tensorArg("Add b", bT)
+	if b.pendingQK != nil {
+		b.flushOps()
+		b.flushQK()
+	}
+	dst, x, y := b.asTensor("Add dst", dstT), b.asTensor("Add a", aT), b.asTensor("Add b", bT)
 	if dst == nil || x == nil || y == nil {
-		return
-	}
-	// x += W·v right after that matvec: fold the add into its dispatch
-	// (it still writes its own output, so nothing changes for readers).
-	if len(b.pending) == 1 && b.pendingTo == nil && x != y {
-		p := b.pending[0]
-		other := y
-		if p.dst == x {
-			other = y
-		} else if p.dst == y {
-			other = x
-		}
-		if (p.dst == x || p.dst == y) && dst == other && other != b.pendingX &&
-			other.cols == p.dst.cols && other.rows >= 1 && p.dst.cols == p.w.m {
-			b.pendingTo = other
-			return
-		}
-	}
-	if !b.ready() {
 		return
 	}
 	if dst == x && dst == y {
 		b.shapeErr("Add: dst, a and b are the same tensor")
 		return
 	}
-	b.elementwise("ADD", dst, x, y)
+	b.record(node{op: opAdd, dst: dst, x: x, y: y})
 }
 
 func (b *Backend) LastRow(dstT, srcT infer.Tensor) {

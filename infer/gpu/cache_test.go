@@ -7,22 +7,46 @@ import (
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/cogentcore/webgpu/wgpu"
 )
 
 // TestNewKVCacheDropsBoundOps replaces a backend's KV cache with a larger
-// one between passes and checks that every cached op follows: attention,
-// the fused q/k norm+RoPE+store and the RoPE tables, which span the
-// context, must match a backend that had the large cache from the start.
-// Ops that kept the old cache's bind groups read released buffers, and a
-// kept angle table ends at the old context. Both decode attention paths:
-// attn_head (its constants bake the context) and the split passes.
+// one between passes, then with a smaller one, and checks that every
+// cached op follows: attention, the fused q/k norm+RoPE+store and the RoPE
+// tables, which span the context, must match a backend that had the cache
+// from the start. Ops that kept the old cache's bind groups read released
+// buffers, and a kept angle table ends at the old context. After each
+// replacement no cached op may bind an old buffer, nor run a kernel
+// specialised on the old context (kernel.context), whatever it binds.
+// Every decode attention path: attn_lat (the default), attn_head (their
+// constants bake the context) and the split passes.
 func TestNewKVCacheDropsBoundOps(t *testing.T) {
-	for _, headMax := range []int{headMaxPos, 0} {
-		t.Run(fmt.Sprintf("headMax=%d", headMax), func(t *testing.T) { newKVCacheDropsBoundOps(t, headMax) })
+	for _, c := range []struct {
+		name            string
+		latMax, headMax int
+	}{{"lat", latLongMaxPos, 0}, {"head", 0, headMaxPos}, {"split", 0, 0}} {
+		t.Run(c.name, func(t *testing.T) { newKVCacheDropsBoundOps(t, c.latMax, c.headMax) })
 	}
 }
 
-func newKVCacheDropsBoundOps(t *testing.T, headMax int) {
+// staleOps lists b's cached ops that bind one of old or whose kernel is
+// specialised on a context other than b's cache's.
+func staleOps(b *Backend, old []*wgpu.Buffer) []string {
+	var stale []string
+	for key, o := range b.ops {
+		if o.k.context != 0 && o.k.context != b.kv.spec.Context {
+			stale = append(stale, fmt.Sprintf("%s (%s) for a context of %d", key.kind, o.k.name, o.k.context))
+		}
+		for _, buf := range old {
+			if o.binds(buf) {
+				stale = append(stale, fmt.Sprintf("%s (%s) binding a replaced buffer", key.kind, o.k.name))
+			}
+		}
+	}
+	return stale
+}
+
+func newKVCacheDropsBoundOps(t *testing.T, latMax, headMax int) {
 	const heads, kvHeads, hd, rows = 4, 2, 32, 100
 	r := rand.New(rand.NewPCG(25, 26))
 	qv, kv, vv := randFloats(r, rows*heads*hd, 1), randFloats(r, rows*kvHeads*hd, 1), randFloats(r, rows*kvHeads*hd, 1)
@@ -40,7 +64,7 @@ func newKVCacheDropsBoundOps(t *testing.T, headMax int) {
 	}
 	open := func(ctx int) *run {
 		b := newTestBackend(t)
-		b.headMax = headMax
+		b.latMax, b.headMax = latMax, headMax
 		if err := b.NewKVCache(spec(ctx)); err != nil {
 			t.Fatal(err)
 		}
@@ -66,17 +90,28 @@ func newKVCacheDropsBoundOps(t *testing.T, headMax int) {
 		layer(small, 1, pos)
 	}
 	layer(small, 8, 8) // prefill: split attention
-	if err := small.b.NewKVCache(spec(128)); err != nil {
-		t.Fatal(err)
-	}
-	big := open(128)
-	// prefill to past the old context, then decode there
-	for _, step := range []struct{ n, pos int }{{rows - 2, 0}, {1, rows - 2}, {1, rows - 1}} {
-		want := layer(big, step.n, step.pos)
-		got := layer(small, step.n, step.pos)
-		for i := range want {
-			if got[i] != want[i] {
-				t.Fatalf("%d rows at %d after the cache grew: out[%d] = %v, want %v", step.n, step.pos, i, got[i], want[i])
+	// grow past the rows, then shrink to just above them: each time,
+	// prefill to past the old context (or near the new one's end), then
+	// decode there
+	for _, ctx := range []int{128, rows + 4} {
+		old := []*wgpu.Buffer{small.b.kv.k, small.b.kv.v}
+		for _, table := range small.b.ropes {
+			old = append(old, table)
+		}
+		if err := small.b.NewKVCache(spec(ctx)); err != nil {
+			t.Fatal(err)
+		}
+		if stale := staleOps(small.b, old); len(stale) > 0 {
+			t.Fatalf("cache of %d: ops kept from the old cache: %q", ctx, stale)
+		}
+		fresh := open(ctx)
+		for _, step := range []struct{ n, pos int }{{rows - 2, 0}, {1, rows - 2}, {1, rows - 1}} {
+			want := layer(fresh, step.n, step.pos)
+			got := layer(small, step.n, step.pos)
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("%d rows at %d after the cache became %d: out[%d] = %v, want %v", step.n, step.pos, ctx, i, got[i], want[i])
+				}
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package gpu
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/bonsai-chat/bonsai/shaders"
@@ -19,6 +20,9 @@ type kernel struct {
 	// the copies Repeat asks for of each (0 or 1: one)
 	passDispatches int
 	repeat         int
+	// context is the KV cache context its constants specialise it on
+	// (CTX, SCTX), or 0: its ops must not outlive a cache of that size
+	context int
 }
 
 // kernel compiles (once) the WGSL kernel name specialised by defs.
@@ -46,9 +50,21 @@ func (d *Device) kernel(name string, defs map[string]shaders.Const) (*kernel, er
 	if err != nil {
 		return nil, fmt.Errorf("gpu: creating pipeline %s: %w", key, err)
 	}
-	k := &kernel{name: name, pipe: pipe, layout: pipe.GetBindGroupLayout(0)}
+	k := &kernel{name: name, pipe: pipe, layout: pipe.GetBindGroupLayout(0), context: contextOf(defs)}
 	d.kernels[key] = k
 	return k, nil
+}
+
+// contextOf is the cache context defs specialise a kernel on: their CTX
+// or SCTX (the same where both are given), or 0.
+func contextOf(defs map[string]shaders.Const) int {
+	for _, name := range []string{"CTX", "SCTX"} {
+		if c, ok := defs[name]; ok {
+			n, _ := strconv.Atoi(strings.TrimSuffix(c.Value, "u"))
+			return n
+		}
+	}
+	return 0
 }
 
 func kernelKey(name string, defs map[string]shaders.Const) string {

@@ -1,0 +1,284 @@
+package gpu
+
+// fuseRules are the pass-wide facts fuse needs.
+type fuseRules struct {
+	// batch1: the pass decodes one token (Begin's batch of one); only then
+	// is a lazy value computed in its reader's x load.
+	batch1 bool
+	// gluEpilogue: q1_xq takes SwiGLU as the epilogue of the gate/up
+	// matvec on a rounded x (MatVec auto, tab*, xq*, w1 with the default
+	// fusion, decoding, and a device that grants its workgroup).
+	gluEpilogue bool
+	// sepGLU: MatVec xqs, SwiGLU with its rounding as its own dispatch
+	// even where a gate/up pair feeds it.
+	sepGLU bool
+}
+
+// fuse plans the encoding of ops, the op list since the last plan, after
+// the values live still waiting from earlier lists: it returns the steps
+// to encode, in order (appended to plan[:0]), and the values still
+// waiting after them (live's array, reused). With end, the pass ends
+// after ops and every value waiting is computed. fuse needs no device:
+// every choice that depends on one was made when the op was recorded.
+//
+// The fusions, each a method below with the hazard it checks:
+//   - sharedX: matvecs on the same x whose weights are adjacent become one
+//     dispatch (up to three);
+//   - foldAdd: x += W·v right after that matvec is added in its dispatch;
+//   - gluEpilogue: SwiGLU of a gate/up pair on a rounded x becomes the
+//     pair's epilogue;
+//   - fusedInput: a lazy norm or SwiGLU is computed in the x load of the
+//     matvecs that read it, and never on its own if its tensor is
+//     overwritten first (deadValue).
+func fuse(live []value, ops []node, r fuseRules, end bool, plan []step) ([]step, []value) {
+	f := fuser{r: r, live: live, plan: plan[:0]}
+	for i := range ops {
+		f.add(&ops[i])
+	}
+	f.flushGroup()
+	if end {
+		for len(f.live) > 0 {
+			v := f.live[0]
+			f.live = append(f.live[:0], f.live[1:]...)
+			f.compute(v)
+		}
+	}
+	return f.plan, f.live
+}
+
+// fuser is fuse's state as it walks the list.
+type fuser struct {
+	r     fuseRules
+	live  []value
+	plan  []step
+	group matvecGroup // the matvecs waiting for more to join them
+}
+
+func (f *fuser) add(n *node) {
+	switch n.op {
+	case opMatVec:
+		in := f.fusedInput(n.dst, n.x)
+		f.overwrite(n.dst)
+		if !f.sharedX(n.dst, n.w, n.x, in) {
+			f.flushGroup()
+		}
+		g := &f.group
+		g.dst[g.n], g.w[g.n] = n.dst, n.w
+		g.n++
+		g.x, g.in = n.x, in
+	case opAdd:
+		f.materialize(n.dst)
+		f.materialize(n.x)
+		f.materialize(n.y)
+		if f.foldAdd(n.dst, n.x, n.y) {
+			return
+		}
+		f.flushGroup()
+		f.plan = append(f.plan, step{kind: stepOp, op: *n})
+	case opNorm:
+		// the norm reads what the waiting matvecs (and their folded add)
+		// write: they go first
+		f.flushGroup()
+		f.materialize(n.x)
+		if n.lazy {
+			f.overwrite(n.dst)
+			f.live = append(f.live, value{kind: vNorm, dst: n.dst, src: n.x, w: n.w, eps: n.eps})
+			return
+		}
+		f.materialize(n.dst)
+		f.plan = append(f.plan, step{kind: stepOp, op: *n})
+		if n.q8 {
+			f.live = append(f.live, value{kind: vRounded, dst: n.dst})
+		}
+	case opSwiGLU:
+		if f.gluEpilogue(n) {
+			f.group.glu = true
+			f.live = append(f.live, value{kind: vRounded, dst: n.dst})
+			return
+		}
+		pair := f.feedsPair(n.x, n.y)
+		f.flushGroup()
+		f.materialize(n.dst)
+		f.materialize(n.x)
+		f.materialize(n.y)
+		switch {
+		case n.q8 && (f.r.sepGLU || !pair):
+			// its own dispatch, which also rounds for the next q1_xq: the
+			// down projection reads the rounding
+			f.overwrite(n.dst)
+			f.plan = append(f.plan, step{kind: stepOp, op: *n})
+			f.live = append(f.live, value{kind: vRounded, dst: n.dst})
+		case n.lazy:
+			f.live = append(f.live, value{kind: vSwiGLU, dst: n.dst, src: n.x, up: n.y})
+		default:
+			n := *n
+			n.q8 = false
+			f.plan = append(f.plan, step{kind: stepOp, op: n})
+		}
+	case opTouch:
+		f.materialize(n.x)
+	case opKill:
+		f.overwrite(n.x)
+	}
+}
+
+// valueOf is the waiting value that defines t, if any.
+func (f *fuser) valueOf(t *tensor) (value, bool) {
+	return valueOf(f.live, t)
+}
+
+func valueOf(live []value, t *tensor) (value, bool) {
+	for _, v := range live {
+		if v.dst == t {
+			return v, true
+		}
+	}
+	return value{}, false
+}
+
+// fusedInput is the value a matvec of x into dst computes in its x load
+// or reads the rounding of, where it can: a norm+RoPE cannot be fused, nor
+// a value that reads dst (the matvec writes dst while other workgroups
+// still load x), nor one outside a one-token pass or over a row that is
+// not a whole number of vec4s. Such a value is computed first.
+func (f *fuser) fusedInput(dst, x *tensor) value {
+	in, ok := f.valueOf(x)
+	if ok && (in.kind == vNormRope || in.reads(dst) || !f.r.batch1 || x.cols%4 != 0) {
+		f.materialize(x)
+		return value{}
+	}
+	return in
+}
+
+// sharedX reports whether a matvec of x into dst by w joins the waiting
+// group: the same x read the same way (in), at most three matrices, none
+// of the group's outputs is dst, x or read by in (one dispatch writes them
+// all while it reads x), and w's sign words and scales follow the last
+// matrix's in the arena with the same K and layout (the kernel addresses
+// the group as one matrix). A group with a folded add or a SwiGLU
+// epilogue takes no more.
+func (f *fuser) sharedX(dst *tensor, w *weight, x *tensor, in value) bool {
+	g := &f.group
+	if g.n == 0 {
+		return true
+	}
+	last := g.w[g.n-1]
+	if g.n >= 3 || g.resid != nil || g.glu || x != g.x || in != g.in || w.k != last.k || w.interleaved != last.interleaved ||
+		!w.bits.follows(last.bits) || !w.scales.follows(last.scales) {
+		return false
+	}
+	for _, d := range g.dst[:g.n] {
+		if d == dst || d == x || in.reads(d) {
+			return false
+		}
+	}
+	return true
+}
+
+// foldAdd folds dst = a + b into a waiting single matvec that writes one
+// of a and b, where dst is the other (x += W·v): the dispatch still
+// writes its own output, then adds it into dst. The other operand must
+// not be the matvec's x (the add would race with the x loads) and must be
+// a row of the output's width.
+func (f *fuser) foldAdd(dst, a, b *tensor) bool {
+	g := &f.group
+	if g.n != 1 || g.resid != nil || a == b {
+		return false
+	}
+	out := g.dst[0]
+	var other *tensor
+	switch out {
+	case a:
+		other = b
+	case b:
+		other = a
+	default:
+		return false
+	}
+	if dst != other || other == g.x || other.cols != out.cols || other.rows < 1 || out.cols != g.w[0].m {
+		return false
+	}
+	g.resid = other
+	return true
+}
+
+// gluEpilogue reports whether SwiGLU n (gate = silu(gate)·up in place)
+// can be the epilogue of the waiting group: exactly gate's and up's
+// matvecs, on a rounded x, of equal rows (a multiple of 128, K of 128:
+// q1_xq's GLU shape), in the interleaved layout, and no value waits on
+// gate or up (the epilogue writes gate and reads both as the matvecs
+// leave them).
+func (f *fuser) gluEpilogue(n *node) bool {
+	g := &f.group
+	if !f.r.gluEpilogue || g.n != 2 || g.resid != nil || g.glu || g.in.kind != vRounded {
+		return false
+	}
+	gate, up := n.x, n.y
+	pg, pu := g.w[0], g.w[1]
+	m := pg.m
+	if n.dst != gate || gate == up || g.dst[0] != gate || g.dst[1] != up || pu.m != m || gate.cols != m || up.cols != m ||
+		m%128 != 0 || pg.k%128 != 0 || !pg.interleaved {
+		return false
+	}
+	if _, ok := f.valueOf(gate); ok {
+		return false
+	}
+	_, ok := f.valueOf(up)
+	return !ok
+}
+
+// feedsPair reports whether the waiting group is exactly the two matvecs
+// that write gate and up.
+func (f *fuser) feedsPair(gate, up *tensor) bool {
+	g := &f.group
+	return g.n == 2 && (g.dst[0] == gate && g.dst[1] == up || g.dst[0] == up && g.dst[1] == gate)
+}
+
+// flushGroup plans the waiting matvecs.
+func (f *fuser) flushGroup() {
+	if f.group.n == 0 {
+		return
+	}
+	f.plan = append(f.plan, step{kind: stepMatVec, mv: f.group})
+	f.group = matvecGroup{}
+}
+
+// materialize computes the waiting values that define t or read it.
+func (f *fuser) materialize(t *tensor) {
+	for i := 0; i < len(f.live); {
+		v := f.live[i]
+		if v.dst != t && !v.reads(t) {
+			i++
+			continue
+		}
+		f.live = append(f.live[:i], f.live[i+1:]...)
+		f.compute(v)
+	}
+}
+
+// overwrite prepares t to be written whole: the values reading t are
+// computed first, and one defining t dies (deadValue: nothing read it
+// but the matvecs that computed it in their x load).
+func (f *fuser) overwrite(t *tensor) {
+	for i := 0; i < len(f.live); {
+		v := f.live[i]
+		switch {
+		case v.dst == t: // also when it reads t (in place): all of it is overwritten
+			f.live = append(f.live[:i], f.live[i+1:]...)
+		case v.reads(t):
+			f.live = append(f.live[:i], f.live[i+1:]...)
+			f.compute(v)
+		default:
+			i++
+		}
+	}
+}
+
+// compute plans v into its tensor, after the waiting matvecs (which may
+// read its operands). A rounding has nothing to compute, but is still a
+// step: it marks where the ops recorded outside the list must be encoded
+// (encodePlan).
+func (f *fuser) compute(v value) {
+	f.flushGroup()
+	f.plan = append(f.plan, step{kind: stepValue, v: v})
+}
