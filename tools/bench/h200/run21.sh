@@ -26,4 +26,5 @@ for m in 8 17; do
 		done
 	done
 done
+for g in auto lut8 lut8s; do t "8B prefill phases, 512 tokens, $g"; BONSAI_GPU_GEMM=$g timeout 60 /tmp/new gpu --model 8.gguf -p 512 -n 8 2>&1 | f | grep -A9 "prefill phases"; done
 t done
