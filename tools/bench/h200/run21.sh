@@ -1,17 +1,25 @@
 #!/bin/bash
 # H200 run 21: the table-lookup prompt GEMM (q1_lutgemm: lut4/lut8 double-buffered, lut4s/lut8s with two
 # barriers per slice) against q1_gemm2 (auto): its numerics on the card, per matrix at 512 tokens
-# (TestGemmBench), and pp512 end to end on the 8B and 1.7B shapes, kernels alternating; then the 27B qwen35
-# decode's census and each kernel's marginal cost (--repeat K=2), for the next 27B change.
-# Carried: .gl/, .carry/gpu21/g21.tar.xz (new, new.test). One device call:
-# `set -o pipefail; bash tools/bench/h200/run21.sh 2>&1 | tee $OUT/run21.log`.
+# (TestGemmBench), pp512 end to end on the 8B and 1.7B shapes, kernels alternating; the 27B qwen35 decode's
+# census and each kernel's marginal cost (--repeat K=2); then everything side by side with llama.cpp CUDA built
+# here from the oracle's source in the same run.
+# Carried: .gl/, .carry/gpu21/g21.tar.xz (new, new.test), .carry/llama/llama-src.tgz. Longer than one device
+# call: `nohup bash tools/bench/h200/run21.sh >/dev/null 2>&1 &`, then collect /tmp/run21.log (it ends with "done").
 S=$(date +%s)
 C=$PWD/.carry/gpu21
 R=$PWD
+exec > /tmp/run21.log 2>&1
 . "$PWD/tools/bench/h200/lib.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
 unxz $C/g21.tar.xz | tar x -C /tmp
 cd /tmp
+common=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF
+	-DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_EXAMPLES=OFF)
+mkdir -p /tmp/llama && tar xzf $R/.carry/llama/llama-src.tgz -C /tmp/llama
+( cd /tmp/llama && cmake -B build "${common[@]}" -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_FA_QUANTS=f16-f16 \
+	-DGGML_CUDA_NCCL=OFF >/tmp/cmake.log 2>&1 && nice -n 19 timeout 600 cmake --build build -j12 --target llama-bench >/tmp/build.log 2>&1
+  echo "llama.cpp CUDA build rc=$?"; tail -2 /tmp/build.log; tail -3 /tmp/cmake.log ) & bc=$!
 /tmp/new synth --shape 8b --type q1_0 -o 8.gguf >/dev/null 2>&1 & s8=$!
 /tmp/new synth --shape 1.7b --type q1_0 -o 17.gguf >/dev/null 2>&1 & s17=$!
 /tmp/new synth --arch qwen35 --shape 27b --type q1_0 -o 27.gguf >/dev/null 2>&1 & s27=$!
@@ -20,13 +28,10 @@ t "numerics on the H200"
 t "per matrix, 512 tokens"
 ( cd $R/infer/gpu && BONSAI_GEMM_BENCH=512 timeout 240 /tmp/new.test -test.run TestGemmBench -test.v 2>&1 | f | grep -E "^gemm|FAIL|panic" )
 wait $s8 $s17
+pp() { BONSAI_GPU_GEMM=$2 timeout 60 /tmp/new bench --model $1.gguf --backend gpu -p 512 -n 0 -r 3 2>&1 | grep pp512; }
 for m in 8 17; do
 	t "pp512 $m"
-	for r in 1 2; do
-		for g in auto lut8 lut4 lut8s lut4s; do
-			echo "$g: $(BONSAI_GPU_GEMM=$g timeout 60 /tmp/new bench --model $m.gguf --backend gpu -p 512 -n 0 -r 3 2>&1 | grep pp512)"
-		done
-	done
+	for g in auto lut8 lut4 lut8s lut4s; do echo "$g: $(pp $m $g)"; done
 done
 for g in auto lut8 lut8s; do t "8B prefill phases, 512 tokens, $g"; BONSAI_GPU_GEMM=$g timeout 60 /tmp/new gpu --model 8.gguf -p 512 -n 8 2>&1 | f | grep -A9 "prefill phases"; done
 wait $s27
@@ -36,4 +41,13 @@ for k in q1_xq act_q8 f32_matmul quantize q1_w1 unary rmsnorm deltanet_step delt
 	echo "repeat $k=2: $(g --repeat $k=2)"
 done
 echo "again: $(g)"
+t "waiting for the llama.cpp build"; wait $bc # never a bare wait
+lb() { timeout 200 /tmp/llama/build/bin/llama-bench -m $1.gguf -ngl 99 -fa 1 -p $2 -n $3 -r 3 2>&1 | grep -E "^\| [a-z]"; }
+for m in 8 17 27; do
+	t "side by side $m"
+	lb $m 512 128
+	for g in auto lut8 lut4 lut8s; do echo "$g: $(pp $m $g)"; done
+	echo "tg: $(timeout 90 /tmp/new bench --model $m.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
+	lb $m 512 0
+done
 t done
