@@ -342,7 +342,20 @@ type opKey struct {
 	a, b, c, d, e, g any
 	i                int
 	f                float32
+	v                keyVariant
 }
+
+// keyVariant tells a matvec group's variants apart in its opKey (flags,
+// not strings built per dispatch, which would allocate).
+type keyVariant uint8
+
+const (
+	keyNormIn keyVariant = 1 << iota // the x load computes a norm
+	keyGLUIn                         // the x load computes SwiGLU
+	keyW1                            // q1_w1
+	keyXQ                            // q1_xq
+	keyXQGLU                         // q1_xq with the SwiGLU epilogue
+)
 
 // New opens a device and returns an empty backend; opts.GPU chooses the
 // kernels (its AllowSoftware and Debug are dopts' business).
@@ -1152,7 +1165,7 @@ func (b *Backend) w1Config(k int, ends []int) (w1, bool) {
 // dispatchW1 encodes the pending matvecs as one q1_w1 dispatch.
 func (b *Backend) dispatchW1(key opKey, cfg w1, ps []pendingMatMul, bits, scales span, src, resid *tensor, fused []binding, defs map[string]shaders.Const) {
 	w0 := ps[0].w
-	key.kind += "/w1"
+	key.v |= keyW1
 	total := 0
 	for _, p := range ps {
 		total += p.w.m
@@ -1287,11 +1300,11 @@ func (b *Backend) dispatchXQ(key opKey, ps []pendingMatMul, ends []int, bits, sc
 	if !ok {
 		return false
 	}
-	key.kind += "/xq"
+	key.v |= keyXQ
 	groups := ends[len(ends)-1] / rpw
 	h := ps[0].dst
 	if glu {
-		key.kind += "+glu"
+		key.v |= keyXQGLU
 		groups = w0.m / 32
 		if err := b.xqBuffers(h); err != nil {
 			b.fail(err)

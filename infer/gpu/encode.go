@@ -181,14 +181,14 @@ func (b *Backend) encodeMatVec(g *matvecGroup) {
 		src = in.src
 		key.a = src
 		if in.kind == vNorm {
-			key.kind += "+norm"
+			key.v |= keyNormIn
 			key.g, key.f = in.w, in.eps
 			defs["NORM"] = shaders.Flag(true)
 			defs["EPS"] = shaders.F32(in.eps)
 			defs["NORMWG"] = shaders.U32(normThreads(src.cols))
 			fused = []binding{at(6, whole(in.w.chunks[0].buf))}
 		} else {
-			key.kind += "+glu"
+			key.v |= keyGLUIn
 			key.g = in.up
 			defs["GLU"] = shaders.Flag(true)
 			fused = []binding{at(6, whole(in.up.buf))}

@@ -467,9 +467,8 @@ func (f *fuser) overwrite(t *tensor) {
 }
 
 // compute plans v into its tensor, after the waiting matvecs (which may
-// read its operands). A rounding has nothing to compute, but is still a
-// step: it marks where the ops recorded outside the list must be encoded
-// (encodePlan).
+// read its operands). A rounding has nothing to compute: its step
+// encodes nothing, but still ends the waiting group.
 func (f *fuser) compute(v value) {
 	f.flushGroup()
 	f.plan = append(f.plan, step{kind: stepValue, v: v})

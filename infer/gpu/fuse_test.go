@@ -322,8 +322,7 @@ func TestFuseLazyValues(t *testing.T) {
 			plan: []string{"= normrope q", "mv k←q"}},
 		{name: "norm+rope dead", rules: decode, live: []value{nq}, ops: []node{mv(q, wq, h)},
 			plan: []string{"mv q←h"}},
-		// a rounding has nothing to compute, but marks where the ops
-		// waiting outside the list are encoded
+		// a rounding has nothing to compute: its step encodes nothing
 		{name: "rounding touched", rules: decode, live: []value{{kind: vRounded, dst: att}}, ops: []node{touch(att)},
 			plan: []string{"= rounded att"}},
 	})
