@@ -1,9 +1,6 @@
 package gpu
 
-import (
-	"github.com/bonsai-chat/bonsai/infer"
-	"github.com/bonsai-chat/bonsai/shaders"
-)
+import "github.com/bonsai-chat/bonsai/shaders"
 
 // latMaxPos is the longest decode sequence attention kind "lat" takes in
 // one dispatch (attn_lat.wgsl: 32 positions per round, 4 rounds), and
@@ -19,33 +16,23 @@ const (
 // latWG is attn_lat's workgroup size: 32 positions × 8 slices of a head.
 const latWG = 256
 
-// attnLat encodes a decode layer's deferred q/k norm+Rope and KV store
-// with its whole attention as one attn_lat dispatch, one workgroup per
-// query head, for sequences of up to b.latMax positions; q and k are left
-// un-rotated with a lazy norm+Rope each, as attnHead leaves them. It
-// reports false, encoding nothing, for shapes or lengths it does not take.
-func (b *Backend) attnLat(dst *tensor, p *pendingQK, a infer.Attn) bool {
+// attnLat encodes a decode layer's waiting q/k norm+Rope and KV store p
+// with its whole attention n as one attn_lat dispatch, one workgroup per
+// query head (attnFused checked that the sequence and shapes fit), leaving
+// q and k as attnHead leaves them.
+func (b *Backend) attnLat(n *node, p value) {
 	seq := b.batch.Pos + 1
-	if b.latMax == 0 || seq > b.latMax || (a.HeadDim != 64 && a.HeadDim != 128) ||
-		int(b.d.Limits.MaxComputeInvocationsPerWorkgroup) < latWG || !b.takesPrologue(dst, p, a) {
-		return false
-	}
-	kc, vc, off := b.kvBind(p.layer)
-	if off%4 != 0 {
-		return false
-	}
 	// rounds of 32 positions: a power of two, so that few pipelines cover
 	// every length
 	rounds := 1
 	for 32*rounds < seq {
 		rounds *= 2
 	}
-	pr, ok := b.beginPrologue(dst, p, a, kc, vc, off, true)
+	pr, ok := b.beginPrologue(n, p)
 	if !ok {
-		return true
+		return
 	}
 	b.dispatchPrologue(pr, "attn_lat", "attnlat", (p.layer<<1|boolInt(pr.q8))<<4|rounds, func() map[string]shaders.Const {
 		return map[string]shaders.Const{"R": shaders.U32(rounds)}
 	})
-	return true
 }

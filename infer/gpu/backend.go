@@ -231,16 +231,8 @@ type Backend struct {
 	// deltaChunkMin is the batch from which DeltaNet runs chunked
 	deltaChunkMin int
 	fuseNorm      bool // Fuse "all": token RMSNorms folded into matvecs
-	// in-place per-head RMSNorms waiting for the Ropes that follow them
-	norms []pendingNorm
-	// per-head norm+Ropes (q's, then k's) waiting for the StoreKV that
-	// follows them, to become one qk_rope_store dispatch
-	normRopes []pendingNormRope
-	// a decode layer's q/k norm+Rope and KV store waiting for the
-	// Attention after them, to become one attn_qk dispatch with its pass 1
-	pendingQK *pendingQK
-	ropes     map[infer.Rope]*wgpu.Buffer
-	ops       map[opKey]*op
+	ropes         map[infer.Rope]*wgpu.Buffer
+	ops           map[opKey]*op
 
 	batchBuf  *wgpu.Buffer // uniform {n, pos, splits, chunk}
 	tokensBuf *wgpu.Buffer
@@ -288,26 +280,6 @@ func (t *tensor) Cols() int    { return t.cols }
 type kvCache struct {
 	spec infer.KVSpec
 	k, v *wgpu.Buffer
-}
-
-type pendingNorm struct {
-	x   *tensor
-	w   *weight
-	eps float32
-}
-
-type pendingNormRope struct {
-	x     *tensor
-	r     infer.Rope
-	norm  pendingNorm
-	table *wgpu.Buffer
-}
-
-type pendingQK struct {
-	layer  int
-	k, v   *tensor
-	pq, pk pendingNormRope
-	q      *tensor
 }
 
 type pendingMatMul struct {
@@ -370,7 +342,20 @@ type opKey struct {
 	a, b, c, d, e, g any
 	i                int
 	f                float32
+	v                keyVariant
 }
+
+// keyVariant tells a matvec group's variants apart in its opKey (flags,
+// not strings built per dispatch, which would allocate).
+type keyVariant uint8
+
+const (
+	keyNormIn keyVariant = 1 << iota // the x load computes a norm
+	keyGLUIn                         // the x load computes SwiGLU
+	keyW1                            // q1_w1
+	keyXQ                            // q1_xq
+	keyXQGLU                         // q1_xq with the SwiGLU epilogue
+)
 
 // New opens a device and returns an empty backend; opts.GPU chooses the
 // kernels (its AllowSoftware and Debug are dopts' business).
@@ -636,7 +621,6 @@ func (b *Backend) Commit() error {
 		return errors.New("gpu: Commit without Begin")
 	}
 	b.endOps()
-	b.flushHead()
 	b.endPass()
 	b.lastDispatches = b.dispatches
 	b.lastCensus = b.lastCensus[:0]
@@ -710,12 +694,9 @@ func (b *Backend) Phase(p profile.Phase) {
 	if b.err != nil || b.enc == nil {
 		return
 	}
-	// Norm+Ropes waiting for their StoreKV stay pending: the fused
-	// dispatch is timed in the phase it lands in (attention).
-	b.flushOps()
-	b.flushNorms()
-	b.prof.phase(b, p)
-	b.phase = p
+	// a node: the values waiting (a norm+RoPE for its StoreKV) wait
+	// across it, and a fused dispatch is timed in the phase it lands in
+	b.record(node{op: opPhase, phase: p})
 }
 
 // active is the number of rows an op acts on for a tensor.
@@ -816,13 +797,12 @@ func (b *Backend) LastCensus() map[string]int {
 }
 
 // ready reports whether ops can be encoded now, after encoding the op
-// list and the head ops waiting outside it (every op outside the list
-// calls it).
+// list (every op outside the list calls it).
 func (b *Backend) ready() bool {
 	if b.err != nil || b.enc == nil {
 		return false
 	}
-	b.flush()
+	b.flushOps()
 	return b.err == nil
 }
 
@@ -923,7 +903,6 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 	if b.err != nil || b.enc == nil {
 		return
 	}
-	b.flushRopes()
 	dst, w, x := b.asTensor("MatMul dst", dstT), b.weightArg("MatMul", wI), b.asTensor("MatMul x", xT)
 	if dst == nil || w == nil || x == nil {
 		return
@@ -946,7 +925,6 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 	}
 	b.touch(x)
 	b.touch(dst)
-	b.flush()
 	rpw, tt, wg := 4, 8, 64
 	if decode {
 		rpw, tt = 8, 1
@@ -1098,55 +1076,6 @@ func (b *Backend) gemmTile(w *weight, n int) (gemmTile, bool) {
 	return t, true
 }
 
-// flush encodes whatever waits for fusion: the op list, then the head
-// ops waiting outside it.
-func (b *Backend) flush() {
-	b.flushOps()
-	b.flushHead()
-}
-
-// flushHead encodes the head ops waiting outside the op list: per-head
-// norms (for their Ropes), norm+Ropes (for their StoreKV), a deferred KV
-// store (for its Attention).
-func (b *Backend) flushHead() {
-	b.flushNorms()
-	b.flushNormRopes()
-	b.flushQK()
-}
-
-// flushRopes encodes the waiting norm+Ropes and deferred KV store (before
-// an op that may touch their operands), after the op list: an op outside
-// it (Rope, StoreKV) made them, so the list holds only what was recorded
-// since, which comes first.
-func (b *Backend) flushRopes() {
-	if len(b.normRopes) > 0 || b.pendingQK != nil {
-		b.flushOps()
-	}
-	b.flushNormRopes()
-	b.flushQK()
-}
-
-// flushQK encodes a waiting q/k norm+Rope and KV store as qk_rope_store.
-func (b *Backend) flushQK() {
-	p := b.pendingQK
-	if p == nil {
-		return
-	}
-	b.pendingQK = nil
-	b.normRopes = append(b.normRopes[:0], p.pq, p.pk)
-	if !b.storeRoped(p.layer, p.k, p.v) {
-		b.fail(errors.New("gpu: a deferred KV store no longer fits qk_rope_store"))
-	}
-}
-
-func (b *Backend) flushNormRopes() {
-	nrs := b.normRopes
-	b.normRopes = b.normRopes[:0]
-	for _, p := range nrs {
-		b.normRope(p)
-	}
-}
-
 // normRopeThreads is norm_rope.wgsl's workgroup size for a head.
 func normRopeThreads(headDim int) int {
 	wg := 32
@@ -1156,68 +1085,35 @@ func normRopeThreads(headDim int) int {
 	return wg
 }
 
-// normRope encodes a per-head RMSNorm and Rope in place.
-func (b *Backend) normRope(p pendingNormRope) {
-	if b.err != nil {
-		return
-	}
-	x, r, ctx := p.x, p.r, b.kv.spec.Context
-	o := b.prepared(opKey{kind: "normrope", a: x, b: r, c: p.norm.w, f: p.norm.eps}, func() (*kernel, []binding, error) {
+// normRope encodes a per-head RMSNorm and Rope in place (a vNormRope).
+func (b *Backend) normRope(v value) {
+	x, r, w, eps, ctx := v.dst, v.rope, v.w, v.eps, b.kv.spec.Context
+	o := b.prepared(opKey{kind: "normrope", a: x, b: r, c: w, f: eps}, func() (*kernel, []binding, error) {
 		k, err := b.d.kernel("norm_rope", map[string]shaders.Const{
 			"COLS": shaders.U32(x.cols), "HEAD_DIM": shaders.U32(r.HeadDim), "DIMS": shaders.U32(r.Dims),
-			"EPS": shaders.F32(p.norm.eps), "WG": shaders.U32(normRopeThreads(r.HeadDim)), "XROWS": shaders.U32(x.rows), "CTX": shaders.U32(ctx)})
-		return k, []binding{whole(b.batchBuf), whole(p.norm.w.chunks[0].buf), whole(p.table), whole(x.buf)}, err
+			"EPS": shaders.F32(eps), "WG": shaders.U32(normRopeThreads(r.HeadDim)), "XROWS": shaders.U32(x.rows), "CTX": shaders.U32(ctx)})
+		return k, []binding{whole(b.batchBuf), whole(w.chunks[0].buf), whole(v.table), whole(x.buf)}, err
 	})
 	b.dispatch(o, x.cols/r.HeadDim, b.active(x), 1)
 }
 
-// storeRoped encodes q's and k's pending norm+Rope with the store of k
-// and v as one dispatch, if the pending ones are exactly that (q then k,
-// same Rope, all operands distinct, equal rows); otherwise it reports false.
-func (b *Backend) storeRoped(layer int, k, v *tensor) bool {
-	if !b.storeRopedOK(layer, k, v) {
-		return false
-	}
-	pq, pk := b.normRopes[0], b.normRopes[1]
-	q := pq.x
+// qkRopeStore encodes a vQKStore, q's and k's norm+Rope with the store of
+// k and v, as one qk_rope_store dispatch (fuse checked the shapes).
+func (b *Backend) qkRopeStore(p value) {
+	q, k, v, layer, r := p.dst, p.src, p.up, p.layer, p.rope
 	s := b.kv.spec
 	kvd := s.KVHeads * s.HeadDim
-	b.normRopes = b.normRopes[:0]
-	r := pq.r
 	kc, vc, off := b.kvBind(layer)
-	o := b.prepared(opKey{kind: "qkropestore", a: q, b: k, c: v, d: pq.norm.w, e: pk.norm.w, g: r, i: layer, f: pq.norm.eps}, func() (*kernel, []binding, error) {
+	o := b.prepared(opKey{kind: "qkropestore", a: q, b: k, c: v, d: p.w, e: p.kw, g: r, i: layer, f: p.eps}, func() (*kernel, []binding, error) {
 		kern, err := b.d.kernel("qk_rope_store", map[string]shaders.Const{
 			"QCOLS": shaders.U32(q.cols), "KVD": shaders.U32(kvd), "HEAD_DIM": shaders.U32(r.HeadDim), "DIMS": shaders.U32(r.Dims),
-			"QEPS": shaders.F32(pq.norm.eps), "KEPS": shaders.F32(pk.norm.eps), "WG": shaders.U32(normRopeThreads(r.HeadDim)),
+			"QEPS": shaders.F32(p.eps), "KEPS": shaders.F32(p.keps), "WG": shaders.U32(normRopeThreads(r.HeadDim)),
 			"XROWS": shaders.U32(q.rows), "CTX": shaders.U32(s.Context), "QHEADS": shaders.U32(q.cols / r.HeadDim),
 			"LAYER_OFF": shaders.U32(off)})
-		return kern, []binding{whole(b.batchBuf), whole(pq.norm.w.chunks[0].buf), whole(pk.norm.w.chunks[0].buf), whole(pq.table),
+		return kern, []binding{whole(b.batchBuf), whole(p.w.chunks[0].buf), whole(p.kw.chunks[0].buf), whole(p.table),
 			whole(q.buf), whole(k.buf), whole(v.buf), kc, vc}, err
 	})
 	b.dispatch(o, q.cols/r.HeadDim+s.KVHeads, b.active(q), 1)
-	return true
-}
-
-// storeRopedOK reports whether storeRoped can take the pending
-// norm+Ropes with the store of k and v.
-func (b *Backend) storeRopedOK(layer int, k, v *tensor) bool {
-	if len(b.normRopes) != 2 || b.err != nil {
-		return false
-	}
-	pq, pk := b.normRopes[0], b.normRopes[1]
-	q := pq.x
-	s := b.kv.spec
-	kvd := s.KVHeads * s.HeadDim
-	return pk.x == k && q != k && q != v && k != v && pq.r == pk.r && pq.table == pk.table && pq.r.HeadDim == s.HeadDim &&
-		k.cols == kvd && v.cols == kvd && q.rows == k.rows && k.rows == v.rows && layer >= 0 && layer < s.Layers
-}
-
-func (b *Backend) flushNorms() {
-	norms := b.norms
-	b.norms = b.norms[:0]
-	for _, p := range norms {
-		b.rmsNorm(p.x, p.x, p.w, p.eps, false)
-	}
 }
 
 // q1Layout adds to defs the layout of up to three Q1_0 matrices stored
@@ -1269,7 +1165,7 @@ func (b *Backend) w1Config(k int, ends []int) (w1, bool) {
 // dispatchW1 encodes the pending matvecs as one q1_w1 dispatch.
 func (b *Backend) dispatchW1(key opKey, cfg w1, ps []pendingMatMul, bits, scales span, src, resid *tensor, fused []binding, defs map[string]shaders.Const) {
 	w0 := ps[0].w
-	key.kind += "/w1"
+	key.v |= keyW1
 	total := 0
 	for _, p := range ps {
 		total += p.w.m
@@ -1404,11 +1300,11 @@ func (b *Backend) dispatchXQ(key opKey, ps []pendingMatMul, ends []int, bits, sc
 	if !ok {
 		return false
 	}
-	key.kind += "/xq"
+	key.v |= keyXQ
 	groups := ends[len(ends)-1] / rpw
 	h := ps[0].dst
 	if glu {
-		key.kind += "+glu"
+		key.v |= keyXQGLU
 		groups = w0.m / 32
 		if err := b.xqBuffers(h); err != nil {
 			b.fail(err)
@@ -1514,7 +1410,6 @@ func (b *Backend) RMSNorm(dstT, xT infer.Tensor, wI infer.Weight, eps float32) {
 	if b.err != nil || b.enc == nil {
 		return
 	}
-	b.flushRopes()
 	dst, x, w := b.asTensor("RMSNorm dst", dstT), b.asTensor("RMSNorm x", xT), b.weightArg("RMSNorm", wI)
 	if dst == nil || x == nil || w == nil {
 		return
@@ -1530,19 +1425,11 @@ func (b *Backend) RMSNorm(dstT, xT infer.Tensor, wI infer.Weight, eps float32) {
 		b.record(node{op: opNorm, dst: dst, x: x, w: w, eps: eps, lazy: true})
 		return
 	}
-	b.touch(x)
-	b.touch(dst)
-	// A per-head norm in place waits outside the list for the Rope after
-	// it (norm_rope, qk_rope_store, the fused attention).
-	if dst == x && g < x.cols && len(b.norms) < 4 {
-		dup := false
-		for _, p := range b.norms {
-			dup = dup || p.x == x
-		}
-		if !dup {
-			b.norms = append(b.norms, pendingNorm{x: x, w: w, eps: eps})
-			return
-		}
+	// A per-head norm in place waits for the Rope after it (norm_rope,
+	// qk_rope_store, the fused attention).
+	if dst == x && g < x.cols {
+		b.record(node{op: opHeadNorm, x: x, w: w, eps: eps})
+		return
 	}
 	// A decode token norm also writes its Q8_0 rounding for the matvecs
 	// that read it.
@@ -1613,13 +1500,13 @@ func (b *Backend) rmsNorm(dst, x *tensor, w *weight, eps float32, q8 bool) {
 	b.dispatch(o, x.cols/g, n, 1)
 }
 
+// Rope is recorded: fuse makes it one norm+RoPE with a per-head norm
+// waiting on x, which may wait for the StoreKV after it (normRope).
 func (b *Backend) Rope(xT infer.Tensor, r infer.Rope) {
 	if b.err != nil || b.enc == nil {
 		return
 	}
-	b.flushOps()
-	b.flushQK()
-	x := b.tensorArg("Rope", xT)
+	x := b.asTensor("Rope", xT)
 	if x == nil {
 		return
 	}
@@ -1631,9 +1518,9 @@ func (b *Backend) Rope(xT infer.Tensor, r infer.Rope) {
 		b.fail(errors.New("gpu: Rope before NewKVCache (the angle table spans the cache's context)"))
 		return
 	}
-	ctx := b.kv.spec.Context
 	table, ok := b.ropes[r]
 	if !ok {
+		ctx := b.kv.spec.Context
 		half := r.Dims / 2
 		vals := make([]float32, 2*half*ctx)
 		cos, sin := make([]float32, half), make([]float32, half)
@@ -1652,63 +1539,50 @@ func (b *Backend) Rope(xT infer.Tensor, r infer.Rope) {
 		b.ropes[r] = buf
 		table = buf
 	}
-	n := b.active(x)
-	for i, p := range b.norms {
-		if p.x != x || p.w.k*p.w.m != r.HeadDim {
-			continue
-		}
-		b.norms = append(b.norms[:i], b.norms[i+1:]...)
-		nr := pendingNormRope{x: x, r: r, norm: p, table: table}
-		// q's waits for k's, and both for the StoreKV after them.
-		if !b.noFuse && len(b.normRopes) < 2 && (len(b.normRopes) == 0 || b.normRopes[0].x != x) && r.HeadDim <= 1024 {
-			b.normRopes = append(b.normRopes, nr)
-			return
-		}
-		b.flushNormRopes()
-		b.normRope(nr)
-		return
-	}
-	b.flushNorms()
-	b.flushNormRopes()
+	// q's and k's norm+RoPE wait for the StoreKV after them
+	b.record(node{op: opRope, x: x, rope: r, table: table, lazy: !b.noFuse && r.HeadDim <= 1024})
+}
+
+// rope encodes a Rope of its own, in place.
+func (b *Backend) rope(x *tensor, r infer.Rope, table *wgpu.Buffer) {
+	ctx := b.kv.spec.Context
 	o := b.prepared(opKey{kind: "rope", a: x, b: r}, func() (*kernel, []binding, error) {
 		k, err := b.d.kernel("rope", map[string]shaders.Const{
 			"COLS": shaders.U32(x.cols), "HEAD_DIM": shaders.U32(r.HeadDim), "DIMS": shaders.U32(r.Dims),
 			"XROWS": shaders.U32(x.rows), "CTX": shaders.U32(ctx)})
 		return k, []binding{whole(b.batchBuf), whole(table), whole(x.buf)}, err
 	})
-	b.dispatch(o, ceilDiv(x.cols/r.HeadDim*r.Dims/2, 64), n, 1)
+	b.dispatch(o, ceilDiv(x.cols/r.HeadDim*r.Dims/2, 64), b.active(x), 1)
 }
 
+// StoreKV is recorded: fuse makes it one qk_rope_store with q's and k's
+// waiting norm+RoPEs, which in decode may wait for the Attention after it
+// (qkRopeStore).
 func (b *Backend) StoreKV(layer int, kT, vT infer.Tensor) {
 	if b.err != nil || b.enc == nil {
 		return
 	}
-	b.flushOps()
-	b.flushQK()
-	if len(b.normRopes) == 2 && b.kv != nil {
-		k, v := b.asTensor("StoreKV k", kT), b.asTensor("StoreKV v", vT)
-		if k != nil && v != nil && !b.waits(k) && !b.waits(v) {
-			b.flushNorms()
-			// In decode over several splits, or where attn_head or
-			// attn_lat may take it, the Attention after it takes it into attn_qk or
-			// attn_head.
-			if b.n == 1 && (b.splits > 1 || b.batch.Pos < max(b.headMax, b.latMax)) && !b.noFuse && b.storeRopedOK(layer, k, v) {
-				b.pendingQK = &pendingQK{layer: layer, q: b.normRopes[0].x, k: k, v: v, pq: b.normRopes[0], pk: b.normRopes[1]}
-				b.normRopes = b.normRopes[:0]
-				return
-			}
-			if b.storeRoped(layer, k, v) {
-				return
-			}
-		}
-	}
-	if !b.ready() {
-		return
-	}
-	k, v := b.tensorArg("StoreKV k", kT), b.tensorArg("StoreKV v", vT)
+	k, v := b.asTensor("StoreKV k", kT), b.asTensor("StoreKV v", vT)
 	if k == nil || v == nil {
 		return
 	}
+	n := node{op: opStoreKV, x: k, y: v, layer: layer}
+	if b.kv != nil {
+		s := b.kv.spec
+		kvd := s.KVHeads * s.HeadDim
+		if k.cols == kvd && v.cols == kvd && layer >= 0 && layer < s.Layers {
+			n.headDim = s.HeadDim
+		}
+		// In decode over several splits, or where attn_head or attn_lat
+		// may take it, the Attention after it takes it into attn_qk,
+		// attn_head or attn_lat.
+		n.lazy = b.n == 1 && (b.splits > 1 || b.batch.Pos < max(b.headMax, b.latMax)) && !b.noFuse
+	}
+	b.record(n)
+}
+
+// storeKV encodes a StoreKV of its own.
+func (b *Backend) storeKV(layer int, k, v *tensor) {
 	if b.kv == nil {
 		b.fail(errors.New("gpu: StoreKV before NewKVCache"))
 		return
@@ -1731,27 +1605,76 @@ func (b *Backend) StoreKV(layer int, kT, vT infer.Tensor) {
 	b.dispatch(o, ceilDiv(kvd/2, 64), n, 1)
 }
 
+// Attention is recorded: fuse gives it the KV store waiting for it, with
+// q's and k's norm+RoPE, where the fused kernel n.fused can take them
+// (attnPrologue); otherwise it is encoded as it is after the store.
 func (b *Backend) Attention(dstT, qT infer.Tensor, layer int, a infer.Attn) {
 	if b.err != nil || b.enc == nil {
 		return
 	}
-	b.flushOps()
-	if p := b.pendingQK; p != nil {
-		b.pendingQK = nil
-		if dst, ok := dstT.(*tensor); ok && dst != nil && infer.Tensor(p.q) == qT && p.layer == layer && (b.attnLat(dst, p, a) || b.attnHead(dst, p, a) || b.splits > 1 && b.attnQK(dst, p, a)) {
-			return
-		}
-		// ready encodes it as qk_rope_store (over one split, where
-		// attn_head declined: then attn_one follows)
-		b.pendingQK = p
-	}
-	if !b.ready() {
-		return
-	}
-	dst, q := b.tensorArg("Attention dst", dstT), b.tensorArg("Attention q", qT)
+	dst, q := b.asTensor("Attention dst", dstT), b.asTensor("Attention q", qT)
 	if dst == nil || q == nil {
 		return
 	}
+	n := node{op: opAttn, dst: dst, x: q, layer: layer, attn: a}
+	n.fused, n.fusedQ8 = b.attnFused(dst, q, layer, a)
+	// the split passes' last (attn_sum) rounds dst for the output
+	// projection
+	n.q8 = !(b.n == 1 && b.splits == 1 && !b.noFuse) && b.attnSumQ8(a)
+	b.record(n)
+}
+
+// attnFused is the fused attention that would take a waiting KV store
+// for an attention of q into dst at layer, and whether it writes dst's
+// rounding: the first of attn_lat, attn_head and (over several splits)
+// attn_qk that the device, the pass and the shapes allow (0: none).
+func (b *Backend) attnFused(dst, q *tensor, layer int, a infer.Attn) (attnKind, bool) {
+	if b.kv == nil || b.n != 1 || b.noFuse {
+		return 0, false
+	}
+	s := b.kv.spec
+	if a.Heads <= 0 || a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 || a.KVHeads != s.KVHeads || a.HeadDim != s.HeadDim ||
+		q.cols != a.Heads*a.HeadDim || dst.cols != q.cols || dst == q || layer < 0 || layer >= s.Layers {
+		return 0, false
+	}
+	maxInv := int(b.d.Limits.MaxComputeInvocationsPerWorkgroup)
+	// attn_lat and attn_head: q8 is the kernel's own condition for its
+	// Q8_0 epilogue, which also needs xq on and room for its two buffers
+	// (11 storage bindings in all)
+	q8Room := b.xqOK() && b.d.Limits.MaxStorageBuffersPerShaderStage >= uint32(11+boolInt(b.tab))
+	_, _, off := b.kvBind(layer)
+	seq := b.batch.Pos + 1
+	if b.latMax != 0 && seq <= b.latMax && (a.HeadDim == 64 || a.HeadDim == 128) && maxInv >= latWG && off%4 == 0 {
+		return attnLat, q8Room
+	}
+	_, tile, ok := b.attnParams(a)
+	if ok && seq <= b.attnHeadMax(tile, a.HeadDim) && a.HeadDim%8 == 0 && off%4 == 0 && attnHeadWG(a.HeadDim) <= maxInv {
+		return attnHead, q8Room && a.HeadDim%32 == 0
+	}
+	if ok && b.splits > 1 {
+		return attnQK, b.attnSumQ8(a)
+	}
+	return 0, false
+}
+
+// encodeAttention encodes attention n: with the waiting store s, fused as
+// n.fused; otherwise over the cache as the store left it.
+func (b *Backend) encodeAttention(at *node, store value) {
+	if b.err != nil {
+		return
+	}
+	if store.kind == vQKStore {
+		switch at.fused {
+		case attnLat:
+			b.attnLat(at, store)
+		case attnHead:
+			b.attnHead(at, store)
+		case attnQK:
+			b.attnQK(at, store)
+		}
+		return
+	}
+	dst, q, layer, a := at.dst, at.x, at.layer, at.attn
 	if b.kv == nil {
 		b.fail(errors.New("gpu: Attention before NewKVCache"))
 		return
@@ -1880,40 +1803,22 @@ func (b *Backend) attnBuffers(q *tensor, a infer.Attn, rows int, scores bool) bo
 	return true
 }
 
-// takesPrologue reports whether attention a into dst can take p, its
-// pending q/k norm+RoPE and KV store, into its own passes: the shapes agree
-// with the cache and nothing aliases or waits on q, k or v.
-func (b *Backend) takesPrologue(dst *tensor, p *pendingQK, a infer.Attn) bool {
+// attnQK encodes a decode layer's waiting q/k norm+Rope and KV store p
+// with its attention n (fuse checked the shapes): attn_qk (prologue and
+// pass 1, keeping the scores), attn_pv on those scores, attn_sum. q and k
+// are left un-rotated (fuse leaves their norm+Rope waiting).
+func (b *Backend) attnQK(n *node, p value) {
 	s := b.kv.spec
-	q, k, v := p.q, p.k, p.v
-	return a.Heads > 0 && a.KVHeads > 0 && a.Heads%a.KVHeads == 0 && a.KVHeads == s.KVHeads && a.HeadDim == s.HeadDim &&
-		q.cols == a.Heads*a.HeadDim && dst.cols == q.cols && dst != q && dst != k && dst != v && p.pq.r.HeadDim == a.HeadDim &&
-		!b.waits(q) && !b.waits(k) && !b.waits(v)
-}
-
-// attnQK encodes a decode layer's deferred q/k norm+Rope and KV store
-// with its attention (p's q): attn_qk (prologue and pass 1, keeping the
-// scores), attn_pv on those scores, attn_sum. q and k are left un-rotated
-// with a lazy norm+Rope each, for a reader other than this attention. It
-// reports false, encoding nothing, for shapes it does not take.
-func (b *Backend) attnQK(dst *tensor, p *pendingQK, a infer.Attn) bool {
-	s := b.kv.spec
-	q, k, v := p.q, p.k, p.v
-	wg, tile, ok := b.attnParams(a)
-	if !ok || !b.takesPrologue(dst, p, a) {
-		return false
-	}
-	b.flushOps()
-	b.flushNorms()
-	b.flushNormRopes()
-	b.kill(dst)
+	dst, a := n.dst, n.attn
+	q, k, v := p.dst, p.src, p.up
+	wg, tile, _ := b.attnParams(a)
 	rows := min(q.rows, dst.rows)
-	if b.err != nil || !b.attnBuffers(q, a, rows, true) {
-		return true
+	if !b.attnBuffers(q, a, rows, true) {
+		return
 	}
 	qpg := a.Heads / a.KVHeads
 	kvd := s.KVHeads * s.HeadDim
-	r := p.pq.r
+	r := p.rope
 	nrwg := normRopeThreads(a.HeadDim)
 	kc, vc, off := b.kvBind(p.layer)
 	defs := func() map[string]shaders.Const {
@@ -1922,12 +1827,12 @@ func (b *Backend) attnQK(dst *tensor, p *pendingQK, a infer.Attn) bool {
 			"KVD": shaders.U32(kvd), "QROWS": shaders.U32(1), "LAYER_OFF": shaders.U32(off),
 			"SCALE": shaders.F32(a.Scale), "TILE": shaders.U32(tile), "WG": shaders.U32(wg), "SCTX": shaders.U32(s.Context)}
 	}
-	k1 := b.prepared(opKey{kind: "attnqk", a: q, b: k, c: v, d: p.pq.norm.w, e: p.pk.norm.w, g: a, i: p.layer, f: p.pq.norm.eps}, func() (*kernel, []binding, error) {
+	k1 := b.prepared(opKey{kind: "attnqk", a: q, b: k, c: v, d: p.w, e: p.kw, g: a, i: p.layer, f: p.eps}, func() (*kernel, []binding, error) {
 		d := defs()
-		d["DIMS"], d["QEPS"], d["KEPS"], d["NRWG"] = shaders.U32(r.Dims), shaders.F32(p.pq.norm.eps), shaders.F32(p.pk.norm.eps), shaders.U32(nrwg)
+		d["DIMS"], d["QEPS"], d["KEPS"], d["NRWG"] = shaders.U32(r.Dims), shaders.F32(p.eps), shaders.F32(p.keps), shaders.U32(nrwg)
 		d["VH"], d["CTX"], d["SCORES"] = shaders.U32((qpg+1)*nrwg), shaders.U32(s.Context), shaders.Flag(true)
 		kern, err := b.d.kernel("attn_qk", d)
-		return kern, []binding{whole(b.batchBuf), whole(p.pq.norm.w.chunks[0].buf), whole(p.pk.norm.w.chunks[0].buf), whole(p.pq.table),
+		return kern, []binding{whole(b.batchBuf), whole(p.w.chunks[0].buf), whole(p.kw.chunks[0].buf), whole(p.table),
 			whole(q.buf), whole(k.buf), whole(v.buf), kc, vc, whole(q.stats), whole(q.scores)}, err
 	})
 	b.dispatch(k1, a.KVHeads, b.splits, 1)
@@ -1939,10 +1844,6 @@ func (b *Backend) attnQK(dst *tensor, p *pendingQK, a infer.Attn) bool {
 	})
 	b.dispatch(pv, a.KVHeads, 1, b.splits)
 	b.attnSum(dst, q, a, rows)
-	pq, pk := p.pq, p.pk
-	b.define(value{kind: vNormRope, dst: q, nr: &pq})
-	b.define(value{kind: vNormRope, dst: k, nr: &pk})
-	return true
 }
 
 // attnHeadWG is attn_head's workgroup size: a multiple of 32 (Q8_0
@@ -1981,36 +1882,30 @@ func (b *Backend) attnHeadMax(tile, headDim int) int {
 	return 0
 }
 
-// attnHead encodes a decode layer's deferred q/k norm+Rope and KV store
-// with its whole attention as one attn_head dispatch, one workgroup per
-// query head, where the sequence fits; q and k are left un-rotated with a
-// lazy norm+Rope each, as attnQK leaves them. It reports false, encoding
-// nothing, for shapes or lengths it does not take.
-func (b *Backend) attnHead(dst *tensor, p *pendingQK, a infer.Attn) bool {
-	_, tile, ok := b.attnParams(a)
+// attnHead encodes a decode layer's waiting q/k norm+Rope and KV store p
+// with its whole attention n as one attn_head dispatch, one workgroup per
+// query head (attnFused checked that the sequence fits), leaving q and k
+// as attnQK leaves them.
+func (b *Backend) attnHead(n *node, p value) {
+	a := n.attn
+	_, tile, _ := b.attnParams(a)
 	wg := attnHeadWG(a.HeadDim)
-	kc, vc, off := b.kvBind(p.layer)
 	maxPos := b.attnHeadMax(tile, a.HeadDim)
-	if !ok || b.batch.Pos+1 > maxPos || a.HeadDim%8 != 0 || off%4 != 0 || wg > int(b.d.Limits.MaxComputeInvocationsPerWorkgroup) ||
-		!b.takesPrologue(dst, p, a) {
-		return false
-	}
-	pr, ok := b.beginPrologue(dst, p, a, kc, vc, off, a.HeadDim%32 == 0)
+	pr, ok := b.beginPrologue(n, p)
 	if !ok {
-		return true
+		return
 	}
 	slots, _ := attnHeadSlots(maxPos, tile, a.HeadDim, wg)
 	b.dispatchPrologue(pr, "attn_head", "attnhead", p.layer<<1|boolInt(pr.q8), func() map[string]shaders.Const {
 		return map[string]shaders.Const{"TILE": shaders.U32(tile), "WG": shaders.U32(wg), "SLOTS": shaders.U32(slots),
 			"TSLOTS": shaders.U32(slots / tile), "MAXSPLITS": shaders.U32(maxSplits)}
 	})
-	return true
 }
 
 // attnSum encodes attention's pass 3 (the splits' sum) into dst; in
 // decode with q1_xq also dst's Q8_0 rounding for the output projection.
 func (b *Backend) attnSum(dst, q *tensor, a infer.Attn, rows int) {
-	q8 := b.xqOK() && b.n == 1 && a.Heads*a.HeadDim%64 == 0
+	q8 := b.attnSumQ8(a)
 	if q8 {
 		if err := b.xqBuffers(dst); err != nil {
 			b.fail(err)
@@ -2028,9 +1923,12 @@ func (b *Backend) attnSum(dst, q *tensor, a infer.Attn, rows int) {
 		return k, bufs, err
 	})
 	b.dispatch(sum, ceilDiv(a.Heads*a.HeadDim, 64), min(rows, b.n), 1)
-	if q8 {
-		b.define(value{kind: vRounded, dst: dst})
-	}
+}
+
+// attnSumQ8 reports whether attn_sum also writes dst's Q8_0 rounding
+// (fuse then records the rounded value: Attention's q8, attnFused).
+func (b *Backend) attnSumQ8(a infer.Attn) bool {
+	return b.xqOK() && b.n == 1 && a.Heads*a.HeadDim%64 == 0
 }
 
 // elementwise encodes dst = f(a, b) with the aliasing variant the operands
@@ -2091,10 +1989,6 @@ func (b *Backend) SwiGLU(dstT, gateT, upT infer.Tensor) {
 func (b *Backend) Add(dstT, aT, bT infer.Tensor) {
 	if b.err != nil || b.enc == nil {
 		return
-	}
-	if b.pendingQK != nil {
-		b.flushOps()
-		b.flushQK()
 	}
 	dst, x, y := b.asTensor("Add dst", dstT), b.asTensor("Add a", aT), b.asTensor("Add b", bT)
 	if dst == nil || x == nil || y == nil {

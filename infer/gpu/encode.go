@@ -43,27 +43,6 @@ func (b *Backend) touch(t *tensor) {
 	b.flushOps()
 }
 
-// kill readies t to be overwritten whole by an op encoded outside the
-// list: a value defining t dies, those reading it are computed.
-func (b *Backend) kill(t *tensor) {
-	b.record(node{op: opKill, x: t})
-	b.flushOps()
-}
-
-// define records v, written (vRounded) or left waiting (vNormRope) by an
-// op encoded outside the list.
-func (b *Backend) define(v value) {
-	b.flushOps()
-	b.live = append(b.live, v)
-}
-
-// waits reports whether a value defines t (after the list is encoded).
-func (b *Backend) waits(t *tensor) bool {
-	b.flushOps()
-	_, ok := valueOf(b.live, t)
-	return ok
-}
-
 // passRules are fuse's rules for the pass Begin starts.
 func (b *Backend) passRules() fuseRules {
 	batch1 := b.n == 1
@@ -75,21 +54,22 @@ func (b *Backend) passRules() fuseRules {
 	}
 }
 
-// encodeStep encodes one step of the plan. Everything but a matvec group
-// first encodes the head ops waiting outside the list (per-head norms,
-// norm+Ropes, a deferred KV store), as every op but MatMul did before the
-// list existed: while the list holds an op, no op outside it has run, so
-// what waits there is what waited when the op was recorded.
+// encodeStep encodes one step of the plan.
 func (b *Backend) encodeStep(s *step) {
 	switch s.kind {
 	case stepMatVec:
 		b.encodeMatVec(&s.mv)
 	case stepOp:
-		b.flushHead()
 		b.encodeOp(&s.op)
 	case stepValue:
-		b.flushHead()
 		b.encodeValue(s.v)
+	case stepAttn:
+		b.encodeAttention(&s.op, s.v)
+	case stepPhase:
+		if b.err == nil {
+			b.prof.phase(b, s.op.phase)
+			b.phase = s.op.phase
+		}
 	}
 }
 
@@ -125,6 +105,10 @@ func (b *Backend) encodeOp(n *node) {
 			return
 		}
 		b.elementwise("SWIGLU", n.dst, n.x, n.y)
+	case opRope:
+		b.rope(n.x, n.rope, n.table)
+	case opStoreKV:
+		b.storeKV(n.layer, n.x, n.y)
 	}
 }
 
@@ -138,8 +122,12 @@ func (b *Backend) encodeValue(v value) {
 		b.rmsNorm(v.dst, v.src, v.w, v.eps, false)
 	case vSwiGLU:
 		b.elementwise("SWIGLU", v.dst, v.src, v.up)
+	case vHeadNorm:
+		b.rmsNorm(v.dst, v.dst, v.w, v.eps, false)
 	case vNormRope:
-		b.normRope(*v.nr)
+		b.normRope(v)
+	case vQKStore:
+		b.qkRopeStore(v)
 	}
 }
 
@@ -193,14 +181,14 @@ func (b *Backend) encodeMatVec(g *matvecGroup) {
 		src = in.src
 		key.a = src
 		if in.kind == vNorm {
-			key.kind += "+norm"
+			key.v |= keyNormIn
 			key.g, key.f = in.w, in.eps
 			defs["NORM"] = shaders.Flag(true)
 			defs["EPS"] = shaders.F32(in.eps)
 			defs["NORMWG"] = shaders.U32(normThreads(src.cols))
 			fused = []binding{at(6, whole(in.w.chunks[0].buf))}
 		} else {
-			key.kind += "+glu"
+			key.v |= keyGLUIn
 			key.g = in.up
 			defs["GLU"] = shaders.Flag(true)
 			fused = []binding{at(6, whole(in.up.buf))}

@@ -29,7 +29,22 @@ type fuseRules struct {
 //     pair's epilogue;
 //   - fusedInput: a lazy norm or SwiGLU is computed in the x load of the
 //     matvecs that read it, and never on its own if its tensor is
-//     overwritten first (deadValue).
+//     overwritten first (deadValue);
+//   - normRope: a Rope over a waiting per-head norm of its tensor waits
+//     as one norm+RoPE;
+//   - qkRopeStore: a StoreKV of k over q's and k's waiting norm+RoPEs is
+//     one qk_rope_store, which may wait for its Attention;
+//   - attnPrologue: an Attention of q over its layer's waiting
+//     qk_rope_store takes it into its own dispatch (attn_lat, attn_head,
+//     attn_qk), leaving q's and k's norm+RoPE waiting for other readers;
+//   - phase: a profiler phase ends the matvec group (a dispatch is timed
+//     in one phase); the values wait across it.
+//
+// Every value defines its tensors alone (each op computes or drops what
+// defines the tensors it writes before it adds a value), and the KV cache
+// is written only by a StoreKV or a store value, read only by an
+// Attention: a StoreKV or an Attention that does not take the waiting
+// store computes it first.
 func fuse(live []value, ops []node, r fuseRules, end bool, plan []step) ([]step, []value) {
 	f := fuser{r: r, live: live, plan: plan[:0]}
 	for i := range ops {
@@ -117,8 +132,182 @@ func (f *fuser) add(n *node) {
 		}
 	case opTouch:
 		f.materialize(n.x)
-	case opKill:
-		f.overwrite(n.x)
+	case opHeadNorm:
+		// it rewrites x: what defines x or reads it goes first
+		f.materialize(n.x)
+		f.live = append(f.live, value{kind: vHeadNorm, dst: n.x, src: n.x, w: n.w, eps: n.eps})
+	case opRope:
+		if nr, ok := f.normRope(n); ok {
+			if n.lazy {
+				f.live = append(f.live, nr)
+			} else {
+				f.compute(nr)
+			}
+			return
+		}
+		f.materialize(n.x)
+		f.op(n)
+	case opStoreKV:
+		// the cache's stores stay in order
+		f.computeStores()
+		if s, ok := f.qkRopeStore(n); ok {
+			if n.lazy {
+				f.live = append(f.live, s)
+			} else {
+				f.compute(s)
+			}
+			return
+		}
+		f.materialize(n.x)
+		f.materialize(n.y)
+		f.op(n)
+	case opAttn:
+		if s, ok := f.attnPrologue(n); ok {
+			f.remove(s)
+			// the dispatch writes all of dst
+			f.overwrite(n.dst)
+			f.flushGroup()
+			f.plan = append(f.plan, step{kind: stepAttn, op: *n, v: s})
+			// q and k are left as they were, their norm+RoPE waiting
+			// for another reader; attn_qk's last pass (attn_sum) and
+			// the one-dispatch kernels' epilogue round dst
+			if n.fusedQ8 && n.fused == attnQK {
+				f.live = append(f.live, value{kind: vRounded, dst: n.dst})
+			}
+			f.live = append(f.live,
+				value{kind: vNormRope, dst: s.dst, w: s.w, eps: s.eps, rope: s.rope, table: s.table},
+				value{kind: vNormRope, dst: s.src, w: s.kw, eps: s.keps, rope: s.rope, table: s.table})
+			if n.fusedQ8 && n.fused != attnQK {
+				f.live = append(f.live, value{kind: vRounded, dst: n.dst})
+			}
+			return
+		}
+		// it reads the cache
+		f.computeStores()
+		f.materialize(n.x)
+		f.materialize(n.dst)
+		f.flushGroup()
+		f.plan = append(f.plan, step{kind: stepAttn, op: *n})
+		if n.q8 {
+			f.live = append(f.live, value{kind: vRounded, dst: n.dst})
+		}
+	case opPhase:
+		f.flushGroup()
+		f.plan = append(f.plan, step{kind: stepPhase, op: *n})
+	}
+}
+
+// op plans n as a dispatch of its own, after the waiting matvecs.
+func (f *fuser) op(n *node) {
+	f.flushGroup()
+	f.plan = append(f.plan, step{kind: stepOp, op: *n})
+}
+
+// normRope is the norm+RoPE that Rope n makes of a per-head norm waiting
+// on its tensor, over heads of the Rope's width: the norm is taken out of
+// the waiting values. Nothing else can wait on the tensor (opHeadNorm
+// computed it first), so the norm+RoPE reads what the norm would have.
+func (f *fuser) normRope(n *node) (value, bool) {
+	for i, v := range f.live {
+		if v.kind != vHeadNorm || v.dst != n.x || v.w.k*v.w.m != n.rope.HeadDim {
+			continue
+		}
+		f.live = append(f.live[:i], f.live[i+1:]...)
+		return value{kind: vNormRope, dst: n.x, w: v.w, eps: v.eps, rope: n.rope, table: n.table}, true
+	}
+	return value{}, false
+}
+
+// qkRopeStore is the store StoreKV n makes of k's waiting norm+RoPE and
+// the latest other one (q's): both rotated alike (the same rope and
+// table) over heads of the cache's size (k, v and the layer fit the
+// cache: n.headDim), q, k and v distinct tensors of equal rows. A value
+// defining v is computed first (the store reads v). The two norm+RoPEs
+// are taken out of the waiting values.
+func (f *fuser) qkRopeStore(n *node) (value, bool) {
+	k, v := n.x, n.y
+	ik, iq := -1, -1
+	for i, w := range f.live {
+		if w.kind == vNormRope && w.dst == k {
+			ik = i
+		}
+	}
+	for i := len(f.live) - 1; i >= 0 && ik >= 0; i-- {
+		if w := f.live[i]; w.kind == vNormRope && w.dst != k {
+			iq = i
+			break
+		}
+	}
+	if ik < 0 || iq < 0 {
+		return value{}, false
+	}
+	nq, nk := f.live[iq], f.live[ik]
+	q := nq.dst
+	if q == v || k == v || nq.rope != nk.rope || nq.table != nk.table || nk.rope.HeadDim != n.headDim ||
+		q.rows != k.rows || k.rows != v.rows {
+		return value{}, false
+	}
+	if _, ok := f.valueOf(v); ok {
+		f.materialize(v)
+	}
+	s := value{kind: vQKStore, dst: q, src: k, up: v, w: nq.w, eps: nq.eps, kw: nk.w, keps: nk.eps,
+		rope: nq.rope, table: nq.table, layer: n.layer}
+	f.remove(nq)
+	f.remove(nk)
+	return s, true
+}
+
+// attnPrologue is the waiting store Attention n takes into its fused
+// dispatch: the store of n's layer whose q is n's, where the device and
+// the pass run a fused kernel for n (n.fused), the heads are the
+// attention's, dst is none of q, k and v (the kernel writes dst while it
+// reads them) and no other value waits on q, k or v (the kernel reads
+// them as the store left them).
+func (f *fuser) attnPrologue(n *node) (value, bool) {
+	if n.fused == 0 {
+		return value{}, false
+	}
+	is := -1
+	for i, v := range f.live {
+		if v.kind == vQKStore {
+			is = i
+		}
+	}
+	if is < 0 {
+		return value{}, false
+	}
+	s := f.live[is]
+	q, k, v := s.dst, s.src, s.up
+	if q != n.x || s.layer != n.layer || n.dst == q || n.dst == k || n.dst == v || s.rope.HeadDim != n.attn.HeadDim {
+		return value{}, false
+	}
+	for i, o := range f.live {
+		if i != is && (o.defines(q) || o.defines(k) || o.defines(v)) {
+			return value{}, false
+		}
+	}
+	return s, true
+}
+
+// computeStores computes the waiting KV store, if any.
+func (f *fuser) computeStores() {
+	for i := 0; i < len(f.live); {
+		if v := f.live[i]; v.kind == vQKStore {
+			f.live = append(f.live[:i], f.live[i+1:]...)
+			f.compute(v)
+			continue
+		}
+		i++
+	}
+}
+
+// remove takes v out of the waiting values.
+func (f *fuser) remove(v value) {
+	for i := range f.live {
+		if f.live[i] == v {
+			f.live = append(f.live[:i], f.live[i+1:]...)
+			return
+		}
 	}
 }
 
@@ -129,7 +318,7 @@ func (f *fuser) valueOf(t *tensor) (value, bool) {
 
 func valueOf(live []value, t *tensor) (value, bool) {
 	for _, v := range live {
-		if v.dst == t {
+		if v.defines(t) {
 			return v, true
 		}
 	}
@@ -137,13 +326,15 @@ func valueOf(live []value, t *tensor) (value, bool) {
 }
 
 // fusedInput is the value a matvec of x into dst computes in its x load
-// or reads the rounding of, where it can: a norm+RoPE cannot be fused, nor
-// a value that reads dst (the matvec writes dst while other workgroups
-// still load x), nor one outside a one-token pass or over a row that is
-// not a whole number of vec4s. Such a value is computed first.
+// or reads the rounding of, where it can: only a token norm, a SwiGLU or
+// a rounding (not a head op's value), and not a value that reads dst (the
+// matvec writes dst while other workgroups still load x), nor one outside
+// a one-token pass or over a row that is not a whole number of vec4s.
+// Such a value is computed first.
 func (f *fuser) fusedInput(dst, x *tensor) value {
 	in, ok := f.valueOf(x)
-	if ok && (in.kind == vNormRope || in.reads(dst) || !f.r.batch1 || x.cols%4 != 0) {
+	fusable := in.kind == vNorm || in.kind == vSwiGLU || in.kind == vRounded
+	if ok && (!fusable || in.reads(dst) || !f.r.batch1 || x.cols%4 != 0) {
 		f.materialize(x)
 		return value{}
 	}
@@ -247,7 +438,7 @@ func (f *fuser) flushGroup() {
 func (f *fuser) materialize(t *tensor) {
 	for i := 0; i < len(f.live); {
 		v := f.live[i]
-		if v.dst != t && !v.reads(t) {
+		if !v.defines(t) && !v.reads(t) {
 			i++
 			continue
 		}
@@ -258,14 +449,15 @@ func (f *fuser) materialize(t *tensor) {
 
 // overwrite prepares t to be written whole: the values reading t are
 // computed first, and one defining t dies (deadValue: nothing read it
-// but the matvecs that computed it in their x load).
+// but the matvecs that computed it in their x load), unless it also
+// writes elsewhere (a store: kept).
 func (f *fuser) overwrite(t *tensor) {
 	for i := 0; i < len(f.live); {
 		v := f.live[i]
 		switch {
-		case v.dst == t: // also when it reads t (in place): all of it is overwritten
+		case v.defines(t) && !v.kept(): // also when it reads t (in place): all of it is overwritten
 			f.live = append(f.live[:i], f.live[i+1:]...)
-		case v.reads(t):
+		case v.defines(t) || v.reads(t):
 			f.live = append(f.live[:i], f.live[i+1:]...)
 			f.compute(v)
 		default:
@@ -275,9 +467,8 @@ func (f *fuser) overwrite(t *tensor) {
 }
 
 // compute plans v into its tensor, after the waiting matvecs (which may
-// read its operands). A rounding has nothing to compute, but is still a
-// step: it marks where the ops recorded outside the list must be encoded
-// (encodePlan).
+// read its operands). A rounding has nothing to compute: its step
+// encodes nothing, but still ends the waiting group.
 func (f *fuser) compute(v value) {
 	f.flushGroup()
 	f.plan = append(f.plan, step{kind: stepValue, v: v})

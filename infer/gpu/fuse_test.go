@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/profile"
+	"github.com/cogentcore/webgpu/wgpu"
 )
 
 // The fusion pass on op lists, without a device: each case records ops as
@@ -19,8 +22,12 @@ import (
 //	  (rounded)    … reading x's Q8_0 rounding
 //	  +=r          … adding its output into r (a folded Add)
 //	  glu          … with gate/up's SwiGLU epilogue
-//	add d=a+b, norm d=x [q8], swiglu d=g,u [q8]: an op of its own
+//	add d=a+b, norm d=x [q8], swiglu d=g,u [q8], rope x, store k,v:
+//	               an op of its own
+//	attn d←q [lat|head|qk +store]  an attention (fused with the store)
+//	phase          a profiler phase begins
 //	= norm d=x …   a waiting value computed into its tensor
+//	  (headnorm x, normrope x, qkstore q,k,v@layer: the head values)
 
 // fakes is a set of tensors and weights for fuse tests: tensors of one
 // row, and Q1_0 weights placed one after another in one arena unless
@@ -62,12 +69,38 @@ func (f *fakes) gap() { f.boff, f.soff = f.boff+1<<20, f.soff+1<<20 }
 func mv(dst *tensor, w *weight, x *tensor) node { return node{op: opMatVec, dst: dst, x: x, w: w} }
 func add(dst, a, b *tensor) node                { return node{op: opAdd, dst: dst, x: a, y: b} }
 func touch(t *tensor) node                      { return node{op: opTouch, x: t} }
-func kill(t *tensor) node                       { return node{op: opKill, x: t} }
 func norm(dst, x *tensor, lazy, q8 bool) node {
 	return node{op: opNorm, dst: dst, x: x, w: &weight{name: "norm", typ: gguf.F32, k: x.cols, m: 1}, eps: 1e-6, lazy: lazy, q8: q8}
 }
 func swiglu(dst, g, u *tensor, lazy, q8 bool) node {
 	return node{op: opSwiGLU, dst: dst, x: g, y: u, lazy: lazy, q8: q8}
+}
+
+// The head ops: heads of 32 values, one rotation and its (fake) table.
+var (
+	rope32  = infer.Rope{HeadDim: 32, Dims: 32, Base: 1e6, FreqScale: 1}
+	table32 = &wgpu.Buffer{}
+	norm32  = &weight{name: "headnorm", typ: gguf.F32, k: 32, m: 1}
+)
+
+func headNorm(x *tensor, w *weight) node { return node{op: opHeadNorm, x: x, w: w, eps: 1e-6} }
+func rope(x *tensor, r infer.Rope, lazy bool) node {
+	return node{op: opRope, x: x, rope: r, table: table32, lazy: lazy}
+}
+func storeKV(k, v *tensor, layer, headDim int, lazy bool) node {
+	return node{op: opStoreKV, x: k, y: v, layer: layer, headDim: headDim, lazy: lazy}
+}
+func attn(dst, q *tensor, layer int, fused attnKind, fusedQ8, q8 bool) node {
+	return node{op: opAttn, dst: dst, x: q, layer: layer, attn: infer.Attn{Heads: 4, KVHeads: 2, HeadDim: 32},
+		fused: fused, fusedQ8: fusedQ8, q8: q8}
+}
+func phase(p profile.Phase) node { return node{op: opPhase, phase: p} }
+
+// qkStore is the store value of q, k and v at layer as qkRopeStore makes
+// it from norm32's norm+RoPEs.
+func qkStore(q, k, v *tensor, layer int) value {
+	return value{kind: vQKStore, dst: q, src: k, up: v, w: norm32, eps: 1e-6, kw: norm32, keps: 1e-6,
+		rope: rope32, table: table32, layer: layer}
 }
 
 func names(ts []*tensor) string {
@@ -88,6 +121,10 @@ func (v value) String() string {
 		return "rounded " + v.dst.name
 	case vNormRope:
 		return "normrope " + v.dst.name
+	case vHeadNorm:
+		return "headnorm " + v.dst.name
+	case vQKStore:
+		return fmt.Sprintf("qkstore %s,%s,%s@%d", v.dst.name, v.src.name, v.up.name, v.layer)
 	}
 	return "none"
 }
@@ -122,6 +159,10 @@ func (s step) String() string {
 			out = "norm " + n.dst.name + "=" + n.x.name
 		case opSwiGLU:
 			out = "swiglu " + n.dst.name + "=" + n.x.name + "," + n.y.name
+		case opRope:
+			out = "rope " + n.x.name
+		case opStoreKV:
+			out = "store " + n.x.name + "," + n.y.name
 		}
 		if n.q8 {
 			out += " q8"
@@ -129,6 +170,14 @@ func (s step) String() string {
 		return out
 	case stepValue:
 		return "= " + s.v.String()
+	case stepAttn:
+		out := "attn " + s.op.dst.name + "←" + s.op.x.name
+		if s.v.kind == vQKStore {
+			out += " " + [...]string{attnLat: "lat", attnHead: "head", attnQK: "qk"}[s.op.fused] + " +store"
+		}
+		return out
+	case stepPhase:
+		return "phase"
 	}
 	return "?"
 }
@@ -243,7 +292,7 @@ func TestFuseLazyValues(t *testing.T) {
 	wo := f.w("wo", 256, 256)
 	g, u := f.t("g"), f.t("u")
 	wd := f.w("wd", 256, 256)
-	nq := value{kind: vNormRope, dst: q, nr: &pendingNormRope{x: q}}
+	nq := value{kind: vNormRope, dst: q, w: &weight{}}
 	layer := []node{norm(h, x, true, false), mv(q, wq, h), mv(k, wk, h), mv(v, wv, h)}
 	runFuseCases(t, []fuseCase{
 		{name: "norm in the q/k/v load", rules: decode, ops: layer,
@@ -273,10 +322,7 @@ func TestFuseLazyValues(t *testing.T) {
 			plan: []string{"= normrope q", "mv k←q"}},
 		{name: "norm+rope dead", rules: decode, live: []value{nq}, ops: []node{mv(q, wq, h)},
 			plan: []string{"mv q←h"}},
-		{name: "killed outside the list", rules: decode, live: []value{nq, {kind: vRounded, dst: att}}, ops: []node{kill(att)},
-			left: []string{"normrope q"}},
-		// a rounding has nothing to compute, but marks where the ops
-		// waiting outside the list are encoded
+		// a rounding has nothing to compute: its step encodes nothing
 		{name: "rounding touched", rules: decode, live: []value{{kind: vRounded, dst: att}}, ops: []node{touch(att)},
 			plan: []string{"= rounded att"}},
 	})
@@ -328,13 +374,19 @@ func TestFuseRoundingsAndEpilogue(t *testing.T) {
 // arrays it is given (the op calls' host time must not grow).
 func TestFuseDecodeLayerNoAllocs(t *testing.T) {
 	f := newFakes()
-	x, h, att, o := f.t("x"), f.t("h"), f.t("att"), f.t("o")
+	x, h, att, o := f.t("x"), f.t("h"), f.t("att", 128), f.t("o")
+	q, k, v := f.t("q", 128), f.t("k", 64), f.t("v", 64)
 	g, u := f.t("g", 128), f.t("u", 128)
-	wo, wg, wu, wd := f.w("wo", 256, 256), f.w("wg", 128, 256), f.w("wu", 128, 256), f.w("wd", 256, 128)
-	ops := []node{mv(o, wo, att), add(x, x, o), norm(h, x, false, true), mv(g, wg, h), mv(u, wu, h),
+	wq, wk, wv := f.w("wq", 128, 256), f.w("wk", 64, 256), f.w("wv", 64, 256)
+	wo, wg, wu, wd := f.w("wo", 256, 128), f.w("wg", 128, 256), f.w("wu", 128, 256), f.w("wd", 256, 128)
+	ops := []node{phase(profile.QKV), norm(h, x, false, true), mv(q, wq, h), mv(k, wk, h), mv(v, wv, h),
+		headNorm(q, norm32), headNorm(k, norm32), rope(q, rope32, true), rope(k, rope32, true),
+		phase(profile.Attention), storeKV(k, v, 0, 32, true), attn(att, q, 0, attnLat, true, false),
+		phase(profile.AttnOutput), mv(o, wo, att), add(x, x, o),
+		phase(profile.FFN), norm(h, x, false, true), mv(g, wg, h), mv(u, wu, h),
 		swiglu(g, g, u, true, true), mv(o, wd, g), add(x, x, o)}
 	live := make([]value, 0, 8)
-	plan := make([]step, 0, 8)
+	plan := make([]step, 0, 16)
 	allocs := testing.AllocsPerRun(100, func() {
 		live = append(live[:0], value{kind: vRounded, dst: att})
 		plan, live = fuse(live, ops, decode, false, plan)
@@ -342,8 +394,149 @@ func TestFuseDecodeLayerNoAllocs(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("%v allocations per list", allocs)
 	}
-	want := []string{"mv o←att(rounded) +=x", "norm h=x q8", "mv g,u←h(rounded) glu", "mv o←g(rounded) +=x"}
+	want := []string{"phase", "norm h=x q8", "mv q,k,v←h(rounded)", "phase", "attn att←q lat +store", "phase",
+		"mv o←att(rounded) +=x", "phase", "= rounded h", "norm h=x q8", "mv g,u←h(rounded) glu", "mv o←g(rounded) +=x"}
 	if got := strs(plan); !slices.Equal(got, want) {
 		t.Errorf("plan\n got %q\nwant %q", got, want)
 	}
+}
+
+// headNorm and normRope: a per-head norm in place waits for the Rope of
+// its tensor, and the two wait as one norm+RoPE (computed now with fusion
+// off); anything else that reads the tensor computes the norm first.
+func TestFuseHeadNormRope(t *testing.T) {
+	f := newFakes()
+	h, o := f.t("h"), f.t("o")
+	q, k := f.t("q", 128), f.t("k", 64)
+	wq, wo := f.w("wq", 128, 256), f.w("wo", 256, 128)
+	norm64 := &weight{name: "headnorm64", typ: gguf.F32, k: 64, m: 1}
+	runFuseCases(t, []fuseCase{
+		{name: "norm+rope waits", rules: decode, ops: []node{headNorm(q, norm32), rope(q, rope32, true)},
+			left: []string{"normrope q"}},
+		{name: "fusion off: computed now", rules: decode, ops: []node{headNorm(q, norm32), rope(q, rope32, false)},
+			plan: []string{"= normrope q"}},
+		// the norm's heads are not the Rope's: two ops
+		{name: "heads of another width", rules: decode, ops: []node{headNorm(q, norm64), rope(q, rope32, true)},
+			plan: []string{"= headnorm q", "rope q"}},
+		{name: "a Rope of another tensor", rules: decode, ops: []node{headNorm(q, norm32), rope(k, rope32, true)},
+			plan: []string{"rope k"}, left: []string{"headnorm q"}},
+		{name: "a matvec reads the norm", rules: decode, ops: []node{headNorm(q, norm32), mv(o, wo, q)},
+			plan: []string{"= headnorm q", "mv o←q"}},
+		{name: "a matvec reads the norm+rope", rules: decode, ops: []node{headNorm(q, norm32), rope(q, rope32, true), mv(o, wo, q)},
+			plan: []string{"= normrope q", "mv o←q"}},
+		// the norm rewrites what the matvec writes
+		{name: "after the matvec that writes q", rules: decode, ops: []node{mv(q, wq, h), headNorm(q, norm32), rope(q, rope32, false)},
+			plan: []string{"mv q←h", "= normrope q"}},
+		// the second norms what the first wrote
+		{name: "a second norm of q", rules: decode, ops: []node{headNorm(q, norm32), headNorm(q, norm32)},
+			plan: []string{"= headnorm q"}, left: []string{"headnorm q"}},
+		{name: "dead once overwritten", rules: decode, ops: []node{headNorm(q, norm32), rope(q, rope32, true), mv(q, wq, h)},
+			plan: []string{"mv q←h"}},
+		{name: "computed at the end", rules: decode, ops: []node{headNorm(q, norm32), headNorm(k, norm32), rope(q, rope32, true)}, end: true,
+			plan: []string{"= headnorm k", "= normrope q"}},
+	})
+}
+
+// qkRopeStore: a StoreKV of k over q's and k's waiting norm+RoPEs is one
+// qk_rope_store, waiting for its Attention where the node allows it; the
+// cache's stores stay in order.
+func TestFuseQKRopeStore(t *testing.T) {
+	f := newFakes()
+	h, x64 := f.t("h"), f.t("x64", 64)
+	q, k, v := f.t("q", 128), f.t("k", 64), f.t("v", 64)
+	k2, v2 := f.t("k2", 64), f.t("v2", 64)
+	v2rows := &tensor{name: "vr", rows: 2, cols: 64}
+	wq := f.w("wq", 128, 256)
+	other := rope32
+	other.Base = 1e4
+	heads := []node{headNorm(q, norm32), headNorm(k, norm32), rope(q, rope32, true), rope(k, rope32, true)}
+	with := func(ns ...node) []node { return append(slices.Clone(heads), ns...) }
+	store := []value{qkStore(q, k, v, 0)}
+	runFuseCases(t, []fuseCase{
+		{name: "one dispatch", rules: decode, ops: with(storeKV(k, v, 0, 32, false)),
+			plan: []string{"= qkstore q,k,v@0"}},
+		{name: "waits for its attention", rules: decode, ops: with(storeKV(k, v, 0, 32, true)),
+			left: []string{"qkstore q,k,v@0"}},
+		{name: "k rotated otherwise", rules: decode, ops: []node{headNorm(q, norm32), headNorm(k, norm32), rope(q, rope32, true), rope(k, other, true),
+			storeKV(k, v, 0, 32, true)},
+			plan: []string{"= normrope k", "store k,v"}, left: []string{"normrope q"}},
+		{name: "v is q", rules: decode, ops: with(storeKV(k, q, 0, 32, true)),
+			plan: []string{"= normrope k", "= normrope q", "store k,q"}},
+		{name: "heads not the cache's", rules: decode, ops: with(storeKV(k, v, 0, 64, true)),
+			plan: []string{"= normrope k", "store k,v"}, left: []string{"normrope q"}},
+		{name: "rows differ", rules: decode, ops: with(storeKV(k, v2rows, 0, 32, true)),
+			plan: []string{"= normrope k", "store k,vr"}, left: []string{"normrope q"}},
+		{name: "without k's norm+rope", rules: decode, ops: with(storeKV(k2, v2, 0, 32, true)),
+			plan: []string{"store k2,v2"}, left: []string{"normrope q", "normrope k"}},
+		// the store reads v
+		{name: "v's value first", rules: decode, ops: append([]node{norm(v, x64, true, false)}, with(storeKV(k, v, 0, 32, true))...),
+			plan: []string{"= norm v=x64"}, left: []string{"qkstore q,k,v@0"}},
+		{name: "stores in order", rules: decode, live: store, ops: []node{storeKV(k2, v2, 1, 32, true)},
+			plan: []string{"= qkstore q,k,v@0", "store k2,v2"}},
+		// it also writes the cache
+		{name: "kept when q is overwritten", rules: decode, live: store, ops: []node{mv(q, wq, h)},
+			plan: []string{"= qkstore q,k,v@0", "mv q←h"}},
+		{name: "computed before v changes", rules: decode, live: store, ops: []node{add(v, v, x64)},
+			plan: []string{"= qkstore q,k,v@0", "add v=v+x64"}},
+		{name: "computed at the end", rules: decode, live: store, end: true,
+			plan: []string{"= qkstore q,k,v@0"}},
+	})
+}
+
+// attnPrologue: an Attention of q over its layer's waiting store takes it
+// into its fused dispatch where the node names one, leaving q's and k's
+// norm+RoPE (and dst's rounding) waiting; otherwise the store is computed
+// before the attention reads the cache.
+func TestFuseAttnPrologue(t *testing.T) {
+	f := newFakes()
+	att, x := f.t("att", 128), f.t("x", 128)
+	q, k, v, q2 := f.t("q", 128), f.t("k", 64), f.t("v", 64), f.t("q2", 128)
+	store := []value{qkStore(q, k, v, 0)}
+	runFuseCases(t, []fuseCase{
+		{name: "attn_lat", rules: decode, live: store, ops: []node{attn(att, q, 0, attnLat, true, false)},
+			plan: []string{"attn att←q lat +store"}, left: []string{"normrope q", "normrope k", "rounded att"}},
+		{name: "attn_qk", rules: decode, live: store, ops: []node{attn(att, q, 0, attnQK, true, true)},
+			plan: []string{"attn att←q qk +store"}, left: []string{"rounded att", "normrope q", "normrope k"}},
+		{name: "attn_head without rounding", rules: decode, live: store, ops: []node{attn(att, q, 0, attnHead, false, true)},
+			plan: []string{"attn att←q head +store"}, left: []string{"normrope q", "normrope k"}},
+		{name: "no fused kernel", rules: decode, live: store, ops: []node{attn(att, q, 0, 0, false, true)},
+			plan: []string{"= qkstore q,k,v@0", "attn att←q"}, left: []string{"rounded att"}},
+		{name: "another q", rules: decode, live: store, ops: []node{attn(att, q2, 0, attnLat, true, false)},
+			plan: []string{"= qkstore q,k,v@0", "attn att←q2"}},
+		{name: "another layer", rules: decode, live: store, ops: []node{attn(att, q, 1, attnLat, true, false)},
+			plan: []string{"= qkstore q,k,v@0", "attn att←q"}},
+		// the kernel writes dst while it reads v
+		{name: "dst is v", rules: decode, live: store, ops: []node{attn(v, q, 0, attnLat, false, false)},
+			plan: []string{"= qkstore q,k,v@0", "attn v←q"}},
+		{name: "heads of another size", rules: decode, live: []value{qkStore(q, k, v, 0)},
+			ops:  []node{{op: opAttn, dst: att, x: q, attn: infer.Attn{Heads: 2, KVHeads: 1, HeadDim: 64}, fused: attnLat}},
+			plan: []string{"= qkstore q,k,v@0", "attn att←q"}},
+		// the kernel reads v as it is
+		{name: "a value waits on v", rules: decode, live: []value{qkStore(q, k, v, 0), {kind: vRounded, dst: v}},
+			ops:  []node{attn(att, q, 0, attnLat, false, false)},
+			plan: []string{"= qkstore q,k,v@0", "attn att←q"}, left: []string{"rounded v"}},
+		// it writes all of dst
+		{name: "dst's value dies", rules: decode, live: []value{qkStore(q, k, v, 0), {kind: vNorm, dst: att, src: x, w: &weight{}}},
+			ops:  []node{attn(att, q, 0, attnLat, false, false)},
+			plan: []string{"attn att←q lat +store"}, left: []string{"normrope q", "normrope k"}},
+		{name: "then rotated where read", rules: decode, live: store, ops: []node{attn(att, q, 0, attnLat, false, false), touch(k)},
+			plan: []string{"attn att←q lat +store", "= normrope k"}, left: []string{"normrope q"}},
+	})
+}
+
+// phase: a profiler phase ends the matvec group; the values wait across
+// it (q's and k's norm+RoPE for the StoreKV after it).
+func TestFusePhase(t *testing.T) {
+	f := newFakes()
+	h := f.t("h")
+	q, k, v := f.t("q", 128), f.t("k", 64), f.t("v", 64)
+	wq, wk := f.w("wq", 128, 256), f.w("wk", 64, 256)
+	runFuseCases(t, []fuseCase{
+		{name: "ends the group", rules: decode, ops: []node{mv(q, wq, h), phase(profile.Attention), mv(k, wk, h)},
+			plan: []string{"mv q←h", "phase", "mv k←h"}},
+		{name: "values wait across it", rules: decode,
+			ops: []node{headNorm(q, norm32), headNorm(k, norm32), rope(q, rope32, true), rope(k, rope32, true), phase(profile.Attention),
+				storeKV(k, v, 0, 32, false)},
+			plan: []string{"phase", "= qkstore q,k,v@0"}},
+	})
 }
