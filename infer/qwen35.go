@@ -464,11 +464,24 @@ func (n *qwen35) deltaNet(L *qwen35Layer) {
 	KD, VD := n.p.KHeads*S, n.p.VHeads*S
 	n.matmul(n.qkv, L.wqkv, n.h)
 	n.matmul(n.z, L.wz, n.h)
-	n.matmul(n.beta, L.wBeta, n.h)
-	n.matmul(n.alpha, L.wAlpha, n.h)
+	in := DeltaNetInputs{Q: n.dq, K: n.dk, V: n.dv, QKV: n.qkv, Beta: n.beta, Alpha: n.alpha,
+		Conv: L.conv1d, DTBias: L.dtBias, SSMA: L.ssmA, Layer: L.index, Spec: n.delta, Eps: eps}
 	fuser, ok := b.(DeltaNetInputFuser)
-	if !ok || !fuser.FuseDeltaNetInputs(DeltaNetInputs{Q: n.dq, K: n.dk, V: n.dv, QKV: n.qkv, Beta: n.beta, Alpha: n.alpha,
-		Conv: L.conv1d, DTBias: L.dtBias, SSMA: L.ssmA, Layer: L.index, Spec: n.delta, Eps: eps}) {
+	// the gates' projections inside the fused op where the backend can;
+	// their input goes through the rotation as any matmul's does
+	projected := false
+	if ok {
+		if x := n.rot.Input(L.wBeta, n.h); n.rot.Input(L.wAlpha, n.h) == x {
+			withProj := in
+			withProj.X, withProj.WBeta, withProj.WAlpha = x, L.wBeta, L.wAlpha
+			projected = fuser.FuseDeltaNetInputs(withProj)
+		}
+	}
+	if !projected {
+		n.matmul(n.beta, L.wBeta, n.h)
+		n.matmul(n.alpha, L.wAlpha, n.h)
+	}
+	if !projected && (!ok || !fuser.FuseDeltaNetInputs(in)) {
 		b.Unary(n.beta, n.beta, ActSigmoid)
 		b.DecayGate(n.alpha, n.alpha, L.dtBias, L.ssmA)
 

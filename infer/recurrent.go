@@ -100,15 +100,21 @@ type DeltaNetInputFuser interface {
 	//	L2Norm(q, q, HeadDim, in.Eps); L2Norm(k, k, HeadDim, in.Eps)
 	//	Unary(in.Beta, in.Beta, ActSigmoid)
 	//	DecayGate(in.Alpha, in.Alpha, in.DTBias, in.SSMA)
-	// with KD = KHeads·HeadDim and VD = VHeads·HeadDim.
+	// with KD = KHeads·HeadDim and VD = VHeads·HeadDim; with in.X set,
+	// preceded by the gates' projections
+	//	MatMul(in.Beta, in.WBeta, in.X); MatMul(in.Alpha, in.WAlpha, in.X)
+	// (a backend that cannot take those in the same op reports false).
 	FuseDeltaNetInputs(in DeltaNetInputs) bool
 }
 
 // DeltaNetInputs are FuseDeltaNetInputs' operands: Q, K and V receive the
-// normed heads, Beta and Alpha are gated in place.
+// normed heads, Beta and Alpha are gated in place, or, with X, projected
+// from X by WBeta and WAlpha and gated.
 type DeltaNetInputs struct {
 	Q, K, V, QKV, Beta, Alpha Tensor
 	Conv, DTBias, SSMA        Weight
+	X                         Tensor
+	WBeta, WAlpha             Weight
 	Layer                     int
 	Spec                      DeltaNetSpec
 	Eps                       float32

@@ -9,8 +9,12 @@
 // q/k head is then normed in place with l2norm.wgsl's sums, tree and scale
 // (WG is the width that kernel uses for groups of S), so the bits are the
 // unfused ops'.
+// With PROJ the gates' projections come along: workgroup 2·KHEADS+VHEADS+r
+// computes row r of β (r < VHEADS) or α from x as f32_matmul does for one
+// row (64 threads striding over vec4 columns, its tree, x rounded in the
+// load as quantize.wgsl rounds it: flag XBF16 or XF16), then gates it.
 // Constants: S, KHEADS, VHEADS, CH (=(2·KHEADS+VHEADS)·S), W, WG, EPS
-// (already divided by S), INVSQRTG (1/√S).
+// (already divided by S), INVSQRTG (1/√S); with PROJ, XK4 (x's vec4s).
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> x: array<f32>; // the q|k|v projection, CH
@@ -23,6 +27,55 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(8) var<storage, read_write> alpha: array<f32>; // in place: the decay
 @group(0) @binding(9) var<storage, read> bias: array<f32>;
 @group(0) @binding(10) var<storage, read> a: array<f32>;
+//#if PROJ
+@group(0) @binding(11) var<storage, read> xg: array<vec4<f32>>; // the gates' input
+@group(0) @binding(12) var<storage, read> wb: array<vec4<f32>>; // β's rows
+@group(0) @binding(13) var<storage, read> wa: array<vec4<f32>>; // α's rows
+
+//#include cpu_math
+
+// xin is x's vec4 c rounded to the gate weights' activation type.
+fn xin(c: u32) -> vec4<f32> {
+	let v = xg[c];
+//#if XBF16
+	let u = bitcast<vec4<u32>>(v);
+	return bitcast<vec4<f32>>((u + vec4<u32>(0x7fffu) + ((u >> vec4<u32>(16u)) & vec4<u32>(1u))) & vec4<u32>(0xffff0000u));
+//#else
+//#if XF16
+	return vec4<f32>(f16_round(v.x), f16_round(v.y), f16_round(v.z), f16_round(v.w));
+//#else
+	return v;
+//#endif
+//#endif
+}
+
+// project is row r of β (r < VHEADS) or of α times x, in f32_matmul's
+// order for one row: threads lid < 64 stride over the vec4 columns, then
+// its tree over 64.
+fn project(r: u32, lid: u32) -> f32 {
+	var acc = 0.0;
+	if (lid < 64u) {
+		for (var c = lid; c < XK4; c += 64u) {
+			var wr: vec4<f32>;
+			if (r < VHEADS) {
+				wr = wb[r * XK4 + c];
+			} else {
+				wr = wa[(r - VHEADS) * XK4 + c];
+			}
+			acc += dot(wr, xin(c));
+		}
+		red[lid] = acc;
+	}
+	workgroupBarrier();
+	for (var s = 32u; s > 0u; s >>= 1u) {
+		if (lid < s) {
+			red[lid] += red[lid + s];
+		}
+		workgroupBarrier();
+	}
+	return red[0];
+}
+//#endif
 
 var<workgroup> red: array<f32, WG>;
 
@@ -101,6 +154,20 @@ fn knorm(h: u32, lid: u32) {
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
 	let g = wid.x;
+//#if PROJ
+	if (g >= 2u * KHEADS + VHEADS) {
+		let r = g - (2u * KHEADS + VHEADS);
+		let v = project(r, lid);
+		if (lid == 0u) {
+			if (r < VHEADS) {
+				beta[r] = 1.0 / (1.0 + exp(-v));
+			} else {
+				alpha[r - VHEADS] = softplus(v + bias[r - VHEADS]) * a[r - VHEADS];
+			}
+		}
+		return;
+	}
+//#else
 	if (g == 2u * KHEADS + VHEADS) {
 		for (var j = lid; j < VHEADS; j += WG) {
 			beta[j] = 1.0 / (1.0 + exp(-beta[j]));
@@ -108,6 +175,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		}
 		return;
 	}
+//#endif
 	for (var j = lid; j < S; j += WG) {
 		let c = conv(g * S + j);
 		let v = c / (1.0 + exp(-c));

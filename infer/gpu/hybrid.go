@@ -392,7 +392,17 @@ func (b *Backend) CausalConv(dstT, xT infer.Tensor, wI infer.Weight, layer int) 
 // 27B token spent most of its time in such small dependent dispatches.
 // Longer passes, and Fuse "off", take the op sequence.
 func (b *Backend) FuseDeltaNetInputs(in infer.DeltaNetInputs) bool {
-	if b.noFuse || !b.ready() || b.n != 1 {
+	if b.noFuse || b.n != 1 {
+		return false
+	}
+	var proj gateProjections
+	if in.X != nil {
+		var ok bool
+		if proj, ok = b.gateProjections(in); !ok {
+			return false
+		}
+	}
+	if !b.ready() {
 		return false
 	}
 	q, k, v := b.tensorArg("DeltaNetInputs q", in.Q), b.tensorArg("DeltaNetInputs k", in.K), b.tensorArg("DeltaNetInputs v", in.V)
@@ -415,16 +425,66 @@ func (b *Backend) FuseDeltaNetInputs(in infer.DeltaNetInputs) bool {
 	}
 	wg := normThreads(d.HeadDim)
 	state := b.rec.conv[in.Layer]
-	o := b.prepared(opKey{kind: "deltanet_in", a: q, b: k, c: v, d: x, e: w, g: [2]*tensor{beta, alpha}, i: in.Layer, f: in.Eps}, func() (*kernel, []binding, error) {
-		kern, err := b.d.kernel("deltanet_in", map[string]shaders.Const{
+	var gates struct {
+		beta, alpha, x *tensor
+		wb, wa         *weight
+	}
+	gates.beta, gates.alpha = beta, alpha
+	groups := 2*d.KHeads + d.VHeads + 1
+	mode := ""
+	if in.X != nil {
+		gates.wb, gates.wa, mode = proj.wb, proj.wa, proj.mode
+		if gates.x = b.tensorArg("DeltaNetInputs x", in.X); gates.x == nil {
+			return true
+		}
+		groups = 2*d.KHeads + 3*d.VHeads
+	}
+	o := b.prepared(opKey{kind: "deltanet_in", a: q, b: k, c: v, d: x, e: w, g: gates, i: in.Layer, f: in.Eps}, func() (*kernel, []binding, error) {
+		defs := map[string]shaders.Const{
 			"S": shaders.U32(d.HeadDim), "KHEADS": shaders.U32(d.KHeads), "VHEADS": shaders.U32(d.VHeads), "CH": shaders.U32(s.Channels),
 			"W": shaders.U32(s.ConvWidth), "WG": shaders.U32(wg),
-			"EPS": shaders.F32(in.Eps / float32(d.HeadDim)), "INVSQRTG": shaders.F32(float32(1 / math.Sqrt(float64(d.HeadDim))))})
-		return kern, []binding{whole(b.batchBuf), whole(x.buf), whole(w.chunks[0].buf), whole(state), whole(q.buf), whole(k.buf),
-			whole(v.buf), whole(beta.buf), whole(alpha.buf), whole(bias.chunks[0].buf), whole(a.chunks[0].buf)}, err
+			"EPS": shaders.F32(in.Eps / float32(d.HeadDim)), "INVSQRTG": shaders.F32(float32(1 / math.Sqrt(float64(d.HeadDim))))}
+		bufs := []binding{whole(b.batchBuf), whole(x.buf), whole(w.chunks[0].buf), whole(state), whole(q.buf), whole(k.buf),
+			whole(v.buf), whole(beta.buf), whole(alpha.buf), whole(bias.chunks[0].buf), whole(a.chunks[0].buf)}
+		if gates.x != nil {
+			defs["PROJ"], defs["XK4"] = shaders.Flag(true), shaders.U32(gates.x.cols/4)
+			defs["XBF16"], defs["XF16"] = shaders.Flag(mode == "BF16"), shaders.Flag(mode == "F16")
+			bufs = append(bufs, whole(gates.x.buf), whole(gates.wb.chunks[0].buf), whole(gates.wa.chunks[0].buf))
+		}
+		kern, err := b.d.kernel("deltanet_in", defs)
+		return kern, bufs, err
 	})
-	b.dispatch(o, 2*d.KHeads+d.VHeads+1, 1, 1)
+	b.dispatch(o, groups, 1, 1)
 	return true
+}
+
+// gateProjections are the weights FuseDeltaNetInputs projects β and α
+// with, and the rounding of their input, when it can take them into its
+// dispatch: both dense (f32 rows in one chunk), VHEADS rows of x's width,
+// an element-wise rounding of x, and a 64-thread workgroup (f32_matmul's
+// tree) at least.
+type gateProjections struct {
+	wb, wa *weight
+	mode   string
+}
+
+func (b *Backend) gateProjections(in infer.DeltaNetInputs) (gateProjections, bool) {
+	wb, okb := in.WBeta.(*weight)
+	wa, oka := in.WAlpha.(*weight)
+	x, okx := in.X.(*tensor)
+	if !okb || !oka || !okx || normThreads(in.Spec.HeadDim) < 64 || x.cols%4 != 0 {
+		return gateProjections{}, false
+	}
+	mode, _ := activationMode(wb.typ)
+	for _, w := range []*weight{wb, wa} {
+		if m, _ := activationMode(w.typ); m != mode || w.q1() || len(w.twoBit) > 0 || len(w.chunks) != 1 || w.m != in.Spec.VHeads || w.k != x.cols {
+			return gateProjections{}, false
+		}
+	}
+	if mode != "" && mode != "F16" && mode != "BF16" {
+		return gateProjections{}, false
+	}
+	return gateProjections{wb, wa, mode}, true
 }
 
 // deltaNetThreads is deltanet.wgsl's workgroup size: one thread per state

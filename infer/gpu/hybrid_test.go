@@ -652,18 +652,28 @@ func TestHybridChainInOnePass(t *testing.T) {
 // steps from position 0 (zero state) and past it; a two-row pass and Fuse
 // "off" decline, so that the caller encodes the sequence.
 func TestFuseDeltaNetInputsIsTheOps(t *testing.T) {
-	for _, d := range []infer.DeltaNetSpec{{KHeads: 2, VHeads: 4, HeadDim: 128}, {KHeads: 1, VHeads: 3, HeadDim: 96}, {KHeads: 2, VHeads: 2, HeadDim: 32}} {
-		t.Run(fmt.Sprintf("%dx%dx%d", d.KHeads, d.VHeads, d.HeadDim), func(t *testing.T) {
+	type shape struct {
+		d    infer.DeltaNetSpec
+		proj bool      // the gates' projections in the fused op
+		gate gguf.Type // their weights' type
+	}
+	for _, sh := range []shape{{infer.DeltaNetSpec{KHeads: 2, VHeads: 4, HeadDim: 128}, false, 0}, {infer.DeltaNetSpec{KHeads: 1, VHeads: 3, HeadDim: 96}, false, 0},
+		{infer.DeltaNetSpec{KHeads: 2, VHeads: 2, HeadDim: 32}, false, 0}, {infer.DeltaNetSpec{KHeads: 2, VHeads: 4, HeadDim: 128}, true, gguf.BF16},
+		{infer.DeltaNetSpec{KHeads: 1, VHeads: 3, HeadDim: 64}, true, gguf.F16}, {infer.DeltaNetSpec{KHeads: 2, VHeads: 6, HeadDim: 128}, true, gguf.F32}} {
+		d := sh.d
+		t.Run(fmt.Sprintf("%dx%dx%d%s", d.KHeads, d.VHeads, d.HeadDim, map[bool]string{true: "/" + sh.gate.String()}[sh.proj]), func(t *testing.T) {
 			kd, vd := d.KHeads*d.HeadDim, d.VHeads*d.HeadDim
 			ch := 2*kd + vd
 			const width, steps = 4, 4
 			spec := infer.RecurrentSpec{Layers: 2, Channels: ch, ConvWidth: width, VHeads: d.VHeads, HeadDim: d.HeadDim}
 			r := rand.New(rand.NewPCG(41, uint64(ch)))
 			conv, bias, ssmA := randFloats(r, width*ch, 0.5), randFloats(r, d.VHeads, 1), randFloats(r, d.VHeads, 0.5)
-			var xs, bs, as [steps][]float32
+			var xs, bs, as, hs [steps][]float32
+			const hidden = 264 // the gates' input width: 66 vec4s, not a multiple of the 64 threads
 			for i := range steps {
-				xs[i], bs[i], as[i] = randFloats(r, ch, 2), randFloats(r, d.VHeads, 3), randFloats(r, d.VHeads, 3)
+				xs[i], bs[i], as[i], hs[i] = randFloats(r, ch, 2), randFloats(r, d.VHeads, 3), randFloats(r, d.VHeads, 3), randFloats(r, hidden, 1)
 			}
+			wbv, wav := randFloats(r, d.VHeads*hidden, 0.2), randFloats(r, d.VHeads*hidden, 0.2)
 			type result struct{ q, k, v, beta, alpha, state []float32 }
 			layer := func(fused bool) []result {
 				b := newTestBackend(t)
@@ -677,17 +687,34 @@ func TestFuseDeltaNetInputsIsTheOps(t *testing.T) {
 				beta, alpha := b.mustTensor(t, "beta", 2, d.VHeads), b.mustTensor(t, "alpha", 2, d.VHeads)
 				in := infer.DeltaNetInputs{Q: q, K: k, V: v, QKV: x, Beta: beta, Alpha: alpha, Conv: convW, DTBias: biasW, SSMA: aW,
 					Layer: 1, Spec: d, Eps: 1e-6}
+				h := b.mustTensor(t, "h", 2, hidden)
+				if sh.proj {
+					load := func(name string, v []float32) infer.Weight {
+						w, err := b.LoadWeight(infer.WeightData{Name: name, Type: sh.gate, Shape: []int64{hidden, int64(d.VHeads)},
+							Data: quantizeMatrix(t, sh.gate, d.VHeads, hidden, v)})
+						if err != nil {
+							t.Fatal(err)
+						}
+						return w
+					}
+					in.X, in.WBeta, in.WAlpha = h, load("ssm_beta", wbv), load("ssm_alpha", wav)
+				}
 				var out []result
 				for pos := range steps {
 					b.write(t, x, xs[pos])
 					b.write(t, beta, bs[pos])
 					b.write(t, alpha, as[pos])
+					b.write(t, h, hs[pos])
 					got := b.run(t, 1, pos, func() {
 						if fused {
 							if !b.FuseDeltaNetInputs(in) {
 								t.Fatal("a one-row pass was not fused")
 							}
 							return
+						}
+						if in.X != nil {
+							b.MatMul(beta, in.WBeta, h)
+							b.MatMul(alpha, in.WAlpha, h)
 						}
 						b.Unary(beta, beta, infer.ActSigmoid)
 						b.DecayGate(alpha, alpha, biasW, aW)
