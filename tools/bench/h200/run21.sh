@@ -4,7 +4,7 @@
 # (TestGemmBench), pp512 end to end on the 8B and 1.7B shapes, kernels alternating; the 27B qwen35 decode's
 # census and each kernel's marginal cost (--repeat K=2); then everything side by side with llama.cpp CUDA built
 # here from the oracle's source in the same run.
-# Carried: .gl/, .carry/gpu21/g21.tar.xz (new, new.test), .carry/llama/llama-src.tgz. Longer than one device
+# Carried: .gl/, .carry/gpu21/g21.tar.xz (new, new.test, and oldb: bonsai at 4accce4, this session's start), .carry/llama/llama-src.tgz. Longer than one device
 # call: `nohup bash tools/bench/h200/run21.sh >/dev/null 2>&1 &`, then collect /tmp/run21.log (it ends with "done").
 S=$(date +%s)
 C=$PWD/.carry/gpu21
@@ -36,6 +36,7 @@ done
 for g in auto lut8 lut8s; do t "8B prefill phases, 512 tokens, $g"; BONSAI_GPU_GEMM=$g timeout 60 /tmp/new gpu --model 8.gguf -p 512 -n 8 2>&1 | f | grep -A9 "prefill phases"; done
 wait $s27
 g() { timeout 40 /tmp/new gpu --model 27.gguf -p 16 -n 128 --plain=false "$@" 2>&1 | f | grep -E "^chained"; }
+t "27B census, old"; timeout 60 /tmp/oldb gpu --model 27.gguf -p 16 -n 128 --plain=false 2>&1 | f | grep -E "dispatches|chained" | head -3
 t "27B census"; timeout 60 /tmp/new gpu --model 27.gguf -p 16 -n 128 --plain=false 2>&1 | f | grep -E "dispatches|chained" | head -3
 for k in q1_xq act_q8 f32_matmul quantize q1_w1 unary rmsnorm deltanet_step deltanet_in copy_cols norm_rope attn_pv attn_qk attn_sum; do
 	echo "repeat $k=2: $(g --repeat $k=2)"
@@ -47,7 +48,10 @@ for m in 8 17 27; do
 	t "side by side $m"
 	lb $m 512 128
 	for g in auto lut8 lut4 lut8s; do echo "$g: $(pp $m $g)"; done
-	echo "tg: $(timeout 90 /tmp/new bench --model $m.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
+	for r in 1 2; do
+		echo "old tg: $(timeout 90 /tmp/oldb bench --model $m.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
+		echo "new tg: $(timeout 90 /tmp/new bench --model $m.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
+	done
 	lb $m 512 0
 done
 t done
