@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,7 +61,8 @@ func TestGemmTilesMatchCPU(t *testing.T) {
 // TestGemmBench times the prompt GEMM kernels at the 8B (and 1.7B)
 // shapes when BONSAI_GEMM_BENCH is set (the token count, e.g. 512): wall
 // time over reps dispatches in one pass, after a warm-up pass, each
-// kernel's output checked against tile64's.
+// kernel's output checked against the first's (tile64, or the first of
+// BONSAI_GEMM_KERNELS, a comma-separated list).
 func TestGemmBench(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("BONSAI_GEMM_BENCH"))
 	if n < 2 {
@@ -74,6 +76,9 @@ func TestGemmBench(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	shapes := []struct{ k, m int }{{4096, 6144}, {4096, 24576}, {12288, 4096}, {4096, 4096}, {2048, 4096}, {2048, 12288}, {6144, 2048}}
 	kernels := []string{"tile64", "r1x1", "r2x1", "r1x2", "r2x2", "auto", "lut4", "lut8", "lut4s", "lut8s"}
+	if v := os.Getenv("BONSAI_GEMM_KERNELS"); v != "" {
+		kernels = strings.Split(v, ",") // the first is the reference the others are checked against
+	}
 	for si, s := range shapes {
 		blocks := s.m * s.k / 128
 		wb := make([]byte, blocks*18)

@@ -26,7 +26,7 @@ mkdir -p /tmp/llama && tar xzf $R/.carry/llama/llama-src.tgz -C /tmp/llama
 t "numerics on the H200"
 ( cd $R/infer/gpu && timeout 150 /tmp/new.test -test.run 'TestGemmTilesMatchCPU|TestGreedy' -test.v 2>&1 | f | grep -E "^ *(--- FAIL|ok|FAIL|PASS)|max error|dispatches" | head -30 )
 t "per matrix, 512 tokens"
-( cd $R/infer/gpu && BONSAI_GEMM_BENCH=512 timeout 240 /tmp/new.test -test.run TestGemmBench -test.v 2>&1 | f | grep -E "^gemm|FAIL|panic" )
+( cd $R/infer/gpu && BONSAI_GEMM_BENCH=512 BONSAI_GEMM_REPS=10 BONSAI_GEMM_KERNELS=r2x1,lut8,lut4,lut8s,lut4s timeout 200 /tmp/new.test -test.run TestGemmBench -test.v 2>&1 | f | grep -E "^gemm|FAIL|panic" )
 wait $s8 $s17
 pp() { BONSAI_GPU_GEMM=$2 timeout 60 /tmp/new bench --model $1.gguf --backend gpu -p 512 -n 0 -r 3 2>&1 | grep pp512; }
 for m in 8 17; do
@@ -38,7 +38,7 @@ wait $s27
 g() { timeout 40 /tmp/new gpu --model 27.gguf -p 16 -n 128 --plain=false "$@" 2>&1 | f | grep -E "^chained"; }
 t "27B census, old"; timeout 60 /tmp/oldb gpu --model 27.gguf -p 16 -n 128 --plain=false 2>&1 | f | grep -E "dispatches|chained" | head -3
 t "27B census"; timeout 60 /tmp/new gpu --model 27.gguf -p 16 -n 128 --plain=false 2>&1 | f | grep -E "dispatches|chained" | head -3
-for k in q1_xq act_q8 f32_matmul quantize q1_w1 unary rmsnorm deltanet_step deltanet_in copy_cols norm_rope attn_pv attn_qk attn_sum; do
+for k in q1_xq act_q8 q1_w1 unary rmsnorm deltanet_step deltanet_in copy_cols; do
 	echo "repeat $k=2: $(g --repeat $k=2)"
 done
 echo "again: $(g)"
