@@ -125,3 +125,39 @@ func TestGemmBench(t *testing.T) {
 		b.gemm = ""
 	}
 }
+
+// Two prompt matmuls of one x (gate and up) pack it for q1_lutgemm once,
+// with the products of separate passes; a write to x between them packs
+// it again.
+func TestLutGemmSharesPacking(t *testing.T) {
+	const k, m, n = 256, 96, 5
+	b := newTestBackendWith(t, infer.GPUOptions{Gemm: "lut4s"})
+	r := rand.New(rand.NewPCG(61, 62))
+	load := func(name string) infer.Weight {
+		w, err := b.LoadWeight(infer.WeightData{Name: name, Type: gguf.Q1_0, Shape: []int64{k, m},
+			Data: quantizeMatrix(t, gguf.Q1_0, m, k, randFloats(r, m*k, 1))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	wg, wu := load("blk.0.ffn_gate"), load("blk.0.ffn_up")
+	x, yg, yu := b.mustTensor(t, "x", n, k), b.mustTensor(t, "yg", n, m), b.mustTensor(t, "yu", n, m)
+	b.write(t, x, randFloats(r, n*k, 1))
+	alone := [][]float32{b.run(t, n, 0, func() { b.MatMul(yg, wg, x) }, yg)[0], b.run(t, n, 0, func() { b.MatMul(yu, wu, x) }, yu)[0]}
+	both := b.run(t, n, 0, func() { b.MatMul(yg, wg, x); b.MatMul(yu, wu, x) }, yg, yu)
+	if c := b.LastCensus(); c["quantize_q8p"] != 1 || c["q1_lutgemm"] != 2 {
+		t.Errorf("two matmuls of one x: %v", c)
+	}
+	for i := range alone {
+		for j := range alone[i] {
+			if both[i][j] != alone[i][j] {
+				t.Fatalf("product %d, value %d: %v together, %v alone", i, j, both[i][j], alone[i][j])
+			}
+		}
+	}
+	b.run(t, n, 0, func() { b.MatMul(yg, wg, x); b.Unary(x, x, infer.ActSiLU); b.MatMul(yu, wu, x) })
+	if c := b.LastCensus(); c["quantize_q8p"] != 2 {
+		t.Errorf("x rewritten between two matmuls: %v", c)
+	}
+}

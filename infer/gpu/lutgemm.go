@@ -84,6 +84,8 @@ func (b *Backend) lutGemm(dst *tensor, w *weight, x *tensor, rows, n int, sh lut
 		return k, []binding{whole(b.batchBuf), w.bits.binding(), w.scales.binding(), whole(xp), whole(dst.buf)}, err
 	})
 	b.dispatch(o, ceilDiv(w.m, bm), ceilDiv(n, 64), 1)
+	// the next matmul of x (gate after up, k after q) reuses the packing
+	b.readRounded(x)
 }
 
 // packActivations rounds x's first n rows to Q8_0 and packs them for
