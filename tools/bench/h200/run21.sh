@@ -24,20 +24,27 @@ mkdir -p /tmp/llama && tar xzf $R/.carry/llama/llama-src.tgz -C /tmp/llama
 /tmp/new synth --shape 1.7b --type q1_0 -o 17.gguf >/dev/null 2>&1 & s17=$!
 /tmp/new synth --arch qwen35 --shape 27b --type q1_0 -o 27.gguf >/dev/null 2>&1 & s27=$!
 t "numerics on the H200"
-( cd $R/infer/gpu && timeout 150 /tmp/new.test -test.run 'TestGemmTilesMatchCPU|TestGreedy' -test.v 2>&1 | f | grep -E "^ *(--- FAIL|ok|FAIL|PASS)|max error|dispatches" | head -30 )
+( cd $R/infer/gpu && timeout 120 /tmp/new.test -test.run 'TestGemmTilesMatchCPU|TestLutGemmSharesPacking|TestFuseDeltaNetInputsIsTheOps|Qwen35' -test.v 2>&1 | f | grep -E "^ *(--- FAIL|ok|FAIL|PASS)|max error|dispatches|fused" | head -30 )
+wait $s8
+pp() { BONSAI_GPU_GEMM=$2 timeout 60 /tmp/$3 bench --model $1.gguf --backend gpu -p 512 -n 0 -r 3 2>&1 | grep pp512; }
+t "pp512 8"
+for g in auto lut8 lut4 lut8s lut4s; do echo "$g: $(pp 8 $g new)"; done
+wait $s27
+t "27B old and new"
+timeout 60 /tmp/oldb gpu --model 27.gguf -p 16 -n 128 --plain=false 2>&1 | f | grep -E "dispatches" | head -1
+timeout 60 /tmp/new gpu --model 27.gguf -p 16 -n 128 --plain=false 2>&1 | f | grep -E "dispatches" | head -1
+for r in 1 2; do
+	echo "old tg: $(timeout 90 /tmp/oldb bench --model 27.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
+	echo "new tg: $(timeout 90 /tmp/new bench --model 27.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
+done
 t "per matrix, 512 tokens"
 ( cd $R/infer/gpu && BONSAI_GEMM_BENCH=512 BONSAI_GEMM_REPS=10 BONSAI_GEMM_KERNELS=r2x1,lut8,lut4,lut8s,lut4s timeout 200 /tmp/new.test -test.run TestGemmBench -test.v 2>&1 | f | grep -E "^gemm|FAIL|panic" )
-wait $s8 $s17
-pp() { BONSAI_GPU_GEMM=$2 timeout 60 /tmp/new bench --model $1.gguf --backend gpu -p 512 -n 0 -r 3 2>&1 | grep pp512; }
-for m in 8 17; do
-	t "pp512 $m"
-	for g in auto lut8 lut4 lut8s lut4s; do echo "$g: $(pp $m $g)"; done
-done
-for g in auto lut8 lut8s; do t "8B prefill phases, 512 tokens, $g"; BONSAI_GPU_GEMM=$g timeout 60 /tmp/new gpu --model 8.gguf -p 512 -n 8 2>&1 | f | grep -A9 "prefill phases"; done
-wait $s27
+wait $s17
+t "pp512 17"
+for g in auto lut8 lut4 lut8s lut4s; do echo "$g: $(pp 17 $g new)"; done
+for g in auto lut8; do t "8B prefill phases, 512 tokens, $g"; BONSAI_GPU_GEMM=$g timeout 60 /tmp/new gpu --model 8.gguf -p 512 -n 8 2>&1 | f | grep -A9 "prefill phases"; done
 g() { timeout 40 /tmp/new gpu --model 27.gguf -p 16 -n 128 --plain=false "$@" 2>&1 | f | grep -E "^chained"; }
-t "27B census, old"; timeout 60 /tmp/oldb gpu --model 27.gguf -p 16 -n 128 --plain=false 2>&1 | f | grep -E "dispatches|chained" | head -3
-t "27B census"; timeout 60 /tmp/new gpu --model 27.gguf -p 16 -n 128 --plain=false 2>&1 | f | grep -E "dispatches|chained" | head -3
+t "27B marginal costs"
 for k in q1_xq act_q8 q1_w1 unary rmsnorm deltanet_step deltanet_in copy_cols; do
 	echo "repeat $k=2: $(g --repeat $k=2)"
 done
@@ -47,7 +54,7 @@ lb() { timeout 200 /tmp/llama/build/bin/llama-bench -m $1.gguf -ngl 99 -fa 1 -p 
 for m in 8 17 27; do
 	t "side by side $m"
 	lb $m 512 128
-	for g in auto lut8 lut4 lut8s; do echo "$g: $(pp $m $g)"; done
+	for g in auto lut8 lut4 lut8s; do echo "$g: $(pp $m $g new)"; done
 	for r in 1 2; do
 		echo "old tg: $(timeout 90 /tmp/oldb bench --model $m.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
 		echo "new tg: $(timeout 90 /tmp/new bench --model $m.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
