@@ -54,11 +54,8 @@ lb() { timeout 200 /tmp/llama/build/bin/llama-bench -m $1.gguf -ngl 99 -fa 1 -p 
 for m in 8 17 27; do
 	t "side by side $m"
 	lb $m 512 128
-	for g in auto lut8 lut4 lut8s; do echo "$g: $(pp $m $g new)"; done
-	for r in 1 2; do
-		echo "old tg: $(timeout 90 /tmp/oldb bench --model $m.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
-		echo "new tg: $(timeout 90 /tmp/new bench --model $m.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
-	done
-	lb $m 512 0
+	for g in auto lut8 lut8s; do echo "$g: $(pp $m $g new)"; done
+	echo "old tg: $(timeout 90 /tmp/oldb bench --model $m.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
+	echo "new tg: $(timeout 90 /tmp/new bench --model $m.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
 done
 t done
