@@ -42,6 +42,15 @@ t "per matrix, 512 tokens"
 wait $s17
 t "pp512 17"
 for g in auto lut8 lut4 lut8s lut4s; do echo "$g: $(pp 17 $g new)"; done
+t "waiting for the llama.cpp build"; wait $bc # never a bare wait
+lb() { timeout 200 /tmp/llama/build/bin/llama-bench -m $1.gguf -ngl 99 -fa 1 -p $2 -n $3 -r 3 2>&1 | grep -E "^\| [a-z]"; }
+for m in 8 27 17; do
+	t "side by side $m"
+	lb $m 512 128
+	for g in auto lut8 lut8s; do echo "$g: $(pp $m $g new)"; done
+	echo "new tg: $(timeout 90 /tmp/new bench --model $m.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
+	echo "old tg: $(timeout 90 /tmp/oldb bench --model $m.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
+done
 for g in auto lut8; do t "8B prefill phases, 512 tokens, $g"; BONSAI_GPU_GEMM=$g timeout 60 /tmp/new gpu --model 8.gguf -p 512 -n 8 2>&1 | f | grep -A9 "prefill phases"; done
 g() { timeout 40 /tmp/new gpu --model 27.gguf -p 16 -n 128 --plain=false "$@" 2>&1 | f | grep -E "^chained"; }
 t "27B marginal costs"
@@ -49,13 +58,4 @@ for k in q1_xq act_q8 q1_w1 unary rmsnorm deltanet_step deltanet_in copy_cols; d
 	echo "repeat $k=2: $(g --repeat $k=2)"
 done
 echo "again: $(g)"
-t "waiting for the llama.cpp build"; wait $bc # never a bare wait
-lb() { timeout 200 /tmp/llama/build/bin/llama-bench -m $1.gguf -ngl 99 -fa 1 -p $2 -n $3 -r 3 2>&1 | grep -E "^\| [a-z]"; }
-for m in 8 17 27; do
-	t "side by side $m"
-	lb $m 512 128
-	for g in auto lut8 lut8s; do echo "$g: $(pp $m $g new)"; done
-	echo "old tg: $(timeout 90 /tmp/oldb bench --model $m.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
-	echo "new tg: $(timeout 90 /tmp/new bench --model $m.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
-done
 t done
