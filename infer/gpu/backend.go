@@ -1180,16 +1180,24 @@ func (b *Backend) dispatchW1(key opKey, cfg w1, ps []pendingMatMul, bits, scales
 			defs[k] = v
 		}
 		k, err := b.d.kernel("q1_w1", defs)
-		bufs := []binding{bits.binding(), scales.binding(), whole(src.buf)}
-		for _, p := range ps {
-			bufs = append(bufs, whole(p.dst.buf))
-		}
-		if resid != nil {
-			bufs = append(bufs, whole(resid.buf))
-		}
-		return k, append(bufs, fused...), err
+		return k, matVecBindings(bits, scales, src, ps, resid, fused), err
 	})
 	b.dispatch(o, total/cfg.rpw, 1, 1)
+}
+
+// matVecBindings are the bindings of the decode matvecs that take x as it
+// is (q1_w1, q1_matvec, q1_popc, q1_lut): the weights' words and scales,
+// x, each matrix's output, the residual it adds into, then those of the
+// fused input.
+func matVecBindings(bits, scales span, src *tensor, ps []pendingMatMul, resid *tensor, fused []binding) []binding {
+	bufs := []binding{bits.binding(), scales.binding(), whole(src.buf)}
+	for _, p := range ps {
+		bufs = append(bufs, whole(p.dst.buf))
+	}
+	if resid != nil {
+		bufs = append(bufs, whole(resid.buf))
+	}
+	return append(bufs, fused...)
 }
 
 // xqOptions maps a MatVec name to q1_xq's shape (xqRPW, xqSepGLU,
@@ -1357,16 +1365,8 @@ func (b *Backend) roundActivations(x *tensor, w *weight, rows, n int) *wgpu.Buff
 		b.shapeErr("MatMul: %s rows of %d are not a multiple of the %d-value activation block", w.name, w.k, block)
 		return nil
 	}
-	if b.rounded.x == x && b.rounded.mode == mode && b.rounded.at == b.dispatches {
-		return x.scratch
-	}
-	if x.scratch == nil {
-		buf, err := b.d.newBuffer(x.name+".q", uint64(x.rows*x.cols*4), storageUsage)
-		if err != nil {
-			b.fail(err)
-			return nil
-		}
-		x.scratch = buf
+	if buf, current := b.roundingBuffer(x, mode); buf == nil || current {
+		return buf
 	}
 	o := b.prepared(opKey{kind: "quant", a: x, i: block, b: mode}, func() (*kernel, []binding, error) {
 		k, err := b.d.kernel("quantize", map[string]shaders.Const{
@@ -1376,6 +1376,24 @@ func (b *Backend) roundActivations(x *tensor, w *weight, rows, n int) *wgpu.Buff
 	b.dispatch(o, ceilDiv(x.cols/block, 64), n, 1)
 	b.rounded.x, b.rounded.mode, b.rounded.at = x, mode, b.dispatches
 	return x.scratch
+}
+
+// roundingBuffer is x's rounding buffer (allocated on first use: x's
+// size in f32), and whether it already holds x rounded in mode with only
+// that rounding's readers dispatched since; nil after a failure.
+func (b *Backend) roundingBuffer(x *tensor, mode string) (buf *wgpu.Buffer, current bool) {
+	if b.rounded.x == x && b.rounded.mode == mode && b.rounded.at == b.dispatches {
+		return x.scratch, true
+	}
+	if x.scratch == nil {
+		buf, err := b.d.newBuffer(x.name+".q", uint64(x.rows*x.cols*4), storageUsage)
+		if err != nil {
+			b.fail(err)
+			return nil, false
+		}
+		x.scratch = buf
+	}
+	return x.scratch, false
 }
 
 // readRounded records that the dispatches since x was rounded only read

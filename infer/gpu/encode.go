@@ -273,14 +273,7 @@ func (b *Backend) encodeMatVec(g *matvecGroup) {
 				"K": shaders.U32(w0.k), "WORDS": shaders.U32(words), "WG": shaders.U32(wg), "RED": shaders.U32(rg * wg), "RG": shaders.U32(rg),
 				"M0": shaders.U32(ends[0]), "M1": shaders.U32(ends[1]),
 				"OUT2": shaders.Flag(len(ps) > 1), "OUT3": shaders.Flag(len(ps) > 2), "ADD": shaders.Flag(resid != nil)}))
-			bufs := []binding{bits.binding(), scales.binding(), whole(src.buf)}
-			for _, p := range ps {
-				bufs = append(bufs, whole(p.dst.buf))
-			}
-			if resid != nil {
-				bufs = append(bufs, whole(resid.buf))
-			}
-			return k, append(bufs, fused...), err
+			return k, matVecBindings(bits, scales, src, ps, resid, fused), err
 		})
 		b.dispatch(o, total/perWG, 1, 1)
 		return
@@ -290,14 +283,7 @@ func (b *Backend) encodeMatVec(g *matvecGroup) {
 			"K": shaders.U32(w0.k), "WORDS": shaders.U32(words), "WG": shaders.U32(wg), "RED": shaders.U32(2 * wg),
 			"M0": shaders.U32(ends[0]), "M1": shaders.U32(ends[1]),
 			"OUT2": shaders.Flag(len(ps) > 1), "OUT3": shaders.Flag(len(ps) > 2), "ADD": shaders.Flag(resid != nil)}))
-		bufs := []binding{bits.binding(), scales.binding(), whole(src.buf)}
-		for _, p := range ps {
-			bufs = append(bufs, whole(p.dst.buf))
-		}
-		if resid != nil {
-			bufs = append(bufs, whole(resid.buf))
-		}
-		return k, append(bufs, fused...), err
+		return k, matVecBindings(bits, scales, src, ps, resid, fused), err
 	})
 	b.dispatch(o, total/8, 1, 1)
 }

@@ -93,16 +93,8 @@ func (b *Backend) lutGemm(dst *tensor, w *weight, x *tensor, rows, n int, sh lut
 // roundActivations does).
 func (b *Backend) packActivations(x *tensor, rows, n int) *wgpu.Buffer {
 	const mode = "Q8P"
-	if b.rounded.x == x && b.rounded.mode == mode && b.rounded.at == b.dispatches {
-		return x.scratch
-	}
-	if x.scratch == nil {
-		buf, err := b.d.newBuffer(x.name+".q", uint64(x.rows*x.cols*4), storageUsage)
-		if err != nil {
-			b.fail(err)
-			return nil
-		}
-		x.scratch = buf
+	if buf, current := b.roundingBuffer(x, mode); buf == nil || current {
+		return buf
 	}
 	o := b.prepared(opKey{kind: "quantq8p", a: x, i: rows}, func() (*kernel, []binding, error) {
 		k, err := b.d.kernel("quantize_q8p", map[string]shaders.Const{
