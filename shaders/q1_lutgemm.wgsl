@@ -72,14 +72,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	let bp = lid % 32u;
 	let btok = min(tok0 + 2u * bp, XS - 2u) / 2u;
 
-	var word = 0u;
-	var d = 0.0;
-	if (lid < BM) {
-		word = bits[q1_word(wrow, 0u)];
-		d = scales[q1_scale(wrow, 0u)];
-	}
-	var xw = xp[bg * (XS / 2u) + btok];
-	var dx = bitcast<vec2<f32>>(xp[XD + btok]);
+	var next = load(0u, lid, wrow, bg, btok);
 
 	var a0e = vec4<f32>(0.0);
 	var a0o = vec4<f32>(0.0);
@@ -101,43 +94,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#endif
 
 //#if DB
-	stage(0u, lid, bg, bp, word, d, xw, dx);
+	stage(0u, lid, bg, bp, next);
 	workgroupBarrier();
 	if (SLICES > 1u) {
-		if (lid < BM) {
-			word = bits[q1_word(wrow, 1u)];
-			d = scales[q1_scale(wrow, 0u)];
-		}
-		xw = xp[(8u + bg) * (XS / 2u) + btok];
-		dx = bitcast<vec2<f32>>(xp[XD + XS / 2u + btok]);
+		next = load(1u, lid, wrow, bg, btok);
 	}
 //#endif
 	for (var s = 0u; s < SLICES; s++) {
 //#if DB
 		let cur = s % 2u;
 		if (s + 1u < SLICES) {
-			stage(1u - cur, lid, bg, bp, word, d, xw, dx);
+			stage(1u - cur, lid, bg, bp, next);
 			if (s + 2u < SLICES) {
-				if (lid < BM) {
-					word = bits[q1_word(wrow, s + 2u)];
-					d = scales[q1_scale(wrow, (s + 2u) / 4u)];
-				}
-				xw = xp[((s + 2u) * 8u + bg) * (XS / 2u) + btok];
-				dx = bitcast<vec2<f32>>(xp[XD + (s + 2u) * (XS / 2u) + btok]);
+				next = load(s + 2u, lid, wrow, bg, btok);
 			}
 		}
 //#else
 		let cur = 0u;
 		workgroupBarrier();
-		stage(0u, lid, bg, bp, word, d, xw, dx);
+		stage(0u, lid, bg, bp, next);
 		workgroupBarrier();
 		if (s + 1u < SLICES) {
-			if (lid < BM) {
-				word = bits[q1_word(wrow, s + 1u)];
-				d = scales[q1_scale(wrow, (s + 1u) / 4u)];
-			}
-			xw = xp[((s + 1u) * 8u + bg) * (XS / 2u) + btok];
-			dx = bitcast<vec2<f32>>(xp[XD + (s + 1u) * (XS / 2u) + btok]);
+			next = load(s + 1u, lid, wrow, bg, btok);
 		}
 //#endif
 		let dxe = DxE[cur * 8u + pq];
@@ -205,19 +183,42 @@ fn hi(p: vec4<u32>) -> vec4<f32> {
 	return bitcast<vec4<f32>>((p >> vec4<u32>(16u)) | vec4<u32>(0x4b000000u)) - UNBIAS;
 }
 
+// Slice is what one thread loads of a K slice: its row's sign word and
+// scale (threads lid < BM), and as table builder its group's packed x and
+// the token pair's scales.
+struct Slice {
+	word: u32,
+	d: f32,
+	xw: vec2<u32>,
+	dx: vec2<f32>,
+}
+
+// load reads slice s's values for thread lid (row wrow, group bg, token
+// pair btok).
+fn load(s: u32, lid: u32, wrow: u32, bg: u32, btok: u32) -> Slice {
+	var v: Slice;
+	if (lid < BM) {
+		v.word = bits[q1_word(wrow, s)];
+		v.d = scales[q1_scale(wrow, s / 4u)];
+	}
+	v.xw = xp[(s * 8u + bg) * (XS / 2u) + btok];
+	v.dx = bitcast<vec2<f32>>(xp[XD + s * (XS / 2u) + btok]);
+	return v;
+}
+
 // stage puts a slice's loaded values into buffer buf: the row words and
 // scales, the token scales, and the tables built from x.
-fn stage(buf: u32, lid: u32, bg: u32, bp: u32, word: u32, d: f32, xw: vec2<u32>, dx: vec2<f32>) {
+fn stage(buf: u32, lid: u32, bg: u32, bp: u32, v: Slice) {
 	if (lid < BM) {
-		Ws[buf * BM4 + lid / 4u][lid % 4u] = word;
-		Dw[buf * BM4 + lid / 4u][lid % 4u] = d;
+		Ws[buf * BM4 + lid / 4u][lid % 4u] = v.word;
+		Dw[buf * BM4 + lid / 4u][lid % 4u] = v.d;
 	}
 	if (bg == 0u) {
 		// tokens 2bp, 2bp+1 are octet bp/4's even and odd token bp%4
-		DxE[buf * 8u + bp / 4u][bp % 4u] = dx.x;
-		DxO[buf * 8u + bp / 4u][bp % 4u] = dx.y;
+		DxE[buf * 8u + bp / 4u][bp % 4u] = v.dx.x;
+		DxO[buf * 8u + bp / 4u][bp % 4u] = v.dx.y;
 	}
-	build(buf * 1024u + bg * 128u + bp / 4u, bp % 4u, bitcast<vec2<i32>>(xw));
+	build(buf * 1024u + bg * 128u + bp / 4u, bp % 4u, bitcast<vec2<i32>>(v.xw));
 }
 
 // store writes the outputs of rows row … row+3 for tokens t … t+7: the

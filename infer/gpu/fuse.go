@@ -138,11 +138,7 @@ func (f *fuser) add(n *node) {
 		f.live = append(f.live, value{kind: vHeadNorm, dst: n.x, src: n.x, w: n.w, eps: n.eps})
 	case opRope:
 		if nr, ok := f.normRope(n); ok {
-			if n.lazy {
-				f.live = append(f.live, nr)
-			} else {
-				f.compute(nr)
-			}
+			f.hold(nr, n.lazy)
 			return
 		}
 		f.materialize(n.x)
@@ -151,11 +147,7 @@ func (f *fuser) add(n *node) {
 		// the cache's stores stay in order
 		f.computeStores()
 		if s, ok := f.qkRopeStore(n); ok {
-			if n.lazy {
-				f.live = append(f.live, s)
-			} else {
-				f.compute(s)
-			}
+			f.hold(s, n.lazy)
 			return
 		}
 		f.materialize(n.x)
@@ -464,6 +456,16 @@ func (f *fuser) overwrite(t *tensor) {
 			i++
 		}
 	}
+}
+
+// hold keeps a fused value waiting for its reader where its op allows
+// that (lazy), else computes it now.
+func (f *fuser) hold(v value, lazy bool) {
+	if lazy {
+		f.live = append(f.live, v)
+		return
+	}
+	f.compute(v)
 }
 
 // compute plans v into its tensor, after the waiting matvecs (which may

@@ -425,15 +425,13 @@ func (b *Backend) FuseDeltaNetInputs(in infer.DeltaNetInputs) bool {
 	}
 	wg := normThreads(d.HeadDim)
 	state := b.rec.conv[in.Layer]
-	var gates struct {
+	// the gates and, with projections, their input and weights
+	gates := struct {
 		beta, alpha, x *tensor
-		wb, wa         *weight
-	}
-	gates.beta, gates.alpha = beta, alpha
+		proj           gateProjections
+	}{beta: beta, alpha: alpha, proj: proj}
 	groups := 2*d.KHeads + d.VHeads + 1
-	mode := ""
 	if in.X != nil {
-		gates.wb, gates.wa, mode = proj.wb, proj.wa, proj.mode
 		if gates.x = b.tensorArg("DeltaNetInputs x", in.X); gates.x == nil {
 			return true
 		}
@@ -448,8 +446,8 @@ func (b *Backend) FuseDeltaNetInputs(in infer.DeltaNetInputs) bool {
 			whole(v.buf), whole(beta.buf), whole(alpha.buf), whole(bias.chunks[0].buf), whole(a.chunks[0].buf)}
 		if gates.x != nil {
 			defs["PROJ"], defs["XK4"] = shaders.Flag(true), shaders.U32(gates.x.cols/4)
-			defs["XBF16"], defs["XF16"] = shaders.Flag(mode == "BF16"), shaders.Flag(mode == "F16")
-			bufs = append(bufs, whole(gates.x.buf), whole(gates.wb.chunks[0].buf), whole(gates.wa.chunks[0].buf))
+			defs["XBF16"], defs["XF16"] = shaders.Flag(proj.mode == "BF16"), shaders.Flag(proj.mode == "F16")
+			bufs = append(bufs, whole(gates.x.buf), whole(proj.wb.chunks[0].buf), whole(proj.wa.chunks[0].buf))
 		}
 		kern, err := b.d.kernel("deltanet_in", defs)
 		return kern, bufs, err

@@ -23,6 +23,14 @@ type lutShape struct {
 	db bool
 }
 
+// buffers is how many copies of a slice's tables and scales it keeps.
+func (sh lutShape) buffers() int {
+	if sh.db {
+		return 2
+	}
+	return 1
+}
+
 // lutShapes are the GemmKernels names that run q1_lutgemm.
 var lutShapes = map[string]lutShape{"lut4": {4, true}, "lut8": {8, true}, "lut4s": {4, false}, "lut8s": {8, false}}
 
@@ -48,11 +56,7 @@ func (b *Backend) lutFor(w *weight, n, rows int) (lutShape, bool) {
 // lutGemmWorkgroupBytes is q1_lutgemm's workgroup memory: per buffer 16 KiB
 // of tables, a word and a scale per row, 64 token scales.
 func lutGemmWorkgroupBytes(sh lutShape) int {
-	bufs := 1
-	if sh.db {
-		bufs = 2
-	}
-	return bufs * (16<<10 + 32*sh.r*8 + 64*4)
+	return sh.buffers() * (16<<10 + 32*sh.r*8 + 64*4)
 }
 
 // lutStride is the packed activations' token stride: the rows, made even
@@ -70,12 +74,8 @@ func (b *Backend) lutGemm(dst *tensor, w *weight, x *tensor, rows, n int, sh lut
 		return
 	}
 	xs := lutStride(rows)
-	bm := 32 * sh.r
-	bufs := 1
-	if sh.db {
-		bufs = 2
-	}
-	o := b.prepared(opKey{kind: "q1lut", a: dst, b: w, c: x, i: sh.r, f: float32(boolInt(sh.db))}, func() (*kernel, []binding, error) {
+	bm, bufs := 32*sh.r, sh.buffers()
+	o := b.prepared(opKey{kind: "q1lut", a: dst, b: w, c: x, g: sh}, func() (*kernel, []binding, error) {
 		k, err := b.d.kernel("q1_lutgemm", q1Layout(map[string]shaders.Const{
 			"K": shaders.U32(w.k), "M": shaders.U32(w.m), "XS": shaders.U32(xs), "BM": shaders.U32(bm), "BM4": shaders.U32(bm / 4),
 			"SLICES": shaders.U32(w.k / 32), "XD": shaders.U32(w.k / 4 * xs / 2), "TSIZE": shaders.U32(1024 * bufs), "TMASK": shaders.U32(1024*bufs - 1),
