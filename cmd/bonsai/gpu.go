@@ -134,20 +134,29 @@ func runGPU(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *chained && *gen > 0 && *prompt > 0 {
-		// GreedyChained prefills too: its decode time is its total less a
-		// prefill timed alone just before.
+		// GreedyChained prefills too: its decode time is a run of gen+1
+		// tokens less one of 1 (the prefill and the first token), each
+		// a whole chained run, so a prefill that runs slower or faster
+		// once does not land in the difference alone.
 		b.SetProfiling(false)
-		start := time.Now()
-		if err := m.Forward(toks, 0); err != nil {
+		timed := func(n int) (time.Duration, error) {
+			start := time.Now()
+			_, err := m.GreedyChained(toks, n)
+			return time.Since(start), err
+		}
+		first, err := timed(1)
+		if err != nil {
 			return err
 		}
-		pp := time.Since(start)
-		start = time.Now()
-		if _, err := m.GreedyChained(toks, *gen+1); err != nil {
+		all, err := timed(*gen + 1)
+		if err != nil {
 			return err
 		}
-		tg := time.Since(start) - pp
-		fmt.Fprintf(stdout, "chained: tg%d %.1f tok/s (greedy, %v with its prefill of %v)\n", *gen, float64(*gen)/tg.Seconds(), (tg + pp).Round(time.Millisecond), pp.Round(time.Millisecond))
+		if tg := all - first; tg > 0 {
+			fmt.Fprintf(stdout, "chained: tg%d %.1f tok/s (greedy, %v; the prefill and first token alone %v)\n", *gen, float64(*gen)/tg.Seconds(), all.Round(time.Millisecond), first.Round(time.Millisecond))
+		} else {
+			fmt.Fprintf(stdout, "chained: tg%d not measured: the run of %d tokens (%v) took no longer than the prefill and first token alone (%v); the machine is too busy or -n too small\n", *gen, *gen+1, all.Round(time.Millisecond), first.Round(time.Millisecond))
+		}
 	}
 	if *micro {
 		return microBench(m, stdout)

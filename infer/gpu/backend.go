@@ -1458,12 +1458,18 @@ func (b *Backend) RMSNorm(dstT, xT infer.Tensor, wI infer.Weight, eps float32) {
 // actQ8 encodes a decode row and its Q8_0 rounding (act_q8.wgsl, one
 // thread per value): with w, dst = RMSNorm(x)·w over the row (dst ≠ x;
 // rmsnorm.wgsl's 256-thread summation order); with up, dst = silu(x)·up
-// (dst may be x).
-func (b *Backend) actQ8(dst, x *tensor, w *weight, up *tensor, eps float32) {
+// (dst may be x), and where upNorm is set (a vHeadNorm waiting on up) up
+// is first normed in place per head as that value would be.
+func (b *Backend) actQ8(dst, x *tensor, w *weight, up *tensor, eps float32, upNorm value) {
 	g := x.cols
 	inplace := dst == x
-	o := b.prepared(opKey{kind: "actq8", a: dst, b: x, c: w, d: up, f: eps}, func() (*kernel, []binding, error) {
-		defs := map[string]shaders.Const{"G": shaders.U32(g), "WG": shaders.U32(256), "INPLACE": shaders.Flag(inplace)}
+	keyEps := eps // the norm's: the row's (w) or up's heads' (upNorm), never both
+	if upNorm.w != nil {
+		keyEps = upNorm.eps
+	}
+	o := b.prepared(opKey{kind: "actq8", a: dst, b: x, c: w, d: up, f: keyEps, g: upNorm.w}, func() (*kernel, []binding, error) {
+		defs := map[string]shaders.Const{"G": shaders.U32(g), "WG": shaders.U32(256), "INPLACE": shaders.Flag(inplace),
+			"HNORM": shaders.Flag(upNorm.w != nil)}
 		var bufs []binding
 		if !inplace {
 			bufs = append(bufs, at(0, whole(x.buf)))
@@ -1474,6 +1480,10 @@ func (b *Backend) actQ8(dst, x *tensor, w *weight, up *tensor, eps float32) {
 		} else {
 			defs["GLU"] = shaders.Flag(true)
 			bufs = append(bufs, at(1, whole(up.buf)))
+		}
+		if hw := upNorm.w; hw != nil {
+			defs["NG"], defs["HEPS"] = shaders.U32(hw.k*hw.m), shaders.F32(upNorm.eps)
+			bufs = append(bufs, at(6, whole(hw.chunks[0].buf)))
 		}
 		bufs = b.tabOut(dst, 5, defs, append(bufs, at(2, whole(dst.buf)), at(3, whole(dst.xq)), at(4, whole(dst.xqSum))))
 		k, err := b.d.kernel("act_q8", defs)

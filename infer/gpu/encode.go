@@ -60,7 +60,7 @@ func (b *Backend) encodeStep(s *step) {
 	case stepMatVec:
 		b.encodeMatVec(&s.mv)
 	case stepOp:
-		b.encodeOp(&s.op)
+		b.encodeOp(&s.op, s.v)
 	case stepValue:
 		b.encodeValue(s.v)
 	case stepAttn:
@@ -73,8 +73,9 @@ func (b *Backend) encodeStep(s *step) {
 	}
 }
 
-// encodeOp encodes a recorded op as its own dispatch.
-func (b *Backend) encodeOp(n *node) {
+// encodeOp encodes a recorded op as its own dispatch; a q8 SwiGLU first
+// computes in its dispatch the head norm v on its up operand (normGLU).
+func (b *Backend) encodeOp(n *node, v value) {
 	if b.err != nil {
 		return
 	}
@@ -91,7 +92,7 @@ func (b *Backend) encodeOp(n *node) {
 		}
 		// act_q8 where its one-value-per-thread shape fits
 		if g := w.k * w.m; n.q8 && dst != x && g%256 == 0 && g >= 512 {
-			b.actQ8(dst, x, w, nil, n.eps)
+			b.actQ8(dst, x, w, nil, n.eps, value{})
 		} else {
 			b.rmsNorm(dst, x, w, n.eps, n.q8)
 		}
@@ -101,7 +102,7 @@ func (b *Backend) encodeOp(n *node) {
 				b.fail(err)
 				return
 			}
-			b.actQ8(n.dst, n.x, nil, n.y, 0)
+			b.actQ8(n.dst, n.x, nil, n.y, 0, v)
 			return
 		}
 		b.elementwise("SWIGLU", n.dst, n.x, n.y)

@@ -30,6 +30,8 @@ type fuseRules struct {
 //   - fusedInput: a lazy norm or SwiGLU is computed in the x load of the
 //     matvecs that read it, and never on its own if its tensor is
 //     overwritten first (deadValue);
+//   - normGLU: a SwiGLU in its own dispatch norms its up operand's
+//     waiting per-head norm first (the gated DeltaNet output);
 //   - normRope: a Rope over a waiting per-head norm of its tensor waits
 //     as one norm+RoPE;
 //   - qkRopeStore: a StoreKV of k over q's and k's waiting norm+RoPEs is
@@ -112,16 +114,21 @@ func (f *fuser) add(n *node) {
 			return
 		}
 		pair := f.feedsPair(n.x, n.y)
+		own := n.q8 && (f.r.sepGLU || !pair)
 		f.flushGroup()
+		var upNorm value
+		if own {
+			upNorm = f.normGLU(n)
+		}
 		f.materialize(n.dst)
 		f.materialize(n.x)
 		f.materialize(n.y)
 		switch {
-		case n.q8 && (f.r.sepGLU || !pair):
+		case own:
 			// its own dispatch, which also rounds for the next q1_xq: the
 			// down projection reads the rounding
 			f.overwrite(n.dst)
-			f.plan = append(f.plan, step{kind: stepOp, op: *n})
+			f.plan = append(f.plan, step{kind: stepOp, op: *n, v: upNorm})
 			f.live = append(f.live, value{kind: vRounded, dst: n.dst})
 		case n.lazy:
 			f.live = append(f.live, value{kind: vSwiGLU, dst: n.dst, src: n.x, up: n.y})
@@ -408,6 +415,38 @@ func (f *fuser) gluEpilogue(n *node) bool {
 	}
 	_, ok := f.valueOf(up)
 	return !ok
+}
+
+// normGLU takes out of the waiting values the per-head norm of SwiGLU
+// n's up operand, for n's own dispatch to compute first (act_q8 HNORM):
+// heads of a power of two from 32 to 256 values (act_q8's workgroup holds
+// whole heads, and rmsnorm.wgsl sums such a head with one thread per
+// value, the tree act_q8 repeats), up neither gate nor dst (the dispatch
+// reads gate and writes dst while it norms up in place), and no other
+// value waiting on up (it would be computed before the norm it follows).
+// The zero value where there is none to take.
+func (f *fuser) normGLU(n *node) value {
+	up := n.y
+	if n.x == up || n.dst == up {
+		return value{}
+	}
+	var hn value
+	for _, v := range f.live {
+		switch {
+		case v.kind == vHeadNorm && v.dst == up && hn.kind == 0:
+			hn = v
+		case v.defines(up) || v.reads(up):
+			return value{}
+		}
+	}
+	if hn.kind == 0 {
+		return value{}
+	}
+	if h := hn.w.k * hn.w.m; h < 32 || h > 256 || h&(h-1) != 0 || up.cols%h != 0 {
+		return value{}
+	}
+	f.remove(hn)
+	return hn
 }
 
 // feedsPair reports whether the waiting group is exactly the two matvecs

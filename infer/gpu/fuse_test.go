@@ -24,6 +24,7 @@ import (
 //	  glu          … with gate/up's SwiGLU epilogue
 //	add d=a+b, norm d=x [q8], swiglu d=g,u [q8], rope x, store k,v:
 //	               an op of its own
+//	  (headnorm u) … norming u per head first (normGLU)
 //	attn d←q [lat|head|qk +store]  an attention (fused with the store)
 //	phase          a profiler phase begins
 //	= norm d=x …   a waiting value computed into its tensor
@@ -159,6 +160,9 @@ func (s step) String() string {
 			out = "norm " + n.dst.name + "=" + n.x.name
 		case opSwiGLU:
 			out = "swiglu " + n.dst.name + "=" + n.x.name + "," + n.y.name
+			if s.v.kind == vHeadNorm {
+				out += "(headnorm " + s.v.dst.name + ")"
+			}
 		case opRope:
 			out = "rope " + n.x.name
 		case opStoreKV:
@@ -434,6 +438,44 @@ func TestFuseHeadNormRope(t *testing.T) {
 			plan: []string{"mv q←h"}},
 		{name: "computed at the end", rules: decode, ops: []node{headNorm(q, norm32), headNorm(k, norm32), rope(q, rope32, true)}, end: true,
 			plan: []string{"= headnorm k", "= normrope q"}},
+	})
+}
+
+// normGLU: a SwiGLU in its own dispatch (q8, no gate/up pair feeding it)
+// norms its up operand's waiting per-head norm first, where the heads fit
+// act_q8's workgroup and nothing else waits on up.
+func TestFuseNormGLU(t *testing.T) {
+	f := newFakes()
+	h, z, o, d := f.t("h"), f.t("z"), f.t("o"), f.t("d")
+	o96 := f.t("o96", 192)
+	wz, wd := f.w("wz", 256, 256), f.w("wd", 256, 256)
+	norm96 := &weight{name: "headnorm96", typ: gguf.F32, k: 96, m: 1}
+	norm512 := &weight{name: "headnorm512", typ: gguf.F32, k: 512, m: 1}
+	o512 := f.t("o512", 1024)
+	runFuseCases(t, []fuseCase{
+		{name: "the gated DeltaNet output", rules: decode, ops: []node{mv(z, wz, h), headNorm(o, norm32), swiglu(z, z, o, true, true), mv(d, wd, z)},
+			plan: []string{"mv z←h", "swiglu z=z,o(headnorm o) q8", "mv d←z(rounded)"}, left: []string{"rounded z"}},
+		{name: "not q8: the norm alone first", rules: decode, ops: []node{headNorm(o, norm32), swiglu(z, z, o, true, false)},
+			plan: []string{"= headnorm o"}, left: []string{"swiglu z=z,o"}},
+		{name: "heads of 96", rules: decode, ops: []node{headNorm(o96, norm96), swiglu(f.t("z96", 192), f.t("z96"), o96, true, true)},
+			plan: []string{"= headnorm o96", "swiglu z96=z96,o96 q8"}, left: []string{"rounded z96"}},
+		{name: "heads wider than the workgroup", rules: decode, ops: []node{headNorm(o512, norm512), swiglu(f.t("z512", 1024), f.t("z512"), o512, true, true)},
+			plan: []string{"= headnorm o512", "swiglu z512=z512,o512 q8"}, left: []string{"rounded z512"}},
+		// the gate is normed: the norm must come before the gate's reads
+		{name: "the norm on the gate", rules: decode, ops: []node{headNorm(z, norm32), swiglu(z, z, o, true, true)},
+			plan: []string{"= headnorm z", "swiglu z=z,o q8"}, left: []string{"rounded z"}},
+		{name: "up is dst", rules: decode, ops: []node{headNorm(o, norm32), swiglu(o, z, o, true, true)},
+			plan: []string{"= headnorm o", "swiglu o=z,o q8"}, left: []string{"rounded o"}},
+		// another value waits reading o (an op computes such a value
+		// before it records a norm of o; here it is handed in): both
+		// are computed in their order, before the SwiGLU
+		{name: "another value reads up", rules: decode,
+			live: []value{{kind: vHeadNorm, dst: o, src: o, w: norm32, eps: 1e-6}, {kind: vSwiGLU, dst: d, src: h, up: o}},
+			ops:  []node{swiglu(z, z, o, true, true)},
+			plan: []string{"= headnorm o", "= swiglu d=h,o", "swiglu z=z,o q8"}, left: []string{"rounded z"}},
+		{name: "handed in alone", rules: decode, live: []value{{kind: vHeadNorm, dst: o, src: o, w: norm32, eps: 1e-6}},
+			ops:  []node{swiglu(z, z, o, true, true)},
+			plan: []string{"swiglu z=z,o(headnorm o) q8"}, left: []string{"rounded z"}},
 	})
 }
 

@@ -806,3 +806,53 @@ func TestMatMulsShareARounding(t *testing.T) {
 		t.Errorf("x rewritten between two matmuls: %d dispatches, want %d", b.dispatches, 2*single+1)
 	}
 }
+
+// The gated DeltaNet's output o ⊙ silu(z) after o's per-head norm, in one
+// act_q8 dispatch (normGLU), is the two ops bit for bit: the normed o, the
+// gated row and its rounding (read by the Q1_0 matvec after it), for
+// heads of 32 to 256 values, a row ending inside a workgroup (12 heads of
+// 32) included.
+func TestHeadNormGLUIsTheOps(t *testing.T) {
+	for _, sh := range []struct{ head, heads int }{{32, 12}, {64, 8}, {128, 6}, {256, 3}} {
+		t.Run(fmt.Sprintf("%dx%d", sh.heads, sh.head), func(t *testing.T) {
+			g := sh.head * sh.heads
+			const m = 64
+			r := rand.New(rand.NewPCG(61, uint64(g)))
+			ov, zv, nv := randFloats(r, g, 2), randFloats(r, g, 1.5), randFloats(r, sh.head, 1)
+			wv := randFloats(r, m*g, 0.3)
+			b := newTestBackend(t)
+			w := b.f32Weight(t, "ssm_norm", []int64{int64(sh.head)}, nv)
+			wout, err := b.LoadWeight(infer.WeightData{Name: "ssm_out", Type: gguf.Q1_0, Shape: []int64{int64(g), m},
+				Data: quantizeMatrix(t, gguf.Q1_0, m, g, wv)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, z, d := b.mustTensor(t, "o", 1, g), b.mustTensor(t, "z", 1, g), b.mustTensor(t, "d", 1, m)
+			pass := func(fused bool) ([][]float32, int) {
+				b.write(t, o, ov)
+				b.write(t, z, zv)
+				got := b.run(t, 1, 3, func() {
+					b.RMSNorm(o, o, w, 1e-6)
+					if !fused {
+						b.touch(o)
+					}
+					b.SwiGLU(z, z, o)
+					b.MatMul(d, wout, z)
+				}, o, z, d)
+				return got, b.dispatches
+			}
+			want, ops := pass(false)
+			got, fusedOps := pass(true)
+			if fusedOps != ops-1 {
+				t.Errorf("%d dispatches fused, %d as the ops", fusedOps, ops)
+			}
+			for i, name := range []string{"o", "z", "d"} {
+				for j := range want[i] {
+					if math.Float32bits(got[i][j]) != math.Float32bits(want[i][j]) {
+						t.Fatalf("%s[%d]: %v fused, %v as the ops", name, j, got[i][j], want[i][j])
+					}
+				}
+			}
+		})
+	}
+}
