@@ -6,11 +6,12 @@
 // RMSNorm'd in place per head of NG values (a power of two from 32 to
 // WG: a workgroup holds whole heads), each head summed as rmsnorm.wgsl
 // sums it with NG threads, one value each, so the normed up is the op
-// sequence's bit for bit. One thread per value, 256 per workgroup; xq gets
+// sequence's bit for bit; GATE: dst = x·sigmoid(gate) as unary.wgsl's
+// gate. One thread per value, 256 per workgroup; xq gets
 // the rounded values, xsum each 32's Σ.
 // With TAB also the row's lookup table (q8_tab) for q1_xq's TAB path.
 // Constants: G (row length), EPS, WG (=256), NG and HEPS (HNORM); flags
-// NORM, GLU, HNORM, INPLACE (GLU with dst = x: x is read through dst's
+// NORM, GLU, HNORM, GATE, INPLACE (GLU or GATE with dst = x: x is read through dst's
 // binding), TAB.
 //#include cpu_math
 //#include q8_tab
@@ -21,6 +22,9 @@
 //#endif
 //#if NORM
 @group(0) @binding(1) var<storage, read> w: array<f32>;
+//#endif
+//#if GATE
+@group(0) @binding(1) var<storage, read> gate: array<f32>;
 //#endif
 //#if GLU
 //#if HNORM
@@ -94,6 +98,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#else
 	let v = select(0.0, ggml_silu(load(i)) * up[i], live);
 //#endif
+//#endif
+//#if GATE
+	let v = select(0.0, load(i) * (1.0 / (1.0 + exp(-gate[i]))), live);
 //#endif
 	let r = q8_round(lid, v);
 	if (live) {

@@ -1455,34 +1455,50 @@ func (b *Backend) RMSNorm(dstT, xT infer.Tensor, wI infer.Weight, eps float32) {
 	b.record(node{op: opNorm, dst: dst, x: x, w: w, eps: eps, q8: q8})
 }
 
-// actQ8 encodes a decode row and its Q8_0 rounding (act_q8.wgsl, one
-// thread per value): with w, dst = RMSNorm(x)·w over the row (dst ≠ x;
-// rmsnorm.wgsl's 256-thread summation order); with up, dst = silu(x)·up
-// (dst may be x), and where upNorm is set (a vHeadNorm waiting on up) up
-// is first normed in place per head as that value would be.
-func (b *Backend) actQ8(dst, x *tensor, w *weight, up *tensor, eps float32, upNorm value) {
+// actQ8Op is a decode row that act_q8.wgsl computes with its Q8_0
+// rounding, one of: dst = RMSNorm(x)·norm over the row (dst ≠ x;
+// rmsnorm.wgsl's 256-thread summation order); dst = silu(x)·up (dst may
+// be x), with up first normed in place per head where upNorm is set (a
+// vHeadNorm waiting on up, computed as that value would be); dst =
+// x·sigmoid(gate) (dst may be x), unary.wgsl's gate.
+type actQ8Op struct {
+	dst, x *tensor
+	norm   *weight
+	eps    float32
+	up     *tensor
+	upNorm value
+	gate   *tensor
+}
+
+// actQ8 encodes a as one dispatch, one thread per value.
+func (b *Backend) actQ8(a actQ8Op) {
+	dst, x := a.dst, a.x
 	g := x.cols
 	inplace := dst == x
-	keyEps := eps // the norm's: the row's (w) or up's heads' (upNorm), never both
-	if upNorm.w != nil {
-		keyEps = upNorm.eps
+	keyEps := a.eps // the norm's: the row's (norm) or up's heads' (upNorm), never both
+	if a.upNorm.w != nil {
+		keyEps = a.upNorm.eps
 	}
-	o := b.prepared(opKey{kind: "actq8", a: dst, b: x, c: w, d: up, f: keyEps, g: upNorm.w}, func() (*kernel, []binding, error) {
+	o := b.prepared(opKey{kind: "actq8", a: dst, b: x, c: a.norm, d: a.up, e: a.gate, f: keyEps, g: a.upNorm.w}, func() (*kernel, []binding, error) {
 		defs := map[string]shaders.Const{"G": shaders.U32(g), "WG": shaders.U32(256), "INPLACE": shaders.Flag(inplace),
-			"HNORM": shaders.Flag(upNorm.w != nil)}
+			"HNORM": shaders.Flag(a.upNorm.w != nil)}
 		var bufs []binding
 		if !inplace {
 			bufs = append(bufs, at(0, whole(x.buf)))
 		}
-		if w != nil {
-			defs["NORM"], defs["EPS"] = shaders.Flag(true), shaders.F32(eps)
-			bufs = append(bufs, at(1, whole(w.chunks[0].buf)))
-		} else {
+		switch {
+		case a.norm != nil:
+			defs["NORM"], defs["EPS"] = shaders.Flag(true), shaders.F32(a.eps)
+			bufs = append(bufs, at(1, whole(a.norm.chunks[0].buf)))
+		case a.gate != nil:
+			defs["GATE"] = shaders.Flag(true)
+			bufs = append(bufs, at(1, whole(a.gate.buf)))
+		default:
 			defs["GLU"] = shaders.Flag(true)
-			bufs = append(bufs, at(1, whole(up.buf)))
+			bufs = append(bufs, at(1, whole(a.up.buf)))
 		}
-		if hw := upNorm.w; hw != nil {
-			defs["NG"], defs["HEPS"] = shaders.U32(hw.k*hw.m), shaders.F32(upNorm.eps)
+		if hw := a.upNorm.w; hw != nil {
+			defs["NG"], defs["HEPS"] = shaders.U32(hw.k*hw.m), shaders.F32(a.upNorm.eps)
 			bufs = append(bufs, at(6, whole(hw.chunks[0].buf)))
 		}
 		bufs = b.tabOut(dst, 5, defs, append(bufs, at(2, whole(dst.buf)), at(3, whole(dst.xq)), at(4, whole(dst.xqSum))))

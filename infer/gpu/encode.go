@@ -92,7 +92,7 @@ func (b *Backend) encodeOp(n *node, v value) {
 		}
 		// act_q8 where its one-value-per-thread shape fits
 		if g := w.k * w.m; n.q8 && dst != x && g%256 == 0 && g >= 512 {
-			b.actQ8(dst, x, w, nil, n.eps, value{})
+			b.actQ8(actQ8Op{dst: dst, x: x, norm: w, eps: n.eps})
 		} else {
 			b.rmsNorm(dst, x, w, n.eps, n.q8)
 		}
@@ -102,7 +102,7 @@ func (b *Backend) encodeOp(n *node, v value) {
 				b.fail(err)
 				return
 			}
-			b.actQ8(n.dst, n.x, nil, n.y, 0, v)
+			b.actQ8(actQ8Op{dst: n.dst, x: n.x, up: n.y, upNorm: v})
 			return
 		}
 		b.elementwise("SWIGLU", n.dst, n.x, n.y)

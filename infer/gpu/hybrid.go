@@ -240,6 +240,18 @@ func (b *Backend) activation(name string, dstT, xT, gT infer.Tensor, f infer.Act
 		b.shapeErr("%s: dst %d, x %d columns", name, dst.cols, x.cols)
 		return
 	}
+	// A decode row's sigmoid gate (qwen35's attention output) also writes
+	// its Q8_0 rounding, as a norm or SwiGLU does, for the q1_xq matvec
+	// that reads it.
+	if g != nil && f == infer.ActSigmoid && g != dst && g.cols == x.cols && b.xqOK() && b.n == 1 && x.cols%32 == 0 && rows >= 1 && g.rows >= 1 {
+		if err := b.xqBuffers(dst); err != nil {
+			b.fail(err)
+			return
+		}
+		b.actQ8(actQ8Op{dst: dst, x: x, gate: g})
+		b.live = append(b.live, value{kind: vRounded, dst: dst})
+		return
+	}
 	defs := map[string]shaders.Const{"COLS": shaders.U32(x.cols), flag: shaders.Flag(true)}
 	bufs := []binding{whole(b.batchBuf)}
 	if dst == x {

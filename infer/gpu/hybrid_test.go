@@ -856,3 +856,44 @@ func TestHeadNormGLUIsTheOps(t *testing.T) {
 		})
 	}
 }
+
+// A decode row's sigmoid gate (qwen35's attention output) writes its Q8_0
+// rounding in one act_q8 dispatch, read by the q1_xq matvec after it: the
+// gated row is unary.wgsl's bit for bit, and the product is the unfused
+// pass's (which rounds in its matvec) within the summation order.
+func TestSigmoidGateRounds(t *testing.T) {
+	const g, m = 384, 64 // the row ends inside act_q8's second workgroup
+	r := rand.New(rand.NewPCG(71, 72))
+	av, gv, wv := randFloats(r, g, 2), randFloats(r, g, 3), randFloats(r, m*g, 0.3)
+	pass := func(o infer.GPUOptions) ([][]float32, map[string]int) {
+		b := newTestBackendWith(t, o)
+		w, err := b.LoadWeight(infer.WeightData{Name: "attn_output", Type: gguf.Q1_0, Shape: []int64{g, m},
+			Data: quantizeMatrix(t, gguf.Q1_0, m, g, wv)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		att, gate, d := b.mustTensor(t, "attn", 1, g), b.mustTensor(t, "gate", 1, g), b.mustTensor(t, "d", 1, m)
+		b.write(t, att, av)
+		b.write(t, gate, gv)
+		got := b.run(t, 1, 5, func() {
+			b.Gate(att, att, gate, infer.ActSigmoid)
+			b.MatMul(d, w, att)
+		}, att, d)
+		return got, b.LastCensus()
+	}
+	want, _ := pass(infer.GPUOptions{Fuse: "off"})
+	got, census := pass(infer.GPUOptions{})
+	if census["act_q8"] != 1 || census["q1_xq"] != 1 || census["unary"] != 0 {
+		t.Errorf("census %v: want act_q8 and q1_xq once, no unary", census)
+	}
+	for j := range want[0] {
+		if math.Float32bits(got[0][j]) != math.Float32bits(want[0][j]) {
+			t.Fatalf("gated[%d]: %v rounded by act_q8, %v by unary", j, got[0][j], want[0][j])
+		}
+	}
+	ref := make([]float64, m)
+	for i := range ref {
+		ref[i] = float64(want[1][i])
+	}
+	checkClose(t, "product", got[1], ref, 1e-5)
+}
