@@ -24,7 +24,7 @@ mkdir -p /tmp/llama && tar xzf $R/.carry/llama/llama-src.tgz -C /tmp/llama
 /tmp/new synth --shape 1.7b --type q1_0 -o 17.gguf >/dev/null 2>&1 & s17=$!
 /tmp/new synth --arch qwen35 --shape 27b --type q1_0 -o 27.gguf >/dev/null 2>&1 & s27=$!
 t "numerics on the H200"
-( cd $R/infer/gpu && timeout 120 /tmp/new.test -test.run 'TestGemmTilesMatchCPU|TestLutGemmSharesPacking|TestFuseDeltaNetInputsIsTheOps|Qwen35' -test.v 2>&1 | f | grep -E "^ *(--- FAIL|ok|FAIL|PASS)|max error|dispatches|fused" | head -30 )
+( cd $R/infer/gpu && timeout 120 /tmp/new.test -test.run 'TestGemmTilesMatchCPU|TestLutGemmSharesPacking|TestFuseDeltaNetInputsIsTheOps|TestHeadNormGLUIsTheOps|TestSigmoidGateRounds|Qwen35' -test.v 2>&1 | f | grep -E "^ *(--- FAIL|ok|FAIL|PASS)|max error|dispatches|fused" | head -30 )
 wait $s8
 pp() { BONSAI_GPU_GEMM=$2 timeout 60 /tmp/$3 bench --model $1.gguf --backend gpu -p 512 -n 0 -r 3 2>&1 | grep pp512; }
 t "pp512 8"
@@ -37,6 +37,7 @@ for r in 1 2; do
 	echo "old tg: $(timeout 90 /tmp/oldb bench --model 27.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
 	echo "new tg: $(timeout 90 /tmp/new bench --model 27.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
 done
+for b in oldb new; do t "27B decode phases, $b"; timeout 90 /tmp/$b gpu --model 27.gguf -p 16 -n 64 --chained=false 2>&1 | f | grep -A9 "decode phases" | tail -9; done
 t "per matrix, 512 tokens"
 ( cd $R/infer/gpu && BONSAI_GEMM_BENCH=512 BONSAI_GEMM_REPS=10 BONSAI_GEMM_KERNELS=r2x1,lut8,lut4,lut8s,lut4s timeout 200 /tmp/new.test -test.run TestGemmBench -test.v 2>&1 | f | grep -E "^gemm|FAIL|panic" )
 wait $s17

@@ -13,7 +13,7 @@ cd /tmp
 /tmp/new synth --shape 8b --type q1_0 -o 8.gguf >/dev/null 2>&1 & s8=$!
 /tmp/new synth --arch qwen35 --shape 27b --type q1_0 -o 27.gguf >/dev/null 2>&1 & s27=$!
 t "numerics on the H200"
-( cd $R/infer/gpu && timeout 60 /tmp/new.test -test.run 'TestGemmTilesMatchCPU|TestLutGemmSharesPacking|TestFuseDeltaNetInputsIsTheOps' -test.v 2>&1 | f | grep -E "^ *(--- FAIL|ok|FAIL|PASS)|max error|fused" | head -20 )
+( cd $R/infer/gpu && timeout 60 /tmp/new.test -test.run 'TestGemmTilesMatchCPU|TestLutGemmSharesPacking|TestFuseDeltaNetInputsIsTheOps|TestHeadNormGLUIsTheOps|TestSigmoidGateRounds' -test.v 2>&1 | f | grep -E "^ *(--- FAIL|ok|FAIL|PASS)|max error|fused" | head -20 )
 wait $s8
 t "pp512 8"
 for g in auto lut8 lut4 lut8s lut4s; do echo "$g: $(BONSAI_GPU_GEMM=$g timeout 40 /tmp/new bench --model 8.gguf --backend gpu -p 512 -n 0 -r 3 2>&1 | grep pp512)"; done
