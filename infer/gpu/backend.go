@@ -36,9 +36,10 @@ import (
 // q1_xq shape (xqOptions) and its tested adds instead of the tables, kept
 // to compare shapes on a device; xq: auto with the tested adds; tab8 /
 // tab16 / tab32: auto with that many rows per workgroup; tabh16 / tabh32:
-// auto with that many for matrices of at least bigRows rows (the head).
+// auto with that many for matrices of at least bigRows rows (the head);
+// tabbal: auto with K's blocks split evenly over the slices (xqShape).
 var MatVecKernels = []string{"auto", "auto1", "w1", "select", "lut", "popc", "popc32", "popc64", "auto32", "auto64",
-	"xq", "xq8", "xq16", "xq32", "xqs", "xqe256", "xqe1024", "tab8", "tab16", "tab32", "tabh16", "tabh32"}
+	"xq", "xq8", "xq16", "xq32", "xqs", "xqe256", "xqe1024", "tab8", "tab16", "tab32", "tabh16", "tabh32", "tabbal"}
 
 // bigRows is where MatVec tabh16 / tabh32 change q1_xq's shape: output
 // heads (151,936 rows) and nothing in a layer.
@@ -223,6 +224,9 @@ type Backend struct {
 	// workgroup size
 	xqRPW    int
 	xqBigRPW int // the same for matrices of bigRows rows and more
+	// xqEven: slices that divide K's blocks evenly where K allows
+	// (MatVec tabbal)
+	xqEven   bool
 	xqSepGLU bool
 	xqGLUWG  int
 	// tab: rounded rows come with their lookup tables (tensor.xtab) and
@@ -391,6 +395,7 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 	if strings.HasPrefix(matvec, "tabh") {
 		b.xqBigRPW, _ = strconv.Atoi(matvec[4:])
 	}
+	b.xqEven = matvec == "tabbal"
 	switch opts.GPU.Attn {
 	case "head":
 		b.headMax = headMaxPos
@@ -1234,6 +1239,23 @@ func (b *Backend) xqShape(nb int, ends []int, glu bool) (rpw, ks, wg int, ok boo
 	ks = 8
 	for ks < 32 && 2*ks <= nb {
 		ks *= 2
+	}
+	// Even slices: 8 rows × the divisor of nb from 32 to 128 closest to
+	// 32, so that no slice waits on another's extra block (the 27B's K of
+	// 5120 is 40 blocks: 32 slices leave 8 of them two blocks, 40 one).
+	if b.xqEven && b.xqRPW == 0 && nb > 32 {
+		for even := 32; even <= 128 && even <= nb; even++ {
+			if nb%even == 0 && 8*even <= int(b.d.Limits.MaxComputeInvocationsPerWorkgroup) {
+				fits := true
+				for _, e := range ends {
+					fits = fits && e%8 == 0
+				}
+				if fits {
+					return 8, even, 8 * even, true
+				}
+				break
+			}
+		}
 	}
 	if b.xqRPW > 0 {
 		ks = 256 / b.xqRPW

@@ -2,6 +2,8 @@ package gpu
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,4 +124,60 @@ func OpenQwen35Tiny(t *testing.T, typ gguf.Type) *gguf.File {
 	}
 	t.Cleanup(func() { f.Close() })
 	return f
+}
+
+// TestEvenSlicesMatchCPU runs q1_xq with MatVec "tabbal" (K's blocks split
+// evenly over the slices: 40, 48 and 136 blocks, the 27B's widths) on a
+// rounded row against the CPU's product, and checks the shape it took.
+func TestEvenSlicesMatchCPU(t *testing.T) {
+	r := rand.New(rand.NewPCG(81, 82))
+	for _, k := range []int{5120, 6144, 17408} {
+		t.Run(fmt.Sprint(k), func(t *testing.T) {
+			const m = 64
+			b := newTestBackendWith(t, infer.GPUOptions{MatVec: "tabbal"})
+			wv, xv := randFloats(r, m*k, 1), randFloats(r, k, 1)
+			wb := quantizeMatrix(t, gguf.Q1_0, m, k, wv)
+			w, err := b.LoadWeight(infer.WeightData{Name: "blk.0.ffn_down.weight", Type: gguf.Q1_0, Shape: []int64{int64(k), m}, Data: wb})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ones := make([]float32, k)
+			for i := range ones {
+				ones[i] = 1
+			}
+			norm := b.f32Weight(t, "norm", []int64{int64(k)}, ones)
+			x, h, y := b.mustTensor(t, "x", 1, k), b.mustTensor(t, "h", 1, k), b.mustTensor(t, "y", 1, m)
+			b.write(t, x, xv)
+			got := b.run(t, 1, 0, func() {
+				b.RMSNorm(h, x, norm, 1e-6)
+				b.MatMul(y, w, h)
+			}, h, y)
+			if c := b.LastCensus(); c["q1_xq"] != 1 {
+				t.Fatalf("census %v: want q1_xq", c)
+			}
+			nb := k / 128
+			var ks int
+			for even := 32; even <= 128; even++ {
+				if nb%even == 0 {
+					ks = even
+					break
+				}
+			}
+			found := false
+			for key := range b.d.kernels {
+				found = found || strings.HasPrefix(key, "q1_xq ") && strings.Contains(key, fmt.Sprintf(" KS=%du ", ks))
+			}
+			if !found {
+				keys := []string{}
+				for key := range b.d.kernels {
+					keys = append(keys, key)
+				}
+				t.Errorf("no q1_xq with KS=%d among %q", ks, keys)
+			}
+			want := refMatMul(gguf.Q1_0, wb, m, k, got[0], 1)
+			if e := maxRelErr(got[1], want); e > 1e-5 {
+				t.Errorf("max error %.3g of the largest value", e)
+			}
+		})
+	}
 }

@@ -24,7 +24,7 @@ mkdir -p /tmp/llama && tar xzf $R/.carry/llama/llama-src.tgz -C /tmp/llama
 /tmp/new synth --shape 1.7b --type q1_0 -o 17.gguf >/dev/null 2>&1 & s17=$!
 /tmp/new synth --arch qwen35 --shape 27b --type q1_0 -o 27.gguf >/dev/null 2>&1 & s27=$!
 t "numerics on the H200"
-( cd $R/infer/gpu && timeout 120 /tmp/new.test -test.run 'TestGemmTilesMatchCPU|TestLutGemmSharesPacking|TestFuseDeltaNetInputsIsTheOps|TestHeadNormGLUIsTheOps|TestSigmoidGateRounds|Qwen35' -test.v 2>&1 | f | grep -E "^ *(--- FAIL|ok|FAIL|PASS)|max error|dispatches|fused" | head -30 )
+( cd $R/infer/gpu && timeout 120 /tmp/new.test -test.run 'TestGemmTilesMatchCPU|TestLutGemmSharesPacking|TestFuseDeltaNetInputsIsTheOps|TestHeadNormGLUIsTheOps|TestSigmoidGateRounds|TestEvenSlicesMatchCPU|Qwen35' -test.v 2>&1 | f | grep -E "^ *(--- FAIL|ok|FAIL|PASS)|max error|dispatches|fused" | head -30 )
 wait $s8
 pp() { BONSAI_GPU_GEMM=$2 timeout 60 /tmp/$3 bench --model $1.gguf --backend gpu -p 512 -n 0 -r 3 2>&1 | grep pp512; }
 t "pp512 8"
@@ -36,6 +36,7 @@ timeout 60 /tmp/new gpu --model 27.gguf -p 16 -n 128 --plain=false 2>&1 | f | gr
 for r in 1 2; do
 	echo "old tg: $(timeout 90 /tmp/oldb bench --model 27.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
 	echo "new tg: $(timeout 90 /tmp/new bench --model 27.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
+	echo "tabbal tg: $(BONSAI_GPU_MATVEC=tabbal timeout 90 /tmp/new bench --model 27.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
 done
 for b in oldb new; do t "27B decode phases, $b"; timeout 90 /tmp/$b gpu --model 27.gguf -p 16 -n 64 --chained=false 2>&1 | f | grep -A9 "decode phases" | tail -9; done
 t "per matrix, 512 tokens"
@@ -50,6 +51,7 @@ for m in 8 27 17; do
 	lb $m 512 128
 	for g in auto lut8 lut8s; do echo "$g: $(pp $m $g new)"; done
 	echo "new tg: $(timeout 90 /tmp/new bench --model $m.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
+	[ $m != 8 ] && echo "tabbal tg: $(BONSAI_GPU_MATVEC=tabbal timeout 90 /tmp/new bench --model $m.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
 	echo "old tg: $(timeout 90 /tmp/oldb bench --model $m.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
 done
 for g in auto lut8; do t "8B prefill phases, 512 tokens, $g"; BONSAI_GPU_GEMM=$g timeout 60 /tmp/new gpu --model 8.gguf -p 512 -n 8 2>&1 | f | grep -A9 "prefill phases"; done
