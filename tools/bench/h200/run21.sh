@@ -33,32 +33,21 @@ wait $s27
 t "27B old and new"
 timeout 60 /tmp/oldb gpu --model 27.gguf -p 16 -n 128 --plain=false 2>&1 | f | grep -E "dispatches" | head -1
 timeout 60 /tmp/new gpu --model 27.gguf -p 16 -n 128 --plain=false 2>&1 | f | grep -E "dispatches" | head -1
-for r in 1 2; do
+for r in 1; do
 	echo "old tg: $(timeout 90 /tmp/oldb bench --model 27.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
 	echo "new tg: $(timeout 90 /tmp/new bench --model 27.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
 	echo "tabbal tg: $(BONSAI_GPU_MATVEC=tabbal timeout 90 /tmp/new bench --model 27.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
 done
 for b in oldb new; do t "27B decode phases, $b"; timeout 90 /tmp/$b gpu --model 27.gguf -p 16 -n 64 --chained=false 2>&1 | f | grep -A9 "decode phases" | tail -9; done
-t "per matrix, 512 tokens"
-( cd $R/infer/gpu && BONSAI_GEMM_BENCH=512 BONSAI_GEMM_REPS=10 BONSAI_GEMM_KERNELS=r2x1,lut8,lut4,lut8s,lut4s timeout 200 /tmp/new.test -test.run TestGemmBench -test.v 2>&1 | f | grep -E "^gemm|FAIL|panic" )
-wait $s17
-t "pp512 17"
-for g in auto lut8 lut4 lut8s lut4s; do echo "$g: $(pp 17 $g new)"; done
 t "waiting for the llama.cpp build"; wait $bc # never a bare wait
 lb() { timeout 200 /tmp/llama/build/bin/llama-bench -m $1.gguf -ngl 99 -fa 1 -p $2 -n $3 -r 3 2>&1 | grep -E "^\| [a-z]"; }
 for m in 8 27 17; do
 	t "side by side $m"
 	lb $m 512 128
-	for g in auto lut8 lut8s; do echo "$g: $(pp $m $g new)"; done
+	for g in auto lut8 lut4 lut8s; do echo "$g: $(pp $m $g new)"; done
 	echo "new tg: $(timeout 90 /tmp/new bench --model $m.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
 	[ $m != 8 ] && echo "tabbal tg: $(BONSAI_GPU_MATVEC=tabbal timeout 90 /tmp/new bench --model $m.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
 	echo "old tg: $(timeout 90 /tmp/oldb bench --model $m.gguf --backend gpu -p 0 -n 128 -r 3 2>&1 | grep tg128)"
 done
-for g in auto lut8; do t "8B prefill phases, 512 tokens, $g"; BONSAI_GPU_GEMM=$g timeout 60 /tmp/new gpu --model 8.gguf -p 512 -n 8 2>&1 | f | grep -A9 "prefill phases"; done
-g() { timeout 40 /tmp/new gpu --model 27.gguf -p 16 -n 128 --plain=false "$@" 2>&1 | f | grep -E "^chained"; }
-t "27B marginal costs"
-for k in q1_xq act_q8 q1_w1 unary rmsnorm deltanet_step deltanet_in copy_cols; do
-	echo "repeat $k=2: $(g --repeat $k=2)"
-done
-echo "again: $(g)"
+t "8B prefill phases, 512 tokens"; timeout 60 /tmp/new gpu --model 8.gguf -p 512 -n 8 --chained=false 2>&1 | f | grep -A9 "prefill phases" | tail -9
 t done
