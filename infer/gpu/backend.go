@@ -1046,13 +1046,16 @@ const f32DecodeGroups = 256
 type gemmTile struct{ rm, rn int }
 
 // GemmKernels are the names infer.GPUOptions.Gemm takes for Q1_0 prompt
-// passes: "tile64" is q1_gemm (64 × 64 per workgroup, 4 × 4 per thread),
-// "auto" (also the default, "") q1_gemm2 with the tile picked by shape,
-// rRMxRN q1_gemm2 with a fixed tile. On the H200 (BENCHMARKS "GPU run 9",
-// 512 tokens) q1_gemm ran the 8B and 1.7B shapes at 14.7–17.0 TFLOP/s,
-// q1_gemm2's 128 × 64 tile (r2x1) at 22.3–27.4, within 3 % of the best
-// tile on every shape, where r2x2 lost 22 % on 4096→6144.
-var GemmKernels = []string{"", "auto", "tile64", "r1x1", "r2x1", "r1x2", "r2x2", "lut4", "lut8", "lut4s", "lut8s"}
+// passes: "auto" (also the default, "") q1_lutgemm's lut4s shape where it
+// runs, else q1_gemm2 as "gemm2"; "gemm2" q1_gemm2 with the tile picked by
+// shape; rRMxRN q1_gemm2 with a fixed tile; "tile64" q1_gemm (64 × 64 per
+// workgroup, 4 × 4 per thread); lut4, lut8, lut4s, lut8s q1_lutgemm's
+// shapes (lutgemm.go). On the H200 (BENCHMARKS "GPU run 21", 512 tokens)
+// lut4s ran 8B at 3,951 tok/s, 1.7B at 11,050 and 27B at 1,144, the best
+// shape on all three, against q1_gemm2's 1,724, 6,187 and 473; in run 9
+// q1_gemm2's 128 × 64 tile (r2x1) was within 3 % of its best tile on every
+// shape, q1_gemm 35–45 % slower.
+var GemmKernels = []string{"", "auto", "gemm2", "tile64", "r1x1", "r2x1", "r1x2", "r2x2", "lut4", "lut8", "lut4s", "lut8s"}
 
 func (b *Backend) gemmTile(w *weight, n int) (gemmTile, bool) {
 	if !w.q1() || n < 2 || w.m%4 != 0 || w.k%128 != 0 || b.gemm == "tile64" {
