@@ -43,6 +43,11 @@ func (b *Backend) touch(t *tensor) {
 	b.flushOps()
 }
 
+// wroteRounding records that an op outside the list wrote t's Q8_0
+// rounding (and table) as a producer in the list would: the matvecs on t
+// recorded next read it, until something overwrites t.
+func (b *Backend) wroteRounding(t *tensor) { b.live = append(b.live, value{kind: vRounded, dst: t}) }
+
 // passRules are fuse's rules for the pass Begin starts.
 func (b *Backend) passRules() fuseRules {
 	batch1 := b.n == 1

@@ -249,7 +249,7 @@ func (b *Backend) activation(name string, dstT, xT, gT infer.Tensor, f infer.Act
 			return
 		}
 		b.actQ8(actQ8Op{dst: dst, x: x, gate: g})
-		b.live = append(b.live, value{kind: vRounded, dst: dst})
+		b.wroteRounding(dst)
 		return
 	}
 	defs := map[string]shaders.Const{"COLS": shaders.U32(x.cols), flag: shaders.Flag(true)}
