@@ -1239,26 +1239,19 @@ func (b *Backend) xqShape(nb int, ends []int, glu bool) (rpw, ks, wg int, ok boo
 		wg = min(b.xqGLUWG, int(b.d.Limits.MaxComputeInvocationsPerWorkgroup))
 		return 64, wg / 64, wg, ends[0]%32 == 0 && wg >= 64
 	}
+	// Even slices: 8 rows × the smallest divisor of nb from 32 to 128, so
+	// that no slice waits on another's extra block (the 27B's K of 5120 is
+	// 40 blocks: 32 slices leave 8 of them two blocks, 40 one).
+	if b.xqEven && b.xqRPW == 0 && rowsIn(ends, 8) {
+		for even := 32; even <= min(nb, 128, int(b.d.Limits.MaxComputeInvocationsPerWorkgroup)/8); even++ {
+			if nb%even == 0 {
+				return 8, even, 8 * even, true
+			}
+		}
+	}
 	ks = 8
 	for ks < 32 && 2*ks <= nb {
 		ks *= 2
-	}
-	// Even slices: 8 rows × the divisor of nb from 32 to 128 closest to
-	// 32, so that no slice waits on another's extra block (the 27B's K of
-	// 5120 is 40 blocks: 32 slices leave 8 of them two blocks, 40 one).
-	if b.xqEven && b.xqRPW == 0 && nb > 32 {
-		for even := 32; even <= 128 && even <= nb; even++ {
-			if nb%even == 0 && 8*even <= int(b.d.Limits.MaxComputeInvocationsPerWorkgroup) {
-				fits := true
-				for _, e := range ends {
-					fits = fits && e%8 == 0
-				}
-				if fits {
-					return 8, even, 8 * even, true
-				}
-				break
-			}
-		}
 	}
 	if b.xqRPW > 0 {
 		ks = 256 / b.xqRPW
@@ -1267,17 +1260,22 @@ func (b *Backend) xqShape(nb int, ends []int, glu bool) (rpw, ks, wg int, ok boo
 		ks = 256 / b.xqBigRPW
 	}
 	for ; ks <= 32; ks *= 2 {
-		rpw = 256 / ks
-		fits, prev := true, 0
-		for _, e := range ends {
-			fits = fits && (e-prev)%rpw == 0
-			prev = e
-		}
-		if fits {
+		if rpw = 256 / ks; rowsIn(ends, rpw) {
 			return rpw, ks, 256, true
 		}
 	}
 	return 0, 0, 0, false
+}
+
+// rowsIn reports whether every matrix of a group ending at ends (running
+// totals of rows) has a multiple of rpw rows.
+func rowsIn(ends []int, rpw int) bool {
+	for _, e := range ends {
+		if e%rpw != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // xqOK reports whether decode activations are rounded to Q8_0 once by

@@ -133,15 +133,7 @@ func TestLutGemmSharesPacking(t *testing.T) {
 	const k, m, n = 256, 96, 5
 	b := newTestBackendWith(t, infer.GPUOptions{Gemm: "lut4s"})
 	r := rand.New(rand.NewPCG(61, 62))
-	load := func(name string) infer.Weight {
-		w, err := b.LoadWeight(infer.WeightData{Name: name, Type: gguf.Q1_0, Shape: []int64{k, m},
-			Data: quantizeMatrix(t, gguf.Q1_0, m, k, randFloats(r, m*k, 1))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return w
-	}
-	wg, wu := load("blk.0.ffn_gate"), load("blk.0.ffn_up")
+	wg, wu := b.matrixWeight(t, "blk.0.ffn_gate", gguf.Q1_0, k, m, randFloats(r, m*k, 1)), b.matrixWeight(t, "blk.0.ffn_up", gguf.Q1_0, k, m, randFloats(r, m*k, 1))
 	x, yg, yu := b.mustTensor(t, "x", n, k), b.mustTensor(t, "yg", n, m), b.mustTensor(t, "yu", n, m)
 	b.write(t, x, randFloats(r, n*k, 1))
 	alone := [][]float32{b.run(t, n, 0, func() { b.MatMul(yg, wg, x) }, yg)[0], b.run(t, n, 0, func() { b.MatMul(yu, wu, x) }, yu)[0]}

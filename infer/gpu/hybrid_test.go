@@ -23,6 +23,18 @@ func (b *Backend) f32Weight(t *testing.T, name string, shape []int64, vals []flo
 	return w
 }
 
+// matrixWeight loads an m×k weight of type typ quantized from vals (row
+// major, m rows of k).
+func (b *Backend) matrixWeight(t *testing.T, name string, typ gguf.Type, k, m int, vals []float32) infer.Weight {
+	t.Helper()
+	w, err := b.LoadWeight(infer.WeightData{Name: name, Type: typ, Shape: []int64{int64(k), int64(m)},
+		Data: quantizeMatrix(t, typ, m, k, vals)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 // run encodes ops in one pass of n tokens at pos and reads the tensors back.
 func (b *Backend) run(t *testing.T, n, pos int, ops func(), reads ...*tensor) [][]float32 {
 	t.Helper()
@@ -689,15 +701,8 @@ func TestFuseDeltaNetInputsIsTheOps(t *testing.T) {
 					Layer: 1, Spec: d, Eps: 1e-6}
 				h := b.mustTensor(t, "h", 2, hidden)
 				if sh.proj {
-					load := func(name string, v []float32) infer.Weight {
-						w, err := b.LoadWeight(infer.WeightData{Name: name, Type: sh.gate, Shape: []int64{hidden, int64(d.VHeads)},
-							Data: quantizeMatrix(t, sh.gate, d.VHeads, hidden, v)})
-						if err != nil {
-							t.Fatal(err)
-						}
-						return w
-					}
-					in.X, in.WBeta, in.WAlpha = h, load("ssm_beta", wbv), load("ssm_alpha", wav)
+					in.X, in.WBeta, in.WAlpha = h, b.matrixWeight(t, "ssm_beta", sh.gate, hidden, d.VHeads, wbv),
+						b.matrixWeight(t, "ssm_alpha", sh.gate, hidden, d.VHeads, wav)
 				}
 				var out []result
 				for pos := range steps {
@@ -775,15 +780,7 @@ func TestMatMulsShareARounding(t *testing.T) {
 	const k, m = 256, 48
 	r := rand.New(rand.NewPCG(51, 52))
 	b := newTestBackend(t)
-	load := func(name string) infer.Weight {
-		w, err := b.LoadWeight(infer.WeightData{Name: name, Type: gguf.F16, Shape: []int64{k, m},
-			Data: quantizeMatrix(t, gguf.F16, m, k, randFloats(r, m*k, 0.1))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return w
-	}
-	wa, wb := load("beta"), load("alpha")
+	wa, wb := b.matrixWeight(t, "beta", gguf.F16, k, m, randFloats(r, m*k, 0.1)), b.matrixWeight(t, "alpha", gguf.F16, k, m, randFloats(r, m*k, 0.1))
 	x, ya, yb := b.mustTensor(t, "x", 1, k), b.mustTensor(t, "ya", 1, m), b.mustTensor(t, "yb", 1, m)
 	xv := randFloats(r, k, 1)
 	b.write(t, x, xv)
@@ -822,11 +819,7 @@ func TestHeadNormGLUIsTheOps(t *testing.T) {
 			wv := randFloats(r, m*g, 0.3)
 			b := newTestBackend(t)
 			w := b.f32Weight(t, "ssm_norm", []int64{int64(sh.head)}, nv)
-			wout, err := b.LoadWeight(infer.WeightData{Name: "ssm_out", Type: gguf.Q1_0, Shape: []int64{int64(g), m},
-				Data: quantizeMatrix(t, gguf.Q1_0, m, g, wv)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			wout := b.matrixWeight(t, "ssm_out", gguf.Q1_0, g, m, wv)
 			o, z, d := b.mustTensor(t, "o", 1, g), b.mustTensor(t, "z", 1, g), b.mustTensor(t, "d", 1, m)
 			pass := func(fused bool) ([][]float32, int) {
 				b.write(t, o, ov)
@@ -867,11 +860,7 @@ func TestSigmoidGateRounds(t *testing.T) {
 	av, gv, wv := randFloats(r, g, 2), randFloats(r, g, 3), randFloats(r, m*g, 0.3)
 	pass := func(o infer.GPUOptions) ([][]float32, map[string]int) {
 		b := newTestBackendWith(t, o)
-		w, err := b.LoadWeight(infer.WeightData{Name: "attn_output", Type: gguf.Q1_0, Shape: []int64{g, m},
-			Data: quantizeMatrix(t, gguf.Q1_0, m, g, wv)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		w := b.matrixWeight(t, "attn_output", gguf.Q1_0, g, m, wv)
 		att, gate, d := b.mustTensor(t, "attn", 1, g), b.mustTensor(t, "gate", 1, g), b.mustTensor(t, "d", 1, m)
 		b.write(t, att, av)
 		b.write(t, gate, gv)
