@@ -184,11 +184,6 @@ func (m *Model) build(arch Architecture, name string, bopts BackendOptions, prog
 		}
 	}
 	if err == nil {
-		if rn, ok := net.(RecurrentNetwork); ok {
-			err = b.NewRecurrentState(rn.RecurrentSpec())
-		}
-	}
-	if err == nil {
 		err = net.Forward(Batch{Tokens: []int32{0}, Pos: 0}, m.logits)
 		if err == nil {
 			err = checkLogits(m.logits, m.Hparams)

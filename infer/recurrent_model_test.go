@@ -48,6 +48,15 @@ func logitsAfter(t *testing.T, m *infer.Model, ids []int32) []float32 {
 	return slices.Clone(m.Logits())
 }
 
+// Loading a recurrent model allocates its state once: a second allocation
+// costs the load a state's worth of memory and time for nothing.
+func TestLoadAllocatesRecurrentStateOnce(t *testing.T) {
+	m := loadToy(t, infer.Options{})
+	if n := toyrec.Allocations(m.Backend()); n != 1 {
+		t.Errorf("NewRecurrentState ran %d times at load, want 1", n)
+	}
+}
+
 // The toy is what the other tests rely on: a state that belongs to other
 // tokens changes its logits, beyond what the KV cache alone decides.
 func TestToyRecurrentDependsOnState(t *testing.T) {

@@ -75,7 +75,17 @@ func hyperparams(f *gguf.File) (infer.Hyperparams, error) {
 // backend holds the state beside the CPU backend's KV cache.
 type backend struct {
 	infer.Backend
-	state []float32
+	state  []float32
+	allocs int // NewRecurrentState calls
+}
+
+// Allocations says how often NewRecurrentState ran on b (a backend of this
+// package's), so tests can see that loading allocates the state once.
+func Allocations(b infer.Backend) int {
+	if tb, ok := b.(*backend); ok {
+		return tb.allocs
+	}
+	return 0
 }
 
 func (b *backend) NewRecurrentState(spec infer.RecurrentSpec) error {
@@ -83,6 +93,7 @@ func (b *backend) NewRecurrentState(spec infer.RecurrentSpec) error {
 		return fmt.Errorf("%w: toyrec state %+v, want %+v", infer.ErrBadShape, spec, Spec)
 	}
 	b.state = make([]float32, spec.Floats())
+	b.allocs++
 	return nil
 }
 
