@@ -1,7 +1,5 @@
 package quant
 
-import "github.com/bonsai-chat/bonsai/gguf"
-
 // avx2Kernels is one type's AVX2 kernels over the AVX-512 kernels' packed
 // layout, for CPUs without AVX-512 (asm/avx2.go): a whole 16-row group × 1
 // token, or one 8-row half of it × 4 tokens. Rows 8–15 sit 32 bytes into
@@ -15,19 +13,8 @@ type avx2Kernels struct {
 
 type avx2Kernel = func(w, sc *byte, blocks int, qs, negq, dk *byte, y *float32, ldy int)
 
-var avx2Sets = map[gguf.Type]*avx2Kernels{
-	gguf.Q4_0: {layoutQ4_0, q4_0x16avx2t1, [2]avx2Kernel{q4_0x8avx2t4, q4_0x8avx2t4}},
-	gguf.Q8_0: {layoutQ8_0, q8_0x16avx2t1, [2]avx2Kernel{q8_0x8avx2t4, q8_0x8avx2t4}},
-	gguf.Q2_0: {layoutQ2_0, q2_0x16avx2t1, [2]avx2Kernel{q2_0x8avx2t4, q2_0x8avx2t4}},
-	// PQ2_0 is Q2_0G128's codec: the same kernels.
-	gguf.Q2_0G128: {layoutQ2_0G128, q2_0g128x16avx2t1, [2]avx2Kernel{q2_0g128x8avx2t4, q2_0g128x8avx2t4}},
-	gguf.PQ2_0:    {layoutQ2_0G128, q2_0g128x16avx2t1, [2]avx2Kernel{q2_0g128x8avx2t4, q2_0g128x8avx2t4}},
-	gguf.PTQ1_0:   {layoutPTQ1_0, ptq1_0x16avx2t1, [2]avx2Kernel{ptq1_0x8avx2t4h0, ptq1_0x8avx2t4h1}},
-}
-
-// avx2Product is simdProduct for the kernels of avx2Sets.
-func avx2Product(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
-	ks := avx2Sets[m.Type]
+// avx2Product is simdProduct for the AVX2 kernels ks.
+func avx2Product(ks *avx2Kernels, m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
 	l := ks.layout
 	blocks := m.Cols / l.cols
 	groupBytes := blocks * l.blockBytes

@@ -56,7 +56,7 @@ func TestAVX2Routing(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	for _, typ := range []gguf.Type{gguf.Q4_0, gguf.Q8_0, gguf.Q2_0, gguf.Q2_0G128, gguf.PQ2_0, gguf.PTQ1_0} {
 		m := randMatrix(t, r, typ, 40, 512)
-		if reflect.ValueOf(m.kernel).Pointer() != reflect.ValueOf(avx2Product).Pointer() {
+		if !sameKernel(m.kernel, isaTable[typ].avx2.product) {
 			t.Fatalf("%s: NewMatrix did not pick the AVX2 kernel", typ)
 		}
 		x := randVec(r, 512*6)
@@ -81,7 +81,7 @@ func TestAVX2Routing(t *testing.T) {
 
 func checkAVX2(t *testing.T, name string, m *Matrix, x []float32, tokens int) {
 	t.Helper()
-	m.kernel, m.packed = avx2Product, repack(m, avx2Sets[m.Type].layout)
+	useKernel(m, isaTable[m.Type].avx2)
 	p := NewPool(2)
 	defer p.Close()
 	var a Activations
@@ -103,7 +103,7 @@ func checkAVX2(t *testing.T, name string, m *Matrix, x []float32, tokens int) {
 		return
 	}
 	simd := make([]float32, len(got))
-	simdProduct(m, &a, 0, m.Rows, 0, tokens, simd)
+	isaTable[m.Type].vnni.product(m, &a, 0, m.Rows, 0, tokens, simd)
 	for i := range got {
 		if math.Float32bits(got[i]) != math.Float32bits(simd[i]) {
 			t.Fatalf("%s: y[%d] = %v, AVX-512 %v", name, i, got[i], simd[i])
@@ -134,7 +134,22 @@ func benchKernel(b *testing.B, typ gguf.Type, rows, cols, tokens int, avx2 bool)
 	benchProductWith(b, typ, rows, cols, tokens, func(m *Matrix) {
 		m.kernel, m.packed = portableKernel, nil
 		if avx2 {
-			m.kernel, m.packed = avx2Product, repack(m, avx2Sets[typ].layout)
+			useKernel(m, isaTable[typ].avx2)
 		}
 	})
+}
+
+// useKernel gives m the kernel k and k's weight layout.
+func useKernel(m *Matrix, k cpuKernel) {
+	m.kernel, m.packed = k.product, nil
+	if k.repack != nil {
+		m.packed = k.repack(m)
+	}
+}
+
+// sameKernel reports whether got runs want's code (a kernel of
+// isaTable's: each row's closures are its own code once the compiler
+// inlines their constructors).
+func sameKernel(got, want product) bool {
+	return want != nil && reflect.ValueOf(got).Pointer() == reflect.ValueOf(want).Pointer()
 }

@@ -84,6 +84,12 @@
 //
 // # Kernels
 //
+// A type's kernels are one row of a table, as ggml's type_traits: its
+// codec and portable dot products in traits.go's table, its assembly per
+// instruction-set level in this architecture's isaTable (isa_amd64.go,
+// isa_arm64.go). Adding a type takes gguf/types.go's block, the type's own
+// files (codec, portable dot, packed layout, asm generator) and those rows.
+//
 // Each Matrix picks the fastest kernel the CPU supports when it is created
 // (golang.org/x/sys/cpu): AVX-512 VNNI assembly generated with avo
 // (infer/quant/asm, its own module; see the go:generate lines in

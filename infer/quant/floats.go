@@ -3,8 +3,6 @@ package quant
 import (
 	"encoding/binary"
 	"math"
-
-	"github.com/bonsai-chat/bonsai/gguf"
 )
 
 // Plain float types: one element per block, little-endian.
@@ -56,7 +54,7 @@ func quantizeBF16(src []float32, dst []byte) {
 // single token (ggml_vec_dot_f32/f16/bf16) and in another for two or more
 // (tinyBLAS, when the row length is a multiple of its vector), so bonsai
 // has both: dotF32/dotF16/dotBF16 for one token, gemmF32/gemmF16/gemmBF16
-// for more (gemmDots). Products of two f16 or two bf16 values are exact in float32,
+// for more (traits.batchDot). Products of two f16 or two bf16 values are exact in float32,
 // so the fused multiply-adds of the SIMD code round as the plain adds
 // below do (and a compiler that fuses them changes nothing).
 
@@ -173,10 +171,4 @@ func gemmBF16(n int, w, x []byte) float32 {
 type gemmDot struct {
 	block int
 	dot   func(n int, w, x []byte) float32
-}
-
-var gemmDots = map[gguf.Type]gemmDot{
-	gguf.F32:  {16, gemmF32},
-	gguf.F16:  {16, gemmF16},
-	gguf.BF16: {32, gemmBF16},
 }

@@ -1,7 +1,5 @@
 package quant
 
-import "github.com/bonsai-chat/bonsai/gguf"
-
 // floatKernels is one type's f32/f16/bf16 kernels (asm/floats.go), in the
 // orders of floats.go: dot for one token (rows × 1, row length a multiple
 // of 64), gemm for two or more (rows × tokens, and rows × 1 for the last
@@ -14,38 +12,14 @@ type floatKernels struct {
 
 type floatKernel = func(w *byte, ldw int, x *byte, ldx int, steps int, y *float32, ldy int)
 
-var (
-	floatSets512 = map[gguf.Type]*floatKernels{
-		gguf.F32:  {4, 4, 4, f32x4dot512, f32x4t4gemm512, f32x4t1gemm512},
-		gguf.F16:  {4, 4, 4, f16x4dot512, f16x4t4gemm512, f16x4t1gemm512},
-		gguf.BF16: {4, 4, 4, bf16x4dot512, bf16x4t4gemm512, bf16x4t1gemm512},
-	}
-	floatSetsAVX2 = map[gguf.Type]*floatKernels{
-		gguf.F32:  {1, 2, 2, f32x1dotavx2, f32x2t2gemmavx2, f32x2t1gemmavx2},
-		gguf.F16:  {1, 2, 2, f16x1dotavx2, f16x2t2gemmavx2, f16x2t1gemmavx2},
-		gguf.BF16: {2, 2, 2, bf16x2dotavx2, bf16x2t2gemmavx2, bf16x2t1gemmavx2},
-	}
-)
-
-// floatSet is the kernels this CPU runs for t, or nil.
-func floatSet(t gguf.Type) *floatKernels {
-	switch {
-	case haveAVX512:
-		return floatSets512[t]
-	case haveAVX2 && haveF16C:
-		return floatSetsAVX2[t]
-	}
-	return nil
-}
-
-// floatProduct runs the float kernels over rows [r0, r1) and tokens [t0,
+// floatProduct runs the float kernels ks over rows [r0, r1) and tokens [t0,
 // t1); rows past the last whole group of the kernel's rows, and rows whose
 // length the kernels do not take, go through the portable dot product,
 // which computes the same sums in the same order.
-func floatProduct(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
-	ks := floatSet(m.Type)
+func floatProduct(ks *floatKernels, m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
 	n := m.Cols
-	gemm := a.orderTokens() > 1 && n%gemmDots[m.Type].block == 0
+	batch := m.traits.batchDot
+	gemm := a.orderTokens() > 1 && n%batch.block == 0
 	if !gemm && n%64 != 0 {
 		portableKernel(m, a, r0, r1, t0, t1, y)
 		return
@@ -64,7 +38,7 @@ func floatProduct(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
 			}
 			continue
 		}
-		steps := n / gemmDots[m.Type].block
+		steps := n / batch.block
 		t := t0
 		for ; t+ks.tokens <= t1; t += ks.tokens {
 			ks.gemm(w, m.rowBytes, &a.Data[t*a.rowBytes], a.rowBytes, steps, &y[t*m.Rows+r], ldy)

@@ -2,22 +2,11 @@ package quant
 
 //go:generate sh -c "cd asm && BONSAI_ASM_SET=kquants go run . -out ../kquants_amd64.s -stubs ../kquants_stub_amd64.go -pkg quant"
 
-import (
-	"encoding/binary"
+import "encoding/binary"
 
-	"github.com/bonsai-chat/bonsai/gguf"
-)
-
-// The Q4_K, Q5_K and Q6_K kernels (asm/kquants.go) join the x16 kernel sets:
-// same driver (simdProduct), same 8-token activation tiles, their own packed
-// layouts and their own Q8_K planes.
-func init() {
-	type kern = func(*byte, int, *byte, *byte, *byte, *float32, int, uint16)
-	kernelSets[gguf.Q4_K] = &kernelSet{layout: layoutQ4_K, t: [4]kern{q4_Kx16t1, q4_Kx16t2, q4_Kx16t4, q4_Kx16t8},
-		g: [4]kern{q4_Kx16t1g, q4_Kx16t2g, q4_Kx16t4g, q4_Kx16t8g}}
-	kernelSets[gguf.Q5_K] = &kernelSet{layout: layoutQ5_K, t: [4]kern{q5_Kx16t1, q5_Kx16t2, q5_Kx16t4, q5_Kx16t8}}
-	kernelSets[gguf.Q6_K] = &kernelSet{layout: layoutQ6_K, t: [4]kern{q6_Kx16t1, q6_Kx16t2, q6_Kx16t4, q6_Kx16t8}}
-}
+// The Q4_K, Q5_K and Q6_K kernels (asm/kquants.go) are x16 kernel sets
+// (isa_amd64.go): same driver (simdProduct), same 8-token activation
+// tiles, their own packed layouts and their own Q8_K planes.
 
 // layoutQ4_K packs 16 rows × one super-block as asm/kquants.go reads it:
 // 32 chunks of 64 bytes (chunk 8k+g, byte 4r+e = row r's qs[32k+4g+e], so

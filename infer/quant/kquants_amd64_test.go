@@ -149,7 +149,7 @@ func TestSetFeatures(t *testing.T) {
 		}
 		for _, typ := range []gguf.Type{gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
 			m := randKQuantMatrix(t, rand.New(rand.NewPCG(1, 2)), typ, 16, 256)
-			if simd := m.packed != nil; simd != (tc.vnni || tc.avx2 && avx2Sets[typ] != nil) {
+			if simd := m.packed != nil; simd != (tc.vnni || tc.avx2 && isaTable[typ].avx2.repack != nil) {
 				t.Fatalf("SetFeatures(%v): %s repacked = %v", tc.f, typ, simd)
 			}
 		}
@@ -157,7 +157,7 @@ func TestSetFeatures(t *testing.T) {
 		if err := a.prepare(gguf.Q4_K, 256, 1); err != nil {
 			t.Fatal(err)
 		}
-		if (a.planes != nil) != (tc.vnni || tc.avx2 && avx2Sets[gguf.Q4_K] != nil) {
+		if (a.planes != nil) != (tc.vnni || tc.avx2 && isaTable[gguf.Q4_K].avx2.repack != nil) {
 			t.Fatalf("SetFeatures(%v): Q8_K planes = %v", tc.f, a.planes != nil)
 		}
 	}

@@ -37,9 +37,6 @@ func q5_KRowAVX2(w, x *byte, blocks int, out *float32)
 //go:noescape
 func q6_KRowAVX2(w, x *byte, blocks int, out *float32)
 
-// avx2KTypes are the types kquantsAVX2Product runs.
-var avx2KTypes = map[gguf.Type]bool{gguf.Q4_K: true, gguf.Q5_K: true, gguf.Q6_K: true}
-
 // rowDot is one row · one token through the type's integer sums.
 func rowDot(t gguf.Type, _, gemm bool, n int, w, x []byte, s *[sumsScratch]int32) float32 {
 	switch {

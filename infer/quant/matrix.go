@@ -15,22 +15,45 @@ type Matrix struct {
 	Data       []byte
 
 	rowBytes int
-	format   *format
+	traits   *traits
 	// packed is the weights re-laid for the SIMD kernel (nil if the kernel
 	// reads Data directly).
 	packed []byte
 	// kernel computes y[t·Rows + r] for rows [r0, r1) and tokens [t0, t1):
 	// the fastest implementation this CPU has for Type.
-	kernel func(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32)
+	kernel product
+}
+
+// product computes y[t·Rows + r] = row r of m · token t of a for rows
+// [r0, r1) and tokens [t0, t1).
+type product = func(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32)
+
+// cpuKernel is a product in assembly for one instruction-set level and
+// the weight layout it reads: repack re-lays a Matrix's rows for it, or is
+// nil where it reads the file's rows. Each architecture's isaTable
+// (isa_amd64.go, isa_arm64.go) holds a type's kernels per level and
+// chooses among them.
+type cpuKernel struct {
+	product product
+	repack  func(m *Matrix) []byte
+}
+
+// chooseKernel is the best kernel this CPU has for weights of type t under
+// SetFeatures, or the zero cpuKernel for the portable dot product.
+func chooseKernel(t gguf.Type) cpuKernel {
+	if k, ok := isaTable[t]; ok {
+		return k.choose()
+	}
+	return cpuKernel{}
 }
 
 // NewMatrix wraps data as a rows × cols matrix of type t.
 func NewMatrix(t gguf.Type, rows, cols int, data []byte) (*Matrix, error) {
-	f, err := lookup(t)
+	tr, err := lookup(t)
 	if err != nil {
 		return nil, err
 	}
-	if f.dot == nil {
+	if tr.dot == nil {
 		return nil, fmt.Errorf("%w: %s is an activation type, not a weight type", ErrUnsupportedType, t)
 	}
 	if rows <= 0 || cols <= 0 {
@@ -43,10 +66,12 @@ func NewMatrix(t gguf.Type, rows, cols int, data []byte) (*Matrix, error) {
 	if len(data)/rb < rows || len(data) != rows*rb {
 		return nil, fmt.Errorf("%w: %d × %d %s needs %d bytes, got %d", ErrLength, rows, cols, t, rows*rb, len(data))
 	}
-	m := &Matrix{Type: t, Rows: rows, Cols: cols, Data: data, rowBytes: rb, format: f, kernel: portableKernel}
-	if k := simdKernel(t); k != nil {
-		m.kernel = k
-		m.packed = simdRepack(m)
+	m := &Matrix{Type: t, Rows: rows, Cols: cols, Data: data, rowBytes: rb, traits: tr, kernel: portableKernel}
+	if k := chooseKernel(t); k.product != nil {
+		m.kernel = k.product
+		if k.repack != nil {
+			m.packed = k.repack(m)
+		}
 	}
 	return m, nil
 }
@@ -61,7 +86,7 @@ func portableKernel(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) 
 	for t := t0; t < t1; t++ {
 		d := dot
 		if t < gemm {
-			d = repackedGemm[m.Type]
+			d = m.traits.repackedGemm
 		}
 		x := a.Token(t)
 		yt := y[t*m.Rows:]
@@ -69,13 +94,6 @@ func portableKernel(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) 
 			yt[r] = d(m.Cols, m.Row(r), x)
 		}
 	}
-}
-
-// repackedGemm holds, for the types whose llama.cpp x86 kernels are
-// repacked ones with a gemm that rounds in another order than their gemv,
-// that gemm's dot product (the format's dot is the gemv's).
-var repackedGemm = map[gguf.Type]func(n int, w, x []byte) float32{
-	gguf.Q4_K: dotQ4_KGemm,
 }
 
 // gemmTokens is how many leading tokens of a product over tokens tokens
@@ -89,20 +107,20 @@ var repackedGemm = map[gguf.Type]func(n int, w, x []byte) float32{
 // tokens share its product, which is why the backend must call a product
 // with the same rows llama.cpp's graph gives it.
 func (m *Matrix) gemmTokens(tokens int) int {
-	if _, ok := repackedGemm[m.Type]; !ok || m.Rows%8 != 0 {
+	if m.traits.repackedGemm == nil || m.Rows%8 != 0 {
 		return 0
 	}
 	return tokens - tokens%4
 }
 
 // dotFor is the dot product of a product of the given number of tokens:
-// the format's, or for two or more tokens the type's gemmDot if it applies
+// the type's, or for two or more tokens its batchDot if it applies
 // (llama.cpp's f16 and bf16 products change order with the batch).
 func (m *Matrix) dotFor(tokens int) func(n int, w, x []byte) float32 {
-	if g, ok := gemmDots[m.Type]; ok && tokens > 1 && m.Cols%g.block == 0 {
+	if g := m.traits.batchDot; g != nil && tokens > 1 && m.Cols%g.block == 0 {
 		return g.dot
 	}
-	return m.format.dot
+	return m.traits.dot
 }
 
 // Activations is a batch of Tokens vectors of N activations quantized to
@@ -276,8 +294,8 @@ func (p *Pool) MatMuls(ps []Product, a *Activations) error {
 
 func check(m *Matrix, a *Activations, y []float32, tokens int) error {
 	switch {
-	case a.Type != m.format.vecDot:
-		return fmt.Errorf("%w: activations are %s, %s weights need %s", ErrUnsupportedType, a.Type, m.Type, m.format.vecDot)
+	case a.Type != m.traits.vecDot:
+		return fmt.Errorf("%w: activations are %s, %s weights need %s", ErrUnsupportedType, a.Type, m.Type, m.traits.vecDot)
 	case !a.planesFor(m.Type):
 		return fmt.Errorf("%w: activations quantized for Q1_0 weights, not %s", ErrUnsupportedType, m.Type)
 	case a.N != m.Cols:

@@ -48,9 +48,6 @@ func q6_KSumsSdot(w, x *byte, blocks int, out *int32)
 //go:noescape
 func q6_KSumsNeon(w, x *byte, blocks int, out *int32)
 
-// neonTypes are the types with NEON kernels.
-var neonTypes = map[gguf.Type]bool{gguf.Q8_0: true, gguf.Q4_0: true, gguf.Q2_0: true, gguf.Q4_K: true, gguf.Q5_K: true, gguf.Q6_K: true}
-
 // blockSums runs t's assembly, the SDOT variant or the plain one, over
 // blocks weight blocks. (A switch, not a func value: the scratch stays on
 // the caller's stack only when the noescape functions are called

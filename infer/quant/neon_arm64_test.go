@@ -10,7 +10,7 @@ import (
 // TestNEONKernels: every NEON kernel, with SDOT and without, gives the
 // portable dot product's results bit for bit.
 func TestNEONKernels(t *testing.T) {
-	for typ := range neonTypes {
+	for typ := range isaTable {
 		checkBitIdentical(t, typ, "neon", neonProductNeon)
 		if cpu.ARM64.HasASIMDDP {
 			checkBitIdentical(t, typ, "sdot", neonProductSdot)
@@ -31,7 +31,7 @@ func TestNEONFeatures(t *testing.T) {
 		if err := SetFeatures(tc.f); err != nil {
 			t.Fatal(err)
 		}
-		if got := simdKernel(gguf.Q8_0) != nil; got != tc.neon {
+		if got := chooseKernel(gguf.Q8_0).product != nil; got != tc.neon {
 			t.Fatalf("SetFeatures(%v): NEON Q8_0 kernel = %v, want %v (SIMD %q)", tc.f, got, tc.neon, SIMD())
 		}
 	}

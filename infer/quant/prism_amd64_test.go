@@ -51,12 +51,12 @@ func checkPrismKernels(t *testing.T, name string, m *Matrix, x []float32, tokens
 	}
 	want := make([]float32, m.Rows*tokens)
 	portableKernel(m, &a, 0, m.Rows, 0, tokens, want)
-	kernels := map[string]func(*Matrix, *Activations, int, int, int, int, []float32){"avx2": avx2Product}
+	kernels := map[string]cpuKernel{"avx2": isaTable[m.Type].avx2}
 	if haveVNNI {
-		kernels["avx512"] = simdProduct
+		kernels["avx512"] = isaTable[m.Type].vnni
 	}
 	for kname, kern := range kernels {
-		m.kernel, m.packed = kern, repack(m, kernelSets[m.Type].layout)
+		useKernel(m, kern)
 		// A sentinel past the last output catches stores beyond it.
 		buf := make([]float32, len(want)+packRows)
 		for i := range buf {
@@ -92,8 +92,8 @@ func benchPrism(b *testing.B, typ gguf.Type) {
 	kernels := []struct {
 		name string
 		ok   bool
-		kern func(*Matrix, *Activations, int, int, int, int, []float32)
-	}{{"portable", true, portableKernel}, {"avx2", haveAVX2, avx2Product}, {"avx512", haveVNNI, simdProduct}}
+		kern cpuKernel
+	}{{"portable", true, cpuKernel{product: portableKernel}}, {"avx2", haveAVX2, isaTable[typ].avx2}, {"avx512", haveVNNI, isaTable[typ].vnni}}
 	for _, tokens := range []int{1, 512} {
 		for _, k := range kernels {
 			if !k.ok {
@@ -108,10 +108,7 @@ func benchPrism(b *testing.B, typ gguf.Type) {
 			}
 			b.Run(fmt.Sprintf("%dx5120/tokens=%d/%s", rows, tokens, k.name), func(b *testing.B) {
 				benchProductWith(b, typ, rows, 5120, tokens, func(m *Matrix) {
-					m.kernel, m.packed = k.kern, nil
-					if k.name != "portable" {
-						m.packed = repack(m, kernelSets[typ].layout)
-					}
+					useKernel(m, k.kern)
 				})
 			})
 		}

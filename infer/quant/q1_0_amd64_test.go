@@ -32,10 +32,11 @@ func TestQ1_0SIMDBitExact(t *testing.T) {
 			for _, actFor := range []gguf.Type{gguf.Q1_0, gguf.Q8_0} {
 				name := fmt.Sprintf("%s/%dx%d/tokens=%d/act-%s", path, shape.rows, shape.cols, shape.tokens, actFor)
 				m := randMatrix(t, r, gguf.Q1_0, shape.rows, shape.cols)
-				if m.kernel = simdKernel(gguf.Q1_0); m.kernel == nil {
+				k := chooseKernel(gguf.Q1_0)
+				if k.product == nil {
 					t.Fatalf("%s: no SIMD kernel", name)
 				}
-				m.packed = simdRepack(m)
+				useKernel(m, k)
 				x := randVec(r, shape.cols*shape.tokens)
 				p := NewPool(2)
 				var a Activations

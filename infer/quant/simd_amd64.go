@@ -9,66 +9,17 @@ import (
 	"github.com/bonsai-chat/bonsai/gguf"
 )
 
-// kernelSet is one type's SIMD kernels: 16 rows × 1, 2, 4 or 8 tokens,
+// kernelSet is one type's AVX-512 kernels: 16 rows × 1, 2, 4 or 8 tokens,
 // over the packed layout.
 type kernelSet struct {
 	layout *packedLayout
-	t      [4]func(w *byte, blocks int, qs, negq, dk *byte, y *float32, ldy int, rowMask uint16) // 1, 2, 4, 8 tokens
+	t      [4]x16Kernel // 1, 2, 4, 8 tokens
 	// g is the same for the tokens that llama.cpp's repacked gemm computes
 	// (Matrix.gemmTokens), for the types where it rounds otherwise than t.
-	g [4]func(w *byte, blocks int, qs, negq, dk *byte, y *float32, ldy int, rowMask uint16)
+	g [4]x16Kernel
 }
 
-var kernelSets = func() map[gguf.Type]*kernelSet {
-	m := map[gguf.Type]*kernelSet{
-		gguf.Q2_0:     {layout: layoutQ2_0, t: [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q2_0x16t1, q2_0x16t2, q2_0x16t4, q2_0x16t8}},
-		gguf.Q2_0G128: {layout: layoutQ2_0G128, t: [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q2_0g128x16t1, q2_0g128x16t2, q2_0g128x16t4, q2_0g128x16t8}},
-		gguf.Q4_0:     {layout: layoutQ4_0, t: [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q4_0x16t1, q4_0x16t2, q4_0x16t4, q4_0x16t8}},
-		gguf.Q8_0:     {layout: layoutQ8_0, t: [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){q8_0x16t1, q8_0x16t2, q8_0x16t4, q8_0x16t8}},
-		gguf.PTQ1_0:   {layout: layoutPTQ1_0, t: [4]func(*byte, int, *byte, *byte, *byte, *float32, int, uint16){ptq1_0x16t1, ptq1_0x16t2, ptq1_0x16t4, ptq1_0x16t8}},
-	}
-	m[gguf.PQ2_0] = m[gguf.Q2_0G128] // the same codec
-	return m
-}()
-
-// simdKernel returns the fastest kernel for weight type t on this CPU, or
-// nil for the portable one.
-func simdKernel(t gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
-	switch {
-	case haveVNNI && t == gguf.Q1_0:
-		return q1_0Product
-	case haveAVX2 && t == gguf.Q1_0:
-		return q1_0AVX2Product
-	case haveVNNI && kernelSets[t] != nil:
-		return simdProduct
-	case haveAVX2 && avx2Sets[t] != nil:
-		return avx2Product
-	case haveAVX2 && haveF16C && avx2KTypes[t]:
-		return kquantsAVX2Product
-	case floatSet(t) != nil:
-		return floatProduct
-	}
-	return nil
-}
-
-// simdRepack builds the kernels' weight layout for m, or nil for kernels
-// that read the file's layout.
-func simdRepack(m *Matrix) []byte {
-	if m.Type == gguf.Q1_0 {
-		w := repack(m, layoutQ1_0)
-		if !haveVNNI {
-			w = q1AVX2Nibbles(w)
-		}
-		return w
-	}
-	if !haveVNNI && avx2KTypes[m.Type] {
-		return nil // the AVX2 K-quant kernels read the file's rows
-	}
-	if ks := kernelSets[m.Type]; ks != nil {
-		return repack(m, ks.layout)
-	}
-	return nil
-}
+type x16Kernel = func(w *byte, blocks int, qs, negq, dk *byte, y *float32, ldy int, rowMask uint16)
 
 // planes is Q8_0 activations re-laid for the kernels, per tile of 8
 // tokens:
@@ -156,10 +107,9 @@ func (a *Activations) fillPlanes(t, c0, c1 int) {
 	}
 }
 
-// simdProduct runs the AVX-512 kernels over rows [r0, r1) (r0 a multiple
-// of 16) and tokens [t0, t1).
-func simdProduct(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
-	ks := kernelSets[m.Type]
+// simdProduct runs the AVX-512 kernels ks over rows [r0, r1) (r0 a
+// multiple of 16) and tokens [t0, t1).
+func simdProduct(ks *kernelSet, m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
 	blocks := m.Cols / ks.layout.cols
 	groupBytes := blocks * ks.layout.blockBytes
 	p := a.planes

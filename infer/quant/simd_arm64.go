@@ -12,21 +12,6 @@ func (a *Activations) fillPlanes(int, int, int) {}
 
 func (a *Activations) planesFor(gguf.Type) bool { return true }
 
-// simdRepack: the NEON kernels read the file's rows.
-func simdRepack(*Matrix) []byte { return nil }
-
-// simdKernel returns the NEON kernel for weight type t (with SDOT where
-// the CPU has it), or nil for the portable one.
-func simdKernel(t gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
-	switch {
-	case !neonTypes[t] || !haveNEON:
-		return nil
-	case haveSDOT:
-		return neonProductSdot
-	}
-	return neonProductNeon
-}
-
 func dotsF16SIMD([]float32, []uint16, int, []float32) bool         { return false }
 func weightedSumF16SIMD([]float32, []uint16, int, []float32) bool  { return false }
 func weightedSumF16TSIMD([]float32, []uint16, int, []float32) bool { return false }

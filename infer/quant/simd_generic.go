@@ -8,17 +8,18 @@ import "github.com/bonsai-chat/bonsai/gguf"
 // build has none.
 type planes struct{}
 
-func simdKernel(gguf.Type) func(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
-	return nil
-}
+// isaKernels: the portable build has no assembly.
+type isaKernels struct{}
+
+var isaTable map[gguf.Type]isaKernels
+
+func (isaKernels) choose() cpuKernel { return cpuKernel{} }
 
 func (a *Activations) preparePlanes(gguf.Type) {}
 
 func (a *Activations) fillPlanes(int, int, int) {}
 
 func (a *Activations) planesFor(gguf.Type) bool { return true }
-
-func simdRepack(*Matrix) []byte { return nil }
 
 func dotsF16SIMD([]float32, []uint16, int, []float32) bool         { return false }
 func weightedSumF16SIMD([]float32, []uint16, int, []float32) bool  { return false }

@@ -16,9 +16,14 @@ var (
 	ErrLength = errors.New("quant: bad buffer length")
 )
 
-// format is one row of the per-type kernel table: everything infer/quant
-// knows about a type lives in its row, so adding a type touches one place.
-type format struct {
+// traits is one tensor type's row in the CPU kernel table, as ggml's
+// type_traits: the type's block size and bytes are its gguf.Type's; its
+// codec and portable dot products are here; its assembly, per
+// instruction-set level, is its row of this architecture's isaTable
+// (isa_amd64.go, isa_arm64.go), chosen when a Matrix is made. Adding a
+// type takes its own files, one row here and, with assembly, one row
+// there.
+type traits struct {
 	// vecDot is the type the activations are quantized to before a dot
 	// product with a row of this type (llama.cpp's vec_dot_type).
 	vecDot gguf.Type
@@ -28,24 +33,34 @@ type format struct {
 	quantize   func(src []float32, dst []byte)
 	// dot is the portable dot product of one row of n elements against
 	// activations quantized to vecDot, in llama.cpp's arithmetic order.
+	// nil for a type that is only ever activations.
 	dot func(n int, w, x []byte) float32
+	// batchDot, where set, is the dot product of products of two or more
+	// tokens (llama.cpp's f16 and bf16 products change order with the
+	// batch).
+	batchDot *gemmDot
+	// repackedGemm, where set, is the dot product of the tokens that
+	// llama.cpp's repacked gemm computes (Matrix.gemmTokens): its x86
+	// kernels for the type are repacked ones whose gemm rounds in another
+	// order than their gemv (dot).
+	repackedGemm func(n int, w, x []byte) float32
 }
 
-var formats = map[gguf.Type]*format{
-	gguf.F32:      {gguf.F32, dequantizeF32, quantizeF32, dotF32},
-	gguf.F16:      {gguf.F16, dequantizeF16, quantizeF16, dotF16},
-	gguf.BF16:     {gguf.BF16, dequantizeBF16, quantizeBF16, dotBF16},
-	gguf.Q8_0:     {gguf.Q8_0, dequantizeQ8_0, quantizeQ8_0Ref, dotQ8_0},
-	gguf.Q4_0:     {gguf.Q8_0, dequantizeQ4_0, quantizeQ4_0, dotQ4_0},
-	gguf.Q1_0:     {gguf.Q8_0, dequantizeQ1_0, quantizeQ1_0, dotQ1_0},
-	gguf.Q2_0:     {gguf.Q8_0, dequantizeQ2_0, quantizeQ2_0, dotQ2_0},
-	gguf.Q2_0G128: {gguf.Q8_0, dequantizeQ2_0G128, quantizeQ2_0G128, dotQ2_0G128},
-	gguf.PQ2_0:    {gguf.Q8_0, dequantizeQ2_0G128, quantizeQ2_0G128, dotPQ2_0},
-	gguf.PTQ1_0:   {gguf.Q8_0, dequantizePTQ1_0, quantizePTQ1_0, dotPTQ1_0},
-	gguf.Q4_K:     {gguf.Q8_K, dequantizeQ4_K, quantizeQ4_K, dotQ4_K},
-	gguf.Q5_K:     {gguf.Q8_K, dequantizeQ5_K, quantizeQ5_K, dotQ5_K},
-	gguf.Q6_K:     {gguf.Q8_K, dequantizeQ6_K, quantizeQ6_K, dotQ6_K},
-	gguf.Q8_K:     {gguf.Q8_K, dequantizeQ8_K, quantizeQ8_K, nil},
+var table = map[gguf.Type]*traits{
+	gguf.F32:      {vecDot: gguf.F32, dequantize: dequantizeF32, quantize: quantizeF32, dot: dotF32, batchDot: &gemmDot{16, gemmF32}},
+	gguf.F16:      {vecDot: gguf.F16, dequantize: dequantizeF16, quantize: quantizeF16, dot: dotF16, batchDot: &gemmDot{16, gemmF16}},
+	gguf.BF16:     {vecDot: gguf.BF16, dequantize: dequantizeBF16, quantize: quantizeBF16, dot: dotBF16, batchDot: &gemmDot{32, gemmBF16}},
+	gguf.Q8_0:     {vecDot: gguf.Q8_0, dequantize: dequantizeQ8_0, quantize: quantizeQ8_0Ref, dot: dotQ8_0},
+	gguf.Q4_0:     {vecDot: gguf.Q8_0, dequantize: dequantizeQ4_0, quantize: quantizeQ4_0, dot: dotQ4_0},
+	gguf.Q1_0:     {vecDot: gguf.Q8_0, dequantize: dequantizeQ1_0, quantize: quantizeQ1_0, dot: dotQ1_0},
+	gguf.Q2_0:     {vecDot: gguf.Q8_0, dequantize: dequantizeQ2_0, quantize: quantizeQ2_0, dot: dotQ2_0},
+	gguf.Q2_0G128: {vecDot: gguf.Q8_0, dequantize: dequantizeQ2_0G128, quantize: quantizeQ2_0G128, dot: dotQ2_0G128},
+	gguf.PQ2_0:    {vecDot: gguf.Q8_0, dequantize: dequantizeQ2_0G128, quantize: quantizeQ2_0G128, dot: dotPQ2_0},
+	gguf.PTQ1_0:   {vecDot: gguf.Q8_0, dequantize: dequantizePTQ1_0, quantize: quantizePTQ1_0, dot: dotPTQ1_0},
+	gguf.Q4_K:     {vecDot: gguf.Q8_K, dequantize: dequantizeQ4_K, quantize: quantizeQ4_K, dot: dotQ4_K, repackedGemm: dotQ4_KGemm},
+	gguf.Q5_K:     {vecDot: gguf.Q8_K, dequantize: dequantizeQ5_K, quantize: quantizeQ5_K, dot: dotQ5_K},
+	gguf.Q6_K:     {vecDot: gguf.Q8_K, dequantize: dequantizeQ6_K, quantize: quantizeQ6_K, dot: dotQ6_K},
+	gguf.Q8_K:     {vecDot: gguf.Q8_K, dequantize: dequantizeQ8_K, quantize: quantizeQ8_K},
 }
 
 // activationQuantizers quantize activations exactly as llama.cpp's x86 CPU
@@ -60,10 +75,10 @@ var activationQuantizers = map[gguf.Type]func(x []float32, dst []byte){
 
 // Supported reports whether t has kernels here (dequantize, quantize and,
 // for weight types, a dot product).
-func Supported(t gguf.Type) bool { _, ok := formats[t]; return ok }
+func Supported(t gguf.Type) bool { _, ok := table[t]; return ok }
 
-func lookup(t gguf.Type) (*format, error) {
-	f, ok := formats[t]
+func lookup(t gguf.Type) (*traits, error) {
+	f, ok := table[t]
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", ErrUnsupportedType, t)
 	}
@@ -125,7 +140,7 @@ func QuantizeRow(t gguf.Type, src []float32, dst []byte) error {
 // Q2_0G128, Q4_0 and Q8_0 (and for the Prism types PQ2_0 and PTQ1_0); Q8_K for the K-quants; F16, BF16 and F32 for
 // themselves. It returns t itself for an unsupported type.
 func VecDotType(t gguf.Type) gguf.Type {
-	if f, ok := formats[t]; ok {
+	if f, ok := table[t]; ok {
 		return f.vecDot
 	}
 	return t
@@ -171,7 +186,7 @@ func QuantizeActivations(t gguf.Type, x []float32, dst []byte) {
 // per sub-block, then float scales. Bad lengths or types panic: this is the
 // innermost loop, checked once by its callers.
 func Dot(t gguf.Type, n int, w, xq []byte) float32 {
-	f := formats[t]
+	f := table[t]
 	if f == nil || f.dot == nil {
 		panic(fmt.Sprintf("quant: no dot product for %s", t))
 	}
