@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# cpu.sh: the CPU benchmark of BENCHMARKS.md's "CPU at the memory-bandwidth
-# limit" section. bonsai (`bonsai bench`) and llama-bench built here from the
-# oracle's bundled llama.cpp v0.5.0 source, on the same synthetic
+# cpu.sh: the CPU benchmark of BENCHMARKS.md's CPU sections. bonsai (`bonsai
+# bench`) and llama-bench built here from the oracle's bundled llama.cpp
+# v0.5.0 source, on the same synthetic
 # Bonsai-shaped files, alternating the two programs ROUNDS times so that both
 # see the same load on a shared machine, and printing per round the speeds,
 # their ratio and bonsai's tg as a share of the read bandwidth (`bonsai
