@@ -66,8 +66,8 @@ type Options struct {
 	MaxDraft int
 	// Auto: Mode is the default's choice, not asked for. Auto prompt
 	// lookup is off on the GPU backend, where it measured slower on every
-	// model (GPU run 8, H200: 8B chained decode 313–318 tok/s without it,
-	// 241 with; plain steps 223–235 against 184–187).
+	// model (on an H200: 8B chained decode 313–318 tok/s without it, 241
+	// with; plain steps 223–235 against 184–187).
 	Auto bool
 }
 

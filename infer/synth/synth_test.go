@@ -63,7 +63,7 @@ func TestShapes(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	// Q1_0 tensor bytes of the real shapes (baseline.md).
+	// Q1_0 tensor bytes of the real Bonsai files of these shapes.
 	for name, bytes := range map[string]int64{"1.7b": 242434048, "4b": 566416384, "8b": 1153011712} {
 		n, err := Options{Shape: Shapes[name], Type: gguf.Q1_0}.Size()
 		if err != nil || n != bytes {
