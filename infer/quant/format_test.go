@@ -285,3 +285,13 @@ func FuzzDequantize(f *testing.F) {
 		_ = DequantizeRow(tt, data, make([]float32, n+1)) // must not panic
 	})
 }
+
+// Every type with assembly has a traits row whose portable dot product
+// the assembly is checked against.
+func TestISATableRowsHaveTraits(t *testing.T) {
+	for typ := range isaTable {
+		if tr := table[typ]; tr == nil || tr.dot == nil {
+			t.Errorf("%s has kernels in isaTable but no weight row in the traits table", typ)
+		}
+	}
+}
