@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bonsai-chat/bonsai/infer/hub"
+	"github.com/bonsai-chat/bonsai/tui"
 	"golang.org/x/term"
 )
 
@@ -70,7 +71,7 @@ func runPull(args []string, stdout, stderr io.Writer) error {
 		SHA256:   strings.ToLower(*sum),
 		Retries:  *retries,
 		Progress: bar.update,
-		Retried:  func(err error) { bar.note("retrying: %v", err) },
+		Retried:  func(err error) { bar.note("retrying: %s", tui.Printable(err.Error())) },
 	})
 	bar.finish()
 	if err != nil {
