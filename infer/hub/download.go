@@ -46,10 +46,14 @@ type Options struct {
 	Retries  int             // automatic resumptions after a cut connection
 	Retried  func(err error) // told about each automatic retry, if set
 	SHA256   string          // expected hash for a URL pull (registry entries carry their own)
-	// StallTimeout is how long the server may send nothing, before the
-	// response headers or in the middle of the body, before the transfer
-	// counts as interrupted (and is resumed, within Retries). 0: 30s.
+	// StallTimeout is how long the server may take to send the response
+	// headers, and then each MinRate×StallTimeout bytes of the body,
+	// before the transfer counts as interrupted (and is resumed, within
+	// Retries). 0: 30s.
 	StallTimeout time.Duration
+	// MinRate is the slowest body transfer, in bytes a second, averaged
+	// over StallTimeout, that is not a stall. 0: 1 KiB/s.
+	MinRate int64
 
 	// Test hooks: wrap the partial file's writer (to simulate a full disk)
 	// and report free space.
@@ -126,12 +130,27 @@ func Download(ctx context.Context, m Model, dir string, opts Options) (Result, e
 	if d.opts.freeSpace == nil {
 		d.opts.freeSpace = freeSpace
 	}
+	if d.opts.MinRate <= 0 {
+		d.opts.MinRate = defaultMinRate
+	}
+	idle := 0 // stalled attempts in a row that made no progress
 	for attempt := 0; ; attempt++ {
+		d.got = 0
 		err := d.transfer(ctx)
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, ErrInterrupted) || attempt >= opts.Retries || ctx.Err() != nil {
+		// A connection that brought data is worth resuming; one that
+		// stalled having brought next to nothing is tried once more (a
+		// blip), then pull gives up rather than wait out every retry's
+		// stall timeout. Quick failures (a cut, a refused connection)
+		// cost little and are retried as before.
+		if errors.Is(err, ErrStalled) && d.got < d.windowBytes() {
+			idle++
+		} else {
+			idle = 0
+		}
+		if !errors.Is(err, ErrInterrupted) || attempt >= opts.Retries || idle > maxIdleRetries || ctx.Err() != nil {
 			return Result{}, err
 		}
 		if opts.Retried != nil {
@@ -158,8 +177,22 @@ func Download(ctx context.Context, m Model, dir string, opts Options) (Result, e
 	return Result{Path: final, Size: size, SHA256: sum}, nil
 }
 
-// defaultStallTimeout is Options.StallTimeout's default.
-const defaultStallTimeout = 30 * time.Second
+// Defaults of Options.StallTimeout and MinRate: a server that sends less
+// than 30 KiB in 30 s has stalled.
+const (
+	defaultStallTimeout = 30 * time.Second
+	defaultMinRate      = 1 << 10
+)
+
+// maxIdleRetries is how many times in a row a connection that stalled
+// without data is retried: with the stall timeout, a server that accepts
+// and sends nothing (or drips) fails the pull in about a minute.
+const maxIdleRetries = 1
+
+// windowBytes is what the body must bring within each stall timeout.
+func (d *downloader) windowBytes() int64 {
+	return max(1, int64(float64(d.opts.MinRate)*d.opts.StallTimeout.Seconds()))
+}
 
 // maxRedirects is how many redirects a request may follow.
 const maxRedirects = 10
@@ -182,6 +215,7 @@ type downloader struct {
 	partial string
 	opts    Options
 	watch   *watchdog // the transfer under way's
+	got     int64     // body bytes the transfer under way received
 }
 
 // stallError turns the error of a request the watchdog cancelled into one
@@ -191,7 +225,8 @@ func (d *downloader) stallError(err error, done int64) error {
 		return err
 	}
 	if done > 0 {
-		return fmt.Errorf("hub: %s: no data for %v after %d bytes (run pull again to resume): %w: %w", d.m.URL(), d.opts.StallTimeout, done, ErrStalled, ErrInterrupted)
+		return fmt.Errorf("hub: %s: less than %s in %v after %d bytes (run pull again to resume): %w: %w",
+			d.m.URL(), humanBytes(d.windowBytes()), d.opts.StallTimeout, done, ErrStalled, ErrInterrupted)
 	}
 	return fmt.Errorf("hub: %s: no response for %v: %w: %w", d.m.URL(), d.opts.StallTimeout, ErrStalled, ErrInterrupted)
 }
@@ -247,7 +282,7 @@ func (d *downloader) transfer(ctx context.Context) error {
 	// The watchdog cancels the request when the server stalls.
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	d.watch = newWatchdog(d.opts.StallTimeout, cancel)
+	d.watch = newWatchdog(d.opts.StallTimeout, d.windowBytes(), cancel)
 	defer d.watch.stop()
 	resp, offset, err := d.request(rctx, offset, org)
 	if err != nil {
@@ -419,7 +454,8 @@ func (d *downloader) copy(ctx context.Context, w io.Writer, body io.Reader, offs
 		}
 		n, rerr := body.Read(buf)
 		if n > 0 {
-			d.watch.kick()
+			d.watch.progress(n)
+			d.got += int64(n)
 			if total > 0 && done+int64(n) > total {
 				return done, fmt.Errorf("hub: the server sent more than the %d bytes it announced: %w", total, ErrSizeMismatch)
 			}

@@ -209,3 +209,58 @@ func TestPermanentFailuresAreNotRetried(t *testing.T) {
 		})
 	}
 }
+
+// A server that drips a byte at a time stalls the transfer: what counts is
+// a minimum rate over the stall timeout, not a byte now and then.
+func TestDripIsAStall(t *testing.T) {
+	quit := make(chan struct{})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100000")
+		for {
+			w.Write([]byte{'G'})
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-quit:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}))
+	defer hs.Close()
+	defer close(quit)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := Download(ctx, Model{Name: "m", File: "m.gguf", Source: hs.URL + "/m.gguf"}, t.TempDir(),
+			Options{StallTimeout: 300 * time.Millisecond, MinRate: 10000})
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrStalled) {
+			t.Errorf("err = %v, want ErrStalled", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("a dripping server kept the download going")
+	}
+}
+
+// A server that accepts and never answers is tried twice, not once per
+// retry: the pull fails in about two stall timeouts.
+func TestSilentServerIsNotRetriedEachTime(t *testing.T) {
+	content := testModelBytes(t)
+	v := newVersioned(t, content, `"a"`)
+	v.stalls, v.stallAfter = 100, -1
+	var retried int
+	_, err := Download(context.Background(), v.model(content), t.TempDir(),
+		Options{StallTimeout: 100 * time.Millisecond, Retries: 5, Retried: func(error) { retried++ }})
+	if !errors.Is(err, ErrStalled) {
+		t.Errorf("err = %v, want ErrStalled", err)
+	}
+	if ranges, _ := v.log(); len(ranges) != 2 || retried != 1 {
+		t.Errorf("%d requests, %d retries; want 2 and 1", len(ranges), retried)
+	}
+}
