@@ -66,6 +66,10 @@ type Result struct {
 	Path           string
 	Size           int64
 	SHA256         string // of the file, when it was downloaded now
+	// Verified: the download's SHA256 matched a known one. Without one,
+	// only its size (when known) and GGUF structure, tensor data
+	// included, were checked.
+	Verified bool
 	AlreadyPresent bool   // the file was there already; nothing downloaded
 }
 
@@ -174,7 +178,7 @@ func Download(ctx context.Context, m Model, dir string, opts Options) (Result, e
 	}
 	os.Remove(d.partial + originSuffix)
 	syncDir(dir)
-	return Result{Path: final, Size: size, SHA256: sum}, nil
+	return Result{Path: final, Size: size, SHA256: sum, Verified: m.SHA256 != ""}, nil
 }
 
 // Defaults of Options.StallTimeout and MinRate: a server that sends less
@@ -516,8 +520,29 @@ func (d *downloader) verify() (string, int64, error) {
 		d.removePartial()
 		return "", 0, fmt.Errorf("hub: %s (the download was removed): %w: %w", d.m.URL(), ErrNotGGUF, err)
 	}
-	g.Close()
+	defer g.Close()
+	if d.m.SHA256 == "" {
+		if err := checkTensorData(g); err != nil {
+			d.removePartial()
+			return "", 0, fmt.Errorf("hub: %s: %w; the download was removed (a resumed one may hold the end of another version of the file): pull again, with --sha256 to pin the file: %w", d.m.URL(), err, ErrNotGGUF)
+		}
+	}
 	return sum, size, nil
+}
+
+// checkTensorData reads every tensor's data for NaN or infinity in its
+// values or block scales: without a hash to compare, what catches bytes
+// that do not belong to the file's layout (a resume joined to another
+// file that the server gave the same ETag). The header alone says nothing
+// of them.
+func checkTensorData(g *gguf.File) error {
+	for i := range g.Tensors {
+		t := &g.Tensors[i]
+		if at := gguf.FirstNonFinite(t.Type, g.Data(t)); at >= 0 {
+			return fmt.Errorf("tensor %s holds NaN or infinity (element or block %d)", t.Name, at)
+		}
+	}
+	return nil
 }
 
 func (d *downloader) removePartial() {

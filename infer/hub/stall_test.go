@@ -11,9 +11,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bonsai-chat/bonsai/gguf"
 )
 
 // versioned serves one version of /m.gguf at a time, with its ETag, through
@@ -262,5 +265,52 @@ func TestSilentServerIsNotRetriedEachTime(t *testing.T) {
 	}
 	if ranges, _ := v.log(); len(ranges) != 2 || retried != 1 {
 		t.Errorf("%d requests, %d retries; want 2 and 1", len(ranges), retried)
+	}
+}
+
+// A resume the server answers from another file under the same ETag (and
+// size) passes every header check; without a SHA256 the tensor data is
+// checked end to end, which the joined bytes fail: the download is removed
+// and the error says what may have happened.
+func TestResumeSplicedFromAnotherFileIsCaught(t *testing.T) {
+	a := testModelBytes(t)
+	g, err := gguf.Parse(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := int(g.DataOffset) + 100 // inside the tensor data
+	b := bytes.Clone(a)
+	for i := cut; i < len(b); i++ {
+		b[i] = 0xff // another file's data, not laid out as this one's
+	}
+	v := newVersioned(t, a, `"a"`)
+	v.stalls, v.stallAfter = 1, cut
+	dir := t.TempDir()
+	m := v.model(a)
+	if _, err := Download(context.Background(), m, dir, Options{StallTimeout: 100 * time.Millisecond}); !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("first try: %v", err)
+	}
+	v.set(b, `"a"`)
+	_, err = Download(context.Background(), m, dir, Options{})
+	if !errors.Is(err, ErrNotGGUF) || !strings.Contains(err.Error(), "another version") {
+		t.Errorf("err = %v, want ErrNotGGUF saying a resume may have joined another version", err)
+	}
+	checkDir(t, dir, a, false, false)
+	if ranges, _ := v.log(); len(ranges) != 2 || ranges[1] == "" {
+		t.Errorf("requests %q, want a resume", ranges)
+	}
+}
+
+// Result.Verified says whether a hash vouched for the file.
+func TestVerifiedOnlyByHash(t *testing.T) {
+	content := testModelBytes(t)
+	v := newVersioned(t, content, `"a"`)
+	for _, sum := range []string{"", hashOf(content)} {
+		m := v.model(content)
+		m.SHA256 = sum
+		res, err := Download(context.Background(), m, t.TempDir(), Options{})
+		if err != nil || res.Verified != (sum != "") {
+			t.Errorf("sha256 %q: verified %v, err %v", sum, res.Verified, err)
+		}
 	}
 }
