@@ -63,14 +63,14 @@ type Options struct {
 
 // Result describes a finished pull.
 type Result struct {
-	Path           string
-	Size           int64
-	SHA256         string // of the file, when it was downloaded now
+	Path   string
+	Size   int64
+	SHA256 string // of the file, when it was downloaded now
 	// Verified: the download's SHA256 matched a known one. Without one,
 	// only its size (when known) and GGUF structure, tensor data
 	// included, were checked.
-	Verified bool
-	AlreadyPresent bool   // the file was there already; nothing downloaded
+	Verified       bool
+	AlreadyPresent bool // the file was there already; nothing downloaded
 }
 
 // Pull downloads a registry model by name, or any GGUF file by http(s) URL,
