@@ -85,6 +85,15 @@ func TestCloseWhileConnecting(t *testing.T) {
 		}
 	}
 	within(t, 10*time.Second, "Close while connecting", e.Close)
+
+	// The chat closes a switcher, which closes its remote.
+	s := remote.NewSwitcher(nil, remote.New(remote.Options{BaseURL: hs.URL + "/v1"}), nil)
+	for ev := range s.Events() {
+		if _, ok := ev.(engine.LoadProgress); ok {
+			break
+		}
+	}
+	within(t, 10*time.Second, "closing the chat's switcher while connecting", s.Close)
 }
 
 // A server that stalls after the first token: the reply ends after the idle
