@@ -334,7 +334,7 @@ func (e *Engine) pick(models []Model) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: %q; it serves %s: set model in the [[remote]] entry", ErrNoModel, e.model, strings.Join(ids, ", "))
+	return fmt.Errorf("%w: %q; it serves %s: set model in the [[remote]] entry", ErrNoModel, e.model, clip(strings.Join(ids, ", ")))
 }
 
 func (e *Engine) auth(req *http.Request) {
