@@ -112,6 +112,9 @@ func Load(f *gguf.File, opts Options) (*Model, error) {
 	if err := checkFile(f, hp, ctx, opts.Threads); err != nil {
 		return nil, err
 	}
+	if err := checkFinite(f); err != nil {
+		return nil, err
+	}
 	batch := opts.Batch
 	if batch == 0 {
 		batch = DefaultBatch

@@ -348,6 +348,8 @@ func (m *Model) onEvent(ev engine.Event) tea.Cmd {
 		m.backend.load = ev
 	case engine.Loaded:
 		info := ev.Info
+		// A remote server names its model: drawn in the header and panels.
+		info.Name, info.Variant = printableLine(info.Name), printableLine(info.Variant)
 		if m.info != nil {
 			// A new KV cache: the last reply's numbers are the old one's.
 			m.status.hasStats = false
@@ -410,7 +412,7 @@ func (m *Model) onEvent(ev engine.Event) tea.Cmd {
 func (m *Model) onEngineError(ev engine.Error) tea.Cmd {
 	text := "engine error"
 	if ev.Err != nil {
-		text = ev.Err.Error()
+		text = printable(ev.Err.Error()) // it may quote a remote server
 	}
 	m.flushPending()
 	switch {

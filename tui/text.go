@@ -52,6 +52,9 @@ func printable(s string) string {
 // terminal (bonsai sessions, export).
 func Printable(s string) string { return printable(s) }
 
+// printableLine is printable on one line, for a name in a bar or a panel.
+func printableLine(s string) string { return printable(strings.Join(strings.Fields(s), " ")) }
+
 func isPrintable(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]

@@ -10,6 +10,8 @@ import (
 	"os"
 	"runtime/debug"
 	"sort"
+
+	"github.com/bonsai-chat/bonsai/tui"
 )
 
 // command is one subcommand. Each lives in its own file and registers itself
@@ -122,7 +124,9 @@ func report(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(stderr, "bonsai:", err)
+	// Errors quote what servers and files said: control characters are
+	// made visible, as in a reply.
+	fmt.Fprintln(stderr, "bonsai:", tui.Printable(err.Error()))
 	if errors.Is(err, errUsage) {
 		return 2
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bonsai-chat/bonsai/infer/hub"
+	"github.com/bonsai-chat/bonsai/tui"
 	"golang.org/x/term"
 )
 
@@ -70,7 +71,7 @@ func runPull(args []string, stdout, stderr io.Writer) error {
 		SHA256:   strings.ToLower(*sum),
 		Retries:  *retries,
 		Progress: bar.update,
-		Retried:  func(err error) { bar.note("retrying: %v", err) },
+		Retried:  func(err error) { bar.note("retrying: %s", tui.Printable(err.Error())) },
 	})
 	bar.finish()
 	if err != nil {
@@ -81,6 +82,10 @@ func runPull(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	fmt.Fprintf(stdout, "%s\nsha256 %s, %s\n", res.Path, res.SHA256, pullFormatBytes(res.Size))
+	if !res.Verified {
+		fmt.Fprintln(stderr, "note: not verified by hash (no SHA256 is known for it): only its size and GGUF structure were checked; "+
+			"compare the sha256 above with the publisher's, or pull with --sha256 HEX")
+	}
 	return nil
 }
 

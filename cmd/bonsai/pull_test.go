@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -39,6 +41,16 @@ func TestPullAndModels(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "sha256 ") || !strings.Contains(stderr.String(), "100.0%") {
 		t.Errorf("stdout %q stderr %q", stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "not verified by hash") {
+		t.Errorf("stderr %q: want a note that no hash verified the file", stderr.String())
+	}
+	// With --sha256, the hash vouches for it: no note.
+	stderr.Reset()
+	sum := sha256.Sum256(file.Bytes())
+	if err := runPull([]string{"--dir", t.TempDir(), "--sha256", hex.EncodeToString(sum[:]), srv.URL + "/tiny.gguf"}, &stdout, &stderr); err != nil ||
+		strings.Contains(stderr.String(), "not verified") {
+		t.Errorf("pull --sha256: %v, stderr %q", err, stderr.String())
 	}
 
 	stdout.Reset()

@@ -22,6 +22,7 @@ import (
 	"github.com/bonsai-chat/bonsai/infer/remote"
 	"github.com/bonsai-chat/bonsai/infer/sample"
 	"github.com/bonsai-chat/bonsai/infer/spec"
+	"github.com/bonsai-chat/bonsai/tui"
 )
 
 func init() {
@@ -43,6 +44,7 @@ type runFlags struct {
 	spec      spec.Mode
 	specAuto  bool // spec is the default's choice (off on the GPU)
 	maxDraft  int
+	think     bool // --think: the reasoning goes to stderr, else nowhere
 }
 
 // runSettings are the configuration's flags that `bonsai run` takes.
@@ -111,6 +113,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	specOpts.MaxDraft = o.maxDraft
 	o.spec, o.specAuto = specOpts.Mode, specOpts.Auto
+	o.think = cfg.Think
 
 	var f *gguf.File
 	var variant infer.Variant // a remote model's is unknown: llama.cpp's defaults
@@ -157,6 +160,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 // token and then a summary.
 func stream(e engine.Client, o runFlags, seed uint64, out, errOut io.Writer) error {
 	enc := json.NewEncoder(out)
+	replyOut, thinkOut := onScreen(out), onScreen(errOut)
 	var (
 		backend string
 		held    string // text the decoder held back when the reply stopped
@@ -181,12 +185,12 @@ func stream(e engine.Client, o runFlags, seed uint64, out, errOut io.Writer) err
 				return err
 			}
 		case engine.Token:
-			if o.format != "text" {
-				continue
+			if o.format != "text" || ev.Thinking && !o.think {
+				continue // a model or server that reasons unasked
 			}
-			w := out
+			w := replyOut
 			if ev.Thinking {
-				w = errOut
+				w = thinkOut
 			} else if inThink {
 				fmt.Fprintln(errOut)
 			}
@@ -225,6 +229,29 @@ func stream(e engine.Client, o runFlags, seed uint64, out, errOut io.Writer) err
 		}
 	}
 	return errors.New("the engine stopped before the reply was done")
+}
+
+// onScreen is w, or, when w is a terminal, w behind the printable filter
+// the chat and the sessions commands use: a reply (a remote server's above
+// all) may hold escape sequences that set the title, write the clipboard
+// or clear the screen. A pipe or a file gets the text exactly.
+func onScreen(w io.Writer) io.Writer {
+	if !isTerminalWriter(w) {
+		return w
+	}
+	return printableWriter{w}
+}
+
+type printableWriter struct{ w io.Writer }
+
+// Write filters each write on its own: the engine writes whole tokens
+// (never part of a UTF-8 sequence), and the filter maps each code point on
+// its own.
+func (p printableWriter) Write(b []byte) (int, error) {
+	if _, err := io.WriteString(p.w, tui.Printable(string(b))); err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }
 
 // printProfile writes the mean time per token of each phase.

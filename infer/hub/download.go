@@ -46,10 +46,14 @@ type Options struct {
 	Retries  int             // automatic resumptions after a cut connection
 	Retried  func(err error) // told about each automatic retry, if set
 	SHA256   string          // expected hash for a URL pull (registry entries carry their own)
-	// StallTimeout is how long the server may send nothing, before the
-	// response headers or in the middle of the body, before the transfer
-	// counts as interrupted (and is resumed, within Retries). 0: 30s.
+	// StallTimeout is how long the server may take to send the response
+	// headers, and then each MinRate×StallTimeout bytes of the body,
+	// before the transfer counts as interrupted (and is resumed, within
+	// Retries). 0: 30s.
 	StallTimeout time.Duration
+	// MinRate is the slowest body transfer, in bytes a second, averaged
+	// over StallTimeout, that is not a stall. 0: 1 KiB/s.
+	MinRate int64
 
 	// Test hooks: wrap the partial file's writer (to simulate a full disk)
 	// and report free space.
@@ -59,10 +63,14 @@ type Options struct {
 
 // Result describes a finished pull.
 type Result struct {
-	Path           string
-	Size           int64
-	SHA256         string // of the file, when it was downloaded now
-	AlreadyPresent bool   // the file was there already; nothing downloaded
+	Path   string
+	Size   int64
+	SHA256 string // of the file, when it was downloaded now
+	// Verified: the download's SHA256 matched a known one. Without one,
+	// only its size (when known) and GGUF structure, tensor data
+	// included, were checked.
+	Verified       bool
+	AlreadyPresent bool // the file was there already; nothing downloaded
 }
 
 // Pull downloads a registry model by name, or any GGUF file by http(s) URL,
@@ -80,7 +88,7 @@ func Pull(ctx context.Context, nameOrURL, dir string, opts Options) (Result, err
 	}
 	file := path.Base(u.Path)
 	if !strings.HasSuffix(strings.ToLower(file), ".gguf") {
-		return Result{}, fmt.Errorf("hub: URL %s does not name a .gguf file", nameOrURL)
+		return Result{}, fmt.Errorf("URL %s does not name a .gguf file", nameOrURL)
 	}
 	return Download(ctx, Model{Name: strings.TrimSuffix(file, path.Ext(file)), File: file, Source: nameOrURL, SHA256: opts.SHA256}, dir, opts)
 }
@@ -95,12 +103,12 @@ func Download(ctx context.Context, m Model, dir string, opts Options) (Result, e
 		return Result{}, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return Result{}, fmt.Errorf("hub: cannot create models directory: %w", err)
+		return Result{}, fmt.Errorf("cannot create the models directory %s: %w", dir, fsProblem(err))
 	}
 	final := filepath.Join(dir, m.File)
 	if st, err := os.Stat(final); err == nil {
 		if m.Size > 0 && st.Size() != m.Size {
-			return Result{}, fmt.Errorf("hub: %s exists with %d bytes, expected %d; delete it to download again: %w", final, st.Size(), m.Size, ErrSizeMismatch)
+			return Result{}, fmt.Errorf("%s exists with %d bytes, expected %d; delete it to download again: %w", final, st.Size(), m.Size, ErrSizeMismatch)
 		}
 		return Result{Path: final, Size: st.Size(), AlreadyPresent: true}, nil
 	}
@@ -126,12 +134,27 @@ func Download(ctx context.Context, m Model, dir string, opts Options) (Result, e
 	if d.opts.freeSpace == nil {
 		d.opts.freeSpace = freeSpace
 	}
+	if d.opts.MinRate <= 0 {
+		d.opts.MinRate = defaultMinRate
+	}
+	idle := 0 // stalled attempts in a row that made no progress
 	for attempt := 0; ; attempt++ {
+		d.got = 0
 		err := d.transfer(ctx)
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, ErrInterrupted) || attempt >= opts.Retries || ctx.Err() != nil {
+		// A connection that brought data is worth resuming; one that
+		// stalled having brought next to nothing is tried once more (a
+		// blip), then pull gives up rather than wait out every retry's
+		// stall timeout. Quick failures (a cut, a refused connection)
+		// cost little and are retried as before.
+		if errors.Is(err, ErrStalled) && d.got < d.windowBytes() {
+			idle++
+		} else {
+			idle = 0
+		}
+		if !errors.Is(err, ErrInterrupted) || attempt >= opts.Retries || idle > maxIdleRetries || ctx.Err() != nil {
 			return Result{}, err
 		}
 		if opts.Retried != nil {
@@ -144,22 +167,36 @@ func Download(ctx context.Context, m Model, dir string, opts Options) (Result, e
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return Result{}, fmt.Errorf("hub: %w", err)
+		return Result{}, fmt.Errorf("download of %s stopped: %w", m.File, err)
 	}
 	sum, size, err := d.verify()
 	if err != nil {
 		return Result{}, err
 	}
 	if err := os.Rename(d.partial, final); err != nil {
-		return Result{}, fmt.Errorf("hub: %w", err)
+		return Result{}, fmt.Errorf("cannot move the finished download to %s: %w", final, fsProblem(err))
 	}
 	os.Remove(d.partial + originSuffix)
 	syncDir(dir)
-	return Result{Path: final, Size: size, SHA256: sum}, nil
+	return Result{Path: final, Size: size, SHA256: sum, Verified: m.SHA256 != ""}, nil
 }
 
-// defaultStallTimeout is Options.StallTimeout's default.
-const defaultStallTimeout = 30 * time.Second
+// Defaults of Options.StallTimeout and MinRate: a server that sends less
+// than 30 KiB in 30 s has stalled.
+const (
+	defaultStallTimeout = 30 * time.Second
+	defaultMinRate      = 1 << 10
+)
+
+// maxIdleRetries is how many times in a row a connection that stalled
+// without data is retried: with the stall timeout, a server that accepts
+// and sends nothing (or drips) fails the pull in about a minute.
+const maxIdleRetries = 1
+
+// windowBytes is what the body must bring within each stall timeout.
+func (d *downloader) windowBytes() int64 {
+	return max(1, int64(float64(d.opts.MinRate)*d.opts.StallTimeout.Seconds()))
+}
 
 // maxRedirects is how many redirects a request may follow.
 const maxRedirects = 10
@@ -171,7 +208,7 @@ func retryDelay(attempt int) time.Duration {
 // checkFileName refuses names that would escape the models directory.
 func checkFileName(name string) error {
 	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, `/\`) || filepath.Base(name) != name {
-		return fmt.Errorf("hub: bad model file name %q", name)
+		return fmt.Errorf("bad model file name %q: it must be a plain file name", name)
 	}
 	return nil
 }
@@ -182,6 +219,7 @@ type downloader struct {
 	partial string
 	opts    Options
 	watch   *watchdog // the transfer under way's
+	got     int64     // body bytes the transfer under way received
 }
 
 // stallError turns the error of a request the watchdog cancelled into one
@@ -191,9 +229,10 @@ func (d *downloader) stallError(err error, done int64) error {
 		return err
 	}
 	if done > 0 {
-		return fmt.Errorf("hub: %s: no data for %v after %d bytes (run pull again to resume): %w: %w", d.m.URL(), d.opts.StallTimeout, done, ErrStalled, ErrInterrupted)
+		return fmt.Errorf("%s: less than %s in %v after %d bytes (run pull again to resume): %w: %w",
+			d.m.URL(), humanBytes(d.windowBytes()), d.opts.StallTimeout, done, ErrStalled, ErrInterrupted)
 	}
-	return fmt.Errorf("hub: %s: no response for %v: %w: %w", d.m.URL(), d.opts.StallTimeout, ErrStalled, ErrInterrupted)
+	return fmt.Errorf("%s: no response for %v: %w: %w", d.m.URL(), d.opts.StallTimeout, ErrStalled, ErrInterrupted)
 }
 
 func (d *downloader) report(p Progress) {
@@ -207,16 +246,16 @@ func (d *downloader) report(p Progress) {
 func (d *downloader) transfer(ctx context.Context) error {
 	f, err := os.OpenFile(d.partial, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return fmt.Errorf("hub: cannot write to the models directory: %w", err)
+		return fmt.Errorf("cannot write to the models directory %s: %w", d.dir, fsProblem(err))
 	}
 	// Two pulls of one model would interleave their bytes; the lock goes
 	// with the descriptor.
 	if busy, err := lockFile(f); err != nil || busy {
 		f.Close()
 		if busy {
-			return fmt.Errorf("hub: %s: %w", d.partial, ErrBusy)
+			return fmt.Errorf("%s: %w", d.partial, ErrBusy)
 		}
-		return fmt.Errorf("hub: locking %s: %w", d.partial, err)
+		return fmt.Errorf("cannot lock %s: %w", d.partial, fsProblem(err))
 	}
 	defer func() {
 		// An empty partial file records nothing worth resuming.
@@ -228,7 +267,7 @@ func (d *downloader) transfer(ctx context.Context) error {
 	}()
 	st, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("hub: %w", err)
+		return fmt.Errorf("cannot read %s: %w", d.partial, fsProblem(err))
 	}
 	offset := st.Size()
 	// Bytes are resumed only onto a partial file known to come from this
@@ -247,7 +286,7 @@ func (d *downloader) transfer(ctx context.Context) error {
 	// The watchdog cancels the request when the server stalls.
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	d.watch = newWatchdog(d.opts.StallTimeout, cancel)
+	d.watch = newWatchdog(d.opts.StallTimeout, d.windowBytes(), cancel)
 	defer d.watch.stop()
 	resp, offset, err := d.request(rctx, offset, org)
 	if err != nil {
@@ -257,30 +296,30 @@ func (d *downloader) transfer(ctx context.Context) error {
 	if offset == 0 && resp.StatusCode == http.StatusOK {
 		org = origin{URL: d.m.URL(), ETag: strongETag(resp.Header.Get("ETag")), LastModified: resp.Header.Get("Last-Modified"), Size: announcedTotal(resp, 0)}
 		if err := writeOrigin(d.partial+originSuffix, org); err != nil {
-			return fmt.Errorf("hub: cannot write to the models directory: %w", err)
+			return fmt.Errorf("cannot write to the models directory %s: %w", d.dir, fsProblem(err))
 		}
 	}
 	if resp.StatusCode == http.StatusRequestedRangeNotSatisfiable {
 		return nil // the partial already holds the whole file
 	}
 	if err := f.Truncate(offset); err != nil {
-		return fmt.Errorf("hub: %w", err)
+		return fmt.Errorf("cannot write %s: %w", d.partial, fsProblem(err))
 	}
 	total := d.m.Size
 	if announced := announcedTotal(resp, offset); announced > 0 {
 		if total > 0 && announced != total {
-			return fmt.Errorf("hub: %s: the server offers %d bytes, expected %d: %w", d.m.URL(), announced, total, ErrSizeMismatch)
+			return fmt.Errorf("%s: the server offers %d bytes, expected %d: %w", d.m.URL(), announced, total, ErrSizeMismatch)
 		}
 		total = announced
 	}
 	if total > 0 {
 		free, err := d.opts.freeSpace(d.dir)
 		if err == nil && free < total-offset {
-			return fmt.Errorf("hub: %s needs %s more but %s holds only %s free: %w", d.m.File, humanBytes(total-offset), d.dir, humanBytes(free), ErrDiskFull)
+			return fmt.Errorf("%s needs %s more but %s holds only %s free: %w", d.m.File, humanBytes(total-offset), d.dir, humanBytes(free), ErrDiskFull)
 		}
 	}
 	if _, err := f.Seek(offset, io.SeekStart); err != nil {
-		return fmt.Errorf("hub: %w", err)
+		return fmt.Errorf("cannot write %s: %w", d.partial, fsProblem(err))
 	}
 	var w io.Writer = f
 	if d.opts.wrapWriter != nil {
@@ -297,7 +336,7 @@ func (d *downloader) transfer(ctx context.Context) error {
 		return err
 	}
 	if total > 0 && done < total {
-		return fmt.Errorf("hub: connection closed after %d of %d bytes (run pull again to resume): %w", done, total, ErrInterrupted)
+		return fmt.Errorf("connection closed after %d of %d bytes (run pull again to resume): %w", done, total, ErrInterrupted)
 	}
 	return nil
 }
@@ -307,7 +346,7 @@ func (d *downloader) transfer(ctx context.Context) error {
 func (d *downloader) request(ctx context.Context, offset int64, org origin) (*http.Response, int64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.m.URL(), nil)
 	if err != nil {
-		return nil, 0, fmt.Errorf("hub: bad URL %q: %w", d.m.URL(), err)
+		return nil, 0, fmt.Errorf("bad URL %q: %w", d.m.URL(), err)
 	}
 	req.Header.Set("User-Agent", "bonsai")
 	if offset > 0 {
@@ -323,15 +362,15 @@ func (d *downloader) request(ctx context.Context, offset int64, org origin) (*ht
 	resp, err := d.opts.Client.Do(req)
 	if err != nil {
 		if errors.Is(err, ErrRedirectLoop) {
-			return nil, 0, fmt.Errorf("hub: %s: %w", d.m.URL(), errors.Unwrap(err.(*url.Error)))
+			return nil, 0, fmt.Errorf("%s: %w", d.m.URL(), errors.Unwrap(err.(*url.Error)))
 		}
 		if ctx.Err() != nil {
-			return nil, 0, fmt.Errorf("hub: %w", ctx.Err())
+			return nil, 0, fmt.Errorf("download stopped: %w", ctx.Err())
 		}
 		if isPermanentNetError(err) {
-			return nil, 0, fmt.Errorf("hub: %s: %w (are you offline?)", d.m.URL(), err)
+			return nil, 0, fmt.Errorf("%s: %w (are you offline?)", d.m.URL(), err)
 		}
-		return nil, 0, fmt.Errorf("hub: %s: %w: %w", d.m.URL(), ErrInterrupted, err)
+		return nil, 0, fmt.Errorf("%s: %w: %w", d.m.URL(), ErrInterrupted, err)
 	}
 	d.watch.kick()
 	switch resp.StatusCode {
@@ -345,7 +384,7 @@ func (d *downloader) request(ctx context.Context, offset int64, org origin) (*ht
 		}
 		resp.Body.Close()
 		if offset == 0 {
-			return nil, 0, fmt.Errorf("hub: %s: the server sent a range (%s) that was not asked for: %w", d.m.URL(), resp.Header.Get("Content-Range"), ErrHTTP)
+			return nil, 0, fmt.Errorf("%s: the server sent a range (%s) that was not asked for: %w", d.m.URL(), resp.Header.Get("Content-Range"), ErrHTTP)
 		}
 		// A range we did not ask for, or of another version of the file
 		// (a server that ignores If-Range): start over.
@@ -360,7 +399,7 @@ func (d *downloader) request(ctx context.Context, offset int64, org origin) (*ht
 		}
 	}
 	resp.Body.Close()
-	err = fmt.Errorf("hub: %s: %s: %w", d.m.URL(), resp.Status, ErrHTTP)
+	err = fmt.Errorf("%s: %s: %w", d.m.URL(), resp.Status, ErrHTTP)
 	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
 		err = fmt.Errorf("%w (%w)", err, ErrInterrupted)
 	}
@@ -415,13 +454,14 @@ func (d *downloader) copy(ctx context.Context, w io.Writer, body io.Reader, offs
 	d.report(Progress{Phase: PhaseDownload, Done: done, Total: total, Resumed: offset})
 	for {
 		if err := ctx.Err(); err != nil {
-			return done, fmt.Errorf("hub: download stopped after %d bytes (run pull again to resume): %w", done, err)
+			return done, fmt.Errorf("download stopped after %d bytes (run pull again to resume): %w", done, err)
 		}
 		n, rerr := body.Read(buf)
 		if n > 0 {
-			d.watch.kick()
+			d.watch.progress(n)
+			d.got += int64(n)
 			if total > 0 && done+int64(n) > total {
-				return done, fmt.Errorf("hub: the server sent more than the %d bytes it announced: %w", total, ErrSizeMismatch)
+				return done, fmt.Errorf("the server sent more than the %d bytes it announced: %w", total, ErrSizeMismatch)
 			}
 			if _, err := w.Write(buf[:n]); err != nil {
 				return done, writeError(err)
@@ -433,16 +473,16 @@ func (d *downloader) copy(ctx context.Context, w io.Writer, body io.Reader, offs
 			return done, nil
 		}
 		if rerr != nil {
-			return done, fmt.Errorf("hub: transfer stopped after %d bytes (run pull again to resume): %w: %w", done, ErrInterrupted, rerr)
+			return done, fmt.Errorf("transfer stopped after %d bytes (run pull again to resume): %w: %w", done, ErrInterrupted, rerr)
 		}
 	}
 }
 
 func writeError(err error) error {
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-		return fmt.Errorf("hub: disk full while writing the download (the partial file is kept; free space and pull again): %w: %w", ErrDiskFull, err)
+		return fmt.Errorf("disk full while writing the download (the partial file is kept; free space and pull again): %w: %w", ErrDiskFull, err)
 	}
-	return fmt.Errorf("hub: writing the download: %w", err)
+	return fmt.Errorf("cannot write the download: %w", fsProblem(err))
 }
 
 // verify checks the finished partial file: size, SHA256 and GGUF structure.
@@ -450,38 +490,59 @@ func writeError(err error) error {
 func (d *downloader) verify() (string, int64, error) {
 	f, err := os.Open(d.partial)
 	if err != nil {
-		return "", 0, fmt.Errorf("hub: %w", err)
+		return "", 0, fmt.Errorf("cannot read %s back to check it: %w", d.partial, fsProblem(err))
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return "", 0, fmt.Errorf("hub: %w", err)
+		return "", 0, fmt.Errorf("cannot read %s back to check it: %w", d.partial, fsProblem(err))
 	}
 	size := st.Size()
 	if d.m.Size > 0 && size != d.m.Size {
 		if size > d.m.Size {
 			d.removePartial()
 		}
-		return "", 0, fmt.Errorf("hub: %s: downloaded %d bytes, expected %d: %w", d.m.File, size, d.m.Size, ErrSizeMismatch)
+		return "", 0, fmt.Errorf("%s: downloaded %d bytes, expected %d: %w", d.m.File, size, d.m.Size, ErrSizeMismatch)
 	}
 	h := sha256.New()
 	pr := &progressReader{r: f, total: size, report: d.report}
 	if _, err := io.CopyBuffer(h, pr, make([]byte, 1<<20)); err != nil {
-		return "", 0, fmt.Errorf("hub: hashing %s: %w", d.partial, err)
+		return "", 0, fmt.Errorf("cannot read %s back to hash it: %w", d.partial, fsProblem(err))
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	if d.m.SHA256 != "" && !strings.EqualFold(sum, d.m.SHA256) {
 		d.removePartial()
-		return "", 0, fmt.Errorf("hub: %s: the downloaded bytes hash to sha256 %s, not the pinned %s; "+
+		return "", 0, fmt.Errorf("%s: the downloaded bytes hash to sha256 %s, not the pinned %s; "+
 			"the download was removed and nothing under that name was written: %w", d.m.File, sum, strings.ToLower(d.m.SHA256), ErrChecksum)
 	}
 	g, err := gguf.Open(d.partial)
 	if err != nil {
 		d.removePartial()
-		return "", 0, fmt.Errorf("hub: %s (the download was removed): %w: %w", d.m.URL(), ErrNotGGUF, err)
+		return "", 0, fmt.Errorf("%s (the download was removed): %w: %w", d.m.URL(), ErrNotGGUF, err)
 	}
-	g.Close()
+	defer g.Close()
+	if d.m.SHA256 == "" {
+		if err := checkTensorData(g); err != nil {
+			d.removePartial()
+			return "", 0, fmt.Errorf("%s: %w; the download was removed (a resumed one may hold the end of another version of the file): pull again, with --sha256 to pin the file: %w", d.m.URL(), err, ErrNotGGUF)
+		}
+	}
 	return sum, size, nil
+}
+
+// checkTensorData reads every tensor's data for NaN or infinity in its
+// values or block scales: without a hash to compare, what catches bytes
+// that do not belong to the file's layout (a resume joined to another
+// file that the server gave the same ETag). The header alone says nothing
+// of them.
+func checkTensorData(g *gguf.File) error {
+	for i := range g.Tensors {
+		t := &g.Tensors[i]
+		if at := gguf.FirstNonFinite(t.Type, g.Data(t)); at >= 0 {
+			return fmt.Errorf("tensor %s holds NaN or infinity (element or block %d)", t.Name, at)
+		}
+	}
+	return nil
 }
 
 func (d *downloader) removePartial() {

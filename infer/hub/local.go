@@ -26,7 +26,7 @@ func Resolve(nameOrPath, modelsDir string) (string, error) {
 		if !st.Mode().IsRegular() {
 			// A FIFO or a device would block or stream forever once
 			// opened; only a regular file can be a model.
-			return "", fmt.Errorf("hub: %s is %s: %w", nameOrPath, gguf.FileKind(st.Mode()), ErrNotModelFile)
+			return "", fmt.Errorf("%s is %s: %w", nameOrPath, gguf.FileKind(st.Mode()), ErrNotModelFile)
 		}
 		return nameOrPath, nil
 	}
@@ -34,7 +34,7 @@ func Resolve(nameOrPath, modelsDir string) (string, error) {
 		p := filepath.Join(modelsDir, m.File)
 		if st, err := os.Stat(p); err == nil {
 			if !st.Mode().IsRegular() {
-				return "", fmt.Errorf("hub: %s is %s: %w", p, gguf.FileKind(st.Mode()), ErrNotModelFile)
+				return "", fmt.Errorf("%s is %s: %w", p, gguf.FileKind(st.Mode()), ErrNotModelFile)
 			}
 			return p, nil
 		}
@@ -51,7 +51,7 @@ func Resolve(nameOrPath, modelsDir string) (string, error) {
 	}
 	if looksLikePath || strings.HasSuffix(strings.ToLower(nameOrPath), ".gguf") {
 		_, err := os.Stat(nameOrPath)
-		return "", fmt.Errorf("hub: model file: %w", err)
+		return "", fmt.Errorf("model file %s: %w", nameOrPath, fsProblem(err))
 	}
 	return "", unknownModel(nameOrPath)
 }
@@ -73,7 +73,7 @@ func List(dir string) ([]Local, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("hub: listing models: %w", err)
+		return nil, fmt.Errorf("cannot list the models in %s: %w", dir, fsProblem(err))
 	}
 	var out []Local
 	for _, e := range entries {
@@ -97,4 +97,20 @@ func List(dir string) ([]Local, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
+}
+
+// fsProblem is a file system error without the system call and path that
+// Go's errors name ("stat /x/y.gguf: no such file or directory" becomes
+// "no such file or directory"): messages name the file in the user's
+// words themselves. errors.Is still sees fs.ErrNotExist and the rest.
+func fsProblem(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
 }

@@ -72,18 +72,21 @@ func strongETag(etag string) string {
 	return etag
 }
 
-// watchdog calls cancel when kick has not been called for d: the server
-// sent nothing (no headers, no body bytes) for that long.
+// watchdog calls cancel when the server is too slow: the response headers,
+// or min body bytes, have not come within d of the last time they did. A
+// server that drips a byte every few seconds keeps no transfer alive.
 type watchdog struct {
 	d      time.Duration
+	min    int64
 	mu     sync.Mutex
+	got    int64 // body bytes since the window began
 	t      *time.Timer
 	cancel func()
 	done   atomic.Bool
 }
 
-func newWatchdog(d time.Duration, cancel func()) *watchdog {
-	w := &watchdog{d: d, cancel: cancel}
+func newWatchdog(d time.Duration, min int64, cancel func()) *watchdog {
+	w := &watchdog{d: d, min: min, cancel: cancel}
 	w.t = time.AfterFunc(d, func() {
 		w.done.Store(true)
 		w.cancel()
@@ -91,12 +94,28 @@ func newWatchdog(d time.Duration, cancel func()) *watchdog {
 	return w
 }
 
+// kick starts a new window: the request went out, or its headers came.
 func (w *watchdog) kick() {
 	if w == nil || w.done.Load() {
 		return
 	}
 	w.mu.Lock()
+	w.got = 0
 	w.t.Reset(w.d)
+	w.mu.Unlock()
+}
+
+// progress counts n body bytes; min of them start a new window.
+func (w *watchdog) progress(n int) {
+	if w == nil || w.done.Load() {
+		return
+	}
+	w.mu.Lock()
+	w.got += int64(n)
+	if w.got >= w.min {
+		w.got = 0
+		w.t.Reset(w.d)
+	}
 	w.mu.Unlock()
 }
 

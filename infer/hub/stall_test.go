@@ -11,9 +11,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bonsai-chat/bonsai/gguf"
 )
 
 // versioned serves one version of /m.gguf at a time, with its ETag, through
@@ -207,5 +210,107 @@ func TestPermanentFailuresAreNotRetried(t *testing.T) {
 				t.Errorf("err = %v, want %v", err, tc.want)
 			}
 		})
+	}
+}
+
+// A server that drips a byte at a time stalls the transfer: what counts is
+// a minimum rate over the stall timeout, not a byte now and then.
+func TestDripIsAStall(t *testing.T) {
+	quit := make(chan struct{})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100000")
+		for {
+			w.Write([]byte{'G'})
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-quit:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}))
+	defer hs.Close()
+	defer close(quit)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := Download(ctx, Model{Name: "m", File: "m.gguf", Source: hs.URL + "/m.gguf"}, t.TempDir(),
+			Options{StallTimeout: 300 * time.Millisecond, MinRate: 10000})
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrStalled) {
+			t.Errorf("err = %v, want ErrStalled", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("a dripping server kept the download going")
+	}
+}
+
+// A server that accepts and never answers is tried twice, not once per
+// retry: the pull fails in about two stall timeouts.
+func TestSilentServerIsNotRetriedEachTime(t *testing.T) {
+	content := testModelBytes(t)
+	v := newVersioned(t, content, `"a"`)
+	v.stalls, v.stallAfter = 100, -1
+	var retried int
+	_, err := Download(context.Background(), v.model(content), t.TempDir(),
+		Options{StallTimeout: 100 * time.Millisecond, Retries: 5, Retried: func(error) { retried++ }})
+	if !errors.Is(err, ErrStalled) {
+		t.Errorf("err = %v, want ErrStalled", err)
+	}
+	if ranges, _ := v.log(); len(ranges) != 2 || retried != 1 {
+		t.Errorf("%d requests, %d retries; want 2 and 1", len(ranges), retried)
+	}
+}
+
+// A resume the server answers from another file under the same ETag (and
+// size) passes every header check; without a SHA256 the tensor data is
+// checked end to end, which the joined bytes fail: the download is removed
+// and the error says what may have happened.
+func TestResumeSplicedFromAnotherFileIsCaught(t *testing.T) {
+	a := testModelBytes(t)
+	g, err := gguf.Parse(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := int(g.DataOffset) + 100 // inside the tensor data
+	b := bytes.Clone(a)
+	for i := cut; i < len(b); i++ {
+		b[i] = 0xff // another file's data, not laid out as this one's
+	}
+	v := newVersioned(t, a, `"a"`)
+	v.stalls, v.stallAfter = 1, cut
+	dir := t.TempDir()
+	m := v.model(a)
+	if _, err := Download(context.Background(), m, dir, Options{StallTimeout: 100 * time.Millisecond}); !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("first try: %v", err)
+	}
+	v.set(b, `"a"`)
+	_, err = Download(context.Background(), m, dir, Options{})
+	if !errors.Is(err, ErrNotGGUF) || !strings.Contains(err.Error(), "another version") {
+		t.Errorf("err = %v, want ErrNotGGUF saying a resume may have joined another version", err)
+	}
+	checkDir(t, dir, a, false, false)
+	if ranges, _ := v.log(); len(ranges) != 2 || ranges[1] == "" {
+		t.Errorf("requests %q, want a resume", ranges)
+	}
+}
+
+// Result.Verified says whether a hash vouched for the file.
+func TestVerifiedOnlyByHash(t *testing.T) {
+	content := testModelBytes(t)
+	v := newVersioned(t, content, `"a"`)
+	for _, sum := range []string{"", hashOf(content)} {
+		m := v.model(content)
+		m.SHA256 = sum
+		res, err := Download(context.Background(), m, t.TempDir(), Options{})
+		if err != nil || res.Verified != (sum != "") {
+			t.Errorf("sha256 %q: verified %v, err %v", sum, res.Verified, err)
+		}
 	}
 }

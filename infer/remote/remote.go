@@ -18,11 +18,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bonsai-chat/bonsai/infer/chat"
 	"github.com/bonsai-chat/bonsai/infer/engine"
@@ -37,12 +39,28 @@ var (
 	ErrStreamCut    = errors.New("remote stream ended before the reply did")
 	ErrNoFirstToken = errors.New("remote server sent no first token")
 	ErrServer       = errors.New("remote server error")
+	ErrStalled      = errors.New("remote server stopped sending")
+	ErrNotOpenAI    = errors.New("not an OpenAI-compatible API")
+	ErrRedirect     = errors.New("remote server redirects elsewhere")
 )
 
-// DefaultFirstTokenTimeout is how long a request waits for its first token
-// when Options.FirstTokenTimeout is 0 (a big prompt on a busy server takes
-// a while).
-const DefaultFirstTokenTimeout = 3 * time.Minute
+// Timeouts used when Options leave them 0.
+const (
+	// DefaultFirstTokenTimeout bounds the wait for a reply's first token (a
+	// big prompt on a busy server takes a while).
+	DefaultFirstTokenTimeout = 3 * time.Minute
+	// DefaultIdleTimeout bounds the silence between two stream events once
+	// the first token came: a server that decodes sends one every few
+	// tokens, so a minute of nothing means it has stalled.
+	DefaultIdleTimeout = time.Minute
+	// DefaultRequestTimeout bounds a whole request that is not a reply
+	// (the model list): a few kilobytes of JSON.
+	DefaultRequestTimeout = 30 * time.Second
+)
+
+// maxMessage bounds the server text an error quotes (an error page may be
+// megabytes of HTML).
+const maxMessage = 300
 
 // Options configure a remote engine.
 type Options struct {
@@ -56,9 +74,17 @@ type Options struct {
 	// Context is the context size when the server does not say (0:
 	// unknown).
 	Context int
-	// FirstTokenTimeout bounds the wait for the first token.
+	// FirstTokenTimeout bounds the wait for the first token (0:
+	// DefaultFirstTokenTimeout).
 	FirstTokenTimeout time.Duration
-	// HTTPClient, if set, sends the requests.
+	// IdleTimeout bounds the silence between stream events after the first
+	// token (0: DefaultIdleTimeout).
+	IdleTimeout time.Duration
+	// RequestTimeout bounds the model list request, body included (0:
+	// DefaultRequestTimeout).
+	RequestTimeout time.Duration
+	// HTTPClient, if set, sends the requests (its redirect policy is
+	// replaced: see noForeignRedirects).
 	HTTPClient *http.Client
 }
 
@@ -69,6 +95,10 @@ type Engine struct {
 	client *http.Client
 	events chan engine.Event
 
+	// ctx ends when the engine is closed: every request is made under it,
+	// so Close never waits on a server.
+	ctx     context.Context
+	quit    context.CancelFunc
 	mu      sync.Mutex
 	queue   []engine.GenerateRequest
 	cancel  context.CancelFunc // the request in flight
@@ -85,18 +115,20 @@ type Engine struct {
 // Loaded (or an Error saying what to do, and Loaded with what is known, so
 // that the chat can try again).
 func New(opts Options) *Engine {
-	c := opts.HTTPClient
-	if c == nil {
-		c = &http.Client{}
+	c := &http.Client{}
+	if opts.HTTPClient != nil {
+		*c = *opts.HTTPClient
 	}
-	if opts.FirstTokenTimeout <= 0 {
-		opts.FirstTokenTimeout = DefaultFirstTokenTimeout
-	}
+	c.CheckRedirect = noForeignRedirects
+	opts.FirstTokenTimeout = orDefault(opts.FirstTokenTimeout, DefaultFirstTokenTimeout)
+	opts.IdleTimeout = orDefault(opts.IdleTimeout, DefaultIdleTimeout)
+	opts.RequestTimeout = orDefault(opts.RequestTimeout, DefaultRequestTimeout)
 	e := &Engine{
 		opts: opts, base: strings.TrimRight(opts.BaseURL, "/"), client: c,
 		events: make(chan engine.Event, 256), wake: make(chan struct{}, 1),
 		done: make(chan struct{}), stopped: make(chan struct{}),
 	}
+	e.ctx, e.quit = context.WithCancel(context.Background())
 	go e.run()
 	return e
 }
@@ -141,9 +173,7 @@ func (e *Engine) Close() {
 	e.mu.Lock()
 	if !e.closed {
 		e.closed = true
-		if e.cancel != nil {
-			e.cancel()
-		}
+		e.quit()
 		close(e.done)
 	}
 	e.mu.Unlock()
@@ -191,7 +221,7 @@ func (e *Engine) run() {
 			}
 			req := e.queue[0]
 			e.queue = e.queue[1:]
-			ctx, cancel := context.WithCancel(context.Background())
+			ctx, cancel := context.WithCancel(e.ctx)
 			e.cancel = cancel
 			e.mu.Unlock()
 			e.generate(ctx, req)
@@ -207,7 +237,7 @@ func (e *Engine) run() {
 func (e *Engine) connect() {
 	e.emit(engine.LoadProgress{Stage: "connecting to " + e.base})
 	e.model, e.context = e.opts.Model, e.opts.Context
-	models, err := e.models(context.Background())
+	models, err := e.models()
 	if err == nil {
 		err = e.pick(models)
 	}
@@ -238,8 +268,10 @@ type Model struct {
 	Context int // 0: not said
 }
 
-// Models lists the server's models.
-func (e *Engine) models(ctx context.Context) ([]Model, error) {
+// Models lists the server's models, within the request timeout.
+func (e *Engine) models() ([]Model, error) {
+	ctx, cancel := context.WithTimeout(e.ctx, e.opts.RequestTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base+"/models", nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
@@ -247,11 +279,14 @@ func (e *Engine) models(ctx context.Context) ([]Model, error) {
 	e.auth(req)
 	resp, err := e.client.Do(req)
 	if err != nil {
-		return nil, e.transportError(err)
+		return nil, e.transportError(err, e.opts.RequestTimeout)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return nil, e.statusError(resp)
+	}
+	if err := e.notWebPage(resp, "/models"); err != nil {
+		return nil, err
 	}
 	var list struct {
 		Data []struct {
@@ -265,6 +300,9 @@ func (e *Engine) models(ctx context.Context) ([]Model, error) {
 		} `json:"data"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&list); err != nil {
+		if ctx.Err() != nil {
+			return nil, e.transportError(ctx.Err(), e.opts.RequestTimeout)
+		}
 		return nil, fmt.Errorf("%w: %s/models is not a model list: %w", ErrServer, e.base, err)
 	}
 	var out []Model
@@ -296,7 +334,7 @@ func (e *Engine) pick(models []Model) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: %q; it serves %s: set model in the [[remote]] entry", ErrNoModel, e.model, strings.Join(ids, ", "))
+	return fmt.Errorf("%w: %q; it serves %s: set model in the [[remote]] entry", ErrNoModel, e.model, clip(strings.Join(ids, ", ")))
 }
 
 func (e *Engine) auth(req *http.Request) {
@@ -305,12 +343,50 @@ func (e *Engine) auth(req *http.Request) {
 	}
 }
 
-func (e *Engine) transportError(err error) error {
+// transportError says why a request got no answer; timeout is the
+// deadline it ran under.
+func (e *Engine) transportError(err error, timeout time.Duration) error {
 	var op *net.OpError
-	if errors.As(err, &op) || errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, ErrRedirect):
+		return fmt.Errorf("%s: %w", e.base, errors.Unwrap(err)) // the *url.Error's inner error says it all
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w: %s did not answer within %s: is it a running OpenAI-compatible server (the URL with its /v1)?", ErrUnreachable, e.base, timeout)
+	case errors.As(err, &op):
 		return fmt.Errorf("%w: %s: is the server running, and the URL right (with its /v1)? %w", ErrUnreachable, e.base, err)
 	}
 	return fmt.Errorf("%w: %s: %w", ErrUnreachable, e.base, err)
+}
+
+// noForeignRedirects is the client's redirect policy. A POST is never
+// followed (it would replay the conversation, and the API key, to an
+// address the user did not give), nor a GET to another scheme, host or
+// port; the error names the address so the user can configure it.
+func noForeignRedirects(req *http.Request, via []*http.Request) error {
+	first := via[0]
+	switch {
+	case first.Method != http.MethodGet:
+		return fmt.Errorf("%w: %s %s redirects to %s; set that address as the remote URL if it is the server you mean", ErrRedirect, first.Method, first.URL, req.URL)
+	case req.URL.Scheme != first.URL.Scheme || req.URL.Host != first.URL.Host:
+		return fmt.Errorf("%w: %s redirects to %s; set that address as the remote URL if it is the server you mean", ErrRedirect, first.URL, req.URL)
+	case len(via) >= 10:
+		return fmt.Errorf("%w: %s: %d redirects", ErrRedirect, first.URL, len(via))
+	}
+	return nil
+}
+
+// notWebPage refuses a 200 answer that is an HTML page: a web server or a
+// proxy's page at that URL, not an OpenAI-compatible API.
+func (e *Engine) notWebPage(resp *http.Response, path string) error {
+	if !isWebPage(resp) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s%s answers with a web page; give the server's OpenAI base URL (often ending in /v1)", ErrNotOpenAI, e.base, path)
+}
+
+func isWebPage(resp *http.Response) bool {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	return mt == "text/html" || mt == "application/xhtml+xml"
 }
 
 // statusError reads an error response: the OpenAI error object if there
@@ -331,7 +407,10 @@ func (e *Engine) statusError(resp *http.Response) error {
 				msg = s // ollama: {"error": "…"}
 			}
 		}
+	} else if isWebPage(resp) {
+		msg = "a web page, not an OpenAI-compatible API error; is the URL the server's OpenAI base (often ending in /v1)?"
 	}
+	msg = clip(msg)
 	switch resp.StatusCode {
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return fmt.Errorf("%w (%s): %s; give the right key (api_key_env of the [[remote]] entry, --remote-key-env of bonsai run)", ErrUnauthorized, resp.Status, msg)
@@ -340,7 +419,27 @@ func (e *Engine) statusError(resp *http.Response) error {
 			return fmt.Errorf("%w: %s; %s/models lists what it serves", ErrNoModel, msg, e.base)
 		}
 	}
-	return fmt.Errorf("%w: %s: %s", ErrServer, resp.Status, msg)
+	return fmt.Errorf("%w: %s: %s", ErrServer, clip(resp.Status), msg)
+}
+
+// clip bounds a server's text quoted in an error to maxMessage bytes, cut
+// at a character boundary.
+func clip(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	cut := maxMessage
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
 }
 
 // generate streams one reply.
@@ -354,15 +453,16 @@ func (e *Engine) generate(ctx context.Context, r engine.GenerateRequest) {
 		done("stopped")
 		return
 	}
-	// The first token must come within the timeout; after it, the
-	// stream may take as long as the reply does.
-	firstCtx, firstCancel := context.WithCancelCause(ctx)
-	timer := time.AfterFunc(e.opts.FirstTokenTimeout, func() {
-		firstCancel(fmt.Errorf("%w after %s: the server may be overloaded or the prompt too long for it", ErrNoFirstToken, e.opts.FirstTokenTimeout))
-	})
-	defer timer.Stop()
-	defer firstCancel(nil)
-	req, err := http.NewRequestWithContext(firstCtx, http.MethodPost, e.base+"/chat/completions", bytes.NewReader(body))
+	// The first token must come within FirstTokenTimeout; after it, the
+	// stream may take as long as the reply does, as long as it never falls
+	// silent for IdleTimeout.
+	reqCtx, reqCancel := context.WithCancelCause(ctx)
+	defer reqCancel(nil)
+	stalled := fmt.Errorf("%w for %s in the middle of the reply; the partial reply is kept (regenerate to try again)", ErrStalled, e.opts.IdleTimeout)
+	watch := newSilence(reqCancel, e.opts.FirstTokenTimeout,
+		fmt.Errorf("%w after %s: the server may be overloaded or the prompt too long for it", ErrNoFirstToken, e.opts.FirstTokenTimeout))
+	defer watch.stop()
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, e.base+"/chat/completions", bytes.NewReader(body))
 	if err != nil {
 		e.emit(engine.Error{Err: err})
 		done("stopped")
@@ -376,7 +476,7 @@ func (e *Engine) generate(ctx context.Context, r engine.GenerateRequest) {
 			done("stopped")
 			return
 		}
-		if cause := context.Cause(firstCtx); cause != nil && errors.Is(cause, ErrNoFirstToken) {
+		if cause := context.Cause(reqCtx); errors.Is(cause, ErrNoFirstToken) || errors.Is(cause, ErrStalled) {
 			err = cause
 		}
 		e.emit(engine.Error{Err: err})
@@ -384,12 +484,16 @@ func (e *Engine) generate(ctx context.Context, r engine.GenerateRequest) {
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
-		fail(e.transportError(err))
+		fail(e.transportError(err, e.opts.FirstTokenTimeout))
 		return
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		fail(e.statusError(resp))
+		return
+	}
+	if err := e.notWebPage(resp, "/chat/completions"); err != nil {
+		fail(err)
 		return
 	}
 	think := chat.NewThinkParser(false)
@@ -402,7 +506,7 @@ func (e *Engine) generate(ctx context.Context, r engine.GenerateRequest) {
 		}
 		if first.IsZero() {
 			first = time.Now()
-			timer.Stop()
+			watch.reset(e.opts.IdleTimeout, stalled)
 			stats.TTFT = first.Sub(start)
 		}
 		if thinking {
@@ -422,12 +526,15 @@ func (e *Engine) generate(ctx context.Context, r engine.GenerateRequest) {
 			if err == io.EOF && finish != "" {
 				break // a server that closes without [DONE] after the last chunk
 			}
-			if ctx.Err() != nil || firstCtx.Err() != nil {
+			if reqCtx.Err() != nil {
 				fail(err)
 				return
 			}
 			fail(fmt.Errorf("%w after %d tokens: %v; the partial reply is kept (regenerate to try again)", ErrStreamCut, tokens, err))
 			return
+		}
+		if !first.IsZero() {
+			watch.reset(e.opts.IdleTimeout, stalled)
 		}
 		if data == "[DONE]" {
 			break
@@ -438,7 +545,7 @@ func (e *Engine) generate(ctx context.Context, r engine.GenerateRequest) {
 			return
 		}
 		if chunk.Error != nil {
-			fail(fmt.Errorf("%w: %s", ErrServer, chunk.Error.message()))
+			fail(fmt.Errorf("%w: %s", ErrServer, clip(chunk.Error.message())))
 			return
 		}
 		for _, c := range chunk.Choices {
@@ -485,6 +592,38 @@ func (e *Engine) generate(ctx context.Context, r engine.GenerateRequest) {
 		done("stop")
 	}
 }
+
+// silence ends a request when the server says nothing for too long: first
+// the wait for the first token, then each gap between stream events.
+type silence struct {
+	mu     sync.Mutex
+	t      *time.Timer
+	cause  error
+	cancel context.CancelCauseFunc
+}
+
+func newSilence(cancel context.CancelCauseFunc, d time.Duration, cause error) *silence {
+	s := &silence{cancel: cancel, cause: cause}
+	s.t = time.AfterFunc(d, s.fire)
+	return s
+}
+
+func (s *silence) fire() {
+	s.mu.Lock()
+	cause := s.cause
+	s.mu.Unlock()
+	s.cancel(cause)
+}
+
+// reset restarts the wait: d from now, the request ends with cause.
+func (s *silence) reset(d time.Duration, cause error) {
+	s.mu.Lock()
+	s.cause = cause
+	s.t.Reset(d)
+	s.mu.Unlock()
+}
+
+func (s *silence) stop() { s.t.Stop() }
 
 type streamChunk struct {
 	Choices []struct {
