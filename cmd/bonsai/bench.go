@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,6 +37,7 @@ type benchFlags struct {
 	cpuProf string
 	membw   bool
 	chained bool
+	depths  []int // tokens already in the cache before each test (llama-bench's -d)
 }
 
 // benchResult is one test's speeds over the repetitions.
@@ -42,8 +45,9 @@ type benchResult struct {
 	Model   string    `json:"model"`
 	Backend string    `json:"backend"`
 	Threads int       `json:"threads"`
-	Test    string    `json:"test"` // "pp512", "tg128"
+	Test    string    `json:"test"` // "pp512", "tg128", "tg128 @ d4096"
 	Tokens  int       `json:"tokens"`
+	Depth   int       `json:"n_depth"` // tokens in the cache before the test
 	Samples []float64 `json:"samples_tps"`
 	Mean    float64   `json:"avg_tps"`
 	StdDev  float64   `json:"stddev_tps"`
@@ -70,10 +74,15 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.format, "format", "text", "output: text (a llama-bench table) or json")
 	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a Go CPU profile of the measured runs to this file")
 	fs.BoolVar(&o.chained, "chained", true, "tg: decode greedily with the host off the critical path where the backend can (the GPU; as `bonsai run --temp 0` decodes), else one plain step per token")
+	fs.Func("d", "comma-separated depths: each test runs after this many tokens already in the cache, as llama-bench's -d (default 0)", func(v string) error {
+		d, err := parseDepths(v)
+		o.depths = append(o.depths, d...)
+		return err
+	})
 	fs.BoolVar(&o.membw, "membw", false, "also measure the machine's read bandwidth at the same thread count and print each tg speed as a share of it")
 	features := cpuFeaturesFlag(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: bonsai bench [--model M] [--backend cpu|gpu|auto] [--threads N] [-p 512] [-n 128] [-r 5] [--format text|json] [--membw] [--cpu-features all|avx2|portable]")
+		fmt.Fprintln(stderr, "usage: bonsai bench [--model M] [--backend cpu|gpu|auto] [--threads N] [-p 512] [-n 128] [-d 0,4096] [-r 5] [--format text|json] [--membw] [--cpu-features all|avx2|portable]")
 		fmt.Fprintln(stderr, "Settings not given as flags come from config.toml and BONSAI_* variables, as the chat's do.")
 		fs.PrintDefaults()
 	}
@@ -97,6 +106,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: bench: --format %q: want text or json", errUsage, o.format)
 	}
 
+	if len(o.depths) == 0 {
+		o.depths = []int{0}
+	}
+
 	if err := setCPUFeatures("bench", *features); err != nil {
 		return err
 	}
@@ -110,10 +123,11 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	defer f.Close()
 	// Like llama-bench: the whole prompt is one batch, the context holds the
-	// longest test.
+	// deepest test.
+	depth := slices.Max(o.depths)
 	m, err := infer.Load(f, infer.Options{
 		Backend: cfg.Backend, Adapter: cfg.Adapter, GPU: gpuOptions(), Threads: cfg.Threads,
-		Context: max(o.prompt, o.gen, 1),
+		Context: depth + max(o.prompt, o.gen, 1),
 		Batch:   max(o.prompt, 1),
 	})
 	if err != nil {
@@ -131,7 +145,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	// They follow the one seed rule (config.Sampling.SeedFor), recorded.
 	seed, _ := cfg.Sampling.SeedFor()
 	r := rand.New(rand.NewPCG(seed, 0))
-	ids := make([]int32, max(o.prompt, o.gen))
+	ids := make([]int32, depth+max(o.prompt, o.gen))
 	for i := range ids {
 		ids[i] = int32(r.IntN(m.Hparams.Vocab))
 	}
@@ -147,25 +161,18 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if err := m.Forward(ids[:1], 0); err != nil {
 		return err
 	}
-	tg := func() error {
+	tg := func(d int, s *infer.Sequence) error {
 		if o.chained && o.gen > 2 {
-			if ok, err := chainedTG(m, ids[0], o.gen); ok || err != nil {
+			if ok, err := chainedTG(s, ids[:d], ids[d], o.gen); ok || err != nil {
 				return err
 			}
 		}
 		for i := range o.gen {
-			if err := m.Forward(ids[i:i+1], i); err != nil {
+			if err := m.Forward(ids[d+i:d+i+1], d+i); err != nil {
 				return err
 			}
 		}
 		return nil
-	}
-	// A GPU compiles a decode kernel per length class (attention rounds)
-	// and the chain's own on first use: one tg run warms them all.
-	if o.gen > 0 && info.Name == "gpu" {
-		if err := tg(); err != nil {
-			return err
-		}
 	}
 
 	if o.cpuProf != "" {
@@ -181,21 +188,15 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 
 	var results []benchResult
-	if o.prompt > 0 {
-		res, err := measure(o.reps, o.prompt, func() error { return m.Forward(ids[:o.prompt], 0) })
+	for _, d := range o.depths {
+		// A GPU compiles a decode kernel per length class (attention
+		// rounds) and the chain's own on first use: one untimed tg run
+		// at each depth warms them.
+		res, err := benchAtDepth(m, ids, d, o, tg, info.Name == "gpu")
 		if err != nil {
 			return err
 		}
-		res.Test = fmt.Sprintf("pp%d", o.prompt)
-		results = append(results, res)
-	}
-	if o.gen > 0 {
-		res, err := measure(o.reps, o.gen, tg)
-		if err != nil {
-			return err
-		}
-		res.Test = fmt.Sprintf("tg%d", o.gen)
-		results = append(results, res)
+		results = append(results, res...)
 	}
 	for i := range results {
 		results[i].Model, results[i].Backend, results[i].Threads, results[i].Seed = name, info.Name, threads, seed
@@ -209,7 +210,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 				continue
 			}
 			res := &results[i]
-			res.BytesPerToken = tgBytes(f, m.Hparams, res.Tokens)
+			res.BytesPerToken = tgBytes(f, m.Hparams, res.Depth, res.Tokens)
 			res.ReadBW = bw
 			res.PctReadBW = 100 * res.Mean * res.BytesPerToken / bw
 		}
@@ -225,24 +226,88 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	size := float64(infer.WeightBytes(f)) / (1 << 20)
 	params := float64(infer.Params(f)) / 1e9
-	fmt.Fprintf(stdout, "| %-28s | %10s | %8s | %-8s | %7s | %6s | %16s |\n", "model", "size", "params", "backend", "threads", "test", "t/s")
-	fmt.Fprintf(stdout, "| %s | %s | %s | %s | %s | %s | %s |\n", dashes(28), dashes(10), dashes(8), dashes(8), dashes(7), dashes(6), dashes(16))
+	testWidth := 6
+	for _, res := range results {
+		testWidth = max(testWidth, len(res.Test))
+	}
+	fmt.Fprintf(stdout, "| %-28s | %10s | %8s | %-8s | %7s | %*s | %16s |\n", "model", "size", "params", "backend", "threads", testWidth, "test", "t/s")
+	fmt.Fprintf(stdout, "| %s | %s | %s | %s | %s | %s | %s |\n", dashes(28), dashes(10), dashes(8), dashes(8), dashes(7), dashes(testWidth), dashes(16))
 	for _, res := range results {
 		bw := ""
 		if res.ReadBW > 0 {
 			bw = fmt.Sprintf("  %.0f%% of read bandwidth (%.0f MB/token, %.1f GB/s)", res.PctReadBW, res.BytesPerToken/1e6, res.Mean*res.BytesPerToken/1e9)
 		}
-		fmt.Fprintf(stdout, "| %-28s | %6.1f MiB | %6.2f B | %-8s | %7d | %6s | %7.2f ± %6.2f |%s\n",
-			name, size, params, res.Backend, res.Threads, res.Test, res.Mean, res.StdDev, bw)
+		fmt.Fprintf(stdout, "| %-28s | %6.1f MiB | %6.2f B | %-8s | %7d | %*s | %7.2f ± %6.2f |%s\n",
+			name, size, params, res.Backend, res.Threads, testWidth, res.Test, res.Mean, res.StdDev, bw)
 	}
 	fmt.Fprintf(stdout, "\n%s: %s (%s), token ids from seed %d\n", info.Name, info.Adapter, info.SIMD, seed)
 	return nil
 }
 
-// measure runs one test reps times and returns its speeds in tokens/s.
-func measure(reps, tokens int, run func() error) (benchResult, error) {
+// benchAtDepth runs the pp and tg tests after d tokens (ids[:d]) in the
+// cache. The d tokens run once, untimed; each repetition then starts from
+// them again (a recurrent network from its snapshot at d).
+func benchAtDepth(m *infer.Model, ids []int32, d int, o benchFlags, tg func(int, *infer.Sequence) error, warm bool) ([]benchResult, error) {
+	s := infer.NewSequence(m)
+	rewind := func() error { return nil }
+	if d > 0 {
+		if _, err := s.PrefillMarked(ids[:d], []int{d}, nil); err != nil {
+			return nil, fmt.Errorf("filling the cache to depth %d: %w", d, err)
+		}
+		rewind = func() error { return m.Restore(d) }
+	}
+	suffix := ""
+	if d > 0 {
+		suffix = fmt.Sprintf(" @ d%d", d)
+	}
+	var results []benchResult
+	if o.prompt > 0 {
+		res, err := measure(o.reps, o.prompt, rewind, func() error { return m.Forward(ids[d:d+o.prompt], d) })
+		if err != nil {
+			return nil, err
+		}
+		res.Test = fmt.Sprintf("pp%d%s", o.prompt, suffix)
+		res.Depth = d
+		results = append(results, res)
+	}
+	if o.gen > 0 {
+		if warm {
+			if err := errors.Join(rewind(), tg(d, s)); err != nil {
+				return nil, err
+			}
+		}
+		res, err := measure(o.reps, o.gen, rewind, func() error { return tg(d, s) })
+		if err != nil {
+			return nil, err
+		}
+		res.Test = fmt.Sprintf("tg%d%s", o.gen, suffix)
+		res.Depth = d
+		results = append(results, res)
+	}
+	return results, nil
+}
+
+// parseDepths reads -d's comma-separated list of depths.
+func parseDepths(v string) ([]int, error) {
+	var ds []int
+	for f := range strings.SplitSeq(v, ",") {
+		d, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("depth %q: want a whole number of tokens, 0 or more", f)
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
+}
+
+// measure runs one test reps times, each after setup (untimed), and returns
+// its speeds in tokens/s.
+func measure(reps, tokens int, setup, run func() error) (benchResult, error) {
 	res := benchResult{Tokens: tokens}
 	for range reps {
+		if err := setup(); err != nil {
+			return res, err
+		}
 		start := time.Now()
 		if err := run(); err != nil {
 			return res, err
@@ -277,18 +342,18 @@ func dashes(n int) string {
 	return string(b)
 }
 
-// chainedTG decodes n tokens greedily from first at position 0 as a chain
-// (infer.Chain: each pass's argmax stays on the device as the next pass's
-// token, pass t+1 encoded while pass t runs), reporting false where the
-// backend or network cannot chain. Speed does not depend on the token ids,
-// so the model's own greedy tokens stand in for llama-bench's random ones.
-func chainedTG(m *infer.Model, first int32, n int) (bool, error) {
-	s := infer.NewSequence(m)
+// chainedTG decodes n tokens greedily from first after prefix (which s's
+// cache holds already) as a chain (infer.Chain: each pass's argmax stays on
+// the device as the next pass's token, pass t+1 encoded while pass t runs),
+// reporting false where the backend or network cannot chain. Speed does
+// not depend on the token ids, so the model's own greedy tokens stand in
+// for llama-bench's random ones.
+func chainedTG(s *infer.Sequence, prefix []int32, first int32, n int) (bool, error) {
 	c := s.NewChain()
 	if c == nil {
 		return false, nil
 	}
-	if _, err := s.Prefill([]int32{first}, nil); err != nil {
+	if _, err := s.Prefill(append(slices.Clip(prefix), first), nil); err != nil {
 		return true, err
 	}
 	// n forward passes of one token, as the plain loop runs: the prefill,

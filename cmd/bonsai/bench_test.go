@@ -2,8 +2,12 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -34,6 +38,7 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{"-p", "0", "-n", "0"},
 		{"--format", "xml"},
 		{"--cpu-features", "sse9"},
+		{"-d", "-5"},
 		{"extra"},
 	} {
 		var out, errOut bytes.Buffer
@@ -68,7 +73,63 @@ func TestDecodeBytes(t *testing.T) {
 		}
 	}
 	f := &gguf.File{Tensors: []gguf.TensorInfo{embd, blk}}
-	if got, want := tgBytes(f, h, 3), float64(1064)+2*float64(kvPerPos); got != want {
+	if got, want := tgBytes(f, h, 0, 3), float64(1064)+2*float64(kvPerPos); got != want {
 		t.Errorf("tgBytes over 3 tokens = %v, want %v (positions 0, 1, 2)", got, want)
+	}
+	if got, want := tgBytes(f, h, 10, 3), float64(1064)+12*float64(kvPerPos); got != want {
+		t.Errorf("tgBytes over 3 tokens at depth 10 = %v, want %v (positions 10, 11, 12)", got, want)
+	}
+}
+
+func TestParseDepths(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []int
+		ok   bool
+	}{
+		{"0", []int{0}, true},
+		{"0,512, 4096", []int{0, 512, 4096}, true},
+		{"-1", nil, false},
+		{"4k", nil, false},
+		{"", nil, false},
+	} {
+		got, err := parseDepths(tc.in)
+		if (err == nil) != tc.ok || !slices.Equal(got, tc.want) {
+			t.Errorf("parseDepths(%q) = %v, %v; want %v (ok %v)", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestBenchAtDepth: -d runs each test after that many tokens in the cache,
+// on a network with a KV cache only and on a recurrent one (which starts
+// each repetition from its snapshot at the depth), and says so in the test
+// name, as llama-bench's "tg128 @ d4096".
+func TestBenchAtDepth(t *testing.T) {
+	dir := t.TempDir()
+	q35 := filepath.Join(dir, "q35.gguf")
+	var out, errOut bytes.Buffer
+	if err := runSynth([]string{"--arch", "qwen35", "--shape", "tiny", "--type", "q1_0", "-o", q35}, &out, &errOut); err != nil {
+		t.Fatalf("synth: %v\n%s", err, errOut.String())
+	}
+	for _, model := range []string{"", q35} {
+		args := []string{"-p", "8", "-n", "4", "-r", "2", "-d", "0,40", "--format", "json", "--backend", "cpu", "--threads", "1"}
+		if model != "" {
+			args = append(args, "--model", model)
+		}
+		out.Reset()
+		if err := runBench(args, &out, &errOut); err != nil {
+			t.Fatalf("bench %v: %v\n%s", args, err, errOut.String())
+		}
+		var res []benchResult
+		if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+			t.Fatalf("bench %v: %v\n%s", args, err, out.String())
+		}
+		var tests []string
+		for _, r := range res {
+			tests = append(tests, fmt.Sprintf("%s/%d/%d", r.Test, r.Depth, len(r.Samples)))
+		}
+		if want := []string{"pp8/0/2", "tg4/0/2", "pp8 @ d40/40/2", "tg4 @ d40/40/2"}; !slices.Equal(tests, want) {
+			t.Errorf("bench %v: tests %v, want %v", args, tests, want)
+		}
 	}
 }

@@ -108,13 +108,13 @@ func decodeBytes(f *gguf.File, h infer.Hyperparams, pos int) int64 {
 }
 
 // tgBytes is the mean of decodeBytes over a tg test of n tokens decoded
-// from an empty cache (positions 0…n-1).
-func tgBytes(f *gguf.File, h infer.Hyperparams, n int) float64 {
+// after depth tokens in the cache (positions depth…depth+n-1).
+func tgBytes(f *gguf.File, h infer.Hyperparams, depth, n int) float64 {
 	if n <= 0 {
 		return 0
 	}
 	var sum float64
-	for pos := range n {
+	for pos := depth; pos < depth+n; pos++ {
 		sum += float64(decodeBytes(f, h, pos))
 	}
 	return sum / float64(n)

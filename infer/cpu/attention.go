@@ -18,75 +18,50 @@ import (
 //     exponentials of each 16 positions as _mm512_reduce_add_ps does and the
 //     chunks in f64 (ggml_vec_soft_max_f32);
 //   - the weights are rounded to f16 and meet V as tinyBLAS would
-//     (quant.WeightedSumF16);
+//     (quant.WeightedSumF16T over V stored by dimension, kvCache);
 //   - except in a pass of one token: tinyBLAS takes only products of two
 //     or more tokens, so a decode step's scores and outputs are
-//     ggml_vec_dot_f16's (quant.DotsF16Vec, quant.WeightedSumF16Vec).
+//     ggml_vec_dot_f16's (quant.DotsF16Vec, over K's rows and over V's
+//     dimensions).
 type attnJob struct {
 	b      *Backend
 	q, dst *tensor
 	layer  int
 	a      infer.Attn
-	// byDim, when set, is V of positions 0 … positions−1 stored by
-	// dimension (transposeV).
-	byDim     []uint16
-	positions int
-}
-
-// transposeRows is the fewest rows of one sequence for which a pass copies
-// V by dimension first. Each output of the probabilities · V product reads
-// V at one dimension over all positions: down the position-major cache
-// that is a column walk (rows 2 KiB apart on the 1.7B shape, which land in
-// a few cache sets), over the copy a contiguous dot product
-// (quant.WeightedSumF16T, the same sums to the bit). The copy costs one
-// pass over V, which a prompt's many rows repay and a decoding token's
-// one row does not.
-const transposeRows = 16
-
-// transposeV is a job over the KV heads: head g's dimensions of V at
-// positions [0, n) into byDim, dimension by dimension.
-type transposeV struct {
-	src, dst    []uint16
-	stride, dim int // src's elements per position; dim: per head
-	n           int
-}
-
-func (t *transposeV) run(lo, hi, _ int) {
-	for j := lo * t.dim; j < hi*t.dim; j++ {
-		row := t.dst[j*t.n : (j+1)*t.n]
-		for p := range row {
-			row[p] = t.src[p*t.stride+j]
-		}
-	}
 }
 
 func (j *attnJob) run(lo, hi, worker int) {
 	b, a := j.b, j.a
-	stride := b.kv.stride
+	c := &b.kv
 	group := a.Heads / a.KVHeads
-	kc, vc := b.kv.k[j.layer], b.kv.v[j.layer]
 	q16 := b.qf16[worker][:a.HeadDim]
 	for pair := lo; pair < hi; pair++ {
 		i, h := pair/a.Heads, pair%a.Heads
-		dots, weightedSum := quant.DotsF16, quant.WeightedSumF16
-		if b.n == 1 || b.step(i) {
-			dots, weightedSum = quant.DotsF16Vec, quant.WeightedSumF16Vec
-		}
 		past := b.pos(i) + 1 // positions 0 … Pos+i of the row's sequence are visible
 		scores := b.scores[worker][:past]
-		kvOff := b.base(i)*stride + (h/group)*a.HeadDim
+		k, vByDim := c.kHead(j.layer, h/group, b.base(i)), c.vHead(j.layer, h/group, b.base(i))
+		out := j.dst.row(i)[h*a.HeadDim : (h+1)*a.HeadDim]
 
 		quant.RoundF16s(q16, j.q.row(i)[h*a.HeadDim:(h+1)*a.HeadDim])
-		dots(q16, kc[kvOff:], stride, scores)
-		quant.SoftmaxF16(scores, a.Scale)
-		out := j.dst.row(i)[h*a.HeadDim : (h+1)*a.HeadDim]
-		if j.byDim != nil {
-			quant.WeightedSumF16T(scores, j.byDim[(h/group)*a.HeadDim*j.positions:], j.positions, out)
-		} else {
-			weightedSum(scores, vc[kvOff:], stride, out)
+		if b.n == 1 || b.step(i) {
+			quant.DotsF16Vec(q16, k, a.HeadDim, scores)
+			quant.SoftmaxF16(scores, a.Scale)
+			// ggml_vec_dot_f16 over llama.cpp's KV length padded to a
+			// multiple of 256: the padding's weights are 0 and fall in
+			// whole chunks of 64, so the dot runs over past rounded up to
+			// 64 with nothing left over for its scalar tail.
+			padded := b.scores[worker][:roundUp(past, 64)]
+			clear(padded[past:])
+			quant.DotsF16Vec(padded, vByDim, c.vStride, out)
+			continue
 		}
+		quant.DotsF16(q16, k, a.HeadDim, scores)
+		quant.SoftmaxF16(scores, a.Scale)
+		quant.WeightedSumF16T(scores, vByDim, c.vStride, out)
 	}
 }
+
+func roundUp(n, m int) int { return (n + m - 1) / m * m }
 
 func (b *Backend) Attention(dst, q infer.Tensor, layer int, a infer.Attn) {
 	if !b.ok() {
@@ -104,14 +79,5 @@ func (b *Backend) Attention(dst, q infer.Tensor, layer int, a infer.Attn) {
 		return
 	}
 	b.attn = attnJob{b: b, q: cq, dst: d, layer: layer, a: a}
-	if !b.inRows && b.n >= transposeRows && !b.batch.Steps {
-		// One sequence from position 0: its rows see at most positions
-		// 0 … Pos+n−1.
-		n := b.batch.Pos + b.n
-		b.transpose = transposeV{src: b.kv.v[layer], dst: b.vByDim[:n*s.KVHeads*s.HeadDim], stride: b.kv.stride, dim: s.HeadDim, n: n}
-		b.parallel(s.KVHeads, 1, &b.transpose)
-		b.transpose = transposeV{}
-		b.attn.byDim, b.attn.positions = b.vByDim, n
-	}
 	b.parallel(b.n*a.Heads, 1, &b.attn)
 }

@@ -70,15 +70,9 @@ type Backend struct {
 	pendingX  *tensor
 	qf16      [][]float32 // per worker: a query head rounded to f16
 	accum     [][]float32 // per worker: a head's output sum
-	// vByDim is V of the positions a long pass attends to, stored by
-	// dimension (attention.go); vBytes its size, counted with the
-	// activations.
 	// steps: every row of the pass is a decoding step of its own
 	// (infer.Batch.Steps, or rows that all say Step).
 	steps     bool
-	vByDim    []uint16
-	vBytes    int64
-	transpose transposeV
 	ropeFor   infer.Rope // the parameters ropeCos/ropeSin hold angles for
 	ropeValid bool       // they are this pass's
 
@@ -221,46 +215,60 @@ func (b *Backend) NewTensor(name string, rows, cols int) (infer.Tensor, error) {
 	return &tensor{name: name, rows: rows, cols: cols, data: make([]float32, rows*cols)}, nil
 }
 
-// kvCache holds f16 K and V: for each layer, Context rows of KVHeads·HeadDim.
+// kvCache holds f16 K and V, laid out so that attention reads each head's
+// keys and each of its value dimensions as one contiguous run: K by head,
+// then position (Context rows of HeadDim per head); V by head, then
+// dimension, then position (it is the right operand of probabilities · V,
+// whose dot products run over positions, as llama.cpp's V cache without
+// flash attention is stored). A decoding token at depth 4096 reads them at
+// about 4× the rate of one row per position holding every head: a head's
+// slice of such a row is 256 bytes every 2 KiB, and V was read down a column.
 type kvCache struct {
-	spec   infer.KVSpec
-	stride int // elements from one position's row to the next: the row and kvPad
-	k, v   [][]uint16
+	spec    infer.KVSpec
+	vStride int // elements from one dimension's positions to the next: Context and vSlack
+	k, v    [][]uint16
 }
 
-// bytes is what K and V take, padding included.
+// vSlack pads each V dimension's run of positions: a decoding step's dot
+// product runs over its positions rounded up to 64 (attention.go), up to 63
+// past the end of the context.
+const vSlack = 64
+
+// kHead is head g's keys from position base on, in layer l.
+func (c *kvCache) kHead(l, g, base int) []uint16 {
+	dim := c.spec.HeadDim
+	return c.k[l][(g*c.spec.Context+base)*dim : (g+1)*c.spec.Context*dim]
+}
+
+// vHead is head g's values from position base on, in layer l: dimension d's
+// positions start at d·vStride.
+func (c *kvCache) vHead(l, g, base int) []uint16 {
+	per := c.spec.HeadDim * c.vStride
+	return c.v[l][g*per+base : (g+1)*per]
+}
+
+// bytes is what K and V take, V's slack included.
 func (c kvCache) bytes() int64 {
-	return 2 * 2 * int64(c.spec.Layers) * int64(c.spec.Context) * int64(c.stride)
+	s := c.spec
+	return 2 * int64(s.Layers) * int64(s.KVHeads) * int64(s.HeadDim) * (int64(s.Context) + int64(c.vStride))
 }
-
-// kvPad pads each position's row of K and V by 32 bytes. Unpadded, the
-// rows of the usual shapes are a power of two apart (2 KiB on the 1.7B
-// shape), so the rows attention walks through fall into a few of the L1
-// cache's sets and evict each other; padded, they spread over all of them.
-const kvPad = 16
 
 func (b *Backend) NewKVCache(spec infer.KVSpec) error {
 	if spec.Layers <= 0 || spec.Context <= 0 || spec.KVHeads <= 0 || spec.HeadDim <= 0 {
 		return fmt.Errorf("%w: KV cache %+v", infer.ErrBadShape, spec)
 	}
 	b.kv = kvCache{}
-	stride := spec.KVHeads*spec.HeadDim + kvPad
-	per := spec.Context * stride
-	kv := kvCache{spec: spec, stride: stride, k: make([][]uint16, spec.Layers), v: make([][]uint16, spec.Layers)}
+	kv := kvCache{spec: spec, vStride: spec.Context + vSlack, k: make([][]uint16, spec.Layers), v: make([][]uint16, spec.Layers)}
 	for l := range spec.Layers {
-		kv.k[l] = make([]uint16, per)
-		kv.v[l] = make([]uint16, per)
+		kv.k[l] = make([]uint16, spec.KVHeads*spec.Context*spec.HeadDim)
+		kv.v[l] = make([]uint16, spec.KVHeads*spec.HeadDim*kv.vStride)
 	}
 	b.kv = kv
 	for w := range b.scores {
-		b.scores[w] = make([]float32, spec.Context)
+		b.scores[w] = make([]float32, spec.Context+vSlack)
 		b.qf16[w] = make([]float32, spec.HeadDim)
 		b.accum[w] = make([]float32, spec.HeadDim)
 	}
-	b.activationBytes -= b.vBytes
-	b.vByDim = make([]uint16, spec.Context*spec.KVHeads*spec.HeadDim)
-	b.vBytes = int64(len(b.vByDim)) * 2
-	b.activationBytes += b.vBytes
 	return nil
 }
 

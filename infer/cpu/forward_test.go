@@ -221,9 +221,9 @@ func TestPrefillEqualsTokenByToken(t *testing.T) {
 	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q4_0, gguf.Q8_0, gguf.Q4_K} {
 		t.Run(typ.String(), func(t *testing.T) {
 			cfg := tinymodel.Small(typ)
-			// 40 tokens in passes of 32 and 8: a pass of more rows than
-			// attention.go's transposeRows reads V through its copy by
-			// dimension, a short one and single tokens from the cache.
+			// 40 tokens in passes of 32 and 8 against single tokens from
+			// the cache: tinyBLAS's order for a pass of several rows,
+			// ggml_vec_dot_f16's for one, over the same cached K and V.
 			var tokens []int32
 			for i := range int32(40) {
 				tokens = append(tokens, 1+i%23)

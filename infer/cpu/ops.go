@@ -252,11 +252,24 @@ type storeJob struct {
 
 func (j *storeJob) run(lo, hi, _ int) {
 	c := &j.b.kv
-	width := j.k.cols
+	dim := c.spec.HeadDim
 	for i := lo; i < hi; i++ {
-		at := (j.b.base(i) + j.b.pos(i)) * c.stride
-		quant.F32sToF16(c.k[j.layer][at:at+width], j.k.row(i))
-		quant.F32sToF16(c.v[j.layer][at:at+width], j.v.row(i))
+		p := j.b.base(i) + j.b.pos(i)
+		k, v := j.k.row(i), j.v.row(i)
+		for g := range c.spec.KVHeads {
+			quant.F32sToF16(c.kHead(j.layer, g, p)[:dim], k[g*dim:(g+1)*dim])
+			// V goes down a column of its dimensions: narrowed a chunk at a
+			// time by the vector conversion, then scattered.
+			vByDim := c.vHead(j.layer, g, p)
+			var chunk [64]uint16
+			for d0 := 0; d0 < dim; d0 += len(chunk) {
+				n := min(len(chunk), dim-d0)
+				quant.F32sToF16(chunk[:n], v[g*dim+d0:g*dim+d0+n])
+				for d, h := range chunk[:n] {
+					vByDim[(d0+d)*c.vStride] = h
+				}
+			}
+		}
 	}
 }
 
