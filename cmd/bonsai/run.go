@@ -202,12 +202,21 @@ func stream(e engine.Client, o runFlags, seed uint64, out, errOut io.Writer) err
 			}
 			profs++
 		case engine.Done:
+			if o.format == "text" {
+				// The reply's line ends before anything else goes to the
+				// terminal: stderr's notes start on a line of their own.
+				if _, err := fmt.Fprintln(out); err != nil {
+					return err
+				}
+			}
 			if o.profile && profs > 0 {
 				printProfile(prof, errOut)
 			}
+			if ev.Reason == "length" {
+				fmt.Fprintln(errOut, cutNote(o.maxTokens, ev.Stats))
+			}
 			if o.format == "text" {
-				_, err := fmt.Fprintln(out)
-				return err
+				return nil
 			}
 			st := ev.Stats
 			mode := o.spec
@@ -225,6 +234,16 @@ func stream(e engine.Client, o runFlags, seed uint64, out, errOut io.Writer) err
 		}
 	}
 	return errors.New("the engine stopped before the reply was done")
+}
+
+// cutNote says why a reply ended before the model finished it, so that a
+// script (and a person) can tell a cut reply from a whole one: the
+// --max-tokens limit, or the context filling up.
+func cutNote(maxTokens int, st engine.Stats) string {
+	if maxTokens > 0 && st.DecodeTokens >= maxTokens {
+		return fmt.Sprintf("bonsai: the reply was cut off at --max-tokens %d", maxTokens)
+	}
+	return fmt.Sprintf("bonsai: the reply was cut off: the context (%d tokens) is full; a larger --ctx makes room", st.ContextSize)
 }
 
 // printProfile writes the mean time per token of each phase.
