@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -44,11 +45,10 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	path, err := sessionDBPath(*dbPath)
-	if err != nil {
-		return err
+	store, err := readSessions(*dbPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return errors.New("no saved conversations yet: there is nothing to export")
 	}
-	store, err := session.Open(path)
 	if err != nil {
 		return err
 	}
