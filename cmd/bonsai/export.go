@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/bonsai-chat/bonsai/session"
 )
@@ -78,13 +76,13 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 }
 
 // exportFormat picks the format from the flag, else from the output file's
-// extension, else Markdown.
+// extension (.md or .json; another is refused), else Markdown.
 func exportFormat(flagValue, out string) (session.Format, error) {
 	if flagValue != "" {
 		return session.ParseFormat(flagValue)
 	}
-	if strings.EqualFold(filepath.Ext(out), ".json") {
-		return session.JSON, nil
+	if out != "" {
+		return session.FormatOf(out)
 	}
 	return session.Markdown, nil
 }

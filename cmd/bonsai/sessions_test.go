@@ -263,3 +263,17 @@ func TestReadingSessionsFromAReadOnlyDataDirectory(t *testing.T) {
 		t.Errorf("rename on a read-only directory: code %d, stderr %q; want a failure", code, errOut)
 	}
 }
+
+// -o with an extension that names no format is refused, not written as
+// Markdown; --format still chooses for any name.
+func TestExportRefusesAnUnknownExtension(t *testing.T) {
+	isolatedXDG(t)
+	seedSessions(t)
+	txt := filepath.Join(t.TempDir(), "chat.txt")
+	if _, errOut, code := run(t, "export", "1", "-o", txt); code != 2 || !strings.Contains(errOut, `".txt"`) || fileExists(txt) {
+		t.Errorf("-o chat.txt: code %d, stderr %q, written %v; want a usage error naming .txt", code, errOut, fileExists(txt))
+	}
+	if _, errOut, code := run(t, "export", "1", "-o", txt, "--format", "md"); code != 0 || !fileExists(txt) {
+		t.Errorf("-o chat.txt --format md: code %d, %s", code, errOut)
+	}
+}
