@@ -151,3 +151,16 @@ func TestRunProfileStartsOnItsOwnLine(t *testing.T) {
 		t.Errorf("the profile table does not start a line:\n%s", both.String())
 	}
 }
+
+// info sizes the default context by the chat's rule (4096 capped by the
+// model's trained context): 1,024 for the built-in model, with no warning.
+func TestInfoUsesTheChatsDefaultContext(t *testing.T) {
+	isolatedXDG(t)
+	out, errOut, code := run(t, "info")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "KV cache for 1024 tokens") || strings.Contains(out, "beyond") {
+		t.Errorf("info on the built-in model:\n%s", out)
+	}
+}
