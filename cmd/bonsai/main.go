@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // command is one subcommand. Each lives in its own file and registers itself
@@ -51,12 +54,15 @@ func mainStatus() int {
 // startsEngine names the subcommands that may load a model on the GPU and
 // so start a driver that writes to stderr; the chat keeps the whole of
 // stderr in the log itself while its screen is up.
-var startsEngine = map[string]bool{"run": true, "bench": true, "bench-spec": true, "perplexity": true, "serve": true}
+var startsEngine = map[string]bool{"gpu": true, "run": true, "bench": true, "bench-spec": true, "perplexity": true, "serve": true}
 
 func runMain(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
 		case "help", "-h", "--help":
+			if len(args) > 1 && args[0] == "help" {
+				return helpFor(args[1], stdout, stderr)
+			}
 			usage(stdout)
 			return 0
 		case "version", "-version", "--version":
@@ -65,6 +71,9 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		}
 		if c, ok := commands[args[0]]; ok {
 			return report(c.run(args[1:], stdout, helpOutput(args[1:], stdout, stderr)), stderr)
+		}
+		if err := misspelled(args[0]); err != nil {
+			return report(err, stderr)
 		}
 	}
 	if defaultCommand == nil {
@@ -116,6 +125,32 @@ func versionString() string {
 		out += " (" + rev + dirty + ")"
 	}
 	return out + " " + bi.GoVersion
+}
+
+// helpFor is `bonsai help COMMAND`: the command's own usage, as
+// `bonsai COMMAND -h` prints it.
+func helpFor(name string, stdout, stderr io.Writer) int {
+	c, ok := commands[name]
+	if !ok {
+		if err := misspelled(name); err != nil {
+			return report(err, stderr)
+		}
+		return report(fmt.Errorf("%w: no command %q (see 'bonsai help')", errUsage, name), stderr)
+	}
+	return report(c.run([]string{"-h"}, stdout, stdout), stderr)
+}
+
+// misspelled is a usage error for a word that is not a command but is near
+// one (`bonsai runn`), nil for anything else: the chat takes the rest.
+func misspelled(word string) error {
+	if strings.HasPrefix(word, "-") {
+		return nil
+	}
+	near := nearest(word, slices.Collect(maps.Keys(commands)))
+	if near == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: unknown command %q: did you mean 'bonsai %s'? ('bonsai help' lists the commands)", errUsage, word, near)
 }
 
 func report(err error, stderr io.Writer) int {

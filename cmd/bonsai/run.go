@@ -159,6 +159,7 @@ func stream(e engine.Client, o runFlags, seed uint64, out, errOut io.Writer) err
 	enc := json.NewEncoder(out)
 	var (
 		backend string
+		context int    // the loaded model's context, in tokens
 		held    string // text the decoder held back when the reply stopped
 		prof    profile.Sample
 		profs   int
@@ -167,8 +168,14 @@ func stream(e engine.Client, o runFlags, seed uint64, out, errOut io.Writer) err
 	for ev := range e.Events() {
 		switch ev := ev.(type) {
 		case engine.Loaded:
-			backend = ev.Info.Backend
+			backend, context = ev.Info.Backend, ev.Info.ContextSize
 		case engine.Error:
+			if errors.Is(ev.Err, infer.ErrContextFull) {
+				// The engine's words are the chat's (/new); a run has one
+				// prompt, and --ctx is what makes room.
+				return fmt.Errorf("%w: the prompt does not fit the context of %d tokens: "+
+					"a larger --ctx (or context_size in config.toml), or a shorter prompt", infer.ErrContextFull, context)
+			}
 			return ev.Err
 		case engine.Notice:
 			fmt.Fprintln(errOut, ev.Text)
@@ -270,8 +277,25 @@ func openModel(name string) (*gguf.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return gguf.Open(path)
+	f, err := gguf.Open(path)
+	if errors.Is(err, gguf.ErrNotGGUF) {
+		return nil, notAModel{path, err}
+	}
+	return f, err
 }
+
+// notAModel is a file that is not a GGUF model, said in the user's words
+// (the parser's names its first four bytes, "magic").
+type notAModel struct {
+	path string
+	err  error
+}
+
+func (e notAModel) Error() string {
+	return fmt.Sprintf("%s is not a GGUF model file; 'bonsai models' lists the models you have", e.path)
+}
+
+func (e notAModel) Unwrap() error { return e.err }
 
 // modelName is how bench tables name the model setting: the file's base
 // name, or the embedded model's name.
