@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -105,12 +106,21 @@ func versionString() string {
 	if !ok {
 		return "bonsai (unknown version)"
 	}
-	v := bi.Main.Version
-	var rev, dirty string
+	return versionOf(bi)
+}
+
+// versionOf names the build: its module version, the commit (and whether
+// the tree had changes) that go build records, and the Go version. A build
+// without a commit (go run, -buildvcs=false, a git worktree) says so, so
+// that "(devel)" alone is never all a bug report gets.
+func versionOf(bi *debug.BuildInfo) string {
+	var rev, dirty, when string
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
 			rev = s.Value
+		case "vcs.time":
+			when = s.Value
 		case "vcs.modified":
 			if s.Value == "true" {
 				dirty = "+dirty"
@@ -120,11 +130,15 @@ func versionString() string {
 	if len(rev) > 12 {
 		rev = rev[:12]
 	}
-	out := "bonsai " + v
-	if rev != "" {
-		out += " (" + rev + dirty + ")"
+	out := "bonsai " + cmp.Or(bi.Main.Version, "(devel)")
+	if rev == "" {
+		return out + " " + bi.GoVersion + " (no commit recorded: 'go run' and -buildvcs=false builds carry none; 'go build' in a git clone records it)"
 	}
-	return out + " " + bi.GoVersion
+	out += " (commit " + rev + dirty
+	if when != "" {
+		out += ", " + when
+	}
+	return out + ") " + bi.GoVersion
 }
 
 // helpFor is `bonsai help COMMAND`: the command's own usage, as
