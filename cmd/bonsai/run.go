@@ -266,9 +266,9 @@ func printProfile(s profile.Sample, w io.Writer) {
 	}
 }
 
-// openModel resolves --model (a path, a registry name or a file in the
-// models directory, through infer/hub) and maps the file; no name means the
-// embedded default model (bonsai-tiny).
+// openModel resolves --model (a path, a registry name, a file in the
+// models directory or the built-in model's name, through infer/hub) and
+// maps the file; no name means the built-in model (bonsai-tiny).
 func openModel(name string) (*gguf.File, error) {
 	if name == "" {
 		return defaultmodel.Open()
@@ -277,7 +277,7 @@ func openModel(name string) (*gguf.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := gguf.Open(path)
+	f, err := openModelPath(path)
 	if errors.Is(err, gguf.ErrNotGGUF) {
 		return nil, notAModel{path, err}
 	}
