@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/adrg/xdg"
 	"github.com/bonsai-chat/bonsai/config"
 )
 
@@ -26,6 +27,10 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Setenv("BONSAI_CONFIG_DIR", dir)
+	// bonsai run keeps its runs as sessions: never in the user's database.
+	os.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
+	os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
+	xdg.Reload()
 	if f, err := os.Open(os.DevNull); err == nil {
 		stdin = f
 	}

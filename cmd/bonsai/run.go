@@ -43,6 +43,9 @@ type runFlags struct {
 	spec      spec.Mode
 	specAuto  bool // spec is the default's choice (off on the GPU)
 	maxDraft  int
+	cont      bool   // continue the last conversation (-c)
+	noSave    bool   // keep no session of this run
+	db        string // the conversation database (default: the XDG one)
 }
 
 // runSettings are the configuration's flags that `bonsai run` takes.
@@ -59,6 +62,10 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.topLogits, "top-logits", 0, "with --format jsonl, include the K largest logits of each step")
 	fs.IntVar(&o.maxTokens, "max-tokens", 0, "stop after N generated tokens (0: end of turn or context)")
 	fs.BoolVar(&o.profile, "profile", false, "print the time per forward-pass phase to stderr at the end")
+	fs.BoolVar(&o.cont, "c", false, "continue the last conversation (the chat's or a run's): its turns come before PROMPT")
+	fs.BoolVar(&o.cont, "continue", false, "the same as -c")
+	fs.BoolVar(&o.noSave, "no-save", false, "keep no session of this run (by default runs are kept, as chats are: see 'bonsai sessions')")
+	fs.StringVar(&o.db, "db", "", "conversation database `file` (default: $XDG_DATA_HOME/bonsai/bonsai.db)")
 	features := cpuFeaturesFlag(fs)
 	fs.IntVar(&o.maxDraft, "max-draft", 0, fmt.Sprintf("most tokens drafted per verify pass (0: %d, adapted as it goes)", spec.DefaultMaxDraft))
 	remoteURL := fs.String("remote", "", "answer from an OpenAI-compatible server at this base URL (e.g. http://host:8000/v1) instead of a local model")
@@ -98,6 +105,9 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	if o.raw && prompt == "" {
 		return fmt.Errorf("%w: the prompt encodes to no tokens", errUsage)
 	}
+	if o.raw && o.cont {
+		return fmt.Errorf("%w: -c continues a conversation, which --raw has none of", errUsage)
+	}
 	cfg, err := loadConfig(cfgFlags, stderr)
 	if err != nil {
 		return err
@@ -130,11 +140,21 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	req := engine.GenerateRequest{MaxTokens: o.maxTokens, Think: cfg.Think, Sampling: &sampling,
 		Steps: o.format == "jsonl", TopLogits: o.topLogits}
+	kept, err := openRunLog(o.db, o.cont, !o.raw && !o.noSave, stderr)
+	if err != nil {
+		return err
+	}
+	defer kept.Close()
+	system := cfg.SystemPrompt
 	if o.raw {
 		req.Raw = prompt
 	} else {
-		if cfg.SystemPrompt != "" {
-			req.Messages = append(req.Messages, chat.Message{Role: chat.RoleSystem, Content: cfg.SystemPrompt})
+		// A continued conversation keeps its own system prompt.
+		if req.Messages = kept.history(); req.Messages != nil {
+			system = ""
+		}
+		if system != "" {
+			req.Messages = append(req.Messages, chat.Message{Role: chat.RoleSystem, Content: system})
 		}
 		req.Messages = append(req.Messages, chat.Message{Role: chat.RoleUser, Content: prompt})
 	}
@@ -149,13 +169,27 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	defer e.Close()
 	e.Generate(req)
-	return stream(e, o, sampling.Seed, stdout, stderr)
+	reply, err := stream(e, o, sampling.Seed, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if err := kept.keep(system, prompt, reply); err != nil {
+		fmt.Fprintf(stderr, "bonsai: this run was not saved: %v\n", err)
+	}
+	return nil
 }
 
 // stream writes the engine's reply as it comes: in text mode the answer to
 // out and any reasoning to errOut, in jsonl mode one object per sampled
 // token and then a summary.
-func stream(e engine.Client, o runFlags, seed uint64, out, errOut io.Writer) error {
+func stream(e engine.Client, o runFlags, seed uint64, out, errOut io.Writer) (runReply, error) {
+	var r runReply
+	err := streamInto(&r, e, o, seed, out, errOut)
+	return r, err
+}
+
+// streamInto is stream, gathering the reply into r as it goes.
+func streamInto(r *runReply, e engine.Client, o runFlags, seed uint64, out, errOut io.Writer) error {
 	enc := json.NewEncoder(out)
 	var (
 		backend string
@@ -168,6 +202,7 @@ func stream(e engine.Client, o runFlags, seed uint64, out, errOut io.Writer) err
 	for ev := range e.Events() {
 		switch ev := ev.(type) {
 		case engine.Loaded:
+			r.info = ev.Info
 			backend, context = ev.Info.Backend, ev.Info.ContextSize
 		case engine.Error:
 			if errors.Is(ev.Err, infer.ErrContextFull) {
@@ -188,6 +223,11 @@ func stream(e engine.Client, o runFlags, seed uint64, out, errOut io.Writer) err
 				return err
 			}
 		case engine.Token:
+			if ev.Thinking {
+				r.thinking += ev.Text
+			} else {
+				r.content += ev.Text
+			}
 			if o.format != "text" {
 				continue
 			}
@@ -209,6 +249,7 @@ func stream(e engine.Client, o runFlags, seed uint64, out, errOut io.Writer) err
 			}
 			profs++
 		case engine.Done:
+			r.done = ev
 			if o.format == "text" {
 				// The reply's line ends before anything else goes to the
 				// terminal: stderr's notes start on a line of their own.
