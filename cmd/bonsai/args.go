@@ -85,7 +85,7 @@ func flagError(fs *flag.FlagSet, args []string, err error) error {
 		msg = fmt.Sprintf(form.words, typed(args, name))
 		if strings.HasPrefix(form.prefix, "flag provided") {
 			if near := nearest(name, flagNames(fs)); near != "" {
-				msg += fmt.Sprintf(" (did you mean --%s?)", near)
+				msg += fmt.Sprintf(" (did you mean %s?)", dashed(near))
 			}
 		}
 		break
@@ -113,6 +113,14 @@ func typed(args []string, name string) string {
 			return a
 		}
 	}
+	return dashed(name)
+}
+
+// dashed is how the help writes a flag: -c for one letter, --ctx for more.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
 	return "--" + name
 }
 
@@ -133,8 +141,11 @@ func flagNames(fs *flag.FlagSet) []string {
 
 // nearest is the candidate closest to word when it is near enough to be a
 // slip of the keyboard (at most a third of word's letters off, and at most
-// two), else "".
+// two), else "". A single letter is near every other: it gets none.
 func nearest(word string, candidates []string) string {
+	if len(word) < 2 {
+		return ""
+	}
 	best, bestD := "", min(2, max(1, len(word)/3))+1
 	for _, c := range candidates {
 		if d := editDistance(word, c); d < bestD {

@@ -25,6 +25,8 @@ func TestMessagesInTheUsersWords(t *testing.T) {
 		{[]string{"run", "--nope", "hi"}, 2, []string{"unknown flag --nope", "'bonsai run -h'"}, []string{"-nope:", "flag provided"}},
 		{[]string{"run", "--maxtokens", "3", "hi"}, 2, []string{"did you mean --max-tokens?"}, nil},
 		{[]string{"run", "--raw=maybe", "hi"}, 2, []string{`"maybe" for --raw`, "true or false"}, []string{"parse error"}},
+		{[]string{"export", "-x", "1"}, 2, []string{"unknown flag -x;"}, []string{"did you mean"}},
+		{[]string{"run", "--continu", "hi"}, 2, []string{"did you mean --continue?"}, nil},
 		{[]string{"sessions", "--jsn"}, 2, []string{"did you mean --json?", "'bonsai sessions -h'"}, nil},
 		{[]string{"runn"}, 2, []string{"did you mean 'bonsai run'?"}, nil},
 		{[]string{"help", "sesions"}, 2, []string{"did you mean 'bonsai sessions'?"}, nil},
