@@ -26,8 +26,8 @@ type runLog struct {
 
 // openRunLog opens the conversation database: to continue its last session
 // (cont), to keep this run (save), or both. Neither needs no database, and
-// gives nil. A database that cannot be opened only stops the saving, with a
-// warning, unless the run needs it to continue.
+// gives nil. A database that cannot be written only stops the saving, with
+// a warning: a run still continues from one it can read.
 func openRunLog(dbPath string, cont, save bool, stderr io.Writer) (*runLog, error) {
 	if !cont && !save {
 		return nil, nil
@@ -35,35 +35,45 @@ func openRunLog(dbPath string, cont, save bool, stderr io.Writer) (*runLog, erro
 	var store *session.Store
 	var err error
 	if save {
-		var path string
-		if path, err = sessionDBPath(dbPath); err == nil {
-			store, err = session.Open(path)
+		if store, err = openForWriting(dbPath); err != nil {
+			fmt.Fprintf(stderr, "bonsai: this run will not be saved (--no-save keeps this quiet): %v\n", err)
+			save = false
 		}
-	} else {
+	}
+	if !cont {
+		if !save {
+			return nil, nil
+		}
+		return &runLog{store: store, save: true}, nil
+	}
+	if store == nil {
 		store, err = readSessions(dbPath)
-	}
-	if err != nil {
-		if cont {
-			if errors.Is(err, os.ErrNotExist) {
-				return nil, errNothingToContinue
-			}
-			return nil, fmt.Errorf("cannot continue the last conversation: %w", err)
-		}
-		fmt.Fprintf(stderr, "bonsai: this run will not be saved (--no-save keeps this quiet): %v\n", err)
-		return nil, nil
-	}
-	l := &runLog{store: store, save: save}
-	if cont {
-		l.last, err = store.Last(context.Background())
-		if errors.Is(err, session.ErrNotFound) {
-			err = errNothingToContinue
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, errNothingToContinue
 		}
 		if err != nil {
-			store.Close()
-			return nil, err
+			return nil, fmt.Errorf("cannot continue the last conversation: %w", err)
 		}
 	}
-	return l, nil
+	last, err := store.Last(context.Background())
+	if errors.Is(err, session.ErrNotFound) {
+		err = errNothingToContinue
+	}
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	return &runLog{store: store, save: save, last: last}, nil
+}
+
+// openForWriting opens (creating if needed) the --db file, else the XDG
+// default.
+func openForWriting(dbPath string) (*session.Store, error) {
+	path, err := sessionDBPath(dbPath)
+	if err != nil {
+		return nil, err
+	}
+	return session.Open(path)
 }
 
 // history is the conversation the prompt continues (none for a new one).

@@ -2,10 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/session"
+	"github.com/bonsai-chat/bonsai/session/sessiontest"
 )
 
 // promptTokens runs `bonsai run` in jsonl mode and returns the prompt's
@@ -77,5 +79,18 @@ func TestRunNoSaveAndNothingToContinue(t *testing.T) {
 	promptTokens(t, "--no-save", "hi")
 	if out, _, _ := run(t, "sessions"); !strings.Contains(out, "no saved conversations") {
 		t.Errorf("--no-save kept the run:\n%s", out)
+	}
+}
+
+// A run on a read-only data directory still answers, and still continues
+// the last conversation, saying that it is not saved.
+func TestRunOnAReadOnlyDataDirectory(t *testing.T) {
+	isolatedXDG(t)
+	promptTokens(t, "How do maples grow?")
+	path, _ := session.DefaultPath()
+	sessiontest.ReadOnlyDir(t, filepath.Dir(path))
+	out, errOut, code := run(t, "run", "--backend", "cpu", "--temp", "0", "--max-tokens", "2", "-c", "And oaks?")
+	if code != 0 || strings.TrimSpace(out) == "" || !strings.Contains(errOut, "will not be saved") {
+		t.Errorf("run -c on a read-only data directory: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }

@@ -125,11 +125,7 @@ func changeSessions(dbPath string, rest []string) error {
 	if !slices.Contains([]string{"rename", "delete", "rm"}, rest[0]) {
 		return fmt.Errorf("%w: sessions: unknown action %q (list, search, rename, delete)", errUsage, rest[0])
 	}
-	path, err := sessionDBPath(dbPath)
-	if err != nil {
-		return err
-	}
-	store, err := session.Open(path)
+	store, err := openForWriting(dbPath)
 	if err != nil {
 		return err
 	}
