@@ -182,9 +182,9 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 // stream writes the engine's reply as it comes: in text mode the answer to
 // out and any reasoning to errOut, in jsonl mode one object per sampled
 // token and then a summary.
-func stream(e engine.Client, o runFlags, seed uint64, out, errOut io.Writer) (runReply, error) {
-	var r runReply
-	err := streamInto(&r, e, o, seed, out, errOut)
+func stream(e engine.Client, o runFlags, seed uint64, out, errOut io.Writer) (*runReply, error) {
+	r := &runReply{}
+	err := streamInto(r, e, o, seed, out, errOut)
 	return r, err
 }
 
@@ -224,9 +224,9 @@ func streamInto(r *runReply, e engine.Client, o runFlags, seed uint64, out, errO
 			}
 		case engine.Token:
 			if ev.Thinking {
-				r.thinking += ev.Text
+				r.thinking.WriteString(ev.Text)
 			} else {
-				r.content += ev.Text
+				r.content.WriteString(ev.Text)
 			}
 			if o.format != "text" {
 				continue

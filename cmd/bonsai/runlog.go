@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/bonsai-chat/bonsai/infer/chat"
 	"github.com/bonsai-chat/bonsai/infer/engine"
@@ -86,7 +87,7 @@ func (l *runLog) history() []chat.Message {
 
 // keep stores the exchange: the system prompt (a new conversation's
 // only), the prompt and the reply with its numbers.
-func (l *runLog) keep(system, prompt string, r runReply) error {
+func (l *runLog) keep(system, prompt string, r *runReply) error {
 	if l == nil || !l.save {
 		return nil
 	}
@@ -109,7 +110,7 @@ func (l *runLog) keep(system, prompt string, r runReply) error {
 	st := r.done.Stats
 	turns = append(turns,
 		session.Message{Role: chat.RoleUser, Content: prompt, Model: meta.Model, Variant: meta.Variant, Backend: meta.Backend},
-		session.Message{Role: chat.RoleAssistant, Content: r.content, Thinking: r.thinking,
+		session.Message{Role: chat.RoleAssistant, Content: r.content.String(), Thinking: r.thinking.String(),
 			Model: meta.Model, Variant: meta.Variant, Backend: meta.Backend, Stopped: r.done.Reason == "stopped",
 			Stats: session.Stats{PromptTokens: st.PrefillTokens, GenTokens: st.DecodeTokens,
 				PrefillTPS: st.PrefillTPS, DecodeTPS: st.DecodeTPS, TTFT: st.TTFT}})
@@ -130,6 +131,6 @@ func (l *runLog) Close() {
 // runReply is what a run produced, for its log.
 type runReply struct {
 	info              engine.ModelInfo
-	content, thinking string
+	content, thinking strings.Builder
 	done              engine.Done
 }
