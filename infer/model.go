@@ -7,6 +7,16 @@ import (
 	"github.com/bonsai-chat/bonsai/gguf"
 )
 
+// ContextFor is the context a model loads with when asked for ctx tokens:
+// ctx itself, or for 0 DefaultContext capped by what the model was trained
+// on. The chat, run, serve and info all size the context by this one rule.
+func ContextFor(ctx int, hp Hyperparams) int {
+	if ctx == 0 {
+		return min(DefaultContext, hp.ContextTrain)
+	}
+	return ctx
+}
+
 // Defaults for Options' zero values.
 const (
 	// DefaultContext is the KV cache size when Options.Context is 0 (capped
@@ -102,10 +112,7 @@ func Load(f *gguf.File, opts Options) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", archName, err)
 	}
-	ctx := opts.Context
-	if ctx == 0 {
-		ctx = min(DefaultContext, hp.ContextTrain)
-	}
+	ctx := ContextFor(opts.Context, hp)
 	if ctx < 1 {
 		return nil, fmt.Errorf("%w: context %d", ErrBadShape, ctx)
 	}

@@ -1,6 +1,9 @@
 package infer
 
 import (
+	"fmt"
+	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -128,7 +131,44 @@ func DetectVariant(f *gguf.File) Variant {
 			}
 		}
 	}
-	return ClassifyVariant(s, types)
+	return releaseOrShape(ClassifyVariant(s, types), arch, namedBonsai(f))
+}
+
+// releaseOrShape keeps a Bonsai classification only for a file that says
+// it is Bonsai (named): a shape is not a release, and random weights in
+// Bonsai's shape (bonsai synth's) are no Bonsai model and get no Bonsai
+// sampling. Such a file is named by its shape: "Qwen3 (1.7B shape)".
+func releaseOrShape(v Variant, arch string, named bool) Variant {
+	if !v.Bonsai || named {
+		return v
+	}
+	return Variant{Name: fmt.Sprintf("%s (%s shape)", archTitle(arch), v.Size), Size: v.Size}
+}
+
+// bonsaiName matches the names PrismML gives its releases ("Bonsai-8B",
+// "Bonsai 1.7B", "Ternary-Bonsai-27B", "Bonsai-2-27B", basename "Bonsai"),
+// not names that merely start with the word ("bonsai-synth", "bonsai-tiny").
+var bonsaiName = regexp.MustCompile(`(?i)^(ternary[- _])?bonsai([- _]?(2[- _])?[0-9]|$)`)
+
+// namedBonsai reports whether f says it is one of PrismML's Bonsai models:
+// by its general name or file name, or by naming PrismML (prism-ml) as its
+// maker or source.
+func namedBonsai(f *gguf.File) bool {
+	for _, key := range []string{"general.name", "general.basename"} {
+		if v, ok := f.KV.String(key); ok && bonsaiName.MatchString(strings.TrimSpace(v)) {
+			return true
+		}
+	}
+	if bonsaiName.MatchString(filepath.Base(f.Path)) {
+		return true
+	}
+	for _, key := range []string{"general.organization", "general.author", "general.url", "general.repo_url",
+		"general.source.url", "general.source.huggingface.repository"} {
+		if v, ok := f.KV.String(key); ok && strings.Contains(strings.ToLower(v), "prism") {
+			return true
+		}
+	}
+	return false
 }
 
 // deltaNetSmallWeight reports the Gated DeltaNet tensors that are 2-D but

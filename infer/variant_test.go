@@ -1,6 +1,7 @@
 package infer
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -65,5 +66,55 @@ func TestClassifyVariant(t *testing.T) {
 				t.Errorf("Bonsai sampling defaults %+v, want temp %v, top-p %v, top-k 20, thinking %v", v, wantTemp, wantTopP, wantThink)
 			}
 		})
+	}
+}
+
+// A file in Bonsai's shape is Bonsai only when it says so (its name, file
+// name or PrismML as its maker); random weights in the shape are named by
+// the shape.
+func TestBonsaiShapeIsNotARelease(t *testing.T) {
+	b17 := ModelShape{"qwen3", 28, 2048, 16, 8, 128, 6144, 151936, true, false}
+	shaped := ClassifyVariant(b17, map[gguf.Type]int{gguf.Q1_0: 197})
+	if v := releaseOrShape(shaped, "qwen3", false); v.Name != "Qwen3 (1.7B shape)" || v.Bonsai || v.Temperature != 0 {
+		t.Errorf("an unnamed file in the 1.7B shape: %+v", v)
+	}
+	if v := releaseOrShape(shaped, "qwen3", true); v.Name != "Bonsai-1.7B" || !v.Bonsai {
+		t.Errorf("a file named Bonsai in the 1.7B shape: %+v", v)
+	}
+
+	for _, tc := range []struct {
+		path string
+		kv   map[string]string
+		want bool
+	}{
+		{"/m/x.gguf", map[string]string{"general.name": "bonsai-synth bonsai-1.7b Q1_0 seed 1"}, false},
+		{"/m/x.gguf", map[string]string{"general.name": "bonsai-tiny"}, false},
+		{"/m/x.gguf", nil, false},
+		{"/m/x.gguf", map[string]string{"general.name": "Bonsai 8B"}, true},
+		{"/m/x.gguf", map[string]string{"general.name": "Ternary-Bonsai-27B"}, true},
+		{"/m/x.gguf", map[string]string{"general.basename": "Bonsai"}, true},
+		{"/m/x.gguf", map[string]string{"general.organization": "Prism Ml"}, true},
+		{"/m/x.gguf", map[string]string{"general.source.huggingface.repository": "prism-ml/Bonsai-8B"}, true},
+		{"/m/Bonsai-8B-Q1_0.gguf", nil, true},
+		{"/m/Bonsai-2-27B-PTQ1_0.gguf", nil, true},
+		{"/m/bonsai-synth-1.7b.gguf", nil, false},
+	} {
+		w := gguf.NewWriter()
+		w.Set("general.architecture", "qwen3")
+		for k, v := range tc.kv {
+			w.Set(k, v)
+		}
+		var buf bytes.Buffer
+		if _, err := w.WriteTo(&buf); err != nil {
+			t.Fatal(err)
+		}
+		f, err := gguf.Parse(buf.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Path = tc.path
+		if got := namedBonsai(f); got != tc.want {
+			t.Errorf("namedBonsai(%s, %v) = %v, want %v", tc.path, tc.kv, got, tc.want)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -33,6 +34,22 @@ func ParseFormat(s string) (Format, error) {
 		return JSON, nil
 	}
 	return "", fmt.Errorf("%q: %w", s, ErrUnknownFormat)
+}
+
+// FormatOf picks the export format from a file name: .md or .markdown is
+// Markdown, .json is JSON, and a name without an extension is Markdown.
+// Any other extension is refused, naming it, rather than writing Markdown
+// into a file whose name says otherwise.
+func FormatOf(path string) (Format, error) {
+	ext := filepath.Ext(path)
+	if ext == "" {
+		return Markdown, nil
+	}
+	f, err := ParseFormat(ext[1:])
+	if err != nil {
+		return "", fmt.Errorf("%s: extension %q: %w", path, ext, ErrUnknownFormat)
+	}
+	return f, nil
 }
 
 // Export writes the session to path in the given format, atomically: the

@@ -41,16 +41,38 @@ type ReplyWriter struct {
 // BeginReply creates an (incomplete) assistant message in the session and
 // returns a writer for its text.
 func (s *Store) BeginReply(ctx context.Context, sessionID int64, meta Meta) (*ReplyWriter, error) {
-	var id int64
+	w, _, err := s.beginReply(ctx, sessionID, meta)
+	return w, err
+}
+
+// BeginReplyAfter is BeginReply for a writer that holds the session as it
+// last saw it, as AddAfter is Add's: when the session's last message is not
+// after, the reply is still begun, and its writer comes back with an error
+// wrapping ErrChanged.
+func (s *Store) BeginReplyAfter(ctx context.Context, sessionID, after int64, meta Meta) (*ReplyWriter, error) {
+	w, last, err := s.beginReply(ctx, sessionID, meta)
+	if err != nil {
+		return nil, err
+	}
+	return w, changedUnder(sessionID, after, last)
+}
+
+// beginReply starts the reply and returns its writer and the id of the
+// message that was the session's last before it.
+func (s *Store) beginReply(ctx context.Context, sessionID int64, meta Meta) (*ReplyWriter, int64, error) {
+	var id, last int64
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		var err error
+		if last, err = lastMessage(ctx, tx, sessionID); err != nil {
+			return err
+		}
 		id, err = insertMessage(ctx, tx, sessionID, Message{
 			Role: chat.RoleAssistant, Model: meta.Model, Variant: meta.Variant, Backend: meta.Backend,
 		}, false, s.opts.Now())
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("session %d: begin reply: %w", sessionID, err)
+		return nil, 0, fmt.Errorf("session %d: begin reply: %w", sessionID, err)
 	}
 	w := &ReplyWriter{store: s, sessionID: sessionID, id: id, stop: make(chan struct{})}
 	s.mu.Lock()
@@ -58,7 +80,7 @@ func (s *Store) BeginReply(ctx context.Context, sessionID int64, meta Meta) (*Re
 	s.mu.Unlock()
 	w.flusher.Add(1)
 	go w.flushLoop(s.opts.FlushInterval)
-	return w, nil
+	return w, last, nil
 }
 
 // ID is the reply's message id.

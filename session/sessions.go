@@ -244,12 +244,36 @@ func MakeTitle(prompt string) string {
 // its id; a reply with Interrupted set stays marked interrupted. The first
 // user message titles an untitled session.
 func (s *Store) Add(ctx context.Context, sessionID int64, m Message) (int64, error) {
-	if !validRole(m.Role) {
-		return 0, fmt.Errorf("add message: unknown role %q", m.Role)
+	id, _, err := s.add(ctx, sessionID, m)
+	return id, err
+}
+
+// AddAfter is Add for a writer that holds the session as it last saw it:
+// after is the id of the last message it knows the session to hold (0: it
+// knows none). When the session's last message is another, a second writer
+// (another bonsai on the same session) has added to it or removed from it:
+// the message is still written, and its id comes back with an error
+// wrapping ErrChanged, so that the writer can say that the turns
+// interleave.
+func (s *Store) AddAfter(ctx context.Context, sessionID, after int64, m Message) (int64, error) {
+	id, last, err := s.add(ctx, sessionID, m)
+	if err != nil {
+		return 0, err
 	}
-	var id int64
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	return id, changedUnder(sessionID, after, last)
+}
+
+// add writes m and returns its id and the id of the message that was the
+// session's last before it (0: none).
+func (s *Store) add(ctx context.Context, sessionID int64, m Message) (id, last int64, err error) {
+	if !validRole(m.Role) {
+		return 0, 0, fmt.Errorf("add message: unknown role %q", m.Role)
+	}
+	err = s.withTx(ctx, func(tx *sql.Tx) error {
 		var err error
+		if last, err = lastMessage(ctx, tx, sessionID); err != nil {
+			return err
+		}
 		id, err = insertMessage(ctx, tx, sessionID, m, !m.Interrupted, s.opts.Now())
 		if err != nil {
 			return err
@@ -260,9 +284,26 @@ func (s *Store) Add(ctx context.Context, sessionID int64, m Message) (int64, err
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("session %d: add %s message: %w", sessionID, m.Role, err)
+		return 0, 0, fmt.Errorf("session %d: add %s message: %w", sessionID, m.Role, err)
 	}
-	return id, nil
+	return id, last, nil
+}
+
+// lastMessage is the id of the session's newest message, 0 when it has
+// none.
+func lastMessage(ctx context.Context, tx *sql.Tx, sessionID int64) (int64, error) {
+	var last int64
+	err := tx.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM messages WHERE session_id = ?`, sessionID).Scan(&last)
+	return last, err
+}
+
+// changedUnder is ErrChanged when the session's last message before a
+// write (last) is not the one the writer last saw (after).
+func changedUnder(sessionID, after, last int64) error {
+	if last == after {
+		return nil
+	}
+	return fmt.Errorf("session %d: its last message is %d, not %d as this chat last saw: %w", sessionID, last, after, ErrChanged)
 }
 
 func validRole(r string) bool {

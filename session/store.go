@@ -54,6 +54,9 @@ var (
 	ErrChanged = errors.New("the session was changed by another process")
 	// ErrClosed: the Store or ReplyWriter was already closed.
 	ErrClosed = errors.New("closed")
+	// ErrNeedsUpgrade: OpenReadOnly found a database written by an older
+	// bonsai, whose schema only a writable Open brings up to date.
+	ErrNeedsUpgrade = errors.New("the database was written by an older bonsai and needs upgrading: open it once with write access (run bonsai as usual)")
 )
 
 // applicationID marks bonsai's databases in the SQLite header ("BnsI"), so a
@@ -75,6 +78,10 @@ func DefaultPath() (string, error) {
 	}
 	return filepath.Join(dir, "bonsai.db"), nil
 }
+
+// DataPath is where DefaultPath keeps the database, found without creating
+// or checking anything: reading the conversations needs no write access.
+func DataPath() string { return filepath.Join(xdg.DataHome, "bonsai", "bonsai.db") }
 
 // Options tune a Store; the zero value gives the defaults.
 type Options struct {
@@ -141,6 +148,60 @@ func OpenWith(path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// OpenReadOnly opens an existing database for reading only: it creates
+// nothing (no database, no WAL files where SQLite can do without them),
+// migrates nothing and needs no write access to the file or its directory,
+// so listing and exporting work on a read-only data directory. A database
+// whose schema is older than this build's fails with ErrNeedsUpgrade; a
+// missing one with an error wrapping os.ErrNotExist.
+func OpenReadOnly(path string, opts Options) (*Store, error) {
+	opts = opts.withDefaults()
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return nil, fmt.Errorf("open %s: %w", abs, err)
+	}
+	if err := checkHeader(abs); err != nil {
+		return nil, err
+	}
+	// A WAL database opened read-only still needs its -shm file; where the
+	// directory cannot be written and the file is not there, SQLite can only
+	// read the database as immutable (with no writer able to exist beside
+	// it, nothing is missed).
+	immutable := writable(filepath.Dir(abs)) != nil && !exists(abs+"-shm")
+	db, err := sql.Open("sqlite", readOnlyDSN(abs, opts.BusyTimeout, immutable))
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", abs, err)
+	}
+	if err := checkSchema(context.Background(), db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", abs, err)
+	}
+	return &Store{db: db, path: abs, opts: opts, writers: map[*ReplyWriter]struct{}{}}, nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// checkSchema fails unless the database's schema is exactly this build's.
+func checkSchema(ctx context.Context, db *sql.DB) error {
+	var version int
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return fmt.Errorf("read schema version: %w", classify(err))
+	}
+	switch {
+	case version > SchemaVersion:
+		return fmt.Errorf("%w: schema %d, this build knows up to %d", ErrTooNew, version, SchemaVersion)
+	case version < SchemaVersion:
+		return fmt.Errorf("schema %d, this build's is %d: %w", version, SchemaVersion, ErrNeedsUpgrade)
+	}
+	return nil
+}
+
 // Path is the database file.
 func (s *Store) Path() string { return s.path }
 
@@ -175,6 +236,19 @@ func dsn(abs string, busy time.Duration) string {
 	if u.Path[0] != '/' { // Windows drive letters
 		u.Path = "/" + u.Path
 	}
+	return u.String()
+}
+
+// readOnlyDSN is dsn for a reader: mode=ro, and immutable=1 where the
+// database's directory cannot hold the WAL index.
+func readOnlyDSN(abs string, busy time.Duration, immutable bool) string {
+	u, _ := url.Parse(dsn(abs, busy))
+	q := u.Query()
+	q.Set("mode", "ro")
+	if immutable {
+		q.Set("immutable", "1")
+	}
+	u.RawQuery = q.Encode()
 	return u.String()
 }
 

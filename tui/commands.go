@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -198,15 +199,60 @@ type exportedMsg struct {
 	err  error
 }
 
-// export writes the transcript as markdown (or JSON for a .json path).
+// export writes the chat to a file: the stored session, as `bonsai export`
+// writes it (its times, models and backends), once the saves queued before
+// it are done; a chat that keeps nothing exports its transcript. The file's
+// extension names the format (.md or .json).
 func (m *Model) export(arg string) tea.Cmd {
-	msgs := m.conv.entries
-	if len(msgs) == 0 {
+	if len(m.conv.entries) == 0 {
 		return m.notify("nothing to export yet", true)
 	}
-	sess := &session.Session{Info: session.Info{ID: m.sessionID, Title: m.title, Model: m.meta().Model,
-		Variant: m.meta().Variant, Backend: m.meta().Backend, Created: m.opts.Now(), Updated: m.opts.Now()}}
-	for _, e := range msgs {
+	path := expandHome(arg, m.opts.HomeDir)
+	if path == "" {
+		path = exportName(m.title, m.opts.Now())
+	}
+	format, err := session.FormatOf(path)
+	if err != nil {
+		return func() tea.Msg { return exportedMsg{path: path, err: err} }
+	}
+	if !filepath.IsAbs(path) && m.opts.ExportDir != "" {
+		path = filepath.Join(m.opts.ExportDir, path)
+	}
+	transcript := m.transcriptSession()
+	write := func() tea.Msg {
+		sess := transcript
+		if stored := m.save.stored(); stored != nil {
+			sess = stored
+		}
+		return exportTo(sess, format, path, arg == "")
+	}
+	if m.save.enabled() {
+		m.save.bg.Do(write) // after the saves queued before it
+		return nil
+	}
+	return write
+}
+
+// stored is the chat's session as the database holds it, nil when there is
+// none; it runs on the saver's goroutine.
+func (s *saver) stored() *session.Session {
+	if !s.enabled() || s.sessionID == 0 {
+		return nil
+	}
+	sess, err := s.store.Load(context.Background(), s.sessionID)
+	if err != nil {
+		return nil
+	}
+	return sess
+}
+
+// transcriptSession is the chat as the screen holds it, for a chat that
+// keeps nothing.
+func (m *Model) transcriptSession() *session.Session {
+	meta := m.meta()
+	sess := &session.Session{Info: session.Info{ID: m.sessionID, Title: m.title, Model: meta.Model,
+		Variant: meta.Variant, Backend: meta.Backend, Created: m.opts.Now(), Updated: m.opts.Now()}}
+	for _, e := range m.conv.entries {
 		mm, ok := e.message()
 		if !ok && e.kind != entryAssistant {
 			continue
@@ -220,38 +266,30 @@ func (m *Model) export(arg string) tea.Cmd {
 		}
 		sess.Turns = append(sess.Turns, t)
 	}
-	path := expandHome(arg, m.opts.HomeDir)
-	if path == "" {
-		path = exportName(m.title, m.opts.Now())
-	}
-	format := session.Markdown
-	if strings.EqualFold(filepath.Ext(path), ".json") {
-		format = session.JSON
-	}
-	if !filepath.IsAbs(path) && m.opts.ExportDir != "" {
-		path = filepath.Join(m.opts.ExportDir, path)
-	}
-	return func() tea.Msg {
-		if arg == "" {
-			// The exports directory is bonsai's own: make it on first use.
-			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-				return exportedMsg{path: path, err: err}
-			}
-		}
-		if err := session.Export(sess, format, path); err != nil {
-			// Say which file, not the temporary one the write went through.
-			var pe *fs.PathError
-			if errors.As(err, &pe) {
-				err = fmt.Errorf("%s: %w", path, pe.Err)
-			}
+	return sess
+}
+
+// exportTo writes sess to path; mkdir makes the exports directory, bonsai's
+// own, on first use.
+func exportTo(sess *session.Session, format session.Format, path string, mkdir bool) tea.Msg {
+	if mkdir {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return exportedMsg{path: path, err: err}
 		}
-		abs, err := filepath.Abs(path)
-		if err != nil {
-			abs = path
-		}
-		return exportedMsg{path: abs}
 	}
+	if err := session.Export(sess, format, path); err != nil {
+		// Say which file, not the temporary one the write went through.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = fmt.Errorf("%s: %w", path, pe.Err)
+		}
+		return exportedMsg{path: path, err: err}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	return exportedMsg{path: abs}
 }
 
 // expandHome expands a leading ~ (alone or before a slash) to home, as a

@@ -320,7 +320,7 @@ func (s *saver) syncOnce(out *saveStateMsg) error {
 		}
 		s.drop = nil
 	}
-	for _, sl := range s.slots {
+	for i, sl := range s.slots {
 		if sl.stored {
 			continue
 		}
@@ -332,26 +332,39 @@ func (s *saver) syncOnce(out *saveStateMsg) error {
 			s.sessionID = info.ID
 			out.created = &info
 		}
-		if err := s.write(ctx, sl); err != nil {
+		var after int64 // the message this chat last saw in the session
+		if i > 0 {
+			after = s.slots[i-1].id
+		}
+		if err := s.write(ctx, sl, after, out); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// write stores one slot as far as it has got.
-func (s *saver) write(ctx context.Context, sl *slot) error {
+// write stores one slot as far as it has got; a new message goes after
+// after, and when another bonsai wrote to the session since, out's notice
+// says that the turns interleave.
+func (s *saver) write(ctx context.Context, sl *slot, after int64, out *saveStateMsg) error {
+	changed := func(err error) bool {
+		if errors.Is(err, session.ErrChanged) {
+			out.notice = "another bonsai has changed this chat too; its turns and these interleave"
+			return true
+		}
+		return false
+	}
 	switch {
 	case sl.id == 0 && sl.streaming:
-		w, err := s.store.BeginReply(ctx, s.sessionID, session.Meta{Model: sl.msg.Model, Variant: sl.msg.Variant, Backend: sl.msg.Backend})
-		if err != nil {
+		w, err := s.store.BeginReplyAfter(ctx, s.sessionID, after, session.Meta{Model: sl.msg.Model, Variant: sl.msg.Variant, Backend: sl.msg.Backend})
+		if err != nil && !changed(err) {
 			return fmt.Errorf("reply not saved: %w", err)
 		}
 		w.Append(sl.msg.Content, sl.msg.Thinking)
 		sl.id, sl.w = w.ID(), w
 	case sl.id == 0:
-		id, err := s.store.Add(ctx, s.sessionID, sl.msg)
-		if err != nil {
+		id, err := s.store.AddAfter(ctx, s.sessionID, after, sl.msg)
+		if err != nil && !changed(err) {
 			return fmt.Errorf("not saved: %w", err)
 		}
 		sl.id, sl.stored = id, true

@@ -196,7 +196,7 @@ func openChatModel(name string) (path string, f *gguf.File, hp infer.Hyperparams
 	} else {
 		path, err = hub.Resolve(name, hub.DefaultDir())
 		if err == nil {
-			f, err = gguf.Open(path)
+			f, err = openModelPath(path)
 		}
 	}
 	if err == nil {

@@ -6,8 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
-	"strings"
+	"os"
 
 	"github.com/bonsai-chat/bonsai/session"
 )
@@ -44,11 +43,10 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	path, err := sessionDBPath(*dbPath)
-	if err != nil {
-		return err
+	store, err := readSessions(*dbPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return errors.New("no saved conversations yet: there is nothing to export")
 	}
-	store, err := session.Open(path)
 	if err != nil {
 		return err
 	}
@@ -78,13 +76,13 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 }
 
 // exportFormat picks the format from the flag, else from the output file's
-// extension, else Markdown.
+// extension (.md or .json; another is refused), else Markdown.
 func exportFormat(flagValue, out string) (session.Format, error) {
 	if flagValue != "" {
 		return session.ParseFormat(flagValue)
 	}
-	if strings.EqualFold(filepath.Ext(out), ".json") {
-		return session.JSON, nil
+	if out != "" {
+		return session.FormatOf(out)
 	}
 	return session.Markdown, nil
 }

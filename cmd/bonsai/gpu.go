@@ -45,6 +45,11 @@ func runGPU(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.Attn, "attn", o.Attn, "decode attention kernels: "+strings.Join(gpu.AttnKinds, ", ")+" (default from BONSAI_GPU_ATTN)")
 	fs.StringVar(&o.Repeat, "repeat", o.Repeat, "time kernels in the real pass: encode each dispatch of them n times, as kernel=n,… (outputs are wrong; default from BONSAI_GPU_REPEAT)")
 	fs.StringVar(&o.Gemm, "gemm", o.Gemm, "prompt Q1_0 GEMM: "+strings.Join(gpu.GemmKernels, ", ")+" (default from BONSAI_GPU_GEMM)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: bonsai gpu [flags]              list the WebGPU adapters")
+		fmt.Fprintln(stderr, "       bonsai gpu --model FILE [flags]  profile the model's phases on the GPU")
+		fs.PrintDefaults()
+	}
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {

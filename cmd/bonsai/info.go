@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,7 +24,7 @@ func init() {
 func runInfo(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("info", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	ctx := fs.Int("ctx", 0, "context size for the memory estimate (0: the configured context_size, else 4096)")
+	ctx := fs.Int("ctx", 0, "context size for the memory estimate (0: the configured context_size, else the chat's default: 4096, capped by the model's trained context)")
 	// The model is the configuration's, as the chat's, unless one is named.
 	cfgFlags := config.RegisterSettings(fs, "model")
 	fs.Usage = func() {
@@ -54,7 +53,7 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 		name = pos[0]
 	}
 	if *ctx == 0 {
-		*ctx = cmp.Or(cfg.ContextSize, infer.DefaultContext)
+		*ctx = cfg.ContextSize
 	}
 	f, err := openModel(name)
 	if err != nil {
@@ -153,6 +152,7 @@ func describe(f *gguf.File, ctx int, out io.Writer) error {
 	if archErr == nil {
 		// In float64: an absurd --ctx reports an absurd size, never a
 		// wrapped-around negative one.
+		ctx = infer.ContextFor(ctx, hp)
 		kv, rs := infer.StateSpecs(f, hp, 1)
 		mem := infer.EstimateMemory(f, hp, 1, 0)
 		weights, kvBytes := float64(infer.WeightBytes(f)), float64(kv.Bytes())*float64(ctx)

@@ -4,12 +4,16 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/bonsai-chat/bonsai/tui"
 )
@@ -53,12 +57,15 @@ func mainStatus() int {
 // startsEngine names the subcommands that may load a model on the GPU and
 // so start a driver that writes to stderr; the chat keeps the whole of
 // stderr in the log itself while its screen is up.
-var startsEngine = map[string]bool{"run": true, "bench": true, "bench-spec": true, "perplexity": true, "serve": true}
+var startsEngine = map[string]bool{"gpu": true, "run": true, "bench": true, "bench-spec": true, "perplexity": true, "serve": true}
 
 func runMain(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
 		case "help", "-h", "--help":
+			if len(args) > 1 && args[0] == "help" {
+				return helpFor(args[1], stdout, stderr)
+			}
 			usage(stdout)
 			return 0
 		case "version", "-version", "--version":
@@ -67,6 +74,9 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		}
 		if c, ok := commands[args[0]]; ok {
 			return report(c.run(args[1:], stdout, helpOutput(args[1:], stdout, stderr)), stderr)
+		}
+		if err := misspelled(args[0]); err != nil {
+			return report(err, stderr)
 		}
 	}
 	if defaultCommand == nil {
@@ -98,12 +108,21 @@ func versionString() string {
 	if !ok {
 		return "bonsai (unknown version)"
 	}
-	v := bi.Main.Version
-	var rev, dirty string
+	return versionOf(bi)
+}
+
+// versionOf names the build: its module version, the commit (and whether
+// the tree had changes) that go build records, and the Go version. A build
+// without a commit (go run, -buildvcs=false, a git worktree) says so, so
+// that "(devel)" alone is never all a bug report gets.
+func versionOf(bi *debug.BuildInfo) string {
+	var rev, dirty, when string
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
 			rev = s.Value
+		case "vcs.time":
+			when = s.Value
 		case "vcs.modified":
 			if s.Value == "true" {
 				dirty = "+dirty"
@@ -113,11 +132,41 @@ func versionString() string {
 	if len(rev) > 12 {
 		rev = rev[:12]
 	}
-	out := "bonsai " + v
-	if rev != "" {
-		out += " (" + rev + dirty + ")"
+	out := "bonsai " + cmp.Or(bi.Main.Version, "(devel)")
+	if rev == "" {
+		return out + " " + bi.GoVersion + " (no commit recorded: 'go run' and -buildvcs=false builds carry none; 'go build' in a git clone records it)"
 	}
-	return out + " " + bi.GoVersion
+	out += " (commit " + rev + dirty
+	if when != "" {
+		out += ", " + when
+	}
+	return out + ") " + bi.GoVersion
+}
+
+// helpFor is `bonsai help COMMAND`: the command's own usage, as
+// `bonsai COMMAND -h` prints it.
+func helpFor(name string, stdout, stderr io.Writer) int {
+	c, ok := commands[name]
+	if !ok {
+		if err := misspelled(name); err != nil {
+			return report(err, stderr)
+		}
+		return report(fmt.Errorf("%w: no command %q (see 'bonsai help')", errUsage, name), stderr)
+	}
+	return report(c.run([]string{"-h"}, stdout, stdout), stderr)
+}
+
+// misspelled is a usage error for a word that is not a command but is near
+// one (`bonsai runn`), nil for anything else: the chat takes the rest.
+func misspelled(word string) error {
+	if strings.HasPrefix(word, "-") {
+		return nil
+	}
+	near := nearest(word, slices.Collect(maps.Keys(commands)))
+	if near == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: unknown command %q: did you mean 'bonsai %s'? ('bonsai help' lists the commands)", errUsage, word, near)
 }
 
 func report(err error, stderr io.Writer) int {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/defaultmodel"
 	"github.com/bonsai-chat/bonsai/infer/hub"
 	"github.com/bonsai-chat/bonsai/infer/quant"
 )
@@ -63,6 +64,10 @@ func runModels(args []string, stdout, stderr io.Writer) error {
 		}
 		tw.Flush()
 	}
+	fmt.Fprintf(stdout, "\nbuilt in (what bonsai runs when no model is set; --model %s):\n", defaultmodel.Name)
+	fmt.Fprintf(tw, "  %s\t%s\ta toy 1-bit Qwen3 trained on the King James Bible and the Dhammapada, to try bonsai offline; it knows little else\n",
+		defaultmodel.Name, pullFormatBytes(int64(len(defaultmodel.GGUF))))
+	tw.Flush()
 	fmt.Fprintln(stdout, "\navailable to pull (bonsai pull NAME; a download is refused unless it passes the check shown):")
 	for _, m := range hub.Registry {
 		if have[m.Name] {

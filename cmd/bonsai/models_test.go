@@ -93,3 +93,25 @@ func TestModelsShowsHashCheck(t *testing.T) {
 		t.Errorf("the pinned entry is not listed:\n%s", out.String())
 	}
 }
+
+// The built-in model is listed, and --model takes the name it is listed
+// (and described by info) under.
+func TestBuiltInModelIsNamedAndListed(t *testing.T) {
+	isolatedXDG(t)
+	out, errOut, code := run(t, "models")
+	if code != 0 || !strings.Contains(out, "built in") || !strings.Contains(out, "  bonsai-tiny ") {
+		t.Errorf("models (exit %d, %s) does not list the built-in model:\n%s", code, errOut, out)
+	}
+	for _, name := range []string{"bonsai-tiny", "Bonsai-Tiny"} {
+		out, errOut, code := run(t, "run", "--model", name, "--backend", "cpu", "--temp", "0", "--max-tokens", "2", "hi")
+		if code != 0 || strings.TrimSpace(out) == "" {
+			t.Errorf("run --model %s: exit %d, stdout %q, stderr %q", name, code, out, errOut)
+		}
+	}
+	if out, errOut, code := run(t, "info", "bonsai-tiny"); code != 0 || !strings.Contains(out, "bonsai-tiny") {
+		t.Errorf("info bonsai-tiny: exit %d, %s", code, errOut)
+	}
+	if _, errOut, _ := run(t, "run", "--model", "no-such-model", "hi"); !strings.Contains(errOut, "bonsai-tiny (built in)") {
+		t.Errorf("an unknown model's error does not name the built-in one: %q", errOut)
+	}
+}

@@ -44,7 +44,10 @@ type runFlags struct {
 	spec      spec.Mode
 	specAuto  bool // spec is the default's choice (off on the GPU)
 	maxDraft  int
-	think     bool // --think: the reasoning goes to stderr, else nowhere
+	think     bool   // --think: the reasoning goes to stderr, else nowhere
+	cont      bool   // continue the last conversation (-c)
+	noSave    bool   // keep no session of this run
+	db        string // the conversation database (default: the XDG one)
 }
 
 // runSettings are the configuration's flags that `bonsai run` takes.
@@ -61,6 +64,10 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.topLogits, "top-logits", 0, "with --format jsonl, include the K largest logits of each step")
 	fs.IntVar(&o.maxTokens, "max-tokens", 0, "stop after N generated tokens (0: end of turn or context)")
 	fs.BoolVar(&o.profile, "profile", false, "print the time per forward-pass phase to stderr at the end")
+	fs.BoolVar(&o.cont, "c", false, "continue the last conversation (the chat's or a run's): its turns come before PROMPT")
+	fs.BoolVar(&o.cont, "continue", false, "the same as -c")
+	fs.BoolVar(&o.noSave, "no-save", false, "keep no session of this run (by default runs are kept, as chats are: see 'bonsai sessions')")
+	fs.StringVar(&o.db, "db", "", "conversation database `file` (default: $XDG_DATA_HOME/bonsai/bonsai.db)")
 	features := cpuFeaturesFlag(fs)
 	fs.IntVar(&o.maxDraft, "max-draft", 0, fmt.Sprintf("most tokens drafted per verify pass (0: %d, adapted as it goes)", spec.DefaultMaxDraft))
 	remoteURL := fs.String("remote", "", "answer from an OpenAI-compatible server at this base URL (e.g. http://host:8000/v1) instead of a local model")
@@ -100,6 +107,9 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	if o.raw && prompt == "" {
 		return fmt.Errorf("%w: the prompt encodes to no tokens", errUsage)
 	}
+	if o.raw && o.cont {
+		return fmt.Errorf("%w: -c continues a conversation, which --raw has none of", errUsage)
+	}
 	cfg, err := loadConfig(cfgFlags, stderr)
 	if err != nil {
 		return err
@@ -133,11 +143,21 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	req := engine.GenerateRequest{MaxTokens: o.maxTokens, Think: cfg.Think, Sampling: &sampling,
 		Steps: o.format == "jsonl", TopLogits: o.topLogits}
+	kept, err := openRunLog(o.db, o.cont, !o.raw && !o.noSave, stderr)
+	if err != nil {
+		return err
+	}
+	defer kept.Close()
+	system := cfg.SystemPrompt
 	if o.raw {
 		req.Raw = prompt
 	} else {
-		if cfg.SystemPrompt != "" {
-			req.Messages = append(req.Messages, chat.Message{Role: chat.RoleSystem, Content: cfg.SystemPrompt})
+		// A continued conversation keeps its own system prompt.
+		if req.Messages = kept.history(); req.Messages != nil {
+			system = ""
+		}
+		if system != "" {
+			req.Messages = append(req.Messages, chat.Message{Role: chat.RoleSystem, Content: system})
 		}
 		req.Messages = append(req.Messages, chat.Message{Role: chat.RoleUser, Content: prompt})
 	}
@@ -152,17 +172,32 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	defer e.Close()
 	e.Generate(req)
-	return stream(e, o, sampling.Seed, stdout, stderr)
+	reply, err := stream(e, o, sampling.Seed, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if err := kept.keep(system, prompt, reply); err != nil {
+		fmt.Fprintf(stderr, "bonsai: this run was not saved: %v\n", err)
+	}
+	return nil
 }
 
 // stream writes the engine's reply as it comes: in text mode the answer to
 // out and any reasoning to errOut, in jsonl mode one object per sampled
 // token and then a summary.
-func stream(e engine.Client, o runFlags, seed uint64, out, errOut io.Writer) error {
+func stream(e engine.Client, o runFlags, seed uint64, out, errOut io.Writer) (*runReply, error) {
+	r := &runReply{}
+	err := streamInto(r, e, o, seed, out, errOut)
+	return r, err
+}
+
+// streamInto is stream, gathering the reply into r as it goes.
+func streamInto(r *runReply, e engine.Client, o runFlags, seed uint64, out, errOut io.Writer) error {
 	enc := json.NewEncoder(out)
 	replyOut, thinkOut := onScreen(out), onScreen(errOut)
 	var (
 		backend string
+		context int    // the loaded model's context, in tokens
 		held    string // text the decoder held back when the reply stopped
 		prof    profile.Sample
 		profs   int
@@ -171,8 +206,15 @@ func stream(e engine.Client, o runFlags, seed uint64, out, errOut io.Writer) err
 	for ev := range e.Events() {
 		switch ev := ev.(type) {
 		case engine.Loaded:
-			backend = ev.Info.Backend
+			r.info = ev.Info
+			backend, context = ev.Info.Backend, ev.Info.ContextSize
 		case engine.Error:
+			if errors.Is(ev.Err, infer.ErrContextFull) {
+				// The engine's words are the chat's (/new); a run has one
+				// prompt, and --ctx is what makes room.
+				return fmt.Errorf("%w: the prompt does not fit the context of %d tokens: "+
+					"a larger --ctx (or context_size in config.toml), or a shorter prompt", infer.ErrContextFull, context)
+			}
 			return ev.Err
 		case engine.Notice:
 			fmt.Fprintln(errOut, ev.Text)
@@ -185,6 +227,11 @@ func stream(e engine.Client, o runFlags, seed uint64, out, errOut io.Writer) err
 				return err
 			}
 		case engine.Token:
+			if ev.Thinking {
+				r.thinking.WriteString(ev.Text)
+			} else {
+				r.content.WriteString(ev.Text)
+			}
 			if o.format != "text" || ev.Thinking && !o.think {
 				continue // a model or server that reasons unasked
 			}
@@ -206,12 +253,22 @@ func stream(e engine.Client, o runFlags, seed uint64, out, errOut io.Writer) err
 			}
 			profs++
 		case engine.Done:
+			r.done = ev
+			if o.format == "text" {
+				// The reply's line ends before anything else goes to the
+				// terminal: stderr's notes start on a line of their own.
+				if _, err := fmt.Fprintln(out); err != nil {
+					return err
+				}
+			}
 			if o.profile && profs > 0 {
 				printProfile(prof, errOut)
 			}
+			if ev.Reason == "length" {
+				fmt.Fprintln(errOut, cutNote(o.maxTokens, ev.Stats))
+			}
 			if o.format == "text" {
-				_, err := fmt.Fprintln(out)
-				return err
+				return nil
 			}
 			st := ev.Stats
 			mode := o.spec
@@ -254,6 +311,16 @@ func (p printableWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// cutNote says why a reply ended before the model finished it, so that a
+// script (and a person) can tell a cut reply from a whole one: the
+// --max-tokens limit, or the context filling up.
+func cutNote(maxTokens int, st engine.Stats) string {
+	if maxTokens > 0 && st.DecodeTokens >= maxTokens {
+		return fmt.Sprintf("bonsai: the reply was cut off at --max-tokens %d", maxTokens)
+	}
+	return fmt.Sprintf("bonsai: the reply was cut off: the context (%d tokens) is full; a larger --ctx makes room", st.ContextSize)
+}
+
 // printProfile writes the mean time per token of each phase.
 func printProfile(s profile.Sample, w io.Writer) {
 	fmt.Fprintf(w, "profile (%s), %d tokens through the model:\n", s.Source, s.Tokens)
@@ -267,9 +334,9 @@ func printProfile(s profile.Sample, w io.Writer) {
 	}
 }
 
-// openModel resolves --model (a path, a registry name or a file in the
-// models directory, through infer/hub) and maps the file; no name means the
-// embedded default model (bonsai-tiny).
+// openModel resolves --model (a path, a registry name, a file in the
+// models directory or the built-in model's name, through infer/hub) and
+// maps the file; no name means the built-in model (bonsai-tiny).
 func openModel(name string) (*gguf.File, error) {
 	if name == "" {
 		return defaultmodel.Open()
@@ -278,8 +345,25 @@ func openModel(name string) (*gguf.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return gguf.Open(path)
+	f, err := openModelPath(path)
+	if errors.Is(err, gguf.ErrNotGGUF) {
+		return nil, notAModel{path, err}
+	}
+	return f, err
 }
+
+// notAModel is a file that is not a GGUF model, said in the user's words
+// (the parser's names its first four bytes, "magic").
+type notAModel struct {
+	path string
+	err  error
+}
+
+func (e notAModel) Error() string {
+	return fmt.Sprintf("%s is not a GGUF model file; 'bonsai models' lists the models you have", e.path)
+}
+
+func (e notAModel) Unwrap() error { return e.err }
 
 // modelName is how bench tables name the model setting: the file's base
 // name, or the embedded model's name.

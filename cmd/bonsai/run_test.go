@@ -114,3 +114,53 @@ func TestInfoCommand(t *testing.T) {
 		}
 	}
 }
+
+// A reply cut by --max-tokens or by the context says so on stderr; one the
+// model ended does not.
+func TestRunSaysWhenTheReplyWasCut(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"max tokens", []string{"--max-tokens", "3"}, "cut off at --max-tokens 3"},
+		{"context", []string{"--ctx", "16"}, "the context (16 tokens) is full"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"run", "--backend", "cpu", "--temp", "0"}, tc.args...)
+			out, errOut, code := run(t, append(args, "hi")...)
+			if code != 0 || strings.TrimSpace(out) == "" {
+				t.Fatalf("exit %d, stdout %q: %s", code, out, errOut)
+			}
+			if !strings.Contains(errOut, tc.want) {
+				t.Errorf("stderr %q does not say %q", errOut, tc.want)
+			}
+		})
+	}
+}
+
+// The profile table starts on a line of its own, after the reply's.
+func TestRunProfileStartsOnItsOwnLine(t *testing.T) {
+	var both strings.Builder
+	code := runMain([]string{"run", "--backend", "cpu", "--temp", "0", "--max-tokens", "3", "--profile", "hi"}, &both, &both)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, both.String())
+	}
+	i := strings.Index(both.String(), "profile (")
+	if i <= 0 || both.String()[i-1] != '\n' {
+		t.Errorf("the profile table does not start a line:\n%s", both.String())
+	}
+}
+
+// info sizes the default context by the chat's rule (4096 capped by the
+// model's trained context): 1,024 for the built-in model, with no warning.
+func TestInfoUsesTheChatsDefaultContext(t *testing.T) {
+	isolatedXDG(t)
+	out, errOut, code := run(t, "info")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "KV cache for 1024 tokens") || strings.Contains(out, "beyond") {
+		t.Errorf("info on the built-in model:\n%s", out)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -62,56 +63,24 @@ func runSessions(args []string, stdout, stderr io.Writer) error {
 			*search, rest = strings.Join(rest[1:], " "), nil
 		}
 	}
-	path, err := sessionDBPath(*dbPath)
-	if err != nil {
-		return err
+	if len(rest) > 0 {
+		return changeSessions(*dbPath, rest)
 	}
-	if len(rest) == 0 {
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			// Listing must not create a database as a side effect.
-			if *asJSON {
-				fmt.Fprintln(stdout, "[]")
-			} else {
-				fmt.Fprintln(stdout, "no saved conversations yet")
-			}
-			return nil
+	store, err := readSessions(*dbPath)
+	if errors.Is(err, os.ErrNotExist) {
+		// Listing must not create a database as a side effect.
+		if *asJSON {
+			fmt.Fprintln(stdout, "[]")
+		} else {
+			fmt.Fprintln(stdout, "no saved conversations yet")
 		}
+		return nil
 	}
-	store, err := session.Open(path)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	ctx := context.Background()
-
-	if len(rest) > 0 {
-		switch rest[0] {
-		case "rename":
-			if len(rest) != 3 {
-				return fmt.Errorf("%w: sessions rename ID TITLE", errUsage)
-			}
-			id, err := parseSessionID(rest[1])
-			if err != nil {
-				return err
-			}
-			return store.Rename(ctx, id, rest[2])
-		case "delete", "rm":
-			if len(rest) < 2 {
-				return fmt.Errorf("%w: sessions delete ID [ID ...]", errUsage)
-			}
-			for _, a := range rest[1:] {
-				id, err := parseSessionID(a)
-				if err != nil {
-					return err
-				}
-				if err := store.Delete(ctx, id); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		return fmt.Errorf("%w: sessions: unknown action %q (list, search, rename, delete)", errUsage, rest[0])
-	}
 
 	if *search != "" {
 		hits, err := store.Search(ctx, *search, session.SearchOptions{})
@@ -149,6 +118,54 @@ func runSessions(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\n", s.ID, s.Updated.Format("2006-01-02 15:04"), s.Messages, titleOrUntitled(s.Title))
 	}
 	return tw.Flush()
+}
+
+// changeSessions renames or deletes sessions.
+func changeSessions(dbPath string, rest []string) error {
+	if !slices.Contains([]string{"rename", "delete", "rm"}, rest[0]) {
+		return fmt.Errorf("%w: sessions: unknown action %q (list, search, rename, delete)", errUsage, rest[0])
+	}
+	store, err := openForWriting(dbPath)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	ctx := context.Background()
+	switch rest[0] {
+	case "rename":
+		if len(rest) != 3 {
+			return fmt.Errorf("%w: sessions rename ID TITLE", errUsage)
+		}
+		id, err := parseSessionID(rest[1])
+		if err != nil {
+			return err
+		}
+		return store.Rename(ctx, id, rest[2])
+	default: // delete, rm
+		if len(rest) < 2 {
+			return fmt.Errorf("%w: sessions delete ID [ID ...]", errUsage)
+		}
+		for _, a := range rest[1:] {
+			id, err := parseSessionID(a)
+			if err != nil {
+				return err
+			}
+			if err := store.Delete(ctx, id); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// readSessions opens the database for reading only (the --db file, else
+// the XDG default), so that listing, searching and exporting need no write
+// access; a missing database is an error wrapping os.ErrNotExist.
+func readSessions(dbPath string) (*session.Store, error) {
+	if dbPath == "" {
+		dbPath = session.DataPath()
+	}
+	return session.OpenReadOnly(dbPath, session.Options{})
 }
 
 // sessionDBPath resolves the database path: the --db flag, else the XDG

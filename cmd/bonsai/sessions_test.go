@@ -14,6 +14,7 @@ import (
 
 	"github.com/bonsai-chat/bonsai/infer/chat"
 	"github.com/bonsai-chat/bonsai/session"
+	"github.com/bonsai-chat/bonsai/session/sessiontest"
 )
 
 // isolatedXDG points every XDG directory at a fresh temporary one.
@@ -235,5 +236,44 @@ func TestSessionsListAndSearchWords(t *testing.T) {
 	}
 	if strings.Contains(out, "**") {
 		t.Errorf("snippet shows highlight markers:\n%s", out)
+	}
+}
+
+// Reading the conversations needs no write access to the data directory:
+// listing, searching and exporting work on a read-only one, through the
+// default path and through --db.
+func TestReadingSessionsFromAReadOnlyDataDirectory(t *testing.T) {
+	isolatedXDG(t)
+	seedSessions(t)
+	path, _ := session.DefaultPath()
+	sessiontest.ReadOnlyDir(t, filepath.Dir(path))
+	for _, args := range [][]string{
+		{"sessions", "list"},
+		{"sessions", "list", "--db", path},
+		{"sessions", "search", "autumn"},
+		{"export", "1"},
+		{"export", "1", "--db", path},
+	} {
+		out, errOut, code := run(t, args...)
+		if code != 0 || !strings.Contains(out, "maples") {
+			t.Errorf("%q: code %d, stderr %q, stdout:\n%s", args, code, errOut, out)
+		}
+	}
+	if _, errOut, code := run(t, "sessions", "rename", "1", "x", "--db", path); code == 0 || errOut == "" {
+		t.Errorf("rename on a read-only directory: code %d, stderr %q; want a failure", code, errOut)
+	}
+}
+
+// -o with an extension that names no format is refused, not written as
+// Markdown; --format still chooses for any name.
+func TestExportRefusesAnUnknownExtension(t *testing.T) {
+	isolatedXDG(t)
+	seedSessions(t)
+	txt := filepath.Join(t.TempDir(), "chat.txt")
+	if _, errOut, code := run(t, "export", "1", "-o", txt); code != 2 || !strings.Contains(errOut, `".txt"`) || fileExists(txt) {
+		t.Errorf("-o chat.txt: code %d, stderr %q, written %v; want a usage error naming .txt", code, errOut, fileExists(txt))
+	}
+	if _, errOut, code := run(t, "export", "1", "-o", txt, "--format", "md"); code != 0 || !fileExists(txt) {
+		t.Errorf("-o chat.txt --format md: code %d, %s", code, errOut)
 	}
 }

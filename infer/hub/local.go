@@ -11,13 +11,15 @@ import (
 	"time"
 
 	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer/defaultmodel"
 )
 
 // Resolve turns --model's argument into a file path: an existing file is
 // used as is; otherwise a registry name ("bonsai-8b") or a file name or stem
 // in modelsDir ("Bonsai-8B-Q1_0.gguf", "Bonsai-8B-Q1_0") is looked up there.
-// Callers choose the default (DefaultModel, or an embedded model) for an
-// empty argument.
+// The built-in model's name ("bonsai-tiny") resolves to defaultmodel.Path,
+// which defaultmodel.Open opens. Callers choose the default (DefaultModel,
+// or the built-in model) for an empty argument.
 func Resolve(nameOrPath, modelsDir string) (string, error) {
 	if nameOrPath == "" {
 		return "", fmt.Errorf("%w: no model given", ErrUnknownModel)
@@ -52,6 +54,10 @@ func Resolve(nameOrPath, modelsDir string) (string, error) {
 	if looksLikePath || strings.HasSuffix(strings.ToLower(nameOrPath), ".gguf") {
 		_, err := os.Stat(nameOrPath)
 		return "", fmt.Errorf("model file %s: %w", nameOrPath, fsProblem(err))
+	}
+	if strings.EqualFold(nameOrPath, defaultmodel.Name) {
+		// The built-in model, by the name info and the chat give it.
+		return defaultmodel.Path, nil
 	}
 	return "", unknownModel(nameOrPath)
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/adrg/xdg"
+	"github.com/bonsai-chat/bonsai/infer/defaultmodel"
 )
 
 // Model is a downloadable model file.
@@ -131,5 +132,5 @@ var (
 )
 
 func unknownModel(name string) error {
-	return fmt.Errorf("%w %q: not a file, and not one of %s", ErrUnknownModel, name, strings.Join(Names(), ", "))
+	return fmt.Errorf("%w %q: not a file, and not %s (built in) or one of %s", ErrUnknownModel, name, defaultmodel.Name, strings.Join(Names(), ", "))
 }
