@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"time"
@@ -133,6 +134,23 @@ func submitError(err error) *apiError {
 		return badRequest("", "%v", err)
 	}
 	return &apiError{status: http.StatusInternalServerError, typ: "server_error", msg: err.Error()}
+}
+
+// tooLong refuses a prompt of at least n tokens, over the context.
+func tooLong(n int, m *Model) *apiError {
+	return submitError(fmt.Errorf("%w: at least %d prompt tokens, a slot holds %d", slots.ErrPromptTooLong, n, m.Sched.Context()))
+}
+
+// tokenizing waits for a turn to tokenize a request (or for the client to
+// give up): at most Options.Tokenizers requests tokenize at once, so that
+// many large requests at once cannot take all the CPU and memory.
+func (s *Server) tokenizing(ctx context.Context) (release func(), _ *apiError) {
+	select {
+	case s.tokenizers <- struct{}{}:
+		return func() { <-s.tokenizers }, nil
+	case <-ctx.Done():
+		return nil, &apiError{status: http.StatusServiceUnavailable, typ: "server_error", msg: "the request was cancelled while waiting", code: "cancelled"}
+	}
 }
 
 // piece is what one step of a generation adds: its text (after stop

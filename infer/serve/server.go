@@ -16,12 +16,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/bonsai-chat/bonsai/infer/openai"
 )
@@ -29,13 +34,23 @@ import (
 // DefaultMaxBody bounds a request body when Options.MaxBody is 0.
 const DefaultMaxBody = 8 << 20
 
+// DefaultBodyTimeout is how long a request body may take to arrive when
+// Options.BodyTimeout is 0: a full 8 MB body in it needs 300 kB/s.
+const DefaultBodyTimeout = 30 * time.Second
+
 // Options configure a Server.
 type Options struct {
 	// APIKey, if set, is the bearer token every route but /health wants.
 	APIKey string
 	// MaxBody bounds request bodies (DefaultMaxBody when 0).
 	MaxBody int64
-	Log     *slog.Logger
+	// BodyTimeout bounds the time a request body takes to arrive after
+	// its headers (DefaultBodyTimeout when 0).
+	BodyTimeout time.Duration
+	// Tokenizers is how many requests may tokenize their prompts at once
+	// (0: the number of CPUs); the others wait their turn.
+	Tokenizers int
+	Log        *slog.Logger
 }
 
 // Server serves one Model. It answers /health with 503 until SetModel.
@@ -45,6 +60,8 @@ type Server struct {
 	started time.Time
 	metrics metrics
 	mux     *http.ServeMux
+	// tokenizers holds a token for each request tokenizing now.
+	tokenizers chan struct{}
 }
 
 // New makes a server with no model yet (loading).
@@ -52,10 +69,16 @@ func New(opts Options) *Server {
 	if opts.MaxBody <= 0 {
 		opts.MaxBody = DefaultMaxBody
 	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
+	}
+	if opts.Tokenizers <= 0 {
+		opts.Tokenizers = runtime.GOMAXPROCS(0)
+	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{opts: opts, started: time.Now(), mux: http.NewServeMux()}
+	s := &Server{opts: opts, started: time.Now(), mux: http.NewServeMux(), tokenizers: make(chan struct{}, opts.Tokenizers)}
 	s.metrics.requests = map[string]int64{}
 	s.route("GET /health", false, s.health)
 	s.route("GET /v1/health", false, s.health)
@@ -180,24 +203,126 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc.Encode(v)
 }
 
-// decode reads a JSON body into v: unknown fields are ignored, a field of
-// the wrong type, malformed JSON or an oversized body is refused.
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	err := json.NewDecoder(r.Body).Decode(v)
+// decode reads a JSON body into v: unknown fields are ignored; a field of
+// the wrong type, malformed JSON, anything after the JSON value, a body
+// that arrives too slowly or an oversized body is refused.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	rc := http.NewResponseController(w)
+	// The whole body must arrive within BodyTimeout: headers have their
+	// own timeout, and a body sent a byte at a time held its connection
+	// (and a goroutine) for as long as the client liked.
+	rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
+	defer rc.SetReadDeadline(time.Time{}) // the reply may stream for longer
+	dec := json.NewDecoder(r.Body)
+	err := dec.Decode(v)
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = errTrailing
+			if terr != nil && !isSyntax(terr) {
+				err = terr
+			}
+		}
+	}
 	if err == nil {
 		return true
 	}
 	var tooBig *http.MaxBytesError
 	var typeErr *json.UnmarshalTypeError
+	var netErr net.Error
 	switch {
 	case errors.As(err, &tooBig):
 		fail(w, http.StatusRequestEntityTooLarge, "invalid_request_error", fmt.Sprintf("the request body is over %d bytes", tooBig.Limit), "", "request_too_large")
+	case errors.As(err, &netErr) && netErr.Timeout():
+		w.Header().Set("Connection", "close")
+		fail(w, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf("the request body did not arrive within %s", s.opts.BodyTimeout), "", "request_timeout")
 	case errors.As(err, &typeErr):
-		fail(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("%s must be %s, not %s", typeErr.Field, typeErr.Type, typeErr.Value), typeErr.Field, "")
+		fail(w, http.StatusBadRequest, "invalid_request_error", typeMessage(typeErr), typeErr.Field, "")
+	case errors.Is(err, errTrailing):
+		fail(w, http.StatusBadRequest, "invalid_request_error", "the request body must be one JSON object, with nothing after it", "", "")
 	default:
 		fail(w, http.StatusBadRequest, "invalid_request_error", "the body is not a valid request: "+err.Error(), "", "")
 	}
 	return false
+}
+
+var errTrailing = errors.New("data after the JSON value")
+
+func isSyntax(err error) bool {
+	var se *json.SyntaxError
+	return errors.As(err, &se)
+}
+
+// typeMessage says what a field must be in the API's words: "messages
+// must be an array of message objects, not a string" rather than Go's
+// type names.
+func typeMessage(e *json.UnmarshalTypeError) string {
+	what := "the request body"
+	if e.Field != "" {
+		what = e.Field
+	}
+	return fmt.Sprintf("%s must be %s, not %s", what, jsonKind(e.Type, true), article(e.Value))
+}
+
+// jsonKind names the JSON a Go type reads: "an array of message objects".
+func jsonKind(t reflect.Type, one bool) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var s string
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		return a("array of "+jsonKind(t.Elem(), false), one)
+	case reflect.Struct, reflect.Map:
+		s = "JSON object"
+		if name := words(t.Name()); name != "" && t.Kind() == reflect.Struct && !strings.Contains(name, "request") {
+			s = name + " object"
+		}
+	case reflect.String:
+		s = "string"
+	case reflect.Bool:
+		s = "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		s = "integer"
+	case reflect.Float32, reflect.Float64:
+		s = "number"
+	default:
+		s = "JSON value"
+	}
+	return a(s, one)
+}
+
+// words spells a Go type's name as words: ToolCall is "tool call".
+func words(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		if i > 0 && unicode.IsUpper(r) && unicode.IsLower(rune(name[i-1])) {
+			b.WriteByte(' ')
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
+}
+
+// a is "a s" (or "an s") for one, else the plural.
+func a(s string, one bool) string {
+	if !one {
+		if strings.HasSuffix(s, "s") {
+			return s
+		}
+		if noun, rest, ok := strings.Cut(s, " of "); ok {
+			return noun + "s of " + rest
+		}
+		return s + "s"
+	}
+	return article(s)
+}
+
+func article(s string) string {
+	if s != "" && strings.ContainsRune("aeiou", rune(s[0])) {
+		return "an " + s
+	}
+	return "a " + s
 }
 
 func (s *Server) health(w http.ResponseWriter, _ *http.Request, m *Model) {
@@ -234,10 +359,16 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request, m *Model) {
 		AddSpecial bool   `json:"add_special"`
 		WithPieces bool   `json:"with_pieces"`
 	}
-	if !decode(w, r, &req) {
+	if !s.decode(w, r, &req) {
+		return
+	}
+	release, aerr := s.tokenizing(r.Context())
+	if aerr != nil {
+		aerr.write(w)
 		return
 	}
 	ids := m.Tok.Encode(req.Content, true)
+	release()
 	if req.AddSpecial && m.Tok.AddBOS() && m.Tok.BOS() >= 0 {
 		ids = append([]int32{m.Tok.BOS()}, ids...)
 	}
@@ -260,7 +391,7 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request, m *Model) {
 	var req struct {
 		Tokens []int32 `json:"tokens"`
 	}
-	if !decode(w, r, &req) {
+	if !s.decode(w, r, &req) {
 		return
 	}
 	for _, id := range req.Tokens {

@@ -1,0 +1,164 @@
+package serve_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer/serve"
+)
+
+// apiError reads an OpenAI error body.
+func apiError(t *testing.T, r answer) (msg, param, code string) {
+	t.Helper()
+	var e struct {
+		Error struct {
+			Message string  `json:"message"`
+			Param   *string `json:"param"`
+			Code    *string `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &e); err != nil {
+		t.Fatalf("not an error object: %d %s", r.status, r.body)
+	}
+	if e.Error.Param != nil {
+		param = *e.Error.Param
+	}
+	if e.Error.Code != nil {
+		code = *e.Error.Code
+	}
+	return e.Error.Message, param, code
+}
+
+// A field of the wrong type is told in the API's words, not Go's.
+func TestTypeErrorsInAPIWords(t *testing.T) {
+	s := startServer(t, "", 1)
+	for _, c := range []struct{ body, msg string }{
+		{`{"messages":"hi"}`, "messages must be an array of message objects, not a string"},
+		{`[{"messages":[]}]`, "the request body must be a JSON object, not an array"},
+		{`{"messages":[{"role":"user","content":"x"}],"max_tokens":"5"}`, "max_tokens must be an integer, not a string"},
+		{`{"messages":[{"role":"assistant","tool_calls":{}}]}`, "messages.tool_calls must be an array of tool call objects, not an object"},
+		{`{"messages":[{"role":"user","content":"x"}],"stream":1}`, "stream must be a boolean, not a number"},
+	} {
+		r := post(t, s, "/v1/chat/completions", c.body)
+		if msg, _, _ := apiError(t, r); r.status != 400 || msg != c.msg {
+			t.Errorf("%s: %d %q, want %q", c.body, r.status, msg, c.msg)
+		}
+	}
+}
+
+// The built-in model's file is "(embedded) bonsai-tiny": its id is a clean
+// token, the one /v1/models lists, and requests may name it either way.
+func TestModelIDIsAToken(t *testing.T) {
+	s := startServerOpts(t, serve.Options{}, serve.LoadOptions{Slots: 1, Context: 384, Threads: 2, Backend: "cpu"},
+		func(f *gguf.File) { f.Path = "(embedded) bonsai-tiny" })
+	r := get(t, s, "/v1/models", "")
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &list); err != nil || len(list.Data) != 1 || list.Data[0].ID != "bonsai-tiny" {
+		t.Fatalf("/v1/models: %s", r.body)
+	}
+	for _, id := range []string{"bonsai-tiny", "(embedded) bonsai-tiny"} {
+		r := post(t, s, "/v1/chat/completions", `{"model":"`+id+`","max_tokens":1,"messages":[{"role":"user","content":"x"}]}`)
+		if r.status != 200 || !strings.Contains(r.body, `"model":"bonsai-tiny"`) {
+			t.Errorf("model %q: %d %s", id, r.status, r.body)
+		}
+	}
+}
+
+// refusedWithin posts body and wants a context_length_exceeded 400 within
+// limit (a bound with plenty of slack: the fixed server answers in a tenth
+// of it, the unfixed one took 10 to 40 times as long).
+func refusedWithin(t *testing.T, s *testServer, path, body string, limit time.Duration) {
+	t.Helper()
+	start := time.Now()
+	r := post(t, s, path, body)
+	took := time.Since(start)
+	if _, _, code := apiError(t, r); r.status != 400 || code != "context_length_exceeded" {
+		t.Errorf("%d %.200s", r.status, r.body)
+	}
+	if took > limit {
+		t.Errorf("refused after %s, more than %s", took, limit)
+	}
+}
+
+// Item 1 of issue 30: 50,000 tool results, or one assistant turn of
+// 50,000 tool calls, took 20 s and 71 s before their 400.
+func TestManyToolMessagesRefusedFast(t *testing.T) {
+	s := startServer(t, "", 1)
+	const n = 50_000
+	var b strings.Builder
+	b.WriteString(`{"messages":[{"role":"user","content":"x"}`)
+	for range n {
+		b.WriteString(`,{"role":"tool","content":"ok"}`)
+	}
+	b.WriteString(`]}`)
+	refusedWithin(t, s, "/v1/chat/completions", b.String(), 2*time.Second)
+
+	b.Reset()
+	b.WriteString(`{"messages":[{"role":"user","content":"x"},{"role":"assistant","tool_calls":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(`{"type":"function","function":{"name":"f","arguments":"{}"}}`)
+	}
+	b.WriteString(`]}]}`)
+	refusedWithin(t, s, "/v1/chat/completions", b.String(), 2*time.Second)
+}
+
+// Item 3: an 8 MB one-word message was tokenized (20 s, 1.3 GB) before
+// its 400; what cannot fit the context is refused before tokenizing.
+func TestHugeMessageRefusedBeforeTokenizing(t *testing.T) {
+	s := startServer(t, "", 1)
+	word := strings.Repeat("abcdefghij", (serve.DefaultMaxBody-1000)/10)
+	refusedWithin(t, s, "/v1/chat/completions", `{"messages":[{"role":"user","content":"`+word+`"}]}`, 3*time.Second)
+	refusedWithin(t, s, "/v1/completions", `{"prompt":"`+word+`"}`, 3*time.Second)
+}
+
+// Item 5: a body sent a byte at a time is cut once BodyTimeout passes
+// (headers had a timeout; bodies had none, and held their connections).
+func TestSlowBodyTimedOut(t *testing.T) {
+	s := startServerOpts(t, serve.Options{BodyTimeout: time.Second}, serve.LoadOptions{ID: testModel, Slots: 1, Context: 384, Threads: 2, Backend: "cpu"}, nil)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.root, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+	start := time.Now()
+	answered := make(chan *http.Response, 1)
+	go func() {
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			resp = nil
+		}
+		answered <- resp
+	}()
+	for {
+		select {
+		case resp := <-answered:
+			if resp == nil || resp.StatusCode != http.StatusRequestTimeout {
+				t.Errorf("the slow body's answer: %v", resp)
+			}
+			if took := time.Since(start); took > 10*time.Second {
+				t.Errorf("cut after %s", took)
+			}
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatal("a body sent a byte every 200 ms is still open after 20 s; the timeout is 1 s")
+		}
+		conn.Write([]byte(" "))
+	}
+}
