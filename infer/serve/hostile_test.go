@@ -162,3 +162,48 @@ func TestSlowBodyTimedOut(t *testing.T) {
 		conn.Write([]byte(" "))
 	}
 }
+
+// Item 8: ignore_eos bans the end tokens, but a constrained reply that is
+// whole can only end: it finishes with "stop" and its JSON, where it was
+// a 500 "the constraint allows no token" (streamed: the JSON, then an
+// error event).
+func TestIgnoreEOSWithConstraintFinishes(t *testing.T) {
+	s := startServer(t, "", 1)
+	format := `"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]}}}`
+	tools := `"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]}}}],"tool_choice":"required"`
+	for _, constraint := range []string{format, tools} {
+		body := `{"messages":[{"role":"user","content":"x"}],"ignore_eos":true,"max_tokens":200,"seed":1,` + constraint + `}`
+		r := post(t, s, "/v1/chat/completions", body)
+		var resp struct {
+			Choices []struct {
+				FinishReason string `json:"finish_reason"`
+				Message      struct {
+					Content   *string `json:"content"`
+					ToolCalls []struct {
+						Function struct{ Arguments string } `json:"function"`
+					} `json:"tool_calls"`
+				} `json:"message"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(r.body), &resp); err != nil || r.status != 200 || len(resp.Choices) != 1 {
+			t.Errorf("%s: %d %s", constraint, r.status, r.body)
+			continue
+		}
+		ch := resp.Choices[0]
+		text := ""
+		if ch.Message.Content != nil {
+			text = *ch.Message.Content
+		}
+		if len(ch.Message.ToolCalls) == 1 {
+			text = ch.Message.ToolCalls[0].Function.Arguments
+		}
+		var v struct{ OK *bool }
+		if err := json.Unmarshal([]byte(text), &v); err != nil || v.OK == nil || (ch.FinishReason != "stop" && ch.FinishReason != "tool_calls") {
+			t.Errorf("%s: finish %q, %q: %v", constraint, ch.FinishReason, text, err)
+		}
+		r = post(t, s, "/v1/chat/completions", strings.Replace(body, "{", `{"stream":true,`, 1))
+		if r.status != 200 || strings.Contains(r.body, `"error"`) || !strings.HasSuffix(r.body, "data: [DONE]\n\n") {
+			t.Errorf("%s, streamed: %d %s", constraint, r.status, r.body)
+		}
+	}
+}

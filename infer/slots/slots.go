@@ -664,6 +664,12 @@ func (s *Scheduler) sample(sl *slot, logits []float32) {
 		c.Mask(pick)
 		id = sl.sampler.Sample(pick)
 		if !c.Allowed(id) {
+			if s.constraintEnds(r) {
+				// The text is whole and only an end token may follow, but
+				// the request banned those (ignore_eos): it is done.
+				s.end(sl, "stop", nil)
+				return
+			}
 			s.end(sl, "error", fmt.Errorf("slots: the constraint allows no token"))
 			return
 		}
@@ -700,6 +706,12 @@ func (s *Scheduler) sample(sl *slot, logits []float32) {
 	default:
 		sl.next, sl.decoding = id, true
 	}
+}
+
+// constraintEnds says the request's constraint allows one of the end
+// tokens it banned.
+func (s *Scheduler) constraintEnds(r *Request) bool {
+	return r.End != nil && slices.ContainsFunc(r.Ban, func(id int32) bool { return r.End(id) && r.Constraint.Allowed(id) })
 }
 
 // end finishes a slot's request and frees the slot; its cache keeps the
