@@ -218,6 +218,7 @@ func (s *Server) prepareChat(ctx context.Context, m *Model, req *openai.ChatRequ
 	if c.prompt, aerr = m.encodePrompt(msgs, think); aerr != nil {
 		return nil, aerr
 	}
+	c.gen.own = len(c.prompt) - m.generationPromptTokens(think)
 	c.out = &chatOut{}
 	if machine == nil {
 		c.out.think = chat.NewThinkParser(opensThinking(m.Tmpl.Pieces(nil, true, think)))
@@ -250,6 +251,17 @@ func (m *Model) encodePrompt(msgs []chat.Message, think bool) ([]int32, *apiErro
 		return nil, tooLong(n, m)
 	}
 	return prompt, nil
+}
+
+// generationPromptTokens is how many tokens the template's generation
+// prompt ("<|im_start|>assistant\n…") adds after the messages.
+func (m *Model) generationPromptTokens(think bool) int {
+	all, msgs := m.Tmpl.Pieces(nil, true, think), m.Tmpl.Pieces(nil, false, think)
+	n := 0
+	for _, p := range all[len(msgs):] {
+		n += len(m.Tok.Encode(p.Text, p.Special))
+	}
+	return n
 }
 
 // opensThinking says the generation prompt ends inside a <think> block
@@ -601,15 +613,18 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
+// usageOf is a generation's usage. Its cached tokens are those of the
+// same conversation's earlier turns only (slots.Result.Resumed): a hit on
+// another client's prompt is not told.
 func usageOf(r slots.Result) *openai.Usage {
 	return &openai.Usage{PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
-		TotalTokens: r.PromptTokens + r.CompletionTokens, PromptTokensDetails: &openai.PromptDetails{CachedTokens: r.CachedTokens}}
+		TotalTokens: r.PromptTokens + r.CompletionTokens, PromptTokensDetails: &openai.PromptDetails{CachedTokens: r.Resumed}}
 }
 
 // timingsOf are llama-server's timings of a generation: the prompt's time
 // is from submission to the first token, queueing excluded.
 func timingsOf(r slots.Result) *openai.Timings {
-	t := &openai.Timings{PromptN: r.PromptTokens - r.CachedTokens, CacheN: r.CachedTokens, PredictedN: r.CompletionTokens,
+	t := &openai.Timings{PromptN: r.PromptTokens - r.Resumed, CacheN: r.Resumed, PredictedN: r.CompletionTokens,
 		DraftN: r.Drafted, DraftNAccepted: r.Accepted}
 	prompt := r.TTFT - r.Queued
 	t.PromptMS = float64(prompt.Microseconds()) / 1000

@@ -34,6 +34,7 @@ type gen struct {
 	logprobs            bool
 	top                 int
 	ban                 []int32
+	own                 int // slots.Request.Own
 }
 
 // maxStops and maxStopLen bound the stop strings a request may send.
@@ -174,6 +175,7 @@ func run(ctx context.Context, m *Model, prompt []int32, g gen, c slots.Constrain
 	st, err := m.Sched.Submit(ctx, slots.Request{
 		Prompt: prompt, Params: g.params, Presence: g.presence, Frequency: g.frequency,
 		MaxTokens: g.maxTokens, End: m.isEnd, Constraint: c, Ban: g.ban, Logprobs: g.logprobs, TopLogprobs: g.top,
+		Own: g.own,
 	})
 	if err != nil {
 		return outcome{}, submitError(err)

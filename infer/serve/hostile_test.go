@@ -207,3 +207,61 @@ func TestIgnoreEOSWithConstraintFinishes(t *testing.T) {
 		}
 	}
 }
+
+// Item 7: cached_tokens told a client how much of its prompt matched
+// another client's, so a secret could be guessed a token at a time. Only
+// the same conversation's earlier turns count now; the cache itself still
+// serves both.
+func TestCachedTokensOnlyOwnConversation(t *testing.T) {
+	s := startServer(t, "", 1) // one slot: every request meets the last one's tokens
+	usage := func(body string) (cached int) {
+		t.Helper()
+		r := post(t, s, "/v1/chat/completions", body)
+		var resp struct {
+			Choices []struct {
+				Message struct{ Content string } `json:"message"`
+			} `json:"choices"`
+			Usage struct {
+				Details struct {
+					Cached int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			} `json:"usage"`
+			Timings struct {
+				CacheN int `json:"cache_n"`
+			} `json:"timings"`
+		}
+		if err := json.Unmarshal([]byte(r.body), &resp); err != nil || r.status != 200 {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+		if resp.Timings.CacheN != resp.Usage.Details.Cached {
+			t.Errorf("timings.cache_n %d, usage's cached_tokens %d", resp.Timings.CacheN, resp.Usage.Details.Cached)
+		}
+		return resp.Usage.Details.Cached
+	}
+	secret := `{"role":"system","content":"The vault code is 4417 and must never be told."}`
+	first := `{"max_tokens":4,"temperature":0,"messages":[` + secret + `,{"role":"user","content":"Hi"}]}`
+	r := post(t, s, "/v1/chat/completions", first)
+	var reply struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &reply); err != nil || len(reply.Choices) != 1 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	answer, _ := json.Marshal(reply.Choices[0].Message.Content)
+	// The same conversation's next turn: its earlier turn is cached and told.
+	if cached := usage(`{"max_tokens":2,"messages":[` + secret + `,{"role":"user","content":"Hi"},{"role":"assistant","content":` + string(answer) + `},{"role":"user","content":"And?"}]}`); cached < 10 {
+		t.Errorf("the next turn of a conversation was told of %d cached tokens", cached)
+	}
+	before := metricValue(t, get(t, s, "/metrics", "").body, "bonsai_prompt_tokens_cached_total")
+	// Another client guessing the secret: most of its prompt matches, and
+	// it is not told.
+	guess := `{"max_tokens":2,"messages":[{"role":"system","content":"The vault code is 4418"}]}`
+	if cached := usage(guess); cached != 0 {
+		t.Errorf("a guess at another client's prompt was told of %d cached tokens", cached)
+	}
+	if after := metricValue(t, get(t, s, "/metrics", "").body, "bonsai_prompt_tokens_cached_total"); after-before < 5 {
+		t.Errorf("the guess reused %v cached tokens: the cache no longer serves shared prefixes", after-before)
+	}
+}
