@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -263,5 +264,86 @@ func TestCachedTokensOnlyOwnConversation(t *testing.T) {
 	}
 	if after := metricValue(t, get(t, s, "/metrics", "").body, "bonsai_prompt_tokens_cached_total"); after-before < 5 {
 		t.Errorf("the guess reused %v cached tokens: the cache no longer serves shared prefixes", after-before)
+	}
+}
+
+// send does one request with the given Host (if set) and headers.
+func send(t *testing.T, s *testServer, method, path, host, body string, headers ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.root+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// Item 6: a keyless server answered any Host and any web page: a POST of
+// text/plain from http://attacker.example got a completion, so any page
+// could drive it (and, with DNS rebinding, read the replies).
+func TestKeylessServerRefusesCrossSite(t *testing.T) {
+	load := serve.LoadOptions{ID: testModel, Slots: 1, Context: 384, Threads: 2, Backend: "cpu"}
+	s := startServerOpts(t, serve.Options{Hosts: []string{"bonsai.lan"}}, load, nil)
+	const chat = `{"max_tokens":1,"messages":[{"role":"user","content":"x"}]}`
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(s.root, "http://"))
+	for _, c := range []struct {
+		name, host string
+		headers    []string
+		status     int
+	}{
+		{"a page's simple POST", "attacker.example:" + port, []string{"Content-Type", "text/plain", "Origin", "http://attacker.example"}, 403},
+		{"DNS rebinding", "attacker.example:" + port, nil, 403},
+		{"a foreign origin", "", []string{"Origin", "http://attacker.example"}, 403},
+		{"a sandboxed page", "", []string{"Origin", "null"}, 403},
+		{"localhost", "localhost:" + port, nil, 200},
+		{"[::1]", "[::1]:" + port, nil, 200},
+		{"the bound name", "bonsai.lan:" + port, nil, 200},
+		{"a local web app", "", []string{"Origin", "http://localhost:5173"}, 200},
+	} {
+		resp, body := send(t, s, http.MethodPost, "/v1/chat/completions", c.host, chat, c.headers...)
+		if resp.StatusCode != c.status {
+			t.Errorf("%s: %d %.200s", c.name, resp.StatusCode, body)
+		}
+		if resp.Header.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("%s: CORS headers without --cors", c.name)
+		}
+	}
+	// With a key, the key guards: any name will do.
+	keyed := startServerOpts(t, serve.Options{APIKey: "k"}, load, nil)
+	if resp, body := send(t, keyed, http.MethodPost, "/v1/chat/completions", "bonsai.example.com", chat, "Authorization", "Bearer k"); resp.StatusCode != 200 {
+		t.Errorf("a keyed server by another name: %d %s", resp.StatusCode, body)
+	}
+}
+
+// --cors lets named web apps call the server from a browser: preflights
+// are answered, replies carry the headers; other origins still are not.
+func TestCORSOptIn(t *testing.T) {
+	app := "https://app.example"
+	s := startServerOpts(t, serve.Options{CORS: []string{app}}, serve.LoadOptions{ID: testModel, Slots: 1, Context: 384, Threads: 2, Backend: "cpu"}, nil)
+	resp, _ := send(t, s, http.MethodOptions, "/v1/chat/completions", "", "", "Origin", app,
+		"Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "authorization, content-type")
+	if h := resp.Header; resp.StatusCode != 204 || h.Get("Access-Control-Allow-Origin") != app ||
+		!strings.Contains(h.Get("Access-Control-Allow-Methods"), "POST") || !strings.Contains(h.Get("Access-Control-Allow-Headers"), "Authorization") {
+		t.Errorf("preflight: %d %v", resp.StatusCode, resp.Header)
+	}
+	resp, body := send(t, s, http.MethodPost, "/v1/chat/completions", "", `{"max_tokens":1,"messages":[{"role":"user","content":"x"}]}`,
+		"Origin", app, "Content-Type", "application/json")
+	if resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") != app {
+		t.Errorf("the app's request: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	resp, _ = send(t, s, http.MethodOptions, "/v1/chat/completions", "", "", "Origin", "https://other.example", "Access-Control-Request-Method", "POST")
+	if resp.StatusCode != 403 || resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("another origin's preflight: %d %v", resp.StatusCode, resp.Header)
 	}
 }

@@ -20,8 +20,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,7 +52,17 @@ type Options struct {
 	// Tokenizers is how many requests may tokenize their prompts at once
 	// (0: the number of CPUs); the others wait their turn.
 	Tokenizers int
-	Log        *slog.Logger
+	// Hosts are the Host names, beside the loopback ones, that a server
+	// without an API key answers to (the address it was told to bind).
+	// Without a key every other Host is refused: a web page could
+	// otherwise reach a local server through DNS rebinding.
+	Hosts []string
+	// CORS are the web origins allowed to call the server from a browser
+	// ("*": any): their preflights are answered and their replies carry
+	// the CORS headers. Without a key a request from any other origin
+	// (but a loopback one) is refused.
+	CORS []string
+	Log  *slog.Logger
 }
 
 // Server serves one Model. It answers /health with 503 until SetModel.
@@ -104,7 +116,75 @@ func New(opts Options) *Server {
 func (s *Server) SetModel(m *Model) { s.model.Store(m) }
 
 // Handler is the server's HTTP handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.guard) }
+
+// guard answers CORS preflights and, on a server without a key, refuses
+// foreign Host names and cross-site requests, before the routes.
+func (s *Server) guard(w http.ResponseWriter, r *http.Request) {
+	origin := r.Header.Get("Origin")
+	cors := origin != "" && s.corsAllows(origin)
+	if cors {
+		w.Header().Set("Access-Control-Allow-Origin", origin)
+		w.Header().Add("Vary", "Origin")
+	}
+	if r.Method == http.MethodOptions && origin != "" && r.Header.Get("Access-Control-Request-Method") != "" {
+		if !cors {
+			fail(w, http.StatusForbidden, "permission_error", fmt.Sprintf("the origin %q may not call this server (bonsai serve --cors ORIGIN allows it)", origin), "", "cors_refused")
+			return
+		}
+		h := w.Header()
+		h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+		h.Set("Access-Control-Max-Age", "600")
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if s.opts.APIKey == "" {
+		if !s.hostAllowed(r.Host) {
+			fail(w, http.StatusForbidden, "permission_error", fmt.Sprintf("this server answers to localhost, not to %q (with --api-key it answers to any name)", r.Host), "", "host_refused")
+			return
+		}
+		if origin != "" && !cors && !loopbackOrigin(origin) {
+			fail(w, http.StatusForbidden, "permission_error", fmt.Sprintf("requests from the web page at %q are refused (bonsai serve --cors ORIGIN allows a web app)", origin), "", "cors_refused")
+			return
+		}
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *Server) corsAllows(origin string) bool {
+	return slices.ContainsFunc(s.opts.CORS, func(o string) bool { return o == "*" || strings.EqualFold(o, origin) })
+}
+
+// hostAllowed says a keyless server answers to the Host header host: a
+// loopback name or address, or one of Options.Hosts.
+func (s *Server) hostAllowed(host string) bool {
+	if host == "" { // HTTP/1.0 without a Host: no name a rebinding page could use
+		return true
+	}
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	}
+	name = strings.TrimSuffix(strings.Trim(name, "[]"), ".")
+	return Loopback(name) || slices.ContainsFunc(s.opts.Hosts, func(h string) bool { return strings.EqualFold(strings.Trim(h, "[]"), name) })
+}
+
+// loopbackOrigin says a web origin is served from this machine
+// (http://localhost:3000, say): not a cross-site request.
+func loopbackOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && Loopback(u.Hostname())
+}
+
+// Loopback says host names this machine: localhost or a loopback address.
+func Loopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
 
 // route registers h at pattern, behind the key check when auth, counting
 // the answers by route and status.
