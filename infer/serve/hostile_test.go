@@ -347,3 +347,23 @@ func TestCORSOptIn(t *testing.T) {
 		t.Errorf("another origin's preflight: %d %v", resp.StatusCode, resp.Header)
 	}
 }
+
+// Item 4: a json_schema of a 75,000-value enum is refused at admission
+// (its masks stalled every slot for a second a token).
+func TestHugeEnumRefused(t *testing.T) {
+	s := startServer(t, "", 1)
+	vals := make([]string, 75_000)
+	for i := range vals {
+		vals[i] = fmt.Sprintf("%x", uint32(i)*2654435761)
+	}
+	enum, _ := json.Marshal(vals)
+	start := time.Now()
+	r := post(t, s, "/v1/chat/completions", `{"max_tokens":5,"messages":[{"role":"user","content":"x"}],`+
+		`"response_format":{"type":"json_schema","json_schema":{"name":"e","schema":{"enum":`+string(enum)+`}}}}`)
+	if _, param, code := apiError(t, r); r.status != 400 || code != "unsupported_schema" || param != "response_format.json_schema.schema" {
+		t.Errorf("%d %.300s", r.status, r.body)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("refused after %s", took)
+	}
+}
