@@ -126,8 +126,9 @@ func TestHugeMessageRefusedBeforeTokenizing(t *testing.T) {
 	refusedWithin(t, s, "/v1/completions", `{"prompt":"`+word+`"}`, 3*time.Second)
 }
 
-// Item 5: a body sent a byte at a time is cut once BodyTimeout passes
-// (headers had a timeout; bodies had none, and held their connections).
+// Item 5: a body sent a byte at a time is answered with a 408 and its
+// connection closed once BodyTimeout passes (headers had a timeout; bodies
+// had none, and held their connections).
 func TestSlowBodyTimedOut(t *testing.T) {
 	s := startServerOpts(t, serve.Options{BodyTimeout: time.Second}, serve.LoadOptions{ID: testModel, Slots: 1, Context: 384, Threads: 2, Backend: "cpu"}, nil)
 	conn, err := net.Dial("tcp", strings.TrimPrefix(s.root, "http://"))
@@ -138,12 +139,16 @@ func TestSlowBodyTimedOut(t *testing.T) {
 	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
 	start := time.Now()
 	answered := make(chan *http.Response, 1)
+	closed := make(chan struct{})
 	go func() {
-		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
 			resp = nil
 		}
 		answered <- resp
+		io.Copy(io.Discard, br) // until the server closes the connection
+		close(closed)
 	}()
 	for {
 		select {
@@ -152,7 +157,15 @@ func TestSlowBodyTimedOut(t *testing.T) {
 				t.Errorf("the slow body's answer: %v", resp)
 			}
 			if took := time.Since(start); took > 10*time.Second {
-				t.Errorf("cut after %s", took)
+				t.Errorf("answered after %s", took)
+			}
+			answered = nil
+		case <-closed:
+			if answered != nil {
+				t.Error("the connection closed without an answer")
+			}
+			if took := time.Since(start); took > 10*time.Second {
+				t.Errorf("closed after %s", took)
 			}
 			return
 		case <-time.After(200 * time.Millisecond):

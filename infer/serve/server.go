@@ -50,7 +50,7 @@ type Options struct {
 	// its headers (DefaultBodyTimeout when 0).
 	BodyTimeout time.Duration
 	// Tokenizers is how many requests may tokenize their prompts at once
-	// (0: the number of CPUs); the others wait their turn.
+	// (0: half the CPUs); the others wait their turn.
 	Tokenizers int
 	// Hosts are the Host names, beside the loopback ones, that a server
 	// without an API key answers to (the address it was told to bind).
@@ -85,7 +85,8 @@ func New(opts Options) *Server {
 		opts.BodyTimeout = DefaultBodyTimeout
 	}
 	if opts.Tokenizers <= 0 {
-		opts.Tokenizers = runtime.GOMAXPROCS(0)
+		// Half the CPUs: the other half stays with the decoding slots.
+		opts.Tokenizers = max(1, runtime.GOMAXPROCS(0)/2)
 	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
@@ -291,8 +292,9 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	// The whole body must arrive within BodyTimeout: headers have their
 	// own timeout, and a body sent a byte at a time held its connection
 	// (and a goroutine) for as long as the client liked.
+	// A refused body keeps the deadline: the rest of it, which the server
+	// reads to reuse the connection, must come in time too.
 	rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
-	defer rc.SetReadDeadline(time.Time{}) // the reply may stream for longer
 	dec := json.NewDecoder(r.Body)
 	err := dec.Decode(v)
 	if err == nil {
@@ -304,6 +306,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		}
 	}
 	if err == nil {
+		rc.SetReadDeadline(time.Time{}) // the reply may stream for longer
 		return true
 	}
 	var tooBig *http.MaxBytesError
