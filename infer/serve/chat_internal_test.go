@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -45,5 +46,27 @@ func TestCleanID(t *testing.T) {
 		if got := cleanID(in); got != want {
 			t.Errorf("cleanID(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// At most Options.Tokenizers requests tokenize at once (three 8 MB
+// requests tokenizing together peaked at 3.56 GB); the others wait, and
+// give up when their client does.
+func TestTokenizingBounded(t *testing.T) {
+	s := New(Options{Tokenizers: 2})
+	bg := context.Background()
+	release1, aerr1 := s.tokenizing(bg)
+	_, aerr2 := s.tokenizing(bg)
+	if aerr1 != nil || aerr2 != nil {
+		t.Fatal(aerr1, aerr2)
+	}
+	gone, cancel := context.WithTimeout(bg, 100*time.Millisecond)
+	defer cancel()
+	if _, aerr := s.tokenizing(gone); aerr == nil {
+		t.Fatal("a third request tokenizes beside two")
+	}
+	release1()
+	if _, aerr := s.tokenizing(bg); aerr != nil {
+		t.Fatal(aerr)
 	}
 }
