@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -49,10 +50,12 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	maxDraft := fs.Int("max-draft", 0, fmt.Sprintf("with --spec ngram, most tokens drafted per slot and pass (0: %d, adapted as it goes)", spec.DefaultMaxDraft))
 	alias := fs.String("alias", "", "the model's id in the API (default: the file's name)")
 	maxBody := fs.Int64("max-body", serve.DefaultMaxBody, "largest request body in bytes")
+	bodyTimeout := fs.Duration("body-timeout", serve.DefaultBodyTimeout, "longest a request body may take to arrive")
+	cors := fs.String("cors", "", "web origins allowed to call the server from a browser, comma-separated (\"*\": any); off by default")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: bonsai serve [--model M] [--host 127.0.0.1] [--port 8080] [--api-key KEY | --api-key-file F]\n"+
 			"                    [--parallel N] [--ctx N] [--threads N] [--batch N] [--backend cpu|gpu|auto] [--alias NAME]\n"+
-			"                    [--spec ngram|off] [--max-draft N]\n"+
+			"                    [--spec ngram|off] [--max-draft N] [--cors ORIGIN[,ORIGIN…]]\n"+
 			"Settings not given as flags come from config.toml and BONSAI_* variables, as the chat's do; the backend\n"+
 			"is the CPU unless one is set (the GPU serves one request at a time), and --ctx is each slot's context.")
 		fs.PrintDefaults()
@@ -70,8 +73,12 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if *apiKey != "" && *apiKeyFile != "" {
 		return fmt.Errorf("%w: serve: --api-key and --api-key-file are exclusive", errUsage)
 	}
-	if *parallel < 1 || *batch < 0 || *port < 0 || *port > 65535 || *maxBody < 1 || *maxDraft < 0 {
-		return fmt.Errorf("%w: serve: --parallel must be ≥ 1; --batch, --port and --max-draft must not be negative", errUsage)
+	if *parallel < 1 || *batch < 0 || *port < 0 || *port > 65535 || *maxBody < 1 || *maxDraft < 0 || *bodyTimeout <= 0 {
+		return fmt.Errorf("%w: serve: --parallel must be ≥ 1; --batch, --port and --max-draft must not be negative; --body-timeout must be positive", errUsage)
+	}
+	origins, err := corsOrigins(*cors)
+	if err != nil {
+		return err
 	}
 	cfg, err := loadConfig(cfgFlags, stderr)
 	if err != nil {
@@ -108,10 +115,17 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	if key == "" && !loopback(*host) {
+	if key == "" && !serve.Loopback(*host) {
 		fmt.Fprintf(stderr, "warning: listening on %s without an API key: anyone who can reach it can use it (--api-key-file)\n", *host)
 	}
-	srv := serve.New(serve.Options{APIKey: key, MaxBody: *maxBody, Log: slog.New(slog.NewTextHandler(stderr, nil))})
+	var hosts []string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "host" {
+			hosts = append(hosts, *host) // the name the operator gave is one clients use
+		}
+	})
+	srv := serve.New(serve.Options{APIKey: key, MaxBody: *maxBody, BodyTimeout: *bodyTimeout, Hosts: hosts, CORS: origins,
+		Log: slog.New(slog.NewTextHandler(stderr, nil))})
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
@@ -157,10 +171,21 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
+// corsOrigins reads --cors: origins such as https://app.example, or "*".
+func corsOrigins(list string) ([]string, error) {
+	var out []string
+	for _, o := range strings.Split(list, ",") {
+		o = strings.TrimSuffix(strings.TrimSpace(o), "/")
+		if o == "" {
+			continue
+		}
+		if o != "*" {
+			u, err := url.Parse(o)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" {
+				return nil, fmt.Errorf("%w: serve: --cors takes origins like https://app.example:8443 or *, not %q", errUsage, o)
+			}
+		}
+		out = append(out, o)
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return out, nil
 }

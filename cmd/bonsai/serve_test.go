@@ -86,3 +86,17 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 		t.Fatal("the server did not exit after draining")
 	}
 }
+
+// --cors takes origins (or *); anything else is a usage error, said
+// before the server starts.
+func TestServeCORSFlag(t *testing.T) {
+	for _, bad := range []string{"app.example", "ftp://app.example", "https://app.example/chat", "https://"} {
+		if _, errOut, code := run(t, "serve", "--port", "0", "--cors", bad); code != 2 || !strings.Contains(errOut, "--cors takes origins") {
+			t.Errorf("--cors %q: exit %d, %s", bad, code, errOut)
+		}
+	}
+	got, err := corsOrigins(" https://app.example/ ,http://localhost:5173,*")
+	if want := []string{"https://app.example", "http://localhost:5173", "*"}; err != nil || strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("corsOrigins: %q, %v", got, err)
+	}
+}

@@ -1,5 +1,7 @@
 package grammar
 
+import "sort"
+
 // Machine recognizes, byte by byte, the JSON texts a Schema allows: a
 // pushdown automaton whose stack holds one frame per open value. A frame
 // that could end or go on (a number, an enum value that is a prefix of
@@ -174,13 +176,7 @@ func (m *Machine) feed(c byte) bool {
 			}
 			continue // the frame that replaced the value takes c
 		case kLiteral:
-			lo, hi := f.lo, f.hi
-			for lo < hi && (len(f.lits[lo]) <= f.pos || f.lits[lo][f.pos] < c) {
-				lo++
-			}
-			for hi > lo && (len(f.lits[hi-1]) <= f.pos || f.lits[hi-1][f.pos] > c) {
-				hi--
-			}
+			lo, hi := narrow(f.lits, f.lo, f.hi, f.pos, c)
 			if lo < hi {
 				f.lo, f.hi, f.pos = lo, hi, f.pos+1
 				if hi-lo == 1 && f.pos == len(f.lits[lo]) {
@@ -212,6 +208,20 @@ func (m *Machine) feed(c byte) bool {
 		}
 	}
 	return false
+}
+
+// narrow is the range of lits[lo:hi] (sorted, all sharing their first pos
+// bytes) whose byte at pos is c, by binary search: a scan cost every
+// token of the vocabulary a pass over the literals, and a 75,000-value
+// enum made each masked step take a second.
+func narrow(lits []string, lo, hi, pos int, c byte) (int, int) {
+	// In the range, the literals that end at pos sort first, then by the
+	// byte at pos.
+	below := func(i int) bool { return len(lits[i]) <= pos || lits[i][pos] < c }
+	atMost := func(i int) bool { return len(lits[i]) <= pos || lits[i][pos] <= c }
+	from := lo + sort.Search(hi-lo, func(i int) bool { return !below(lo + i) })
+	to := lo + sort.Search(hi-lo, func(i int) bool { return !atMost(lo + i) })
+	return from, to
 }
 
 // start replaces the value frame f by the frame its first byte c opens.

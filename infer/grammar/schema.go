@@ -96,10 +96,17 @@ func Compile(raw []byte) (*Schema, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadSchema, err)
 	}
-	return compile(v, "#")
+	values := 0
+	return compile(v, "#", &values)
 }
 
-func compile(v any, at string) (*Schema, error) {
+// MaxEnumValues bounds the enum and const values of one schema, all its
+// parts together. A mask's cost grows with the log of an enum's size, but
+// compiling and holding the values grows with their number; no
+// structured-output schema in use comes near this.
+const MaxEnumValues = 16384
+
+func compile(v any, at string, values *int) (*Schema, error) {
 	if b, ok := v.(bool); ok {
 		if !b {
 			return nil, fmt.Errorf("%w: %s: the schema false allows nothing", ErrUnsupported, at)
@@ -121,8 +128,12 @@ func compile(v any, at string) (*Schema, error) {
 			if !ok || len(vals) == 0 {
 				return nil, fmt.Errorf("%w: %s/enum must be a non-empty array", ErrBadSchema, at)
 			}
+			if *values += len(vals); *values > MaxEnumValues {
+				return nil, fmt.Errorf("%w: %s/enum: the schema has more than %d enum values", ErrUnsupported, at, MaxEnumValues)
+			}
 			s.enum, err = encodings(vals)
 		case "const":
+			*values++
 			s.enum, err = encodings([]any{val})
 		case "properties", "required", "additionalProperties", "items",
 			"minItems", "maxItems", "minLength", "maxLength":
@@ -145,7 +156,7 @@ func compile(v any, at string) (*Schema, error) {
 			return nil, fmt.Errorf("%w: %s has %d properties, at most %d", ErrUnsupported, at, len(pm), maxProps)
 		}
 		for name, ps := range pm {
-			c, err := compile(ps, at+"/properties/"+name)
+			c, err := compile(ps, at+"/properties/"+name, values)
 			if err != nil {
 				return nil, err
 			}
@@ -186,7 +197,7 @@ func compile(v any, at string) (*Schema, error) {
 			if b, isBool := ap.(bool); isBool && !b {
 				s.extra = nil // only {}
 			} else if !isBool {
-				c, err := compile(ap, at+"/additionalProperties")
+				c, err := compile(ap, at+"/additionalProperties", values)
 				if err != nil {
 					return nil, err
 				}
@@ -197,7 +208,7 @@ func compile(v any, at string) (*Schema, error) {
 	// With declared properties no other key is generated: a subset of what
 	// the schema allows, whatever additionalProperties says.
 	if it, ok := obj["items"]; ok {
-		c, err := compile(it, at+"/items")
+		c, err := compile(it, at+"/items", values)
 		if err != nil {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ChatRequest is POST /v1/chat/completions.
@@ -85,14 +86,14 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(b, &parts); err != nil {
 			return err
 		}
-		var s string
+		var s strings.Builder // not +=: a message of many parts would cost their square
 		for _, p := range parts {
 			if p.Type != "text" {
 				return fmt.Errorf("%w: content part of type %q (only text is supported)", ErrUnsupportedContent, p.Type)
 			}
-			s += p.Text
+			s.WriteString(p.Text)
 		}
-		*c = Content(s)
+		*c = Content(s.String())
 		return nil
 	}
 	return fmt.Errorf("content must be a string, an array of parts or null")

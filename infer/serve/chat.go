@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,10 +22,10 @@ const maxTopLogprobs = 20
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request, m *Model) {
 	var req openai.ChatRequest
-	if !decode(w, r, &req) {
+	if !s.decode(w, r, &req) {
 		return
 	}
-	c, aerr := s.prepareChat(m, &req)
+	c, aerr := s.prepareChat(r.Context(), m, &req)
 	if aerr != nil {
 		aerr.write(w)
 		return
@@ -145,10 +146,13 @@ type chatCall struct {
 	out        *chatOut
 }
 
-func (s *Server) prepareChat(m *Model, req *openai.ChatRequest) (*chatCall, *apiError) {
+func (s *Server) prepareChat(ctx context.Context, m *Model, req *openai.ChatRequest) (*chatCall, *apiError) {
 	if !m.answersTo(req.Model) {
 		return nil, &apiError{status: http.StatusNotFound, typ: "invalid_request_error", param: "model", code: "model_not_found",
 			msg: fmt.Sprintf("the model %q does not exist; this server runs %q (GET /v1/models)", req.Model, m.ID)}
+	}
+	if n := leastTokens(req, m.maxPiece); n >= m.Sched.Context() {
+		return nil, tooLong(n, m)
 	}
 	g, aerr := settings(m, knobs{
 		maxTokens: req.MaxTokens, maxCompletion: req.MaxCompletionTokens, temperature: req.Temperature, topP: req.TopP,
@@ -202,23 +206,72 @@ func (s *Server) prepareChat(m *Model, req *openai.ChatRequest) (*chatCall, *api
 		think = false // the reply is the constrained text itself
 		c.constraint = grammar.NewConstraint(m.grammarVocab(), machine)
 	}
+	release, aerr := s.tokenizing(ctx)
+	if aerr != nil {
+		return nil, aerr
+	}
+	defer release()
 	msgs, aerr := convertMessages(req.Messages, tools)
 	if aerr != nil {
 		return nil, aerr
 	}
-	c.prompt = m.Tmpl.Encode(msgs, true, think, m.Tok.Encode)
-	if m.Tok.AddBOS() && m.Tok.BOS() >= 0 {
-		c.prompt = append([]int32{m.Tok.BOS()}, c.prompt...)
+	if c.prompt, aerr = m.encodePrompt(msgs, think); aerr != nil {
+		return nil, aerr
 	}
+	c.gen.own = len(c.prompt) - m.generationPromptTokens(think)
 	c.out = &chatOut{}
 	if machine == nil {
-		prompt := m.Tmpl.Render(msgs, true, think)
-		c.out.think = chat.NewThinkParser(strings.HasSuffix(strings.TrimRight(prompt, "\n"), chat.ThinkOpen))
+		c.out.think = chat.NewThinkParser(opensThinking(m.Tmpl.Pieces(nil, true, think)))
 	}
 	if len(tools) > 0 {
 		c.out.tools = &toolParser{}
 	}
 	return c, nil
+}
+
+// encodePrompt tokenizes the conversation with the template, the BOS
+// first where the model wants one. Once the tokens pass the context the
+// rest is not tokenized: the request is refused either way.
+func (m *Model) encodePrompt(msgs []chat.Message, think bool) ([]int32, *apiError) {
+	n := 0
+	encode := func(text string, special bool) []int32 {
+		if n >= m.Sched.Context() {
+			n += 1
+			return nil
+		}
+		ids := m.Tok.Encode(text, special)
+		n += len(ids)
+		return ids
+	}
+	prompt := m.Tmpl.Encode(msgs, true, think, encode)
+	if m.Tok.AddBOS() && m.Tok.BOS() >= 0 {
+		prompt = append([]int32{m.Tok.BOS()}, prompt...)
+	}
+	if n >= m.Sched.Context() {
+		return nil, tooLong(n, m)
+	}
+	return prompt, nil
+}
+
+// generationPromptTokens is how many tokens the template's generation
+// prompt ("<|im_start|>assistant\n…") adds after the messages.
+func (m *Model) generationPromptTokens(think bool) int {
+	all, msgs := m.Tmpl.Pieces(nil, true, think), m.Tmpl.Pieces(nil, false, think)
+	n := 0
+	for _, p := range all[len(msgs):] {
+		n += len(m.Tok.Encode(p.Text, p.Special))
+	}
+	return n
+}
+
+// opensThinking says the generation prompt ends inside a <think> block
+// (the reply starts with reasoning).
+func opensThinking(gen []chat.Piece) bool {
+	var b strings.Builder
+	for _, p := range gen {
+		b.WriteString(p.Text)
+	}
+	return strings.HasSuffix(strings.TrimRight(b.String(), "\n"), chat.ThinkOpen)
 }
 
 // toolChoice reads tool_choice: "none", "auto" (the default with tools),
@@ -319,17 +372,26 @@ func responseSchema(rf *openai.ResponseFormat) (*grammar.Schema, *apiError) {
 // convertMessages turns the API's messages into the template's, the way
 // Qwen3's template writes tools: their signatures in the system turn, the
 // assistant's calls as <tool_call> blocks, and each run of tool results as
-// one user turn of <tool_response> blocks.
+// one user turn of <tool_response> blocks. Its cost is linear in the
+// messages' bytes (a run of 50,000 tool results joined with += took 20 s).
 func convertMessages(in []openai.Message, tools []openai.Tool) ([]chat.Message, *apiError) {
 	if len(in) == 0 {
 		return nil, badRequest("messages", "messages must not be empty")
 	}
 	block := toolsBlock(tools)
 	var out []chat.Message
-	lastTool := false
+	var results strings.Builder // the run of tool results in hand
+	flush := func() {
+		if results.Len() > 0 {
+			out = append(out, chat.Message{Role: chat.RoleUser, Content: results.String()})
+			results.Reset()
+		}
+	}
 	for i, msg := range in {
 		content := string(msg.Content)
-		isTool := false
+		if msg.Role != "tool" {
+			flush()
+		}
 		switch msg.Role {
 		case "system", "developer":
 			if i == 0 && block != "" {
@@ -340,35 +402,62 @@ func convertMessages(in []openai.Message, tools []openai.Tool) ([]chat.Message, 
 		case "user":
 			out = append(out, chat.Message{Role: chat.RoleUser, Content: content})
 		case "assistant":
-			for j, tc := range msg.ToolCalls {
-				if content != "" || j > 0 {
-					content += "\n"
-				}
-				args := tc.Function.Arguments
-				if strings.TrimSpace(args) == "" {
-					args = "{}"
-				}
-				name, _ := json.Marshal(tc.Function.Name)
-				content += toolOpen + "\n{\"name\": " + string(name) + ", \"arguments\": " + args + "}\n" + toolClose
-			}
-			out = append(out, chat.Message{Role: chat.RoleAssistant, Content: content, Thinking: msg.ReasoningContent})
+			out = append(out, chat.Message{Role: chat.RoleAssistant, Content: withCalls(content, msg.ToolCalls), Thinking: msg.ReasoningContent})
 		case "tool":
-			isTool = true
-			text := "<tool_response>\n" + content + "\n</tool_response>"
-			if lastTool {
-				out[len(out)-1].Content += "\n" + text
-			} else {
-				out = append(out, chat.Message{Role: chat.RoleUser, Content: text})
+			if results.Len() > 0 {
+				results.WriteString("\n")
 			}
+			results.WriteString("<tool_response>\n" + content + "\n</tool_response>")
 		default:
 			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), "role must be system, user, assistant or tool, not %q", msg.Role)
 		}
-		lastTool = isTool
 	}
+	flush()
 	if block != "" {
 		out = append([]chat.Message{{Role: chat.RoleSystem, Content: block}}, out...)
 	}
 	return out, nil
+}
+
+// withCalls is an assistant turn's content followed by its tool calls as
+// <tool_call> blocks.
+func withCalls(content string, calls []openai.ToolCall) string {
+	if len(calls) == 0 {
+		return content
+	}
+	var b strings.Builder
+	b.WriteString(content)
+	for j, tc := range calls {
+		if content != "" || j > 0 {
+			b.WriteString("\n")
+		}
+		args := tc.Function.Arguments
+		if strings.TrimSpace(args) == "" {
+			args = "{}"
+		}
+		name, _ := json.Marshal(tc.Function.Name)
+		b.WriteString(toolOpen + "\n{\"name\": " + string(name) + ", \"arguments\": " + args + "}\n" + toolClose)
+	}
+	return b.String()
+}
+
+// leastTokens is a floor under the tokens the request's prompt takes,
+// found without tokenizing: every message, tool call and tool is at least
+// one token, and no token spells more than maxPiece bytes. A request over
+// the context by this count is refused before any work on its text.
+func leastTokens(req *openai.ChatRequest, maxPiece int) int {
+	units, bytes := len(req.Tools), 0
+	for _, t := range req.Tools {
+		bytes += len(t.Function.Name) + len(t.Function.Description) + len(t.Function.Parameters)
+	}
+	for _, msg := range req.Messages {
+		units += 1 + len(msg.ToolCalls)
+		bytes += len(msg.Content) + len(msg.ReasoningContent)
+		for _, tc := range msg.ToolCalls {
+			bytes += len(tc.Function.Name) + len(tc.Function.Arguments)
+		}
+	}
+	return max(units, bytes/maxPiece)
 }
 
 // toolsBlock is the system prompt's tool section of Qwen3's template.
@@ -524,15 +613,18 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
+// usageOf is a generation's usage. Its cached tokens are those of the
+// same conversation's earlier turns only (slots.Result.Resumed): a hit on
+// another client's prompt is not told.
 func usageOf(r slots.Result) *openai.Usage {
 	return &openai.Usage{PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
-		TotalTokens: r.PromptTokens + r.CompletionTokens, PromptTokensDetails: &openai.PromptDetails{CachedTokens: r.CachedTokens}}
+		TotalTokens: r.PromptTokens + r.CompletionTokens, PromptTokensDetails: &openai.PromptDetails{CachedTokens: r.Resumed}}
 }
 
 // timingsOf are llama-server's timings of a generation: the prompt's time
 // is from submission to the first token, queueing excluded.
 func timingsOf(r slots.Result) *openai.Timings {
-	t := &openai.Timings{PromptN: r.PromptTokens - r.CachedTokens, CacheN: r.CachedTokens, PredictedN: r.CompletionTokens,
+	t := &openai.Timings{PromptN: r.PromptTokens - r.Resumed, CacheN: r.Resumed, PredictedN: r.CompletionTokens,
 		DraftN: r.Drafted, DraftNAccepted: r.Accepted}
 	prompt := r.TTFT - r.Queued
 	t.PromptMS = float64(prompt.Microseconds()) / 1000

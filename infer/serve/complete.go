@@ -12,7 +12,7 @@ import (
 // template (as `bonsai run --raw`).
 func (s *Server) completions(w http.ResponseWriter, r *http.Request, m *Model) {
 	var req openai.CompletionRequest
-	if !decode(w, r, &req) {
+	if !s.decode(w, r, &req) {
 		return
 	}
 	if !m.answersTo(req.Model) {
@@ -49,7 +49,17 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, m *Model) {
 	if req.IgnoreEOS {
 		g.ban = m.endIDs
 	}
+	if n := len(req.Prompt[0]) / m.maxPiece; n >= m.Sched.Context() {
+		tooLong(n, m).write(w)
+		return
+	}
+	release, aerr := s.tokenizing(r.Context())
+	if aerr != nil {
+		aerr.write(w)
+		return
+	}
 	prompt := m.Tok.Encode(req.Prompt[0], true)
+	release()
 	if m.Tok.AddBOS() && m.Tok.BOS() >= 0 {
 		prompt = append([]int32{m.Tok.BOS()}, prompt...)
 	}

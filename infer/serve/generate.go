@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"time"
@@ -33,6 +34,7 @@ type gen struct {
 	logprobs            bool
 	top                 int
 	ban                 []int32
+	own                 int // slots.Request.Own
 }
 
 // maxStops and maxStopLen bound the stop strings a request may send.
@@ -135,6 +137,23 @@ func submitError(err error) *apiError {
 	return &apiError{status: http.StatusInternalServerError, typ: "server_error", msg: err.Error()}
 }
 
+// tooLong refuses a prompt of at least n tokens, over the context.
+func tooLong(n int, m *Model) *apiError {
+	return submitError(fmt.Errorf("%w: at least %d prompt tokens, a slot holds %d", slots.ErrPromptTooLong, n, m.Sched.Context()))
+}
+
+// tokenizing waits for a turn to tokenize a request (or for the client to
+// give up): at most Options.Tokenizers requests tokenize at once, so that
+// many large requests at once cannot take all the CPU and memory.
+func (s *Server) tokenizing(ctx context.Context) (release func(), _ *apiError) {
+	select {
+	case s.tokenizers <- struct{}{}:
+		return func() { <-s.tokenizers }, nil
+	case <-ctx.Done():
+		return nil, &apiError{status: http.StatusServiceUnavailable, typ: "server_error", msg: "the request was cancelled while waiting", code: "cancelled"}
+	}
+}
+
 // piece is what one step of a generation adds: its text (after stop
 // strings) and the tokens sampled.
 type piece struct {
@@ -156,6 +175,7 @@ func run(ctx context.Context, m *Model, prompt []int32, g gen, c slots.Constrain
 	st, err := m.Sched.Submit(ctx, slots.Request{
 		Prompt: prompt, Params: g.params, Presence: g.presence, Frequency: g.frequency,
 		MaxTokens: g.maxTokens, End: m.isEnd, Constraint: c, Ban: g.ban, Logprobs: g.logprobs, TopLogprobs: g.top,
+		Own: g.own,
 	})
 	if err != nil {
 		return outcome{}, submitError(err)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
@@ -38,8 +39,11 @@ type Model struct {
 	Spec spec.Mode
 
 	aliases []string
-	ends    map[int32]bool
-	endIDs  []int32
+	// maxPiece is the most bytes one token spells: a text of n bytes is
+	// at least n/maxPiece tokens.
+	maxPiece int
+	ends     map[int32]bool
+	endIDs   []int32
 
 	vocabOnce sync.Once
 	vocab     *grammar.Vocab
@@ -158,12 +162,15 @@ func LoadFile(f *gguf.File, o LoadOptions) (*Model, error) {
 	if f.Path != "" {
 		base = strings.TrimSuffix(filepath.Base(f.Path), filepath.Ext(f.Path))
 	}
-	id := cmp.Or(o.ID, base, name, "bonsai")
+	id := cmp.Or(o.ID, cleanID(base), cleanID(name), "bonsai")
 	tmpl := chat.FromGGUF(f.KV)
 	m := &Model{
 		Sched: sched, Tok: tok, Tmpl: tmpl, ID: id, Defaults: engine.DefaultSampling(im.Variant),
 		ContextTrain: hp.ContextTrain, Params: infer.Params(f), FileBytes: im.Memory(0).FileBytes,
 		Info: im.Backend().Info(), Notes: notes, Spec: mode, aliases: []string{base, name}, ends: map[int32]bool{}, model: im,
+	}
+	for id := range int32(tok.Vocab()) {
+		m.maxPiece = max(m.maxPiece, len(tok.Piece(id)), 1)
 	}
 	for _, e := range tok.EOGs() {
 		m.ends[e] = true
@@ -176,6 +183,33 @@ func LoadFile(f *gguf.File, o LoadOptions) (*Model, error) {
 	}
 	slices.Sort(m.endIDs)
 	return m, nil
+}
+
+// cleanID makes a file's or model's name an API id, one token that
+// clients can put anywhere: "(embedded) bonsai-tiny" is "bonsai-tiny".
+// Parenthesized notes go; other characters outside letters, digits and
+// ".-_:/" become "-".
+func cleanID(name string) string {
+	var b strings.Builder
+	depth := 0
+	for _, r := range name {
+		switch {
+		case r == '(':
+			depth++
+		case r == ')':
+			depth = max(depth-1, 0)
+		case depth > 0:
+		case unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune(".-_:/", r):
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	id := strings.Trim(b.String(), "-")
+	for strings.Contains(id, "--") {
+		id = strings.ReplaceAll(id, "--", "-")
+	}
+	return id
 }
 
 // answersTo says the API name id means this model: its id, its file name,

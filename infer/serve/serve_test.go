@@ -61,12 +61,23 @@ func startServer(t testing.TB, key string, slots int) *testServer {
 // startServerWith is startServer loading the test model with o.
 func startServerWith(t testing.TB, key string, o serve.LoadOptions) *testServer {
 	t.Helper()
+	return startServerOpts(t, serve.Options{APIKey: key}, o, nil)
+}
+
+// startServerOpts starts a server of so on the test model loaded with o;
+// file, if set, changes the model's file first (its path, say).
+func startServerOpts(t testing.TB, so serve.Options, o serve.LoadOptions, file func(*gguf.File)) *testServer {
+	t.Helper()
+	key := so.APIKey
 	f := testFile(t)
+	if file != nil {
+		file(f)
+	}
 	m, err := serve.LoadFile(f, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := serve.New(serve.Options{APIKey: key})
+	srv := serve.New(so)
 	srv.SetModel(m)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -561,6 +572,9 @@ func TestBadRequests(t *testing.T) {
 		{`{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"yaml"}}`, "response_format.type"},
 		{`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, ""},
 		{`{"messages":`, ""},
+		{`{"messages":[{"role":"user","content":"x"}]} trailing`, ""},
+		{`{"messages":[{"role":"user","content":"x"}]}{"messages":[]}`, ""},
+		{`{"messages":[{"role":"user","content":"x"}]}]`, ""},
 	} {
 		r := post(t, s, "/v1/chat/completions", c.body)
 		var e struct {

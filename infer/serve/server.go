@@ -16,12 +16,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
+	"reflect"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/bonsai-chat/bonsai/infer/openai"
 )
@@ -29,13 +36,33 @@ import (
 // DefaultMaxBody bounds a request body when Options.MaxBody is 0.
 const DefaultMaxBody = 8 << 20
 
+// DefaultBodyTimeout is how long a request body may take to arrive when
+// Options.BodyTimeout is 0: a full 8 MB body in it needs 300 kB/s.
+const DefaultBodyTimeout = 30 * time.Second
+
 // Options configure a Server.
 type Options struct {
 	// APIKey, if set, is the bearer token every route but /health wants.
 	APIKey string
 	// MaxBody bounds request bodies (DefaultMaxBody when 0).
 	MaxBody int64
-	Log     *slog.Logger
+	// BodyTimeout bounds the time a request body takes to arrive after
+	// its headers (DefaultBodyTimeout when 0).
+	BodyTimeout time.Duration
+	// Tokenizers is how many requests may tokenize their prompts at once
+	// (0: half the CPUs); the others wait their turn.
+	Tokenizers int
+	// Hosts are the Host names, beside the loopback ones, that a server
+	// without an API key answers to (the address it was told to bind).
+	// Without a key every other Host is refused: a web page could
+	// otherwise reach a local server through DNS rebinding.
+	Hosts []string
+	// CORS are the web origins allowed to call the server from a browser
+	// ("*": any): their preflights are answered and their replies carry
+	// the CORS headers. Without a key a request from any other origin
+	// (but a loopback one) is refused.
+	CORS []string
+	Log  *slog.Logger
 }
 
 // Server serves one Model. It answers /health with 503 until SetModel.
@@ -45,6 +72,8 @@ type Server struct {
 	started time.Time
 	metrics metrics
 	mux     *http.ServeMux
+	// tokenizers holds a token for each request tokenizing now.
+	tokenizers chan struct{}
 }
 
 // New makes a server with no model yet (loading).
@@ -52,10 +81,17 @@ func New(opts Options) *Server {
 	if opts.MaxBody <= 0 {
 		opts.MaxBody = DefaultMaxBody
 	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
+	}
+	if opts.Tokenizers <= 0 {
+		// Half the CPUs: the other half stays with the decoding slots.
+		opts.Tokenizers = max(1, runtime.GOMAXPROCS(0)/2)
+	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{opts: opts, started: time.Now(), mux: http.NewServeMux()}
+	s := &Server{opts: opts, started: time.Now(), mux: http.NewServeMux(), tokenizers: make(chan struct{}, opts.Tokenizers)}
 	s.metrics.requests = map[string]int64{}
 	s.route("GET /health", false, s.health)
 	s.route("GET /v1/health", false, s.health)
@@ -81,7 +117,75 @@ func New(opts Options) *Server {
 func (s *Server) SetModel(m *Model) { s.model.Store(m) }
 
 // Handler is the server's HTTP handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.guard) }
+
+// guard answers CORS preflights and, on a server without a key, refuses
+// foreign Host names and cross-site requests, before the routes.
+func (s *Server) guard(w http.ResponseWriter, r *http.Request) {
+	origin := r.Header.Get("Origin")
+	cors := origin != "" && s.corsAllows(origin)
+	if cors {
+		w.Header().Set("Access-Control-Allow-Origin", origin)
+		w.Header().Add("Vary", "Origin")
+	}
+	if r.Method == http.MethodOptions && origin != "" && r.Header.Get("Access-Control-Request-Method") != "" {
+		if !cors {
+			fail(w, http.StatusForbidden, "permission_error", fmt.Sprintf("the origin %q may not call this server (bonsai serve --cors ORIGIN allows it)", origin), "", "cors_refused")
+			return
+		}
+		h := w.Header()
+		h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+		h.Set("Access-Control-Max-Age", "600")
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if s.opts.APIKey == "" {
+		if !s.hostAllowed(r.Host) {
+			fail(w, http.StatusForbidden, "permission_error", fmt.Sprintf("this server answers to localhost, not to %q (with --api-key it answers to any name)", r.Host), "", "host_refused")
+			return
+		}
+		if origin != "" && !cors && !loopbackOrigin(origin) {
+			fail(w, http.StatusForbidden, "permission_error", fmt.Sprintf("requests from the web page at %q are refused (bonsai serve --cors ORIGIN allows a web app)", origin), "", "cors_refused")
+			return
+		}
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *Server) corsAllows(origin string) bool {
+	return slices.ContainsFunc(s.opts.CORS, func(o string) bool { return o == "*" || strings.EqualFold(o, origin) })
+}
+
+// hostAllowed says a keyless server answers to the Host header host: a
+// loopback name or address, or one of Options.Hosts.
+func (s *Server) hostAllowed(host string) bool {
+	if host == "" { // HTTP/1.0 without a Host: no name a rebinding page could use
+		return true
+	}
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	}
+	name = strings.TrimSuffix(strings.Trim(name, "[]"), ".")
+	return Loopback(name) || slices.ContainsFunc(s.opts.Hosts, func(h string) bool { return strings.EqualFold(strings.Trim(h, "[]"), name) })
+}
+
+// loopbackOrigin says a web origin is served from this machine
+// (http://localhost:3000, say): not a cross-site request.
+func loopbackOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && Loopback(u.Hostname())
+}
+
+// Loopback says host names this machine: localhost or a loopback address.
+func Loopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
 
 // route registers h at pattern, behind the key check when auth, counting
 // the answers by route and status.
@@ -180,24 +284,128 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc.Encode(v)
 }
 
-// decode reads a JSON body into v: unknown fields are ignored, a field of
-// the wrong type, malformed JSON or an oversized body is refused.
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	err := json.NewDecoder(r.Body).Decode(v)
+// decode reads a JSON body into v: unknown fields are ignored; a field of
+// the wrong type, malformed JSON, anything after the JSON value, a body
+// that arrives too slowly or an oversized body is refused.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	rc := http.NewResponseController(w)
+	// The whole body must arrive within BodyTimeout: headers have their
+	// own timeout, and a body sent a byte at a time held its connection
+	// (and a goroutine) for as long as the client liked.
+	// A refused body keeps the deadline: the rest of it, which the server
+	// reads to reuse the connection, must come in time too.
+	rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
+	dec := json.NewDecoder(r.Body)
+	err := dec.Decode(v)
 	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = errTrailing
+			if terr != nil && !isSyntax(terr) {
+				err = terr
+			}
+		}
+	}
+	if err == nil {
+		rc.SetReadDeadline(time.Time{}) // the reply may stream for longer
 		return true
 	}
 	var tooBig *http.MaxBytesError
 	var typeErr *json.UnmarshalTypeError
+	var netErr net.Error
 	switch {
 	case errors.As(err, &tooBig):
 		fail(w, http.StatusRequestEntityTooLarge, "invalid_request_error", fmt.Sprintf("the request body is over %d bytes", tooBig.Limit), "", "request_too_large")
+	case errors.As(err, &netErr) && netErr.Timeout():
+		w.Header().Set("Connection", "close")
+		fail(w, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf("the request body did not arrive within %s", s.opts.BodyTimeout), "", "request_timeout")
 	case errors.As(err, &typeErr):
-		fail(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("%s must be %s, not %s", typeErr.Field, typeErr.Type, typeErr.Value), typeErr.Field, "")
+		fail(w, http.StatusBadRequest, "invalid_request_error", typeMessage(typeErr), typeErr.Field, "")
+	case errors.Is(err, errTrailing):
+		fail(w, http.StatusBadRequest, "invalid_request_error", "the request body must be one JSON object, with nothing after it", "", "")
 	default:
 		fail(w, http.StatusBadRequest, "invalid_request_error", "the body is not a valid request: "+err.Error(), "", "")
 	}
 	return false
+}
+
+var errTrailing = errors.New("data after the JSON value")
+
+func isSyntax(err error) bool {
+	var se *json.SyntaxError
+	return errors.As(err, &se)
+}
+
+// typeMessage says what a field must be in the API's words: "messages
+// must be an array of message objects, not a string" rather than Go's
+// type names.
+func typeMessage(e *json.UnmarshalTypeError) string {
+	what := "the request body"
+	if e.Field != "" {
+		what = e.Field
+	}
+	return fmt.Sprintf("%s must be %s, not %s", what, jsonKind(e.Type, true), article(e.Value))
+}
+
+// jsonKind names the JSON a Go type reads: "an array of message objects".
+func jsonKind(t reflect.Type, one bool) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var s string
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		return a("array of "+jsonKind(t.Elem(), false), one)
+	case reflect.Struct, reflect.Map:
+		s = "JSON object"
+		if name := words(t.Name()); name != "" && t.Kind() == reflect.Struct && !strings.Contains(name, "request") {
+			s = name + " object"
+		}
+	case reflect.String:
+		s = "string"
+	case reflect.Bool:
+		s = "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		s = "integer"
+	case reflect.Float32, reflect.Float64:
+		s = "number"
+	default:
+		s = "JSON value"
+	}
+	return a(s, one)
+}
+
+// words spells a Go type's name as words: ToolCall is "tool call".
+func words(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		if i > 0 && unicode.IsUpper(r) && unicode.IsLower(rune(name[i-1])) {
+			b.WriteByte(' ')
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
+}
+
+// a is "a s" (or "an s") for one, else the plural.
+func a(s string, one bool) string {
+	if !one {
+		if strings.HasSuffix(s, "s") {
+			return s
+		}
+		if noun, rest, ok := strings.Cut(s, " of "); ok {
+			return noun + "s of " + rest
+		}
+		return s + "s"
+	}
+	return article(s)
+}
+
+func article(s string) string {
+	if s != "" && strings.ContainsRune("aeiou", rune(s[0])) {
+		return "an " + s
+	}
+	return "a " + s
 }
 
 func (s *Server) health(w http.ResponseWriter, _ *http.Request, m *Model) {
@@ -234,10 +442,16 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request, m *Model) {
 		AddSpecial bool   `json:"add_special"`
 		WithPieces bool   `json:"with_pieces"`
 	}
-	if !decode(w, r, &req) {
+	if !s.decode(w, r, &req) {
+		return
+	}
+	release, aerr := s.tokenizing(r.Context())
+	if aerr != nil {
+		aerr.write(w)
 		return
 	}
 	ids := m.Tok.Encode(req.Content, true)
+	release()
 	if req.AddSpecial && m.Tok.AddBOS() && m.Tok.BOS() >= 0 {
 		ids = append([]int32{m.Tok.BOS()}, ids...)
 	}
@@ -260,7 +474,7 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request, m *Model) {
 	var req struct {
 		Tokens []int32 `json:"tokens"`
 	}
-	if !decode(w, r, &req) {
+	if !s.decode(w, r, &req) {
 		return
 	}
 	for _, id := range req.Tokens {

@@ -92,6 +92,11 @@ type Request struct {
 	// Logprobs reports the sampled token's log-probability.
 	Logprobs    bool
 	TopLogprobs int
+	// Own is how many of Prompt's first tokens are this client's own
+	// conversation (a chat's messages, without the generation prompt);
+	// 0: all of Prompt. A later request is told of its cache hit
+	// (Result.Resumed) only when its prompt repeats all of them.
+	Own int
 }
 
 // Token is one sampled token.
@@ -105,10 +110,16 @@ type Token struct {
 type Result struct {
 	// Reason: "stop" (an End token), "length" (MaxTokens or a full slot),
 	// "cancelled" (the context ended), "error".
-	Reason           string
-	Err              error
-	PromptTokens     int
-	CachedTokens     int // prompt tokens the slot's cache already held
+	Reason       string
+	Err          error
+	PromptTokens int
+	CachedTokens int // prompt tokens the slot's cache already held
+	// Resumed is CachedTokens where the prompt repeats all of the earlier
+	// request's Own tokens (the same conversation's next turn), else 0.
+	// It is what a client may be told: CachedTokens would tell it how
+	// much of its prompt matched another client's, so a secret could be
+	// guessed a token at a time.
+	Resumed          int
 	CompletionTokens int
 	Queued           time.Duration // waiting for a slot
 	TTFT             time.Duration // from Submit to the first token
@@ -243,6 +254,8 @@ type slot struct {
 	counts    map[int32]int
 	generated int
 	cached    int
+	resumed   int
+	own       int // the Own tokens of the request whose tokens the region holds
 	started   time.Time
 	first     time.Time
 
@@ -463,9 +476,17 @@ func (s *Scheduler) start(sl *slot, j *job, keep int) {
 	for _, id := range j.req.Prompt {
 		sampler.Accept(id)
 	}
+	resumed := 0
+	if sl.own > 0 && keep >= sl.own {
+		resumed = keep
+	}
+	own := j.req.Own
+	if own <= 0 || own > len(j.req.Prompt) {
+		own = len(j.req.Prompt)
+	}
 	*sl = slot{
 		index: sl.index, base: sl.base, tokens: sl.tokens[:keep], job: j,
-		sampler: sampler, prompt: j.req.Prompt, done: keep, cached: keep,
+		sampler: sampler, prompt: j.req.Prompt, done: keep, cached: keep, resumed: resumed, own: own,
 		counts: map[int32]int{}, started: time.Now(), draft: newDrafting(s.maxDraft),
 	}
 }
@@ -664,6 +685,12 @@ func (s *Scheduler) sample(sl *slot, logits []float32) {
 		c.Mask(pick)
 		id = sl.sampler.Sample(pick)
 		if !c.Allowed(id) {
+			if s.constraintEnds(r) {
+				// The text is whole and only an end token may follow, but
+				// the request banned those (ignore_eos): it is done.
+				s.end(sl, "stop", nil)
+				return
+			}
 			s.end(sl, "error", fmt.Errorf("slots: the constraint allows no token"))
 			return
 		}
@@ -702,12 +729,18 @@ func (s *Scheduler) sample(sl *slot, logits []float32) {
 	}
 }
 
+// constraintEnds says the request's constraint allows one of the end
+// tokens it banned.
+func (s *Scheduler) constraintEnds(r *Request) bool {
+	return r.End != nil && slices.ContainsFunc(r.Ban, func(id int32) bool { return r.End(id) && r.Constraint.Allowed(id) })
+}
+
 // end finishes a slot's request and frees the slot; its cache keeps the
 // tokens run so far for a later prompt that starts with them.
 func (s *Scheduler) end(sl *slot, reason string, err error) {
 	j := sl.job
 	res := Result{
-		Reason: reason, Err: err, PromptTokens: len(sl.prompt), CachedTokens: sl.cached,
+		Reason: reason, Err: err, PromptTokens: len(sl.prompt), CachedTokens: sl.cached, Resumed: sl.resumed,
 		CompletionTokens: sl.generated, Queued: sl.started.Sub(j.submitted), Slot: sl.index,
 		Drafted: j.drafted, Accepted: j.accepted,
 	}

@@ -76,12 +76,29 @@ type Tokenizer struct {
 	addBOS             bool
 	eog                map[int32]bool
 
-	cacheMu sync.RWMutex
-	cache   map[string][]int32
+	cacheMu    sync.RWMutex
+	cache      map[string][]int32
+	cacheBytes int // what the cache's keys and ids hold, with cacheEntryCost each
 }
 
-// wordCacheLimit bounds the per-word BPE cache; chat text repeats words a lot.
-const wordCacheLimit = 1 << 16
+// The per-word BPE cache (chat text repeats words a lot) is bounded in
+// bytes, and cleared when full. Its keys are copies: a key that sliced the
+// text it came from would keep a whole request's text alive. Words longer
+// than maxCachedWord are not cached (they rarely repeat).
+const (
+	wordCacheBytes = 4 << 20
+	maxCachedWord  = 256
+	cacheEntryCost = 64 // a map entry's own bytes, beside its key and ids
+)
+
+// maxWordBytes bounds the bytes one BPE pass merges: a longer pre-token
+// (a run of thousands of letters, or spaces) is merged in pieces of this
+// size cut at character boundaries. Merging is O(n log n) in time and takes
+// about 50 bytes of memory a byte, so an 8 MB word in one pass took 20 s
+// and 1.3 GB; in pieces the cost is linear and small. No vocabulary token
+// is near this long, so only the tokens at the cuts can differ from a
+// single pass.
+const maxWordBytes = 4096
 
 // New builds a tokenizer from a vocabulary.
 func New(c Config) (*Tokenizer, error) {
@@ -296,6 +313,20 @@ func (t *Tokenizer) Encode(text string, allowSpecial bool) []int32 {
 }
 
 func (t *Tokenizer) encodeWord(word string, out []int32) []int32 {
+	if len(word) > maxWordBytes {
+		for len(word) > 0 {
+			n := min(len(word), maxWordBytes)
+			for n < len(word) && n > 0 && !utf8.RuneStart(word[n]) {
+				n--
+			}
+			if n == 0 { // not UTF-8 (Encode replaced it): any cut will do
+				n = min(len(word), maxWordBytes)
+			}
+			out = t.bpeWord(word[:n], out)
+			word = word[n:]
+		}
+		return out
+	}
 	t.cacheMu.RLock()
 	ids, ok := t.cache[word]
 	t.cacheMu.RUnlock()
@@ -307,13 +338,26 @@ func (t *Tokenizer) encodeWord(word string, out []int32) []int32 {
 	} else {
 		ids = t.bpeWord(word, nil)
 	}
-	t.cacheMu.Lock()
-	if len(t.cache) >= wordCacheLimit {
-		clear(t.cache)
+	if len(word) <= maxCachedWord {
+		t.remember(word, ids)
 	}
-	t.cache[word] = ids
-	t.cacheMu.Unlock()
 	return append(out, ids...)
+}
+
+// remember caches a word's ids under a copy of the word.
+func (t *Tokenizer) remember(word string, ids []int32) {
+	cost := len(word) + 4*len(ids) + cacheEntryCost
+	t.cacheMu.Lock()
+	defer t.cacheMu.Unlock()
+	if _, ok := t.cache[word]; ok {
+		return
+	}
+	if t.cacheBytes+cost > wordCacheBytes {
+		clear(t.cache)
+		t.cacheBytes = 0
+	}
+	t.cache[strings.Clone(word)] = ids
+	t.cacheBytes += cost
 }
 
 // replaceInvalid spells each byte that is not part of valid UTF-8 as U+FFFD.
