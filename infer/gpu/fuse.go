@@ -6,12 +6,9 @@ type fuseRules struct {
 	// is a lazy value computed in its reader's x load.
 	batch1 bool
 	// gluEpilogue: q1_xq takes SwiGLU as the epilogue of the gate/up
-	// matvec on a rounded x (MatVec auto, tab*, xq*, w1 with the default
-	// fusion, decoding, and a device that grants its workgroup).
+	// matvec on a rounded x (a fused decoding pass on a device that
+	// grants its workgroup).
 	gluEpilogue bool
-	// sepGLU: MatVec xqs, SwiGLU with its rounding as its own dispatch
-	// even where a gate/up pair feeds it.
-	sepGLU bool
 }
 
 // fuse plans the encoding of ops, the op list since the last plan, after
@@ -37,7 +34,7 @@ type fuseRules struct {
 //   - qkRopeStore: a StoreKV of k over q's and k's waiting norm+RoPEs is
 //     one qk_rope_store, which may wait for its Attention;
 //   - attnPrologue: an Attention of q over its layer's waiting
-//     qk_rope_store takes it into its own dispatch (attn_lat, attn_head,
+//     qk_rope_store takes it into its own dispatch (attn_lat or
 //     attn_qk), leaving q's and k's norm+RoPE waiting for other readers;
 //   - phase: a profiler phase ends the matvec group (a dispatch is timed
 //     in one phase); the values wait across it.
@@ -114,7 +111,7 @@ func (f *fuser) add(n *node) {
 			return
 		}
 		pair := f.feedsPair(n.x, n.y)
-		own := n.q8 && (f.r.sepGLU || !pair)
+		own := n.q8 && !pair
 		f.flushGroup()
 		var upNorm value
 		if own {

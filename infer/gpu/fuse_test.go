@@ -177,7 +177,7 @@ func (s step) String() string {
 	case stepAttn:
 		out := "attn " + s.op.dst.name + "←" + s.op.x.name
 		if s.v.kind == vQKStore {
-			out += " " + [...]string{attnLat: "lat", attnHead: "head", attnQK: "qk"}[s.op.fused] + " +store"
+			out += " " + [...]string{attnLat: "lat", attnQK: "qk"}[s.op.fused] + " +store"
 		}
 		return out
 	case stepPhase:
@@ -367,8 +367,6 @@ func TestFuseRoundingsAndEpilogue(t *testing.T) {
 		// its own dispatch, rounding for the next matvec
 		{name: "swiglu q8 of its own", rules: decode, ops: []node{swiglu(g, g, u, true, true), mv(o, wd, g)},
 			plan: []string{"swiglu g=g,u q8", "mv o←g(rounded)"}, left: []string{"rounded g"}},
-		{name: "xqs: q8 of its own after the pair", rules: fuseRules{batch1: true, sepGLU: true}, live: rounded, ops: ffn[:3],
-			plan: []string{"mv g,u←h(rounded)", "swiglu g=g,u q8"}, left: []string{"rounded h", "rounded g"}},
 		{name: "not lazy, not q8", rules: fuseRules{}, ops: []node{swiglu(g, g, u, false, false)},
 			plan: []string{"swiglu g=g,u"}},
 	})
@@ -539,8 +537,8 @@ func TestFuseAttnPrologue(t *testing.T) {
 			plan: []string{"attn att←q lat +store"}, left: []string{"normrope q", "normrope k", "rounded att"}},
 		{name: "attn_qk", rules: decode, live: store, ops: []node{attn(att, q, 0, attnQK, true, true)},
 			plan: []string{"attn att←q qk +store"}, left: []string{"rounded att", "normrope q", "normrope k"}},
-		{name: "attn_head without rounding", rules: decode, live: store, ops: []node{attn(att, q, 0, attnHead, false, true)},
-			plan: []string{"attn att←q head +store"}, left: []string{"normrope q", "normrope k"}},
+		{name: "attn_lat without rounding", rules: decode, live: store, ops: []node{attn(att, q, 0, attnLat, false, true)},
+			plan: []string{"attn att←q lat +store"}, left: []string{"normrope q", "normrope k"}},
 		{name: "no fused kernel", rules: decode, live: store, ops: []node{attn(att, q, 0, 0, false, true)},
 			plan: []string{"= qkstore q,k,v@0", "attn att←q"}, left: []string{"rounded att"}},
 		{name: "another q", rules: decode, live: store, ops: []node{attn(att, q2, 0, attnLat, true, false)},

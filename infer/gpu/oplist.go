@@ -55,9 +55,8 @@ const (
 type attnKind uint8
 
 const (
-	attnLat  attnKind = iota + 1 // attn_lat, one dispatch
-	attnHead                     // attn_head, one dispatch
-	attnQK                       // attn_qk (with pass 1), attn_pv, attn_sum
+	attnLat attnKind = iota + 1 // attn_lat, one dispatch
+	attnQK                      // attn_qk (with pass 1), attn_pv, attn_sum
 )
 
 // node is one recorded op. The flags are the recording op's decisions
@@ -72,7 +71,7 @@ type node struct {
 	// reader needs it, and computed in a matvec's x load; q8, the op also
 	// writes its Q8_0 rounding (and lookup table) for q1_xq, which makes
 	// dst a rounded value (opSwiGLU only where no gate/up pair feeds it
-	// directly, or with MatVec xqs). opRope: lazy, the norm+RoPE may wait
+	// directly). opRope: lazy, the norm+RoPE may wait
 	// for a StoreKV. opStoreKV: lazy, the store may wait for its
 	// Attention. opAttn: q8, the unfused attention writes dst's rounding.
 	lazy, q8 bool
