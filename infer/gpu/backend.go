@@ -203,11 +203,10 @@ type opKey struct {
 type keyVariant uint8
 
 const (
-	keyNormIn keyVariant = 1 << iota // the x load computes a norm
-	keyGLUIn                         // the x load computes SwiGLU
-	keyW1                            // q1_w1
-	keyXQ                            // q1_xq
-	keyXQGLU                         // q1_xq with the SwiGLU epilogue
+	keyGLUIn keyVariant = 1 << iota // the x load computes SwiGLU
+	keyW1                           // q1_w1
+	keyXQ                           // q1_xq
+	keyXQGLU                        // q1_xq with the SwiGLU epilogue
 )
 
 // New opens a device and returns an empty backend (opts.GPU's

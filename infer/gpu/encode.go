@@ -115,8 +115,6 @@ func (b *Backend) encodeValue(v value) {
 		return
 	}
 	switch v.kind {
-	case vNorm:
-		b.rmsNorm(v.dst, v.src, v.w, v.eps, false)
 	case vSwiGLU:
 		b.elementwise("SWIGLU", v.dst, v.src, v.up)
 	case vHeadNorm:

@@ -24,7 +24,7 @@ type fuseRules struct {
 //   - foldAdd: x += W·v right after that matvec is added in its dispatch;
 //   - gluEpilogue: SwiGLU of a gate/up pair on a rounded x becomes the
 //     pair's epilogue;
-//   - fusedInput: a lazy norm or SwiGLU is computed in the x load of the
+//   - fusedInput: a lazy SwiGLU is computed in the x load of the
 //     matvecs that read it, and never on its own if its tensor is
 //     overwritten first (deadValue);
 //   - normGLU: a SwiGLU in its own dispatch norms its up operand's
@@ -94,11 +94,6 @@ func (f *fuser) add(n *node) {
 		// write: they go first
 		f.flushGroup()
 		f.materialize(n.x)
-		if n.lazy {
-			f.overwrite(n.dst)
-			f.live = append(f.live, value{kind: vNorm, dst: n.dst, src: n.x, w: n.w, eps: n.eps})
-			return
-		}
 		f.materialize(n.dst)
 		f.plan = append(f.plan, step{kind: stepOp, op: *n})
 		if n.q8 {
@@ -322,14 +317,14 @@ func valueOf(live []value, t *tensor) (value, bool) {
 }
 
 // fusedInput is the value a matvec of x into dst computes in its x load
-// or reads the rounding of, where it can: only a token norm, a SwiGLU or
-// a rounding (not a head op's value), and not a value that reads dst (the
+// or reads the rounding of, where it can: only a SwiGLU or a rounding
+// (not a head op's value), and not a value that reads dst (the
 // matvec writes dst while other workgroups still load x), nor one outside
 // a one-token pass or over a row that is not a whole number of vec4s.
 // Such a value is computed first.
 func (f *fuser) fusedInput(dst, x *tensor) value {
 	in, ok := f.valueOf(x)
-	fusable := in.kind == vNorm || in.kind == vSwiGLU || in.kind == vRounded
+	fusable := in.kind == vSwiGLU || in.kind == vRounded
 	if ok && (!fusable || in.reads(dst) || !f.r.batch1 || x.cols%4 != 0) {
 		f.materialize(x)
 		return value{}

@@ -65,8 +65,7 @@ func (b *Backend) encodeLutGemm(dst *tensor, w *weight, x *tensor, rows, n int) 
 		k, err := b.d.kernel("q1_lutgemm", q1Layout(map[string]shaders.Const{
 			"K": shaders.U32(w.k), "M": shaders.U32(w.m), "XS": shaders.U32(xs), "BM": shaders.U32(bm), "BM4": shaders.U32(bm / 4),
 			"SLICES": shaders.U32(w.k / 32), "XD": shaders.U32(w.k / 4 * xs / 2), "TSIZE": shaders.U32(1024 * bufs), "TMASK": shaders.U32(1024*bufs - 1),
-			"WSIZE": shaders.U32(bufs * bm / 4), "DSIZE": shaders.U32(8 * bufs),
-			"R8": shaders.Flag(false), "DB": shaders.Flag(false)}, w.interleaved, w.m))
+			"WSIZE": shaders.U32(bufs * bm / 4), "DSIZE": shaders.U32(8 * bufs)}, w.interleaved, w.m))
 		return k, []binding{whole(b.batchBuf), w.bits.binding(), w.scales.binding(), whole(xp), whole(dst.buf)}, err
 	})
 	b.dispatch(o, ceilDiv(w.m, bm), ceilDiv(n, 64), 1)

@@ -94,7 +94,7 @@ func q1Gemm2(b *Backend, mm matmul) bool {
 		k, err := b.d.kernel("q1_gemm2", q1Layout(map[string]shaders.Const{
 			"K": shaders.U32(w.k), "M": shaders.U32(w.m), "WORDS": shaders.U32(w.k / 32), "XROWS": shaders.U32(rows),
 			"BM": shaders.U32(bm), "BN": shaders.U32(bn), "ASIZE": shaders.U32(8 * bm), "BSIZE": shaders.U32(8 * bn), "AK": shaders.U32(32 * bm / 256), "XV": shaders.U32(bn / 32),
-			"RM2": shaders.Flag(t.rm == 2), "RN2": shaders.Flag(t.rn == 2)}, w.interleaved, w.m))
+			"RM2": shaders.Flag(t.rm == 2)}, w.interleaved, w.m))
 		return k, []binding{whole(b.batchBuf), w.bits.binding(), w.scales.binding(), whole(xq), whole(dst.buf)}, err
 	})
 	b.dispatch(o, ceilDiv(w.m, 64*t.rm), ceilDiv(n, 64*t.rn), 1)

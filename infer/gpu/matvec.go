@@ -190,7 +190,8 @@ func (b *Backend) dispatchXQ(c *matvecCall) bool {
 		defs := q1Layout(map[string]shaders.Const{
 			"K": shaders.U32(w0.k), "NB": shaders.U32(w0.k / 128), "RPW": shaders.U32(rpw), "KS": shaders.U32(ks),
 			"WG": shaders.U32(wg), "M0": shaders.U32(ends[0]), "M1": shaders.U32(ends[min(1, len(ends)-1)]), "GLU": shaders.Flag(glu),
-			"OUT2": shaders.Flag(len(ps) > 1), "OUT3": shaders.Flag(len(ps) > 2), "ADD": shaders.Flag(resid != nil), "TAB": shaders.Flag(true)}, true, ends...)
+			"OUT2": shaders.Flag(len(ps) > 1), "OUT3": shaders.Flag(len(ps) > 2), "ADD": shaders.Flag(resid != nil),
+			"TAB": shaders.Flag(true)}, true, ends...) // q8_group's table, for the GLU epilogue
 		k, err := b.d.kernel("q1_xq", defs)
 		bufs := []binding{c.bits.binding(), c.scales.binding(), whole(x.xtab)}
 		for i, p := range ps {
@@ -223,8 +224,8 @@ type matvecCall struct {
 	// xq: x's producer wrote its Q8_0 rounding and table; glu: the group
 	// is gate/up with SwiGLU as its epilogue
 	xq, glu bool
-	// in is the value computed in the x load (a SwiGLU or a norm), its
-	// bindings fused and its constants defs
+	// in is the value computed in the x load (a SwiGLU), its bindings
+	// fused and its constants defs
 	in    value
 	fused []binding
 	defs  map[string]shaders.Const
@@ -317,23 +318,14 @@ func (b *Backend) matvecCall(g *matvecGroup) matvecCall {
 	if c.resid != nil {
 		key.kind, key.d = "q1mvadd", c.resid
 	}
-	// A fused input binds the waiting value's operands instead of x.
-	if in := c.in; in.kind != 0 {
+	// A SwiGLU computed in the x load binds its operands instead of x.
+	if in := c.in; in.kind == vSwiGLU {
 		c.src = in.src
 		key.a = c.src
-		if in.kind == vNorm {
-			key.v |= keyNormIn
-			key.g, key.f = in.w, in.eps
-			c.defs["NORM"] = shaders.Flag(true)
-			c.defs["EPS"] = shaders.F32(in.eps)
-			c.defs["NORMWG"] = shaders.U32(normThreads(c.src.cols))
-			c.fused = []binding{at(6, whole(in.w.chunks[0].buf))}
-		} else {
-			key.v |= keyGLUIn
-			key.g = in.up
-			c.defs["GLU"] = shaders.Flag(true)
-			c.fused = []binding{at(6, whole(in.up.buf))}
-		}
+		key.v |= keyGLUIn
+		key.g = in.up
+		c.defs["GLU"] = shaders.Flag(true)
+		c.fused = []binding{at(6, whole(in.up.buf))}
 	}
 	if len(ps) > 1 {
 		key.d = ps[1].dst

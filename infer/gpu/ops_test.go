@@ -123,7 +123,7 @@ func TestMatMulMatchesCPU(t *testing.T) {
 		{gguf.Q1_0, 40, 128, 9, 1e-5},
 		{gguf.Q1_0, 128, 256, 70, 1e-5}, // tiled GEMM, two token tiles
 		{gguf.Q1_0, 64, 1024, 3, 1e-5},
-		{gguf.Q1_0, 96, 4096, 1, 1e-5}, // two lookup-table chunks with BONSAI_GPU_MATVEC=lut
+		{gguf.Q1_0, 96, 4096, 1, 1e-5}, // K of 4096: 32 blocks a row
 		{gguf.Q8_0, 32, 256, 1, 1e-5},
 		{gguf.Q4_0, 48, 256, 3, 1e-5},
 		{gguf.Q2_0, 16, 256, 2, 1e-5},

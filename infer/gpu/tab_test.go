@@ -21,7 +21,7 @@ import (
 // rounding (1e-6 of the largest). The models take every producer of a
 // rounded row: rmsnorm's Q8 path (256 wide) and act_q8's (512),
 // attention's epilogue, gate/up's SwiGLU epilogue, and qwen35's DeltaNet
-// output gate (act_q8's SwiGLU); every q1_xq pipeline reads a table.
+// output gate (act_q8's SwiGLU).
 func TestRoundedRowsMatchUnfused(t *testing.T) {
 	wide := tinymodel.Small(gguf.Q1_0)
 	wide.Embed, wide.FFN, wide.Heads, wide.KVHeads = 512, 1024, 8, 4
@@ -45,7 +45,9 @@ func TestRoundedRowsMatchUnfused(t *testing.T) {
 				}
 				t.Cleanup(func() { m.Close() })
 				b := m.Backend().(*Backend)
-				b.noFuse = unfused
+				// the split attention passes on both sides: attn_lat sums
+				// in another order (TestAttnLatMatchesUnfused)
+				b.noFuse, b.latMax = unfused, 0
 				return m, b
 			}
 			plain, _ := load(true)
@@ -69,18 +71,14 @@ func TestRoundedRowsMatchUnfused(t *testing.T) {
 				pos += len(toks)
 				toks = []int32{ArgmaxOf(want)}
 			}
-			var with, without int
+			xq := 0
 			for key := range tb.d.kernels {
 				if strings.HasPrefix(key, "q1_xq ") {
-					if strings.Contains(key, " TAB=1") {
-						with++
-					} else {
-						without++
-					}
+					xq++
 				}
 			}
-			if with == 0 || without != 0 {
-				t.Errorf("q1_xq pipelines: %d read tables, %d do not", with, without)
+			if xq == 0 {
+				t.Error("no q1_xq pipeline")
 			}
 		})
 	}
