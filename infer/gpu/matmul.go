@@ -138,14 +138,22 @@ func matmulShape(decode bool) (rpw, tt, wg int) {
 	return 4, 8, 64
 }
 
+// beginRounded readies a matmul on x rounded as llama.cpp rounds it for
+// w's type (q2_matmul, f32_matmul): the operands touched, x's rounding
+// (nil after a failure) and the generic tiling's rows per workgroup and
+// tokens per thread.
+func (b *Backend) beginRounded(mm matmul) (xin *wgpu.Buffer, rpw, tt int) {
+	rpw, tt, _ = matmulShape(mm.n == 1)
+	b.touchOperands(mm)
+	return b.roundActivations(mm.x, mm.w, mm.rows, mm.n), rpw, tt
+}
+
 // q2MatMul runs q2_matmul over each chunk of a 2-bit matrix, on x rounded
 // as llama.cpp rounds it for the type.
 func q2MatMul(b *Backend, mm matmul) bool {
 	dst, w, x, rows, n := mm.dst, mm.w, mm.x, mm.rows, mm.n
 	decode := n == 1
-	rpw, tt, _ := matmulShape(decode)
-	b.touchOperands(mm)
-	xin := b.roundActivations(x, w, rows, n)
+	xin, rpw, tt := b.beginRounded(mm)
 	if xin == nil {
 		return true
 	}
@@ -173,9 +181,7 @@ func q2MatMul(b *Backend, mm matmul) bool {
 func f32MatMul(b *Backend, mm matmul) bool {
 	dst, w, x, rows, n := mm.dst, mm.w, mm.x, mm.rows, mm.n
 	decode := n == 1
-	rpw, tt, _ := matmulShape(decode)
-	b.touchOperands(mm)
-	xin := b.roundActivations(x, w, rows, n)
+	xin, rpw, tt := b.beginRounded(mm)
 	if xin == nil {
 		return true
 	}

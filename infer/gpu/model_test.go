@@ -352,11 +352,7 @@ func TestFusedDecodeMatchesUnfused(t *testing.T) {
 					t.Fatal(err)
 				}
 				want, got := plain.Logits(), fused.Logits()
-				var maxAbs, maxDiff float64
-				for i := range want {
-					maxAbs = math.Max(maxAbs, math.Abs(float64(want[i])))
-					maxDiff = math.Max(maxDiff, math.Abs(float64(got[i]-want[i])))
-				}
+				maxDiff, maxAbs := gpu.MaxDiff(want, got)
 				if maxDiff > 1e-6*maxAbs {
 					t.Fatalf("step %d (%d tokens): fused logits differ by %.3g (largest %.3g)", step, len(toks), maxDiff, maxAbs)
 				}

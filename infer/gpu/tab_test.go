@@ -60,11 +60,7 @@ func TestRoundedRowsMatchUnfused(t *testing.T) {
 					}
 				}
 				want, got := plain.Logits(), tab.Logits()
-				var maxAbs, maxDiff float64
-				for i := range want {
-					maxAbs = math.Max(maxAbs, math.Abs(float64(want[i])))
-					maxDiff = math.Max(maxDiff, math.Abs(float64(got[i]-want[i])))
-				}
+				maxDiff, maxAbs := MaxDiff(want, got)
 				if maxDiff > 1e-6*maxAbs {
 					t.Fatalf("step %d (%d tokens): logits differ by %.3g (largest %.3g)", step, len(toks), maxDiff, maxAbs)
 				}
@@ -82,6 +78,16 @@ func TestRoundedRowsMatchUnfused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// MaxDiff is the largest difference between got and want, and want's
+// largest magnitude; the tests of package gpu_test use it too.
+func MaxDiff(want, got []float32) (diff, largest float64) {
+	for i := range want {
+		largest = math.Max(largest, math.Abs(float64(want[i])))
+		diff = math.Max(diff, math.Abs(float64(got[i]-want[i])))
+	}
+	return diff, largest
 }
 
 // ArgmaxOf is the index of v's largest value (the first of equals); the
