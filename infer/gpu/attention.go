@@ -8,6 +8,9 @@ import (
 	"github.com/bonsai-chat/bonsai/shaders"
 )
 
+// Attention: the fused decode kernels (attn_lat, attn_qk) and the split
+// passes.
+
 // Attention is recorded: fuse gives it the KV store waiting for it, with
 // q's and k's norm+RoPE, where the fused kernel n.fused can take them
 // (attnPrologue); otherwise it is encoded as it is after the store.

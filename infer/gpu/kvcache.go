@@ -9,6 +9,8 @@ import (
 	"github.com/cogentcore/webgpu/wgpu"
 )
 
+// The KV cache, RoPE and the stores into the cache.
+
 type kvCache struct {
 	spec infer.KVSpec
 	k, v *wgpu.Buffer

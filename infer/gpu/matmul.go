@@ -10,6 +10,9 @@ import (
 	"github.com/cogentcore/webgpu/wgpu"
 )
 
+// MatMul over the kernel table (layouts.go) and its prompt and generic
+// kernels; the decode Q1_0 matvecs are in matvec.go.
+
 // MatMul runs the first kernel of w's layout (layouts) for a decode step
 // or a prompt pass that takes the shape and the device's limits.
 func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {

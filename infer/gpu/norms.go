@@ -8,6 +8,8 @@ import (
 	"github.com/bonsai-chat/bonsai/shaders"
 )
 
+// The token norms and the elementwise ops, Embed and LastRow.
+
 func (b *Backend) Embed(dstT infer.Tensor, wI infer.Weight) {
 	if !b.ready() {
 		return

@@ -8,6 +8,9 @@ import (
 	"github.com/cogentcore/webgpu/wgpu"
 )
 
+// Reading results back: Read and Argmax copy into staging buffers that
+// Commit maps once the pass has run.
+
 // copyOut ends the pass, copies size bytes of src into staging and resumes.
 func (b *Backend) copyOut(src, staging *wgpu.Buffer, size int) {
 	b.endPass()
