@@ -178,9 +178,7 @@ func (w *weight) embedRows(tokens []int32, dst []byte) error {
 			return fmt.Errorf("gpu: token %d outside the vocabulary of %d: %w", t, w.m, infer.ErrBadShape)
 		}
 		src := w.data[int64(t)*rowBytes : int64(t+1)*rowBytes]
-		if _, packed := twoBit(w.typ); packed {
-			twoBitRow(w.typ, src, row)
-		} else if err := quant.DequantizeRow(w.typ, src, row); err != nil {
+		if err := w.layout.row(w.typ, src, row); err != nil {
 			return err
 		}
 		for j, v := range row {
