@@ -276,29 +276,13 @@ type BackendOptions struct {
 }
 
 // GPUOptions are the GPU backend's settings beyond the adapter. Programs
-// fill them (bonsai from its BONSAI_GPU_* variables and flags); the backend
-// reads no environment.
+// fill them (bonsai from BONSAI_GPU_SOFTWARE and BONSAI_GPU_LOG); the
+// backend reads no environment. The kernels are the backend's choice, by
+// weight type, shape and the adapter's limits.
 type GPUOptions struct {
 	// AllowSoftware admits CPU-emulated adapters (lavapipe, llvmpipe)
 	// without an adapter being named; they are slower than the CPU backend.
 	AllowSoftware bool
-	// MatVec names the decode Q1_0 mat-vec kernel for A/B measurements;
-	// "" is the default choice (the gpu package lists the names).
-	MatVec string
-	// Fuse chooses the decode fusions: "" (default), "off" or "all".
-	Fuse string
-	// Attn names the decode attention kernels for A/B measurements; ""
-	// is the default choice (the gpu package lists the names).
-	Attn string
-	// Gemm names the prompt passes' Q1_0 GEMM for A/B measurements; ""
-	// is the default choice (the gpu package lists the names).
-	Gemm string
-	// Repeat encodes every dispatch of the named kernels n times, as
-	// "name=n,name=n" (kernel names as the shaders package has them, e.g.
-	// "attn_lat=2"), for timing only: the outputs are wrong, and the
-	// decode's slowdown is the kernels' marginal cost in the real,
-	// dependency-chained pass. Empty for normal work.
-	Repeat string
 	// Debug turns the WebGPU implementation's log up to debug level.
 	Debug bool
 }

@@ -8,11 +8,11 @@
 // sums it with NG threads, one value each, so the normed up is the op
 // sequence's bit for bit; GATE: dst = x·sigmoid(gate) as unary.wgsl's
 // gate. One thread per value, 256 per workgroup; xq gets
-// the rounded values, xsum each 32's Σ.
-// With TAB also the row's lookup table (q8_tab) for q1_xq's TAB path.
+// the rounded values, xsum each 32's Σ, xtab the row's lookup table
+// (q8_tab) for q1_xq.
 // Constants: G (row length), EPS, WG (=256), NG and HEPS (HNORM); flags
 // NORM, GLU, HNORM, GATE, INPLACE (GLU or GATE with dst = x: x is read through dst's
-// binding), TAB.
+// binding).
 //#include cpu_math
 //#include q8_tab
 //#include q8_group
@@ -38,9 +38,7 @@ var<workgroup> hred: array<f32, WG>;
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 @group(0) @binding(3) var<storage, read_write> xq: array<f32>;
 @group(0) @binding(4) var<storage, read_write> xsum: array<f32>;
-//#if TAB
 @group(0) @binding(5) var<storage, read_write> xtab: array<vec4<f32>>;
-//#endif
 
 //#if NORM
 var<workgroup> red: array<f32, WG>;
@@ -109,8 +107,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		if (lid % 32u == 0u) {
 			xsum[e / 32u] = r.y;
 		}
-//#if TAB
 		xtab[e] = q8_entries(lid);
-//#endif
 	}
 }

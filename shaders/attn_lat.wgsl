@@ -12,8 +12,8 @@
 // levels. Numerics as the split
 // path, with other summation orders: q rounded to f16, K/V from the f16
 // cache, the weights exp(s − M)/L rounded to f16 before they meet V. The
-// prologue is attn_head's (same arithmetic and order), and as there the new
-// position's k and v come from this workgroup's own copy, not the cache,
+// prologue is qk_rope_store's arithmetic and order (qk_norm_rope), and the
+// new position's k and v come from this workgroup's own copy, not the cache,
 // which a sibling may not have written yet.
 // Constants: HEADS, QPG, D (64 or 128), KVD, LAYER_OFF (a multiple of 4),
 // SCALE, DIMS, QEPS, KEPS, NRWG, CTX, R (rounds of 32 positions); flags Q8,

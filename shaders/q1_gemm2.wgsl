@@ -12,8 +12,8 @@
 // up to f32 rounding. Rows past M and tokens past n are computed from
 // clamped or zero loads and never stored.
 // Constants: K, M, WORDS (=K/32), XROWS, BM, BN, ASIZE (=8·BM), BSIZE (=8·BN), AK (=32·BM/256, the k
-// values one thread expands), XV (=BN/32, the vec4s of x it loads); flags
-// RM2 / RN2 for 128-row / 128-token tiles.
+// values one thread expands), XV (=BN/32, the vec4s of x it loads); flag
+// RM2 for 128-row tiles (BN is 64).
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> bits: array<u32>;
@@ -48,39 +48,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	var d = scales[q1_scale(arow, 0u)];
 	var x0 = vec4<f32>(0.0);
 	var x1 = vec4<f32>(0.0);
-//#if RN2
-	var x2 = vec4<f32>(0.0);
-	var x3 = vec4<f32>(0.0);
-//#endif
 	if (live) {
 		x0 = xq[xrow];
 		x1 = xq[xrow + 1u];
-//#if RN2
-		x2 = xq[xrow + 2u];
-		x3 = xq[xrow + 3u];
-//#endif
 	}
 	var c00 = vec4<f32>(0.0);
 	var c01 = vec4<f32>(0.0);
 	var c02 = vec4<f32>(0.0);
 	var c03 = vec4<f32>(0.0);
-//#if RN2
-	var c04 = vec4<f32>(0.0);
-	var c05 = vec4<f32>(0.0);
-	var c06 = vec4<f32>(0.0);
-	var c07 = vec4<f32>(0.0);
-//#endif
 //#if RM2
 	var c10 = vec4<f32>(0.0);
 	var c11 = vec4<f32>(0.0);
 	var c12 = vec4<f32>(0.0);
 	var c13 = vec4<f32>(0.0);
-//#if RN2
-	var c14 = vec4<f32>(0.0);
-	var c15 = vec4<f32>(0.0);
-	var c16 = vec4<f32>(0.0);
-	var c17 = vec4<f32>(0.0);
-//#endif
 //#endif
 	for (var w = 0u; w < WORDS; w++) {
 		for (var i = 0u; i < AK; i++) {
@@ -95,16 +75,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		Bs[(kb + 5u) * (BN / 4u) + bt / 4u][bt % 4u] = x1.y;
 		Bs[(kb + 6u) * (BN / 4u) + bt / 4u][bt % 4u] = x1.z;
 		Bs[(kb + 7u) * (BN / 4u) + bt / 4u][bt % 4u] = x1.w;
-//#if RN2
-		Bs[(kb + 8u) * (BN / 4u) + bt / 4u][bt % 4u] = x2.x;
-		Bs[(kb + 9u) * (BN / 4u) + bt / 4u][bt % 4u] = x2.y;
-		Bs[(kb + 10u) * (BN / 4u) + bt / 4u][bt % 4u] = x2.z;
-		Bs[(kb + 11u) * (BN / 4u) + bt / 4u][bt % 4u] = x2.w;
-		Bs[(kb + 12u) * (BN / 4u) + bt / 4u][bt % 4u] = x3.x;
-		Bs[(kb + 13u) * (BN / 4u) + bt / 4u][bt % 4u] = x3.y;
-		Bs[(kb + 14u) * (BN / 4u) + bt / 4u][bt % 4u] = x3.z;
-		Bs[(kb + 15u) * (BN / 4u) + bt / 4u][bt % 4u] = x3.w;
-//#endif
 		workgroupBarrier();
 		if (w + 1u < WORDS) {
 			word = bits[q1_word(arow, w + 1u)];
@@ -113,10 +83,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 				let xb = xrow + (w + 1u) * 8u;
 				x0 = xq[xb];
 				x1 = xq[xb + 1u];
-//#if RN2
-				x2 = xq[xb + 2u];
-				x3 = xq[xb + 3u];
-//#endif
 			}
 		}
 		for (var k = 0u; k < 32u; k++) {
@@ -126,25 +92,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 			c01 += a0 * b0.y;
 			c02 += a0 * b0.z;
 			c03 += a0 * b0.w;
-//#if RN2
-			let b1 = Bs[k * (BN / 4u) + 16u + ty];
-			c04 += a0 * b1.x;
-			c05 += a0 * b1.y;
-			c06 += a0 * b1.z;
-			c07 += a0 * b1.w;
-//#endif
 //#if RM2
 			let a1 = As[k * (BM / 4u) + 16u + tx];
 			c10 += a1 * b0.x;
 			c11 += a1 * b0.y;
 			c12 += a1 * b0.z;
 			c13 += a1 * b0.w;
-//#if RN2
-			c14 += a1 * b1.x;
-			c15 += a1 * b1.y;
-			c16 += a1 * b1.z;
-			c17 += a1 * b1.w;
-//#endif
 //#endif
 		}
 		workgroupBarrier();
@@ -152,14 +105,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	let t = tok0 + ty * 4u;
 	let o = row0 / 4u + tx;
 	store(t, o, c00, c01, c02, c03, n);
-//#if RN2
-	store(t + 64u, o, c04, c05, c06, c07, n);
-//#endif
 //#if RM2
 	store(t, o + 16u, c10, c11, c12, c13, n);
-//#if RN2
-	store(t + 64u, o + 16u, c14, c15, c16, c17, n);
-//#endif
 //#endif
 }
 

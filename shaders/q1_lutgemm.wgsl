@@ -24,13 +24,13 @@
 //
 // x comes packed by quantize_q8p: words [k/4][token] of four i8 (token
 // stride XS, even), then the Q8_0 scales [k/32][token] as f32 bits.
-// With DB the slice's tables, words and scales are double-buffered: the
-// next slice is staged while this one is summed, one barrier per slice
-// instead of two.
-// Constants: K, M, XS, BM (=32·R, R = 4 or 8 rows per thread: flag R8),
+// One buffer of tables, words and scales, two barriers per slice:
+// double-buffering them (one barrier) and 8 rows per thread both lost to
+// their occupancy on the H200.
+// Constants: K, M, XS, BM (=32·R, R = 4 rows per thread),
 // BM4 (=BM/4), SLICES (=K/32), XD (=K/4·XS/2: where the x scales start in
 // xp, in vec2s), TSIZE and TMASK (the table's vec4s and that − 1), WSIZE,
-// DSIZE (the word and token-scale arrays' sizes); flag DB.
+// DSIZE (the word and token-scale arrays' sizes).
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> bits: array<u32>;
@@ -61,8 +61,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	let n = min(batch.n, XS);
 	let lane = lid % 32u;
 	let pq = lane % 8u;
-	// this thread's first row in the tile (rows rl … rl+3, and with R8
-	// rl+16 … rl+19)
+	// this thread's first row in the tile (rows rl … rl+3)
 	let rl = (lid / 32u) * (4u * BM / 32u) + (lane / 8u) * 4u;
 
 	// the loaders: row lid's sign word and scale; as table builder,
@@ -82,34 +81,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	var a2o = vec4<f32>(0.0);
 	var a3e = vec4<f32>(0.0);
 	var a3o = vec4<f32>(0.0);
-//#if R8
-	var b0e = vec4<f32>(0.0);
-	var b0o = vec4<f32>(0.0);
-	var b1e = vec4<f32>(0.0);
-	var b1o = vec4<f32>(0.0);
-	var b2e = vec4<f32>(0.0);
-	var b2o = vec4<f32>(0.0);
-	var b3e = vec4<f32>(0.0);
-	var b3o = vec4<f32>(0.0);
-//#endif
 
-//#if DB
-	stage(0u, lid, bg, bp, next);
-	workgroupBarrier();
-	if (SLICES > 1u) {
-		next = load(1u, lid, wrow, bg, btok);
-	}
-//#endif
 	for (var s = 0u; s < SLICES; s++) {
-//#if DB
-		let cur = s % 2u;
-		if (s + 1u < SLICES) {
-			stage(1u - cur, lid, bg, bp, next);
-			if (s + 2u < SLICES) {
-				next = load(s + 2u, lid, wrow, bg, btok);
-			}
-		}
-//#else
 		let cur = 0u;
 		workgroupBarrier();
 		stage(0u, lid, bg, bp, next);
@@ -117,7 +90,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		if (s + 1u < SLICES) {
 			next = load(s + 1u, lid, wrow, bg, btok);
 		}
-//#endif
 		let dxe = DxE[cur * 8u + pq];
 		let dxo = DxO[cur * 8u + pq];
 		let tb = cur * 1024u + pq;
@@ -135,32 +107,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		let p3 = rowsum(w4.w, tb);
 		a3e += lo(p3) * (d4.w * dxe);
 		a3o += hi(p3) * (d4.w * dxo);
-//#if R8
-		let v4 = Ws[cur * BM4 + rl / 4u + 4u];
-		let e4 = Dw[cur * BM4 + rl / 4u + 4u];
-		let q0 = rowsum(v4.x, tb);
-		b0e += lo(q0) * (e4.x * dxe);
-		b0o += hi(q0) * (e4.x * dxo);
-		let q1 = rowsum(v4.y, tb);
-		b1e += lo(q1) * (e4.y * dxe);
-		b1o += hi(q1) * (e4.y * dxo);
-		let q2 = rowsum(v4.z, tb);
-		b2e += lo(q2) * (e4.z * dxe);
-		b2o += hi(q2) * (e4.z * dxo);
-		let q3 = rowsum(v4.w, tb);
-		b3e += lo(q3) * (e4.w * dxe);
-		b3o += hi(q3) * (e4.w * dxo);
-//#endif
-//#if DB
-		workgroupBarrier();
-//#endif
 	}
 
 	let t = tok0 + pq * 8u;
 	store(t, row0 + rl, n, a0e, a0o, a1e, a1o, a2e, a2o, a3e, a3o);
-//#if R8
-	store(t, row0 + rl + 16u, n, b0e, b0o, b1e, b1o, b2e, b2o, b3e, b3o);
-//#endif
 }
 
 // rowsum is one row's packed sums over the slice for the thread's eight

@@ -11,7 +11,7 @@
 // With ADD (one output only) the result is also added to resid: the
 // residual add that follows the attention-output and down projections,
 // without a dispatch of its own.
-// Fused inputs (flags NORM with NORMWG, EPS; GLU): see xin.
+// Fused input (flag GLU): see xin.
 // Constants: K, WORDS (=K/32), WG, M0, M1; flags OUT2, OUT3, ADD.
 //#include q1_vec_io
 //#include q1_layout

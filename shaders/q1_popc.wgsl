@@ -7,9 +7,9 @@
 // ~1.2 ops per weight against the 4 of the select-and-add in q1_matvec.
 // Building the planes costs ~400 ops per word, shared by the workgroup's 16
 // rows. Outputs as q1_matvec (up to three matrices back to back, ADD).
-// Fused inputs (flags NORM with NORMWG, EPS; GLU): see xin.
+// Fused input (flag GLU): see xin.
 // Constants: K, WORDS (=K/32), WG, RG (groups of 4 rows per workgroup:
-// 4 for 16 rows, 8 for 32), RED (=RG·WG), M0, M1; flags OUT2, OUT3, ADD.
+// 4 for 16 rows), RED (=RG·WG), M0, M1; flags OUT2, OUT3, ADD.
 //#include q1_vec_io
 //#include q1_layout
 //#include cpu_math

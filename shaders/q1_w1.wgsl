@@ -13,7 +13,7 @@
 // Outputs and fused inputs as q1_matvec (q1_vec_io).
 // Constants: K, NB (=K/128), RPW, KS (=256/RPW), CB (blocks per chunk, a
 // multiple of KS dividing NB), WG (=256), RED (≥ 256), M0, M1, Q1M0, Q1M1,
-// Q1MT; flags W1, OUT2, OUT3, ADD, NORM (NORMWG, EPS), GLU.
+// Q1MT; flags W1, OUT2, OUT3, ADD, GLU.
 //#include q1_vec_io
 //#include q1_layout
 //#include cpu_math

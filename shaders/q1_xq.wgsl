@@ -1,32 +1,24 @@
 // Q1_0 matrix × one activation row (decode) whose Q8_0 rounding its
 // producer already wrote (act_q8, rmsnorm with Q8, attn_sum with Q8, or
 // this kernel's GLU epilogue): q1_w1's layout and arithmetic without its
-// per-workgroup quantization. xq holds the rounded values q·d_x, xsum each
-// 32's Σ q·d_x; both are read with warp-uniform addresses. The WG threads
+// per-workgroup quantization. x comes as its lookup table (q8_tab, read
+// with warp-uniform addresses): a 32-weight word is eight table loads, one
+// per nibble, summing to the same bits as tested adds would. The WG threads
 // are RPW rows × KS slices of K, slice s summing blocks s, s+KS, …; the
 // slices' sums are added in slice order.
 // With GLU the workgroup owns 32 rows of the first matrix (gate) and the
 // same 32 of the second (up), RPW = 64: it writes up's values, h =
 // silu(gate)·up (as elementwise.wgsl) over gate's, and h's Q8_0 rounding
-// (hq, hsum) for the down projection.
-// With TAB x comes as its lookup table instead (q8_tab; binding 2, and 3
-// unused): a 32-weight word is eight table loads, one per nibble, summing
-// to the same bits as the tested adds; the GLU epilogue then writes h's
-// table too (htab).
+// (hq, hsum) and table (htab) for the down projection.
 // Constants: K, NB (=K/128), RPW, KS (=WG/RPW), WG, M0, M1, Q1M0, Q1M1,
-// Q1MT; flags OUT2, OUT3, ADD, GLU, TAB.
+// Q1MT; flags OUT2, OUT3, ADD, GLU.
 //#include q1_layout
 //#include cpu_math
 //#include q8_tab
 //#include q8_group
 @group(0) @binding(0) var<storage, read> bits: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> scales: array<f32>;
-//#if TAB
 @group(0) @binding(2) var<storage, read> xtab: array<f32>;
-//#else
-@group(0) @binding(2) var<storage, read> xq: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> xsum: array<f32>;
-//#endif
 @group(0) @binding(4) var<storage, read_write> dst0: array<f32>;
 //#if OUT2
 @group(0) @binding(5) var<storage, read_write> dst1: array<f32>;
@@ -40,15 +32,12 @@
 //#if GLU
 @group(0) @binding(8) var<storage, read_write> hq: array<f32>;
 @group(0) @binding(9) var<storage, read_write> hsum: array<f32>;
-//#if TAB
 @group(0) @binding(10) var<storage, read_write> htab: array<vec4<f32>>;
-//#endif
 var<workgroup> gu: array<f32, 64>;
 //#endif
 
 var<workgroup> red: array<f32, WG>;
 
-//#if TAB
 // word_dot is Σ ±x over the 32 activations from group g4 (of four) with
 // the signs of w, from the table.
 fn word_dot(w: u32, g4: u32) -> f32 {
@@ -58,30 +47,6 @@ fn word_dot(w: u32, g4: u32) -> f32 {
 	}
 	return a;
 }
-//#else
-// masked_sum is Σ of the 32 activations from vec4 index xi whose bit is
-// set in w, in q1_w1's order.
-fn masked_sum(w: u32, xi: u32) -> f32 {
-	var a = 0.0;
-	for (var v = 0u; v < 8u; v++) {
-		let xv = xq[xi + v];
-		let sh = v * 4u;
-		if ((w & (1u << sh)) != 0u) {
-			a += xv.x;
-		}
-		if ((w & (2u << sh)) != 0u) {
-			a += xv.y;
-		}
-		if ((w & (4u << sh)) != 0u) {
-			a += xv.z;
-		}
-		if ((w & (8u << sh)) != 0u) {
-			a += xv.w;
-		}
-	}
-	return a;
-}
-//#endif
 
 // slice_sum is row's sum over slice sl of K.
 fn slice_sum(row: u32, sl: u32) -> f32 {
@@ -92,11 +57,7 @@ fn slice_sum(row: u32, sl: u32) -> f32 {
 		var blk = 0.0;
 		for (var j = 0u; j < 4u; j++) {
 			let g = b * 4u + j;
-//#if TAB
 			blk += word_dot(wv[j], g * 8u);
-//#else
-			blk += 2.0 * masked_sum(wv[j], g * 8u) - xsum[g];
-//#endif
 		}
 		acc += scales[at] * blk;
 	}
@@ -143,11 +104,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	if (lid == 0u) {
 		hsum[wid.x] = r.y;
 	}
-//#if TAB
 	if (lid < 32u) {
 		htab[hr] = q8_entries(lid);
 	}
-//#endif
 //#endif
 }
 

@@ -5,8 +5,7 @@ import (
 	"github.com/bonsai-chat/bonsai/shaders"
 )
 
-// prologue is what attn_head and attn_lat have in common
-// (qk_norm_rope.wgsli): one dispatch of a workgroup per query head that
+// prologue is attn_lat's (qk_norm_rope.wgsli): one dispatch of a workgroup per query head that
 // norms and rotates its q and k heads, stores the new k and v and writes
 // dst, with dst's Q8_0 rounding for the output projection where q8; q and
 // k are left un-rotated (fuse leaves their norm+Rope waiting for a reader

@@ -18,14 +18,14 @@ import (
 // buffers, and a kept angle table ends at the old context. After each
 // replacement no cached op may bind an old buffer, nor run a kernel
 // specialised on the old context (kernel.context), whatever it binds.
-// Every decode attention path: attn_lat (the default), attn_head (their
-// constants bake the context) and the split passes.
+// Both decode attention paths: attn_lat (the default; its constants bake
+// the context) and the split passes.
 func TestNewKVCacheDropsBoundOps(t *testing.T) {
 	for _, c := range []struct {
-		name            string
-		latMax, headMax int
-	}{{"lat", latLongMaxPos, 0}, {"head", 0, headMaxPos}, {"split", 0, 0}} {
-		t.Run(c.name, func(t *testing.T) { newKVCacheDropsBoundOps(t, c.latMax, c.headMax) })
+		name   string
+		latMax int
+	}{{"lat", latLongMaxPos}, {"split", 0}} {
+		t.Run(c.name, func(t *testing.T) { newKVCacheDropsBoundOps(t, c.latMax) })
 	}
 }
 
@@ -46,7 +46,7 @@ func staleOps(b *Backend, old []*wgpu.Buffer) []string {
 	return stale
 }
 
-func newKVCacheDropsBoundOps(t *testing.T, latMax, headMax int) {
+func newKVCacheDropsBoundOps(t *testing.T, latMax int) {
 	const heads, kvHeads, hd, rows = 4, 2, 32, 100
 	r := rand.New(rand.NewPCG(25, 26))
 	qv, kv, vv := randFloats(r, rows*heads*hd, 1), randFloats(r, rows*kvHeads*hd, 1), randFloats(r, rows*kvHeads*hd, 1)
@@ -64,7 +64,7 @@ func newKVCacheDropsBoundOps(t *testing.T, latMax, headMax int) {
 	}
 	open := func(ctx int) *run {
 		b := newTestBackend(t)
-		b.latMax, b.headMax = latMax, headMax
+		b.latMax = latMax
 		if err := b.NewKVCache(spec(ctx)); err != nil {
 			t.Fatal(err)
 		}

@@ -207,7 +207,7 @@ func OpenDevice(opts DeviceOptions) (*Device, error) {
 	if limits.MaxBufferSize < limits.MaxStorageBufferBindingSize {
 		limits.MaxBufferSize = limits.MaxStorageBufferBindingSize
 	}
-	// attn_head with its Q8_0 epilogue binds 11, 12 with the lookup table
+	// attn_lat with its Q8_0 epilogue and lookup table binds 12
 	limits.MaxStorageBuffersPerShaderStage = min(supported.MaxStorageBuffersPerShaderStage, 16)
 	limits.MaxComputeWorkgroupStorageSize = supported.MaxComputeWorkgroupStorageSize
 	limits.MaxComputeInvocationsPerWorkgroup = min(supported.MaxComputeInvocationsPerWorkgroup, 1024)

@@ -6,12 +6,9 @@ type fuseRules struct {
 	// is a lazy value computed in its reader's x load.
 	batch1 bool
 	// gluEpilogue: q1_xq takes SwiGLU as the epilogue of the gate/up
-	// matvec on a rounded x (MatVec auto, tab*, xq*, w1 with the default
-	// fusion, decoding, and a device that grants its workgroup).
+	// matvec on a rounded x (a fused decoding pass on a device that
+	// grants its workgroup).
 	gluEpilogue bool
-	// sepGLU: MatVec xqs, SwiGLU with its rounding as its own dispatch
-	// even where a gate/up pair feeds it.
-	sepGLU bool
 }
 
 // fuse plans the encoding of ops, the op list since the last plan, after
@@ -27,7 +24,7 @@ type fuseRules struct {
 //   - foldAdd: x += W·v right after that matvec is added in its dispatch;
 //   - gluEpilogue: SwiGLU of a gate/up pair on a rounded x becomes the
 //     pair's epilogue;
-//   - fusedInput: a lazy norm or SwiGLU is computed in the x load of the
+//   - fusedInput: a lazy SwiGLU is computed in the x load of the
 //     matvecs that read it, and never on its own if its tensor is
 //     overwritten first (deadValue);
 //   - normGLU: a SwiGLU in its own dispatch norms its up operand's
@@ -37,7 +34,7 @@ type fuseRules struct {
 //   - qkRopeStore: a StoreKV of k over q's and k's waiting norm+RoPEs is
 //     one qk_rope_store, which may wait for its Attention;
 //   - attnPrologue: an Attention of q over its layer's waiting
-//     qk_rope_store takes it into its own dispatch (attn_lat, attn_head,
+//     qk_rope_store takes it into its own dispatch (attn_lat or
 //     attn_qk), leaving q's and k's norm+RoPE waiting for other readers;
 //   - phase: a profiler phase ends the matvec group (a dispatch is timed
 //     in one phase); the values wait across it.
@@ -97,11 +94,6 @@ func (f *fuser) add(n *node) {
 		// write: they go first
 		f.flushGroup()
 		f.materialize(n.x)
-		if n.lazy {
-			f.overwrite(n.dst)
-			f.live = append(f.live, value{kind: vNorm, dst: n.dst, src: n.x, w: n.w, eps: n.eps})
-			return
-		}
 		f.materialize(n.dst)
 		f.plan = append(f.plan, step{kind: stepOp, op: *n})
 		if n.q8 {
@@ -114,7 +106,7 @@ func (f *fuser) add(n *node) {
 			return
 		}
 		pair := f.feedsPair(n.x, n.y)
-		own := n.q8 && (f.r.sepGLU || !pair)
+		own := n.q8 && !pair
 		f.flushGroup()
 		var upNorm value
 		if own {
@@ -325,14 +317,14 @@ func valueOf(live []value, t *tensor) (value, bool) {
 }
 
 // fusedInput is the value a matvec of x into dst computes in its x load
-// or reads the rounding of, where it can: only a token norm, a SwiGLU or
-// a rounding (not a head op's value), and not a value that reads dst (the
+// or reads the rounding of, where it can: only a SwiGLU or a rounding
+// (not a head op's value), and not a value that reads dst (the
 // matvec writes dst while other workgroups still load x), nor one outside
 // a one-token pass or over a row that is not a whole number of vec4s.
 // Such a value is computed first.
 func (f *fuser) fusedInput(dst, x *tensor) value {
 	in, ok := f.valueOf(x)
-	fusable := in.kind == vNorm || in.kind == vSwiGLU || in.kind == vRounded
+	fusable := in.kind == vSwiGLU || in.kind == vRounded
 	if ok && (!fusable || in.reads(dst) || !f.r.batch1 || x.cols%4 != 0) {
 		f.materialize(x)
 		return value{}

@@ -114,8 +114,6 @@ func names(ts []*tensor) string {
 
 func (v value) String() string {
 	switch v.kind {
-	case vNorm:
-		return "norm " + v.dst.name + "=" + v.src.name
 	case vSwiGLU:
 		return "swiglu " + v.dst.name + "=" + v.src.name + "," + v.up.name
 	case vRounded:
@@ -136,8 +134,6 @@ func (s step) String() string {
 		g := s.mv
 		out := "mv " + names(g.dst[:g.n]) + "←" + g.x.name
 		switch g.in.kind {
-		case vNorm:
-			out += "(norm " + g.in.src.name + ")"
 		case vSwiGLU:
 			out += "(swiglu " + g.in.src.name + "," + g.in.up.name + ")"
 		case vRounded:
@@ -177,7 +173,7 @@ func (s step) String() string {
 	case stepAttn:
 		out := "attn " + s.op.dst.name + "←" + s.op.x.name
 		if s.v.kind == vQKStore {
-			out += " " + [...]string{attnLat: "lat", attnHead: "head", attnQK: "qk"}[s.op.fused] + " +store"
+			out += " " + [...]string{attnLat: "lat", attnQK: "qk"}[s.op.fused] + " +store"
 		}
 		return out
 	case stepPhase:
@@ -285,9 +281,9 @@ func TestFuseFoldAdd(t *testing.T) {
 	})
 }
 
-// fusedInput and deadValue: a lazy norm or SwiGLU is computed in the x
-// load of the matvecs that read it, on its own where anything else touches
-// it or its operands, and never where its tensor is overwritten first.
+// fusedInput and deadValue: a lazy SwiGLU is computed in the x load of
+// the matvecs that read it, on its own where anything else touches it or
+// its operands, and never where its tensor is overwritten first.
 func TestFuseLazyValues(t *testing.T) {
 	f := newFakes()
 	x, h, att := f.t("x"), f.t("h"), f.t("att")
@@ -297,26 +293,26 @@ func TestFuseLazyValues(t *testing.T) {
 	g, u := f.t("g"), f.t("u")
 	wd := f.w("wd", 256, 256)
 	nq := value{kind: vNormRope, dst: q, w: &weight{}}
-	layer := []node{norm(h, x, true, false), mv(q, wq, h), mv(k, wk, h), mv(v, wv, h)}
+	layer := []node{swiglu(h, x, u, true, false), mv(q, wq, h), mv(k, wk, h), mv(v, wv, h)}
 	runFuseCases(t, []fuseCase{
-		{name: "norm in the q/k/v load", rules: decode, ops: layer,
-			plan: []string{"mv q,k,v←h(norm x)"}, left: []string{"norm h=x"}},
+		{name: "swiglu in the q/k/v load", rules: decode, ops: layer,
+			plan: []string{"mv q,k,v←h(swiglu x,u)"}, left: []string{"swiglu h=x,u"}},
 		{name: "dead once overwritten", rules: decode, ops: append(slices.Clone(layer), mv(h, wo, att)),
-			plan: []string{"mv q,k,v←h(norm x)", "mv h←att"}},
+			plan: []string{"mv q,k,v←h(swiglu x,u)", "mv h←att"}},
 		{name: "computed where touched", rules: decode, ops: append(slices.Clone(layer), touch(h)),
-			plan: []string{"mv q,k,v←h(norm x)", "= norm h=x"}},
-		// the norm reads x: it is computed before x changes
+			plan: []string{"mv q,k,v←h(swiglu x,u)", "= swiglu h=x,u"}},
+		// the SwiGLU reads x: it is computed before x changes
 		{name: "computed before its source changes", rules: decode, ops: append(slices.Clone(layer), add(x, x, q)),
-			plan: []string{"mv q,k,v←h(norm x)", "= norm h=x", "add x=x+q"}},
+			plan: []string{"mv q,k,v←h(swiglu x,u)", "= swiglu h=x,u", "add x=x+q"}},
 		{name: "computed at the end", rules: decode, ops: layer, end: true,
-			plan: []string{"mv q,k,v←h(norm x)", "= norm h=x"}},
-		{name: "waiting from an earlier list", rules: decode, live: []value{{kind: vNorm, dst: h, src: x, w: &weight{}}},
-			ops: []node{mv(q, wq, h)}, plan: []string{"mv q←h(norm x)"}, left: []string{"norm h=x"}},
+			plan: []string{"mv q,k,v←h(swiglu x,u)", "= swiglu h=x,u"}},
+		{name: "waiting from an earlier list", rules: decode, live: []value{{kind: vSwiGLU, dst: h, src: x, up: u}},
+			ops: []node{mv(q, wq, h)}, plan: []string{"mv q←h(swiglu x,u)"}, left: []string{"swiglu h=x,u"}},
 		// prompt passes compute every value on its own
 		{name: "not in a prompt pass", rules: fuseRules{}, ops: layer[:2],
-			plan: []string{"= norm h=x", "mv q←h"}},
-		{name: "not over a row of odd width", rules: decode, ops: []node{norm(f.t("x6", 6), f.t("y6", 6), true, false), mv(q, f.w("w6", 128, 6), f.t("x6"))},
-			plan: []string{"= norm x6=y6", "mv q←x6"}},
+			plan: []string{"= swiglu h=x,u", "mv q←h"}},
+		{name: "not over a row of odd width", rules: decode, ops: []node{swiglu(f.t("x6", 6), f.t("y6", 6), f.t("z6", 6), true, false), mv(q, f.w("w6", 128, 6), f.t("x6"))},
+			plan: []string{"= swiglu x6=y6,z6", "mv q←x6"}},
 		{name: "swiglu in the down load", rules: decode, ops: []node{swiglu(g, g, u, true, false), mv(h, wd, g), add(x, x, h)},
 			plan: []string{"mv h←g(swiglu g,u) +=x"}, left: []string{"swiglu g=g,u"}},
 		// the matvec writes u while other workgroups load silu(g)·u
@@ -367,8 +363,6 @@ func TestFuseRoundingsAndEpilogue(t *testing.T) {
 		// its own dispatch, rounding for the next matvec
 		{name: "swiglu q8 of its own", rules: decode, ops: []node{swiglu(g, g, u, true, true), mv(o, wd, g)},
 			plan: []string{"swiglu g=g,u q8", "mv o←g(rounded)"}, left: []string{"rounded g"}},
-		{name: "xqs: q8 of its own after the pair", rules: fuseRules{batch1: true, sepGLU: true}, live: rounded, ops: ffn[:3],
-			plan: []string{"mv g,u←h(rounded)", "swiglu g=g,u q8"}, left: []string{"rounded h", "rounded g"}},
 		{name: "not lazy, not q8", rules: fuseRules{}, ops: []node{swiglu(g, g, u, false, false)},
 			plan: []string{"swiglu g=g,u"}},
 	})
@@ -484,7 +478,7 @@ func TestFuseNormGLU(t *testing.T) {
 // cache's stores stay in order.
 func TestFuseQKRopeStore(t *testing.T) {
 	f := newFakes()
-	h, x64 := f.t("h"), f.t("x64", 64)
+	h, x64, u64 := f.t("h"), f.t("x64", 64), f.t("u64", 64)
 	q, k, v := f.t("q", 128), f.t("k", 64), f.t("v", 64)
 	k2, v2 := f.t("k2", 64), f.t("v2", 64)
 	v2rows := &tensor{name: "vr", rows: 2, cols: 64}
@@ -511,8 +505,8 @@ func TestFuseQKRopeStore(t *testing.T) {
 		{name: "without k's norm+rope", rules: decode, ops: with(storeKV(k2, v2, 0, 32, true)),
 			plan: []string{"store k2,v2"}, left: []string{"normrope q", "normrope k"}},
 		// the store reads v
-		{name: "v's value first", rules: decode, ops: append([]node{norm(v, x64, true, false)}, with(storeKV(k, v, 0, 32, true))...),
-			plan: []string{"= norm v=x64"}, left: []string{"qkstore q,k,v@0"}},
+		{name: "v's value first", rules: decode, ops: append([]node{swiglu(v, x64, u64, true, false)}, with(storeKV(k, v, 0, 32, true))...),
+			plan: []string{"= swiglu v=x64,u64"}, left: []string{"qkstore q,k,v@0"}},
 		{name: "stores in order", rules: decode, live: store, ops: []node{storeKV(k2, v2, 1, 32, true)},
 			plan: []string{"= qkstore q,k,v@0", "store k2,v2"}},
 		// it also writes the cache
@@ -539,8 +533,8 @@ func TestFuseAttnPrologue(t *testing.T) {
 			plan: []string{"attn att←q lat +store"}, left: []string{"normrope q", "normrope k", "rounded att"}},
 		{name: "attn_qk", rules: decode, live: store, ops: []node{attn(att, q, 0, attnQK, true, true)},
 			plan: []string{"attn att←q qk +store"}, left: []string{"rounded att", "normrope q", "normrope k"}},
-		{name: "attn_head without rounding", rules: decode, live: store, ops: []node{attn(att, q, 0, attnHead, false, true)},
-			plan: []string{"attn att←q head +store"}, left: []string{"normrope q", "normrope k"}},
+		{name: "attn_lat without rounding", rules: decode, live: store, ops: []node{attn(att, q, 0, attnLat, false, true)},
+			plan: []string{"attn att←q lat +store"}, left: []string{"normrope q", "normrope k"}},
 		{name: "no fused kernel", rules: decode, live: store, ops: []node{attn(att, q, 0, 0, false, true)},
 			plan: []string{"= qkstore q,k,v@0", "attn att←q"}, left: []string{"rounded att"}},
 		{name: "another q", rules: decode, live: store, ops: []node{attn(att, q2, 0, attnLat, true, false)},
@@ -558,7 +552,7 @@ func TestFuseAttnPrologue(t *testing.T) {
 			ops:  []node{attn(att, q, 0, attnLat, false, false)},
 			plan: []string{"= qkstore q,k,v@0", "attn att←q"}, left: []string{"rounded v"}},
 		// it writes all of dst
-		{name: "dst's value dies", rules: decode, live: []value{qkStore(q, k, v, 0), {kind: vNorm, dst: att, src: x, w: &weight{}}},
+		{name: "dst's value dies", rules: decode, live: []value{qkStore(q, k, v, 0), {kind: vSwiGLU, dst: att, src: x, up: x}},
 			ops:  []node{attn(att, q, 0, attnLat, false, false)},
 			plan: []string{"attn att←q lat +store"}, left: []string{"normrope q", "normrope k"}},
 		{name: "then rotated where read", rules: decode, live: store, ops: []node{attn(att, q, 0, attnLat, false, false), touch(k)},

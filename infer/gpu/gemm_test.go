@@ -3,51 +3,50 @@ package gpu
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
 )
 
-// TestGemmTilesMatchCPU runs every q1_gemm2 tile over partial tiles (tokens
-// 2…130 against 64 and 128, rows not a multiple of the tile) against the
-// CPU's dot.
-func TestGemmTilesMatchCPU(t *testing.T) {
+// TestPromptGemmsMatchCPU runs each prompt kernel of the Q1_0 row of the
+// kernel table (layouts) alone over partial tiles (tokens 2…130 against
+// 64 and 128, rows not a multiple of the tile) against the CPU's dot; a
+// kernel that declines a shape must leave it to the next, and the last
+// (q1_matmul) takes every shape.
+func TestPromptGemmsMatchCPU(t *testing.T) {
 	b := newTestBackend(t)
 	r := rand.New(rand.NewPCG(7, 8))
-	shapes := []struct{ m, k int }{{100, 128}, {192, 256}, {68, 384}}
+	shapes := []struct{ m, k int }{{100, 128}, {192, 256}, {68, 384}, {90, 256}}
 	ns := []int{2, 5, 63, 64, 65, 127, 130}
+	q1 := layoutOf(gguf.Q1_0)
 	for si, s := range shapes {
 		wv := randFloats(r, s.m*s.k, 1)
 		wb := quantizeMatrix(t, gguf.Q1_0, s.m, s.k, wv)
-		w, err := b.LoadWeight(infer.WeightData{Name: fmt.Sprintf("blk.0.ffn_up.g%d", si), Type: gguf.Q1_0, Shape: []int64{int64(s.k), int64(s.m)}, Data: wb})
+		wI, err := b.LoadWeight(infer.WeightData{Name: fmt.Sprintf("blk.0.ffn_up.g%d", si), Type: gguf.Q1_0, Shape: []int64{int64(s.k), int64(s.m)}, Data: wb})
 		if err != nil {
 			t.Fatal(err)
 		}
+		w := wI.(*weight)
 		for _, n := range ns {
 			xv := randFloats(r, n*s.k, 1)
 			want := refMatMul(gguf.Q1_0, wb, s.m, s.k, xv, n)
-			for _, g := range GemmKernels[1:] {
-				t.Run(fmt.Sprintf("%dx%d/n%d/%s", s.m, s.k, n, g), func(t *testing.T) {
-					b.gemm = g
-					defer func() { b.gemm = "" }()
-					sh, lut := b.lutFor(w.(*weight), n, n)
-					if _, named := lutShapes[g]; named && !lut {
-						t.Skipf("no %s here (%+v needs %d bytes of workgroup memory)", g, sh, lutGemmWorkgroupBytes(sh))
-					}
-					if tl, ok := b.gemmTile(w.(*weight), n); !lut && !ok {
-						t.Skipf("no %s tile here (%+v)", g, tl)
-					}
+			for ki, k := range q1.prompt {
+				t.Run(fmt.Sprintf("%dx%d/n%d/%s", s.m, s.k, n, k.name), func(t *testing.T) {
 					x := b.mustTensor(t, "x", n, s.k)
 					y := b.mustTensor(t, "y", n, s.m)
 					b.write(t, x, xv)
-					got := b.run(t, n, 0, func() { b.MatMul(y, w, x) }, y)[0]
-					if got := b.LastCensus()["q1_lutgemm"]; got != boolInt(lut) {
-						t.Errorf("%d q1_lutgemm dispatches", got)
+					took := false
+					got := b.run(t, n, 0, func() { took = k.run(b, matmul{dst: y, w: w, x: x, rows: n, n: n}) }, y)[0]
+					last := ki == len(q1.prompt)-1
+					if s.m%4 != 0 && took && !last || !took && (last || s.m%4 == 0) {
+						t.Fatalf("took the shape: %v", took)
+					}
+					if !took {
+						return
+					}
+					if c := b.LastCensus(); c[k.name] == 0 {
+						t.Errorf("census %v: no %s", c, k.name)
 					}
 					if e := maxRelErr(got, want); e > 1e-5 {
 						t.Errorf("max error %.3g of the largest value; got[0:4] %v want %v", e, got[:4], want[:4])
@@ -58,71 +57,34 @@ func TestGemmTilesMatchCPU(t *testing.T) {
 	}
 }
 
-// TestGemmBench times the prompt GEMM kernels at the 8B (and 1.7B)
-// shapes when BONSAI_GEMM_BENCH is set (the token count, e.g. 512): wall
-// time over reps dispatches in one pass, after a warm-up pass, each
-// kernel's output checked against the first's (tile64, or the first of
-// BONSAI_GEMM_KERNELS, a comma-separated list).
-func TestGemmBench(t *testing.T) {
-	n, _ := strconv.Atoi(os.Getenv("BONSAI_GEMM_BENCH"))
-	if n < 2 {
-		t.Skip("BONSAI_GEMM_BENCH (tokens) not set")
-	}
-	reps := 20
-	if v, err := strconv.Atoi(os.Getenv("BONSAI_GEMM_REPS")); err == nil && v > 0 {
-		reps = v
-	}
+// A prompt pass over Q1_0 runs q1_lutgemm where the device grants its
+// 17.6 KB of workgroup memory; with the 16 KB every WebGPU device grants,
+// q1_gemm2's 64 × 64 tile instead of its 128 × 64 one.
+func TestPromptGemmFitsWorkgroupMemory(t *testing.T) {
 	b := newTestBackend(t)
-	r := rand.New(rand.NewPCG(9, 10))
-	shapes := []struct{ k, m int }{{4096, 6144}, {4096, 24576}, {12288, 4096}, {4096, 4096}, {2048, 4096}, {2048, 12288}, {6144, 2048}}
-	kernels := []string{"tile64", "r1x1", "r2x1", "r1x2", "r2x2", "gemm2", "lut4", "lut8", "lut4s", "lut8s"}
-	if v := os.Getenv("BONSAI_GEMM_KERNELS"); v != "" {
-		kernels = strings.Split(v, ",") // the first is the reference the others are checked against
+	const k, m, n = 256, 4096, 512
+	r := rand.New(rand.NewPCG(71, 72))
+	w := b.matrixWeight(t, "blk.0.ffn_gate", gguf.Q1_0, k, m, randFloats(r, m*k, 1))
+	x, y := b.mustTensor(t, "x", n, k), b.mustTensor(t, "y", n, m)
+	b.write(t, x, randFloats(r, n*k, 1))
+	b.run(t, n, 0, func() { b.MatMul(y, w, x) })
+	if c := b.LastCensus(); c["q1_lutgemm"] != 1 {
+		t.Errorf("%d KB of workgroup memory: %v, want q1_lutgemm", b.d.Limits.MaxComputeWorkgroupStorageSize>>10, c)
 	}
-	for si, s := range shapes {
-		blocks := s.m * s.k / 128
-		wb := make([]byte, blocks*18)
-		for i := range wb {
-			wb[i] = byte(r.Uint32())
+	granted := b.d.Limits.MaxComputeWorkgroupStorageSize
+	defer func() { b.d.Limits.MaxComputeWorkgroupStorageSize = granted }()
+	for _, c := range []struct {
+		bytes uint32
+		lut   bool
+		tile  gemmTile
+	}{{32 << 10, true, gemmTile{2, 1}}, {24 << 10, true, gemmTile{2, 1}}, {16 << 10, false, gemmTile{1, 1}}} {
+		b.d.Limits.MaxComputeWorkgroupStorageSize = c.bytes
+		if lut := lutGemmWorkgroupBytes <= int(c.bytes); lut != c.lut {
+			t.Errorf("%d bytes: q1_lutgemm %v, want %v", c.bytes, lut, c.lut)
 		}
-		for i := 0; i < blocks; i++ {
-			wb[i*18], wb[i*18+1] = 0x66, 0x2e // d ≈ 0.1 (f16)
+		if tile, ok := b.gemmTile(w.(*weight), n); !ok || tile != c.tile {
+			t.Errorf("%d bytes: q1_gemm2 tile %v (%v), want %v", c.bytes, tile, ok, c.tile)
 		}
-		w, err := b.LoadWeight(infer.WeightData{Name: fmt.Sprintf("blk.0.ffn_up.b%d", si), Type: gguf.Q1_0, Shape: []int64{int64(s.k), int64(s.m)}, Data: wb})
-		if err != nil {
-			t.Fatal(err)
-		}
-		x := b.mustTensor(t, fmt.Sprintf("x%d", si), n, s.k)
-		y := b.mustTensor(t, fmt.Sprintf("y%d", si), n, s.m)
-		b.write(t, x, randFloats(r, n*s.k, 1))
-		var ref []float32
-		for _, g := range kernels {
-			b.gemm = g
-			got := b.run(t, n, 0, func() { b.MatMul(y, w, x) }, y)[0]
-			e := 0.0
-			if ref == nil {
-				ref = got
-			} else {
-				e = maxRelErr(got, ref)
-			}
-			best := time.Duration(1 << 62)
-			for trial := 0; trial < 3; trial++ {
-				b.Begin(batchOf(n, 0))
-				start := time.Now()
-				for i := 0; i < reps; i++ {
-					b.MatMul(y, w, x)
-				}
-				if err := b.Commit(); err != nil {
-					t.Fatal(err)
-				}
-				best = min(best, time.Since(start)/time.Duration(reps))
-			}
-			tl, _ := b.gemmTile(w.(*weight), n)
-			flops := 2 * float64(s.m) * float64(s.k) * float64(n)
-			fmt.Printf("gemm %5d->%-5d n=%d %-6s tile=%v %8.1f us %6.2f TFLOP/s err %.2g\n",
-				s.k, s.m, n, g, tl, float64(best.Nanoseconds())/1e3, flops/best.Seconds()/1e12, e)
-		}
-		b.gemm = ""
 	}
 }
 
@@ -131,7 +93,7 @@ func TestGemmBench(t *testing.T) {
 // it again.
 func TestLutGemmSharesPacking(t *testing.T) {
 	const k, m, n = 256, 96, 5
-	b := newTestBackendWith(t, infer.GPUOptions{Gemm: "lut4s"})
+	b := newTestBackend(t)
 	r := rand.New(rand.NewPCG(61, 62))
 	wg, wu := b.matrixWeight(t, "blk.0.ffn_gate", gguf.Q1_0, k, m, randFloats(r, m*k, 1)), b.matrixWeight(t, "blk.0.ffn_up", gguf.Q1_0, k, m, randFloats(r, m*k, 1))
 	x, yg, yu := b.mustTensor(t, "x", n, k), b.mustTensor(t, "yg", n, m), b.mustTensor(t, "yu", n, m)

@@ -402,7 +402,8 @@ func (b *Backend) CausalConv(dstT, xT infer.Tensor, wI infer.Weight, layer int) 
 // FuseDeltaNetInputs runs the input stage of a decoding step's DeltaNet
 // layer as one dispatch (deltanet_in.wgsl) instead of eight: on the H200 a
 // 27B token spent most of its time in such small dependent dispatches.
-// Longer passes, and Fuse "off", take the op sequence.
+// Longer passes, and the unfused passes tests compare against, take the
+// op sequence.
 func (b *Backend) FuseDeltaNetInputs(in infer.DeltaNetInputs) bool {
 	if b.noFuse || b.n != 1 {
 		return false

@@ -760,13 +760,13 @@ func TestFuseDeltaNetInputsIsTheOps(t *testing.T) {
 					}
 				}
 			}
-			off := newTestBackendWith(t, infer.GPUOptions{Fuse: "off"})
+			off := newUnfusedTestBackend(t)
 			if err := off.NewRecurrentState(spec); err != nil {
 				t.Fatal(err)
 			}
 			off.run(t, 1, 0, func() {
 				if off.FuseDeltaNetInputs(infer.DeltaNetInputs{}) {
-					t.Error(`Fuse "off" fused`)
+					t.Error("the unfused backend fused")
 				}
 			})
 		})
@@ -858,8 +858,9 @@ func TestSigmoidGateRounds(t *testing.T) {
 	const g, m = 384, 64 // the row ends inside act_q8's second workgroup
 	r := rand.New(rand.NewPCG(71, 72))
 	av, gv, wv := randFloats(r, g, 2), randFloats(r, g, 3), randFloats(r, m*g, 0.3)
-	pass := func(o infer.GPUOptions) ([][]float32, map[string]int) {
-		b := newTestBackendWith(t, o)
+	pass := func(unfused bool) ([][]float32, map[string]int) {
+		b := newTestBackend(t)
+		b.noFuse = unfused
 		w := b.matrixWeight(t, "attn_output", gguf.Q1_0, g, m, wv)
 		att, gate, d := b.mustTensor(t, "attn", 1, g), b.mustTensor(t, "gate", 1, g), b.mustTensor(t, "d", 1, m)
 		b.write(t, att, av)
@@ -870,8 +871,8 @@ func TestSigmoidGateRounds(t *testing.T) {
 		}, att, d)
 		return got, b.LastCensus()
 	}
-	want, _ := pass(infer.GPUOptions{Fuse: "off"})
-	got, census := pass(infer.GPUOptions{})
+	want, _ := pass(true)
+	got, census := pass(false)
 	if census["act_q8"] != 1 || census["q1_xq"] != 1 || census["unary"] != 0 {
 		t.Errorf("census %v: want act_q8 and q1_xq once, no unary", census)
 	}

@@ -16,10 +16,8 @@ type kernel struct {
 	name   string
 	pipe   *wgpu.ComputePipeline
 	layout *wgpu.BindGroupLayout
-	// dispatches in the pass being encoded (the Backend's census), and
-	// the copies Repeat asks for of each (0 or 1: one)
+	// dispatches in the pass being encoded (the Backend's census)
 	passDispatches int
-	repeat         int
 	// context is the KV cache context its constants specialise it on
 	// (CTX, SCTX), or 0: its ops must not outlive a cache of that size
 	context int

@@ -15,54 +15,34 @@ import (
 // workgroup-memory bandwidth (128 B/clock per SM: 256 pairs per clock,
 // twice the FMA rate), with a table build per 32 k of 1/R of the reads.
 
-// lutShape is q1_lutgemm's shape: R rows per thread (the workgroup
-// takes 32·R rows × 64 tokens), and whether the slices are double-buffered
-// (one barrier per slice instead of two).
-type lutShape struct {
-	r  int
-	db bool
-}
+// lutGemmR is q1_lutgemm's rows per thread: a workgroup takes 32·R =
+// 128 rows × 64 tokens. On the H200 this shape (one buffer of tables,
+// two barriers per slice) ran the 512-token prompt of the 8B at 3,951
+// tok/s, the 1.7B at 11,050 and the 27B at 1,144, against q1_gemm2's
+// 1,724, 6,187 and 473, and beat 8 rows per thread and double-buffered
+// slices on all three.
+const lutGemmR = 4
 
-// buffers is how many copies of a slice's tables and scales it keeps.
-func (sh lutShape) buffers() int {
-	if sh.db {
-		return 2
-	}
-	return 1
-}
+// lutGemmWorkgroupBytes is q1_lutgemm's workgroup memory: 16 KiB of
+// tables, a word and a scale per row, 64 token scales (17.6 KB: within
+// the 32 KB of every adapter measured, lavapipe's included).
+const lutGemmWorkgroupBytes = 16<<10 + 32*lutGemmR*8 + 64*4
 
-// lutShapes are the GemmKernels names that run q1_lutgemm.
-var lutShapes = map[string]lutShape{"lut4": {4, true}, "lut8": {8, true}, "lut4s": {4, false}, "lut8s": {8, false}}
-
-// lutFor is q1_lutgemm's shape for a prompt pass of n tokens over w (the
-// default's is lut4s: the fastest on the H200 for the 1.7B, 8B and 27B
-// shapes, and in the 32 KB of workgroup memory every adapter grants), or
-// ok false where it cannot run: not Q1_0, a decode step, rows not a
-// multiple of 4, K not of 128, workgroup memory too small, or another
-// GEMM chosen.
-func (b *Backend) lutFor(w *weight, n, rows int) (lutShape, bool) {
-	name := b.gemm
-	if name == "" || name == "auto" {
-		name = "lut4s"
-	}
-	sh, ok := lutShapes[name]
-	if !ok || !w.q1() || n < 2 || w.m%4 != 0 || w.k%128 != 0 {
-		return sh, false
+// lutGemm runs q1_lutgemm, the prompt GEMM of Q1_0 matrices, where it
+// runs: a prompt pass (not a decode step), rows a multiple of 4, K of 128
+// and the workgroup memory it needs.
+func lutGemm(b *Backend, mm matmul) bool {
+	w := mm.w
+	if mm.n < 2 || w.m%4 != 0 || w.k%128 != 0 || lutGemmWorkgroupBytes > int(b.d.Limits.MaxComputeWorkgroupStorageSize) {
+		return false
 	}
 	// the packed activations share x's rounding buffer
-	if lutPackedWords(w.k, rows) > rows*w.k {
-		return sh, false
+	if lutPackedWords(w.k, mm.rows) > mm.rows*w.k {
+		return false
 	}
-	if lutGemmWorkgroupBytes(sh) > int(b.d.Limits.MaxComputeWorkgroupStorageSize) {
-		return sh, false
-	}
-	return sh, true
-}
-
-// lutGemmWorkgroupBytes is q1_lutgemm's workgroup memory: per buffer 16 KiB
-// of tables, a word and a scale per row, 64 token scales.
-func lutGemmWorkgroupBytes(sh lutShape) int {
-	return sh.buffers() * (16<<10 + 32*sh.r*8 + 64*4)
+	b.touchOperands(mm)
+	b.encodeLutGemm(mm.dst, w, mm.x, mm.rows, mm.n)
+	return true
 }
 
 // lutStride is the packed activations' token stride: the rows, made even
@@ -73,20 +53,19 @@ func lutStride(rows int) int { return rows + rows%2 }
 // four i8 and K/32 scales per token.
 func lutPackedWords(k, rows int) int { return (k/4 + k/32) * lutStride(rows) }
 
-// lutGemm encodes dst = x·wᵀ for n tokens with q1_lutgemm.
-func (b *Backend) lutGemm(dst *tensor, w *weight, x *tensor, rows, n int, sh lutShape) {
+// encodeLutGemm encodes dst = x·wᵀ for n tokens with q1_lutgemm.
+func (b *Backend) encodeLutGemm(dst *tensor, w *weight, x *tensor, rows, n int) {
 	xp := b.packActivations(x, rows, n)
 	if xp == nil {
 		return
 	}
 	xs := lutStride(rows)
-	bm, bufs := 32*sh.r, sh.buffers()
-	o := b.prepared(opKey{kind: "q1lut", a: dst, b: w, c: x, g: sh}, func() (*kernel, []binding, error) {
+	const bm, bufs = 32 * lutGemmR, 1
+	o := b.prepared(opKey{kind: "q1lut", a: dst, b: w, c: x}, func() (*kernel, []binding, error) {
 		k, err := b.d.kernel("q1_lutgemm", q1Layout(map[string]shaders.Const{
 			"K": shaders.U32(w.k), "M": shaders.U32(w.m), "XS": shaders.U32(xs), "BM": shaders.U32(bm), "BM4": shaders.U32(bm / 4),
 			"SLICES": shaders.U32(w.k / 32), "XD": shaders.U32(w.k / 4 * xs / 2), "TSIZE": shaders.U32(1024 * bufs), "TMASK": shaders.U32(1024*bufs - 1),
-			"WSIZE": shaders.U32(bufs * bm / 4), "DSIZE": shaders.U32(8 * bufs),
-			"R8": shaders.Flag(sh.r == 8), "DB": shaders.Flag(sh.db)}, w.interleaved, w.m))
+			"WSIZE": shaders.U32(bufs * bm / 4), "DSIZE": shaders.U32(8 * bufs)}, w.interleaved, w.m))
 		return k, []binding{whole(b.batchBuf), w.bits.binding(), w.scales.binding(), whole(xp), whole(dst.buf)}, err
 	})
 	b.dispatch(o, ceilDiv(w.m, bm), ceilDiv(n, 64), 1)

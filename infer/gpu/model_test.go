@@ -80,18 +80,19 @@ func TestGreedyMatchesCPU(t *testing.T) {
 	}
 }
 
-// TestAttnKindsMatchCPU decodes greedily with each decode attention kind
-// (GPUOptions.Attn) against the CPU, past 32 positions, where the split
+// TestAttnPathsMatchCPU decodes greedily on each decode attention path
+// (gpu.AttnPaths) against the CPU, past 32 positions, where the split
 // path goes from one split (attn_one) to several; tolerances as
-// TestGreedyMatchesCPU. TestAttnQKMatchesUnfused pins the kinds to the
-// unfused ops at f32 rounding, also across attn_head's length limit.
-func TestAttnKindsMatchCPU(t *testing.T) {
-	for _, kind := range gpu.AttnKinds {
-		t.Run(kind, func(t *testing.T) {
+// TestGreedyMatchesCPU. TestAttnQKMatchesUnfused and
+// TestAttnLatMatchesUnfused pin the paths to the unfused ops.
+func TestAttnPathsMatchCPU(t *testing.T) {
+	for _, path := range gpu.AttnPaths {
+		t.Run(path, func(t *testing.T) {
 			cfg := tinymodel.Small(gguf.Q1_0)
 			cfg.Tied = false
 			cpu := loadOn(t, "cpu", cfg)
-			gpuM := loadWith(t, "gpu", cfg, 64, infer.GPUOptions{AllowSoftware: true, Attn: kind})
+			gpuM := loadWith(t, "gpu", cfg, 64, softwareOK)
+			gpu.UseAttnPath(gpuM.Backend().(*gpu.Backend), path)
 			decodeBoth(t, cpu, gpuM, []int32{1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41}, 30, 3e-2)
 		})
 	}
@@ -100,16 +101,17 @@ func TestAttnKindsMatchCPU(t *testing.T) {
 // TestGreedyChainedMatchesGreedy decodes greedily with the host off the
 // critical path (Model.GreedyChained: argmax and the next token's
 // embedding on the GPU, the token read back one pass late) and as Greedy
-// does (logits read back, argmax on the host), for each decode attention
-// kind: the tokens must be the same, and the chained path must have run
+// does (logits read back, argmax on the host), on each decode attention
+// path: the tokens must be the same, and the chained path must have run
 // (its passes read no logits back, so Logits stays the prompt's).
 func TestGreedyChainedMatchesGreedy(t *testing.T) {
-	for _, kind := range gpu.AttnKinds {
-		t.Run(kind, func(t *testing.T) {
+	for _, path := range gpu.AttnPaths {
+		t.Run(path, func(t *testing.T) {
 			cfg := tinymodel.Small(gguf.Q1_0)
 			cfg.Tied = false
-			o := infer.GPUOptions{AllowSoftware: true, Attn: kind}
-			plain, chained := loadWith(t, "gpu", cfg, 64, o), loadWith(t, "gpu", cfg, 64, o)
+			plain, chained := loadWith(t, "gpu", cfg, 64, softwareOK), loadWith(t, "gpu", cfg, 64, softwareOK)
+			gpu.UseAttnPath(plain.Backend().(*gpu.Backend), path)
+			gpu.UseAttnPath(chained.Backend().(*gpu.Backend), path)
 			prompt := []int32{1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41}
 			want, err := plain.Greedy(prompt, 40)
 			if err != nil {
@@ -321,57 +323,53 @@ func TestLongDecodeNoLeak(t *testing.T) {
 	}
 }
 
-// TestFusedDecodeMatchesUnfused decodes on GPU models with each fusion
-// level (GPUOptions.Fuse) against one with every op its own dispatch. The fused
-// kernels reproduce the separate ones' arithmetic and summation order, so
-// the logits must agree to f32 rounding (1e-6 of the largest), for each
-// decode matvec kernel; prefill goes through the fused q/k norm+RoPE+KV
-// store too. Per decode layer the default saves SwiGLU, two of norm_rope
-// ×2 + store_kv and (≤ 32 positions: one split) two attention passes; "all"
-// also the two token RMSNorms. The last layer's SwiGLU is encoded at Commit.
+// TestFusedDecodeMatchesUnfused decodes on GPU models fused (the
+// default) against one with every op its own dispatch. The fused kernels
+// reproduce the separate ones' arithmetic and summation order, so the
+// logits must agree to f32 rounding (1e-6 of the largest), with each
+// decode matvec kernel tried first; prefill goes through the fused q/k
+// norm+RoPE+KV store too. Per decode layer the fusion saves at least
+// SwiGLU, two of norm_rope ×2 + store_kv and (≤ 32 positions: one split)
+// two attention passes. The last layer's SwiGLU is encoded at Commit.
 func TestFusedDecodeMatchesUnfused(t *testing.T) {
-	for _, level := range []struct {
-		env   string
-		saved int // dispatches per layer fewer, at least
-	}{{"", 5}, {"all", 7}} {
-		for _, kernel := range []string{"w1", "select", "popc", "popc32", "popc64"} {
-			t.Run(level.env+"/"+kernel, func(t *testing.T) {
-				cfg := tinymodel.Small(gguf.Q1_0)
-				cfg.Tied = false
-				plain := loadWith(t, "gpu", cfg, 64, infer.GPUOptions{AllowSoftware: true, MatVec: kernel, Fuse: "off"})
-				fused := loadWith(t, "gpu", cfg, 64, infer.GPUOptions{AllowSoftware: true, MatVec: kernel, Fuse: level.env})
-				toks, pos := []int32{1, 5, 9, 13, 17, 21, 25, 29}, 0
-				for step := 0; step < 12; step++ {
-					if err := plain.Forward(toks, pos); err != nil {
-						t.Fatal(err)
-					}
-					if err := fused.Forward(toks, pos); err != nil {
-						t.Fatal(err)
-					}
-					want, got := plain.Logits(), fused.Logits()
-					var maxAbs, maxDiff float64
-					for i := range want {
-						maxAbs = math.Max(maxAbs, math.Abs(float64(want[i])))
-						maxDiff = math.Max(maxDiff, math.Abs(float64(got[i]-want[i])))
-					}
-					if maxDiff > 1e-6*maxAbs {
-						t.Fatalf("step %d (%d tokens): fused logits differ by %.3g (largest %.3g)", step, len(toks), maxDiff, maxAbs)
-					}
-					if len(toks) == 1 {
-						dp := plain.Backend().(*gpu.Backend).LastDispatches()
-						df := fused.Backend().(*gpu.Backend).LastDispatches()
-						if df > dp-level.saved*cfg.Layers+1 {
-							t.Fatalf("decode: %d dispatches fused, %d unfused, %d layers", df, dp, cfg.Layers)
-						}
-						if step == 1 {
-							t.Logf("decode dispatches: %d fused, %d unfused (%d layers)", df, dp, cfg.Layers)
-						}
-					}
-					pos += len(toks)
-					toks = []int32{gpu.ArgmaxOf(want)}
+	const saved = 5 // dispatches per layer fewer, at least
+	for _, kernel := range []string{"", "q1_w1", "q1_matvec", "q1_popc"} {
+		t.Run("first="+kernel, func(t *testing.T) {
+			cfg := tinymodel.Small(gguf.Q1_0)
+			cfg.Tied = false
+			plain := loadWith(t, "gpu", cfg, 64, softwareOK)
+			fused := loadWith(t, "gpu", cfg, 64, softwareOK)
+			gpu.Unfuse(plain.Backend().(*gpu.Backend))
+			for _, m := range []*infer.Model{plain, fused} {
+				gpu.ForceMatVec(m.Backend().(*gpu.Backend), kernel)
+			}
+			toks, pos := []int32{1, 5, 9, 13, 17, 21, 25, 29}, 0
+			for step := 0; step < 12; step++ {
+				if err := plain.Forward(toks, pos); err != nil {
+					t.Fatal(err)
 				}
-			})
-		}
+				if err := fused.Forward(toks, pos); err != nil {
+					t.Fatal(err)
+				}
+				want, got := plain.Logits(), fused.Logits()
+				maxDiff, maxAbs := gpu.MaxDiff(want, got)
+				if maxDiff > 1e-6*maxAbs {
+					t.Fatalf("step %d (%d tokens): fused logits differ by %.3g (largest %.3g)", step, len(toks), maxDiff, maxAbs)
+				}
+				if len(toks) == 1 {
+					dp := plain.Backend().(*gpu.Backend).LastDispatches()
+					df := fused.Backend().(*gpu.Backend).LastDispatches()
+					if df > dp-saved*cfg.Layers+1 {
+						t.Fatalf("decode: %d dispatches fused, %d unfused, %d layers", df, dp, cfg.Layers)
+					}
+					if step == 1 {
+						t.Logf("decode dispatches: %d fused, %d unfused (%d layers)", df, dp, cfg.Layers)
+					}
+				}
+				pos += len(toks)
+				toks = []int32{gpu.ArgmaxOf(want)}
+			}
+		})
 	}
 }
 

@@ -55,9 +55,8 @@ const (
 type attnKind uint8
 
 const (
-	attnLat  attnKind = iota + 1 // attn_lat, one dispatch
-	attnHead                     // attn_head, one dispatch
-	attnQK                       // attn_qk (with pass 1), attn_pv, attn_sum
+	attnLat attnKind = iota + 1 // attn_lat, one dispatch
+	attnQK                      // attn_qk (with pass 1), attn_pv, attn_sum
 )
 
 // node is one recorded op. The flags are the recording op's decisions
@@ -68,11 +67,11 @@ type node struct {
 	x, y *tensor // operands: see opKind
 	w    *weight
 	eps  float32
-	// opNorm, opSwiGLU: lazy, the result may be left undefined until a
-	// reader needs it, and computed in a matvec's x load; q8, the op also
-	// writes its Q8_0 rounding (and lookup table) for q1_xq, which makes
-	// dst a rounded value (opSwiGLU only where no gate/up pair feeds it
-	// directly, or with MatVec xqs). opRope: lazy, the norm+RoPE may wait
+	// opSwiGLU: lazy, the result may be left undefined until a reader
+	// needs it, and computed in a matvec's x load. opNorm, opSwiGLU: q8,
+	// the op also writes its Q8_0 rounding (and lookup table) for q1_xq,
+	// which makes dst a rounded value (opSwiGLU only where no gate/up
+	// pair feeds it directly). opRope: lazy, the norm+RoPE may wait
 	// for a StoreKV. opStoreKV: lazy, the store may wait for its
 	// Attention. opAttn: q8, the unfused attention writes dst's rounding.
 	lazy, q8 bool
@@ -97,10 +96,8 @@ type node struct {
 type valueKind uint8
 
 const (
-	// vNorm: dst = RMSNorm(src)·w, not yet computed.
-	vNorm valueKind = iota + 1
 	// vSwiGLU: dst = silu(src)·up, not yet computed.
-	vSwiGLU
+	vSwiGLU valueKind = iota + 1
 	// vRounded: dst is computed, and dst.xq (and dst.xtab) hold its Q8_0
 	// rounding: a q1_xq matvec on dst reads those.
 	vRounded
@@ -150,7 +147,7 @@ func (v value) kept() bool { return v.kind == vQKStore }
 
 // matvecGroup is up to three decode matvecs on the same x as one
 // dispatch: dst[i] = w[i]·x, with resid += dst[0] where resid is set (the
-// folded residual Add), x computed in the x load from in (a vNorm or
+// folded residual Add), x computed in the x load from in (a
 // vSwiGLU) or read as its rounding (a vRounded in), and with glu gate/up's
 // SwiGLU epilogue: dst[0] = silu(dst[0])·dst[1] and its rounding.
 type matvecGroup struct {

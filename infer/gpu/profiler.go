@@ -41,8 +41,8 @@ type profiler struct {
 }
 
 // decodeSampling is one over the share of decoding passes timed: at 8 a
-// profiled 8B decode ran 19 % slower than an unprofiled one on the H200
-// (GPU run 9); at 32 the timed steps cost a quarter of that.
+// profiled 8B decode ran 19 % slower than an unprofiled one on the H200;
+// at 32 the timed steps cost a quarter of that.
 const decodeSampling = 32
 
 func (b *Backend) SetProfiling(on bool) {

@@ -119,7 +119,7 @@ func (w *weight) repackTwoBit(d *Device, rowBytes int) error {
 
 // twoBitRow dequantizes one row of a 2-bit type on the CPU (embedding
 // lookups).
-func twoBitRow(t gguf.Type, src []byte, dst []float32) {
+func twoBitRow(t gguf.Type, src []byte, dst []float32) error {
 	group, _ := twoBit(t)
 	blockBytes := len(src) / (len(dst) / group)
 	codes := make([]uint8, group)
@@ -129,4 +129,5 @@ func twoBitRow(t gguf.Type, src []byte, dst []float32) {
 			dst[bl*group+j] = (float32(c) - 1) * s
 		}
 	}
+	return nil
 }

@@ -19,6 +19,8 @@ type weight struct {
 	typ   gguf.Type
 	shape []int64
 	k, m  int // ne0 (inputs) and rows
+	// layout is the type's row of the kernel table (layouts.go)
+	layout *layout
 
 	// Q1_0: spans of the sign-word and scale arenas, placed (and the host
 	// copies dropped) when the first pass begins, in load order, so that
@@ -80,8 +82,8 @@ func loadWeight(d *Device, wd infer.WeightData) (*weight, error) {
 	if k <= 0 || m <= 0 {
 		return nil, fmt.Errorf("gpu: weight %s: shape %v: %w", wd.Name, wd.Shape, infer.ErrBadShape)
 	}
-	_, packed := twoBit(wd.Type)
-	if wd.Type != gguf.Q1_0 && !packed && !quant.Supported(wd.Type) {
+	l := layoutOf(wd.Type)
+	if l == nil {
 		return nil, fmt.Errorf("gpu: weight %s: %w %s", wd.Name, infer.ErrUnsupportedType, wd.Type)
 	}
 	rowBytes, err := wd.Type.RowBytes(int64(k))
@@ -92,18 +94,8 @@ func loadWeight(d *Device, wd infer.WeightData) (*weight, error) {
 		return nil, fmt.Errorf("gpu: weight %s: %d bytes, want %d for %s %v: %w",
 			wd.Name, len(wd.Data), rowBytes*int64(m), wd.Type, wd.Shape, infer.ErrBadShape)
 	}
-	w := &weight{name: wd.Name, typ: wd.Type, shape: append([]int64(nil), wd.Shape...), k: k, m: m, data: wd.Data}
-	switch {
-	case wd.Type == gguf.Q1_0:
-		err = w.repackQ1(d, int(rowBytes))
-	case packed && m > 1:
-		err = w.repackTwoBit(d, int(rowBytes))
-	case packed:
-		err = fmt.Errorf("gpu: weight %s: a %s vector: %w", wd.Name, wd.Type, ErrUnsupported)
-	default:
-		err = w.dequantize(d, int(rowBytes))
-	}
-	if err != nil {
+	w := &weight{name: wd.Name, typ: wd.Type, shape: append([]int64(nil), wd.Shape...), k: k, m: m, layout: l, data: wd.Data}
+	if err := l.load(w, d, int(rowBytes)); err != nil {
 		w.release()
 		return nil, err
 	}
@@ -186,9 +178,7 @@ func (w *weight) embedRows(tokens []int32, dst []byte) error {
 			return fmt.Errorf("gpu: token %d outside the vocabulary of %d: %w", t, w.m, infer.ErrBadShape)
 		}
 		src := w.data[int64(t)*rowBytes : int64(t+1)*rowBytes]
-		if _, packed := twoBit(w.typ); packed {
-			twoBitRow(w.typ, src, row)
-		} else if err := quant.DequantizeRow(w.typ, src, row); err != nil {
+		if err := w.layout.row(w.typ, src, row); err != nil {
 			return err
 		}
 		for j, v := range row {

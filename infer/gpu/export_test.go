@@ -1,0 +1,23 @@
+package gpu
+
+// The tests of package gpu_test run models through infer.Load, which
+// opens the backend; these turn it to the references they compare the
+// default against.
+
+// AttnPaths are the decode attention paths: "lat" (the default: attn_lat
+// while the sequence fits it, then the split passes) and "split" (the
+// split passes alone).
+var AttnPaths = []string{"lat", "split"}
+
+// UseAttnPath turns b to a decode attention path of AttnPaths.
+func UseAttnPath(b *Backend, path string) {
+	if path == "split" {
+		b.latMax = 0
+	}
+}
+
+// Unfuse turns b to encoding every op as its own dispatch.
+func Unfuse(b *Backend) { b.noFuse = true }
+
+// ForceMatVec makes b try the decode matvec kernel name first.
+func ForceMatVec(b *Backend, name string) { b.forceMatVec = name }

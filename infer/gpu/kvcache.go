@@ -1,0 +1,218 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/shaders"
+	"github.com/cogentcore/webgpu/wgpu"
+)
+
+// The KV cache, RoPE and the stores into the cache.
+
+type kvCache struct {
+	spec infer.KVSpec
+	k, v *wgpu.Buffer
+}
+
+func (b *Backend) NewKVCache(spec infer.KVSpec) error {
+	if spec.Layers <= 0 || spec.Context <= 0 || spec.KVHeads <= 0 || spec.HeadDim <= 0 || spec.HeadDim%2 != 0 {
+		return fmt.Errorf("gpu: KV cache %+v: %w", spec, infer.ErrBadShape)
+	}
+	if b.kv != nil {
+		// Every op binding the old cache is stale. For a cache of
+		// another size, so are the RoPE angle tables, which span the old
+		// context, and every op whose kernel bakes the old context into
+		// its offsets, whatever it binds.
+		b.dropOps(b.kv.k, b.kv.v)
+		if b.kv.spec.Context != spec.Context {
+			for r, t := range b.ropes {
+				b.dropOps(t)
+				t.Release()
+				delete(b.ropes, r)
+			}
+			b.dropOpsWhere(func(o *op) bool { return o.k.context != 0 })
+		}
+		b.kv.k.Release()
+		b.kv.v.Release()
+		b.kv = nil
+	}
+	half := uint64(spec.Bytes() / 2)
+	if half > b.d.Limits.MaxStorageBufferBindingSize {
+		return fmt.Errorf("gpu: KV cache of %d MiB per K/V exceeds the %d MiB storage binding: %w",
+			half>>20, b.d.Limits.MaxStorageBufferBindingSize>>20, ErrOutOfMemory)
+	}
+	k, err := b.d.newBuffer("kcache", half, storageUsage)
+	if err != nil {
+		return err
+	}
+	v, err := b.d.newBuffer("vcache", half, storageUsage)
+	if err != nil {
+		k.Release()
+		return err
+	}
+	b.kv = &kvCache{spec: spec, k: k, v: v}
+	return nil
+}
+
+// normRopeThreads is norm_rope.wgsl's workgroup size for a head.
+func normRopeThreads(headDim int) int {
+	wg := 32
+	for wg < headDim/2 && wg < 256 {
+		wg *= 2
+	}
+	return wg
+}
+
+// normRope encodes a per-head RMSNorm and Rope in place (a vNormRope).
+func (b *Backend) normRope(v value) {
+	x, r, w, eps, ctx := v.dst, v.rope, v.w, v.eps, b.kv.spec.Context
+	o := b.prepared(opKey{kind: "normrope", a: x, b: r, c: w, f: eps}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("norm_rope", map[string]shaders.Const{
+			"COLS": shaders.U32(x.cols), "HEAD_DIM": shaders.U32(r.HeadDim), "DIMS": shaders.U32(r.Dims),
+			"EPS": shaders.F32(eps), "WG": shaders.U32(normRopeThreads(r.HeadDim)), "XROWS": shaders.U32(x.rows), "CTX": shaders.U32(ctx)})
+		return k, []binding{whole(b.batchBuf), whole(w.chunks[0].buf), whole(v.table), whole(x.buf)}, err
+	})
+	b.dispatch(o, x.cols/r.HeadDim, b.active(x), 1)
+}
+
+// qkRopeStore encodes a vQKStore, q's and k's norm+Rope with the store of
+// k and v, as one qk_rope_store dispatch (fuse checked the shapes).
+func (b *Backend) qkRopeStore(p value) {
+	q, k, v, layer, r := p.dst, p.src, p.up, p.layer, p.rope
+	s := b.kv.spec
+	kvd := s.KVHeads * s.HeadDim
+	kc, vc, off := b.kvBind(layer)
+	o := b.prepared(opKey{kind: "qkropestore", a: q, b: k, c: v, d: p.w, e: p.kw, g: r, i: layer, f: p.eps}, func() (*kernel, []binding, error) {
+		kern, err := b.d.kernel("qk_rope_store", map[string]shaders.Const{
+			"QCOLS": shaders.U32(q.cols), "KVD": shaders.U32(kvd), "HEAD_DIM": shaders.U32(r.HeadDim), "DIMS": shaders.U32(r.Dims),
+			"QEPS": shaders.F32(p.eps), "KEPS": shaders.F32(p.keps), "WG": shaders.U32(normRopeThreads(r.HeadDim)),
+			"XROWS": shaders.U32(q.rows), "CTX": shaders.U32(s.Context), "QHEADS": shaders.U32(q.cols / r.HeadDim),
+			"LAYER_OFF": shaders.U32(off)})
+		return kern, []binding{whole(b.batchBuf), whole(p.w.chunks[0].buf), whole(p.kw.chunks[0].buf), whole(p.table),
+			whole(q.buf), whole(k.buf), whole(v.buf), kc, vc}, err
+	})
+	b.dispatch(o, q.cols/r.HeadDim+s.KVHeads, b.active(q), 1)
+}
+
+// Rope is recorded: fuse makes it one norm+RoPE with a per-head norm
+// waiting on x, which may wait for the StoreKV after it (normRope).
+func (b *Backend) Rope(xT infer.Tensor, r infer.Rope) {
+	if b.err != nil || b.enc == nil {
+		return
+	}
+	x := b.asTensor("Rope", xT)
+	if x == nil {
+		return
+	}
+	if r.HeadDim <= 0 || r.Dims <= 0 || r.Dims > r.HeadDim || r.Dims%2 != 0 || x.cols%r.HeadDim != 0 {
+		b.shapeErr("Rope: head %d, dims %d over rows of %d", r.HeadDim, r.Dims, x.cols)
+		return
+	}
+	if b.kv == nil {
+		b.fail(errors.New("gpu: Rope before NewKVCache (the angle table spans the cache's context)"))
+		return
+	}
+	table, ok := b.ropes[r]
+	if !ok {
+		ctx := b.kv.spec.Context
+		half := r.Dims / 2
+		vals := make([]float32, 2*half*ctx)
+		cos, sin := make([]float32, half), make([]float32, half)
+		for p := 0; p < ctx; p++ {
+			r.Angles(p, cos, sin)
+			for j := 0; j < half; j++ {
+				vals[2*(p*half+j)] = cos[j]
+				vals[2*(p*half+j)+1] = sin[j]
+			}
+		}
+		buf, err := b.d.upload("rope", floatsToBytes(vals))
+		if err != nil {
+			b.fail(err)
+			return
+		}
+		b.ropes[r] = buf
+		table = buf
+	}
+	// q's and k's norm+RoPE wait for the StoreKV after them
+	b.record(node{op: opRope, x: x, rope: r, table: table, lazy: !b.noFuse && r.HeadDim <= 1024})
+}
+
+// rope encodes a Rope of its own, in place.
+func (b *Backend) rope(x *tensor, r infer.Rope, table *wgpu.Buffer) {
+	ctx := b.kv.spec.Context
+	o := b.prepared(opKey{kind: "rope", a: x, b: r}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("rope", map[string]shaders.Const{
+			"COLS": shaders.U32(x.cols), "HEAD_DIM": shaders.U32(r.HeadDim), "DIMS": shaders.U32(r.Dims),
+			"XROWS": shaders.U32(x.rows), "CTX": shaders.U32(ctx)})
+		return k, []binding{whole(b.batchBuf), whole(table), whole(x.buf)}, err
+	})
+	b.dispatch(o, ceilDiv(x.cols/r.HeadDim*r.Dims/2, 64), b.active(x), 1)
+}
+
+// StoreKV is recorded: fuse makes it one qk_rope_store with q's and k's
+// waiting norm+RoPEs, which in decode may wait for the Attention after it
+// (qkRopeStore).
+func (b *Backend) StoreKV(layer int, kT, vT infer.Tensor) {
+	if b.err != nil || b.enc == nil {
+		return
+	}
+	k, v := b.asTensor("StoreKV k", kT), b.asTensor("StoreKV v", vT)
+	if k == nil || v == nil {
+		return
+	}
+	n := node{op: opStoreKV, x: k, y: v, layer: layer}
+	if b.kv != nil {
+		s := b.kv.spec
+		kvd := s.KVHeads * s.HeadDim
+		if k.cols == kvd && v.cols == kvd && layer >= 0 && layer < s.Layers {
+			n.headDim = s.HeadDim
+		}
+		// In decode over several splits, or where attn_lat may take it,
+		// the Attention after it takes it into attn_qk or attn_lat.
+		n.lazy = b.n == 1 && (b.splits > 1 || b.batch.Pos < b.latMax) && !b.noFuse
+	}
+	b.record(n)
+}
+
+// storeKV encodes a StoreKV of its own.
+func (b *Backend) storeKV(layer int, k, v *tensor) {
+	if b.kv == nil {
+		b.fail(errors.New("gpu: StoreKV before NewKVCache"))
+		return
+	}
+	s := b.kv.spec
+	kvd := s.KVHeads * s.HeadDim
+	if layer < 0 || layer >= s.Layers || k.cols != kvd || v.cols != kvd {
+		b.shapeErr("StoreKV: layer %d of %d, k/v of %d/%d columns, cache rows of %d", layer, s.Layers, k.cols, v.cols, kvd)
+		return
+	}
+	rows := min(k.rows, v.rows)
+	n := min(rows, b.n)
+	kc, vc, off := b.kvBind(layer)
+	o := b.prepared(opKey{kind: "storekv", a: k, b: v, i: layer}, func() (*kernel, []binding, error) {
+		kern, err := b.d.kernel("store_kv", map[string]shaders.Const{
+			"KVD": shaders.U32(kvd), "XROWS": shaders.U32(rows), "CTX": shaders.U32(s.Context),
+			"LAYER_OFF": shaders.U32(off)})
+		return kern, []binding{whole(b.batchBuf), whole(k.buf), whole(v.buf), kc, vc}, err
+	})
+	b.dispatch(o, ceilDiv(kvd/2, 64), n, 1)
+}
+
+// kvBind binds layer's rows of the K and V cache: at a binding offset
+// where the layer's bytes allow one, so that every layer shares one
+// pipeline per kernel (a constant offset compiled each attention kernel
+// once per layer, all of them on the first decode past one split), else
+// the whole buffers with the layer's first u32 word as the constant
+// LAYER_OFF (returned).
+func (b *Backend) kvBind(layer int) (k, v binding, off int) {
+	s := b.kv.spec
+	kvd := s.KVHeads * s.HeadDim
+	bytes := uint64(s.Context * kvd * 2)
+	if align := uint64(max(256, b.d.Limits.MinStorageBufferOffsetAlignment)); bytes%align == 0 {
+		o := uint64(layer) * bytes
+		return binding{buf: b.kv.k, offset: o, size: bytes}, binding{buf: b.kv.v, offset: o, size: bytes}, 0
+	}
+	return whole(b.kv.k), whole(b.kv.v), layer * s.Context * kvd / 2
+}
