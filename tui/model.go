@@ -420,6 +420,15 @@ func (m *Model) onEngineError(ev engine.Error) tea.Cmd {
 		}
 		m.status.phase = phaseFailed
 		m.conv.Error(text)
+	case ev.NoModel:
+		// The first load failed (or a switch made while none is loaded):
+		// the engine still switches, so say how to get a model.
+		if m.generating {
+			m.finishReply("error", m.status.stats)
+		}
+		m.loadingModel, m.backend.switching, m.backend.lastErr = "", "", text
+		m.status.phase = phaseNoModel
+		m.conv.Error(text + " — " + noModelHelp)
 	case m.loadingModel != "":
 		m.loadingModel = ""
 		m.conv.Error(text + " (still running " + modelLabel(m.info) + ")")
@@ -470,7 +479,7 @@ func (m *Model) finishReply(reason string, stats engine.Stats) {
 	st := stats
 	m.conv.FinishReply(reason, &st)
 	m.save.FinishReply(stats, reason == "stopped")
-	if m.status.phase != phaseFailed && m.status.phase != phaseLoading {
+	if m.status.phase == phaseGenerating || m.status.phase == phaseStopping {
 		m.status.phase = phaseReady
 	}
 	m.status.prefill = engine.PrefillProgress{}
@@ -494,6 +503,8 @@ func (m *Model) canGenerate() (bool, string) {
 	switch {
 	case m.status.phase == phaseFailed:
 		return false, "the engine has stopped"
+	case m.status.phase == phaseNoModel:
+		return false, noModelHelp
 	case m.generating:
 		return false, "a reply is still streaming (esc stops it)"
 	case m.info == nil || m.status.phase == phaseLoading:

@@ -668,3 +668,30 @@ func TestExportPaths(t *testing.T) {
 	m.Update(runCmd(cmd))
 	contains(t, m.View(), "export failed: /nonexistent-dir/x.md: no such file or directory")
 }
+
+// A first load that failed leaves a chat that says how to get a model and
+// gets one: /backend cpu loads it, and messages are sent again.
+func TestFailedLoadRecoversBySwitching(t *testing.T) {
+	m, fe, _ := newTestModel(t, Options{}, 80, 24)
+	m.Update(engineMsg{events: []engine.Event{engine.Error{Err: errors.New("backend gpu: no GPU adapter"), NoModel: true}}})
+	v := m.View()
+	contains(t, v, "no model")
+	contains(t, v, "no model is loaded: /backend cpu")
+	typeText(m, "hello")
+	press(m, tea.KeyEnter)
+	contains(t, m.View(), "not sent: no model is loaded")
+	// A switch that fails too leaves the chat as it was, still saying so.
+	m.Update(engineMsg{events: []engine.Event{engine.Error{Err: errors.New("switching to gpu: no GPU adapter"), NoModel: true}}})
+	contains(t, m.View(), "✗ no model")
+	m.input.SetValue("/backend cpu")
+	press(m, tea.KeyEnter)
+	loaded(t, m, fe)
+	pump(t, m, fe, func() bool { return m.status.phase == phaseReady })
+	typeText(m, "hello")
+	press(m, tea.KeyEnter)
+	if !m.generating {
+		t.Fatalf("not sent after /backend cpu loaded a model:\n%s", plain(m.View()))
+	}
+	idle(t, m, fe)
+	contains(t, m.View(), "Reply 1 to: hello")
+}

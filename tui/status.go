@@ -18,8 +18,12 @@ const (
 	phaseReady
 	phaseGenerating
 	phaseStopping
-	phaseFailed // a fatal engine error: nothing more can be generated
+	phaseFailed  // a fatal engine error: nothing more can be generated
+	phaseNoModel // no model loaded: a /backend or /model switch may load one
 )
+
+// noModelHelp is what a chat without a model tells the user to do.
+const noModelHelp = "no model is loaded: /backend cpu or /model NAME loads one"
 
 // statusLine is the bottom bar: what the engine is doing and the numbers
 // people ask for (decode speed live, prefill speed and time to first token
@@ -118,6 +122,8 @@ func (s *statusLine) badge(st *Styles) string {
 		return st.Busy.Render(" ■ stopping ")
 	case phaseFailed:
 		return st.Error.Inherit(st.Status).Render(" ✗ engine stopped ")
+	case phaseNoModel:
+		return st.Error.Inherit(st.Status).Render(" ✗ no model ")
 	}
 	return st.StatusKey.Render(" ✓ ready ")
 }

@@ -144,10 +144,13 @@ type Done struct {
 	Stats  Stats
 }
 
-// Error reports a failure; the engine stays usable unless Fatal.
+// Error reports a failure; the engine stays usable unless Fatal. NoModel
+// says that no model is loaded (the first load failed): the engine still
+// serves SwitchBackend and SwitchModel, and replies once one succeeds.
 type Error struct {
-	Err   error
-	Fatal bool
+	Err     error
+	Fatal   bool
+	NoModel bool
 }
 
 func (LoadProgress) isEvent()    {}

@@ -482,3 +482,40 @@ func TestSwitchModelOpener(t *testing.T) {
 		t.Fatalf("the opener was not asked for %q alone", builtin)
 	}
 }
+
+// A first load that fails is refused by Started with its reason, and
+// leaves an engine that still switches: the chat it serves can recover
+// with another backend instead of being left unable to send.
+func TestFailedFirstLoadCanSwitch(t *testing.T) {
+	e := New(Options{File: testFile(t), Backend: "no-such-backend", Threads: 2, Context: 256})
+	t.Cleanup(e.Close)
+	if err := e.Started(); !errors.Is(err, infer.ErrUnknownBackend) {
+		t.Fatalf("Started = %v, want ErrUnknownBackend", err)
+	}
+	evs := waitFor[Error](t, e)
+	if err := evs[len(evs)-1].(Error); err.Fatal || !err.NoModel {
+		t.Fatalf("first load's error %+v, want NoModel and not Fatal", err)
+	}
+	e.Generate(GenerateRequest{Messages: ask("Hi"), MaxTokens: 2, Sampling: greedy})
+	evs = waitFor[Error](t, e)
+	if err := evs[len(evs)-1].(Error); !err.NoModel || !errors.Is(err.Err, ErrNoModel) {
+		t.Fatalf("a reply without a model: %+v, want ErrNoModel", err)
+	}
+	e.SwitchBackend("cpu")
+	waitFor[Loaded](t, e)
+	e.Generate(GenerateRequest{Messages: ask("Hi"), MaxTokens: 2, Sampling: greedy})
+	if r := collect(t, e); r.done.Reason != "length" || len(r.errors) > 0 {
+		t.Fatalf("after switching to the CPU: %+v, errors %v", r.done, r.errors)
+	}
+}
+
+// Started returns once the weights are being read, without waiting for
+// the whole load, and without taking the front end's events.
+func TestStartedKeepsEvents(t *testing.T) {
+	e := New(Options{File: testFile(t), Backend: "cpu", Threads: 2, Context: 256})
+	t.Cleanup(e.Close)
+	if err := e.Started(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor[Loaded](t, e)
+}

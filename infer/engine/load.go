@@ -78,6 +78,7 @@ func (e *Engine) load(backend string) error {
 		Backend: backend, Adapter: e.opts.Adapter, GPU: e.opts.GPU, Threads: e.opts.Threads, Context: e.opts.Context, Batch: e.opts.Batch,
 		Profile: e.profiling.Load(), Snapshots: e.opts.Snapshots,
 		Progress: func(done, total int64) {
+			e.markStarted(nil)
 			e.emit(LoadProgress{Stage: stage, Done: done, Total: total})
 		},
 	})
