@@ -102,6 +102,7 @@ func (m *Model) setSystem(text string) tea.Cmd {
 		return m.newChat(text, note)
 	}
 	m.system = text
+	m.editing = nil
 	m.conv.Clear()
 	m.save.Detach()
 	m.sessionID = 0

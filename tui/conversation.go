@@ -200,6 +200,12 @@ func (c *conversation) Truncate(i int) {
 	c.refresh()
 }
 
+// Restore appends entries taken away by Truncate (an edit given up).
+func (c *conversation) Restore(entries []entry) {
+	c.entries = append(c.entries, entries...)
+	c.refresh()
+}
+
 // Clear forgets every entry.
 func (c *conversation) Clear() {
 	c.entries = nil

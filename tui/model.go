@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -127,6 +128,10 @@ type Model struct {
 
 	noteID      int
 	quitArmedAt time.Time // ctrl+c pressed once while idle
+
+	// editing is the turn an edit (ctrl+x) took out of view: it leaves the
+	// store only when the edited prompt is sent, and esc puts it back.
+	editing *pendingEdit
 
 	// The context's state in this chat: messages the model no longer sees
 	// (engine.ContextTrimmed), and whether the user was told it is filling.
@@ -518,6 +523,7 @@ func (m *Model) send(text string) tea.Cmd {
 	if ok, why := m.canGenerate(); !ok {
 		return m.notify("not sent: "+why, true)
 	}
+	m.commitEdit()
 	m.input.Remember(text)
 	m.state.AddHistory(text)
 	// At once, not at quit: a process killed later keeps its prompts.
@@ -566,6 +572,7 @@ func (m *Model) regenerate() tea.Cmd {
 	if m.generating {
 		return m.notify("a reply is still streaming (esc stops it)", true)
 	}
+	m.cancelEdit()
 	last := m.conv.LastReply()
 	if last < 0 || last < m.conv.LastUser() {
 		return m.notify("no reply to regenerate", true)
@@ -577,29 +584,70 @@ func (m *Model) regenerate() tea.Cmd {
 	return m.generate()
 }
 
-// editLast puts the last prompt back in the input and drops it and its reply.
+// pendingEdit is a turn being edited: the entries taken out of view
+// (the prompt, its reply and what followed) and how many stored messages
+// come before them.
+type pendingEdit struct {
+	removed []entry
+	stored  int
+}
+
+// editLast puts the last prompt in the input and takes it and its reply out
+// of view. The store keeps them until the edited prompt is sent
+// (commitEdit); esc puts them back (cancelEdit), and quitting meanwhile
+// loses nothing.
 func (m *Model) editLast() tea.Cmd {
 	if m.generating {
 		return m.notify("a reply is still streaming (esc stops it)", true)
 	}
+	m.cancelEdit()
 	last := m.conv.LastUser()
 	if last < 0 {
 		return m.notify("no prompt to edit", true)
 	}
 	text := m.conv.entries[last].content
-	m.truncateAt(last)
+	m.editing = &pendingEdit{removed: slices.Clone(m.conv.entries[last:]), stored: m.storedBefore(last)}
+	m.conv.Truncate(last)
 	m.input.SetValue(text)
-	return m.notify("editing the last prompt: enter sends it again", false)
+	return m.notify("editing the last prompt: enter sends it in place of the old turn, esc puts it back", false)
 }
 
-// truncateAt drops transcript entries from i on, in the store too.
-func (m *Model) truncateAt(i int) {
+// cancelEdit puts an edited turn back as it was; it reports whether there
+// was one.
+func (m *Model) cancelEdit() bool {
+	if m.editing == nil {
+		return false
+	}
+	m.conv.Restore(m.editing.removed)
+	m.editing = nil
+	m.input.SetValue("")
+	return true
+}
+
+// commitEdit drops an edited turn from the store: its replacement is
+// being sent.
+func (m *Model) commitEdit() {
+	if m.editing == nil {
+		return
+	}
+	m.save.TruncateTo(m.editing.stored)
+	m.editing = nil
+}
+
+// storedBefore counts the transcript entries before i that the store keeps.
+func (m *Model) storedBefore(i int) int {
 	stored := 0
 	for _, e := range m.conv.entries[:i] {
 		if e.kind == entryUser || e.kind == entryAssistant || e.kind == entrySystem {
 			stored++
 		}
 	}
+	return stored
+}
+
+// truncateAt drops transcript entries from i on, in the store too.
+func (m *Model) truncateAt(i int) {
+	stored := m.storedBefore(i)
 	m.conv.Truncate(i)
 	m.save.TruncateTo(stored)
 }
@@ -621,6 +669,7 @@ func (m *Model) newChat(system string, note string) tea.Cmd {
 		m.flushPending()
 		m.finishReply("stopped", m.status.stats)
 	}
+	m.editing = nil // the session keeps the turn: nothing was sent in its place
 	m.conv.Clear()
 	m.eng.Reset()
 	m.save.Detach()
@@ -728,6 +777,9 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		if m.generating {
 			return m.stop()
 		}
+		if m.input.Value() != "" {
+			return m.clearInput()
+		}
 		if !m.quitArmedAt.IsZero() && m.opts.Now().Sub(m.quitArmedAt) < 2*time.Second {
 			return m.requestQuit()
 		}
@@ -738,6 +790,9 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, k.Stop):
 		if m.generating {
 			return m.stop()
+		}
+		if m.cancelEdit() {
+			return m.notify("edit cancelled: the turn is back as it was", false)
 		}
 		return nil
 	case key.Matches(msg, k.Newline):
@@ -790,6 +845,18 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		return nil
 	}
 	return m.input.Update(msg)
+}
+
+// clearInput empties the input (ctrl+c on text, as in ollama and aichat),
+// giving up an edit in progress; the text stays one ↑ away.
+func (m *Model) clearInput() tea.Cmd {
+	m.quitArmedAt = time.Time{}
+	if m.cancelEdit() {
+		return m.notify("edit cancelled: the turn is back as it was", false)
+	}
+	m.input.Remember(m.input.Value())
+	m.input.SetValue("")
+	return m.notify("input cleared (↑ brings it back; ctrl+c on an empty input quits)", false)
 }
 
 // signalMsg: the process got a signal that ends it (SIGHUP, SIGTERM,

@@ -695,3 +695,31 @@ func TestFailedLoadRecoversBySwitching(t *testing.T) {
 	idle(t, m, fe)
 	contains(t, m.View(), "Reply 1 to: hello")
 }
+
+// Ctrl+C on typed text clears it (as in ollama and aichat) and never quits;
+// the text is one ↑ away. On an edit it puts the edited turn back.
+func TestCtrlCClearsTheInput(t *testing.T) {
+	m, fe, _ := newTestModel(t, Options{}, 80, 24)
+	loaded(t, m, fe)
+	typeText(m, "a long draft")
+	m.Update(tea.KeyMsg{Type: tea.KeyCtrlC})
+	m.Update(tea.KeyMsg{Type: tea.KeyCtrlC})
+	if m.quit {
+		t.Fatal("ctrl+c on typed text counted towards quitting")
+	}
+	if m.input.Value() != "" {
+		t.Fatalf("input after ctrl+c: %q, want it cleared", m.input.Value())
+	}
+	contains(t, m.View(), "press ctrl+c again")
+	press(m, tea.KeyUp)
+	if m.input.Value() != "a long draft" {
+		t.Errorf("↑ after clearing gave %q", m.input.Value())
+	}
+	m.input.SetValue("")
+	sendAndWait(t, m, fe, "question")
+	m.Update(tea.KeyMsg{Type: tea.KeyCtrlX})
+	m.Update(tea.KeyMsg{Type: tea.KeyCtrlC})
+	if m.input.Value() != "" || len(m.conv.Messages()) != 2 || m.quit {
+		t.Errorf("ctrl+c on an edit: input %q, %d messages, quit %v; want the turn back", m.input.Value(), len(m.conv.Messages()), m.quit)
+	}
+}

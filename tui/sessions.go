@@ -265,6 +265,7 @@ func (m *Model) onSessionMsg(msg tea.Msg) tea.Cmd {
 
 // loadSession shows a stored conversation and continues it.
 func (m *Model) loadSession(sess *session.Session) {
+	m.editing = nil
 	m.conv.Clear()
 	m.system = ""
 	for _, t := range sess.Turns {
