@@ -49,7 +49,7 @@ func (m *Model) resetContextNotes() {
 func contextWarning(st engine.Stats, dropped int) string {
 	switch {
 	case dropped > 0:
-		return fmt.Sprintf("context full: the oldest %d message(s) left out · /new", dropped)
+		return fmt.Sprintf("oldest %d message(s) out of the model's view · /new", dropped)
 	case st.ContextSize > 0 && st.ContextUsed*100 >= contextWarnPercent*st.ContextSize:
 		return fmt.Sprintf("context %d%% full · /new or --ctx", st.ContextUsed*100/st.ContextSize)
 	}

@@ -1,8 +1,10 @@
 package tui
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bonsai-chat/bonsai/infer/engine"
 	"github.com/bonsai-chat/bonsai/tui/fakeengine"
@@ -98,7 +100,7 @@ func TestNoticesExpireButWarningsHold(t *testing.T) {
 	send("two", engine.ContextTrimmed{Dropped: 2, Tokens: 50, Context: 128}, engine.Token{Text: "b"},
 		engine.Done{Reason: "stop", Stats: engine.Stats{ContextUsed: 90, ContextSize: 128}})
 	m.Update(noteExpiredMsg{id: m.noteID})
-	if !strings.Contains(statusBar(m), "oldest 2 message(s) left out") {
+	if !strings.Contains(statusBar(m), "oldest 2 message(s) out of the model's view") {
 		t.Fatalf("the warning does not say the oldest turns are left out: %q", statusBar(m))
 	}
 	typeText(m, "/new")
@@ -106,5 +108,54 @@ func TestNoticesExpireButWarningsHold(t *testing.T) {
 	m.Update(noteExpiredMsg{id: m.noteID})
 	if strings.Contains(statusBar(m), "context") && strings.Contains(statusBar(m), "full") {
 		t.Fatalf("the warning outlived the chat it was about: %q", statusBar(m))
+	}
+}
+
+// The status line never contradicts itself: the trimming warning does not
+// call a context "full" that the gauge shows a third used, the context
+// gauge keeps the last reply's figure while the next prompt is read (never
+// 0), and the KV total is the model's allocation idle and generating alike.
+func TestStatusLineAgreesWithItself(t *testing.T) {
+	m, _, _ := newTestModel(t, Options{}, 140, 30)
+	info := fakeengine.DefaultInfo
+	info.ContextSize, info.KVAllocBytes = 256, 455<<20
+	m.Update(engineMsg{events: []engine.Event{engine.Loaded{Info: info}}})
+	if bar := statusBar(m); !strings.Contains(bar, "ctx 0/256") || !strings.Contains(bar, "/455 MiB") {
+		t.Fatalf("idle: %q", bar)
+	}
+	typeText(m, "one")
+	press(m, tea.KeyEnter)
+	m.Update(engineMsg{events: []engine.Event{engine.ContextTrimmed{Dropped: 10, Tokens: 90, Context: 256},
+		engine.Token{Text: "a"}, engine.Done{Reason: "stop", Stats: engine.Stats{DecodeTokens: 6, DecodeTPS: 40,
+			ContextUsed: 96, ContextSize: 256, KVUsedBytes: 168 << 20, KVAllocBytes: 448 << 20}}}})
+	m.Update(noteExpiredMsg{id: m.noteID})
+	bar := statusBar(m)
+	if strings.Contains(bar, "full") || !strings.Contains(bar, "ctx 96/256") || !strings.Contains(bar, "KV 168 MiB/455 MiB") {
+		t.Fatalf("after a trimmed reply: %q", bar)
+	}
+	typeText(m, "two")
+	press(m, tea.KeyEnter)
+	m.Update(engineMsg{events: []engine.Event{engine.PrefillProgress{Done: 10, Total: 500}}})
+	if bar := statusBar(m); !strings.Contains(bar, "ctx 96/256") || strings.Contains(bar, "40.0 tok/s") {
+		t.Fatalf("reading the next prompt: %q, want the last context gauge and no old speed", bar)
+	}
+}
+
+// A reply that fails before its first token shows no numbers, never the
+// reply before's.
+func TestFailedReplyShowsNoOldNumbers(t *testing.T) {
+	m, _, _ := newTestModel(t, Options{}, 100, 30)
+	m.Update(engineMsg{events: []engine.Event{engine.Loaded{Info: fakeengine.DefaultInfo}}})
+	typeText(m, "one")
+	press(m, tea.KeyEnter)
+	m.Update(engineMsg{events: []engine.Event{engine.Token{Text: "fine"},
+		engine.Stats{DecodeTokens: 14, DecodeTPS: 449.2, TTFT: 11300 * time.Microsecond, ContextUsed: 30, ContextSize: 4096},
+		engine.Done{Reason: "stop", Stats: engine.Stats{DecodeTokens: 14, DecodeTPS: 449.2, TTFT: 11300 * time.Microsecond, ContextUsed: 30, ContextSize: 4096}}}})
+	contains(t, m.View(), "14 tokens · 449.2 tok/s")
+	typeText(m, "two")
+	press(m, tea.KeyEnter)
+	m.Update(engineMsg{events: []engine.Event{engine.Error{Err: errors.New("context full: the conversation has 5000 tokens")}}})
+	if n := strings.Count(plain(m.View()), "14 tokens · 449.2 tok/s"); n != 1 {
+		t.Fatalf("the failed reply shows the last reply's numbers (%d times):\n%s", n, plain(m.View()))
 	}
 }

@@ -120,6 +120,10 @@ type Model struct {
 	title        string
 	sessionID    int64 // the stored session shown, 0 before the first save
 	generating   bool
+	// reply is the numbers of the reply streaming (or last finished): zero
+	// until its first Stats, so that a reply that fails at once never shows
+	// the one before's.
+	reply engine.Stats
 	// systemSaved: the transcript's system prompt (if any) is in the store.
 	systemSaved bool
 	// pending holds streamed text not yet drawn (flushed once per frame).
@@ -197,7 +201,7 @@ func New(opts Options) *Model {
 // Close stops the background writer after it has saved everything queued.
 func (m *Model) Close() {
 	m.flushPending()
-	m.save.Close(m.status.stats)
+	m.save.Close(m.reply)
 	m.bg.Close()
 }
 
@@ -331,7 +335,7 @@ func (m *Model) onEngine(msg engineMsg) tea.Cmd {
 	if msg.closed {
 		m.flushPending()
 		if m.generating {
-			m.finishReply("stopped", m.status.stats)
+			m.finishReply("stopped", m.reply)
 		}
 		if m.status.phase != phaseFailed {
 			m.status.phase = phaseFailed
@@ -356,6 +360,7 @@ func (m *Model) onEvent(ev engine.Event) tea.Cmd {
 		if m.info != nil {
 			// A new KV cache: the last reply's numbers are the old one's.
 			m.status.hasStats = false
+			m.status.stats = engine.Stats{}
 		}
 		if info.Path != "" && !strings.HasPrefix(info.Path, "(embedded)") && (len(m.state.RecentModels) == 0 || m.state.RecentModels[0] != info.Path) {
 			m.state.AddRecentModel(info.Path)
@@ -390,6 +395,7 @@ func (m *Model) onEvent(ev engine.Event) tea.Cmd {
 			return frameTick()
 		}
 	case engine.Stats:
+		m.reply = ev
 		m.status.stats = ev
 		m.status.hasStats = true
 	case engine.ProfileSample:
@@ -399,6 +405,7 @@ func (m *Model) onEvent(ev engine.Event) tea.Cmd {
 		m.contextTrimmed(ev)
 	case engine.Done:
 		m.flushPending()
+		m.reply = ev.Stats
 		m.status.stats = ev.Stats
 		m.status.hasStats = true
 		m.finishReply(ev.Reason, ev.Stats)
@@ -421,7 +428,7 @@ func (m *Model) onEngineError(ev engine.Error) tea.Cmd {
 	switch {
 	case ev.Fatal:
 		if m.generating {
-			m.finishReply("stopped", m.status.stats)
+			m.finishReply("stopped", m.reply)
 		}
 		m.status.phase = phaseFailed
 		m.conv.Error(text)
@@ -429,7 +436,7 @@ func (m *Model) onEngineError(ev engine.Error) tea.Cmd {
 		// The first load failed (or a switch made while none is loaded):
 		// the engine still switches, so say how to get a model.
 		if m.generating {
-			m.finishReply("error", m.status.stats)
+			m.finishReply("error", m.reply)
 		}
 		m.loadingModel, m.backend.switching, m.backend.lastErr = "", "", text
 		m.status.phase = phaseNoModel
@@ -445,7 +452,7 @@ func (m *Model) onEngineError(ev engine.Error) tea.Cmd {
 		m.status.phase = phaseReady
 	default:
 		if m.generating {
-			m.finishReply("error", m.status.stats)
+			m.finishReply("error", m.reply)
 		} else if m.info != nil {
 			m.status.phase = phaseReady
 		}
@@ -558,7 +565,10 @@ func (m *Model) generate() tea.Cmd {
 	}
 	m.generating = true
 	m.status.phase = phaseGenerating
+	// The last reply's speed goes; its context gauge stays until this
+	// reply's first numbers, so that it never reads 0 while a prompt is read.
 	m.status.hasStats = false
+	m.reply = engine.Stats{}
 	m.status.prefill = engine.PrefillProgress{}
 	m.conv.StartReply()
 	m.save.BeginReply(m.meta())
@@ -667,7 +677,7 @@ func (m *Model) newChat(system string, note string) tea.Cmd {
 	if m.generating {
 		m.eng.Stop()
 		m.flushPending()
-		m.finishReply("stopped", m.status.stats)
+		m.finishReply("stopped", m.reply)
 	}
 	m.editing = nil // the session keeps the turn: nothing was sent in its place
 	m.conv.Clear()
@@ -681,6 +691,7 @@ func (m *Model) newChat(system string, note string) tea.Cmd {
 		m.conv.add(entry{kind: entrySystem, content: system})
 	}
 	m.status.hasStats = false
+	m.status.stats = engine.Stats{}
 	m.resetContextNotes()
 	return m.notify(note, false)
 }
@@ -870,7 +881,7 @@ func (m *Model) onSignal() tea.Cmd {
 		m.eng.Stop()
 		m.flushPending()
 		m.generating = false
-		st := m.status.stats
+		st := m.reply
 		m.conv.FinishReply("interrupted", &st)
 		m.save.InterruptReply(st)
 	}
@@ -890,7 +901,7 @@ func (m *Model) requestQuit() tea.Cmd {
 	if m.generating {
 		m.eng.Stop()
 		m.flushPending()
-		m.finishReply("stopped", m.status.stats)
+		m.finishReply("stopped", m.reply)
 	}
 	m.saveState()
 	m.quit = true

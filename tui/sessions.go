@@ -236,7 +236,7 @@ func (m *Model) onSessionMsg(msg tea.Msg) tea.Cmd {
 		if m.generating {
 			m.eng.Stop()
 			m.flushPending()
-			m.finishReply("stopped", m.status.stats)
+			m.finishReply("stopped", m.reply)
 		}
 		m.eng.Reset()
 		m.loadSession(msg.sess)
@@ -298,6 +298,7 @@ func (m *Model) loadSession(sess *session.Session) {
 	// The numbers shown were the previous chat's; this one's come with its
 	// next reply.
 	m.status.hasStats = false
+	m.status.stats = engine.Stats{}
 	m.resetContextNotes()
 }
 

@@ -128,32 +128,19 @@ func (s *statusLine) badge(st *Styles) string {
 	return st.StatusKey.Render(" ✓ ready ")
 }
 
-// segments lists the readouts, most important first.
+// segments lists the readouts, most important first. The context and KV
+// gauges are the last known (a reply's numbers replace them), so they
+// never drop to zero while the next prompt is read; the speeds are the
+// current reply's, once it has some.
 func (s *statusLine) segments() []string {
 	var out []string
-	if !s.hasStats {
-		if s.info != nil {
-			out = append(out, fmt.Sprintf("ctx 0/%d", s.info.ContextSize))
-			if state := s.info.RecurrentBytes + s.info.SnapshotBytes; state > 0 {
-				out = append(out, fmt.Sprintf("KV+state %s/%s", formatBytes(s.info.RecurrentBytes), formatBytes(s.info.KVAllocBytes+state)))
-			} else if s.info.KVAllocBytes > 0 {
-				out = append(out, "KV 0/"+formatBytes(s.info.KVAllocBytes))
-			}
-		}
-		return out
-	}
 	st := s.stats
-	if st.DecodeTokens > 0 {
+	if s.hasStats && st.DecodeTokens > 0 {
 		out = append(out, fmt.Sprintf("%.1f tok/s", st.DecodeTPS))
 	}
-	if st.ContextSize > 0 {
-		out = append(out, fmt.Sprintf("ctx %d/%d", st.ContextUsed, st.ContextSize))
-	}
-	if st.StateMaxBytes > 0 {
-		// A recurrent model's state and snapshots count beside the KV cache.
-		out = append(out, fmt.Sprintf("KV+state %s/%s", formatBytes(st.KVUsedBytes+st.StateBytes), formatBytes(st.KVAllocBytes+st.StateMaxBytes)))
-	} else if st.KVAllocBytes > 0 {
-		out = append(out, fmt.Sprintf("KV %s/%s", formatBytes(st.KVUsedBytes), formatBytes(st.KVAllocBytes)))
+	out = append(out, s.gauges()...)
+	if !s.hasStats {
+		return out
 	}
 	if st.Drafted > 0 {
 		// Speculative decoding: drafted tokens the model accepted.
@@ -161,6 +148,32 @@ func (s *statusLine) segments() []string {
 	}
 	if st.PrefillTokens > 0 && st.TTFT > 0 {
 		out = append(out, fmt.Sprintf("prefill %.0f tok/s", st.PrefillTPS), "first token "+formatDuration(st.TTFT))
+	}
+	return out
+}
+
+// gauges are the context and memory readouts: the context in use of its
+// size, and the KV cache (and a recurrent model's state) of what the
+// model allocated, one total whether a reply runs or not.
+func (s *statusLine) gauges() []string {
+	st := s.stats
+	size, kvAlloc := st.ContextSize, st.KVAllocBytes
+	recurrent, stateMax := st.StateBytes, st.StateMaxBytes
+	if s.info != nil {
+		size, kvAlloc = s.info.ContextSize, s.info.KVAllocBytes
+		if st.StateMaxBytes == 0 {
+			recurrent, stateMax = s.info.RecurrentBytes, s.info.RecurrentBytes+s.info.SnapshotBytes
+		}
+	}
+	var out []string
+	if size > 0 {
+		out = append(out, fmt.Sprintf("ctx %d/%d", min(st.ContextUsed, size), size))
+	}
+	switch {
+	case stateMax > 0:
+		out = append(out, fmt.Sprintf("KV+state %s/%s", formatBytes(st.KVUsedBytes+recurrent), formatBytes(kvAlloc+stateMax)))
+	case kvAlloc > 0:
+		out = append(out, fmt.Sprintf("KV %s/%s", formatBytes(st.KVUsedBytes), formatBytes(kvAlloc)))
 	}
 	return out
 }

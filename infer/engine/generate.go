@@ -24,7 +24,9 @@ func (e *Engine) generate(r generateRequest) {
 	start := time.Now()
 	kv := m.KVSpec()
 	recurrent := m.RecurrentSpec().Bytes()
-	stats := Stats{ContextSize: m.Context(), KVAllocBytes: kv.Bytes()}
+	// The KV cache as the backend allocated it (ModelInfo's figure), so
+	// that the total is the same whether a reply runs or not.
+	stats := Stats{ContextSize: m.Context(), KVAllocBytes: cur.info.KVAllocBytes}
 	measure := func() {
 		stats.ContextUsed = seq.Len()
 		kv.Context = seq.Len()
