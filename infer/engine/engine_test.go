@@ -519,3 +519,49 @@ func TestStartedKeepsEvents(t *testing.T) {
 	}
 	waitFor[Loaded](t, e)
 }
+
+// A long prompt's reading is reported from its start (Done 0) and in
+// steps, never as one jump after the first whole batch.
+func TestPrefillProgressFromTheStart(t *testing.T) {
+	e := start(t, testFile(t), Options{Context: 1024})
+	e.Generate(GenerateRequest{Messages: ask(strings.Repeat("a tree grows ", 100)), MaxTokens: 1, Sampling: greedy})
+	var progress []PrefillProgress
+	for _, ev := range waitFor[Done](t, e) {
+		if p, ok := ev.(PrefillProgress); ok {
+			progress = append(progress, p)
+		}
+	}
+	if len(progress) < 3 || progress[0].Done != 0 {
+		t.Fatalf("progress %v: want it from 0, in several steps", progress)
+	}
+	last := progress[len(progress)-1]
+	if last.Done != last.Total || last.Total < 300 {
+		t.Errorf("progress ends at %d of %d", last.Done, last.Total)
+	}
+	for i := 1; i < len(progress); i++ {
+		if progress[i].Done <= progress[i-1].Done {
+			t.Errorf("progress went from %d to %d", progress[i-1].Done, progress[i].Done)
+		}
+	}
+}
+
+// Prefill chunks take about prefillTarget at the speed measured, within
+// the smallest chunk and the model's largest batch.
+func TestNextChunk(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		d    time.Duration
+		max  int
+		want int
+	}{
+		{16, 320 * time.Millisecond, 512, 12},        // 50 tok/s: 12 tokens in 250ms
+		{16, 2 * time.Millisecond, 512, 512},         // a GPU: the whole batch
+		{16, 10 * time.Second, 512, prefillMinChunk}, // very slow: the smallest
+		{0, 0, 512, 512},
+		{16, time.Second, 4, 4}, // a batch smaller than the smallest chunk
+	} {
+		if got := nextChunk(tc.n, tc.d, tc.max); got != tc.want {
+			t.Errorf("nextChunk(%d, %v, %d) = %d, want %d", tc.n, tc.d, tc.max, got, tc.want)
+		}
+	}
+}
