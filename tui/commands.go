@@ -64,6 +64,10 @@ func (m *Model) runSlash(name, arg string) tea.Cmd {
 		return m.togglePanel(panelProfile)
 	case "panel":
 		return m.togglePanel(arg)
+	case "set":
+		return m.setSetting(arg)
+	case "show":
+		return m.showSettings()
 	case "help":
 		m.overlay = overlayHelp
 		return nil

@@ -41,6 +41,11 @@ type Options struct {
 	// seed is random); nil leaves the engine's defaults.
 	Sampling  func(model engine.Sampling) engine.Sampling
 	MaxTokens int
+	// SettingOrigin says where the configuration's value of a /set name
+	// ("temperature", "seed", ...) comes from ("file:PATH:LINE", "env
+	// BONSAI_TEMP", "flag --temp"); "" when the configuration leaves it
+	// to the model. nil: nothing is configured.
+	SettingOrigin func(name string) string
 	ModelPath string
 	// Dark says the terminal background is dark; Profile is its colour
 	// profile (termenv.Ascii under NO_COLOR).
@@ -120,6 +125,10 @@ type Model struct {
 	title        string
 	sessionID    int64 // the stored session shown, 0 before the first save
 	generating   bool
+	// overrides are this chat's /set values, saved with its session.
+	overrides session.Settings
+	// initCmd is work New leaves for Init (reading a resumed chat's settings).
+	initCmd tea.Cmd
 	// reply is the numbers of the reply streaming (or last finished): zero
 	// until its first Stats, so that a reply that fails at once never shows
 	// the one before's.
@@ -188,7 +197,7 @@ func New(opts Options) *Model {
 		m.state.Panels = map[string]bool{}
 	}
 	if opts.Resume != nil {
-		m.loadSession(opts.Resume)
+		m.initCmd = m.loadSession(opts.Resume)
 	} else if m.system != "" {
 		m.conv.add(entry{kind: entrySystem, content: m.system})
 	}
@@ -207,7 +216,7 @@ func (m *Model) Close() {
 
 // Init starts listening to the engine and the background writer.
 func (m *Model) Init() tea.Cmd {
-	return tea.Batch(waitForEngine(m.eng.Events()), waitForBackground(m.bg.out), m.input.ta.Focus())
+	return tea.Batch(waitForEngine(m.eng.Events()), waitForBackground(m.bg.out), m.input.ta.Focus(), m.initCmd)
 }
 
 // Update is the only place the model changes.
@@ -231,6 +240,8 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 		return m.modelResolved(msg)
 	case modelListMsg:
 		return m.modelsListed(msg)
+	case settingsLoadedMsg:
+		return m.settingsLoaded(msg)
 	case frameMsg:
 		m.ticking = false
 		start := time.Now()
@@ -308,6 +319,9 @@ func (m *Model) onSaveState(msg saveStateMsg) tea.Cmd {
 		m.sessionID = in.ID
 		m.sessions.current = in.ID
 		m.state.LastSession = in.ID
+		if len(m.overrides) > 0 {
+			m.saveSettings()
+		}
 	}
 	if msg.notice != "" {
 		m.conv.Notice(msg.notice)
@@ -554,14 +568,10 @@ func (m *Model) send(text string) tea.Cmd {
 
 // generate starts a reply to the transcript as it stands.
 func (m *Model) generate() tea.Cmd {
-	req := engine.GenerateRequest{Messages: m.conv.Messages(), Think: m.think, MaxTokens: m.opts.MaxTokens}
-	if m.opts.Sampling != nil {
-		var model engine.Sampling
-		if m.info != nil {
-			model = m.info.Sampling
-		}
-		s := m.opts.Sampling(model)
-		req.Sampling = &s
+	r := m.replySettings()
+	req := engine.GenerateRequest{Messages: m.conv.Messages(), Think: m.think, MaxTokens: r.maxTokens}
+	if m.opts.Sampling != nil || len(m.overrides) > 0 {
+		req.Sampling = &r.sampling
 	}
 	m.generating = true
 	m.status.phase = phaseGenerating

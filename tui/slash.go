@@ -31,6 +31,8 @@ var slashCommands = []slashCommand{
 	{name: "edit", summary: "edit the last prompt"},
 	{name: "profile", summary: "show or hide the profiling panel"},
 	{name: "panel", args: []string{"backend", "profile"}, usage: "backend|profile", summary: "show or hide a panel"},
+	{name: "set", args: settingNames(), usage: "NAME VALUE", summary: "sampling, max_tokens for this chat"},
+	{name: "show", summary: "settings in force, from where"},
 	{name: "help", summary: "keys and commands"},
 	{name: "quit", summary: "leave bonsai"},
 }

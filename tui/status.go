@@ -173,7 +173,11 @@ func (s *statusLine) gauges() []string {
 	case stateMax > 0:
 		out = append(out, fmt.Sprintf("KV+state %s/%s", formatBytes(st.KVUsedBytes+recurrent), formatBytes(kvAlloc+stateMax)))
 	case kvAlloc > 0:
-		out = append(out, fmt.Sprintf("KV %s/%s", formatBytes(st.KVUsedBytes), formatBytes(kvAlloc)))
+		used := "0"
+		if st.KVUsedBytes > 0 {
+			used = formatBytes(st.KVUsedBytes)
+		}
+		out = append(out, fmt.Sprintf("KV %s/%s", used, formatBytes(kvAlloc)))
 	}
 	return out
 }

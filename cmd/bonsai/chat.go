@@ -90,11 +90,17 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 	notices := append([]string(nil), cfg.Warnings...)
 
 	opts := tui.Options{
-		Think:        cfg.Think,
-		System:       cfg.SystemPrompt,
-		ModelPath:    modelPath,
-		Keys:         &keys,
-		Sampling:     cfg.SamplingFor,
+		Think:     cfg.Think,
+		System:    cfg.SystemPrompt,
+		ModelPath: modelPath,
+		Keys:      &keys,
+		Sampling:  cfg.SamplingFor,
+		SettingOrigin: func(name string) string {
+			if src := cfg.Sources["sampling."+name]; src.Origin != config.FromDefault {
+				return src.String()
+			}
+			return ""
+		},
 		Clipboard:    tui.SystemClipboard(tui.ProcessClipboardEnv()),
 		ExportDir:    filepath.Join(xdg.DataHome, "bonsai", "exports"),
 		BuiltinModel: defaultmodel.Path,
