@@ -46,7 +46,7 @@ type Options struct {
 	// BONSAI_TEMP", "flag --temp"); "" when the configuration leaves it
 	// to the model. nil: nothing is configured.
 	SettingOrigin func(name string) string
-	ModelPath string
+	ModelPath     string
 	// Dark says the terminal background is dark; Profile is its colour
 	// profile (termenv.Ascii under NO_COLOR).
 	Dark    bool
