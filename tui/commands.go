@@ -64,6 +64,8 @@ func (m *Model) runSlash(name, arg string) tea.Cmd {
 		return m.togglePanel(panelProfile)
 	case "panel":
 		return m.togglePanel(arg)
+	case "file":
+		return m.fileCommand(arg)
 	case "set":
 		return m.setSetting(arg)
 	case "show":

@@ -125,6 +125,12 @@ type Model struct {
 	title        string
 	sessionID    int64 // the stored session shown, 0 before the first save
 	generating   bool
+	// attachments go with the next message (/file, @path); a message
+	// naming files waits in sendAfterAttach for the mentions being read.
+	attachments     []attachment
+	sendAfterAttach string
+	mentions        int
+
 	// overrides are this chat's /set values, saved with its session.
 	overrides session.Settings
 	// initCmd is work New leaves for Init (reading a resumed chat's settings).
@@ -242,6 +248,10 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 		return m.modelsListed(msg)
 	case settingsLoadedMsg:
 		return m.settingsLoaded(msg)
+	case attachedMsg:
+		return m.attached(msg)
+	case pathCompletedMsg:
+		return m.pathCompleted(msg)
 	case frameMsg:
 		m.ticking = false
 		start := time.Now()
@@ -550,14 +560,16 @@ func (m *Model) send(text string) tea.Cmd {
 	// At once, not at quit: a process killed later keeps its prompts.
 	m.saveState()
 	m.input.SetValue("")
-	msg := chat.Message{Role: chat.RoleUser, Content: text}
+	content := withAttachments(text, m.attachments)
+	m.attachments = nil
+	msg := chat.Message{Role: chat.RoleUser, Content: content}
 	// The system prompt is stored with the first message, so that a chat
 	// never used leaves no empty session behind.
 	if !m.systemSaved && len(m.conv.entries) > 0 && m.conv.entries[0].kind == entrySystem {
 		m.save.Add(chat.Message{Role: chat.RoleSystem, Content: m.conv.entries[0].content}, m.meta())
 	}
 	m.systemSaved = true
-	m.conv.add(entry{kind: entryUser, content: text})
+	m.conv.add(entry{kind: entryUser, content: content})
 	m.save.Add(msg, m.meta())
 	if m.title == "" {
 		m.title = session.MakeTitle(text)
@@ -822,6 +834,9 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, k.Send):
 		return m.submit()
 	case key.Matches(msg, k.Complete):
+		if w, ok := lastMention(m.input.Value()); ok {
+			return m.completeMention(w)
+		}
 		if c := complete(m.input.Value()); c != m.input.Value() {
 			m.input.SetValue(c)
 		}
@@ -932,7 +947,7 @@ func (m *Model) submit() tea.Cmd {
 	if strings.HasPrefix(text, "//") {
 		text = text[1:]
 	}
-	return m.send(text)
+	return m.sendWithMentions(text)
 }
 
 // View draws the screen.
@@ -970,6 +985,9 @@ func (m *Model) hintLine() string {
 	st := m.styles
 	if h := completionHint(m.input.Value()); h != "" {
 		return truncate(st.HelpKey.Render("tab")+" "+st.HelpDesc.Render(h), m.width)
+	}
+	if len(m.attachments) > 0 {
+		return truncate(st.HelpKey.Render("attached")+" "+st.HelpDesc.Render(m.attachmentSummary()+" · goes with your next message · /file none removes"), m.width)
 	}
 	var parts []string
 	if m.generating {

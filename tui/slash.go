@@ -26,6 +26,7 @@ var slashCommands = []slashCommand{
 	{name: "backend", args: []string{"cpu", "gpu", "auto"}, usage: "cpu|gpu|auto", summary: "reload on another backend"},
 	{name: "model", usage: "[NAME|FILE]", summary: "pick from a list, or load one"},
 	{name: "export", usage: "[file.md|.json]", summary: "write this chat to a file"},
+	{name: "file", usage: "PATH|none", summary: "attach a text file (or type @PATH)"},
 	{name: "copy", usage: "[N]", summary: "copy the last reply or code block N"},
 	{name: "regen", summary: "regenerate the last reply"},
 	{name: "edit", summary: "edit the last prompt"},

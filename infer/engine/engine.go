@@ -20,8 +20,10 @@ import (
 
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/chat"
 	_ "github.com/bonsai-chat/bonsai/infer/cpu" // the engine runs models on the CPU at least
 	"github.com/bonsai-chat/bonsai/infer/spec"
+	"github.com/bonsai-chat/bonsai/infer/tokenizer"
 )
 
 // Options configure an engine.
@@ -98,6 +100,36 @@ type Engine struct {
 	started   chan struct{}
 	startOnce sync.Once
 	startErr  error
+
+	// vocab is the tokenizer and template of the model in use, for
+	// CountTokens on the caller's goroutine (both are safe for concurrent
+	// use); nil until a file is open.
+	vocab atomic.Pointer[vocabulary]
+}
+
+// vocabulary turns messages into the model's tokens.
+type vocabulary struct {
+	tok  *tokenizer.Tokenizer
+	tmpl *chat.Template
+}
+
+// ErrNoVocabulary: CountTokens was asked before the model file was read.
+var ErrNoVocabulary = errors.New("the model's tokenizer is not loaded yet")
+
+// CountTokens says how many tokens msgs take as a prompt of the model in
+// use (its chat template and all), without touching the engine's work: a
+// front end measures a file before attaching it, or a resumed chat before
+// its first reply. It costs a tokenization of msgs.
+func (e *Engine) CountTokens(msgs []chat.Message, think bool) (int, error) {
+	v := e.vocab.Load()
+	if v == nil {
+		return 0, ErrNoVocabulary
+	}
+	n := len(v.tmpl.Encode(msgs, true, think, v.tok.Encode))
+	if v.tok.AddBOS() && v.tok.BOS() >= 0 {
+		n++
+	}
+	return n, nil
 }
 
 type generateRequest struct {

@@ -565,3 +565,23 @@ func TestNextChunk(t *testing.T) {
 		}
 	}
 }
+
+// CountTokens measures messages as the prompt a reply reads: the same
+// count the reply's prefill reports on a fresh cache.
+func TestCountTokens(t *testing.T) {
+	e := start(t, testFile(t), Options{})
+	msgs := ask("How many tokens is this prompt, with its template?")
+	n, err := e.CountTokens(msgs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Generate(GenerateRequest{Messages: msgs, MaxTokens: 1, Sampling: greedy})
+	if r := collect(t, e); r.done.Stats.PrefillTokens != n {
+		t.Errorf("CountTokens = %d, the reply read %d", n, r.done.Stats.PrefillTokens)
+	}
+	none := New(Options{Path: "/nonexistent.gguf"})
+	defer none.Close()
+	if _, err := none.CountTokens(msgs, false); err == nil {
+		t.Error("counted without a tokenizer")
+	}
+}

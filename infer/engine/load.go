@@ -52,7 +52,11 @@ func (e *Engine) open() error {
 		}
 		e.cur.file, e.cur.ownsFile = f, true
 	}
-	return e.cur.bindVocab()
+	if err := e.cur.bindVocab(); err != nil {
+		return err
+	}
+	e.vocab.Store(&vocabulary{tok: e.cur.tok, tmpl: e.cur.tmpl})
+	return nil
 }
 
 // bindVocab reads the file's tokenizer and chat template.
@@ -128,6 +132,7 @@ func (e *Engine) switchModel(path string) error {
 		return err
 	}
 	old.close()
+	e.vocab.Store(&vocabulary{tok: e.cur.tok, tmpl: e.cur.tmpl})
 	return nil
 }
 
