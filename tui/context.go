@@ -3,7 +3,9 @@ package tui
 import (
 	"fmt"
 
+	"github.com/bonsai-chat/bonsai/infer/chat"
 	"github.com/bonsai-chat/bonsai/infer/engine"
+	tea "github.com/charmbracelet/bubbletea"
 )
 
 // contextWarnPercent is how full the context is when the user is first told
@@ -54,4 +56,47 @@ func contextWarning(st engine.Stats, dropped int) string {
 		return fmt.Sprintf("context %d%% full · /new or --ctx", st.ContextUsed*100/st.ContextSize)
 	}
 	return ""
+}
+
+// contextMeasuredMsg brings the size in tokens of the conversation shown,
+// for the status line's gauge before its first reply (a resumed chat).
+type contextMeasuredMsg struct {
+	sessionID int64
+	tokens    int
+}
+
+// measureContext counts the conversation's tokens in the background when
+// the gauge knows nothing yet: a resumed chat shows its size at once, not
+// 0 until the next reply.
+func (m *Model) measureContext() tea.Cmd {
+	counter, ok := m.eng.(tokenCounter)
+	msgs := m.conv.Messages()
+	if !ok || m.info == nil || m.status.stats.ContextUsed > 0 || !hasTurns(msgs) {
+		return nil
+	}
+	id, think := m.sessionID, m.think
+	return func() tea.Msg {
+		n, err := counter.CountTokens(msgs, think)
+		if err != nil {
+			return nil
+		}
+		return contextMeasuredMsg{sessionID: id, tokens: n}
+	}
+}
+
+func (m *Model) contextMeasured(msg contextMeasuredMsg) {
+	if msg.sessionID != m.sessionID || m.status.stats.ContextUsed > 0 || m.generating {
+		return // another chat, or a reply's own numbers came first
+	}
+	m.status.stats.ContextUsed = msg.tokens
+}
+
+// hasTurns says whether msgs hold more than a system prompt.
+func hasTurns(msgs []chat.Message) bool {
+	for _, m := range msgs {
+		if m.Role != chat.RoleSystem {
+			return true
+		}
+	}
+	return false
 }

@@ -1,12 +1,15 @@
 package tui
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/bonsai-chat/bonsai/infer/chat"
 	"github.com/bonsai-chat/bonsai/infer/engine"
+	"github.com/bonsai-chat/bonsai/session"
 	"github.com/bonsai-chat/bonsai/tui/fakeengine"
 	tea "github.com/charmbracelet/bubbletea"
 )
@@ -157,5 +160,32 @@ func TestFailedReplyShowsNoOldNumbers(t *testing.T) {
 	m.Update(engineMsg{events: []engine.Event{engine.Error{Err: errors.New("context full: the conversation has 5000 tokens")}}})
 	if n := strings.Count(plain(m.View()), "14 tokens · 449.2 tok/s"); n != 1 {
 		t.Fatalf("the failed reply shows the last reply's numbers (%d times):\n%s", n, plain(m.View()))
+	}
+}
+
+// A resumed chat's gauge shows the conversation's size as soon as the model
+// is loaded, not 0 until the next reply.
+func TestResumedChatShowsItsContext(t *testing.T) {
+	store := openStore(t)
+	ctx := context.Background()
+	info, err := store.Create(ctx, session.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.Add(ctx, info.ID, session.Message{Role: chat.RoleUser, Content: "one two three"})
+	store.Add(ctx, info.ID, session.Message{Role: chat.RoleAssistant, Content: "four five"})
+	sess, err := store.Load(ctx, info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fe := countingEngine{fakeengine.New(fakeengine.Options{})}
+	m, _, _ := newTestModel(t, Options{Engine: fe, Store: store, Resume: sess}, 120, 30)
+	cmd := m.onEvent(engine.Loaded{Info: fakeengine.DefaultInfo})
+	if cmd == nil {
+		t.Fatal("nothing measures the resumed chat")
+	}
+	m.Update(cmd())
+	if bar := statusBar(m); !strings.Contains(bar, "ctx 9/4096") {
+		t.Errorf("resumed chat: %q, want its 9 tokens", bar)
 	}
 }

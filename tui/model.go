@@ -250,6 +250,9 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 		return m.settingsLoaded(msg)
 	case attachedMsg:
 		return m.attached(msg)
+	case contextMeasuredMsg:
+		m.contextMeasured(msg)
+		return nil
 	case pathCompletedMsg:
 		return m.pathCompleted(msg)
 	case frameMsg:
@@ -406,6 +409,7 @@ func (m *Model) onEvent(ev engine.Event) tea.Cmd {
 		if m.generating {
 			m.status.phase = phaseGenerating
 		}
+		return m.measureContext()
 	case engine.PrefillProgress:
 		m.status.prefill = ev
 	case engine.Token:

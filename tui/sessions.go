@@ -241,7 +241,7 @@ func (m *Model) onSessionMsg(msg tea.Msg) tea.Cmd {
 		m.eng.Reset()
 		load := m.loadSession(msg.sess)
 		m.overlay = overlayNone
-		return tea.Batch(load, m.notify(fmt.Sprintf("resumed %q", printable(msg.sess.Title)), false))
+		return tea.Batch(load, m.measureContext(), m.notify(fmt.Sprintf("resumed %q", printable(msg.sess.Title)), false))
 	case sessionsSearchedMsg:
 		if msg.query != m.sessions.filter {
 			return nil // the user typed on
