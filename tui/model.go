@@ -388,6 +388,7 @@ func (m *Model) onEvent(ev engine.Event) tea.Cmd {
 			// A new KV cache: the last reply's numbers are the old one's.
 			m.status.hasStats = false
 			m.status.stats = engine.Stats{}
+			m.prof.reset() // the old model's, or backend's, timings
 		}
 		if info.Path != "" && !strings.HasPrefix(info.Path, "(embedded)") && (len(m.state.RecentModels) == 0 || m.state.RecentModels[0] != info.Path) {
 			m.state.AddRecentModel(info.Path)
@@ -427,8 +428,7 @@ func (m *Model) onEvent(ev engine.Event) tea.Cmd {
 		m.status.stats = ev
 		m.status.hasStats = true
 	case engine.ProfileSample:
-		s := ev.Sample
-		m.prof.sample = &s
+		m.prof.add(ev)
 	case engine.ContextTrimmed:
 		m.contextTrimmed(ev)
 	case engine.Done:

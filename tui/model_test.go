@@ -429,8 +429,36 @@ func TestProfilePanelShowsPhases(t *testing.T) {
 	contains(t, v, "3.00ms")
 	contains(t, v, "75%")
 	contains(t, v, "total")
-	contains(t, v, "250.0 tok/s")
-	contains(t, v, "cpu timers, mean over 10 tokens")
+	contains(t, v, "4.00ms")
+	contains(t, v, "mean of 10 timed steps · cpu timers")
+	lacks(t, v, "tok/s") // the status line's measured speed is the one rate
+}
+
+// On the GPU only some decoding steps are timed: a sample without any must
+// not blank the panel, which shows the prompt's passes until a step is
+// timed, then the steps summed over the samples, and says what it sampled.
+func TestProfilePanelFillsFromTheFirstReply(t *testing.T) {
+	m, _, _ := newTestModel(t, Options{}, 100, 40)
+	m.Update(engineMsg{events: []engine.Event{engine.Loaded{Info: fakeengine.DefaultInfo}}})
+	m.Update(tea.KeyMsg{Type: tea.KeyCtrlP})
+	const gpu = "gpu timestamps (1 decoding step in 32)"
+	prompt := profile.Sample{Tokens: 400, Source: gpu}
+	prompt.Add(profile.FFN, 40*time.Millisecond)
+	none := profile.Sample{Source: gpu}
+	m.Update(engineMsg{events: []engine.Event{engine.ProfileSample{Sample: prompt, Prompt: true},
+		engine.ProfileSample{Sample: none}, engine.ProfileSample{Sample: none}}})
+	v := m.View()
+	lacks(t, v, "no profile samples yet")
+	contains(t, v, "reading the prompt, per token")
+	contains(t, v, "last prompt: 400 tokens, 100µs per token")
+	step := profile.Sample{Tokens: 1, Source: gpu}
+	step.Add(profile.FFN, 2*time.Millisecond)
+	m.Update(engineMsg{events: []engine.Event{engine.ProfileSample{Sample: step}, engine.ProfileSample{Sample: none},
+		engine.ProfileSample{Sample: step}}})
+	v = m.View()
+	contains(t, v, "decoding, per token")
+	contains(t, v, "2.00ms")
+	contains(t, v, "mean of 2 timed steps")
 }
 
 func TestCtrlCStopsThenQuitsOnSecondPress(t *testing.T) {

@@ -135,7 +135,13 @@ func (s Stats) AcceptRate() float64 {
 type Notice struct{ Text string }
 
 // ProfileSample carries per-phase timings (only while profiling is on).
-type ProfileSample struct{ Sample profile.Sample }
+// Prompt marks the timings of reading a prompt, sent once it is read;
+// the others are decoding steps (on the GPU only some steps are timed, so
+// a sample may hold none: Sample.Tokens 0).
+type ProfileSample struct {
+	Sample profile.Sample
+	Prompt bool
+}
 
 // Done ends a generation. Reason is "stop" (end of turn), "length"
 // (MaxTokens or context full), or "stopped" (Stop was called).

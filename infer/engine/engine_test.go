@@ -264,10 +264,15 @@ func TestProfiling(t *testing.T) {
 			samples = append(samples, s)
 		}
 	}
-	if len(samples) == 0 {
-		t.Fatal("no ProfileSample while profiling")
+	if len(samples) < 2 || !samples[0].Prompt || samples[0].Sample.Tokens == 0 {
+		t.Fatalf("samples %+v: want the prompt's first, then the decoding steps'", samples)
 	}
-	s := samples[0].Sample
+	for _, s := range samples[1:] {
+		if s.Prompt {
+			t.Errorf("a decoding sample is marked as the prompt's: %+v", s)
+		}
+	}
+	s := samples[1].Sample
 	if s.Tokens == 0 || s.Total() <= 0 || s.Source != "cpu timers" {
 		t.Errorf("profile sample %+v", s)
 	}

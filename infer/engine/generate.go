@@ -119,6 +119,14 @@ func (e *Engine) generate(r generateRequest) {
 	}
 	stats.PrefillTokens = len(ids) - reuse.Kept
 	stats.PrefillTPS = rate(stats.PrefillTokens, time.Since(start))
+	if e.profilingOn {
+		// The prompt's passes apart from the decoding steps: their time
+		// per token differs many times over.
+		if ps := e.profileSample(m); ps.Sample.Tokens > 0 {
+			ps.Prompt = true
+			e.emit(ps)
+		}
+	}
 
 	dec := cur.tok.NewStreamDecoder()
 	think := chat.NewThinkParser(strings.HasSuffix(strings.TrimRight(prompt, "\n"), chat.ThinkOpen))
