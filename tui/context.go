@@ -23,7 +23,7 @@ func (m *Model) contextTrimmed(ev engine.ContextTrimmed) {
 	}
 	m.trimmed = ev.Dropped
 	m.warnedFull = true
-	m.conv.Notice(fmt.Sprintf("The chat no longer fits the %d-token context: the model does not see the oldest %d message(s) any more (the system prompt stays). %s.",
+	m.conv.Warning(fmt.Sprintf("The chat no longer fits the %d-token context: the model does not see the oldest %d message(s) any more (the system prompt stays). %s.",
 		ev.Context, ev.Dropped, contextAdvice))
 }
 

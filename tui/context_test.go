@@ -12,6 +12,7 @@ import (
 	"github.com/bonsai-chat/bonsai/session"
 	"github.com/bonsai-chat/bonsai/tui/fakeengine"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
 )
 
 // A chat whose context fills is warned once, then told (once per change)
@@ -187,5 +188,58 @@ func TestResumedChatShowsItsContext(t *testing.T) {
 	m.Update(cmd())
 	if bar := statusBar(m); !strings.Contains(bar, "ctx 9/4096") {
 		t.Errorf("resumed chat: %q, want its 9 tokens", bar)
+	}
+}
+
+// At 80 columns a long title is cut before the model and backend leave the
+// header, and the title never runs into the model's name.
+func TestHeaderKeepsModelAndBackend(t *testing.T) {
+	st := DefaultStyles()
+	info := fakeengine.DefaultInfo
+	info.Variant, info.Name = "Qwen3 (other)", "bonsai-synth tiny q1_0 seed 1"
+	for _, title := range []string{"hello there", "Tell me everything about the history of bonsai trees in Japan and China"} {
+		for _, w := range []int{80, 100, 120} {
+			h := plain(header(&st, w, title, &info, "think off"))
+			if lipgloss.Width(h) > w || !strings.Contains(h, "bonsai-synth tiny q1_0 seed 1") || !strings.Contains(h, "cpu avx2") {
+				t.Errorf("width %d, title %q: header %q lacks the model or backend", w, title, h)
+			}
+			before, _, _ := strings.Cut(h, "bonsai-synth")
+			if !strings.HasSuffix(before, "   ") {
+				t.Errorf("width %d: the title runs into the model: %q", w, h)
+			}
+		}
+	}
+	// Very narrow: the backend stays longest.
+	if h := plain(header(&st, 40, "a long title here", &info, "think off")); !strings.Contains(h, "cpu avx2") || lipgloss.Width(h) > 40 {
+		t.Errorf("at 40 columns: %q", h)
+	}
+}
+
+// Wrapped notices never split a flag such as --ctx over two lines.
+func TestNoticesKeepFlagsWhole(t *testing.T) {
+	for w := 50; w <= 100; w++ {
+		m, _, _ := newTestModel(t, Options{}, w, 30)
+		m.contextTrimmed(engine.ContextTrimmed{Dropped: 3, Tokens: 50, Context: 128})
+		v := plain(m.View())
+		if !strings.Contains(v, "--ctx") || strings.Contains(v, "-\n") || strings.Contains(v, "- \n") {
+			t.Fatalf("width %d: --ctx split:\n%s", w, v)
+		}
+	}
+}
+
+// An error too long for the status line is kept whole in the transcript,
+// where it does not expire; a short one stays on the status line only.
+func TestLongErrorsStayInTheTranscript(t *testing.T) {
+	m, _, _ := newTestModel(t, Options{}, 80, 30)
+	long := "model \"bonsai-8b\": not downloaded; 'bonsai pull bonsai-8b' fetches it (5.1 GB), or name a GGUF file"
+	m.notify(long, true)
+	m.Update(noteExpiredMsg{id: m.noteID})
+	if v := strings.Join(strings.Fields(plain(m.View())), " "); !strings.Contains(v, "or name a GGUF file") {
+		t.Fatalf("the long error is gone:\n%s", plain(m.View()))
+	}
+	n := len(m.conv.entries)
+	m.notify("no reply to copy yet", true)
+	if len(m.conv.entries) != n {
+		t.Error("a short error was added to the transcript")
 	}
 }

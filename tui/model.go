@@ -18,6 +18,7 @@ import (
 	"github.com/bonsai-chat/bonsai/session"
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 )
 
@@ -730,8 +731,17 @@ func (m *Model) notify(text string, isErr bool) tea.Cmd {
 	m.noteID++
 	m.status.note = text
 	m.status.noteErr = isErr
+	if isErr && m.width > 0 && lipgloss.Width(text) > m.width-noteRoomReserve && !m.conv.lastErrorIs(text) {
+		// Cut to the status line and gone in seconds, a long error would
+		// be lost: the transcript keeps it whole.
+		m.conv.Error(text)
+	}
 	return expireNote(m.noteID)
 }
+
+// noteRoomReserve is the status line's width taken before a note: the badge
+// and a separator ("◌ loading 100%" is the widest badge).
+const noteRoomReserve = 20
 
 // togglePanel flips a panel and remembers it in the state file.
 func (m *Model) togglePanel(name string) tea.Cmd {

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -182,44 +183,69 @@ func (s *statusLine) gauges() []string {
 	return out
 }
 
-// header is the top bar: the app, the conversation, and what runs it.
+// header is the top bar: the app, the conversation, and what runs it. When
+// the width is short the title gives way first (cut, down to a few
+// columns), then the thinking label, then the model; the backend goes
+// last. Title and the right side stay apart by headerGap columns.
 func header(st *Styles, width int, title string, info *engine.ModelInfo, backendNote string) string {
-	left := st.Title.Render("bonsai")
-	if title != "" {
-		left += st.TitleDim.Render(" · " + printable(strings.Join(strings.Fields(title), " ")))
-	}
-	var right []string
+	const headerGap, minTitle = 3, 12
+	app := st.Title.Render("bonsai")
+	title = printable(strings.Join(strings.Fields(title), " "))
+	var model, be string
 	if info != nil {
-		if l := modelLabel(info); l != "" {
-			right = append(right, l)
-		}
-		be := info.Backend
+		model = modelLabel(info)
+		be = info.Backend
 		if info.Backend == "cpu" && info.SIMD != "" {
 			be += " " + info.SIMD
 		}
 		if info.Adapter != "" && info.Backend == "gpu" {
 			be += " (" + info.Adapter + ")"
 		}
-		right = append(right, be)
 	}
-	if backendNote != "" {
-		right = append(right, backendNote)
-	}
-	r := st.TitleDim.Render(strings.Join(right, " · "))
-	gap := width - lipgloss.Width(left) - lipgloss.Width(r)
-	for gap < 1 && len(right) > 0 {
-		// Too narrow: keep the most useful item (the backend) only, then nothing.
-		right = right[len(right)-1:]
-		if lipgloss.Width(left)+lipgloss.Width(right[0])+1 > width {
-			right = nil
+	// Candidates for the right side, most complete first.
+	var sides [][]string
+	for _, items := range [][]string{{model, be, backendNote}, {model, be}, {be}, nil} {
+		var kept []string
+		for _, it := range items {
+			if it != "" {
+				kept = append(kept, it)
+			}
 		}
-		r = st.TitleDim.Render(strings.Join(right, " · "))
-		gap = width - lipgloss.Width(left) - lipgloss.Width(r)
+		sides = append(sides, kept)
 	}
-	if gap < 1 {
-		return truncate(left, width)
+	place := func(side []string, needTitle int) (string, bool) {
+		r := st.TitleDim.Render(strings.Join(side, " · "))
+		room := width - lipgloss.Width(app) - lipgloss.Width(r)
+		if len(side) > 0 {
+			room -= headerGap
+		}
+		left := app
+		if title != "" {
+			t := " · " + title
+			if room < min(lipgloss.Width(t), needTitle) {
+				return "", false
+			}
+			left += st.TitleDim.Render(truncate(t, room))
+		} else if room < 0 {
+			return "", false
+		}
+		if len(side) == 0 {
+			return truncate(left, width), true
+		}
+		return left + strings.Repeat(" ", max(width-lipgloss.Width(left)-lipgloss.Width(r), 1)) + r, true
 	}
-	return left + strings.Repeat(" ", gap) + r
+	// The whole title beside the model and backend (with the thinking
+	// label if it fits); a cut one; then the backend alone, then nothing.
+	for _, try := range []struct{ need, from, to int }{
+		{math.MaxInt, 0, 2}, {lipgloss.Width(" · ") + minTitle, 0, 3}, {0, 2, 4},
+	} {
+		for _, side := range sides[try.from:try.to] {
+			if h, ok := place(side, try.need); ok {
+				return h
+			}
+		}
+	}
+	return truncate(app, width)
 }
 
 func percent(done, total int64) int {
