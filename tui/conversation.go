@@ -139,7 +139,9 @@ func (c *conversation) lastErrorIs(text string) bool {
 }
 
 // Warning adds a notice to heed, in the warning colour.
-func (c *conversation) Warning(text string) { c.add(entry{kind: entryNotice, content: text, warn: true}) }
+func (c *conversation) Warning(text string) {
+	c.add(entry{kind: entryNotice, content: text, warn: true})
+}
 
 // Error adds an error to the transcript.
 func (c *conversation) Error(text string) { c.add(entry{kind: entryError, content: text}) }
