@@ -122,6 +122,8 @@ func (m *Model) setSystem(text string) tea.Cmd {
 
 func (m *Model) switchBackend(name string) tea.Cmd {
 	switch {
+	case name == "":
+		return m.explainBackend()
 	case name == "cpu", name == "gpu", name == "auto":
 	case strings.HasPrefix(name, "remote:") && len(name) > len("remote:"):
 		// A [[remote]] server of config.toml (the engine is then a
@@ -146,6 +148,23 @@ func (m *Model) switchBackend(name string) tea.Cmd {
 		return m.notify("connecting to "+name+"; the next reply comes from that server", false)
 	}
 	return m.notify("reloading the model on "+name+"; the KV cache is rebuilt on the next reply", false)
+}
+
+// explainBackend says in the transcript where the model runs and, when
+// auto fell back to the CPU, the GPU's whole reason: the panel has one line
+// for it.
+func (m *Model) explainBackend() tea.Cmd {
+	if m.info == nil {
+		m.conv.Notice(noModelHelp)
+		return nil
+	}
+	text := fmt.Sprintf("Running on %s (%s).", m.info.Backend, m.info.Adapter)
+	if m.info.Fallback != "" {
+		text += " Auto chose the CPU because the GPU backend declined: " + m.info.Fallback
+	}
+	m.conv.Notice(text + "\n/backend cpu, /backend gpu or /backend auto reloads the model on one.")
+	m.conv.Bottom()
+	return nil
 }
 
 // switchModel resolves a model name or path (a file lookup, so in a

@@ -552,7 +552,7 @@ func TestFollowModeOnlyAtBottom(t *testing.T) {
 func TestCompletion(t *testing.T) {
 	m, _, _ := newTestModel(t, Options{}, 80, 24)
 	typeText(m, "/ba")
-	contains(t, m.View(), "/backend cpu|gpu|auto — reload on another backend")
+	contains(t, m.View(), "/backend [cpu|gpu|auto] — where it runs and why; reload")
 	press(m, tea.KeyTab)
 	if got := m.input.Value(); got != "/backend " {
 		t.Fatalf("tab gave %q", got)
@@ -749,5 +749,37 @@ func TestCtrlCClearsTheInput(t *testing.T) {
 	m.Update(tea.KeyMsg{Type: tea.KeyCtrlC})
 	if m.input.Value() != "" || len(m.conv.Messages()) != 2 || m.quit {
 		t.Errorf("ctrl+c on an edit: input %q, %d messages, quit %v; want the turn back", m.input.Value(), len(m.conv.Messages()), m.quit)
+	}
+}
+
+// The backend panel gives auto's fallback one line and /backend the whole
+// reason; with both panels open the profile panel stays on the screen.
+func TestBackendPanelsFitTogether(t *testing.T) {
+	info := fakeengine.DefaultInfo
+	info.Details = []string{"auto: GPU declined (see /backend)",
+		"memory: 248 MiB mapped, 12 MiB activations", "repacked: 231 MiB", "threads: 2 of 2 cores",
+		"a long backend note that wraps over more than one line of the panel at this width, and then some more"}
+	info.Fallback = "backend gpu: gpu: only software adapters (llvmpipe); they are used only when allowed or named: no GPU adapter. BONSAI_GPU_SOFTWARE=1 (or --adapter NAME) lets the GPU backend use one"
+	for _, size := range [][2]int{{80, 24}, {120, 30}} {
+		m, _, _ := newTestModel(t, Options{}, size[0], size[1])
+		m.Update(engineMsg{events: []engine.Event{engine.Loaded{Info: info}}})
+		var s profile.Sample
+		s.Add(profile.FFN, 30*time.Millisecond)
+		s.Tokens, s.Source = 10, "cpu timers"
+		m.Update(engineMsg{events: []engine.Event{engine.ProfileSample{Sample: s}}})
+		m.Update(tea.KeyMsg{Type: tea.KeyCtrlB})
+		m.Update(tea.KeyMsg{Type: tea.KeyCtrlP})
+		v := m.View()
+		contains(t, v, "GPU declined (see /backend)")
+		contains(t, v, "Profile")
+		contains(t, v, "total")
+		lacks(t, v, "only software adapters")
+	}
+	m, _, _ := newTestModel(t, Options{}, 100, 40)
+	m.Update(engineMsg{events: []engine.Event{engine.Loaded{Info: info}}})
+	slash(m, "/backend")
+	v := strings.Join(strings.Fields(plain(m.View())), " ")
+	if !strings.Contains(v, "only software adapters") || !strings.Contains(v, "BONSAI_GPU_SOFTWARE=1") {
+		t.Errorf("/backend does not give the reason:\n%s", plain(m.View()))
 	}
 }

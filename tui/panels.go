@@ -17,7 +17,13 @@ type backendPanel struct {
 	switching string // backend being loaded, "" when none
 	load      engine.LoadProgress
 	lastErr   string
+	// compact leaves out the backend's details (1), or all but the
+	// backend and why (2), so that the profile panel below fits too.
+	compact int
 }
+
+// backendCompactest is the most compact backend panel.
+const backendCompactest = 2
 
 func (p *backendPanel) View(st *Styles, width int) string {
 	inner := max(width-4, 20) // border and padding
@@ -70,8 +76,21 @@ func (p *backendPanel) View(st *Styles, width int) string {
 	// that no long key squeezes the values into a strip. A line a row
 	// already says is left out.
 	var notes []string
+	details := info.Details
+	if p.compact >= backendCompactest {
+		rows = rows[:1]
+	}
+	if p.compact > 0 {
+		details = nil
+		for _, d := range info.Details {
+			if strings.HasPrefix(d, "auto:") {
+				details = append(details, d) // why it runs where it does stays
+			}
+		}
+		notes = append(notes, "(more with the profile panel closed)")
+	}
 detail:
-	for _, d := range info.Details {
+	for _, d := range details {
 		for _, r := range rows {
 			if strings.Contains(r[1], d) {
 				continue detail

@@ -23,7 +23,7 @@ var slashCommands = []slashCommand{
 	{name: "sessions", summary: "saved chats: open, rename, delete"},
 	{name: "system", usage: "[text|none]", summary: "show, set or remove the prompt"},
 	{name: "think", args: []string{"on", "off"}, usage: "on|off", summary: "reasoning before answers"},
-	{name: "backend", args: []string{"cpu", "gpu", "auto"}, usage: "cpu|gpu|auto", summary: "reload on another backend"},
+	{name: "backend", args: []string{"cpu", "gpu", "auto"}, usage: "[cpu|gpu|auto]", summary: "where it runs and why; reload"},
 	{name: "model", usage: "[NAME|FILE]", summary: "pick from a list, or load one"},
 	{name: "export", usage: "[file.md|.json]", summary: "write this chat to a file"},
 	{name: "file", usage: "PATH|none", summary: "attach a text file (or type @PATH)"},

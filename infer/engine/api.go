@@ -191,6 +191,9 @@ type ModelInfo struct {
 	Threads        int
 	SIMD           string   // "avx512-vnni", "avx2", "generic"
 	Details        []string // backend specifics (limits, memory estimate), one line each
+	// Fallback is why auto runs on the CPU: the GPU backend's refusal
+	// ("" when auto took the GPU, or a backend was named).
+	Fallback string
 	// Sampling is the model's recommended sampling (DefaultSampling), what
 	// a client's own settings go on top of.
 	Sampling Sampling

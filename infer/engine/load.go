@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
@@ -151,8 +152,12 @@ func modelInfo(f *gguf.File, m *infer.Model) ModelInfo {
 	}
 	mem := m.Memory(0)
 	details := bi.Details
+	fallback := ""
 	if m.Fallback != nil {
-		details = append([]string{"auto: on the CPU, as the GPU backend declined: " + m.Fallback.Error()}, details...)
+		// One line in the panel; the reason, which runs long, where it is
+		// asked for (ModelInfo.Fallback).
+		details = append([]string{"auto: GPU declined (see /backend)"}, details...)
+		fallback = fallbackReason(m.Fallback)
 	}
 	return ModelInfo{
 		Path: f.Path, Name: name, Arch: m.Hparams.Arch, Variant: m.Variant.Name,
@@ -161,7 +166,18 @@ func modelInfo(f *gguf.File, m *infer.Model) ModelInfo {
 		RecurrentBytes: mem.Recurrent, SnapshotBytes: mem.SnapshotsMax,
 		Backend: bi.Name, Adapter: bi.Adapter, Threads: bi.Threads, SIMD: bi.SIMD, Details: details,
 		Sampling: DefaultSampling(m.Variant),
+		Fallback: fallback,
 	}
+}
+
+// fallbackReason is why auto did not take the GPU, with how to allow a
+// software adapter when that was the reason.
+func fallbackReason(err error) string {
+	why := err.Error()
+	if strings.Contains(why, "software adapter") {
+		why += ". BONSAI_GPU_SOFTWARE=1 (or --adapter NAME) lets the GPU backend use one, though a software adapter runs slower than the CPU backend"
+	}
+	return why
 }
 
 func (e *Engine) release() {
