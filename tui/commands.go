@@ -212,8 +212,11 @@ func (m *Model) copyReply(arg string) tea.Cmd {
 	}
 	n, err := strconv.Atoi(arg)
 	blocks := codeBlocks(content)
-	if err != nil || n < 1 || n > len(blocks) {
-		return m.notify(fmt.Sprintf("/copy N: the last reply has %d code block(s)", len(blocks)), true)
+	switch {
+	case len(blocks) == 0:
+		return m.notify("the last reply has no code blocks: /copy alone copies the whole reply", true)
+	case err != nil || n < 1 || n > len(blocks):
+		return m.notify(fmt.Sprintf("/copy N copies code block N (1 to %d, numbered above each block); /copy alone, the whole reply", len(blocks)), true)
 	}
 	return copyCmd(m.opts.Clipboard, blocks[n-1], fmt.Sprintf("code block %d", n))
 }

@@ -756,8 +756,10 @@ func (m *Model) togglePanel(name string) tea.Cmd {
 		if p, ok := m.eng.(profiler); ok {
 			p.SetProfiling(m.showProfile)
 		}
+	case "":
+		return m.notify("/panel backend or /panel profile (ctrl+b, ctrl+p)", true)
 	default:
-		return m.notify("no panel "+name+" (backend or profile)", true)
+		return m.notify(fmt.Sprintf("no panel %q: /panel backend or /panel profile", name), true)
 	}
 	m.saveState()
 	return nil

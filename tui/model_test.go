@@ -345,7 +345,7 @@ func TestCopy(t *testing.T) {
 	contains(t, m.View(), "copied code block 2")
 	typeText(m, "/copy 3")
 	press(m, tea.KeyEnter)
-	contains(t, m.View(), "has 2 code block(s)")
+	contains(t, strings.Join(strings.Fields(plain(m.View())), " "), "copies code block N (1 to 2, numbered above each block)")
 }
 
 // runCmd runs a command and, for a batch, the first message any part returns
@@ -781,5 +781,22 @@ func TestBackendPanelsFitTogether(t *testing.T) {
 	v := strings.Join(strings.Fields(plain(m.View())), " ")
 	if !strings.Contains(v, "only software adapters") || !strings.Contains(v, "BONSAI_GPU_SOFTWARE=1") {
 		t.Errorf("/backend does not give the reason:\n%s", plain(m.View()))
+	}
+}
+
+// /panel and /copy say what they take in words, not "no panel  (...)" or
+// "0 code block(s)".
+func TestPanelAndCopyMessages(t *testing.T) {
+	m, fe, _ := newTestModel(t, Options{}, 100, 30)
+	loaded(t, m, fe)
+	slash(m, "/panel")
+	if bar := statusBar(m); !strings.Contains(bar, "/panel backend or /panel profile") || strings.Contains(bar, "no panel ") {
+		t.Errorf("/panel: %q", bar)
+	}
+	sendAndWait(t, m, fe, "hi")
+	slash(m, "/copy abc")
+	v := strings.Join(strings.Fields(plain(m.View())), " ")
+	if !strings.Contains(v, "no code blocks: /copy alone copies the whole reply") || strings.Contains(v, "0 code block") {
+		t.Errorf("/copy abc on a reply without code:\n%s", plain(m.View()))
 	}
 }
