@@ -591,15 +591,15 @@ func TestCountTokens(t *testing.T) {
 	}
 }
 
-// Why auto fell back to the CPU is kept whole for where it is asked for,
-// and says how to admit a software adapter when that was the reason.
-func TestFallbackReason(t *testing.T) {
+// A GPU refusal over software adapters (auto's reason for the CPU, a
+// switch's or a first load's error) says how to admit one.
+func TestSoftwareAdapterHint(t *testing.T) {
 	soft := errors.New("backend gpu: gpu: only software adapters (llvmpipe (LLVM 15)); they are used only when allowed or named: no GPU adapter")
-	if got := fallbackReason(soft); !strings.HasPrefix(got, soft.Error()) || !strings.Contains(got, "BONSAI_GPU_SOFTWARE=1") {
+	if got := withSoftwareHint(soft); !errors.Is(got, soft) || !strings.Contains(got.Error(), "BONSAI_GPU_SOFTWARE=1") {
 		t.Errorf("software adapter refused: %q", got)
 	}
 	other := errors.New("backend gpu: out of GPU memory")
-	if got := fallbackReason(other); got != other.Error() {
+	if got := withSoftwareHint(other); got != other {
 		t.Errorf("another reason: %q", got)
 	}
 }

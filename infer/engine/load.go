@@ -88,7 +88,7 @@ func (e *Engine) load(backend string) error {
 		},
 	})
 	if err != nil {
-		return err
+		return withSoftwareHint(err)
 	}
 	if e.cur.model != nil {
 		e.cur.model.Close()
@@ -157,7 +157,7 @@ func modelInfo(f *gguf.File, m *infer.Model) ModelInfo {
 		// One line in the panel; the reason, which runs long, where it is
 		// asked for (ModelInfo.Fallback).
 		details = append([]string{"auto: GPU declined (see /backend)"}, details...)
-		fallback = fallbackReason(m.Fallback)
+		fallback = withSoftwareHint(m.Fallback).Error()
 	}
 	return ModelInfo{
 		Path: f.Path, Name: name, Arch: m.Hparams.Arch, Variant: m.Variant.Name,
@@ -170,14 +170,13 @@ func modelInfo(f *gguf.File, m *infer.Model) ModelInfo {
 	}
 }
 
-// fallbackReason is why auto did not take the GPU, with how to allow a
-// software adapter when that was the reason.
-func fallbackReason(err error) string {
-	why := err.Error()
-	if strings.Contains(why, "software adapter") {
-		why += ". BONSAI_GPU_SOFTWARE=1 (or --adapter NAME) lets the GPU backend use one, though a software adapter runs slower than the CPU backend"
+// withSoftwareHint adds to a GPU refusal over software adapters how to
+// allow one; other errors pass unchanged.
+func withSoftwareHint(err error) error {
+	if err == nil || !strings.Contains(err.Error(), "software adapter") {
+		return err
 	}
-	return why
+	return fmt.Errorf("%w. BONSAI_GPU_SOFTWARE=1 (or --adapter NAME) lets the GPU backend use one, though it runs slower than the CPU backend", err)
 }
 
 func (e *Engine) release() {
