@@ -140,8 +140,12 @@ func (m *Model) attached(msg attachedMsg) tea.Cmd {
 			total += a.tokens
 		}
 		if room := m.attachRoom(); room > 0 && total > room {
-			err = fmt.Errorf("%w: %d tokens with what is attached, and a message can bring at most %d of the %d-token context (--ctx gives more)",
-				ErrAttachTooBig, total, room, m.info.ContextSize)
+			what := fmt.Sprintf("%d tokens", total)
+			if len(m.attachments) > 0 {
+				what += " with what is attached"
+			}
+			err = fmt.Errorf("%w: %s, and a message can bring at most %d of the %d-token context (--ctx gives more)",
+				ErrAttachTooBig, what, room, m.info.ContextSize)
 		} else if !slices.ContainsFunc(m.attachments, func(a attachment) bool { return a.path == msg.att.path }) {
 			m.attachments = append(m.attachments, msg.att)
 		}
