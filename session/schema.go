@@ -60,6 +60,13 @@ var migrations = []string{
 		INSERT INTO messages_fts(rowid, content, thinking) VALUES (new.id, new.content, new.thinking);
 	END;
 	INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');`,
+
+	// 3: settings a chat changed for itself (/set in the chat: sampling,
+	// max tokens), a JSON object of strings, restored on resume.
+	`CREATE TABLE session_settings (
+		session_id INTEGER PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+		settings   TEXT    NOT NULL DEFAULT '{}'
+	);`,
 }
 
 // SchemaVersion is the schema this build writes.

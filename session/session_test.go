@@ -90,7 +90,7 @@ func TestOpenSetsPragmas(t *testing.T) {
 		{"journal_mode", "wal"},
 		{"foreign_keys", "1"},
 		{"busy_timeout", "1234"},
-		{"user_version", "2"},
+		{"user_version", "3"},
 		{"application_id", "1114534729"},
 	} {
 		var got string

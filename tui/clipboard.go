@@ -31,6 +31,9 @@ type ClipboardEnv struct {
 	// the text on its stdin.
 	LookPath func(string) (string, error)
 	Run      func(path string, args []string, stdin string) error
+	// Output runs a program and returns what it printed (asking tmux
+	// whether it passes OSC 52 on).
+	Output func(path string, args []string) (string, error)
 }
 
 // SystemClipboard copies with OSC 52 and, where one exists, the display
@@ -48,6 +51,9 @@ func SystemClipboard(env ClipboardEnv) Clipboard {
 	}
 	if env.Run == nil {
 		env.Run = runClipboardProgram
+	}
+	if env.Output == nil {
+		env.Output = programOutput
 	}
 	return func(text string) (string, error) {
 		var oscErr error
@@ -71,10 +77,35 @@ func SystemClipboard(env ClipboardEnv) Clipboard {
 			}
 			return "", errors.Join(progErr, oscErr)
 		case env.Getenv("TMUX") != "":
-			return "to tmux's clipboard (OSC 52: it reaches the terminal only with tmux's set-clipboard on; no xclip, xsel or wl-copy here)", nil
+			return tmuxHow(env), nil
 		}
-		return "to the terminal (OSC 52: copied if the terminal allows it; no xclip, xsel or wl-copy here)", nil
+		return "to the terminal (OSC 52, if it allows)", nil
 	}
+}
+
+// tmuxHow says where an OSC 52 copy inside tmux went: tmux passes it to
+// the terminal only with its set-clipboard option on (or external), which
+// tmux is asked about rather than the user told to check.
+func tmuxHow(env ClipboardEnv) string {
+	if path, err := env.LookPath("tmux"); err == nil {
+		if out, err := env.Output(path, []string{"show", "-gv", "set-clipboard"}); err == nil {
+			switch strings.TrimSpace(out) {
+			case "on", "external":
+				return "through tmux to the terminal (OSC 52)"
+			case "off":
+				return "to tmux only (tmux set -g set-clipboard on passes it on)"
+			}
+		}
+	}
+	return "through tmux (OSC 52; needs its set-clipboard on)"
+}
+
+// programOutput runs a short query (tmux show) with a timeout.
+func programOutput(path string, args []string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, args...).Output()
+	return string(out), err
 }
 
 type clipboardProgram struct {

@@ -15,6 +15,7 @@ func TestSystemClipboard(t *testing.T) {
 		vars     map[string]string
 		programs map[string]bool // found on PATH
 		failRun  bool
+		tmux     string // what `tmux show -gv set-clipboard` prints
 		wantSeq  string // prefix of what reaches the terminal
 		wantHow  string
 		wantErr  bool
@@ -23,6 +24,10 @@ func TestSystemClipboard(t *testing.T) {
 		// forwards a plain one with set-clipboard on.
 		{name: "tmux, no display", vars: map[string]string{"TMUX": "/tmp/tmux-0/default,1,0"},
 			wantSeq: "\x1b]52;c;", wantHow: "set-clipboard on"},
+		{name: "tmux, set-clipboard on", vars: map[string]string{"TMUX": "x"}, programs: map[string]bool{"tmux": true}, tmux: "on\n",
+			wantSeq: "\x1b]52;c;", wantHow: "through tmux to the terminal (OSC 52)"},
+		{name: "tmux, set-clipboard off", vars: map[string]string{"TMUX": "x"}, programs: map[string]bool{"tmux": true}, tmux: "off\n",
+			wantSeq: "\x1b]52;c;", wantHow: "tmux set -g set-clipboard on"},
 		{name: "tmux with xclip", vars: map[string]string{"TMUX": "x", "DISPLAY": ":0"}, programs: map[string]bool{"xclip": true},
 			wantSeq: "\x1b]52;c;", wantHow: "to the clipboard (xclip)"},
 		{name: "wayland", vars: map[string]string{"WAYLAND_DISPLAY": "wayland-0"}, programs: map[string]bool{"wl-copy": true, "xclip": true},
@@ -52,6 +57,12 @@ func TestSystemClipboard(t *testing.T) {
 					}
 					return nil
 				},
+				Output: func(path string, args []string) (string, error) {
+					if !strings.HasSuffix(path, "tmux") || strings.Join(args, " ") != "show -gv set-clipboard" {
+						t.Errorf("asked %s %v", path, args)
+					}
+					return tc.tmux, nil
+				},
 			})
 			how, err := clip("hello")
 			if (err != nil) != tc.wantErr {
@@ -62,6 +73,12 @@ func TestSystemClipboard(t *testing.T) {
 			}
 			if !strings.Contains(how, tc.wantHow) {
 				t.Errorf("how = %q, want %q in it", how, tc.wantHow)
+			}
+			if tc.tmux == "on\n" && strings.Contains(how, "set-clipboard") {
+				t.Errorf("how = %q asks for set-clipboard, which tmux says is on", how)
+			}
+			if len(how) > 60 {
+				t.Errorf("how = %q: too long for the status line beside \"copied the last reply\"", how)
 			}
 		})
 	}

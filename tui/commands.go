@@ -65,6 +65,12 @@ func (m *Model) runSlash(name, arg string) tea.Cmd {
 		return m.togglePanel(panelProfile)
 	case "panel":
 		return m.togglePanel(arg)
+	case "file":
+		return m.fileCommand(arg)
+	case "set":
+		return m.setSetting(arg)
+	case "show":
+		return m.showSettings()
 	case "help":
 		m.overlay = overlayHelp
 		return nil
@@ -103,6 +109,7 @@ func (m *Model) setSystem(text string) tea.Cmd {
 		return m.newChat(text, note)
 	}
 	m.system = text
+	m.editing = nil
 	m.conv.Clear()
 	m.save.Detach()
 	m.sessionID = 0
@@ -116,6 +123,8 @@ func (m *Model) setSystem(text string) tea.Cmd {
 
 func (m *Model) switchBackend(name string) tea.Cmd {
 	switch {
+	case name == "":
+		return m.explainBackend()
 	case name == "cpu", name == "gpu", name == "auto":
 	case strings.HasPrefix(name, "remote:") && len(name) > len("remote:"):
 		// A [[remote]] server of config.toml (the engine is then a
@@ -140,6 +149,23 @@ func (m *Model) switchBackend(name string) tea.Cmd {
 		return m.notify("connecting to "+name+"; the next reply comes from that server", false)
 	}
 	return m.notify("reloading the model on "+name+"; the KV cache is rebuilt on the next reply", false)
+}
+
+// explainBackend says in the transcript where the model runs and, when
+// auto fell back to the CPU, the GPU's whole reason: the panel has one line
+// for it.
+func (m *Model) explainBackend() tea.Cmd {
+	if m.info == nil {
+		m.conv.Notice(noModelHelp)
+		return nil
+	}
+	text := fmt.Sprintf("Running on %s (%s).", m.info.Backend, m.info.Adapter)
+	if m.info.Fallback != "" {
+		text += " Auto chose the CPU because the GPU backend declined: " + m.info.Fallback
+	}
+	m.conv.Notice(text + "\n/backend cpu, /backend gpu or /backend auto reloads the model on one.")
+	m.conv.Bottom()
+	return nil
 }
 
 // switchModel resolves a model name or path (a file lookup, so in a
@@ -187,8 +213,11 @@ func (m *Model) copyReply(arg string) tea.Cmd {
 	}
 	n, err := strconv.Atoi(arg)
 	blocks := codeBlocks(content)
-	if err != nil || n < 1 || n > len(blocks) {
-		return m.notify(fmt.Sprintf("/copy N: the last reply has %d code block(s)", len(blocks)), true)
+	switch {
+	case len(blocks) == 0:
+		return m.notify("the last reply has no code blocks: /copy alone copies the whole reply", true)
+	case err != nil || n < 1 || n > len(blocks):
+		return m.notify(fmt.Sprintf("/copy N copies code block N (1 to %d, numbered above each block); /copy alone, the whole reply", len(blocks)), true)
 	}
 	return copyCmd(m.opts.Clipboard, blocks[n-1], fmt.Sprintf("code block %d", n))
 }

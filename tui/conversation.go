@@ -32,6 +32,7 @@ type entry struct {
 	stopped  bool          // the user stopped this reply
 	stats    *engine.Stats // a finished reply's numbers
 	reason   string        // why a reply ended ("stop", "length", "stopped", "interrupted")
+	warn     bool          // a notice to heed (the model no longer sees old messages)
 
 	cache      []string
 	cacheWidth int
@@ -130,6 +131,18 @@ func (c *conversation) add(e entry) {
 // Notice adds a line from bonsai itself to the transcript.
 func (c *conversation) Notice(text string) { c.add(entry{kind: entryNotice, content: text}) }
 
+// lastErrorIs says whether the transcript's last entry is the error text
+// (an engine error already shown there is not repeated).
+func (c *conversation) lastErrorIs(text string) bool {
+	n := len(c.entries)
+	return n > 0 && c.entries[n-1].kind == entryError && strings.HasPrefix(c.entries[n-1].content, text)
+}
+
+// Warning adds a notice to heed, in the warning colour.
+func (c *conversation) Warning(text string) {
+	c.add(entry{kind: entryNotice, content: text, warn: true})
+}
+
 // Error adds an error to the transcript.
 func (c *conversation) Error(text string) { c.add(entry{kind: entryError, content: text}) }
 
@@ -197,6 +210,12 @@ func (c *conversation) Truncate(i int) {
 	if c.headCount > i {
 		c.resetHead()
 	}
+	c.refresh()
+}
+
+// Restore appends entries taken away by Truncate (an edit given up).
+func (c *conversation) Restore(entries []entry) {
+	c.entries = append(c.entries, entries...)
 	c.refresh()
 }
 
@@ -336,6 +355,17 @@ func indent(dst []string, lines ...string) []string {
 
 func splitLines(s string) []string { return strings.Split(s, "\n") }
 
+// nbHyphen stands in for "-" while text is wrapped: the wrapper breaks
+// after any hyphen, which split "--ctx" over two lines.
+const nbHyphen = "\u2011"
+
+// wrapWhole renders text in style, wrapping at spaces only, so that flags
+// and hyphenated names stay whole.
+func wrapWhole(style lipgloss.Style, text string) string {
+	out := style.Render(strings.ReplaceAll(text, "-", nbHyphen))
+	return strings.ReplaceAll(out, nbHyphen, "-")
+}
+
 func (c *conversation) renderUncached(e *entry, live bool) []string {
 	s := c.styles
 	inner := min(max(c.width-len(bodyIndent), 10), maxTextWidth)
@@ -348,9 +378,13 @@ func (c *conversation) renderUncached(e *entry, live bool) []string {
 		out = append(out, s.Dim.Render("▌ system prompt"))
 		return indent(out, splitLines(s.Dim.Width(inner).Render(printable(e.content)))...)
 	case entryNotice:
-		return splitLines(s.Dim.Width(min(c.width, maxTextWidth)).Render("· " + printable(e.content)))
+		style := s.Notice
+		if e.warn {
+			style = s.Warn
+		}
+		return splitLines(wrapWhole(style.Width(min(c.width, maxTextWidth)), "· "+printable(e.content)))
 	case entryError:
-		return splitLines(s.Error.Width(min(c.width, maxTextWidth)).Render("✗ " + printable(e.content)))
+		return splitLines(wrapWhole(s.Error.Width(min(c.width, maxTextWidth)), "✗ "+printable(e.content)))
 	}
 
 	label := s.BotLabel.Render("● bonsai")

@@ -29,6 +29,9 @@ var fixedNow = time.Date(2026, 11, 30, 15, 0, 0, 0, time.UTC)
 func newTestModel(t *testing.T, opts Options, width, height int) (*Model, *fakeengine.Engine, *[]string) {
 	t.Helper()
 	fe, ok := opts.Engine.(*fakeengine.Engine)
+	if h, isHolder := opts.Engine.(fakeHolder); isHolder {
+		fe, ok = h.fake(), true
+	}
 	if !ok {
 		fe = fakeengine.New(fakeengine.Options{})
 		opts.Engine = fe
@@ -48,6 +51,9 @@ func newTestModel(t *testing.T, opts Options, width, height int) (*Model, *fakee
 	m.Update(tea.WindowSizeMsg{Width: width, Height: height})
 	return m, fe, &clip
 }
+
+// fakeHolder is a test engine built around the fake (to add a method).
+type fakeHolder interface{ fake() *fakeengine.Engine }
 
 // pump feeds the fake engine's events to the model until cond holds, running
 // the commands that matter synchronously (frame ticks flush immediately).

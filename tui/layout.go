@@ -37,11 +37,27 @@ func (m *Model) arrange() arrangement {
 	if a.side {
 		panelW = min(52, m.width/3)
 	}
-	if m.showBackend {
-		views = append(views, m.backend.View(m.styles, panelW))
+	// Under the conversation: keep at least three rows of conversation;
+	// on a narrow terminal, where the panels wrap into many rows, half.
+	maxPanel := max(a.mainH-3, 0)
+	if a.side {
+		maxPanel = a.mainH
+	} else if m.width < narrowWidth {
+		maxPanel = a.mainH / 2
 	}
+	m.backend.compact = 0
 	if m.showProfile {
 		views = append(views, m.prof.View(m.styles, panelW))
+	}
+	if m.showBackend {
+		be := m.backend.View(m.styles, panelW)
+		// Both do not fit: the backend's details give way, so that the
+		// profile panel is not pushed off the screen.
+		for len(views) > 0 && lipgloss.Height(be)+lipgloss.Height(views[0]) > maxPanel && m.backend.compact < backendCompactest {
+			m.backend.compact++
+			be = m.backend.View(m.styles, panelW)
+		}
+		views = append([]string{be}, views...)
 	}
 	if len(views) == 0 {
 		return a
@@ -51,12 +67,6 @@ func (m *Model) arrange() arrangement {
 		a.panels = clipLines(p, a.mainH)
 		a.convW = m.width - lipgloss.Width(a.panels) - 1
 		return a
-	}
-	// Under the conversation: keep at least three rows of conversation;
-	// on a narrow terminal, where the panels wrap into many rows, half.
-	maxPanel := max(a.mainH-3, 0)
-	if m.width < narrowWidth {
-		maxPanel = a.mainH / 2
 	}
 	a.panels = clipLines(p, maxPanel)
 	if a.panels != "" {

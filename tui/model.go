@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/bonsai-chat/bonsai/session"
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 )
 
@@ -40,7 +42,12 @@ type Options struct {
 	// seed is random); nil leaves the engine's defaults.
 	Sampling  func(model engine.Sampling) engine.Sampling
 	MaxTokens int
-	ModelPath string
+	// SettingOrigin says where the configuration's value of a /set name
+	// ("temperature", "seed", ...) comes from ("file:PATH:LINE", "env
+	// BONSAI_TEMP", "flag --temp"); "" when the configuration leaves it
+	// to the model. nil: nothing is configured.
+	SettingOrigin func(name string) string
+	ModelPath     string
 	// Dark says the terminal background is dark; Profile is its colour
 	// profile (termenv.Ascii under NO_COLOR).
 	Dark    bool
@@ -119,6 +126,20 @@ type Model struct {
 	title        string
 	sessionID    int64 // the stored session shown, 0 before the first save
 	generating   bool
+	// attachments go with the next message (/file, @path); a message
+	// naming files waits in sendAfterAttach for the mentions being read.
+	attachments     []attachment
+	sendAfterAttach string
+	mentions        int
+
+	// overrides are this chat's /set values, saved with its session.
+	overrides session.Settings
+	// initCmd is work New leaves for Init (reading a resumed chat's settings).
+	initCmd tea.Cmd
+	// reply is the numbers of the reply streaming (or last finished): zero
+	// until its first Stats, so that a reply that fails at once never shows
+	// the one before's.
+	reply engine.Stats
 	// systemSaved: the transcript's system prompt (if any) is in the store.
 	systemSaved bool
 	// pending holds streamed text not yet drawn (flushed once per frame).
@@ -127,6 +148,10 @@ type Model struct {
 
 	noteID      int
 	quitArmedAt time.Time // ctrl+c pressed once while idle
+
+	// editing is the turn an edit (ctrl+x) took out of view: it leaves the
+	// store only when the edited prompt is sent, and esc puts it back.
+	editing *pendingEdit
 
 	// The context's state in this chat: messages the model no longer sees
 	// (engine.ContextTrimmed), and whether the user was told it is filling.
@@ -179,7 +204,7 @@ func New(opts Options) *Model {
 		m.state.Panels = map[string]bool{}
 	}
 	if opts.Resume != nil {
-		m.loadSession(opts.Resume)
+		m.initCmd = m.loadSession(opts.Resume)
 	} else if m.system != "" {
 		m.conv.add(entry{kind: entrySystem, content: m.system})
 	}
@@ -192,13 +217,13 @@ func New(opts Options) *Model {
 // Close stops the background writer after it has saved everything queued.
 func (m *Model) Close() {
 	m.flushPending()
-	m.save.Close(m.status.stats)
+	m.save.Close(m.reply)
 	m.bg.Close()
 }
 
 // Init starts listening to the engine and the background writer.
 func (m *Model) Init() tea.Cmd {
-	return tea.Batch(waitForEngine(m.eng.Events()), waitForBackground(m.bg.out), m.input.ta.Focus())
+	return tea.Batch(waitForEngine(m.eng.Events()), waitForBackground(m.bg.out), m.input.ta.Focus(), m.initCmd)
 }
 
 // Update is the only place the model changes.
@@ -222,6 +247,15 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 		return m.modelResolved(msg)
 	case modelListMsg:
 		return m.modelsListed(msg)
+	case settingsLoadedMsg:
+		return m.settingsLoaded(msg)
+	case attachedMsg:
+		return m.attached(msg)
+	case contextMeasuredMsg:
+		m.contextMeasured(msg)
+		return nil
+	case pathCompletedMsg:
+		return m.pathCompleted(msg)
 	case frameMsg:
 		m.ticking = false
 		start := time.Now()
@@ -299,6 +333,9 @@ func (m *Model) onSaveState(msg saveStateMsg) tea.Cmd {
 		m.sessionID = in.ID
 		m.sessions.current = in.ID
 		m.state.LastSession = in.ID
+		if len(m.overrides) > 0 {
+			m.saveSettings()
+		}
 	}
 	if msg.notice != "" {
 		m.conv.Notice(msg.notice)
@@ -326,7 +363,7 @@ func (m *Model) onEngine(msg engineMsg) tea.Cmd {
 	if msg.closed {
 		m.flushPending()
 		if m.generating {
-			m.finishReply("stopped", m.status.stats)
+			m.finishReply("stopped", m.reply)
 		}
 		if m.status.phase != phaseFailed {
 			m.status.phase = phaseFailed
@@ -353,6 +390,8 @@ func (m *Model) onEvent(ev engine.Event) tea.Cmd {
 		if m.info != nil {
 			// A new KV cache: the last reply's numbers are the old one's.
 			m.status.hasStats = false
+			m.status.stats = engine.Stats{}
+			m.prof.reset() // the old model's, or backend's, timings
 		}
 		if info.Path != "" && !strings.HasPrefix(info.Path, "(embedded)") && (len(m.state.RecentModels) == 0 || m.state.RecentModels[0] != info.Path) {
 			m.state.AddRecentModel(info.Path)
@@ -374,6 +413,7 @@ func (m *Model) onEvent(ev engine.Event) tea.Cmd {
 		if m.generating {
 			m.status.phase = phaseGenerating
 		}
+		return m.measureContext()
 	case engine.PrefillProgress:
 		m.status.prefill = ev
 	case engine.Token:
@@ -387,15 +427,16 @@ func (m *Model) onEvent(ev engine.Event) tea.Cmd {
 			return frameTick()
 		}
 	case engine.Stats:
+		m.reply = ev
 		m.status.stats = ev
 		m.status.hasStats = true
 	case engine.ProfileSample:
-		s := ev.Sample
-		m.prof.sample = &s
+		m.prof.add(ev)
 	case engine.ContextTrimmed:
 		m.contextTrimmed(ev)
 	case engine.Done:
 		m.flushPending()
+		m.reply = ev.Stats
 		m.status.stats = ev.Stats
 		m.status.hasStats = true
 		m.finishReply(ev.Reason, ev.Stats)
@@ -418,10 +459,19 @@ func (m *Model) onEngineError(ev engine.Error) tea.Cmd {
 	switch {
 	case ev.Fatal:
 		if m.generating {
-			m.finishReply("stopped", m.status.stats)
+			m.finishReply("stopped", m.reply)
 		}
 		m.status.phase = phaseFailed
 		m.conv.Error(text)
+	case ev.NoModel:
+		// The first load failed (or a switch made while none is loaded):
+		// the engine still switches, so say how to get a model.
+		if m.generating {
+			m.finishReply("error", m.reply)
+		}
+		m.loadingModel, m.backend.switching, m.backend.lastErr = "", "", text
+		m.status.phase = phaseNoModel
+		m.conv.Error(text + " — " + noModelHelp)
 	case m.loadingModel != "":
 		m.loadingModel = ""
 		m.conv.Error(text + " (still running " + modelLabel(m.info) + ")")
@@ -433,7 +483,7 @@ func (m *Model) onEngineError(ev engine.Error) tea.Cmd {
 		m.status.phase = phaseReady
 	default:
 		if m.generating {
-			m.finishReply("error", m.status.stats)
+			m.finishReply("error", m.reply)
 		} else if m.info != nil {
 			m.status.phase = phaseReady
 		}
@@ -472,7 +522,7 @@ func (m *Model) finishReply(reason string, stats engine.Stats) {
 	st := stats
 	m.conv.FinishReply(reason, &st)
 	m.save.FinishReply(stats, reason == "stopped")
-	if m.status.phase != phaseFailed && m.status.phase != phaseLoading {
+	if m.status.phase == phaseGenerating || m.status.phase == phaseStopping {
 		m.status.phase = phaseReady
 	}
 	m.status.prefill = engine.PrefillProgress{}
@@ -496,6 +546,8 @@ func (m *Model) canGenerate() (bool, string) {
 	switch {
 	case m.status.phase == phaseFailed:
 		return false, "the engine has stopped"
+	case m.status.phase == phaseNoModel:
+		return false, noModelHelp
 	case m.generating:
 		return false, "a reply is still streaming (esc stops it)"
 	case m.info == nil || m.status.phase == phaseLoading:
@@ -509,19 +561,22 @@ func (m *Model) send(text string) tea.Cmd {
 	if ok, why := m.canGenerate(); !ok {
 		return m.notify("not sent: "+why, true)
 	}
+	m.commitEdit()
 	m.input.Remember(text)
 	m.state.AddHistory(text)
 	// At once, not at quit: a process killed later keeps its prompts.
 	m.saveState()
 	m.input.SetValue("")
-	msg := chat.Message{Role: chat.RoleUser, Content: text}
+	content := withAttachments(text, m.attachments)
+	m.attachments = nil
+	msg := chat.Message{Role: chat.RoleUser, Content: content}
 	// The system prompt is stored with the first message, so that a chat
 	// never used leaves no empty session behind.
 	if !m.systemSaved && len(m.conv.entries) > 0 && m.conv.entries[0].kind == entrySystem {
 		m.save.Add(chat.Message{Role: chat.RoleSystem, Content: m.conv.entries[0].content}, m.meta())
 	}
 	m.systemSaved = true
-	m.conv.add(entry{kind: entryUser, content: text})
+	m.conv.add(entry{kind: entryUser, content: content})
 	m.save.Add(msg, m.meta())
 	if m.title == "" {
 		m.title = session.MakeTitle(text)
@@ -532,18 +587,17 @@ func (m *Model) send(text string) tea.Cmd {
 
 // generate starts a reply to the transcript as it stands.
 func (m *Model) generate() tea.Cmd {
-	req := engine.GenerateRequest{Messages: m.conv.Messages(), Think: m.think, MaxTokens: m.opts.MaxTokens}
-	if m.opts.Sampling != nil {
-		var model engine.Sampling
-		if m.info != nil {
-			model = m.info.Sampling
-		}
-		s := m.opts.Sampling(model)
-		req.Sampling = &s
+	r := m.replySettings()
+	req := engine.GenerateRequest{Messages: m.conv.Messages(), Think: m.think, MaxTokens: r.maxTokens}
+	if m.opts.Sampling != nil || len(m.overrides) > 0 {
+		req.Sampling = &r.sampling
 	}
 	m.generating = true
 	m.status.phase = phaseGenerating
+	// The last reply's speed goes; its context gauge stays until this
+	// reply's first numbers, so that it never reads 0 while a prompt is read.
 	m.status.hasStats = false
+	m.reply = engine.Stats{}
 	m.status.prefill = engine.PrefillProgress{}
 	m.conv.StartReply()
 	m.save.BeginReply(m.meta())
@@ -557,6 +611,7 @@ func (m *Model) regenerate() tea.Cmd {
 	if m.generating {
 		return m.notify("a reply is still streaming (esc stops it)", true)
 	}
+	m.cancelEdit()
 	last := m.conv.LastReply()
 	if last < 0 || last < m.conv.LastUser() {
 		return m.notify("no reply to regenerate", true)
@@ -568,29 +623,70 @@ func (m *Model) regenerate() tea.Cmd {
 	return m.generate()
 }
 
-// editLast puts the last prompt back in the input and drops it and its reply.
+// pendingEdit is a turn being edited: the entries taken out of view
+// (the prompt, its reply and what followed) and how many stored messages
+// come before them.
+type pendingEdit struct {
+	removed []entry
+	stored  int
+}
+
+// editLast puts the last prompt in the input and takes it and its reply out
+// of view. The store keeps them until the edited prompt is sent
+// (commitEdit); esc puts them back (cancelEdit), and quitting meanwhile
+// loses nothing.
 func (m *Model) editLast() tea.Cmd {
 	if m.generating {
 		return m.notify("a reply is still streaming (esc stops it)", true)
 	}
+	m.cancelEdit()
 	last := m.conv.LastUser()
 	if last < 0 {
 		return m.notify("no prompt to edit", true)
 	}
 	text := m.conv.entries[last].content
-	m.truncateAt(last)
+	m.editing = &pendingEdit{removed: slices.Clone(m.conv.entries[last:]), stored: m.storedBefore(last)}
+	m.conv.Truncate(last)
 	m.input.SetValue(text)
-	return m.notify("editing the last prompt: enter sends it again", false)
+	return m.notify("editing the last prompt: enter sends it in place of the old turn, esc puts it back", false)
 }
 
-// truncateAt drops transcript entries from i on, in the store too.
-func (m *Model) truncateAt(i int) {
+// cancelEdit puts an edited turn back as it was; it reports whether there
+// was one.
+func (m *Model) cancelEdit() bool {
+	if m.editing == nil {
+		return false
+	}
+	m.conv.Restore(m.editing.removed)
+	m.editing = nil
+	m.input.SetValue("")
+	return true
+}
+
+// commitEdit drops an edited turn from the store: its replacement is
+// being sent.
+func (m *Model) commitEdit() {
+	if m.editing == nil {
+		return
+	}
+	m.save.TruncateTo(m.editing.stored)
+	m.editing = nil
+}
+
+// storedBefore counts the transcript entries before i that the store keeps.
+func (m *Model) storedBefore(i int) int {
 	stored := 0
 	for _, e := range m.conv.entries[:i] {
 		if e.kind == entryUser || e.kind == entryAssistant || e.kind == entrySystem {
 			stored++
 		}
 	}
+	return stored
+}
+
+// truncateAt drops transcript entries from i on, in the store too.
+func (m *Model) truncateAt(i int) {
+	stored := m.storedBefore(i)
 	m.conv.Truncate(i)
 	m.save.TruncateTo(stored)
 }
@@ -610,8 +706,9 @@ func (m *Model) newChat(system string, note string) tea.Cmd {
 	if m.generating {
 		m.eng.Stop()
 		m.flushPending()
-		m.finishReply("stopped", m.status.stats)
+		m.finishReply("stopped", m.reply)
 	}
+	m.editing = nil // the session keeps the turn: nothing was sent in its place
 	m.conv.Clear()
 	m.eng.Reset()
 	m.save.Detach()
@@ -623,6 +720,7 @@ func (m *Model) newChat(system string, note string) tea.Cmd {
 		m.conv.add(entry{kind: entrySystem, content: system})
 	}
 	m.status.hasStats = false
+	m.status.stats = engine.Stats{}
 	m.resetContextNotes()
 	return m.notify(note, false)
 }
@@ -635,8 +733,17 @@ func (m *Model) notify(text string, isErr bool) tea.Cmd {
 	m.noteID++
 	m.status.note = text
 	m.status.noteErr = isErr
+	if isErr && m.width > 0 && lipgloss.Width(text) > m.width-noteRoomReserve && !m.conv.lastErrorIs(text) {
+		// Cut to the status line and gone in seconds, a long error would
+		// be lost: the transcript keeps it whole.
+		m.conv.Error(text)
+	}
 	return expireNote(m.noteID)
 }
+
+// noteRoomReserve is the status line's width taken before a note: the badge
+// and a separator ("◌ loading 100%" is the widest badge).
+const noteRoomReserve = 20
 
 // togglePanel flips a panel and remembers it in the state file.
 func (m *Model) togglePanel(name string) tea.Cmd {
@@ -651,8 +758,10 @@ func (m *Model) togglePanel(name string) tea.Cmd {
 		if p, ok := m.eng.(profiler); ok {
 			p.SetProfiling(m.showProfile)
 		}
+	case "":
+		return m.notify("/panel backend or /panel profile (ctrl+b, ctrl+p)", true)
 	default:
-		return m.notify("no panel "+name+" (backend or profile)", true)
+		return m.notify(fmt.Sprintf("no panel %q: /panel backend or /panel profile", name), true)
 	}
 	m.saveState()
 	return nil
@@ -719,6 +828,9 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		if m.generating {
 			return m.stop()
 		}
+		if m.input.Value() != "" {
+			return m.clearInput()
+		}
 		if !m.quitArmedAt.IsZero() && m.opts.Now().Sub(m.quitArmedAt) < 2*time.Second {
 			return m.requestQuit()
 		}
@@ -730,6 +842,9 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		if m.generating {
 			return m.stop()
 		}
+		if m.cancelEdit() {
+			return m.notify("edit cancelled: the turn is back as it was", false)
+		}
 		return nil
 	case key.Matches(msg, k.Newline):
 		m.input.Newline()
@@ -737,6 +852,9 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, k.Send):
 		return m.submit()
 	case key.Matches(msg, k.Complete):
+		if w, ok := lastMention(m.input.Value()); ok {
+			return m.completeMention(w)
+		}
 		if c := complete(m.input.Value()); c != m.input.Value() {
 			m.input.SetValue(c)
 		}
@@ -783,6 +901,18 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	return m.input.Update(msg)
 }
 
+// clearInput empties the input (ctrl+c on text, as in ollama and aichat),
+// giving up an edit in progress; the text stays one ↑ away.
+func (m *Model) clearInput() tea.Cmd {
+	m.quitArmedAt = time.Time{}
+	if m.cancelEdit() {
+		return m.notify("edit cancelled: the turn is back as it was", false)
+	}
+	m.input.Remember(m.input.Value())
+	m.input.SetValue("")
+	return m.notify("input cleared (↑ brings it back; ctrl+c on an empty input quits)", false)
+}
+
 // signalMsg: the process got a signal that ends it (SIGHUP, SIGTERM,
 // SIGINT from outside: the terminal closed, a kill, a shutdown).
 type signalMsg struct{ sig os.Signal }
@@ -794,7 +924,7 @@ func (m *Model) onSignal() tea.Cmd {
 		m.eng.Stop()
 		m.flushPending()
 		m.generating = false
-		st := m.status.stats
+		st := m.reply
 		m.conv.FinishReply("interrupted", &st)
 		m.save.InterruptReply(st)
 	}
@@ -814,7 +944,7 @@ func (m *Model) requestQuit() tea.Cmd {
 	if m.generating {
 		m.eng.Stop()
 		m.flushPending()
-		m.finishReply("stopped", m.status.stats)
+		m.finishReply("stopped", m.reply)
 	}
 	m.saveState()
 	m.quit = true
@@ -835,7 +965,7 @@ func (m *Model) submit() tea.Cmd {
 	if strings.HasPrefix(text, "//") {
 		text = text[1:]
 	}
-	return m.send(text)
+	return m.sendWithMentions(text)
 }
 
 // View draws the screen.
@@ -873,6 +1003,9 @@ func (m *Model) hintLine() string {
 	st := m.styles
 	if h := completionHint(m.input.Value()); h != "" {
 		return truncate(st.HelpKey.Render("tab")+" "+st.HelpDesc.Render(h), m.width)
+	}
+	if len(m.attachments) > 0 {
+		return truncate(st.HelpKey.Render("attached")+" "+st.HelpDesc.Render(m.attachmentSummary()+" · goes with your next message · /file none removes"), m.width)
 	}
 	var parts []string
 	if m.generating {

@@ -345,7 +345,7 @@ func TestCopy(t *testing.T) {
 	contains(t, m.View(), "copied code block 2")
 	typeText(m, "/copy 3")
 	press(m, tea.KeyEnter)
-	contains(t, m.View(), "has 2 code block(s)")
+	contains(t, strings.Join(strings.Fields(plain(m.View())), " "), "copies code block N (1 to 2, numbered above each block)")
 }
 
 // runCmd runs a command and, for a batch, the first message any part returns
@@ -429,8 +429,36 @@ func TestProfilePanelShowsPhases(t *testing.T) {
 	contains(t, v, "3.00ms")
 	contains(t, v, "75%")
 	contains(t, v, "total")
-	contains(t, v, "250.0 tok/s")
-	contains(t, v, "cpu timers, mean over 10 tokens")
+	contains(t, v, "4.00ms")
+	contains(t, v, "mean of 10 timed steps · cpu timers")
+	lacks(t, v, "tok/s") // the status line's measured speed is the one rate
+}
+
+// On the GPU only some decoding steps are timed: a sample without any must
+// not blank the panel, which shows the prompt's passes until a step is
+// timed, then the steps summed over the samples, and says what it sampled.
+func TestProfilePanelFillsFromTheFirstReply(t *testing.T) {
+	m, _, _ := newTestModel(t, Options{}, 100, 40)
+	m.Update(engineMsg{events: []engine.Event{engine.Loaded{Info: fakeengine.DefaultInfo}}})
+	m.Update(tea.KeyMsg{Type: tea.KeyCtrlP})
+	const gpu = "gpu timestamps (1 decoding step in 32)"
+	prompt := profile.Sample{Tokens: 400, Source: gpu}
+	prompt.Add(profile.FFN, 40*time.Millisecond)
+	none := profile.Sample{Source: gpu}
+	m.Update(engineMsg{events: []engine.Event{engine.ProfileSample{Sample: prompt, Prompt: true},
+		engine.ProfileSample{Sample: none}, engine.ProfileSample{Sample: none}}})
+	v := m.View()
+	lacks(t, v, "no profile samples yet")
+	contains(t, v, "reading the prompt, per token")
+	contains(t, v, "last prompt: 400 tokens, 100µs per token")
+	step := profile.Sample{Tokens: 1, Source: gpu}
+	step.Add(profile.FFN, 2*time.Millisecond)
+	m.Update(engineMsg{events: []engine.Event{engine.ProfileSample{Sample: step}, engine.ProfileSample{Sample: none},
+		engine.ProfileSample{Sample: step}}})
+	v = m.View()
+	contains(t, v, "decoding, per token")
+	contains(t, v, "2.00ms")
+	contains(t, v, "mean of 2 timed steps")
 }
 
 func TestCtrlCStopsThenQuitsOnSecondPress(t *testing.T) {
@@ -524,7 +552,7 @@ func TestFollowModeOnlyAtBottom(t *testing.T) {
 func TestCompletion(t *testing.T) {
 	m, _, _ := newTestModel(t, Options{}, 80, 24)
 	typeText(m, "/ba")
-	contains(t, m.View(), "/backend cpu|gpu|auto — reload on another backend")
+	contains(t, m.View(), "/backend [cpu|gpu|auto] — where it runs and why; reload")
 	press(m, tea.KeyTab)
 	if got := m.input.Value(); got != "/backend " {
 		t.Fatalf("tab gave %q", got)
@@ -667,4 +695,108 @@ func TestExportPaths(t *testing.T) {
 	_, cmd := m.Update(tea.KeyMsg{Type: tea.KeyEnter})
 	m.Update(runCmd(cmd))
 	contains(t, m.View(), "export failed: /nonexistent-dir/x.md: no such file or directory")
+}
+
+// A first load that failed leaves a chat that says how to get a model and
+// gets one: /backend cpu loads it, and messages are sent again.
+func TestFailedLoadRecoversBySwitching(t *testing.T) {
+	m, fe, _ := newTestModel(t, Options{}, 80, 24)
+	m.Update(engineMsg{events: []engine.Event{engine.Error{Err: errors.New("backend gpu: no GPU adapter"), NoModel: true}}})
+	v := m.View()
+	contains(t, v, "no model")
+	contains(t, v, "no model is loaded: /backend cpu")
+	typeText(m, "hello")
+	press(m, tea.KeyEnter)
+	contains(t, m.View(), "not sent: no model is loaded")
+	// A switch that fails too leaves the chat as it was, still saying so.
+	m.Update(engineMsg{events: []engine.Event{engine.Error{Err: errors.New("switching to gpu: no GPU adapter"), NoModel: true}}})
+	contains(t, m.View(), "✗ no model")
+	m.input.SetValue("/backend cpu")
+	press(m, tea.KeyEnter)
+	loaded(t, m, fe)
+	pump(t, m, fe, func() bool { return m.status.phase == phaseReady })
+	typeText(m, "hello")
+	press(m, tea.KeyEnter)
+	if !m.generating {
+		t.Fatalf("not sent after /backend cpu loaded a model:\n%s", plain(m.View()))
+	}
+	idle(t, m, fe)
+	contains(t, m.View(), "Reply 1 to: hello")
+}
+
+// Ctrl+C on typed text clears it (as in ollama and aichat) and never quits;
+// the text is one ↑ away. On an edit it puts the edited turn back.
+func TestCtrlCClearsTheInput(t *testing.T) {
+	m, fe, _ := newTestModel(t, Options{}, 80, 24)
+	loaded(t, m, fe)
+	typeText(m, "a long draft")
+	m.Update(tea.KeyMsg{Type: tea.KeyCtrlC})
+	m.Update(tea.KeyMsg{Type: tea.KeyCtrlC})
+	if m.quit {
+		t.Fatal("ctrl+c on typed text counted towards quitting")
+	}
+	if m.input.Value() != "" {
+		t.Fatalf("input after ctrl+c: %q, want it cleared", m.input.Value())
+	}
+	contains(t, m.View(), "press ctrl+c again")
+	press(m, tea.KeyUp)
+	if m.input.Value() != "a long draft" {
+		t.Errorf("↑ after clearing gave %q", m.input.Value())
+	}
+	m.input.SetValue("")
+	sendAndWait(t, m, fe, "question")
+	m.Update(tea.KeyMsg{Type: tea.KeyCtrlX})
+	m.Update(tea.KeyMsg{Type: tea.KeyCtrlC})
+	if m.input.Value() != "" || len(m.conv.Messages()) != 2 || m.quit {
+		t.Errorf("ctrl+c on an edit: input %q, %d messages, quit %v; want the turn back", m.input.Value(), len(m.conv.Messages()), m.quit)
+	}
+}
+
+// The backend panel gives auto's fallback one line and /backend the whole
+// reason; with both panels open the profile panel stays on the screen.
+func TestBackendPanelsFitTogether(t *testing.T) {
+	info := fakeengine.DefaultInfo
+	info.Details = []string{"auto: GPU declined (see /backend)",
+		"memory: 248 MiB mapped, 12 MiB activations", "repacked: 231 MiB", "threads: 2 of 2 cores",
+		"a long backend note that wraps over more than one line of the panel at this width, and then some more"}
+	info.Fallback = "backend gpu: gpu: only software adapters (llvmpipe); they are used only when allowed or named: no GPU adapter. BONSAI_GPU_SOFTWARE=1 (or --adapter NAME) lets the GPU backend use one"
+	for _, size := range [][2]int{{80, 24}, {120, 30}} {
+		m, _, _ := newTestModel(t, Options{}, size[0], size[1])
+		m.Update(engineMsg{events: []engine.Event{engine.Loaded{Info: info}}})
+		var s profile.Sample
+		s.Add(profile.FFN, 30*time.Millisecond)
+		s.Tokens, s.Source = 10, "cpu timers"
+		m.Update(engineMsg{events: []engine.Event{engine.ProfileSample{Sample: s}}})
+		m.Update(tea.KeyMsg{Type: tea.KeyCtrlB})
+		m.Update(tea.KeyMsg{Type: tea.KeyCtrlP})
+		v := m.View()
+		contains(t, v, "GPU declined (see /backend)")
+		contains(t, v, "Profile")
+		contains(t, v, "total")
+		lacks(t, v, "only software adapters")
+	}
+	m, _, _ := newTestModel(t, Options{}, 100, 40)
+	m.Update(engineMsg{events: []engine.Event{engine.Loaded{Info: info}}})
+	slash(m, "/backend")
+	v := strings.Join(strings.Fields(plain(m.View())), " ")
+	if !strings.Contains(v, "only software adapters") || !strings.Contains(v, "BONSAI_GPU_SOFTWARE=1") {
+		t.Errorf("/backend does not give the reason:\n%s", plain(m.View()))
+	}
+}
+
+// /panel and /copy say what they take in words, not "no panel  (...)" or
+// "0 code block(s)".
+func TestPanelAndCopyMessages(t *testing.T) {
+	m, fe, _ := newTestModel(t, Options{}, 100, 30)
+	loaded(t, m, fe)
+	slash(m, "/panel")
+	if bar := statusBar(m); !strings.Contains(bar, "/panel backend or /panel profile") || strings.Contains(bar, "no panel ") {
+		t.Errorf("/panel: %q", bar)
+	}
+	sendAndWait(t, m, fe, "hi")
+	slash(m, "/copy abc")
+	v := strings.Join(strings.Fields(plain(m.View())), " ")
+	if !strings.Contains(v, "no code blocks: /copy alone copies the whole reply") || strings.Contains(v, "0 code block") {
+		t.Errorf("/copy abc on a reply without code:\n%s", plain(m.View()))
+	}
 }

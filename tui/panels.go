@@ -17,7 +17,13 @@ type backendPanel struct {
 	switching string // backend being loaded, "" when none
 	load      engine.LoadProgress
 	lastErr   string
+	// compact leaves out the backend's details (1), or all but the
+	// backend and why (2), so that the profile panel below fits too.
+	compact int
 }
+
+// backendCompactest is the most compact backend panel.
+const backendCompactest = 2
 
 func (p *backendPanel) View(st *Styles, width int) string {
 	inner := max(width-4, 20) // border and padding
@@ -70,8 +76,21 @@ func (p *backendPanel) View(st *Styles, width int) string {
 	// that no long key squeezes the values into a strip. A line a row
 	// already says is left out.
 	var notes []string
+	details := info.Details
+	if p.compact >= backendCompactest {
+		rows = rows[:1]
+	}
+	if p.compact > 0 {
+		details = nil
+		for _, d := range info.Details {
+			if strings.HasPrefix(d, "auto:") {
+				details = append(details, d) // why it runs where it does stays
+			}
+		}
+		notes = append(notes, "(more with the profile panel closed)")
+	}
 detail:
-	for _, d := range info.Details {
+	for _, d := range details {
 		for _, r := range rows {
 			if strings.Contains(r[1], d) {
 				continue detail
@@ -115,19 +134,45 @@ func isSoftwareAdapter(name string) bool {
 	return false
 }
 
-// profilePanel shows where the time of one token goes, phase by phase, from
-// the engine's latest ProfileSample.
+// profilePanel shows where the time of a token goes, phase by phase: the
+// decoding steps timed so far (summed over the samples, since on the GPU
+// only one step in many is timed and a short reply may hold none), and
+// the last prompt's passes until a step is timed.
 type profilePanel struct {
-	sample *profile.Sample
+	decode profile.Sample // decoding steps, summed since profiling began
+	prompt profile.Sample // the last prompt read
 }
+
+// add takes one ProfileSample: a sample without timed tokens changes
+// nothing (it used to blank the panel).
+func (p *profilePanel) add(ev engine.ProfileSample) {
+	s := ev.Sample
+	switch {
+	case s.Tokens == 0:
+	case ev.Prompt:
+		p.prompt = s
+	default:
+		for ph := range s.Phases {
+			p.decode.Phases[ph] += s.Phases[ph]
+		}
+		p.decode.Tokens += s.Tokens
+		p.decode.Source = s.Source
+	}
+}
+
+// reset forgets the samples (another model or backend).
+func (p *profilePanel) reset() { *p = profilePanel{} }
 
 func (p *profilePanel) View(st *Styles, width int) string {
 	inner := max(width-4, 20)
 	var b strings.Builder
-	b.WriteString(st.PanelHead.Render("Profile") + st.Dim.Render("  time per token") + "\n")
-	s := p.sample
-	if s == nil || s.Tokens == 0 {
-		b.WriteString(st.Dim.Width(inner).Render("N/A: no profile samples yet. They arrive while a reply is generated, when the engine runs with profiling on."))
+	s, what := &p.decode, "decoding, per token"
+	if s.Tokens == 0 {
+		s, what = &p.prompt, "reading the prompt, per token"
+	}
+	b.WriteString(st.PanelHead.Render("Profile") + st.Dim.Render("  "+what) + "\n")
+	if s.Tokens == 0 {
+		b.WriteString(st.Dim.Width(inner).Render("N/A: no profile samples yet. They arrive with the next reply: its prompt, then its decoding steps."))
 		return st.Panel.Width(width - 2).Render(b.String())
 	}
 	total := s.Total() / time.Duration(s.Tokens)
@@ -146,13 +191,23 @@ func (p *profilePanel) View(st *Styles, width int) string {
 		fmt.Fprintf(&b, "%-*s %*s %s %*s\n", nameW, ph.String(), timeW, shown,
 			bar(st, barW, frac), pctW, fmt.Sprintf("%.0f%%", frac*100))
 	}
-	rate := ""
-	if total > 0 {
-		rate = fmt.Sprintf(" → %.1f tok/s", float64(time.Second)/float64(total))
-	}
-	fmt.Fprintf(&b, "%-*s %*s%s", nameW, "total", timeW, formatDuration(total), rate)
-	b.WriteString("\n" + st.Dim.Render(fmt.Sprintf("%s, mean over %d tokens", s.Source, s.Tokens)))
+	// The phases' sum only: the reply's tok/s (status line) also counts
+	// what lies between them, so no rate is derived here to contradict it.
+	fmt.Fprintf(&b, "%-*s %*s", nameW, "total", timeW, formatDuration(total))
+	b.WriteString("\n" + st.Dim.Width(inner).Render(p.sampled()))
 	return st.Panel.Width(width - 2).Render(b.String())
+}
+
+// sampled says what the numbers are the mean of.
+func (p *profilePanel) sampled() string {
+	var parts []string
+	if n := p.decode.Tokens; n > 0 {
+		parts = append(parts, fmt.Sprintf("mean of %d timed steps · %s", n, p.decode.Source))
+	}
+	if n := p.prompt.Tokens; n > 0 {
+		parts = append(parts, fmt.Sprintf("last prompt: %d tokens, %s per token (%s)", n, formatDuration(p.prompt.Total()/time.Duration(n)), p.prompt.Source))
+	}
+	return strings.Join(parts, " · ")
 }
 
 // table lays out key/value rows with aligned keys, wrapping long values.

@@ -236,12 +236,12 @@ func (m *Model) onSessionMsg(msg tea.Msg) tea.Cmd {
 		if m.generating {
 			m.eng.Stop()
 			m.flushPending()
-			m.finishReply("stopped", m.status.stats)
+			m.finishReply("stopped", m.reply)
 		}
 		m.eng.Reset()
-		m.loadSession(msg.sess)
+		load := m.loadSession(msg.sess)
 		m.overlay = overlayNone
-		return m.notify(fmt.Sprintf("resumed %q", printable(msg.sess.Title)), false)
+		return tea.Batch(load, m.measureContext(), m.notify(fmt.Sprintf("resumed %q", printable(msg.sess.Title)), false))
 	case sessionsSearchedMsg:
 		if msg.query != m.sessions.filter {
 			return nil // the user typed on
@@ -263,8 +263,11 @@ func (m *Model) onSessionMsg(msg tea.Msg) tea.Cmd {
 	return nil
 }
 
-// loadSession shows a stored conversation and continues it.
-func (m *Model) loadSession(sess *session.Session) {
+// loadSession shows a stored conversation and continues it; the command
+// reads its settings (/set).
+func (m *Model) loadSession(sess *session.Session) tea.Cmd {
+	m.editing = nil
+	m.overrides = nil
 	m.conv.Clear()
 	m.system = ""
 	for _, t := range sess.Turns {
@@ -297,7 +300,9 @@ func (m *Model) loadSession(sess *session.Session) {
 	// The numbers shown were the previous chat's; this one's come with its
 	// next reply.
 	m.status.hasStats = false
+	m.status.stats = engine.Stats{}
 	m.resetContextNotes()
+	return m.loadSettings(sess.ID)
 }
 
 // sessionsKey handles keys while the session list is open.

@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -348,4 +349,42 @@ func TestSessionListFixes(t *testing.T) {
 		t.Fatal("the chat did not open")
 	}
 	lacks(t, m.View(), "ctx 777/")
+}
+
+// An edit (ctrl+x) leaves the stored session alone until the edited prompt
+// is sent; esc puts the turn back, and quitting meanwhile loses nothing.
+func TestEditChangesTheStoreOnlyWhenSent(t *testing.T) {
+	store := openStore(t)
+	m, fe, _ := newTestModel(t, Options{Store: store}, 80, 24)
+	loaded(t, m, fe)
+	sendAndWait(t, m, fe, "one")
+	sendAndWait(t, m, fe, "two")
+	settle(m)
+	stored := func() []string {
+		t.Helper()
+		settle(m)
+		sess, err := store.Load(context.Background(), m.sessionID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return turns(sess)
+	}
+	all := []string{"user:one", "assistant:Reply 1 to: one", "user:two", "assistant:Reply 2 to: two"}
+	m.Update(tea.KeyMsg{Type: tea.KeyCtrlX})
+	if got := stored(); !slices.Equal(got, all) {
+		t.Fatalf("stored while editing: %q, want the whole chat", got)
+	}
+	press(m, tea.KeyEsc)
+	contains(t, m.View(), "Reply 2 to: two")
+	if m.input.Value() != "" || len(m.conv.Messages()) != 4 {
+		t.Fatalf("esc left input %q and %d messages", m.input.Value(), len(m.conv.Messages()))
+	}
+	m.Update(tea.KeyMsg{Type: tea.KeyCtrlX})
+	typeText(m, "!")
+	press(m, tea.KeyEnter)
+	idle(t, m, fe)
+	want := []string{"user:one", "assistant:Reply 1 to: one", "user:two!", "assistant:Reply 3 to: two!"}
+	if got := stored(); !slices.Equal(got, want) {
+		t.Fatalf("stored after sending the edit: %q, want %q", got, want)
+	}
 }

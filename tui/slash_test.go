@@ -33,8 +33,10 @@ func TestComplete(t *testing.T) {
 		"/th":         "/think ",
 		"/think o":    "/think o", // on and off share only "o"
 		"/think of":   "/think off",
-		"/s":          "/s", // /sessions and /system
-		"/se":         "/sessions",
+		"/s":          "/s",  // /sessions and /system
+		"/se":         "/se", // /sessions and /set
+		"/ses":        "/sessions",
+		"/set te":     "/set temperature",
 		"/new":        "/new",
 		"/nope":       "/nope",
 		"plain text":  "plain text",
@@ -113,7 +115,7 @@ func TestSlashPopup(t *testing.T) {
 	v = plain(m.View())
 	contains(t, v, "/system [text|none]")
 	lacks(t, v, "start a new chat")
-	typeText(m, "e")
+	typeText(m, "es")
 	press(m, tea.KeyTab)
 	if got := m.input.Value(); got != "/sessions" {
 		t.Fatalf("tab completed to %q", got)

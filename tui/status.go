@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -18,8 +19,12 @@ const (
 	phaseReady
 	phaseGenerating
 	phaseStopping
-	phaseFailed // a fatal engine error: nothing more can be generated
+	phaseFailed  // a fatal engine error: nothing more can be generated
+	phaseNoModel // no model loaded: a /backend or /model switch may load one
 )
+
+// noModelHelp is what a chat without a model tells the user to do.
+const noModelHelp = "no model is loaded: /backend cpu or /model NAME loads one"
 
 // statusLine is the bottom bar: what the engine is doing and the numbers
 // people ask for (decode speed live, prefill speed and time to first token
@@ -118,36 +123,25 @@ func (s *statusLine) badge(st *Styles) string {
 		return st.Busy.Render(" ■ stopping ")
 	case phaseFailed:
 		return st.Error.Inherit(st.Status).Render(" ✗ engine stopped ")
+	case phaseNoModel:
+		return st.Error.Inherit(st.Status).Render(" ✗ no model ")
 	}
 	return st.StatusKey.Render(" ✓ ready ")
 }
 
-// segments lists the readouts, most important first.
+// segments lists the readouts, most important first. The context and KV
+// gauges are the last known (a reply's numbers replace them), so they
+// never drop to zero while the next prompt is read; the speeds are the
+// current reply's, once it has some.
 func (s *statusLine) segments() []string {
 	var out []string
-	if !s.hasStats {
-		if s.info != nil {
-			out = append(out, fmt.Sprintf("ctx 0/%d", s.info.ContextSize))
-			if state := s.info.RecurrentBytes + s.info.SnapshotBytes; state > 0 {
-				out = append(out, fmt.Sprintf("KV+state %s/%s", formatBytes(s.info.RecurrentBytes), formatBytes(s.info.KVAllocBytes+state)))
-			} else if s.info.KVAllocBytes > 0 {
-				out = append(out, "KV 0/"+formatBytes(s.info.KVAllocBytes))
-			}
-		}
-		return out
-	}
 	st := s.stats
-	if st.DecodeTokens > 0 {
+	if s.hasStats && st.DecodeTokens > 0 {
 		out = append(out, fmt.Sprintf("%.1f tok/s", st.DecodeTPS))
 	}
-	if st.ContextSize > 0 {
-		out = append(out, fmt.Sprintf("ctx %d/%d", st.ContextUsed, st.ContextSize))
-	}
-	if st.StateMaxBytes > 0 {
-		// A recurrent model's state and snapshots count beside the KV cache.
-		out = append(out, fmt.Sprintf("KV+state %s/%s", formatBytes(st.KVUsedBytes+st.StateBytes), formatBytes(st.KVAllocBytes+st.StateMaxBytes)))
-	} else if st.KVAllocBytes > 0 {
-		out = append(out, fmt.Sprintf("KV %s/%s", formatBytes(st.KVUsedBytes), formatBytes(st.KVAllocBytes)))
+	out = append(out, s.gauges()...)
+	if !s.hasStats {
+		return out
 	}
 	if st.Drafted > 0 {
 		// Speculative decoding: drafted tokens the model accepted.
@@ -159,44 +153,99 @@ func (s *statusLine) segments() []string {
 	return out
 }
 
-// header is the top bar: the app, the conversation, and what runs it.
-func header(st *Styles, width int, title string, info *engine.ModelInfo, backendNote string) string {
-	left := st.Title.Render("bonsai")
-	if title != "" {
-		left += st.TitleDim.Render(" · " + printable(strings.Join(strings.Fields(title), " ")))
-	}
-	var right []string
-	if info != nil {
-		if l := modelLabel(info); l != "" {
-			right = append(right, l)
+// gauges are the context and memory readouts: the context in use of its
+// size, and the KV cache (and a recurrent model's state) of what the
+// model allocated, one total whether a reply runs or not.
+func (s *statusLine) gauges() []string {
+	st := s.stats
+	size, kvAlloc := st.ContextSize, st.KVAllocBytes
+	recurrent, stateMax := st.StateBytes, st.StateMaxBytes
+	if s.info != nil {
+		size, kvAlloc = s.info.ContextSize, s.info.KVAllocBytes
+		if st.StateMaxBytes == 0 {
+			recurrent, stateMax = s.info.RecurrentBytes, s.info.RecurrentBytes+s.info.SnapshotBytes
 		}
-		be := info.Backend
+	}
+	var out []string
+	if size > 0 {
+		out = append(out, fmt.Sprintf("ctx %d/%d", min(st.ContextUsed, size), size))
+	}
+	switch {
+	case stateMax > 0:
+		out = append(out, fmt.Sprintf("KV+state %s/%s", formatBytes(st.KVUsedBytes+recurrent), formatBytes(kvAlloc+stateMax)))
+	case kvAlloc > 0:
+		used := "0"
+		if st.KVUsedBytes > 0 {
+			used = formatBytes(st.KVUsedBytes)
+		}
+		out = append(out, fmt.Sprintf("KV %s/%s", used, formatBytes(kvAlloc)))
+	}
+	return out
+}
+
+// header is the top bar: the app, the conversation, and what runs it. When
+// the width is short the title gives way first (cut, down to a few
+// columns), then the thinking label, then the model; the backend goes
+// last. Title and the right side stay apart by headerGap columns.
+func header(st *Styles, width int, title string, info *engine.ModelInfo, backendNote string) string {
+	const headerGap, minTitle = 3, 12
+	app := st.Title.Render("bonsai")
+	title = printable(strings.Join(strings.Fields(title), " "))
+	var model, be string
+	if info != nil {
+		model = modelLabel(info)
+		be = info.Backend
 		if info.Backend == "cpu" && info.SIMD != "" {
 			be += " " + info.SIMD
 		}
 		if info.Adapter != "" && info.Backend == "gpu" {
 			be += " (" + info.Adapter + ")"
 		}
-		right = append(right, be)
 	}
-	if backendNote != "" {
-		right = append(right, backendNote)
-	}
-	r := st.TitleDim.Render(strings.Join(right, " · "))
-	gap := width - lipgloss.Width(left) - lipgloss.Width(r)
-	for gap < 1 && len(right) > 0 {
-		// Too narrow: keep the most useful item (the backend) only, then nothing.
-		right = right[len(right)-1:]
-		if lipgloss.Width(left)+lipgloss.Width(right[0])+1 > width {
-			right = nil
+	// Candidates for the right side, most complete first.
+	var sides [][]string
+	for _, items := range [][]string{{model, be, backendNote}, {model, be}, {be}, nil} {
+		var kept []string
+		for _, it := range items {
+			if it != "" {
+				kept = append(kept, it)
+			}
 		}
-		r = st.TitleDim.Render(strings.Join(right, " · "))
-		gap = width - lipgloss.Width(left) - lipgloss.Width(r)
+		sides = append(sides, kept)
 	}
-	if gap < 1 {
-		return truncate(left, width)
+	place := func(side []string, needTitle int) (string, bool) {
+		r := st.TitleDim.Render(strings.Join(side, " · "))
+		room := width - lipgloss.Width(app) - lipgloss.Width(r)
+		if len(side) > 0 {
+			room -= headerGap
+		}
+		left := app
+		if title != "" {
+			t := " · " + title
+			if room < min(lipgloss.Width(t), needTitle) {
+				return "", false
+			}
+			left += st.TitleDim.Render(truncate(t, room))
+		} else if room < 0 {
+			return "", false
+		}
+		if len(side) == 0 {
+			return truncate(left, width), true
+		}
+		return left + strings.Repeat(" ", max(width-lipgloss.Width(left)-lipgloss.Width(r), 1)) + r, true
 	}
-	return left + strings.Repeat(" ", gap) + r
+	// The whole title beside the model and backend (with the thinking
+	// label if it fits); a cut one; then the backend alone, then nothing.
+	for _, try := range []struct{ need, from, to int }{
+		{math.MaxInt, 0, 2}, {lipgloss.Width(" · ") + minTitle, 0, 3}, {0, 2, 4},
+	} {
+		for _, side := range sides[try.from:try.to] {
+			if h, ok := place(side, try.need); ok {
+				return h
+			}
+		}
+	}
+	return truncate(app, width)
 }
 
 func percent(done, total int64) int {

@@ -21,6 +21,7 @@ type Styles struct {
 	Warn      lipgloss.Style
 	Error     lipgloss.Style
 	Dim       lipgloss.Style
+	Notice    lipgloss.Style
 	Thinking  lipgloss.Style
 	UserLabel lipgloss.Style
 	BotLabel  lipgloss.Style
@@ -60,6 +61,7 @@ func DefaultStyles() Styles {
 		Warn:      lipgloss.NewStyle().Foreground(warnCol),
 		Error:     lipgloss.NewStyle().Bold(true).Foreground(errCol),
 		Dim:       lipgloss.NewStyle().Foreground(subtle),
+		Notice:    lipgloss.NewStyle().Foreground(textMuted),
 		Thinking:  lipgloss.NewStyle().Faint(true).Italic(true).Foreground(textMuted),
 		UserLabel: lipgloss.NewStyle().Bold(true).Foreground(accentAlt),
 		BotLabel:  lipgloss.NewStyle().Bold(true).Foreground(accent),

@@ -162,7 +162,7 @@ func waitLoaded(e *engine.Engine) error {
 		case engine.Loaded:
 			return nil
 		case engine.Error:
-			if ev.Fatal {
+			if ev.Fatal || ev.NoModel {
 				return ev.Err
 			}
 		}

@@ -54,7 +54,7 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 	if len(pos) > 0 {
 		return fmt.Errorf("%w: unknown command %q (see 'bonsai help')", errUsage, pos[0])
 	}
-	if !isTerminal(os.Stdin) || !isTerminal(os.Stdout) {
+	if !chatTerminal() {
 		return fmt.Errorf("%w: the chat needs a terminal; for scripts use 'bonsai run PROMPT'", errUsage)
 	}
 	cfg, err := loadConfig(flags, nil) // the chat shows the warnings as notices
@@ -90,11 +90,17 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 	notices := append([]string(nil), cfg.Warnings...)
 
 	opts := tui.Options{
-		Think:        cfg.Think,
-		System:       cfg.SystemPrompt,
-		ModelPath:    modelPath,
-		Keys:         &keys,
-		Sampling:     cfg.SamplingFor,
+		Think:     cfg.Think,
+		System:    cfg.SystemPrompt,
+		ModelPath: modelPath,
+		Keys:      &keys,
+		Sampling:  cfg.SamplingFor,
+		SettingOrigin: func(name string) string {
+			if src := cfg.Sources["sampling."+name]; src.Origin != config.FromDefault {
+				return src.String()
+			}
+			return ""
+		},
 		Clipboard:    tui.SystemClipboard(tui.ProcessClipboardEnv()),
 		ExportDir:    filepath.Join(xdg.DataHome, "bonsai", "exports"),
 		BuiltinModel: defaultmodel.Path,
@@ -162,6 +168,14 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 			File: modelFile, Backend: cfg.Backend, Adapter: cfg.Adapter, GPU: gpuOptions(), Threads: cfg.Threads, Context: ctxSize, Profile: profile,
 			Spec: specOpts, Open: openModelPath,
 		})
+		defer local.Close()
+		// Settings the engine cannot start with (a context this machine
+		// cannot hold, a GPU it does not have) are refused here, with
+		// the reason, as `bonsai run` refuses them; a load that fails
+		// later leaves a chat that can switch backend or model.
+		if err := local.Started(); err != nil {
+			return fmt.Errorf("cannot start the model: %w", err)
+		}
 		eng = local
 		if len(cfg.Remotes) > 0 {
 			eng = remote.NewSwitcher(local, local, resolve)
@@ -170,10 +184,17 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 	defer eng.Close()
 	opts.Engine = eng
 	if *mouse {
-		return tui.Run(opts, tea.WithMouseCellMotion())
+		return runTUI(opts, tea.WithMouseCellMotion())
 	}
-	return tui.Run(opts)
+	return runTUI(opts)
 }
+
+// chatTerminal says whether stdin and stdout are a terminal; runTUI runs
+// the chat on it. Tests replace both to reach the checks made before.
+var (
+	chatTerminal = func() bool { return isTerminal(os.Stdin) && isTerminal(os.Stdout) }
+	runTUI       = tui.Run
+)
 
 // openModelPath opens a file the chat's /model names, the built-in model
 // by its path.

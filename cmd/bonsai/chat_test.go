@@ -11,6 +11,8 @@ import (
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/defaultmodel"
+	"github.com/bonsai-chat/bonsai/tui"
+	tea "github.com/charmbracelet/bubbletea"
 )
 
 // A file bonsai cannot run is refused before the chat takes the terminal.
@@ -101,5 +103,35 @@ func TestHelpVersionAndNoTerminal(t *testing.T) {
 	defer devNull.Close()
 	if isTerminal(devNull) {
 		t.Error("/dev/null counts as a terminal")
+	}
+}
+
+// Settings the engine cannot start with are refused before the chat takes
+// the terminal, in one line with exit status 1, as `bonsai run` refuses
+// them: never a chat whose every message is "not sent".
+func TestChatRefusesSettingsItCannotStart(t *testing.T) {
+	isolatedXDG(t)
+	savedTerm, savedRun := chatTerminal, runTUI
+	t.Cleanup(func() { chatTerminal, runTUI = savedTerm, savedRun })
+	chatTerminal = func() bool { return true }
+	opened := false
+	runTUI = func(tui.Options, ...tea.ProgramOption) error {
+		opened = true
+		return nil
+	}
+	for _, args := range [][]string{
+		{"--no-save", "--ctx", "99999999"},
+		{"--no-save", "--backend", "gpu", "--adapter", "no such adapter"},
+	} {
+		opened = false
+		_, errOut, code := run(t, args...)
+		if code != 1 || opened || !strings.Contains(errOut, "cannot start the model") || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+			t.Errorf("%v: exit %d, chat opened %v, stderr %q; want one line and exit 1 before the chat opens", args, code, opened, errOut)
+		}
+	}
+	// Settings that start open the chat.
+	opened = false
+	if _, errOut, code := run(t, "--no-save", "--backend", "cpu"); code != 0 || !opened {
+		t.Errorf("the default model on the CPU: exit %d, chat opened %v, stderr %q", code, opened, errOut)
 	}
 }

@@ -135,7 +135,13 @@ func (s Stats) AcceptRate() float64 {
 type Notice struct{ Text string }
 
 // ProfileSample carries per-phase timings (only while profiling is on).
-type ProfileSample struct{ Sample profile.Sample }
+// Prompt marks the timings of reading a prompt, sent once it is read;
+// the others are decoding steps (on the GPU only some steps are timed, so
+// a sample may hold none: Sample.Tokens 0).
+type ProfileSample struct {
+	Sample profile.Sample
+	Prompt bool
+}
 
 // Done ends a generation. Reason is "stop" (end of turn), "length"
 // (MaxTokens or context full), or "stopped" (Stop was called).
@@ -144,10 +150,13 @@ type Done struct {
 	Stats  Stats
 }
 
-// Error reports a failure; the engine stays usable unless Fatal.
+// Error reports a failure; the engine stays usable unless Fatal. NoModel
+// says that no model is loaded (the first load failed): the engine still
+// serves SwitchBackend and SwitchModel, and replies once one succeeds.
 type Error struct {
-	Err   error
-	Fatal bool
+	Err     error
+	Fatal   bool
+	NoModel bool
 }
 
 func (LoadProgress) isEvent()    {}
@@ -182,6 +191,9 @@ type ModelInfo struct {
 	Threads        int
 	SIMD           string   // "avx512-vnni", "avx2", "generic"
 	Details        []string // backend specifics (limits, memory estimate), one line each
+	// Fallback is why auto runs on the CPU: the GPU backend's refusal
+	// ("" when auto took the GPU, or a backend was named).
+	Fallback string
 	// Sampling is the model's recommended sampling (DefaultSampling), what
 	// a client's own settings go on top of.
 	Sampling Sampling

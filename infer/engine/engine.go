@@ -20,8 +20,10 @@ import (
 
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/chat"
 	_ "github.com/bonsai-chat/bonsai/infer/cpu" // the engine runs models on the CPU at least
 	"github.com/bonsai-chat/bonsai/infer/spec"
+	"github.com/bonsai-chat/bonsai/infer/tokenizer"
 )
 
 // Options configure an engine.
@@ -91,6 +93,43 @@ type Engine struct {
 	profilingOn  bool          // what the backend was last told (SetProfiling)
 	samplingTime time.Duration // sampler time since the last ProfileSample
 	spec         speculation   // the draft model, if Options.Spec has one
+
+	// started is closed once the first load has got past its checks (it
+	// reports the weights' progress) or has ended; startErr is then the
+	// error it ended with before reporting any (Started).
+	started   chan struct{}
+	startOnce sync.Once
+	startErr  error
+
+	// vocab is the tokenizer and template of the model in use, for
+	// CountTokens on the caller's goroutine (both are safe for concurrent
+	// use); nil until a file is open.
+	vocab atomic.Pointer[vocabulary]
+}
+
+// vocabulary turns messages into the model's tokens.
+type vocabulary struct {
+	tok  *tokenizer.Tokenizer
+	tmpl *chat.Template
+}
+
+// ErrNoVocabulary: CountTokens was asked before the model file was read.
+var ErrNoVocabulary = errors.New("the model's tokenizer is not loaded yet")
+
+// CountTokens says how many tokens msgs take as a prompt of the model in
+// use (its chat template and all), without touching the engine's work: a
+// front end measures a file before attaching it, or a resumed chat before
+// its first reply. It costs a tokenization of msgs.
+func (e *Engine) CountTokens(msgs []chat.Message, think bool) (int, error) {
+	v := e.vocab.Load()
+	if v == nil {
+		return 0, ErrNoVocabulary
+	}
+	n := len(v.tmpl.Encode(msgs, true, think, v.tok.Encode))
+	if v.tok.AddBOS() && v.tok.BOS() >= 0 {
+		n++
+	}
+	return n, nil
 }
 
 type generateRequest struct {
@@ -113,6 +152,7 @@ func New(opts Options) *Engine {
 		done:     make(chan struct{}),
 		finished: make(chan struct{}),
 		wake:     make(chan struct{}, 1),
+		started:  make(chan struct{}),
 	}
 	e.profiling.Store(opts.Profile)
 	go e.run()
@@ -120,6 +160,27 @@ func New(opts Options) *Engine {
 }
 
 func (e *Engine) Events() <-chan Event { return e.events }
+
+// Started waits until the first load has got past its checks (the
+// backend is up and the weights are being read) or has failed, and
+// returns the error it failed with before that. A front end that takes
+// over the terminal calls it first, so that settings that cannot start
+// (a context the machine cannot hold, a GPU there is not) are refused
+// with their reason, not shown as a chat without a model. Events are
+// kept for the front end: Started reads none.
+func (e *Engine) Started() error {
+	<-e.started
+	return e.startErr
+}
+
+// markStarted ends Started's wait, with err if the first load failed
+// before reporting progress; only the first call counts.
+func (e *Engine) markStarted(err error) {
+	e.startOnce.Do(func() {
+		e.startErr = err
+		close(e.started)
+	})
+}
 
 func (e *Engine) Generate(req GenerateRequest) {
 	e.send(generateRequest{req: req, id: e.generation.Add(1)})
@@ -221,6 +282,10 @@ func (e *Engine) emit(ev Event) bool {
 // the terminal and say what happened instead of dying in raw mode).
 var ErrCrashed = errors.New("engine crashed")
 
+// ErrNoModel: a reply was asked for while no model is loaded (the first
+// load failed and no switch has succeeded since).
+var ErrNoModel = errors.New("no model is loaded: switch to another backend or model")
+
 func (e *Engine) run() {
 	defer close(e.finished)
 	defer close(e.events)
@@ -236,18 +301,23 @@ func (e *Engine) run() {
 			e.emit(Error{Err: fmt.Errorf("%w: %v", ErrCrashed, r), Fatal: true})
 		}
 	}()
+	defer e.markStarted(errors.New("the engine stopped while loading"))
 	if err := e.open(); err != nil {
+		e.markStarted(err)
 		e.emit(Error{Err: err, Fatal: true})
 		return
 	}
 	if err := e.load(e.opts.Backend); err != nil {
+		// The file is open: a switch to another backend or model may
+		// still work, so the engine keeps serving, without a model.
+		e.markStarted(err)
+		e.emit(Error{Err: err, NoModel: true})
+	} else if err := e.openDraft(); err != nil {
+		e.markStarted(err)
 		e.emit(Error{Err: err, Fatal: true})
 		return
 	}
-	if err := e.openDraft(); err != nil {
-		e.emit(Error{Err: err, Fatal: true})
-		return
-	}
+	e.markStarted(nil)
 	for {
 		select {
 		case <-e.done:
@@ -273,21 +343,44 @@ func (e *Engine) run() {
 func (e *Engine) serve(r any) {
 	switch r := r.(type) {
 	case generateRequest:
+		if e.cur.model == nil {
+			e.emit(Error{Err: ErrNoModel, NoModel: true})
+			return
+		}
 		e.generate(r)
 	case switchRequest:
+		had := e.cur.model != nil
 		if err := e.load(r.name); err != nil {
-			e.emit(Error{Err: fmt.Errorf("switching to %s: %w", r.name, err)})
+			e.emit(Error{Err: fmt.Errorf("switching to %s: %w", r.name, err), NoModel: !had})
+		} else if !had {
+			e.startDraft()
 		}
 	case switchModelRequest:
+		had := e.cur.model != nil
 		if err := e.switchModel(r.path); err != nil {
-			e.emit(Error{Err: fmt.Errorf("loading %s: %w", filepath.Base(r.path), err)})
+			e.emit(Error{Err: fmt.Errorf("loading %s: %w", filepath.Base(r.path), err), NoModel: !had})
+		} else if !had {
+			e.startDraft()
 		}
 	case resetRequest:
-		e.cur.seq.Reset()
+		if e.cur.seq != nil {
+			e.cur.seq.Reset()
+		}
 		e.window = window{}
 		if e.spec.drafter != nil {
 			e.spec.drafter.Sequence().Reset()
 		}
+	}
+}
+
+// startDraft opens the draft model once a first model has loaded after
+// the first load failed; a draft that cannot load leaves plain decoding.
+func (e *Engine) startDraft() {
+	if e.spec.model != nil {
+		return
+	}
+	if err := e.openDraft(); err != nil {
+		e.emit(Error{Err: err})
 	}
 }
 

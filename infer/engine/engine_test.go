@@ -264,10 +264,15 @@ func TestProfiling(t *testing.T) {
 			samples = append(samples, s)
 		}
 	}
-	if len(samples) == 0 {
-		t.Fatal("no ProfileSample while profiling")
+	if len(samples) < 2 || !samples[0].Prompt || samples[0].Sample.Tokens == 0 {
+		t.Fatalf("samples %+v: want the prompt's first, then the decoding steps'", samples)
 	}
-	s := samples[0].Sample
+	for _, s := range samples[1:] {
+		if s.Prompt {
+			t.Errorf("a decoding sample is marked as the prompt's: %+v", s)
+		}
+	}
+	s := samples[1].Sample
 	if s.Tokens == 0 || s.Total() <= 0 || s.Source != "cpu timers" {
 		t.Errorf("profile sample %+v", s)
 	}
@@ -480,5 +485,121 @@ func TestSwitchModelOpener(t *testing.T) {
 	}
 	if len(asks) != 1 || <-asks != builtin {
 		t.Fatalf("the opener was not asked for %q alone", builtin)
+	}
+}
+
+// A first load that fails is refused by Started with its reason, and
+// leaves an engine that still switches: the chat it serves can recover
+// with another backend instead of being left unable to send.
+func TestFailedFirstLoadCanSwitch(t *testing.T) {
+	e := New(Options{File: testFile(t), Backend: "no-such-backend", Threads: 2, Context: 256})
+	t.Cleanup(e.Close)
+	if err := e.Started(); !errors.Is(err, infer.ErrUnknownBackend) {
+		t.Fatalf("Started = %v, want ErrUnknownBackend", err)
+	}
+	evs := waitFor[Error](t, e)
+	if err := evs[len(evs)-1].(Error); err.Fatal || !err.NoModel {
+		t.Fatalf("first load's error %+v, want NoModel and not Fatal", err)
+	}
+	e.Generate(GenerateRequest{Messages: ask("Hi"), MaxTokens: 2, Sampling: greedy})
+	evs = waitFor[Error](t, e)
+	if err := evs[len(evs)-1].(Error); !err.NoModel || !errors.Is(err.Err, ErrNoModel) {
+		t.Fatalf("a reply without a model: %+v, want ErrNoModel", err)
+	}
+	e.SwitchBackend("cpu")
+	waitFor[Loaded](t, e)
+	e.Generate(GenerateRequest{Messages: ask("Hi"), MaxTokens: 2, Sampling: greedy})
+	if r := collect(t, e); r.done.Reason != "length" || len(r.errors) > 0 {
+		t.Fatalf("after switching to the CPU: %+v, errors %v", r.done, r.errors)
+	}
+}
+
+// Started returns once the weights are being read, without waiting for
+// the whole load, and without taking the front end's events.
+func TestStartedKeepsEvents(t *testing.T) {
+	e := New(Options{File: testFile(t), Backend: "cpu", Threads: 2, Context: 256})
+	t.Cleanup(e.Close)
+	if err := e.Started(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor[Loaded](t, e)
+}
+
+// A long prompt's reading is reported from its start (Done 0) and in
+// steps, never as one jump after the first whole batch.
+func TestPrefillProgressFromTheStart(t *testing.T) {
+	e := start(t, testFile(t), Options{Context: 1024})
+	e.Generate(GenerateRequest{Messages: ask(strings.Repeat("a tree grows ", 100)), MaxTokens: 1, Sampling: greedy})
+	var progress []PrefillProgress
+	for _, ev := range waitFor[Done](t, e) {
+		if p, ok := ev.(PrefillProgress); ok {
+			progress = append(progress, p)
+		}
+	}
+	if len(progress) < 3 || progress[0].Done != 0 {
+		t.Fatalf("progress %v: want it from 0, in several steps", progress)
+	}
+	last := progress[len(progress)-1]
+	if last.Done != last.Total || last.Total < 300 {
+		t.Errorf("progress ends at %d of %d", last.Done, last.Total)
+	}
+	for i := 1; i < len(progress); i++ {
+		if progress[i].Done <= progress[i-1].Done {
+			t.Errorf("progress went from %d to %d", progress[i-1].Done, progress[i].Done)
+		}
+	}
+}
+
+// Prefill chunks take about prefillTarget at the speed measured, within
+// the smallest chunk and the model's largest batch.
+func TestNextChunk(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		d    time.Duration
+		max  int
+		want int
+	}{
+		{16, 320 * time.Millisecond, 512, 12},        // 50 tok/s: 12 tokens in 250ms
+		{16, 2 * time.Millisecond, 512, 512},         // a GPU: the whole batch
+		{16, 10 * time.Second, 512, prefillMinChunk}, // very slow: the smallest
+		{0, 0, 512, 512},
+		{16, time.Second, 4, 4}, // a batch smaller than the smallest chunk
+	} {
+		if got := nextChunk(tc.n, tc.d, tc.max); got != tc.want {
+			t.Errorf("nextChunk(%d, %v, %d) = %d, want %d", tc.n, tc.d, tc.max, got, tc.want)
+		}
+	}
+}
+
+// CountTokens measures messages as the prompt a reply reads: the same
+// count the reply's prefill reports on a fresh cache.
+func TestCountTokens(t *testing.T) {
+	e := start(t, testFile(t), Options{})
+	msgs := ask("How many tokens is this prompt, with its template?")
+	n, err := e.CountTokens(msgs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Generate(GenerateRequest{Messages: msgs, MaxTokens: 1, Sampling: greedy})
+	if r := collect(t, e); r.done.Stats.PrefillTokens != n {
+		t.Errorf("CountTokens = %d, the reply read %d", n, r.done.Stats.PrefillTokens)
+	}
+	none := New(Options{Path: "/nonexistent.gguf"})
+	defer none.Close()
+	if _, err := none.CountTokens(msgs, false); err == nil {
+		t.Error("counted without a tokenizer")
+	}
+}
+
+// A GPU refusal over software adapters (auto's reason for the CPU, a
+// switch's or a first load's error) says how to admit one.
+func TestSoftwareAdapterHint(t *testing.T) {
+	soft := errors.New("backend gpu: gpu: only software adapters (llvmpipe (LLVM 15)); they are used only when allowed or named: no GPU adapter")
+	if got := withSoftwareHint(soft); !errors.Is(got, soft) || !strings.Contains(got.Error(), "BONSAI_GPU_SOFTWARE=1") {
+		t.Errorf("software adapter refused: %q", got)
+	}
+	other := errors.New("backend gpu: out of GPU memory")
+	if got := withSoftwareHint(other); got != other {
+		t.Errorf("another reason: %q", got)
 	}
 }

@@ -24,7 +24,9 @@ func (e *Engine) generate(r generateRequest) {
 	start := time.Now()
 	kv := m.KVSpec()
 	recurrent := m.RecurrentSpec().Bytes()
-	stats := Stats{ContextSize: m.Context(), KVAllocBytes: kv.Bytes()}
+	// The KV cache as the backend allocated it (ModelInfo's figure), so
+	// that the total is the same whether a reply runs or not.
+	stats := Stats{ContextSize: m.Context(), KVAllocBytes: cur.info.KVAllocBytes}
 	measure := func() {
 		stats.ContextUsed = seq.Len()
 		kv.Context = seq.Len()
@@ -105,13 +107,7 @@ func (e *Engine) generate(r generateRequest) {
 		e.emit(Notice{Text: fmt.Sprintf("re-reading the conversation from the start (%d tokens): "+
 			"this model's recurrent state cannot go back to where it changed", len(ids))})
 	}
-	reuse, err := seq.PrefillMarked(ids, marks, func(done, total int) bool {
-		if total >= 64 {
-			e.emit(PrefillProgress{Done: done, Total: total})
-		}
-		e.applyProfiling()
-		return !stopped()
-	})
+	reuse, err := e.prefill(seq, ids, marks, stopped)
 	if errors.Is(err, infer.ErrInterrupted) {
 		finish("stopped")
 		return
@@ -123,6 +119,14 @@ func (e *Engine) generate(r generateRequest) {
 	}
 	stats.PrefillTokens = len(ids) - reuse.Kept
 	stats.PrefillTPS = rate(stats.PrefillTokens, time.Since(start))
+	if e.profilingOn {
+		// The prompt's passes apart from the decoding steps: their time
+		// per token differs many times over.
+		if ps := e.profileSample(m); ps.Sample.Tokens > 0 {
+			ps.Prompt = true
+			e.emit(ps)
+		}
+	}
 
 	dec := cur.tok.NewStreamDecoder()
 	think := chat.NewThinkParser(strings.HasSuffix(strings.TrimRight(prompt, "\n"), chat.ThinkOpen))
@@ -224,6 +228,71 @@ func (e *Engine) generate(r generateRequest) {
 			e.emit(e.profileSample(m))
 		}
 	}
+}
+
+// Prefill chunks: a long prompt is read in chunks sized to take about
+// prefillTarget each (their speed measured as they run), so that the
+// progress a front end shows moves at least every half second: a whole
+// batch of 512 tokens took about 10 s on a 2-core machine with the 1.7B.
+// The first chunk is small, as nothing is measured yet; the smallest keeps
+// a slow machine's batches from shrinking to single tokens.
+const (
+	prefillTarget     = 250 * time.Millisecond
+	prefillFirstChunk = 16
+	prefillMinChunk   = 8
+	// prefillReportFrom is the smallest prompt whose reading is reported.
+	prefillReportFrom = 64
+)
+
+// prefill makes seq hold ids, reading what the cache lacks in chunks
+// (prefillTarget) and reporting PrefillProgress from the start when the
+// part to read is long. Each chunk is a prefill of a longer prefix of ids,
+// which reuses the chunks before it.
+func (e *Engine) prefill(seq *infer.Sequence, ids []int32, marks []int, stopped func() bool) (infer.Reuse, error) {
+	plan := seq.Plan(ids)
+	total := len(ids) - plan.Kept
+	report := func(done int) {
+		if total >= prefillReportFrom {
+			e.emit(PrefillProgress{Done: done, Total: total})
+		}
+	}
+	report(0)
+	keepGoing := func(int, int) bool {
+		e.applyProfiling()
+		return !stopped()
+	}
+	maxChunk := max(seq.Model().MaxBatch(), 1)
+	chunk := min(prefillFirstChunk, maxChunk)
+	reuse := plan
+	for end := plan.Kept; end < len(ids); {
+		from := end
+		end = min(end+chunk, len(ids))
+		start := time.Now()
+		r, err := seq.PrefillMarked(ids[:end], marks, keepGoing)
+		if from == plan.Kept {
+			reuse.Kept = r.Kept
+		}
+		if err != nil {
+			return reuse, err
+		}
+		report(end - plan.Kept)
+		if end < len(ids) && stopped() {
+			return reuse, fmt.Errorf("%w after %d of %d prompt tokens", infer.ErrInterrupted, end, len(ids))
+		}
+		chunk = nextChunk(end-max(from, r.Kept), time.Since(start), maxChunk)
+	}
+	return reuse, nil
+}
+
+// nextChunk is how many tokens the next prefill chunk takes, given that
+// the last one ran n tokens in d: about prefillTarget's worth, between
+// prefillMinChunk and the model's largest batch.
+func nextChunk(n int, d time.Duration, maxChunk int) int {
+	if n <= 0 || d <= 0 {
+		return maxChunk
+	}
+	want := int(float64(n) * float64(prefillTarget) / float64(d))
+	return max(min(want, maxChunk), min(prefillMinChunk, maxChunk))
 }
 
 // turnMarks are the positions in ids (the tokens of msgs encoded for

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
@@ -52,7 +53,11 @@ func (e *Engine) open() error {
 		}
 		e.cur.file, e.cur.ownsFile = f, true
 	}
-	return e.cur.bindVocab()
+	if err := e.cur.bindVocab(); err != nil {
+		return err
+	}
+	e.vocab.Store(&vocabulary{tok: e.cur.tok, tmpl: e.cur.tmpl})
+	return nil
 }
 
 // bindVocab reads the file's tokenizer and chat template.
@@ -78,11 +83,12 @@ func (e *Engine) load(backend string) error {
 		Backend: backend, Adapter: e.opts.Adapter, GPU: e.opts.GPU, Threads: e.opts.Threads, Context: e.opts.Context, Batch: e.opts.Batch,
 		Profile: e.profiling.Load(), Snapshots: e.opts.Snapshots,
 		Progress: func(done, total int64) {
+			e.markStarted(nil)
 			e.emit(LoadProgress{Stage: stage, Done: done, Total: total})
 		},
 	})
 	if err != nil {
-		return err
+		return withSoftwareHint(err)
 	}
 	if e.cur.model != nil {
 		e.cur.model.Close()
@@ -127,6 +133,7 @@ func (e *Engine) switchModel(path string) error {
 		return err
 	}
 	old.close()
+	e.vocab.Store(&vocabulary{tok: e.cur.tok, tmpl: e.cur.tmpl})
 	return nil
 }
 
@@ -145,8 +152,12 @@ func modelInfo(f *gguf.File, m *infer.Model) ModelInfo {
 	}
 	mem := m.Memory(0)
 	details := bi.Details
+	fallback := ""
 	if m.Fallback != nil {
-		details = append([]string{"auto: on the CPU, as the GPU backend declined: " + m.Fallback.Error()}, details...)
+		// One line in the panel; the reason, which runs long, where it is
+		// asked for (ModelInfo.Fallback).
+		details = append([]string{"auto: GPU declined (see /backend)"}, details...)
+		fallback = withSoftwareHint(m.Fallback).Error()
 	}
 	return ModelInfo{
 		Path: f.Path, Name: name, Arch: m.Hparams.Arch, Variant: m.Variant.Name,
@@ -155,7 +166,17 @@ func modelInfo(f *gguf.File, m *infer.Model) ModelInfo {
 		RecurrentBytes: mem.Recurrent, SnapshotBytes: mem.SnapshotsMax,
 		Backend: bi.Name, Adapter: bi.Adapter, Threads: bi.Threads, SIMD: bi.SIMD, Details: details,
 		Sampling: DefaultSampling(m.Variant),
+		Fallback: fallback,
 	}
+}
+
+// withSoftwareHint adds to a GPU refusal over software adapters how to
+// allow one; other errors pass unchanged.
+func withSoftwareHint(err error) error {
+	if err == nil || !strings.Contains(err.Error(), "software adapter") {
+		return err
+	}
+	return fmt.Errorf("%w. BONSAI_GPU_SOFTWARE=1 (or --adapter NAME) lets the GPU backend use one, though it runs slower than the CPU backend", err)
 }
 
 func (e *Engine) release() {
