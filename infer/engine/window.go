@@ -88,7 +88,7 @@ func (w *window) fit(msgs []chat.Message, ctx, reserve int, encode func([]chat.M
 	if len(ids) >= ctx {
 		w.dropped = 0
 		return nil, 0, fmt.Errorf("%w: the last message alone takes %d of the context's %d tokens "+
-			"(/new starts afresh; --ctx, or context_size in config.toml, gives more room)",
+			"(a shorter message fits; --ctx, or context_size in config.toml, gives more room)",
 			infer.ErrContextFull, len(ids), ctx)
 	}
 	return ids, dropped, nil

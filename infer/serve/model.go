@@ -108,10 +108,7 @@ func LoadFile(f *gguf.File, o LoadOptions) (*Model, error) {
 	if n == 0 {
 		n = 4
 	}
-	ctx := o.Context
-	if ctx == 0 {
-		ctx = min(infer.DefaultContext, hp.ContextTrain)
-	}
+	ctx := infer.ContextFor(o.Context, hp)
 	if n < 1 || ctx < 2 {
 		return nil, fmt.Errorf("%w: %d slots of %d tokens", infer.ErrBadShape, n, ctx)
 	}

@@ -1,5 +1,5 @@
 #!/bin/bash
-# go test ./infer/gpu N times in a row (default 10) with two busy loops beside it, as #14 asks of the
+# go test ./infer/gpu N times in a row (default 10) with two busy loops beside it, as on a busy
 # 2-core CI machine: CI=true, so a missing adapter fails instead of skipping. Prints one line per run
 # and "passed K of N"; exits non-zero unless every run passed. Run from the repository root.
 set -u
