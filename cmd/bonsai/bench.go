@@ -128,7 +128,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	m, err := infer.Load(f, infer.Options{
 		Backend: cfg.Backend, Adapter: cfg.Adapter, GPU: gpuOptions(), Threads: cfg.Threads,
 		Context: depth + max(o.prompt, o.gen, 1),
-		Batch:   max(o.prompt, 1),
+		// the depth's tokens go in batches of llama-bench's default 512
+		Batch: max(o.prompt, min(depth, 512), 1),
 	})
 	if err != nil {
 		return err
