@@ -7,6 +7,7 @@ import (
 
 	"github.com/bonsai-chat/bonsai/infer/chat"
 	"github.com/bonsai-chat/bonsai/session"
+	"github.com/bonsai-chat/bonsai/tui/fakeengine"
 )
 
 // Two chats on one session (a second Store on the same file stands for the
@@ -14,22 +15,7 @@ import (
 // then sends. Both turns are kept, and this chat says that the session
 // changed under it, as regenerate does.
 func TestSendingAfterAnotherChatsTurnSaysSo(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "bonsai.db")
-	store, err := session.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	m, fe, _ := newTestModel(t, Options{Store: store}, 100, 24)
-	loaded(t, m, fe)
-	sendAndWait(t, m, fe, "question")
-	settle(m)
-
-	other, err := session.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	m, fe, store, other := chatBesideAnother(t)
 	if _, err := other.Add(context.Background(), m.sessionID, session.Message{Role: chat.RoleUser, Content: "other's question"}); err != nil {
 		t.Fatal(err)
 	}
@@ -40,4 +26,27 @@ func TestSendingAfterAnotherChatsTurnSaysSo(t *testing.T) {
 		"user:question", "assistant:Reply 1 to: question", "user:other's question",
 		"user:next", "assistant:Reply 2 to: next"})
 	contains(t, m.View(), "changed this chat")
+}
+
+// chatBesideAnother opens a chat on a fresh database, sends "question" and
+// opens a second Store on the same file, which stands for another bonsai
+// process on the chat's session.
+func chatBesideAnother(t *testing.T) (m *Model, fe *fakeengine.Engine, store, other *session.Store) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "bonsai.db")
+	store, err := session.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	m, fe, _ = newTestModel(t, Options{Store: store}, 100, 24)
+	loaded(t, m, fe)
+	sendAndWait(t, m, fe, "question")
+	settle(m)
+	other, err = session.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	return m, fe, store, other
 }

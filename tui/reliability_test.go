@@ -195,22 +195,7 @@ func fillUp(t *testing.T, path string) {
 // reply; this one regenerates. Only its own reply goes; the other's turn
 // stays, and this one says the session changed.
 func TestRegenerateKeepsAnotherProcesssTurns(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "bonsai.db")
-	store, err := session.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	m, fe, _ := newTestModel(t, Options{Store: store}, 100, 24)
-	loaded(t, m, fe)
-	sendAndWait(t, m, fe, "question")
-	settle(m)
-
-	other, err := session.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	m, fe, store, other := chatBesideAnother(t)
 	ctx := context.Background()
 	for _, msg := range []session.Message{{Role: chat.RoleUser, Content: "other's question"}, {Role: chat.RoleAssistant, Content: "other's reply"}} {
 		if _, err := other.Add(ctx, m.sessionID, msg); err != nil {
