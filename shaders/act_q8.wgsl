@@ -71,7 +71,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		}
 		workgroupBarrier();
 	}
-	let scale = rms_scale(red[0], f32(G), EPS);
+	let scale = 1.0 / sqrt(red[0] / f32(G) + EPS);
 	let v = select(0.0, load(i) * scale * w[i], live);
 //#endif
 //#if GLU
@@ -87,7 +87,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		}
 		workgroupBarrier();
 	}
-	let scale = rms_scale(hred[lid / NG * NG], f32(NG), HEPS);
+	let scale = 1.0 / sqrt(hred[lid / NG * NG] / f32(NG) + HEPS);
 	let un = u * scale * hw[i % NG];
 	if (live) {
 		up[e] = un;

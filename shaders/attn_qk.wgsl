@@ -85,7 +85,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	for (var i = lid; i < (QPG + 1u) * half; i += WG) {
 		let h = i / half;
 		let j = i % half;
-		let scale = rms_scale(nred[h * NRWG], f32(D), select(KEPS, QEPS, h < QPG));
+		let scale = 1.0 / sqrt(nred[h * NRWG] / f32(D) + select(KEPS, QEPS, h < QPG));
 		let a = nload(g, h, j) * scale * nweight(h, j);
 		let b = nload(g, h, j + half) * scale * nweight(h, j + half);
 		if (pos < CTX) {
@@ -100,7 +100,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	for (var i = lid; i < (QPG + 1u) * (D - DIMS); i += WG) {
 		let h = i / (D - DIMS);
 		let j = DIMS + i % (D - DIMS);
-		let scale = rms_scale(nred[h * NRWG], f32(D), select(KEPS, QEPS, h < QPG));
+		let scale = 1.0 / sqrt(nred[h * NRWG] / f32(D) + select(KEPS, QEPS, h < QPG));
 		put(h, j, nload(g, h, j) * scale * nweight(h, j));
 	}
 	workgroupBarrier();

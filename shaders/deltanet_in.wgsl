@@ -27,11 +27,12 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(8) var<storage, read_write> alpha: array<f32>; // in place: the decay
 @group(0) @binding(9) var<storage, read> bias: array<f32>;
 @group(0) @binding(10) var<storage, read> a: array<f32>;
-//#include cpu_math
 //#if PROJ
 @group(0) @binding(11) var<storage, read> xg: array<vec4<f32>>; // the gates' input
 @group(0) @binding(12) var<storage, read> wb: array<vec4<f32>>; // β's rows
 @group(0) @binding(13) var<storage, read> wa: array<vec4<f32>>; // α's rows
+
+//#include cpu_math
 
 // xin is x's vec4 c rounded to the gate weights' activation type.
 fn xin(c: u32) -> vec4<f32> {
@@ -120,7 +121,7 @@ fn headScale(lid: u32, ss: f32) -> f32 {
 		}
 		workgroupBarrier();
 	}
-	return rms_scale(red[0], f32(S), EPS);
+	return 1.0 / sqrt(red[0] / f32(S) + EPS);
 }
 
 // qnorm and knorm are l2norm.wgsl's INPLACE pass over head h of q or k:

@@ -3,7 +3,6 @@
 // scale = 1/sqrt(mean + EPS), EPS already divided by G), then × 1/√G
 // (INVSQRTG). One workgroup per (group, row). Constants: COLS, G, EPS,
 // INVSQRTG, WG, XROWS; flag INPLACE (dst is x).
-//#include cpu_math
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 //#if INPLACE
@@ -37,7 +36,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		}
 		workgroupBarrier();
 	}
-	let scale = rms_scale(red[0], f32(G), EPS);
+	let scale = 1.0 / sqrt(red[0] / f32(G) + EPS);
 	for (var j = lid; j < G; j += WG) {
 		dst[base + j] = load(base + j) * scale * INVSQRTG;
 	}

@@ -2,7 +2,6 @@
 // the forward pass's RMSNorm(q, q, q_norm) then Rope(q) as one dispatch.
 // Workgroup (head, row); same arithmetic as rmsnorm then rope.
 // Constants: COLS, HEAD_DIM, DIMS, EPS, WG, XROWS, CTX.
-//#include cpu_math
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> w: array<f32>;
@@ -31,7 +30,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		}
 		workgroupBarrier();
 	}
-	let scale = rms_scale(red[0], f32(HEAD_DIM), EPS);
+	let scale = 1.0 / sqrt(red[0] / f32(HEAD_DIM) + EPS);
 	let pos = batch.pos + row;
 	let half = DIMS / 2u;
 	for (var j = lid; j < half; j += WG) {

@@ -72,7 +72,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		}
 		workgroupBarrier();
 	}
-	let scale = rms_scale(red[0], f32(HEAD_DIM), eps);
+	let scale = 1.0 / sqrt(red[0] / f32(HEAD_DIM) + eps);
 	let pos = batch.pos + row;
 	let half = DIMS / 2u;
 	for (var j = lid; j < half; j += WG) {

@@ -55,7 +55,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		}
 		workgroupBarrier();
 	}
-	let scale = rms_scale(red[0], f32(G), EPS);
+	let scale = 1.0 / sqrt(red[0] / f32(G) + EPS);
 //#if Q8
 	// thread t takes the groups of 32 t, t+WG, …: all loads of this
 	// workgroup precede its stores (the barrier above), so in place is safe
