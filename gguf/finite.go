@@ -2,17 +2,6 @@ package gguf
 
 import "encoding/binary"
 
-// scaleOffsets are the byte offsets of the f16 scales (d, and dmin or s
-// where the type has one) inside a block of each quantized type, as ggml
-// lays them out. A NaN or infinite scale makes its whole block garbage.
-var scaleOffsets = map[Type][]int{
-	Q4_0: {0}, Q4_1: {0, 2}, Q5_0: {0}, Q5_1: {0, 2}, Q8_0: {0}, Q8_1: {0, 2},
-	Q2_K: {80, 82}, Q3_K: {108}, Q4_K: {0, 2}, Q5_K: {0, 2}, Q6_K: {208},
-	IQ2_XXS: {0}, IQ2_XS: {0}, IQ3_XXS: {0}, IQ1_S: {0}, IQ4_NL: {0}, IQ3_S: {0}, IQ2_S: {0}, IQ4_XS: {0},
-	TQ1_0: {52}, TQ2_0: {64},
-	Q1_0: {0}, Q2_0: {0}, Q2_0G128: {0}, PQ2_0: {0}, PTQ1_0: {26},
-}
-
 // FirstNonFinite finds a NaN or infinity in tensor data of type t: it
 // returns the index of the first such element of a float tensor (f32, f16,
 // bf16), or of the first block of a quantized tensor whose scale is one,
@@ -31,7 +20,7 @@ func FirstNonFinite(t Type, data []byte) int {
 	case BF16:
 		return firstAllOnes(data, 2, []int{0}, 0x7f80)
 	}
-	if offs, ok := scaleOffsets[t]; ok {
+	if offs := t.scaleOffsets(); offs != nil {
 		return firstAllOnes(data, t.BlockBytes(), offs, 0x7c00)
 	}
 	return -1

@@ -65,47 +65,51 @@ type typeInfo struct {
 	blockSize  int // elements per block
 	blockBytes int // bytes per block
 	onDisk     Type
+	// scales are the byte offsets of a quantized block's f16 scales (d,
+	// and dmin or s where the type has one), as ggml lays them out: a NaN
+	// or infinite scale makes the whole block garbage (FirstNonFinite).
+	scales []int
 }
 
 var typeTable = map[Type]typeInfo{
-	F32:      {"f32", 1, 4, F32},
-	F16:      {"f16", 1, 2, F16},
-	Q4_0:     {"q4_0", 32, 18, Q4_0},
-	Q4_1:     {"q4_1", 32, 20, Q4_1},
-	Q5_0:     {"q5_0", 32, 22, Q5_0},
-	Q5_1:     {"q5_1", 32, 24, Q5_1},
-	Q8_0:     {"q8_0", 32, 34, Q8_0},
-	Q8_1:     {"q8_1", 32, 36, Q8_1},
-	Q2_K:     {"q2_K", 256, 84, Q2_K},
-	Q3_K:     {"q3_K", 256, 110, Q3_K},
-	Q4_K:     {"q4_K", 256, 144, Q4_K},
-	Q5_K:     {"q5_K", 256, 176, Q5_K},
-	Q6_K:     {"q6_K", 256, 210, Q6_K},
-	Q8_K:     {"q8_K", 256, 292, Q8_K},
-	IQ2_XXS:  {"iq2_xxs", 256, 66, IQ2_XXS},
-	IQ2_XS:   {"iq2_xs", 256, 74, IQ2_XS},
-	IQ3_XXS:  {"iq3_xxs", 256, 98, IQ3_XXS},
-	IQ1_S:    {"iq1_s", 256, 50, IQ1_S},
-	IQ4_NL:   {"iq4_nl", 32, 18, IQ4_NL},
-	IQ3_S:    {"iq3_s", 256, 110, IQ3_S},
-	IQ2_S:    {"iq2_s", 256, 82, IQ2_S},
-	IQ4_XS:   {"iq4_xs", 256, 136, IQ4_XS},
-	I8:       {"i8", 1, 1, I8},
-	I16:      {"i16", 1, 2, I16},
-	I32:      {"i32", 1, 4, I32},
-	I64:      {"i64", 1, 8, I64},
-	F64:      {"f64", 1, 8, F64},
-	IQ1_M:    {"iq1_m", 256, 56, IQ1_M},
-	BF16:     {"bf16", 1, 2, BF16},
-	TQ1_0:    {"tq1_0", 256, 54, TQ1_0},
-	TQ2_0:    {"tq2_0", 256, 66, TQ2_0},
-	MXFP4:    {"mxfp4", 32, 17, MXFP4},
-	NVFP4:    {"nvfp4", 64, 36, NVFP4},
-	Q1_0:     {"q1_0", 128, 18, Q1_0},
-	Q2_0:     {"q2_0", 64, 18, Q2_0},
-	PQ2_0:    {"pq2_0", 128, 34, PQ2_0},
-	PTQ1_0:   {"ptq1_0", 128, 28, PTQ1_0},
-	Q2_0G128: {"q2_0_g128", 128, 34, Q2_0},
+	F32:      {"f32", 1, 4, F32, nil},
+	F16:      {"f16", 1, 2, F16, nil},
+	Q4_0:     {"q4_0", 32, 18, Q4_0, []int{0}},
+	Q4_1:     {"q4_1", 32, 20, Q4_1, []int{0, 2}},
+	Q5_0:     {"q5_0", 32, 22, Q5_0, []int{0}},
+	Q5_1:     {"q5_1", 32, 24, Q5_1, []int{0, 2}},
+	Q8_0:     {"q8_0", 32, 34, Q8_0, []int{0}},
+	Q8_1:     {"q8_1", 32, 36, Q8_1, []int{0, 2}},
+	Q2_K:     {"q2_K", 256, 84, Q2_K, []int{80, 82}},
+	Q3_K:     {"q3_K", 256, 110, Q3_K, []int{108}},
+	Q4_K:     {"q4_K", 256, 144, Q4_K, []int{0, 2}},
+	Q5_K:     {"q5_K", 256, 176, Q5_K, []int{0, 2}},
+	Q6_K:     {"q6_K", 256, 210, Q6_K, []int{208}},
+	Q8_K:     {"q8_K", 256, 292, Q8_K, nil},
+	IQ2_XXS:  {"iq2_xxs", 256, 66, IQ2_XXS, []int{0}},
+	IQ2_XS:   {"iq2_xs", 256, 74, IQ2_XS, []int{0}},
+	IQ3_XXS:  {"iq3_xxs", 256, 98, IQ3_XXS, []int{0}},
+	IQ1_S:    {"iq1_s", 256, 50, IQ1_S, []int{0}},
+	IQ4_NL:   {"iq4_nl", 32, 18, IQ4_NL, []int{0}},
+	IQ3_S:    {"iq3_s", 256, 110, IQ3_S, []int{0}},
+	IQ2_S:    {"iq2_s", 256, 82, IQ2_S, []int{0}},
+	IQ4_XS:   {"iq4_xs", 256, 136, IQ4_XS, []int{0}},
+	I8:       {"i8", 1, 1, I8, nil},
+	I16:      {"i16", 1, 2, I16, nil},
+	I32:      {"i32", 1, 4, I32, nil},
+	I64:      {"i64", 1, 8, I64, nil},
+	F64:      {"f64", 1, 8, F64, nil},
+	IQ1_M:    {"iq1_m", 256, 56, IQ1_M, nil},
+	BF16:     {"bf16", 1, 2, BF16, nil},
+	TQ1_0:    {"tq1_0", 256, 54, TQ1_0, []int{52}},
+	TQ2_0:    {"tq2_0", 256, 66, TQ2_0, []int{64}},
+	MXFP4:    {"mxfp4", 32, 17, MXFP4, nil},
+	NVFP4:    {"nvfp4", 64, 36, NVFP4, nil},
+	Q1_0:     {"q1_0", 128, 18, Q1_0, []int{0}},
+	Q2_0:     {"q2_0", 64, 18, Q2_0, []int{0}},
+	PQ2_0:    {"pq2_0", 128, 34, PQ2_0, []int{0}},
+	PTQ1_0:   {"ptq1_0", 128, 28, PTQ1_0, []int{26}},
+	Q2_0G128: {"q2_0_g128", 128, 34, Q2_0, []int{0}},
 }
 
 // Known reports whether t is in the type table.
@@ -125,6 +129,10 @@ func (t Type) BlockSize() int { return typeTable[t].blockSize }
 
 // BlockBytes is the number of bytes per block, or 0 for an unknown type.
 func (t Type) BlockBytes() int { return typeTable[t].blockBytes }
+
+// scaleOffsets are the byte offsets of a quantized block's f16 scales, nil
+// for a type without them (or one whose scales FirstNonFinite does not know).
+func (t Type) scaleOffsets() []int { return typeTable[t].scales }
 
 // diskID is the id written to files: Q2_0G128 is stored as Q2_0.
 func (t Type) diskID() Type { return typeTable[t].onDisk }
