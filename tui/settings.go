@@ -206,7 +206,7 @@ func (m *Model) showSettings() tea.Cmd {
 	}
 	system := "none"
 	if m.system != "" {
-		system = fmt.Sprintf("%q", truncateRunes(m.system, 60))
+		system = fmt.Sprintf("%q", truncate(strings.Join(strings.Fields(m.system), " "), 60))
 	}
 	fmt.Fprintf(&b, "\n  %-15s %s", "system", system)
 	m.conv.Notice(b.String())
@@ -231,15 +231,6 @@ func (m *Model) settingOrigin(name string) string {
 		return "the model's recommendation (" + modelLabel(m.info) + ")"
 	}
 	return "the model's recommendation"
-}
-
-// truncateRunes cuts s to n runes, with an ellipsis when it cuts.
-func truncateRunes(s string, n int) string {
-	r := []rune(strings.Join(strings.Fields(s), " "))
-	if len(r) <= n {
-		return string(r)
-	}
-	return string(r[:n-1]) + "…"
 }
 
 // saveSettings stores this chat's /set values with its session, once it

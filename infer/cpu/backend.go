@@ -69,7 +69,6 @@ type Backend struct {
 	pendingOf [maxPending]pendingProduct // their tensors, for errors and ordering
 	pendingX  *tensor
 	qf16      [][]float32 // per worker: a query head rounded to f16
-	accum     [][]float32 // per worker: a head's output sum
 	// steps: every row of the pass is a decoding step of its own
 	// (infer.Batch.Steps, or rows that all say Step).
 	steps     bool
@@ -103,7 +102,6 @@ func New(opts infer.BackendOptions) (*Backend, error) {
 	b.pending = make([]quant.Product, 0, maxPending)
 	b.scores = make([][]float32, threads)
 	b.qf16 = make([][]float32, threads)
-	b.accum = make([][]float32, threads)
 	b.deltaScratch = make([][]float32, threads)
 	return b, nil
 }
@@ -267,7 +265,6 @@ func (b *Backend) NewKVCache(spec infer.KVSpec) error {
 	for w := range b.scores {
 		b.scores[w] = make([]float32, spec.Context+vSlack)
 		b.qf16[w] = make([]float32, spec.HeadDim)
-		b.accum[w] = make([]float32, spec.HeadDim)
 	}
 	return nil
 }
