@@ -83,12 +83,13 @@ type Backend struct {
 	unsubmitted int
 	// submits is the number of command buffers the pass has submitted
 	submits int
-	// noFuse encodes every op as its own dispatch, and latMax is the
-	// longest decode sequence attn_lat takes (0: never); New sets
-	// neither but latMax = latLongMaxPos: tests turn them to get the
-	// unfused and the split-attention references they compare against
-	noFuse bool
-	latMax int
+	// noFuse encodes every op as its own dispatch, noRounded keeps
+	// producers from rounding their rows for q1_xq, and latMax is the
+	// longest decode sequence attn_lat takes (0: never); New sets none
+	// but latMax = latLongMaxPos: tests turn them to get the unfused, the
+	// unrounded and the split-attention references they compare against
+	noFuse, noRounded bool
+	latMax            int
 	// forceMatVec, set only by tests, names the decode matvec kernel
 	// (matvecKernels) to try first, whatever the measurements prefer
 	forceMatVec string

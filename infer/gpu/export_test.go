@@ -19,5 +19,9 @@ func UseAttnPath(b *Backend, path string) {
 // Unfuse turns b to encoding every op as its own dispatch.
 func Unfuse(b *Backend) { b.noFuse = true }
 
+// Unround keeps b's producers from rounding their rows for q1_xq: every
+// decode matvec quantizes x in its own workgroups, as the unfused passes do.
+func Unround(b *Backend) { b.noRounded = true }
+
 // ForceMatVec makes b try the decode matvec kernel name first.
 func ForceMatVec(b *Backend, name string) { b.forceMatVec = name }

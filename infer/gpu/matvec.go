@@ -232,8 +232,8 @@ func rowsIn(ends []int, rpw int) bool {
 
 // xqOK reports whether decode activations are rounded to Q8_0 once by
 // their producer, with the rounded row's lookup table, for q1_xq: always
-// but in the unfused passes tests compare against.
-func (b *Backend) xqOK() bool { return !b.noFuse }
+// but in the unfused or unrounded passes tests compare against.
+func (b *Backend) xqOK() bool { return !b.noFuse && !b.noRounded }
 
 // xqBuffers gives t the buffers of its Q8_0 rounding.
 func (b *Backend) xqBuffers(t *tensor) error {

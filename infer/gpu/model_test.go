@@ -324,27 +324,61 @@ func TestLongDecodeNoLeak(t *testing.T) {
 }
 
 // TestFusedDecodeMatchesUnfused decodes on GPU models fused (the
-// default) against one with every op its own dispatch. The fused kernels
-// reproduce the separate ones' arithmetic and summation order, so the
-// logits must agree to f32 rounding (1e-6 of the largest), with each
-// decode matvec kernel tried first; prefill goes through the fused q/k
-// norm+RoPE+KV store too. Per decode layer the fusion saves at least
-// SwiGLU, two of norm_rope ×2 + store_kv and (≤ 32 positions: one split)
-// two attention passes. The last layer's SwiGLU is encoded at Commit.
+// default) against one with every op its own dispatch.
+//
+// Where both sides run the same kernels in the same summation order the
+// fusions change no arithmetic: the matvec groups that share x, the adds
+// folded into a matvec, SwiGLU computed in the x load, norm+RoPE, the
+// q/k store and the attention prologue. With the fused side's producers
+// not rounding rows for q1_xq and attention on the split passes, and each
+// decode matvec kernel forced on both sides, the logits agree to f32
+// rounding (1e-6 of the largest) at every step, past 32 positions (several
+// splits, attn_qk) too; prefill goes through the fused q/k
+// norm+RoPE+KV store as well.
+//
+// The default path also rounds each row once in its producer for q1_xq
+// and runs attn_lat, and those sum in another order than the kernels
+// they replace (q1_xq adds a row's blocks in its own order; attn_lat:
+// TestAttnLatMatchesUnfused). An ulp that lands on a Q8_0 rounding
+// boundary then moves one element of the next matvec's input by a step,
+// and the cache carries it on: on lavapipe a one-layer model fed the
+// CPU's tokens parted from the unfused side at step 3 by 1.4% of the
+// largest logit while matching the CPU backend (llama.cpp's order) to
+// 1.2e-7, and on an H100 the two-layer model parts at step 10 (0.9%). So the
+// default path is held to TestGreedyMatchesCPU's rule for such shifts
+// (logits within 3e-2 of the largest, tokens equal unless the top two are
+// that close), which a wrong fusion (a stale or missing value) exceeds,
+// and to its dispatch count: per decode layer the
+// fusion saves at least SwiGLU, two of norm_rope ×2 + store_kv and (≤ 32
+// positions: one split) two attention passes. The last layer's SwiGLU is
+// encoded at Commit.
 func TestFusedDecodeMatchesUnfused(t *testing.T) {
 	const saved = 5 // dispatches per layer fewer, at least
-	for _, kernel := range []string{"", "q1_w1", "q1_matvec", "q1_popc"} {
-		t.Run("first="+kernel, func(t *testing.T) {
+	cases := []struct {
+		name, kernel string
+		exact        bool
+	}{
+		{"default", "", false},
+		{"q1_w1", "q1_w1", true},
+		{"q1_popc", "q1_popc", true},
+		{"q1_matvec", "q1_matvec", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
 			cfg := tinymodel.Small(gguf.Q1_0)
 			cfg.Tied = false
 			plain := loadWith(t, "gpu", cfg, 64, softwareOK)
 			fused := loadWith(t, "gpu", cfg, 64, softwareOK)
 			gpu.Unfuse(plain.Backend().(*gpu.Backend))
+			if c.exact {
+				gpu.Unround(fused.Backend().(*gpu.Backend))
+				gpu.UseAttnPath(fused.Backend().(*gpu.Backend), "split")
+			}
 			for _, m := range []*infer.Model{plain, fused} {
-				gpu.ForceMatVec(m.Backend().(*gpu.Backend), kernel)
+				gpu.ForceMatVec(m.Backend().(*gpu.Backend), c.kernel)
 			}
 			toks, pos := []int32{1, 5, 9, 13, 17, 21, 25, 29}, 0
-			for step := 0; step < 12; step++ {
+			for step := 0; step < 40; step++ {
 				if err := plain.Forward(toks, pos); err != nil {
 					t.Fatal(err)
 				}
@@ -352,11 +386,19 @@ func TestFusedDecodeMatchesUnfused(t *testing.T) {
 					t.Fatal(err)
 				}
 				want, got := plain.Logits(), fused.Logits()
-				maxDiff, maxAbs := gpu.MaxDiff(want, got)
-				if maxDiff > 1e-6*maxAbs {
-					t.Fatalf("step %d (%d tokens): fused logits differ by %.3g (largest %.3g)", step, len(toks), maxDiff, maxAbs)
+				if c.exact {
+					if maxDiff, maxAbs := gpu.MaxDiff(want, got); maxDiff > 1e-6*maxAbs {
+						t.Fatalf("step %d (%d tokens): fused logits differ by %.3g (largest %.3g)", step, len(toks), maxDiff, maxAbs)
+					}
+				} else {
+					maxDiff, maxAbs := gpu.MaxDiff(want, got)
+					if tol := 3e-2 * maxAbs; maxDiff > tol || math.IsNaN(maxDiff) {
+						t.Fatalf("step %d (%d tokens): fused logits differ by %.3g (largest %.3g)", step, len(toks), maxDiff, maxAbs)
+					} else if wt, gt := gpu.ArgmaxOf(want), gpu.ArgmaxOf(got); wt != gt && topGap(want) > 2*tol {
+						t.Fatalf("step %d: greedy token %d fused, %d unfused", step, gt, wt)
+					}
 				}
-				if len(toks) == 1 {
+				if len(toks) == 1 && !c.exact {
 					dp := plain.Backend().(*gpu.Backend).LastDispatches()
 					df := fused.Backend().(*gpu.Backend).LastDispatches()
 					if df > dp-saved*cfg.Layers+1 {
