@@ -51,7 +51,7 @@ type rowNetwork interface {
 //
 // It fails with ErrUnsupportedOp when the backend lacks RowBackend or the
 // network cannot (recurrent layers, whose one state cannot serve several
-// sequences, and rotated weights), and runs nothing then.
+// sequences), and runs nothing then.
 func (m *Model) ForwardRows(rows []Row, outs []int, logits []float32) error {
 	rb, ok := m.backend.(RowBackend)
 	rn, ok2 := m.net.(rowNetwork)
@@ -83,10 +83,7 @@ func (m *Model) ForwardRows(rows []Row, outs []int, logits []float32) error {
 // RowsSupported says ForwardRows can run on this model and backend.
 func (m *Model) RowsSupported() bool {
 	_, ok := m.backend.(RowBackend)
-	rn, ok2 := m.net.(rowNetwork)
-	if q, isQwen3 := rn.(*qwen3); isQwen3 && q.rot.rots != nil {
-		return false
-	}
+	_, ok2 := m.net.(rowNetwork)
 	return ok && ok2 && !m.Recurrent()
 }
 
@@ -95,10 +92,6 @@ func (m *Model) RowsSupported() bool {
 type rowOutputs struct{ x, logits Tensor }
 
 func (n *qwen3) forwardRows(rb RowBackend, rows []Row, outs []int, logits []float32) error {
-	if n.rot.rots != nil {
-		// The rotator's scratch is sized for Forward's tensors.
-		return fmt.Errorf("%w: passes over rows with rotated weights", ErrUnsupportedOp)
-	}
 	o, err := n.outputsFor(len(outs))
 	if err != nil {
 		return err
@@ -120,6 +113,9 @@ func (n *qwen3) forwardRows(rb RowBackend, rows []Row, outs []int, logits []floa
 func (n *qwen3) outputsFor(k int) (rowOutputs, error) {
 	if o, ok := n.rowOuts[k]; ok {
 		return o, nil
+	}
+	if err := n.rot.Reserve(k); err != nil {
+		return rowOutputs{}, err
 	}
 	alloc := tensorAllocator{b: n.b}
 	o := rowOutputs{

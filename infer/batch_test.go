@@ -2,21 +2,29 @@ package infer_test
 
 import (
 	"errors"
+	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/internal/tinymodel"
+	"github.com/bonsai-chat/bonsai/infer/synth"
 )
 
 // A pass over rows of two sequences, each in its own region of the cache,
 // gives each sequence the logits a pass of its own gives it: prefilling
 // both at once, then decoding both at once, at different positions.
+// Rotated weights (Bonsai 2's prism.hadamard.*) too.
 func TestForwardRowsMatchesForward(t *testing.T) {
-	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q8_0} {
-		t.Run(typ.String(), func(t *testing.T) {
-			m, err := infer.Load(open(t, tinymodel.Small(typ)), infer.Options{Backend: "cpu", Context: 64, Batch: 16, Threads: 2})
+	files := map[string]func(t *testing.T) *gguf.File{
+		"Q1_0":         func(t *testing.T) *gguf.File { return open(t, tinymodel.Small(gguf.Q1_0)) },
+		"Q8_0":         func(t *testing.T) *gguf.File { return open(t, tinymodel.Small(gguf.Q8_0)) },
+		"rotated-Q1_0": rotatedQwen3File,
+	}
+	for _, name := range []string{"Q1_0", "Q8_0", "rotated-Q1_0"} {
+		t.Run(name, func(t *testing.T) {
+			m, err := infer.Load(files[name](t), infer.Options{Backend: "cpu", Context: 64, Batch: 16, Threads: 2})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,4 +103,27 @@ func TestForwardRowsRejects(t *testing.T) {
 	if !m.RowsSupported() {
 		t.Error("RowsSupported is false on the CPU")
 	}
+}
+
+// rotatedQwen3File writes synth's tiny qwen3 model (vocab cut to 1024)
+// with its weights in Bonsai 2's Hadamard basis.
+func rotatedQwen3File(t *testing.T) *gguf.File {
+	t.Helper()
+	s, err := synth.ArchShape("qwen3", "tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Vocab, s.Tied = 1024, false
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rotated.gguf")
+	o := synth.RotatedOptions{Options: synth.Options{Shape: s, Type: gguf.Q1_0, Seed: 5}, Block: 128}
+	if err := synth.WriteRotated(path, filepath.Join(dir, "twin.gguf"), o); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }

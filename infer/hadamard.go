@@ -492,11 +492,14 @@ func (r *Rotations) Inverse(name string) (Rotation, bool) {
 type Rotator struct {
 	b    Backend
 	rots *Rotations
-	// scratch holds the rotated copies, per width: one tensor of the
-	// batch's rows and one of a single row (the output head's input).
-	scratch map[int]*[2]rotated
-	last    Tensor // the source of the latest Input call
+	// scratch holds the rotated copies, per width and row count (Reserve)
+	scratch  map[rotatedShape]*rotated
+	maxBatch int
+	last     Tensor // the source of the latest Input call
 }
+
+// rotatedShape is a scratch tensor's width and rows.
+type rotatedShape struct{ width, rows int }
 
 // rotated is a scratch tensor and what it holds.
 type rotated struct {
@@ -517,22 +520,30 @@ func NewRotator(f *gguf.File, b Backend, maxBatch int) (*Rotator, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Rotator{b: b, rots: rots, scratch: map[int]*[2]rotated{}}
-	if rots == nil {
-		return r, nil
-	}
-	alloc := tensorAllocator{b: b}
-	for _, n := range rots.widths {
-		s := &[2]rotated{{t: alloc.tensor(fmt.Sprintf("hadamard.%d", n), maxBatch, n)}}
-		if maxBatch > 1 {
-			s[1].t = alloc.tensor(fmt.Sprintf("hadamard.%d.row", n), 1, n)
+	r := &Rotator{b: b, rots: rots, scratch: map[rotatedShape]*rotated{}, maxBatch: maxBatch}
+	for _, rows := range []int{maxBatch, 1} {
+		if err := r.Reserve(rows); err != nil {
+			return nil, err
 		}
-		r.scratch[n] = s
-	}
-	if alloc.err != nil {
-		return nil, alloc.err
 	}
 	return r, nil
+}
+
+// Reserve allocates the scratch of every rotated width for inputs of the
+// given rows (once): Forward's come at load, a pass over several
+// sequences reserves its output rows' before it runs.
+func (r *Rotator) Reserve(rows int) error {
+	if r.rots == nil {
+		return nil
+	}
+	alloc := tensorAllocator{b: r.b}
+	for _, n := range r.rots.widths {
+		k := rotatedShape{n, rows}
+		if _, ok := r.scratch[k]; !ok {
+			r.scratch[k] = &rotated{t: alloc.tensor(fmt.Sprintf("hadamard.%d.%d", n, rows), rows, n)}
+		}
+	}
+	return alloc.err
 }
 
 // Input returns x, or x rotated for w when w is a listed weight.
@@ -548,11 +559,12 @@ func (r *Rotator) Input(w Weight, x Tensor) Tensor {
 	if !ok {
 		return x
 	}
-	// The scratch of w's width: a width that is not x's fails in the
-	// backend's shape checks, as the matmul would.
-	s := &r.scratch[in.width][0]
-	if x.Rows() == 1 && r.scratch[in.width][1].t != nil {
-		s = &r.scratch[in.width][1]
+	// The scratch of w's width and x's rows (Reserve), else the batch's:
+	// a shape that is not x's fails in the backend's shape checks, as the
+	// matmul would.
+	s, ok := r.scratch[rotatedShape{in.width, x.Rows()}]
+	if !ok {
+		s = r.scratch[rotatedShape{in.width, r.maxBatch}]
 	}
 	if s.src != x || s.regroup != in.Regroup {
 		r.b.Hadamard(s.t, x, in.Rotation)
@@ -575,7 +587,7 @@ func (r *Rotator) Embed(dst Tensor, w Weight) {
 
 func (r *Rotator) forget() {
 	for _, s := range r.scratch {
-		s[0].src, s[1].src = nil, nil
+		s.src = nil
 	}
 	r.last = nil
 }

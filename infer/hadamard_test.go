@@ -323,15 +323,15 @@ func TestRotator(t *testing.T) {
 	step("output.weight", last)       // one row: the one-row scratch
 	want := []string{
 		"[embed token_embd.weight→x hadamard x→x block 8 signs prism.hadamard.signs.16 after true regroup {0 0}]",
-		"blk.0.attn_qkv.weight(h): hadamard.16 [hadamard h→hadamard.16 block 8 signs prism.hadamard.signs.16 after false regroup {0 0}]",
-		"blk.0.attn_gate.weight(h): hadamard.16 []",
+		"blk.0.attn_qkv.weight(h): hadamard.16.4 [hadamard h→hadamard.16.4 block 8 signs prism.hadamard.signs.16 after false regroup {0 0}]",
+		"blk.0.attn_gate.weight(h): hadamard.16.4 []",
 		"blk.0.ssm_alpha.weight(h): h []",
-		"blk.0.ssm_out.weight(o): hadamard.24 [hadamard o→hadamard.24 block 8 signs prism.hadamard.signs.24 after false regroup {4 2}]",
-		"blk.0.attn_qkv.weight(h): hadamard.16 [hadamard h→hadamard.16 block 8 signs prism.hadamard.signs.16 after false regroup {0 0}]",
+		"blk.0.ssm_out.weight(o): hadamard.24.4 [hadamard o→hadamard.24.4 block 8 signs prism.hadamard.signs.24 after false regroup {4 2}]",
+		"blk.0.attn_qkv.weight(h): hadamard.16.4 [hadamard h→hadamard.16.4 block 8 signs prism.hadamard.signs.16 after false regroup {0 0}]",
 		"blk.0.ssm_alpha.weight(h): h []",
 		"blk.0.ffn_up.weight(o): o []",
-		"blk.0.attn_gate.weight(h): hadamard.16 [hadamard h→hadamard.16 block 8 signs prism.hadamard.signs.16 after false regroup {0 0}]",
-		"output.weight(last): hadamard.16.row [hadamard last→hadamard.16.row block 8 signs prism.hadamard.signs.16 after false regroup {0 0}]",
+		"blk.0.attn_gate.weight(h): hadamard.16.4 [hadamard h→hadamard.16.4 block 8 signs prism.hadamard.signs.16 after false regroup {0 0}]",
+		"output.weight(last): hadamard.16.1 [hadamard last→hadamard.16.1 block 8 signs prism.hadamard.signs.16 after false regroup {0 0}]",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("ops:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
