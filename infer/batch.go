@@ -19,6 +19,12 @@ type Row struct {
 	// Batch.Steps): its attention rounds as a pass of that one token would,
 	// and so do the products when every row of the pass is a step.
 	Step bool
+	// Seq is the recurrent-state slot of the row's sequence (SeqStates),
+	// on a network with recurrent layers: the rows of one slot are
+	// consecutive and in position order, the first at Pos 0 starts the
+	// slot from zero state and a later one continues the state the slot's
+	// last row left.
+	Seq int
 }
 
 // RowBackend is what a backend adds to run passes over Rows. It is
@@ -26,9 +32,10 @@ type Row struct {
 // ErrUnsupportedOp, and a caller then runs one sequence at a time.
 type RowBackend interface {
 	// BeginRows starts a pass like Begin over len(rows) rows, row i being
-	// rows[i] (see Row for what Rope, StoreKV and Attention do with it).
-	// Every Base+Pos must fit the KV cache. Recurrent ops fail in such a
-	// pass: their state belongs to one sequence.
+	// rows[i] (see Row for what Rope, StoreKV, Attention and the recurrent
+	// ops do with it). Every Base+Pos must fit the KV cache; on a backend
+	// with recurrent state every Seq must be a slot of SeqStates, else the
+	// recurrent ops fail.
 	BeginRows(rows []Row)
 	// GatherRows copies row idx[j] of src into row j of dst for each j:
 	// the rows whose logits a pass needs. dst has src's columns and
@@ -49,25 +56,49 @@ type rowNetwork interface {
 // reading the weights costs, so N sequences decoding one token each take
 // little more than one.
 //
-// It fails with ErrUnsupportedOp when the backend lacks RowBackend or the
-// network cannot (recurrent layers, whose one state cannot serve several
-// sequences), and runs nothing then.
+// A network with recurrent layers keeps one state per sequence
+// (UseSequences, Row.Seq); such a pass leaves Forward's state unknown, so
+// Forward starts over at position 0 after it.
+//
+// It fails with ErrUnsupportedOp when the backend lacks RowBackend (or
+// SeqStates, for recurrent layers) or the network cannot, and runs nothing
+// then.
 func (m *Model) ForwardRows(rows []Row, outs []int, logits []float32) error {
 	rb, ok := m.backend.(RowBackend)
 	rn, ok2 := m.net.(rowNetwork)
-	if !ok || !ok2 || m.Recurrent() {
+	if !ok || !ok2 || !m.seqStatesOK() {
 		return fmt.Errorf("%w: passes over rows of several sequences on %s (%s)", ErrUnsupportedOp, m.backend.Name(), m.Hparams.Arch)
 	}
 	if len(rows) == 0 || len(rows) > m.maxBatch {
 		return fmt.Errorf("%w: %d rows in one pass, at most %d", ErrBadShape, len(rows), m.maxBatch)
 	}
-	for _, r := range rows {
+	seen := map[int]bool{} // the sequence states whose rows came
+	for i, r := range rows {
 		if r.Token < 0 || int(r.Token) >= m.Hparams.Vocab {
 			return fmt.Errorf("%w: token id %d outside the vocabulary of %d", ErrBadShape, r.Token, m.Hparams.Vocab)
 		}
 		if r.Pos < 0 || r.Base < 0 || r.Base+r.Pos >= m.context {
 			return fmt.Errorf("%w: position %d of the sequence at %d is past the cache of %d", ErrContextFull, r.Pos, r.Base, m.context)
 		}
+		if !m.Recurrent() {
+			continue
+		}
+		if r.Seq < 0 || r.Seq >= m.seqs {
+			return fmt.Errorf("%w: row of sequence state %d, the model keeps %d (UseSequences)", ErrBadShape, r.Seq, m.seqs)
+		}
+		switch {
+		case i > 0 && rows[i-1].Seq == r.Seq:
+			if r.Pos != rows[i-1].Pos+1 {
+				return fmt.Errorf("%w: rows of sequence state %d at positions %d then %d", ErrBadShape, r.Seq, rows[i-1].Pos, r.Pos)
+			}
+		case seen[r.Seq]:
+			return fmt.Errorf("%w: the rows of sequence state %d are not consecutive", ErrBadShape, r.Seq)
+		}
+		seen[r.Seq] = true
+	}
+	if m.Recurrent() {
+		// Forward's state (slot 0) may have been another sequence's now.
+		m.statePos, m.snaps = -1, nil
 	}
 	if len(outs) == 0 || len(logits) < len(outs)*m.Hparams.Vocab {
 		return fmt.Errorf("%w: %d outputs into %d logits", ErrBadShape, len(outs), len(logits))
@@ -84,50 +115,101 @@ func (m *Model) ForwardRows(rows []Row, outs []int, logits []float32) error {
 func (m *Model) RowsSupported() bool {
 	_, ok := m.backend.(RowBackend)
 	_, ok2 := m.net.(rowNetwork)
-	return ok && ok2 && !m.Recurrent()
+	_, ok3 := m.backend.(SeqStates)
+	return ok && ok2 && (ok3 || !m.Recurrent())
+}
+
+// UseSequences keeps n recurrent states, one per sequence that passes over
+// rows may hold (Row.Seq < n), all starting empty; slot 0 is also
+// Forward's. A network without recurrent layers needs none: it returns nil.
+func (m *Model) UseSequences(n int) error {
+	if !m.Recurrent() {
+		return nil
+	}
+	ss, ok := m.backend.(SeqStates)
+	if !ok {
+		return fmt.Errorf("%w: recurrent state per sequence on %s", ErrUnsupportedOp, m.backend.Name())
+	}
+	if n < 1 || int64(n)*m.rspec.Bytes() > 1<<40 {
+		return fmt.Errorf("%w: %d sequence states of %d bytes", ErrBadShape, n, m.rspec.Bytes())
+	}
+	if err := ss.NewSeqStates(n); err != nil {
+		m.seqs = 1
+		return err
+	}
+	m.seqs, m.statePos, m.snaps = n, -1, nil
+	return nil
+}
+
+// seqStatesOK says passes over rows can run on this network's state.
+func (m *Model) seqStatesOK() bool {
+	_, ok := m.backend.(SeqStates)
+	return ok || !m.Recurrent()
 }
 
 // rowOutputs are the output head's tensors for a pass that needs the
 // logits of n rows.
 type rowOutputs struct{ x, logits Tensor }
 
-func (n *qwen3) forwardRows(rb RowBackend, rows []Row, outs []int, logits []float32) error {
-	o, err := n.outputsFor(len(outs))
-	if err != nil {
-		return err
-	}
-	b := n.b
-	rb.BeginRows(rows)
-	n.blocks(false)
-	b.Phase(profile.OutputHead)
-	rb.GatherRows(o.x, n.x, outs)
-	b.RMSNorm(o.x, o.x, n.outNorm, n.hp.RMSEps)
-	n.matmul(o.logits, n.output, o.x)
-	b.Read(o.logits, logits)
-	return b.Commit()
+// rowHeads are a network's output heads for passes over rows, by output
+// count.
+type rowHeads struct {
+	b            Backend
+	rot          *Rotator
+	embed, vocab int
+	by           map[int]rowOutputs
 }
 
 // outputsFor allocates (once per count) the tensors of k output rows: an
 // op acts on min(rows, batch) rows, so a tensor of exactly k rows makes the
 // output head run on k rows, not on the whole batch.
-func (n *qwen3) outputsFor(k int) (rowOutputs, error) {
-	if o, ok := n.rowOuts[k]; ok {
+func (h *rowHeads) outputsFor(k int) (rowOutputs, error) {
+	if o, ok := h.by[k]; ok {
 		return o, nil
 	}
-	if err := n.rot.Reserve(k); err != nil {
+	if err := h.rot.Reserve(k); err != nil {
 		return rowOutputs{}, err
 	}
-	alloc := tensorAllocator{b: n.b}
+	alloc := tensorAllocator{b: h.b}
 	o := rowOutputs{
-		x:      alloc.tensor(fmt.Sprintf("rows.%d.x", k), k, n.hp.Embed),
-		logits: alloc.tensor(fmt.Sprintf("rows.%d.logits", k), k, n.hp.Vocab),
+		x:      alloc.tensor(fmt.Sprintf("rows.%d.x", k), k, h.embed),
+		logits: alloc.tensor(fmt.Sprintf("rows.%d.logits", k), k, h.vocab),
 	}
 	if alloc.err != nil {
 		return rowOutputs{}, alloc.err
 	}
-	if n.rowOuts == nil {
-		n.rowOuts = map[int]rowOutputs{}
+	if h.by == nil {
+		h.by = map[int]rowOutputs{}
 	}
-	n.rowOuts[k] = o
+	h.by[k] = o
 	return o, nil
+}
+
+// pass runs a pass over rows: trunk leaves the residual stream of every
+// row in x, then the output head (final norm, matmul) runs on the rows
+// outs into logits.
+func (h *rowHeads) pass(rb RowBackend, rows []Row, outs []int, logits []float32, trunk func(), x Tensor, outNorm, output Weight, eps float32) error {
+	o, err := h.outputsFor(len(outs))
+	if err != nil {
+		return err
+	}
+	b := h.b
+	rb.BeginRows(rows)
+	trunk()
+	b.Phase(profile.OutputHead)
+	rb.GatherRows(o.x, x, outs)
+	b.RMSNorm(o.x, o.x, outNorm, eps)
+	b.MatMul(o.logits, output, h.rot.Input(output, o.x))
+	b.Read(o.logits, logits)
+	return b.Commit()
+}
+
+func (n *qwen3) forwardRows(rb RowBackend, rows []Row, outs []int, logits []float32) error {
+	n.rowOuts.b, n.rowOuts.rot, n.rowOuts.embed, n.rowOuts.vocab = n.b, n.rot, n.hp.Embed, n.hp.Vocab
+	return n.rowOuts.pass(rb, rows, outs, logits, func() { n.blocks(false) }, n.x, n.outNorm, n.output, n.hp.RMSEps)
+}
+
+func (n *qwen35) forwardRows(rb RowBackend, rows []Row, outs []int, logits []float32) error {
+	n.rowOuts.b, n.rowOuts.rot, n.rowOuts.embed, n.rowOuts.vocab = n.b, n.rot, n.p.Embed, n.p.Vocab
+	return n.rowOuts.pass(rb, rows, outs, logits, n.blocks, n.x, n.outNorm, n.output, n.p.RMSEps)
 }

@@ -12,23 +12,29 @@ import (
 	"github.com/bonsai-chat/bonsai/infer/synth"
 )
 
-// A pass over rows of two sequences, each in its own region of the cache,
-// gives each sequence the logits a pass of its own gives it: prefilling
-// both at once, then decoding both at once, at different positions.
+// A pass over rows of two sequences, each in its own region of the cache
+// (and, for qwen35, its own recurrent state), gives each sequence the
+// logits a pass of its own gives it: prefilling both at once, then
+// decoding both at once, at different positions.
 // Rotated weights (Bonsai 2's prism.hadamard.*) too.
 func TestForwardRowsMatchesForward(t *testing.T) {
 	files := map[string]func(t *testing.T) *gguf.File{
 		"Q1_0":         func(t *testing.T) *gguf.File { return open(t, tinymodel.Small(gguf.Q1_0)) },
 		"Q8_0":         func(t *testing.T) *gguf.File { return open(t, tinymodel.Small(gguf.Q8_0)) },
 		"rotated-Q1_0": rotatedQwen3File,
+		"qwen35-Q1_0":  func(t *testing.T) *gguf.File { return qwen35File(t, gguf.Q1_0) },
+		"qwen35-Q8_0":  func(t *testing.T) *gguf.File { return qwen35File(t, gguf.Q8_0) },
 	}
-	for _, name := range []string{"Q1_0", "Q8_0", "rotated-Q1_0"} {
+	for _, name := range []string{"Q1_0", "Q8_0", "rotated-Q1_0", "qwen35-Q1_0", "qwen35-Q8_0"} {
 		t.Run(name, func(t *testing.T) {
 			m, err := infer.Load(files[name](t), infer.Options{Backend: "cpu", Context: 64, Batch: 16, Threads: 2})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer m.Close()
+			if err := m.UseSequences(2); err != nil {
+				t.Fatal(err)
+			}
 			vocab := m.Hparams.Vocab
 			alone := func(prompt []int32) []float32 {
 				if err := m.Forward(prompt, 0); err != nil {
@@ -47,7 +53,7 @@ func TestForwardRowsMatchesForward(t *testing.T) {
 				rows = append(rows, infer.Row{Token: tok, Pos: i})
 			}
 			for i, tok := range b {
-				rows = append(rows, infer.Row{Token: tok, Pos: i, Base: baseB})
+				rows = append(rows, infer.Row{Token: tok, Pos: i, Base: baseB, Seq: 1})
 			}
 			logits := make([]float32, 2*vocab)
 			if err := m.ForwardRows(rows, []int{len(a) - 1, len(rows) - 1}, logits); err != nil {
@@ -57,7 +63,7 @@ func TestForwardRowsMatchesForward(t *testing.T) {
 			same(t, "prefill B", logits[vocab:], wantB)
 
 			// The decode step: B first this time, and A's row after it.
-			step := []infer.Row{{Token: 12, Pos: len(b), Base: baseB}, {Token: 11, Pos: len(a)}}
+			step := []infer.Row{{Token: 12, Pos: len(b), Base: baseB, Seq: 1}, {Token: 11, Pos: len(a)}}
 			if err := m.ForwardRows(step, []int{1, 0}, logits); err != nil {
 				t.Fatal(err)
 			}
@@ -102,6 +108,34 @@ func TestForwardRowsRejects(t *testing.T) {
 	}
 	if !m.RowsSupported() {
 		t.Error("RowsSupported is false on the CPU")
+	}
+
+	// A recurrent network's rows name sequence states the model keeps,
+	// each sequence's rows together and in order.
+	q, err := infer.Load(qwen35File(t, gguf.Q8_0), infer.Options{Backend: "cpu", Context: 16, Batch: 4, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if err := q.UseSequences(2); err != nil {
+		t.Fatal(err)
+	}
+	logits = make([]float32, q.Hparams.Vocab)
+	for _, c := range []struct {
+		name string
+		rows []infer.Row
+	}{
+		{"a state not kept", []infer.Row{{Token: 1, Seq: 2}}},
+		{"a negative state", []infer.Row{{Token: 1, Seq: -1}}},
+		{"a sequence's rows apart", []infer.Row{{Token: 1, Pos: 0}, {Token: 1, Pos: 0, Base: 8, Seq: 1}, {Token: 1, Pos: 1}}},
+		{"a sequence's rows out of order", []infer.Row{{Token: 1, Pos: 1}, {Token: 1, Pos: 0}}},
+	} {
+		if err := q.ForwardRows(c.rows, []int{0}, logits); !errors.Is(err, infer.ErrBadShape) {
+			t.Errorf("qwen35, %s: %v, want %v", c.name, err, infer.ErrBadShape)
+		}
+	}
+	if !q.RowsSupported() {
+		t.Error("RowsSupported is false for qwen35 on the CPU")
 	}
 }
 

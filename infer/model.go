@@ -81,6 +81,7 @@ type Model struct {
 
 	rspec     RecurrentSpec // zero for a network without recurrent layers
 	statePos  int           // the position the backend's recurrent state belongs to; −1: none
+	seqs      int           // recurrent states kept for passes over rows (UseSequences)
 	snaps     []snapshot    // ascending positions
 	maxSnaps  int           // snapshots kept (snapshotLimit of wantSnaps)
 	wantSnaps int           // Options.Snapshots
@@ -210,7 +211,7 @@ func (m *Model) build(arch Architecture, name string, bopts BackendOptions, prog
 		b.TakeProfile() // the trial pass is not the user's
 	}
 	m.backend, m.net = b, net
-	m.rspec, m.statePos, m.snaps, m.maxSnaps = RecurrentSpec{}, -1, nil, 0
+	m.rspec, m.statePos, m.snaps, m.maxSnaps, m.seqs = RecurrentSpec{}, -1, nil, 0, 1
 	if rn, ok := net.(RecurrentNetwork); ok && rn.RecurrentSpec().Floats() > 0 {
 		m.rspec = rn.RecurrentSpec()
 		m.maxSnaps = snapshotLimit(m.rspec, m.wantSnaps)

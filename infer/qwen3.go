@@ -48,8 +48,8 @@ type qwen3 struct {
 	lastH, lastGate, lastUp                    Tensor
 	// rows is the output head over every token of a pass (ForwardAll).
 	rows rowHead
-	// rowOuts are ForwardRows' output tensors by output count (batch.go).
-	rowOuts map[int]rowOutputs
+	// rowOuts are ForwardRows' output heads (batch.go).
+	rowOuts rowHeads
 }
 
 type qwen3Layer struct {

@@ -219,8 +219,10 @@ type qwen35 struct {
 	alpha, beta            Tensor
 	ffGate, ffUp           Tensor
 	last, logits           Tensor
-	// rows is the output head over every token of a pass (ForwardAll).
-	rows rowHead
+	// rows is the output head over every token of a pass (ForwardAll),
+	// rowOuts ForwardRows' (batch.go).
+	rows    rowHead
+	rowOuts rowHeads
 }
 
 // qwen35Layer is one block; index is its ordinal among the layers of its
@@ -387,9 +389,13 @@ func (n *qwen35) matmul(dst Tensor, w Weight, x Tensor) {
 // residual stream in x: the part of a pass that Forward and ForwardAll
 // share.
 func (n *qwen35) trunk(batch Batch) {
-	b, eps := n.b, n.p.RMSEps
-	b.Begin(batch)
+	n.b.Begin(batch)
+	n.blocks()
+}
 
+// blocks runs the embedding and the layers over the pass begun.
+func (n *qwen35) blocks() {
+	b, eps := n.b, n.p.RMSEps
 	b.Phase(profile.Embed)
 	n.rot.Embed(n.x, n.embd)
 

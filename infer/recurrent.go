@@ -87,6 +87,17 @@ type HybridOps interface {
 	Hadamard(dst, x Tensor, r Rotation)
 }
 
+// SeqStates is what a backend with recurrent ops adds to keep one state per
+// sequence for passes over rows of several sequences (RowBackend, Row.Seq).
+// Slot 0 is the state that NewRecurrentState made and that Forward's
+// passes, ReadRecurrentState and WriteRecurrentState use.
+type SeqStates interface {
+	// NewSeqStates keeps n states of the RecurrentSpec given to
+	// NewRecurrentState, slot 0 the present one and the others zero,
+	// dropping any slots beyond n.
+	NewSeqStates(n int) error
+}
+
 // DeltaNetInputFuser is a backend that runs a Gated DeltaNet layer's input
 // stage, eight small ops between the projections and the delta rule, as
 // one op where it pays (a decoding step on the GPU, where each op costs a

@@ -29,6 +29,8 @@ type Backend struct {
 	weights map[string]*weight
 	kv      kvCache
 	rs      recurrentState
+	seqs    []recurrentState // per sequence of a pass over rows, seqs[0] = rs
+	runs    []seqRun         // the pass's rows by sequence state (stateRuns)
 	closed  bool
 
 	// The pass in progress.
@@ -348,7 +350,7 @@ func (b *Backend) Close() error {
 	if !b.closed {
 		b.closed = true
 		b.qpool.Close()
-		b.weights, b.kv, b.rs = nil, kvCache{}, recurrentState{}
+		b.weights, b.kv, b.rs, b.seqs = nil, kvCache{}, recurrentState{}, nil
 	}
 	return nil
 }

@@ -28,7 +28,7 @@ type recurrentState struct {
 }
 
 func (b *Backend) NewRecurrentState(spec infer.RecurrentSpec) error {
-	b.rs = recurrentState{}
+	b.rs, b.seqs = recurrentState{}, nil
 	if spec.Layers == 0 {
 		return nil
 	}
@@ -36,6 +36,39 @@ func (b *Backend) NewRecurrentState(spec infer.RecurrentSpec) error {
 		spec.Floats() > 1<<34 {
 		return fmt.Errorf("%w: recurrent state %+v", infer.ErrBadShape, spec)
 	}
+	rs := newRecurrentState(spec)
+	b.rs, b.seqs = rs, []recurrentState{rs}
+	for w := range b.deltaScratch {
+		b.deltaScratch[w] = make([]float32, spec.HeadDim)
+	}
+	return nil
+}
+
+// NewSeqStates keeps n recurrent states for passes over rows (Row.Seq),
+// slot 0 being b.rs.
+func (b *Backend) NewSeqStates(n int) error {
+	if b.inPass {
+		return fmt.Errorf("cpu backend: NewSeqStates during a pass")
+	}
+	spec := b.rs.spec
+	if n < 1 || spec.Layers == 0 || int64(n)*spec.Floats() > 1<<36 {
+		return fmt.Errorf("%w: %d recurrent states of %+v", infer.ErrBadShape, n, spec)
+	}
+	seqs := []recurrentState{b.rs}
+	for len(seqs) < n {
+		if len(seqs) < len(b.seqs) {
+			clear(b.seqs[len(seqs)].data)
+			seqs = append(seqs, b.seqs[len(seqs)])
+			continue
+		}
+		seqs = append(seqs, newRecurrentState(spec))
+	}
+	b.seqs = seqs
+	return nil
+}
+
+// newRecurrentState allocates a zero state of spec (checked).
+func newRecurrentState(spec infer.RecurrentSpec) recurrentState {
 	rs := recurrentState{spec: spec, data: make([]float32, spec.Floats())}
 	convLen := (spec.ConvWidth - 1) * spec.Channels
 	per := int(spec.LayerFloats())
@@ -44,11 +77,41 @@ func (b *Backend) NewRecurrentState(spec infer.RecurrentSpec) error {
 		rs.conv = append(rs.conv, layer[:convLen])
 		rs.delta = append(rs.delta, layer[convLen:])
 	}
-	b.rs = rs
-	for w := range b.deltaScratch {
-		b.deltaScratch[w] = make([]float32, spec.HeadDim)
+	return rs
+}
+
+// seqRun is a run of a pass's consecutive rows of one sequence's state.
+type seqRun struct {
+	state   recurrentState
+	row0, n int
+	// zero: the run's first row is at position 0, so the state starts
+	// empty
+	zero bool
+}
+
+// stateRuns splits the pass's rows into runs of one state each: the whole
+// batch on b.rs in a pass of one sequence, the rows of each Row.Seq in a
+// pass over rows.
+func (b *Backend) stateRuns(op string) ([]seqRun, bool) {
+	b.runs = b.runs[:0]
+	if !b.inRows {
+		b.runs = append(b.runs, seqRun{state: b.rs, n: b.n, zero: b.batch.Pos == 0})
+		return b.runs, true
 	}
-	return nil
+	for i := 0; i < b.n; {
+		r := b.rows[i]
+		if r.Seq < 0 || r.Seq >= len(b.seqs) {
+			b.fail(fmt.Errorf("%w: %s on a row of sequence state %d, the backend keeps %d (NewSeqStates)", infer.ErrBadShape, op, r.Seq, len(b.seqs)))
+			return nil, false
+		}
+		j := i + 1
+		for j < b.n && b.rows[j].Seq == r.Seq {
+			j++
+		}
+		b.runs = append(b.runs, seqRun{state: b.seqs[r.Seq], row0: i, n: j - i, zero: r.Pos == 0})
+		i = j
+	}
+	return b.runs, true
 }
 
 func (b *Backend) ReadRecurrentState(dst []float32) error {
@@ -262,11 +325,12 @@ func (b *Backend) L2Norm(dst, x infer.Tensor, group int, eps float32) {
 }
 
 // CausalConv is ggml_ssm_conv over the layer's conv state followed by the
-// batch: each output is an FMA chain over the kernel's taps, oldest first
-// (GCC contracts ggml's sumf += s·c). Channels are independent, so the work
-// is split over them.
+// batch (each sequence's rows over its own state, in a pass over rows):
+// each output is an FMA chain over the kernel's taps, oldest first (GCC
+// contracts ggml's sumf += s·c). Channels are independent, so the work is
+// split over them.
 func (b *Backend) CausalConv(dst, x infer.Tensor, w infer.Weight, layer int) {
-	if !b.ok() || b.rowsUnsupported("CausalConv") {
+	if !b.ok() {
 		return
 	}
 	d, cx, cw := b.tensorOf("CausalConv", dst), b.tensorOf("CausalConv", x), b.weightOf("CausalConv", w)
@@ -279,46 +343,55 @@ func (b *Backend) CausalConv(dst, x infer.Tensor, w infer.Weight, layer int) {
 		b.fail(fmt.Errorf("%w: CausalConv layer %d of %s (%d×%d) by %s (%v %s) into %s, state %+v", infer.ErrBadShape, layer, cx.name, cx.rows, cx.cols, cw.name, cw.shape, cw.typ, d.name, s))
 		return
 	}
-	if b.batch.Pos == 0 {
-		clear(b.rs.conv[layer])
+	runs, ok := b.stateRuns("CausalConv")
+	if !ok {
+		return
 	}
-	b.conv = convJob{x: cx, dst: d, w: f32s(cw.data), state: b.rs.conv[layer], width: s.ConvWidth, n: b.n}
+	b.conv = convJob{x: cx, dst: d, w: f32s(cw.data), runs: runs, layer: layer, width: s.ConvWidth}
 	b.parallel(s.Channels, 256, &b.conv)
 }
 
-// convJob convolves channels [lo, hi) over the batch and shifts their
-// state.
+// convJob convolves channels [lo, hi) over each run of rows and shifts
+// their state.
 type convJob struct {
 	x, dst *tensor
 	w      []float32 // [channel][tap]
-	state  []float32 // [row][channel], width−1 rows
+	runs   []seqRun  // each conv state: [row][channel], width−1 rows
+	layer  int
 	width  int
-	n      int
 }
 
 func (j *convJob) run(lo, hi, _ int) {
 	keep := j.width - 1
 	ch := j.x.cols
-	// u(t) is the t-th input of the window: the state's rows, then the
-	// batch's.
-	u := func(t, c int) float32 {
-		if t < keep {
-			return j.state[t*ch+c]
-		}
-		return j.x.data[(t-keep)*ch+c]
-	}
-	for c := lo; c < hi; c++ {
-		wc := j.w[c*j.width : (c+1)*j.width]
-		for i := range j.n {
-			var sum float32
-			for t, wt := range wc {
-				sum = quant.FMA32(u(i+t, c), wt, sum)
+	for _, r := range j.runs {
+		state := r.state.conv[j.layer]
+		// u(t) is the t-th input of the run's window: the state's rows,
+		// then the run's.
+		u := func(t, c int) float32 {
+			if t < keep {
+				return state[t*ch+c]
 			}
-			j.dst.data[i*ch+c] = sum
+			return j.x.data[(r.row0+t-keep)*ch+c]
 		}
-		// The new state is the window's last width−1 inputs.
-		for t := range keep {
-			j.state[t*ch+c] = u(j.n+t, c)
+		for c := lo; c < hi; c++ {
+			if r.zero {
+				for t := range keep {
+					state[t*ch+c] = 0
+				}
+			}
+			wc := j.w[c*j.width : (c+1)*j.width]
+			for i := range r.n {
+				var sum float32
+				for t, wt := range wc {
+					sum = quant.FMA32(u(i+t, c), wt, sum)
+				}
+				j.dst.data[(r.row0+i)*ch+c] = sum
+			}
+			// The new state is the window's last width−1 inputs.
+			for t := range keep {
+				state[t*ch+c] = u(r.n+t, c)
+			}
 		}
 	}
 }
@@ -332,9 +405,10 @@ func (j *convJob) run(lo, hi, _ int) {
 //	M_j += δ_j·k                            (ggml_vec_mad_f32: one FMA each)
 //	o_j  = dot(M_j, q)·(1/√HeadDim)
 //
-// The value heads are independent and split over the workers.
+// The value heads (of each sequence's run of rows, in a pass over rows)
+// are independent and split over the workers.
 func (b *Backend) DeltaNet(dst, q, k, v, g, beta infer.Tensor, layer int, d infer.DeltaNetSpec) {
-	if !b.ok() || b.rowsUnsupported("DeltaNet") {
+	if !b.ok() {
 		return
 	}
 	cd, cq, ck, cv := b.tensorOf("DeltaNet", dst), b.tensorOf("DeltaNet", q), b.tensorOf("DeltaNet", k), b.tensorOf("DeltaNet", v)
@@ -355,29 +429,36 @@ func (b *Backend) DeltaNet(dst, q, k, v, g, beta infer.Tensor, layer int, d infe
 			infer.ErrBadShape, layer, d, cq.name, cq.cols, ck.name, ck.cols, cv.name, cv.cols, cg.name, cg.cols, cb.name, cb.cols, cd.name, cd.cols, s))
 		return
 	}
-	b.delta = deltaJob{b: b, q: cq, k: ck, v: cv, g: cg, beta: cb, dst: cd, state: b.rs.delta[layer], d: d, zero: b.batch.Pos == 0}
-	b.parallel(d.VHeads, 1, &b.delta)
+	runs, ok := b.stateRuns("DeltaNet")
+	if !ok {
+		return
+	}
+	b.delta = deltaJob{b: b, q: cq, k: ck, v: cv, g: cg, beta: cb, dst: cd, runs: runs, layer: layer, d: d}
+	b.parallel(len(runs)*d.VHeads, 1, &b.delta)
 }
 
+// deltaJob runs the delta rule of (run, value head) pairs
+// [lo, hi), run-major.
 type deltaJob struct {
 	b                     *Backend
 	q, k, v, g, beta, dst *tensor
-	state                 []float32
+	runs                  []seqRun
+	layer                 int
 	d                     infer.DeltaNetSpec
-	zero                  bool // the pass starts at position 0: no past
 }
 
 func (j *deltaJob) run(lo, hi, worker int) {
 	D := j.d.HeadDim
 	scale := 1 / float32(math.Sqrt(float64(D)))
 	delta := j.b.deltaScratch[worker][:D]
-	for h := lo; h < hi; h++ {
-		M := j.state[h*D*D : (h+1)*D*D]
-		if j.zero {
+	for i := lo; i < hi; i++ {
+		r, h := j.runs[i/j.d.VHeads], i%j.d.VHeads
+		M := r.state.delta[j.layer][h*D*D : (h+1)*D*D]
+		if r.zero {
 			clear(M)
 		}
 		kh := h % j.d.KHeads // ggml's broadcast of the K heads over the V heads
-		for t := range j.b.n {
+		for t := r.row0; t < r.row0+r.n; t++ {
 			qt := j.q.row(t)[kh*D : (kh+1)*D]
 			kt := j.k.row(t)[kh*D : (kh+1)*D]
 			vt := j.v.row(t)[h*D : (h+1)*D]

@@ -80,13 +80,7 @@ func (b *Backend) base(i int) int {
 	return 0
 }
 
-// rowsUnsupported fails a recurrent op in a pass over rows: the recurrent
-// state belongs to one sequence.
-func (b *Backend) rowsUnsupported(op string) bool {
-	if b.inRows {
-		b.fail(fmt.Errorf("%w: %s in a pass over rows of several sequences", infer.ErrUnsupportedOp, op))
-	}
-	return b.inRows
-}
-
-var _ infer.RowBackend = (*Backend)(nil)
+var (
+	_ infer.RowBackend = (*Backend)(nil)
+	_ infer.SeqStates  = (*Backend)(nil)
+)

@@ -138,10 +138,14 @@ func LoadFile(f *gguf.File, o LoadOptions) (*Model, error) {
 	so := slots.Options{Model: im, Slots: n, Context: ctx, MaxDraft: o.Spec.MaxDraft}
 	switch mode {
 	case spec.NGram:
-		if n == 1 && !im.RowsSupported() {
+		switch {
+		case n == 1 && !im.RowsSupported():
 			notes = append(notes, "speculation is off: this backend cannot verify drafts beside other rows for this model")
 			mode = spec.Off
-		} else {
+		case im.Recurrent():
+			notes = append(notes, "speculation is off: a rejected draft would move this model's recurrent state on")
+			mode = spec.Off
+		default:
 			so.Lookup = spec.NewNgram()
 		}
 	case spec.Off:

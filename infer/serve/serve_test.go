@@ -68,11 +68,18 @@ func startServerWith(t testing.TB, key string, o serve.LoadOptions) *testServer 
 // file, if set, changes the model's file first (its path, say).
 func startServerOpts(t testing.TB, so serve.Options, o serve.LoadOptions, file func(*gguf.File)) *testServer {
 	t.Helper()
-	key := so.APIKey
 	f := testFile(t)
 	if file != nil {
 		file(f)
 	}
+	return startServerOn(t, f, so, o)
+}
+
+// startServerOn starts a server of so on f loaded with o; it closes f at
+// the end of the test.
+func startServerOn(t testing.TB, f *gguf.File, so serve.Options, o serve.LoadOptions) *testServer {
+	t.Helper()
+	key := so.APIKey
 	m, err := serve.LoadFile(f, o)
 	if err != nil {
 		t.Fatal(err)
@@ -111,9 +118,15 @@ func greedy(msgs ...oai.ChatCompletionMessageParamUnion) oai.ChatCompletionNewPa
 // greedily: the reference the server must reproduce token for token.
 func engineReply(t *testing.T, f *gguf.File, msgs []chat.Message, maxTokens int) string {
 	t.Helper()
+	return engineSampled(t, f, msgs, maxTokens, engine.Sampling{Temperature: 0, RepeatPenalty: 1})
+}
+
+// engineSampled is engineReply with the sampling given.
+func engineSampled(t *testing.T, f *gguf.File, msgs []chat.Message, maxTokens int, s engine.Sampling) string {
+	t.Helper()
 	e := engine.New(engine.Options{File: f, Backend: "cpu", Threads: 2, Context: 384})
 	defer e.Close()
-	e.Generate(engine.GenerateRequest{Messages: msgs, MaxTokens: maxTokens, Sampling: &engine.Sampling{Temperature: 0, RepeatPenalty: 1}})
+	e.Generate(engine.GenerateRequest{Messages: msgs, MaxTokens: maxTokens, Sampling: &s})
 	var text strings.Builder
 	timeout := time.After(60 * time.Second)
 	for {

@@ -276,7 +276,12 @@ func New(opts Options) (*Scheduler, error) {
 	}
 	n := opts.Slots
 	batched := m.RowsSupported()
-	if !batched {
+	if batched {
+		// a recurrent network keeps a state per slot (Row.Seq = index)
+		if err := m.UseSequences(n); err != nil {
+			return nil, err
+		}
+	} else {
 		n = 1
 	}
 	if n*opts.Context > m.Context() {
@@ -289,7 +294,9 @@ func New(opts Options) (*Scheduler, error) {
 		wake:     make(chan struct{}, 1), stopped: make(chan struct{}),
 		logits: make([]float32, n*m.Hparams.Vocab), work: make([]float32, m.Hparams.Vocab),
 	}
-	if batched { // drafts ride along other rows only in a batched pass
+	// Drafts ride along other rows only in a batched pass, and not on a
+	// recurrent network, whose state a rejected draft would have moved on.
+	if batched && !m.Recurrent() {
 		s.lookup = opts.Lookup
 	}
 	for i := range n {
@@ -455,14 +462,18 @@ func (s *Scheduler) assign() {
 
 // reusable is how many of prompt's first tokens the slot's cache holds and
 // may keep: never the last prompt token, whose logits are needed; on a
-// model whose recurrent state cannot go back, only where it can resume.
+// model whose recurrent state cannot go back, only where it can resume:
+// a slot's own state is after all of its tokens, so there or nowhere.
 func (s *Scheduler) reusable(sl *slot, prompt []int32) int {
 	n := 0
 	for n < len(sl.tokens) && n < len(prompt)-1 && sl.tokens[n] == prompt[n] {
 		n++
 	}
-	if !s.batched {
+	switch {
+	case !s.batched:
 		n = s.m.ResumePoint(n)
+	case s.m.Recurrent() && n < len(sl.tokens):
+		n = 0
 	}
 	return n
 }
@@ -517,7 +528,7 @@ func (s *Scheduler) step() {
 			if i > 0 {
 				id = sl.drafts[i-1]
 			}
-			s.rows = append(s.rows, infer.Row{Token: id, Pos: len(sl.tokens) + i, Base: sl.base, Step: true})
+			s.rows = append(s.rows, infer.Row{Token: id, Pos: len(sl.tokens) + i, Base: sl.base, Step: true, Seq: sl.index})
 			s.outs = append(s.outs, len(s.rows)-1)
 			s.owners = append(s.owners, sl)
 		}
@@ -543,7 +554,7 @@ func (s *Scheduler) step() {
 		}
 		to := min(len(sl.prompt), sl.done+budget-len(s.rows))
 		for i := sl.done; i < to; i++ {
-			s.rows = append(s.rows, infer.Row{Token: sl.prompt[i], Pos: i, Base: sl.base})
+			s.rows = append(s.rows, infer.Row{Token: sl.prompt[i], Pos: i, Base: sl.base, Seq: sl.index})
 		}
 		chunks = append(chunks, chunk{sl, sl.done, to})
 		prompted += to - sl.done
