@@ -7,7 +7,8 @@ import (
 )
 
 // Chain decodes greedily on a sequence with the host off the critical path
-// (ChainedArgmax, on a Qwen3 network with Q1_0 embeddings): each pass's
+// (ChainedArgmax, on a chainNetwork whose embeddings the device can look
+// up): each pass's
 // argmax stays on the device as the next pass's token, and pass t+1 is
 // encoded and submitted while pass t runs, its token read back meanwhile.
 // So Next returns a token while the pass that runs it is already in
@@ -16,7 +17,7 @@ import (
 type Chain struct {
 	s  *Sequence
 	cb ChainedArgmax
-	q  *qwen3
+	n  chainNetwork
 	on bool // a chained pass is in flight
 	// ring holds the argmax destinations of the last two passes: pass j's
 	// is filled when pass j+1 is committed (or by Stop).
@@ -59,16 +60,33 @@ func (c *Chain) pick(top []sample.Logit, row []float32) (int32, error) {
 	return c.picked, nil
 }
 
+// chainNetwork is a network whose one-token pass can end on the device:
+// the token looked up in its embedding there (ChainEmbeds), its logits'
+// argmax or top-k left there.
+type chainNetwork interface {
+	// embedding is the matrix the pass looks its token up in.
+	embedding() Weight
+	// forwardArgmax is Forward ending with the logits' argmax in best
+	// instead of the logits.
+	forwardArgmax(batch Batch, best []int32) error
+	// forwardTopK is Forward ending with the logits' k best for a chained
+	// pick (ChainedSampler).
+	forwardTopK(batch Batch, cb ChainedSampler, k int) error
+}
+
 // NewChain returns a chain on s, or nil where its backend or network
-// cannot chain (plain decoding is then the way).
+// cannot chain (plain decoding is then the way). A network with recurrent
+// layers cannot yet: stopping a chain takes back the pass in flight
+// (Decoder.UseChain rewinds one token), and its state has no way back one
+// token short of a host snapshot of the whole state.
 func (s *Sequence) NewChain() *Chain {
 	m := s.m
 	cb, ok := m.backend.(ChainedArgmax)
-	q, isQwen3 := m.net.(*qwen3)
-	if !ok || !isQwen3 || m.Recurrent() || !cb.ChainEmbeds(q.embd) {
+	n, ok2 := m.net.(chainNetwork)
+	if !ok || !ok2 || m.Recurrent() || !cb.ChainEmbeds(n.embedding()) {
 		return nil
 	}
-	return &Chain{s: s, cb: cb, q: q}
+	return &Chain{s: s, cb: cb, n: n}
 }
 
 // InFlight reports whether a chained pass is running (the cache then
@@ -142,9 +160,9 @@ func (c *Chain) pass() error {
 	dst := c.ring[c.passes%2][:]
 	c.passes++
 	if c.sb != nil {
-		return c.q.forwardTopK(Batch{Tokens: c.tok[:], Pos: c.s.Len()}, c.sb, c.k)
+		return c.n.forwardTopK(Batch{Tokens: c.tok[:], Pos: c.s.Len()}, c.sb, c.k)
 	}
-	return c.q.forwardArgmax(Batch{Tokens: c.tok[:], Pos: c.s.Len()}, dst)
+	return c.n.forwardArgmax(Batch{Tokens: c.tok[:], Pos: c.s.Len()}, dst)
 }
 
 // Stop ends chained mode, waiting for the pass in flight, and returns its

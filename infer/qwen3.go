@@ -203,6 +203,9 @@ func (n *qwen3) Forward(batch Batch, logits []float32) error {
 	return n.b.Commit()
 }
 
+// The chained passes (chainNetwork).
+func (n *qwen3) embedding() Weight { return n.embd }
+
 // forwardArgmax is Forward leaving only the logits' argmax in best[0] (at
 // Commit; one pass late in a backend's chained mode).
 func (n *qwen3) forwardArgmax(batch Batch, best []int32) error {

@@ -423,16 +423,21 @@ func (n *qwen35) blocks() {
 // Forward runs the layers over the batch; see the type's comment for the
 // math.
 func (n *qwen35) Forward(batch Batch, logits []float32) error {
+	n.encode(batch)
+	n.b.Read(n.logits, logits)
+	return n.b.Commit()
+}
+
+// encode begins a pass over batch and encodes it up to the logits.
+func (n *qwen35) encode(batch Batch) {
 	b, eps := n.b, n.p.RMSEps
 	n.trunk(batch)
-
 	b.Phase(profile.OutputHead)
 	b.LastRow(n.last, n.x)
 	b.RMSNorm(n.last, n.last, n.outNorm, eps)
 	n.matmul(n.logits, n.output, n.last)
-	b.Read(n.logits, logits)
-	return b.Commit()
 }
+
 
 // attention is the gated full-attention block: h in, its output in h.
 func (n *qwen35) attention(L *qwen35Layer) {
