@@ -1,0 +1,458 @@
+package jinja
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Value is a template value: nil (none), bool, int64, float64, Str, *List,
+// *Dict, *Namespace, *Macro, *builtin, *loopInfo or Undefined.
+type Value any
+
+// Undefined is a missing variable, attribute or item. Looking into it gives
+// another Undefined rather than an error, so `x.y is defined` works on any x;
+// printing it prints nothing.
+type Undefined struct{ Name string }
+
+// span is a byte range [lo, hi) of a string.
+type span struct{ lo, hi int }
+
+// Str is a string that remembers which of its bytes came from the caller's
+// data (Plain) rather than from the template's own text: a message's
+// content stays data wherever the template moves it, so a chat template's
+// markers can be told apart from the same characters typed by a user.
+type Str struct {
+	S     string
+	plain []span // sorted, disjoint, non-empty
+}
+
+// Text is a trusted string (the template's own).
+func Text(s string) Str { return Str{S: s} }
+
+// Data is a string from the caller's data: it stays plain text.
+func Data(s string) Str {
+	if s == "" {
+		return Str{}
+	}
+	return Str{S: s, plain: []span{{0, len(s)}}}
+}
+
+func (s Str) tainted() bool { return len(s.plain) > 0 }
+
+// Segment is a run of a rendered string that is either all template text or
+// all data.
+type Segment struct {
+	Text string
+	Data bool
+}
+
+// Segments cuts s into runs of template text and data.
+func (s Str) Segments() []Segment {
+	var out []Segment
+	at := 0
+	for _, p := range s.plain {
+		if p.lo > at {
+			out = append(out, Segment{Text: s.S[at:p.lo]})
+		}
+		out = append(out, Segment{Text: s.S[p.lo:p.hi], Data: true})
+		at = p.hi
+	}
+	if at < len(s.S) {
+		out = append(out, Segment{Text: s.S[at:]})
+	}
+	return out
+}
+
+func concatStr(a, b Str) Str {
+	if !b.tainted() {
+		if !a.tainted() {
+			return Str{S: a.S + b.S}
+		}
+		return Str{S: a.S + b.S, plain: a.plain}
+	}
+	out := Str{S: a.S + b.S, plain: make([]span, 0, len(a.plain)+len(b.plain))}
+	out.plain = append(out.plain, a.plain...)
+	n := len(a.S)
+	for _, p := range b.plain {
+		q := span{p.lo + n, p.hi + n}
+		if k := len(out.plain); k > 0 && out.plain[k-1].hi == q.lo {
+			out.plain[k-1].hi = q.hi
+			continue
+		}
+		out.plain = append(out.plain, q)
+	}
+	return out
+}
+
+// sub is s[lo:hi] with its taint.
+func (s Str) sub(lo, hi int) Str {
+	out := Str{S: s.S[lo:hi]}
+	for _, p := range s.plain {
+		a, b := max(p.lo, lo), min(p.hi, hi)
+		if a < b {
+			out.plain = append(out.plain, span{a - lo, b - lo})
+		}
+	}
+	return out
+}
+
+// mapped is f applied to s: per segment, so the taint stays where it was.
+func (s Str) mapped(f func(string) string) Str {
+	if !s.tainted() {
+		return Str{S: f(s.S)}
+	}
+	var out Str
+	for _, seg := range s.Segments() {
+		if seg.Data {
+			out = concatStr(out, Data(f(seg.Text)))
+		} else {
+			out = concatStr(out, Text(f(seg.Text)))
+		}
+	}
+	return out
+}
+
+// derived is a new string computed from inputs: data if any input was.
+func derived(s string, from ...Value) Str {
+	for _, v := range from {
+		if isTainted(v, 0) {
+			return Data(s)
+		}
+	}
+	return Text(s)
+}
+
+func isTainted(v Value, depth int) bool {
+	if depth > 64 {
+		return true
+	}
+	switch x := v.(type) {
+	case Str:
+		return x.tainted()
+	case *List:
+		for _, e := range x.Items {
+			if isTainted(e, depth+1) {
+				return true
+			}
+		}
+	case *Dict:
+		for _, k := range x.keys {
+			if isTainted(x.m[k], depth+1) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// List is a mutable list (append works on it).
+type List struct{ Items []Value }
+
+// Dict is a map that keeps its keys in insertion order, as Python's does
+// (tojson and items() follow it).
+type Dict struct {
+	keys []string
+	m    map[string]Value
+}
+
+// NewDict makes an empty Dict.
+func NewDict() *Dict { return &Dict{m: map[string]Value{}} }
+
+// Set adds or replaces key.
+func (d *Dict) Set(k string, v Value) {
+	if _, ok := d.m[k]; !ok {
+		d.keys = append(d.keys, k)
+	}
+	d.m[k] = v
+}
+
+// Get looks key up.
+func (d *Dict) Get(k string) (Value, bool) { v, ok := d.m[k]; return v, ok }
+
+// Keys are the keys in insertion order.
+func (d *Dict) Keys() []string { return d.keys }
+
+// Len is the number of keys.
+func (d *Dict) Len() int { return len(d.keys) }
+
+// Namespace is what namespace() returns: attributes a loop body may set.
+type Namespace struct{ d *Dict }
+
+// Macro is a {% macro %} with its defining scope.
+type Macro struct {
+	name     string
+	params   []param
+	body     []node
+	scope    *scope
+	isCaller bool
+}
+
+type builtin struct {
+	name string
+	fn   func(e *evaluator, pos Pos, args []Value, kw *Dict) (Value, error)
+}
+
+// loopInfo is the `loop` variable of a for loop.
+type loopInfo struct {
+	index0, length int
+	items          []Value
+}
+
+func truthy(v Value) bool {
+	switch x := v.(type) {
+	case nil, Undefined:
+		return false
+	case bool:
+		return x
+	case int64:
+		return x != 0
+	case float64:
+		return x != 0
+	case Str:
+		return x.S != ""
+	case *List:
+		return len(x.Items) > 0
+	case *Dict:
+		return x.Len() > 0
+	}
+	return true
+}
+
+func typeName(v Value) string {
+	switch v.(type) {
+	case nil:
+		return "none"
+	case Undefined:
+		return "undefined"
+	case bool:
+		return "boolean"
+	case int64:
+		return "integer"
+	case float64:
+		return "float"
+	case Str:
+		return "string"
+	case *List:
+		return "list"
+	case *Dict:
+		return "dict"
+	case *Namespace:
+		return "namespace"
+	case *Macro, *builtin:
+		return "function"
+	case *loopInfo:
+		return "loop"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// toStr is str(v) as Python (and Jinja's output) writes it.
+func toStr(v Value) Str {
+	switch x := v.(type) {
+	case Str:
+		return x
+	case Undefined:
+		return Str{}
+	case *List, *Dict:
+		return derived(pyRepr(v, 0), v)
+	}
+	return Text(pyRepr(v, 0))
+}
+
+// pyRepr writes v as Python's str/repr would (strings quoted inside
+// containers).
+func pyRepr(v Value, depth int) string {
+	if depth > 64 {
+		return "..."
+	}
+	switch x := v.(type) {
+	case nil:
+		return "None"
+	case Undefined:
+		return ""
+	case bool:
+		if x {
+			return "True"
+		}
+		return "False"
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case float64:
+		return pyFloat(x)
+	case Str:
+		if depth == 0 {
+			return x.S
+		}
+		return pyQuote(x.S)
+	case *List:
+		parts := make([]string, len(x.Items))
+		for i, e := range x.Items {
+			parts[i] = pyRepr(e, depth+1)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case *Dict:
+		parts := make([]string, len(x.keys))
+		for i, k := range x.keys {
+			parts[i] = pyQuote(k) + ": " + pyRepr(x.m[k], depth+1)
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	case *Namespace:
+		return "<Namespace>"
+	case *Macro:
+		return "<macro " + x.name + ">"
+	case *builtin:
+		return "<function " + x.name + ">"
+	}
+	return ""
+}
+
+func pyQuote(s string) string {
+	q := "'"
+	if strings.Contains(s, "'") && !strings.Contains(s, `"`) {
+		q = `"`
+	}
+	var b strings.Builder
+	b.WriteString(q)
+	for _, r := range s {
+		switch {
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case string(r) == q:
+			b.WriteString(`\` + q)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteString(q)
+	return b.String()
+}
+
+// pyFloat formats as Python's repr(float): shortest round-trip digits,
+// always with a point or exponent.
+func pyFloat(f float64) string {
+	switch {
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	case math.IsNaN(f):
+		return "nan"
+	}
+	if f == math.Trunc(f) && math.Abs(f) < 1e16 {
+		return strconv.FormatFloat(f, 'f', 1, 64)
+	}
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	if strings.Contains(s, "e") {
+		// Python writes 1e-05, Go 1e-05 too; both pad the exponent to two digits.
+		return s
+	}
+	return s
+}
+
+func toFloat(v Value) (float64, bool) {
+	switch x := v.(type) {
+	case int64:
+		return float64(x), true
+	case float64:
+		return x, true
+	case bool:
+		if x {
+			return 1, true
+		}
+		return 0, true
+	}
+	return 0, false
+}
+
+// equal is Python's ==.
+func equal(a, b Value, depth int) bool {
+	if depth > 64 {
+		return false
+	}
+	switch x := a.(type) {
+	case nil:
+		return b == nil
+	case Undefined:
+		_, ok := b.(Undefined)
+		return ok
+	case Str:
+		y, ok := b.(Str)
+		return ok && x.S == y.S
+	case bool, int64, float64:
+		if _, isStr := b.(Str); isStr {
+			return false
+		}
+		fa, ok1 := toFloat(a)
+		fb, ok2 := toFloat(b)
+		return ok1 && ok2 && fa == fb
+	case *List:
+		y, ok := b.(*List)
+		if !ok || len(x.Items) != len(y.Items) {
+			return false
+		}
+		for i := range x.Items {
+			if !equal(x.Items[i], y.Items[i], depth+1) {
+				return false
+			}
+		}
+		return true
+	case *Dict:
+		y, ok := b.(*Dict)
+		if !ok || x.Len() != y.Len() {
+			return false
+		}
+		for _, k := range x.keys {
+			w, ok := y.m[k]
+			if !ok || !equal(x.m[k], w, depth+1) {
+				return false
+			}
+		}
+		return true
+	}
+	return a == b
+}
+
+// compare orders numbers with numbers and strings with strings.
+func compare(a, b Value) (int, error) {
+	if x, ok := a.(Str); ok {
+		if y, ok := b.(Str); ok {
+			return strings.Compare(x.S, y.S), nil
+		}
+	}
+	fa, ok1 := toFloat(a)
+	fb, ok2 := toFloat(b)
+	if ok1 && ok2 {
+		switch {
+		case fa < fb:
+			return -1, nil
+		case fa > fb:
+			return 1, nil
+		}
+		return 0, nil
+	}
+	return 0, fmt.Errorf("cannot compare %s with %s", typeName(a), typeName(b))
+}
+
+func sortValues(items []Value, key func(Value) Value, reverse bool) error {
+	var err error
+	sort.SliceStable(items, func(i, j int) bool {
+		c, e := compare(key(items[i]), key(items[j]))
+		if e != nil && err == nil {
+			err = e
+		}
+		if reverse {
+			return c > 0
+		}
+		return c < 0
+	})
+	return err
+}
