@@ -48,6 +48,9 @@ func fnRange(e *evaluator, pos Pos, args []Value, _ *Dict) (Value, error) {
 	if n > int64(e.maxOut) {
 		return nil, &Error{Pos: pos, Msg: fmt.Sprintf("range of %d items", n), Err: ErrLimit}
 	}
+	if err := e.grow(pos, int(n)*16); err != nil {
+		return nil, err
+	}
 	l := &List{Items: make([]Value, 0, n)}
 	for i := range n {
 		l.Items = append(l.Items, start+i*step)
@@ -114,7 +117,7 @@ func method(obj Value, name string) *builtin {
 	if fn == nil {
 		return nil
 	}
-	return &builtin{name: name, fn: fn}
+	return &builtin{name: name, fn: fn, recv: obj}
 }
 
 func argStr(args []Value, i int) (Str, bool) {
@@ -209,18 +212,29 @@ func replaceStr(s Str, old, repl Str, count int64) Str {
 	if old.S == "" {
 		return derived(strings.Replace(s.S, "", repl.S, int(count)), s, repl)
 	}
-	var out Str
+	var w writer
 	at := 0
 	for count != 0 {
 		k := strings.Index(s.S[at:], old.S)
 		if k < 0 {
 			break
 		}
-		out = concatStr(concatStr(out, s.sub(at, at+k)), repl)
+		w.write(s.sub(at, at+k))
+		w.write(repl)
 		at += k + len(old.S)
 		count--
 	}
-	return concatStr(out, s.sub(at, len(s.S)))
+	w.write(s.sub(at, len(s.S)))
+	return w.str()
+}
+
+// replaceSize bounds the length of replaceStr's result.
+func replaceSize(s, old, repl Str) int {
+	n := strings.Count(s.S, old.S)
+	if old.S == "" {
+		n = len(s.S) + 1
+	}
+	return len(s.S) + n*max(len(repl.S)-len(old.S), 0)
 }
 
 func prefixTest(s Str, args []Value, f func(string, string) bool) (Value, error) {
@@ -319,6 +333,9 @@ func strMethod(s Str, name string) func(*evaluator, Pos, []Value, *Dict) (Value,
 			count := int64(-1)
 			if len(a) > 2 {
 				count, _ = a[2].(int64)
+			}
+			if err := e.grow(pos, replaceSize(s, old, repl)); err != nil {
+				return nil, err
 			}
 			return replaceStr(s, old, repl, count), nil
 		}
@@ -445,8 +462,9 @@ func dictMethod(d *Dict, name string) func(*evaluator, Pos, []Value, *Dict) (Val
 	case "keys":
 		return func(*evaluator, Pos, []Value, *Dict) (Value, error) {
 			l := &List{}
+			data := isTainted(d, 0, newWalk())
 			for _, k := range d.keys {
-				l.Items = append(l.Items, derived(k, d))
+				l.Items = append(l.Items, keyStr(k, data))
 			}
 			return l, nil
 		}
@@ -501,10 +519,19 @@ func dictMethod(d *Dict, name string) func(*evaluator, Pos, []Value, *Dict) (Val
 
 func dictItems(d *Dict) *List {
 	l := &List{}
+	data := isTainted(d, 0, newWalk())
 	for _, k := range d.keys {
-		l.Items = append(l.Items, &List{Items: []Value{derived(k, d), d.m[k]}})
+		l.Items = append(l.Items, &List{Items: []Value{keyStr(k, data), d.m[k]}})
 	}
 	return l
+}
+
+// keyStr is a dict's key as a value: data when the dict holds any.
+func keyStr(k string, data bool) Str {
+	if data {
+		return Data(k)
+	}
+	return Text(k)
 }
 
 func listMethod(l *List, name string) func(*evaluator, Pos, []Value, *Dict) (Value, error) {
@@ -578,17 +605,18 @@ func listMethod(l *List, name string) func(*evaluator, Pos, []Value, *Dict) (Val
 }
 
 func joinValues(e *evaluator, pos Pos, items []Value, sep Str) (Value, error) {
-	var out Str
+	var w writer
 	for i, it := range items {
 		if i > 0 {
-			out = concatStr(out, sep)
+			w.write(sep)
 		}
-		out = concatStr(out, toStr(it))
-		if err := e.grow(pos, len(out.S)); err != nil {
+		s := toStr(it)
+		if err := e.grow(pos, w.b.Len()+len(s.S)+len(sep.S)); err != nil {
 			return nil, err
 		}
+		w.write(s)
 	}
-	return out, nil
+	return w.str(), nil
 }
 
 // applyFilter runs `arg | f(args)`.
@@ -610,7 +638,7 @@ func kwOr(kw *Dict, args []Value, i int, name string) (Value, bool) {
 var tagRE = regexp.MustCompile(`(?s)<!--.*?-->|<[^>]*>`)
 
 func (e *evaluator) filter(pos Pos, name string, v Value, args []Value, kw *Dict) (Value, error) {
-	if err := e.step(pos); err != nil {
+	if err := e.cost(pos, v); err != nil {
 		return nil, err
 	}
 	switch name {
@@ -775,6 +803,9 @@ func (e *evaluator) filter(pos Pos, name string, v Value, args []Value, kw *Dict
 		if len(args) > 2 {
 			count, _ = args[2].(int64)
 		}
+		if err := e.grow(pos, replaceSize(toStr(v), toStr(args[0]), toStr(args[1]))); err != nil {
+			return nil, err
+		}
 		return replaceStr(toStr(v), toStr(args[0]), toStr(args[1]), count), nil
 	case "items":
 		switch x := v.(type) {
@@ -839,6 +870,10 @@ func (e *evaluator) filter(pos Pos, name string, v Value, args []Value, kw *Dict
 		}
 		out := &List{}
 		for _, it := range items {
+			e.steps += len(out.Items)
+			if err := e.step(pos); err != nil {
+				return nil, err
+			}
 			dup := false
 			for _, seen := range out.Items {
 				if equal(seen, it, 0) {

@@ -78,11 +78,66 @@ func (e *evaluator) step(pos Pos) error {
 	return nil
 }
 
-// grow accounts for n bytes about to be made (output, or a string or list
-// built by an operator), so neither can outgrow the output cap.
+// grow accounts for a value of n bytes (or items) about to be built: none
+// may pass the output cap, and building costs a step per 16 bytes, so a loop
+// that copies a large string over and over runs out of steps, not time.
 func (e *evaluator) grow(pos Pos, n int) error {
 	if n < 0 || n > e.maxOut {
-		return &Error{Pos: pos, Msg: fmt.Sprintf("a value or the output would pass %d bytes", e.maxOut), Err: ErrLimit}
+		return &Error{Pos: pos, Msg: fmt.Sprintf("a value would pass %d bytes", e.maxOut), Err: ErrLimit}
+	}
+	e.steps += n >> 4
+	return e.step(pos)
+}
+
+// cost charges the work of one operation on values whose size is n (see
+// size): a step per item or per 16 bytes.
+func (e *evaluator) cost(pos Pos, vs ...Value) error {
+	for _, v := range vs {
+		e.steps += size(v)
+	}
+	return e.step(pos)
+}
+
+// size is what walking v costs, in steps: a step per 16 bytes of a
+// string, and per node of a list or dict counted all the way down (up to
+// the most any one walk visits).
+func size(v Value) int {
+	switch x := v.(type) {
+	case Str:
+		return len(x.S) >> 4
+	case *List, *Dict, *Namespace:
+		w := newWalk()
+		countNodes(x, 0, w)
+		return walkNodes - max(w.left, 0)
+	}
+	return 0
+}
+
+func countNodes(v Value, depth int, w *walk) {
+	if depth > 64 || !w.visit() {
+		return
+	}
+	switch x := v.(type) {
+	case Str:
+		w.left -= len(x.S) >> 4
+	case *List:
+		for _, it := range x.Items {
+			countNodes(it, depth+1, w)
+		}
+	case *Dict:
+		for _, k := range x.keys {
+			countNodes(x.m[k], depth+1, w)
+		}
+	case *Namespace:
+		countNodes(x.d, depth+1, w)
+	}
+}
+
+// wrote accounts for n bytes of output.
+func (e *evaluator) wrote(pos Pos, n int) error {
+	e.out += n
+	if e.out > e.maxOut {
+		return &Error{Pos: pos, Msg: fmt.Sprintf("output passes %d bytes", e.maxOut), Err: ErrLimit}
 	}
 	return nil
 }
@@ -121,8 +176,7 @@ func (e *evaluator) exec(body []node, sc *scope, w *writer) error {
 func (e *evaluator) execNode(n node, sc *scope, w *writer) error {
 	switch n := n.(type) {
 	case *textNode:
-		e.out += len(n.text)
-		if err := e.grow(Pos{}, e.out); err != nil {
+		if err := e.wrote(Pos{}, len(n.text)); err != nil {
 			return err
 		}
 		w.write(Text(n.text))
@@ -134,9 +188,11 @@ func (e *evaluator) execNode(n node, sc *scope, w *writer) error {
 		if err != nil {
 			return err
 		}
+		if err := e.cost(n.pos, v); err != nil {
+			return err
+		}
 		s := toStr(v)
-		e.out += len(s.S)
-		if err := e.grow(n.pos, e.out); err != nil {
+		if err := e.wrote(n.pos, len(s.S)); err != nil {
 			return err
 		}
 		w.write(s)
@@ -250,8 +306,9 @@ func (e *evaluator) iterate(pos Pos, v Value) ([]Value, error) {
 		return x.Items, nil
 	case *Dict:
 		out := make([]Value, len(x.keys))
+		data := isTainted(x, 0, newWalk())
 		for i, k := range x.keys {
-			out[i] = derived(k, v)
+			out[i] = keyStr(k, data)
 		}
 		return out, nil
 	case Str:
@@ -691,6 +748,9 @@ func (e *evaluator) evalCall(c *callExpr, sc *scope, caller *Macro) (Value, erro
 func (e *evaluator) call(pos Pos, fn Value, args []Value, kw *Dict, caller *Macro) (Value, error) {
 	switch f := fn.(type) {
 	case *builtin:
+		if err := e.cost(pos, f.recv); err != nil {
+			return nil, err
+		}
 		return f.fn(e, pos, args, kw)
 	case *Macro:
 		return e.callMacro(pos, f, args, kw, caller)
@@ -769,6 +829,9 @@ func (e *evaluator) evalBinary(x *binaryExpr, sc *scope) (Value, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := e.cost(x.pos, l, r); err != nil {
+		return nil, err
+	}
 	return e.binary(x.pos, x.op, l, r)
 }
 
@@ -830,11 +893,11 @@ func (e *evaluator) binary(pos Pos, op string, l, r Value) (Value, error) {
 				if n > int64(e.maxOut) || e.grow(pos, len(s.S)*int(n)) != nil {
 					return nil, e.grow(pos, -1)
 				}
-				out := Str{}
+				var w writer
 				for range n {
-					out = concatStr(out, s)
+					w.write(s)
 				}
-				return out, nil
+				return w.str(), nil
 			}
 		}
 		if li, ok := l.(*List); ok {
@@ -1004,7 +1067,7 @@ func pyFormat(pos Pos, f Str, arg Value) (Value, error) {
 		case 's':
 			b.WriteString(toStr(a).S)
 		case 'r':
-			b.WriteString(pyRepr(a, 1))
+			b.WriteString(pyRepr(a, 1, newWalk()))
 		case 'd', 'i':
 			fl, _ := toFloat(a)
 			fmt.Fprintf(&b, "%d", int64(fl))

@@ -760,7 +760,7 @@ func (p *parser) filters(e expr) (expr, error) {
 					return nil, err
 				}
 				te.args = c.args
-			case nt.kind == tString || nt.kind == tInt || nt.kind == tFloat ||
+			case nt.kind == tString || nt.kind == tInt || nt.kind == tFloat || nt.kind == tOp && (nt.val == "[" || nt.val == "{") ||
 				nt.kind == tName && !slices.Contains([]string{"and", "or", "else", "if", "in", "not", "is"}, nt.val):
 				a, err := p.primary()
 				if err != nil {

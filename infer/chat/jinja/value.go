@@ -104,29 +104,45 @@ func (s Str) mapped(f func(string) string) Str {
 	if !s.tainted() {
 		return Str{S: f(s.S)}
 	}
-	var out Str
+	var w writer
 	for _, seg := range s.Segments() {
 		if seg.Data {
-			out = concatStr(out, Data(f(seg.Text)))
+			w.write(Data(f(seg.Text)))
 		} else {
-			out = concatStr(out, Text(f(seg.Text)))
+			w.write(Text(f(seg.Text)))
 		}
 	}
-	return out
+	return w.str()
 }
 
 // derived is a new string computed from inputs: data if any input was.
 func derived(s string, from ...Value) Str {
+	w := newWalk()
 	for _, v := range from {
-		if isTainted(v, 0) {
+		if isTainted(v, 0, w) {
 			return Data(s)
 		}
 	}
 	return Text(s)
 }
 
-func isTainted(v Value, depth int) bool {
-	if depth > 64 {
+// walk bounds a traversal of nested values: a template can build lists
+// that hold themselves, or one list many times over, and a walk through
+// those stops after a fixed number of nodes instead of running on.
+type walk struct{ left int }
+
+const walkNodes = 1 << 16
+
+func newWalk() *walk { return &walk{left: walkNodes} }
+
+// visit takes one node from the budget; false when it is spent.
+func (w *walk) visit() bool {
+	w.left--
+	return w.left >= 0
+}
+
+func isTainted(v Value, depth int, w *walk) bool {
+	if depth > 64 || !w.visit() {
 		return true
 	}
 	switch x := v.(type) {
@@ -134,13 +150,13 @@ func isTainted(v Value, depth int) bool {
 		return x.tainted()
 	case *List:
 		for _, e := range x.Items {
-			if isTainted(e, depth+1) {
+			if isTainted(e, depth+1, w) {
 				return true
 			}
 		}
 	case *Dict:
 		for _, k := range x.keys {
-			if isTainted(x.m[k], depth+1) {
+			if isTainted(x.m[k], depth+1, w) {
 				return true
 			}
 		}
@@ -192,6 +208,7 @@ type Macro struct {
 
 type builtin struct {
 	name string
+	recv Value // a method's receiver, whose size its call costs
 	fn   func(e *evaluator, pos Pos, args []Value, kw *Dict) (Value, error)
 }
 
@@ -257,15 +274,15 @@ func toStr(v Value) Str {
 	case Undefined:
 		return Str{}
 	case *List, *Dict:
-		return derived(pyRepr(v, 0), v)
+		return derived(pyRepr(v, 0, newWalk()), v)
 	}
-	return Text(pyRepr(v, 0))
+	return Text(pyRepr(v, 0, newWalk()))
 }
 
 // pyRepr writes v as Python's str/repr would (strings quoted inside
 // containers).
-func pyRepr(v Value, depth int) string {
-	if depth > 64 {
+func pyRepr(v Value, depth int, w *walk) string {
+	if depth > 64 || !w.visit() {
 		return "..."
 	}
 	switch x := v.(type) {
@@ -290,13 +307,13 @@ func pyRepr(v Value, depth int) string {
 	case *List:
 		parts := make([]string, len(x.Items))
 		for i, e := range x.Items {
-			parts[i] = pyRepr(e, depth+1)
+			parts[i] = pyRepr(e, depth+1, w)
 		}
 		return "[" + strings.Join(parts, ", ") + "]"
 	case *Dict:
 		parts := make([]string, len(x.keys))
 		for i, k := range x.keys {
-			parts[i] = pyQuote(k) + ": " + pyRepr(x.m[k], depth+1)
+			parts[i] = pyQuote(k) + ": " + pyRepr(x.m[k], depth+1, w)
 		}
 		return "{" + strings.Join(parts, ", ") + "}"
 	case *Namespace:
@@ -374,8 +391,11 @@ func toFloat(v Value) (float64, bool) {
 }
 
 // equal is Python's ==.
-func equal(a, b Value, depth int) bool {
-	if depth > 64 {
+func equal(a, b Value, depth int, w ...*walk) bool {
+	if len(w) == 0 {
+		w = []*walk{newWalk()}
+	}
+	if depth > 64 || !w[0].visit() {
 		return false
 	}
 	switch x := a.(type) {
@@ -400,7 +420,7 @@ func equal(a, b Value, depth int) bool {
 			return false
 		}
 		for i := range x.Items {
-			if !equal(x.Items[i], y.Items[i], depth+1) {
+			if !equal(x.Items[i], y.Items[i], depth+1, w[0]) {
 				return false
 			}
 		}
@@ -411,8 +431,8 @@ func equal(a, b Value, depth int) bool {
 			return false
 		}
 		for _, k := range x.keys {
-			w, ok := y.m[k]
-			if !ok || !equal(x.m[k], w, depth+1) {
+			v, ok := y.m[k]
+			if !ok || !equal(x.m[k], v, depth+1, w[0]) {
 				return false
 			}
 		}
