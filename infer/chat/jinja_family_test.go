@@ -2,6 +2,8 @@ package chat
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -240,5 +242,60 @@ func TestFromGGUFBadJinjaFallsBack(t *testing.T) {
 		if tpl.Kind != KindQwen3 || tpl.Recognized || tpl.JinjaErr == nil {
 			t.Errorf("%q: kind %q recognized %v err %v", src, tpl.Kind, tpl.Recognized, tpl.JinjaErr)
 		}
+	}
+}
+
+// Tool definitions, an assistant's tool call and the tool's answer, through
+// Template, render as @huggingface/jinja renders the same OpenAI-shaped
+// messages (chat/jinja/testdata/contexts/tools.json) for the families
+// whose templates write tools.
+func TestFamilyToolCalls(t *testing.T) {
+	tool := json.RawMessage(`{"type": "function", "function": {
+      "name": "get_weather",
+      "description": "Get the current weather",
+      "parameters": {
+        "type": "object",
+        "properties": {
+          "location": {"type": "string", "description": "A city"},
+          "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}
+        },
+        "required": ["location"]
+      }
+    }}`)
+	msgs := []Message{
+		{Role: RoleSystem, Content: "You are a helpful assistant"},
+		{Role: RoleUser, Content: "What is the weather in Paris?"},
+		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "call00001", Name: "get_weather", Arguments: `{"location": "Paris", "unit": "celsius"}`}}},
+		{Role: "tool", ToolCallID: "call00001", Name: "get_weather", Content: `{"temperature": 22}`},
+		{Role: RoleAssistant, Content: "It is 22 degrees in Paris."},
+		{Role: RoleUser, Content: "Thanks!"},
+	}
+	for _, name := range []string{"meta-llama-Llama-3.1-8B-Instruct", "meta-llama-Llama-3.2-3B-Instruct", "meta-llama-Llama-3.3-70B-Instruct",
+		"Qwen-Qwen2.5-7B-Instruct", "Qwen-Qwen3-0.6B", "mistralai-Mistral-Nemo-Instruct-2407"} {
+		t.Run(name, func(t *testing.T) {
+			want, err := os.ReadFile("jinja/testdata/golden/" + name + ".tools.txt")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tpl, err := FromJinja(readTemplate(t, name), Specials{BOS: "<s>", EOS: "</s>"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fixedClock(tpl)
+			p, err := tpl.PromptTools(msgs, []json.RawMessage{tool}, true, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got strings.Builder
+			for _, s := range p {
+				got.WriteString(s.Text)
+			}
+			if got.String() != string(want) {
+				t.Errorf("got\n%s\nwant\n%s", got.String(), want)
+			}
+		})
+	}
+	if _, err := Qwen3().PromptTools(msgs, []json.RawMessage{tool}, true, false); !errors.Is(err, ErrNoTools) {
+		t.Errorf("built-in template with tools: %v, want ErrNoTools", err)
 	}
 }

@@ -1,6 +1,8 @@
 package chat
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -113,13 +115,17 @@ func FromJinja(src string, sp Specials) (*Template, error) {
 	// it; for those, llama.cpp moves the system prompt into the first user
 	// message, and so does Pieces.
 	const needle = "<<system needle>>"
-	sys, err := st.render([]Message{{Role: RoleSystem, Content: needle}, {Role: RoleUser, Content: "hi"}}, true, false)
+	sys, err := st.render([]Message{{Role: RoleSystem, Content: needle}, {Role: RoleUser, Content: "hi"}}, nil, true, false)
 	st.systemRole = err == nil && strings.Contains(sys.S, needle)
-	if _, err := st.render([]Message{{Role: RoleUser, Content: "hi"}}, true, false); err != nil {
+	if _, err := st.render([]Message{{Role: RoleUser, Content: "hi"}}, nil, true, false); err != nil {
 		return nil, fmt.Errorf("chat template: %w", err)
 	}
 	return t, nil
 }
+
+// ErrNoTools: the template is a built-in one, which does not write tool
+// definitions or calls (the server writes them into the system prompt).
+var ErrNoTools = errors.New("this chat template does not take tools")
 
 // Prompt is Pieces with the template's error: a Jinja template may refuse a
 // conversation (raise_exception, e.g. on roles that do not alternate).
@@ -127,7 +133,29 @@ func (t *Template) Prompt(msgs []Message, addGenerationPrompt, think bool) ([]Pi
 	if t.jinja == nil {
 		return t.Pieces(msgs, addGenerationPrompt, think), nil
 	}
-	return t.jinja.pieces(msgs, addGenerationPrompt, think)
+	return t.jinja.pieces(msgs, nil, addGenerationPrompt, think)
+}
+
+// PromptTools is Prompt with tool definitions (OpenAI's {"type":
+// "function", "function": {...}} objects) given to the template as
+// `tools`, and the messages' tool calls and tool results shown as the
+// template writes them. Only KindJinja templates take tools.
+func (t *Template) PromptTools(msgs []Message, tools []json.RawMessage, addGenerationPrompt, think bool) ([]Piece, error) {
+	if t.jinja == nil {
+		if len(tools) > 0 || slices.ContainsFunc(msgs, func(m Message) bool { return len(m.ToolCalls) > 0 }) {
+			return nil, ErrNoTools
+		}
+		return t.Pieces(msgs, addGenerationPrompt, think), nil
+	}
+	list := &jinja.List{}
+	for i, raw := range tools {
+		v, err := jinja.FromJSON(raw, true)
+		if err != nil {
+			return nil, fmt.Errorf("tool %d: %w", i, err)
+		}
+		list.Items = append(list.Items, v)
+	}
+	return t.jinja.pieces(msgs, list, addGenerationPrompt, think)
 }
 
 // alternate merges consecutive turns of one role (joined by a blank line)
@@ -148,7 +176,7 @@ func alternate(msgs []Message) []Message {
 	return out
 }
 
-func (st *jinjaState) pieces(msgs []Message, addGenerationPrompt, think bool) ([]Piece, error) {
+func (st *jinjaState) pieces(msgs []Message, tools *jinja.List, addGenerationPrompt, think bool) ([]Piece, error) {
 	if !st.systemRole && len(msgs) > 0 && msgs[0].Role == RoleSystem {
 		rest := slices.Clone(msgs[1:])
 		if len(rest) > 0 {
@@ -156,7 +184,7 @@ func (st *jinjaState) pieces(msgs []Message, addGenerationPrompt, think bool) ([
 		}
 		msgs = rest
 	}
-	out, err := st.render(msgs, addGenerationPrompt, think)
+	out, err := st.render(msgs, tools, addGenerationPrompt, think)
 	if err != nil {
 		return nil, err
 	}
@@ -193,16 +221,47 @@ func (st *jinjaState) split(b *pieces, s string) {
 	}
 }
 
-func (st *jinjaState) render(msgs []Message, addGenerationPrompt, think bool) (jinja.Str, error) {
+// message is m as templates expect it: OpenAI's shape, a tool call's
+// arguments an object when they parse as one (as llama.cpp gives them to
+// templates that take objects, which the families here all do).
+func message(m Message) *jinja.Dict {
+	d := jinja.NewDict()
+	d.Set("role", jinja.Data(m.Role))
+	d.Set("content", jinja.Data(m.Content))
+	if m.Thinking != "" {
+		d.Set("reasoning_content", jinja.Data(m.Thinking))
+	}
+	if len(m.ToolCalls) > 0 {
+		calls := &jinja.List{}
+		for _, c := range m.ToolCalls {
+			fn := jinja.NewDict()
+			fn.Set("name", jinja.Data(c.Name))
+			args, err := jinja.FromJSON([]byte(c.Arguments), true)
+			if _, isObject := args.(*jinja.Dict); err != nil || !isObject {
+				args = jinja.Data(c.Arguments)
+			}
+			fn.Set("arguments", args)
+			call := jinja.NewDict()
+			call.Set("id", jinja.Data(c.ID))
+			call.Set("type", jinja.Text("function"))
+			call.Set("function", fn)
+			calls.Items = append(calls.Items, call)
+		}
+		d.Set("tool_calls", calls)
+	}
+	if m.ToolCallID != "" {
+		d.Set("tool_call_id", jinja.Data(m.ToolCallID))
+	}
+	if m.Name != "" {
+		d.Set("name", jinja.Data(m.Name))
+	}
+	return d
+}
+
+func (st *jinjaState) render(msgs []Message, tools *jinja.List, addGenerationPrompt, think bool) (jinja.Str, error) {
 	list := &jinja.List{}
 	for _, m := range msgs {
-		d := jinja.NewDict()
-		d.Set("role", jinja.Data(m.Role))
-		d.Set("content", jinja.Data(m.Content))
-		if m.Thinking != "" {
-			d.Set("reasoning_content", jinja.Data(m.Thinking))
-		}
-		list.Items = append(list.Items, d)
+		list.Items = append(list.Items, message(m))
 	}
 	now := st.now()
 	vars := jinja.NewDict()
@@ -211,6 +270,9 @@ func (st *jinjaState) render(msgs []Message, addGenerationPrompt, think bool) (j
 	vars.Set("eos_token", jinja.Text(st.sp.EOS))
 	vars.Set("add_generation_prompt", addGenerationPrompt)
 	vars.Set("enable_thinking", think)
+	if tools != nil {
+		vars.Set("tools", tools)
+	}
 	// What llama.cpp adds to every render (Llama 3.1 prints date_string).
 	vars.Set("date_string", jinja.Text(now.Format("02 Jan 2006")))
 	vars.Set("datetime", jinja.Text(now.Format("Jan 02 2006")))

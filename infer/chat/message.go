@@ -16,4 +16,17 @@ type Message struct {
 	Role     string
 	Content  string
 	Thinking string
+
+	// ToolCalls are the calls an assistant turn made. Only templates
+	// rendered from their Jinja source (KindJinja) show them; see PromptTools.
+	ToolCalls []ToolCall
+	// ToolCallID and Name say, on a "tool" turn, which call it answers.
+	ToolCallID, Name string
+}
+
+// ToolCall is a function call made by an assistant turn.
+type ToolCall struct {
+	ID        string
+	Name      string
+	Arguments string // a JSON object
 }
