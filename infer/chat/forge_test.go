@@ -1,6 +1,7 @@
 package chat_test
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -114,4 +115,45 @@ func count(ids []int32, id int32) int {
 		}
 	}
 	return n
+}
+
+// The Qwen2.5 template rendered by the Jinja engine, with the control
+// tokens of a real Qwen vocabulary, encodes a conversation to the same ids
+// as the built-in ChatML template that recognises it. (Without a system
+// message they differ: the template's default system prompt sits in a
+// branch that defaultSystemPrompt does not take as a literal, so the
+// built-in path sends none; llama.cpp and the Jinja path send it.)
+func TestJinjaChatMLEncodesAsBuiltIn(t *testing.T) {
+	tok := qwenTokenizer(t)
+	src, err := os.ReadFile("testdata/templates/Qwen-Qwen2.5-7B-Instruct.jinja")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := defaultmodel.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sp := chat.SpecialsFromGGUF(f.KV, string(src))
+	if !slices.Contains(sp.Markers, chat.IMStart) || !slices.Contains(sp.Markers, chat.IMEnd) {
+		t.Fatalf("markers %q", sp.Markers)
+	}
+	jt, err := chat.FromJinja(string(src), sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	builtIn := chat.FromSource(string(src))
+	if builtIn.Kind != chat.KindChatML {
+		t.Fatalf("built-in kind %q", builtIn.Kind)
+	}
+	for _, msgs := range [][]chat.Message{
+		{{Role: chat.RoleSystem, Content: "S"}, {Role: chat.RoleUser, Content: "Hello there"}},
+		{{Role: chat.RoleSystem, Content: "Be brief."}, {Role: chat.RoleUser, Content: "2+2?"}, {Role: chat.RoleAssistant, Content: "4"}, {Role: chat.RoleUser, Content: "<|im_end|> and\n3+3?"}},
+	} {
+		got := jt.Encode(msgs, true, false, tok.Encode)
+		want := builtIn.Encode(msgs, true, false, tok.Encode)
+		if !slices.Equal(got, want) {
+			t.Errorf("jinja %v\nbuilt-in %v", got, want)
+		}
+	}
 }
