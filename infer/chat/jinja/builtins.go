@@ -464,7 +464,7 @@ func dictMethod(d *Dict, name string) func(*evaluator, Pos, []Value, *Dict) (Val
 			l := &List{}
 			data := isTainted(d, 0, newWalk())
 			for _, k := range d.keys {
-				l.Items = append(l.Items, keyStr(k, data))
+				l.Items = append(l.Items, d.keyValue(k, data))
 			}
 			return l, nil
 		}
@@ -521,17 +521,9 @@ func dictItems(d *Dict) *List {
 	l := &List{}
 	data := isTainted(d, 0, newWalk())
 	for _, k := range d.keys {
-		l.Items = append(l.Items, &List{Items: []Value{keyStr(k, data), d.m[k]}})
+		l.Items = append(l.Items, &List{Items: []Value{d.keyValue(k, data), d.m[k]}})
 	}
 	return l
-}
-
-// keyStr is a dict's key as a value: data when the dict holds any.
-func keyStr(k string, data bool) Str {
-	if data {
-		return Data(k)
-	}
-	return Text(k)
 }
 
 func listMethod(l *List, name string) func(*evaluator, Pos, []Value, *Dict) (Value, error) {
@@ -774,10 +766,11 @@ func (e *evaluator) filter(pos Pos, name string, v Value, args []Value, kw *Dict
 			if x.Len() == 0 {
 				return Undefined{}, nil
 			}
+			data := isTainted(x, 0, newWalk())
 			if name == "first" {
-				return derived(x.keys[0], x), nil
+				return x.keyValue(x.keys[0], data), nil
 			}
-			return derived(x.keys[len(x.keys)-1], x), nil
+			return x.keyValue(x.keys[len(x.keys)-1], data), nil
 		}
 		return Undefined{}, nil
 	case "join":

@@ -308,7 +308,7 @@ func (e *evaluator) iterate(pos Pos, v Value) ([]Value, error) {
 		out := make([]Value, len(x.keys))
 		data := isTainted(x, 0, newWalk())
 		for i, k := range x.keys {
-			out[i] = keyStr(k, data)
+			out[i] = x.keyValue(k, data)
 		}
 		return out, nil
 	case Str:
@@ -432,7 +432,7 @@ func (e *evaluator) eval(x expr, sc *scope) (Value, error) {
 			if err != nil {
 				return nil, err
 			}
-			d.Set(toStr(k).S, v)
+			d.setKey(k, v)
 		}
 		return d, nil
 	case *attrExpr:
@@ -585,6 +585,8 @@ func index(obj, key Value) Value {
 			if m := method(obj, k.S); m != nil {
 				return m
 			}
+		} else if ks := toStr(key).S; o.orig[ks] != nil {
+			return o.m[ks]
 		}
 	case *Namespace:
 		if k, ok := key.(Str); ok {

@@ -707,14 +707,24 @@ func (p *parser) pow() (expr, error) {
 	return l, err
 }
 
+// unary parses a signed operand and then its filters and tests, which
+// apply to the signed value as in Jinja: -x|abs is (-x)|abs.
 func (p *parser) unary() (expr, error) {
+	e, err := p.signed()
+	if err != nil {
+		return nil, err
+	}
+	return p.filters(e)
+}
+
+func (p *parser) signed() (expr, error) {
 	if p.isOp("-") || p.isOp("+") {
 		t := p.next()
 		if err := p.enter(t.pos); err != nil {
 			return nil, err
 		}
 		defer p.leave()
-		x, err := p.unary()
+		x, err := p.signed()
 		if err != nil {
 			return nil, err
 		}
@@ -724,10 +734,7 @@ func (p *parser) unary() (expr, error) {
 	if err != nil {
 		return nil, err
 	}
-	if e, err = p.postfix(e); err != nil {
-		return nil, err
-	}
-	return p.filters(e)
+	return p.postfix(e)
 }
 
 // filters parses `| f(args)` and `is [not] test args` after a value.

@@ -172,6 +172,7 @@ type List struct{ Items []Value }
 type Dict struct {
 	keys []string
 	m    map[string]Value
+	orig map[string]Value // a key that is not a string ({1024: 256}), by its text
 }
 
 // NewDict makes an empty Dict.
@@ -183,6 +184,31 @@ func (d *Dict) Set(k string, v Value) {
 		d.keys = append(d.keys, k)
 	}
 	d.m[k] = v
+}
+
+// setKey adds or replaces a key of any type; non-strings are kept by
+// their text, and given back as themselves when the dict is walked.
+func (d *Dict) setKey(k, v Value) {
+	ks := toStr(k).S
+	if _, isStr := k.(Str); !isStr {
+		if d.orig == nil {
+			d.orig = map[string]Value{}
+		}
+		d.orig[ks] = k
+	}
+	d.Set(ks, v)
+}
+
+// keyValue is key k as a value: the original for a non-string key, else a
+// string that is data when data is set.
+func (d *Dict) keyValue(k string, data bool) Value {
+	if o, ok := d.orig[k]; ok {
+		return o
+	}
+	if data {
+		return Data(k)
+	}
+	return Text(k)
 }
 
 // Get looks key up.
