@@ -262,18 +262,44 @@ func capitalize(s string) string {
 	return string(unicode.ToUpper(r)) + strings.ToLower(s[n:])
 }
 
+// title is Python's str.title: a cased letter after an uncased character
+// starts a word.
 func title(s string) string {
 	var b strings.Builder
-	prevLetter := false
+	prevCased := false
 	for _, r := range s {
-		if prevLetter {
+		if prevCased {
 			b.WriteRune(unicode.ToLower(r))
 		} else {
 			b.WriteRune(unicode.ToUpper(r))
 		}
-		prevLetter = unicode.IsLetter(r) || unicode.IsDigit(r) || r == '\''
+		prevCased = unicode.IsUpper(r) || unicode.IsLower(r) || unicode.IsTitle(r)
 	}
 	return b.String()
+}
+
+var wordStartRE = regexp.MustCompile(`[-\s({\[<]+`)
+
+// titleFilter is Jinja's title filter: words split at spaces, dashes and
+// opening brackets, each capitalized.
+func titleFilter(s string) string {
+	var b strings.Builder
+	at := 0
+	for _, m := range wordStartRE.FindAllStringIndex(s, -1) {
+		b.WriteString(capitalizeFirst(s[at:m[0]]))
+		b.WriteString(s[m[0]:m[1]])
+		at = m[1]
+	}
+	b.WriteString(capitalizeFirst(s[at:]))
+	return b.String()
+}
+
+func capitalizeFirst(w string) string {
+	r, n := utf8.DecodeRuneInString(w)
+	if n == 0 {
+		return w
+	}
+	return string(unicode.ToUpper(r)) + strings.ToLower(w[n:])
 }
 
 func strMethod(s Str, name string) func(*evaluator, Pos, []Value, *Dict) (Value, error) {
@@ -643,7 +669,7 @@ func (e *evaluator) filter(pos Pos, name string, v Value, args []Value, kw *Dict
 	case "capitalize":
 		return derived(capitalize(toStr(v).S), v), nil
 	case "title":
-		return derived(title(toStr(v).S), v), nil
+		return derived(titleFilter(toStr(v).S), v), nil
 	case "length", "count":
 		switch x := v.(type) {
 		case Str:
@@ -980,8 +1006,17 @@ func (e *evaluator) filter(pos Pos, name string, v Value, args []Value, kw *Dict
 		if s, ok := kw.Get("sort_keys"); ok {
 			sortKeys = truthy(s)
 		}
+		seps := [2]string{", ", ": "}
+		if indent >= 0 {
+			seps[0] = ","
+		}
+		if sv, ok := kw.Get("separators"); ok {
+			if l, ok := sv.(*List); ok && len(l.Items) == 2 {
+				seps = [2]string{toStr(l.Items[0]).S, toStr(l.Items[1]).S}
+			}
+		}
 		var b strings.Builder
-		if err := writeJSON(&b, v, indent, sortKeys, 0, e.maxOut); err != nil {
+		if err := writeJSON(&b, v, jsonStyle{indent: indent, sortKeys: sortKeys, item: seps[0], key: seps[1]}, 0, e.maxOut); err != nil {
 			return nil, errAt(pos, "tojson: %v", err)
 		}
 		return derived(b.String(), v), nil

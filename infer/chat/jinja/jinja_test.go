@@ -89,6 +89,8 @@ func TestRender(t *testing.T) {
 		{"select test", "{{ [1, 2, 3, 4] | select('odd') | list }}{{ [1, none] | reject('none') | list }}", "", "[1, 3][1]"},
 		{"tojson", "{{ d | tojson }}", `{"d": {"b": [1, 2.5, "x\"y", null, true], "a": {}}}`, `{"b": [1, 2.5, "x\"y", null, true], "a": {}}`},
 		{"tojson indent", "{{ d | tojson(indent=2) }}", `{"d": {"a": [1], "é": "ü"}}`, "{\n  \"a\": [\n    1\n  ],\n  \"é\": \"ü\"\n}"},
+		{"tojson separators", "{{ {'a': [1, 2]} | tojson(separators=(',', ':')) }}", "", `{"a":[1,2]}`},
+		{"title method and filter", "{{ \"they're 2nd-best\".title() }}|{{ \"they're 2nd-best (ok)\" | title }}", "", "They'Re 2Nd-Best|They're 2nd-Best (Ok)"},
 		{"tojson sort_keys", "{{ {'b': 1, 'a': 2} | tojson(sort_keys=true) }}", "", `{"a": 2, "b": 1}`},
 		{"indent filter", "{{ 'a\nb\n\nc' | indent(2) }}", "", "a\n  b\n\n  c"},
 		{"integer keys", "{% set d = {4096: 512, 1024: 256} %}{% for k, v in d | dictsort %}{{ k + 1 }}:{{ v }},{% endfor %}{{ d[1024] }}", "", "1025:256,4097:512,256"},

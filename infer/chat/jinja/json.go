@@ -13,10 +13,19 @@ import (
 	"time"
 )
 
+// jsonStyle is json.dumps's layout: indent (-1: none), sort_keys, and the
+// separators after an item and after a key.
+type jsonStyle struct {
+	indent    int
+	sortKeys  bool
+	item, key string
+}
+
 // writeJSON writes v as transformers' tojson does (Python's json.dumps with
-// ensure_ascii off): ", " and ": " between items, or "," and ": " with an
-// indent, non-ASCII characters as themselves.
-func writeJSON(b *strings.Builder, v Value, indent int, sortKeys bool, depth, limit int) error {
+// ensure_ascii off): ", " and ": " between items by default, or "," and ": "
+// with an indent, non-ASCII characters as themselves.
+func writeJSON(b *strings.Builder, v Value, st jsonStyle, depth, limit int) error {
+	indent, sortKeys := st.indent, st.sortKeys
 	if depth > 64 {
 		return errors.New("value nested too deeply")
 	}
@@ -29,10 +38,7 @@ func writeJSON(b *strings.Builder, v Value, indent int, sortKeys bool, depth, li
 			b.WriteString(strings.Repeat(" ", indent*d))
 		}
 	}
-	sep := ", "
-	if indent >= 0 {
-		sep = ","
-	}
+	sep := st.item
 	switch x := v.(type) {
 	case nil, Undefined:
 		b.WriteString("null")
@@ -68,7 +74,7 @@ func writeJSON(b *strings.Builder, v Value, indent int, sortKeys bool, depth, li
 				b.WriteString(sep)
 			}
 			nl(depth + 1)
-			if err := writeJSON(b, it, indent, sortKeys, depth+1, limit); err != nil {
+			if err := writeJSON(b, it, st, depth+1, limit); err != nil {
 				return err
 			}
 		}
@@ -95,8 +101,8 @@ func writeJSON(b *strings.Builder, v Value, indent int, sortKeys bool, depth, li
 			}
 			nl(depth + 1)
 			jsonString(b, k)
-			b.WriteString(": ")
-			if err := writeJSON(b, d.m[k], indent, sortKeys, depth+1, limit); err != nil {
+			b.WriteString(st.key)
+			if err := writeJSON(b, d.m[k], st, depth+1, limit); err != nil {
 				return err
 			}
 		}
