@@ -80,3 +80,29 @@ func TestGoldenTemplates(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRenderLlama31 renders Llama 3.1's template (tools and all) for
+// a six-turn conversation with a tool call.
+func BenchmarkRenderLlama31(b *testing.B) {
+	src, err := os.ReadFile("../testdata/templates/meta-llama-Llama-3.1-8B-Instruct.jinja")
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := os.ReadFile("testdata/contexts/tools.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	tpl, err := Parse(string(src))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, err := FromJSON(raw, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := tpl.RenderValues(ctx.(*Dict), Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
