@@ -276,5 +276,8 @@ func (st *jinjaState) render(msgs []Message, tools *jinja.List, addGenerationPro
 	// What llama.cpp adds to every render (Llama 3.1 prints date_string).
 	vars.Set("date_string", jinja.Text(now.Format("02 Jan 2006")))
 	vars.Set("datetime", jinja.Text(now.Format("Jan 02 2006")))
-	return st.tpl.RenderValues(vars, jinja.Options{Now: func() time.Time { return now }})
+	// The step budget grows with the conversation (templates take about a
+	// hundred steps a message), so only a runaway template meets it.
+	limits := jinja.Limits{Steps: jinja.DefaultSteps + 1000*len(msgs)}
+	return st.tpl.RenderValues(vars, jinja.Options{Now: func() time.Time { return now }, Limits: limits})
 }

@@ -1,6 +1,7 @@
 package jinja
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -48,7 +49,7 @@ func fnRange(e *evaluator, pos Pos, args []Value, _ *Dict) (Value, error) {
 	if n > int64(e.maxOut) {
 		return nil, &Error{Pos: pos, Msg: fmt.Sprintf("range of %d items", n), Err: ErrLimit}
 	}
-	if err := e.grow(pos, int(n)*16); err != nil {
+	if err := e.items(pos, int(n), int(n)); err != nil {
 		return nil, err
 	}
 	l := &List{Items: make([]Value, 0, n)}
@@ -100,7 +101,11 @@ func fnStrftimeNow(e *evaluator, pos Pos, args []Value, _ *Dict) (Value, error) 
 	if len(args) != 1 {
 		return nil, errAt(pos, "strftime_now takes a format")
 	}
-	return Text(strftime(e.now(), toStr(args[0]).S)), nil
+	f := toStr(args[0]).S
+	if len(f) > 1024 {
+		return nil, errAt(pos, "strftime_now format of %d bytes", len(f))
+	}
+	return Text(strftime(e.now(), f)), nil
 }
 
 // method is the bound method name of obj, or nil.
@@ -314,7 +319,16 @@ func strMethod(s Str, name string) func(*evaluator, Pos, []Value, *Dict) (Value,
 	case "rstrip":
 		return simple(func(a []Value, _ *Dict) Value { return stripStr(s, a, false, true) })
 	case "split":
-		return simple(func(a []Value, kw *Dict) Value { return splitStr(s, a, kw) })
+		return func(e *evaluator, pos Pos, a []Value, kw *Dict) (Value, error) {
+			n := len(s.S)/2 + 1 // whitespace split: at most this many words
+			if sep, ok := argStr(a, 0); ok && sep.S != "" {
+				n = strings.Count(s.S, sep.S) + 1
+			}
+			if err := e.items(pos, n, n); err != nil {
+				return nil, err
+			}
+			return splitStr(s, a, kw), nil
+		}
 	case "splitlines":
 		return simple(func([]Value, *Dict) Value {
 			out := &List{}
@@ -559,7 +573,7 @@ func listMethod(l *List, name string) func(*evaluator, Pos, []Value, *Dict) (Val
 			if len(a) != 1 {
 				return nil, errAt(pos, "append takes one value")
 			}
-			if err := e.grow(pos, len(l.Items)+1); err != nil {
+			if err := e.items(pos, len(l.Items)+1, 1); err != nil {
 				return nil, err
 			}
 			l.Items = append(l.Items, a[0])
@@ -574,7 +588,7 @@ func listMethod(l *List, name string) func(*evaluator, Pos, []Value, *Dict) (Val
 			if err != nil {
 				return nil, err
 			}
-			if err := e.grow(pos, len(l.Items)+len(items)); err != nil {
+			if err := e.items(pos, len(l.Items)+len(items), len(items)); err != nil {
 				return nil, err
 			}
 			l.Items = append(l.Items, items...)
@@ -656,7 +670,16 @@ func kwOr(kw *Dict, args []Value, i int, name string) (Value, bool) {
 var tagRE = regexp.MustCompile(`(?s)<!--.*?-->|<[^>]*>`)
 
 func (e *evaluator) filter(pos Pos, name string, v Value, args []Value, kw *Dict) (Value, error) {
-	if err := e.cost(pos, v); err != nil {
+	var err error
+	switch name {
+	case "length", "count", "first", "last", "default", "d", "int", "float", "abs", "round", "safe", "attr":
+		err = e.step(pos) // constant work
+	case "tojson", "string", "unique", "join", "sort", "map", "selectattr", "rejectattr", "select", "reject", "dictsort":
+		err = e.deepCost(pos, v)
+	default:
+		err = e.cost(pos, v)
+	}
+	if err != nil {
 		return nil, err
 	}
 	switch name {
@@ -1017,6 +1040,9 @@ func (e *evaluator) filter(pos Pos, name string, v Value, args []Value, kw *Dict
 		}
 		var b strings.Builder
 		if err := writeJSON(&b, v, jsonStyle{indent: indent, sortKeys: sortKeys, item: seps[0], key: seps[1]}, 0, e.maxOut); err != nil {
+			if errors.Is(err, errTooLarge) {
+				return nil, &Error{Pos: pos, Msg: "tojson: " + err.Error(), Err: ErrLimit}
+			}
 			return nil, errAt(pos, "tojson: %v", err)
 		}
 		return derived(b.String(), v), nil
@@ -1040,6 +1066,9 @@ func (e *evaluator) filter(pos Pos, name string, v Value, args []Value, kw *Dict
 			blank = truthy(b)
 		}
 		s := toStr(v)
+		if err := e.grow(pos, len(s.S)+(strings.Count(s.S, "\n")+1)*len(pad)); err != nil {
+			return nil, err
+		}
 		lines := strings.Split(s.S, "\n")
 		for i, l := range lines {
 			if (i > 0 || first) && (blank || l != "") {

@@ -56,7 +56,7 @@ type evaluator struct {
 func newEvaluator(o Options) *evaluator {
 	e := &evaluator{maxSteps: o.Limits.Steps, maxOut: o.Limits.Output, maxDepth: o.Limits.Depth, now: o.Now}
 	if e.maxSteps <= 0 {
-		e.maxSteps = 10_000_000
+		e.maxSteps = DefaultSteps
 	}
 	if e.maxOut <= 0 {
 		e.maxOut = 16 << 20
@@ -89,8 +89,19 @@ func (e *evaluator) grow(pos Pos, n int) error {
 	return e.step(pos)
 }
 
-// cost charges the work of one operation on values whose size is n (see
-// size): a step per item or per 16 bytes.
+// items accounts for a list that will hold total items, added of them new:
+// a list may hold a sixteenth of the output cap in items (an item is 16
+// bytes), and each new item costs a step.
+func (e *evaluator) items(pos Pos, total, added int) error {
+	if total < 0 || total > e.maxOut/16 {
+		return &Error{Pos: pos, Msg: fmt.Sprintf("a list would pass %d items", e.maxOut/16), Err: ErrLimit}
+	}
+	e.steps += added
+	return e.step(pos)
+}
+
+// cost charges the work of one operation that walks the top level of vs: a
+// step per item of a list or dict, or per 16 bytes of a string.
 func (e *evaluator) cost(pos Pos, vs ...Value) error {
 	for _, v := range vs {
 		e.steps += size(v)
@@ -98,17 +109,32 @@ func (e *evaluator) cost(pos Pos, vs ...Value) error {
 	return e.step(pos)
 }
 
-// size is what walking v costs, in steps: a step per 16 bytes of a
-// string, and per node of a list or dict counted all the way down (up to
-// the most any one walk visits).
+// deepCost charges an operation that walks all of vs (printing, comparing,
+// JSON): a step per node all the way down, up to the most one walk visits.
+func (e *evaluator) deepCost(pos Pos, vs ...Value) error {
+	for _, v := range vs {
+		switch v.(type) {
+		case *List, *Dict, *Namespace:
+			w := newWalk()
+			countNodes(v, 0, w)
+			e.steps += walkNodes - max(w.left, 0)
+		default:
+			e.steps += size(v)
+		}
+	}
+	return e.step(pos)
+}
+
 func size(v Value) int {
 	switch x := v.(type) {
 	case Str:
 		return len(x.S) >> 4
-	case *List, *Dict, *Namespace:
-		w := newWalk()
-		countNodes(x, 0, w)
-		return walkNodes - max(w.left, 0)
+	case *List:
+		return len(x.Items)
+	case *Dict:
+		return x.Len()
+	case *Namespace:
+		return x.d.Len()
 	}
 	return 0
 }
@@ -188,7 +214,7 @@ func (e *evaluator) execNode(n node, sc *scope, w *writer) error {
 		if err != nil {
 			return err
 		}
-		if err := e.cost(n.pos, v); err != nil {
+		if err := e.deepCost(n.pos, v); err != nil {
 			return err
 		}
 		s := toStr(v)
@@ -312,6 +338,11 @@ func (e *evaluator) iterate(pos Pos, v Value) ([]Value, error) {
 		}
 		return out, nil
 	case Str:
+		if n := utf8.RuneCountInString(x.S); n > 0 {
+			if err := e.items(pos, n, n); err != nil {
+				return nil, err
+			}
+		}
 		var out []Value
 		for i, r := range x.S {
 			out = append(out, x.sub(i, i+utf8.RuneLen(r)))
@@ -831,7 +862,13 @@ func (e *evaluator) evalBinary(x *binaryExpr, sc *scope) (Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := e.cost(x.pos, l, r); err != nil {
+	switch x.op {
+	case "==", "!=", "in", "not in", "~":
+		err = e.deepCost(x.pos, l, r)
+	default:
+		err = e.cost(x.pos, l, r)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return e.binary(x.pos, x.op, l, r)
@@ -880,7 +917,7 @@ func (e *evaluator) binary(pos Pos, op string, l, r Value) (Value, error) {
 			}
 		case *List:
 			if b, ok := r.(*List); ok {
-				if err := e.grow(pos, len(a.Items)+len(b.Items)); err != nil {
+				if err := e.items(pos, len(a.Items)+len(b.Items), len(a.Items)+len(b.Items)); err != nil {
 					return nil, err
 				}
 				return &List{Items: append(append([]Value{}, a.Items...), b.Items...)}, nil
@@ -904,8 +941,11 @@ func (e *evaluator) binary(pos Pos, op string, l, r Value) (Value, error) {
 		}
 		if li, ok := l.(*List); ok {
 			if n, ok := r.(int64); ok {
-				if n > int64(e.maxOut) || e.grow(pos, len(li.Items)*int(max(n, 0))) != nil {
-					return nil, e.grow(pos, -1)
+				if n > int64(e.maxOut) {
+					return nil, e.items(pos, -1, 0)
+				}
+				if err := e.items(pos, len(li.Items)*int(max(n, 0)), len(li.Items)*int(max(n, 0))); err != nil {
+					return nil, err
 				}
 				out := &List{}
 				for range max(n, 0) {

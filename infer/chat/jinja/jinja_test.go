@@ -142,6 +142,12 @@ func TestErrors(t *testing.T) {
 		{"parse nesting", strings.Repeat("{% if x %}", 300), ErrLimit, ""},
 		{"expression nesting", "{{ " + strings.Repeat("(", 1000) + "1" + strings.Repeat(")", 1000) + " }}", ErrLimit, ""},
 		{"break outside loop", "{% break %}", ErrRender, "1:4"},
+		{"shared big string printed", "{% set s = 'x' * 60000 %}{% set l = [] %}{% for i in range(2000) %}{% do l.append(s) %}{% endfor %}{{ l }}", ErrLimit, ""},
+		{"doubling list", "{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}", ErrLimit, ""},
+		{"list holding itself", "{% set l = [] %}{% do l.append(l) %}{% do l.append(l) %}{% for i in range(100000) %}{{ l == l }}{{ l }}{% endfor %}", ErrLimit, ""},
+		{"nested sharing", "{% set ns = namespace(l=[1]) %}{% for i in range(60) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}{% for i in range(100000) %}{{ ns.l | tojson }}{% endfor %}", ErrLimit, ""},
+		{"split many", "{{ (',' * 60000).split(',') | length }}{% for i in range(1000) %}{{ (',' * 60000).split(',') | length }}{% endfor %}", ErrLimit, ""},
+		{"indent amplifies", "{{ ('\n' * 60000) | indent(200, true, true) }}", ErrLimit, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

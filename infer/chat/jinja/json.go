@@ -13,6 +13,9 @@ import (
 	"time"
 )
 
+// errTooLarge: a value too large or deep to write as JSON.
+var errTooLarge = errors.New("value too large")
+
 // jsonStyle is json.dumps's layout: indent (-1: none), sort_keys, and the
 // separators after an item and after a key.
 type jsonStyle struct {
@@ -27,10 +30,10 @@ type jsonStyle struct {
 func writeJSON(b *strings.Builder, v Value, st jsonStyle, depth, limit int) error {
 	indent, sortKeys := st.indent, st.sortKeys
 	if depth > 64 {
-		return errors.New("value nested too deeply")
+		return fmt.Errorf("%w: nested too deeply", errTooLarge)
 	}
 	if b.Len() > limit {
-		return errors.New("value too large")
+		return errTooLarge
 	}
 	nl := func(d int) {
 		if indent >= 0 {

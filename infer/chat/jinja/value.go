@@ -306,50 +306,69 @@ func toStr(v Value) Str {
 }
 
 // pyRepr writes v as Python's str/repr would (strings quoted inside
-// containers).
+// containers). The walk bounds the nodes it visits and, through bytes, what
+// it writes: past walkBytes it stops, and the caller's output cap refuses
+// the result.
 func pyRepr(v Value, depth int, w *walk) string {
-	if depth > 64 || !w.visit() {
-		return "..."
+	var b strings.Builder
+	writeRepr(&b, v, depth, w)
+	return b.String()
+}
+
+const walkBytes = 16 << 20
+
+func writeRepr(b *strings.Builder, v Value, depth int, w *walk) {
+	if depth > 64 || !w.visit() || b.Len() > walkBytes {
+		b.WriteString("...")
+		return
 	}
 	switch x := v.(type) {
 	case nil:
-		return "None"
+		b.WriteString("None")
 	case Undefined:
-		return ""
 	case bool:
 		if x {
-			return "True"
+			b.WriteString("True")
+		} else {
+			b.WriteString("False")
 		}
-		return "False"
 	case int64:
-		return strconv.FormatInt(x, 10)
+		b.WriteString(strconv.FormatInt(x, 10))
 	case float64:
-		return pyFloat(x)
+		b.WriteString(pyFloat(x))
 	case Str:
 		if depth == 0 {
-			return x.S
+			b.WriteString(x.S)
+		} else {
+			b.WriteString(pyQuote(x.S))
 		}
-		return pyQuote(x.S)
 	case *List:
-		parts := make([]string, len(x.Items))
+		b.WriteByte('[')
 		for i, e := range x.Items {
-			parts[i] = pyRepr(e, depth+1, w)
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			writeRepr(b, e, depth+1, w)
 		}
-		return "[" + strings.Join(parts, ", ") + "]"
+		b.WriteByte(']')
 	case *Dict:
-		parts := make([]string, len(x.keys))
+		b.WriteByte('{')
 		for i, k := range x.keys {
-			parts[i] = pyQuote(k) + ": " + pyRepr(x.m[k], depth+1, w)
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			writeRepr(b, x.keyValue(k, false), depth+1, w)
+			b.WriteString(": ")
+			writeRepr(b, x.m[k], depth+1, w)
 		}
-		return "{" + strings.Join(parts, ", ") + "}"
+		b.WriteByte('}')
 	case *Namespace:
-		return "<Namespace>"
+		b.WriteString("<Namespace>")
 	case *Macro:
-		return "<macro " + x.name + ">"
+		b.WriteString("<macro " + x.name + ">")
 	case *builtin:
-		return "<function " + x.name + ">"
+		b.WriteString("<function " + x.name + ">")
 	}
-	return ""
 }
 
 func pyQuote(s string) string {
