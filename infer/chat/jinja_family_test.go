@@ -262,13 +262,13 @@ func TestFamilyToolCalls(t *testing.T) {
         "required": ["location"]
       }
     }}`)
-	msgs := []Message{
-		{Role: RoleSystem, Content: "You are a helpful assistant"},
-		{Role: RoleUser, Content: "What is the weather in Paris?"},
-		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "call00001", Name: "get_weather", Arguments: `{"location": "Paris", "unit": "celsius"}`}}},
-		{Role: "tool", ToolCallID: "call00001", Name: "get_weather", Content: `{"temperature": 22}`},
-		{Role: RoleAssistant, Content: "It is 22 degrees in Paris."},
-		{Role: RoleUser, Content: "Thanks!"},
+	msgs := []ToolMessage{
+		{Message: Message{Role: RoleSystem, Content: "You are a helpful assistant"}},
+		{Message: Message{Role: RoleUser, Content: "What is the weather in Paris?"}},
+		{Message: Message{Role: RoleAssistant}, ToolCalls: []ToolCall{{ID: "call00001", Name: "get_weather", Arguments: `{"location": "Paris", "unit": "celsius"}`}}},
+		{Message: Message{Role: "tool", Content: `{"temperature": 22}`}, ToolCallID: "call00001", Name: "get_weather"},
+		{Message: Message{Role: RoleAssistant, Content: "It is 22 degrees in Paris."}},
+		{Message: Message{Role: RoleUser, Content: "Thanks!"}},
 	}
 	for _, name := range []string{"meta-llama-Llama-3.1-8B-Instruct", "meta-llama-Llama-3.2-3B-Instruct", "meta-llama-Llama-3.3-70B-Instruct",
 		"Qwen-Qwen2.5-7B-Instruct", "Qwen-Qwen3-0.6B", "mistralai-Mistral-Nemo-Instruct-2407"} {

@@ -115,9 +115,9 @@ func FromJinja(src string, sp Specials) (*Template, error) {
 	// it; for those, llama.cpp moves the system prompt into the first user
 	// message, and so does Pieces.
 	const needle = "<<system needle>>"
-	sys, err := st.render([]Message{{Role: RoleSystem, Content: needle}, {Role: RoleUser, Content: "hi"}}, nil, true, false)
+	sys, err := st.render(toolMessages([]Message{{Role: RoleSystem, Content: needle}, {Role: RoleUser, Content: "hi"}}), nil, true, false)
 	st.systemRole = err == nil && strings.Contains(sys.S, needle)
-	if _, err := st.render([]Message{{Role: RoleUser, Content: "hi"}}, nil, true, false); err != nil {
+	if _, err := st.render(toolMessages([]Message{{Role: RoleUser, Content: "hi"}}), nil, true, false); err != nil {
 		return nil, fmt.Errorf("chat template: %w", err)
 	}
 	return t, nil
@@ -133,19 +133,25 @@ func (t *Template) Prompt(msgs []Message, addGenerationPrompt, think bool) ([]Pi
 	if t.jinja == nil {
 		return t.Pieces(msgs, addGenerationPrompt, think), nil
 	}
-	return t.jinja.pieces(msgs, nil, addGenerationPrompt, think)
+	return t.jinja.pieces(toolMessages(msgs), nil, addGenerationPrompt, think)
 }
 
 // PromptTools is Prompt with tool definitions (OpenAI's {"type":
 // "function", "function": {...}} objects) given to the template as
 // `tools`, and the messages' tool calls and tool results shown as the
 // template writes them. Only KindJinja templates take tools.
-func (t *Template) PromptTools(msgs []Message, tools []json.RawMessage, addGenerationPrompt, think bool) ([]Piece, error) {
+func (t *Template) PromptTools(msgs []ToolMessage, tools []json.RawMessage, addGenerationPrompt, think bool) ([]Piece, error) {
+	plain := make([]Message, len(msgs))
+	hasCalls := false
+	for i, m := range msgs {
+		plain[i] = m.Message
+		hasCalls = hasCalls || len(m.ToolCalls) > 0
+	}
 	if t.jinja == nil {
-		if len(tools) > 0 || slices.ContainsFunc(msgs, func(m Message) bool { return len(m.ToolCalls) > 0 }) {
+		if len(tools) > 0 || hasCalls {
 			return nil, ErrNoTools
 		}
-		return t.Pieces(msgs, addGenerationPrompt, think), nil
+		return t.Pieces(plain, addGenerationPrompt, think), nil
 	}
 	list := &jinja.List{}
 	for i, raw := range tools {
@@ -156,6 +162,15 @@ func (t *Template) PromptTools(msgs []Message, tools []json.RawMessage, addGener
 		list.Items = append(list.Items, v)
 	}
 	return t.jinja.pieces(msgs, list, addGenerationPrompt, think)
+}
+
+// toolMessages wraps plain messages.
+func toolMessages(msgs []Message) []ToolMessage {
+	out := make([]ToolMessage, len(msgs))
+	for i, m := range msgs {
+		out[i] = ToolMessage{Message: m}
+	}
+	return out
 }
 
 // alternate merges consecutive turns of one role (joined by a blank line)
@@ -176,7 +191,7 @@ func alternate(msgs []Message) []Message {
 	return out
 }
 
-func (st *jinjaState) pieces(msgs []Message, tools *jinja.List, addGenerationPrompt, think bool) ([]Piece, error) {
+func (st *jinjaState) pieces(msgs []ToolMessage, tools *jinja.List, addGenerationPrompt, think bool) ([]Piece, error) {
 	if !st.systemRole && len(msgs) > 0 && msgs[0].Role == RoleSystem {
 		rest := slices.Clone(msgs[1:])
 		if len(rest) > 0 {
@@ -224,7 +239,7 @@ func (st *jinjaState) split(b *pieces, s string) {
 // message is m as templates expect it: OpenAI's shape, a tool call's
 // arguments an object when they parse as one (as llama.cpp gives them to
 // templates that take objects, which the families here all do).
-func message(m Message) *jinja.Dict {
+func message(m ToolMessage) *jinja.Dict {
 	d := jinja.NewDict()
 	d.Set("role", jinja.Data(m.Role))
 	d.Set("content", jinja.Data(m.Content))
@@ -258,7 +273,7 @@ func message(m Message) *jinja.Dict {
 	return d
 }
 
-func (st *jinjaState) render(msgs []Message, tools *jinja.List, addGenerationPrompt, think bool) (jinja.Str, error) {
+func (st *jinjaState) render(msgs []ToolMessage, tools *jinja.List, addGenerationPrompt, think bool) (jinja.Str, error) {
 	list := &jinja.List{}
 	for _, m := range msgs {
 		list.Items = append(list.Items, message(m))

@@ -16,9 +16,13 @@ type Message struct {
 	Role     string
 	Content  string
 	Thinking string
+}
 
-	// ToolCalls are the calls an assistant turn made. Only templates
-	// rendered from their Jinja source (KindJinja) show them; see PromptTools.
+// ToolMessage is a Message with OpenAI's tool fields, for PromptTools (kept
+// apart so that Message stays comparable).
+type ToolMessage struct {
+	Message
+	// ToolCalls are the calls an assistant turn made.
 	ToolCalls []ToolCall
 	// ToolCallID and Name say, on a "tool" turn, which call it answers.
 	ToolCallID, Name string

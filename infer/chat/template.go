@@ -172,9 +172,9 @@ func (t *Template) Encode(msgs []Message, addGenerationPrompt, think bool, encod
 // Prompt to see the error.
 func (t *Template) Pieces(msgs []Message, addGenerationPrompt bool, think bool) []Piece {
 	if t.jinja != nil {
-		p, err := t.jinja.pieces(msgs, nil, addGenerationPrompt, think)
+		p, err := t.jinja.pieces(toolMessages(msgs), nil, addGenerationPrompt, think)
 		if err != nil {
-			p, _ = t.jinja.pieces(alternate(msgs), nil, addGenerationPrompt, think)
+			p, _ = t.jinja.pieces(toolMessages(alternate(msgs)), nil, addGenerationPrompt, think)
 		}
 		return p
 	}
