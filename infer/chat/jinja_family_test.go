@@ -299,3 +299,27 @@ func TestFamilyToolCalls(t *testing.T) {
 		t.Errorf("built-in template with tools: %v, want ErrNoTools", err)
 	}
 }
+
+// A template that concatenates a tool call's arguments as text gets them as
+// the JSON text; one that writes them with tojson gets the object.
+func TestToolArgumentsAsTextWhereNeeded(t *testing.T) {
+	const concat = "{% for m in messages %}{% for c in m.tool_calls %}{{ c.function.name + ' ' + c.function.arguments }}{% endfor %}{% endfor %}"
+	const object = "{% for m in messages %}{% for c in m.tool_calls %}{{ c.function.name }} {{ c.function.arguments | tojson }}{% endfor %}{% endfor %}"
+	msgs := []ToolMessage{{Message: Message{Role: RoleAssistant}, ToolCalls: []ToolCall{{Name: "f", Arguments: `{"b":2, "a":[1]}`}}}}
+	for _, tc := range []struct{ src, want string }{
+		{concat, `f {"b":2, "a":[1]}`},
+		{object, `f {"b": 2, "a": [1]}`},
+	} {
+		tpl, err := FromJinja(tc.src, Specials{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := tpl.PromptTools(msgs, nil, false, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p) != 1 || p[0].Text != tc.want {
+			t.Errorf("%s: got %+v, want %q", tc.src, p, tc.want)
+		}
+	}
+}

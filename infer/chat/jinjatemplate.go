@@ -97,6 +97,7 @@ type jinjaState struct {
 	sp         Specials
 	markers    []string // longest first, so a marker that contains another wins
 	systemRole bool     // the template shows a system message
+	stringArgs bool     // the template takes a tool call's arguments as JSON text, not an object
 	now        func() time.Time
 }
 
@@ -119,6 +120,17 @@ func FromJinja(src string, sp Specials) (*Template, error) {
 	st.systemRole = err == nil && strings.Contains(sys.S, needle)
 	if _, err := st.render(toolMessages([]Message{{Role: RoleUser, Content: "hi"}}), nil, true, false); err != nil {
 		return nil, fmt.Errorf("chat template: %w", err)
+	}
+	// Tool-call arguments go in as an object, as llama.cpp gives them to
+	// templates that take one; a template that fails on the object but not
+	// on the JSON text (one that writes `'…' + arguments`) gets the text.
+	call := []ToolMessage{{Message: Message{Role: RoleUser, Content: "hi"}},
+		{Message: Message{Role: RoleAssistant}, ToolCalls: []ToolCall{{ID: "call00001", Name: "f", Arguments: `{"a": 1}`}}}}
+	if _, err := st.render(call, nil, false, false); err != nil {
+		st.stringArgs = true
+		if _, err := st.render(call, nil, false, false); err != nil {
+			st.stringArgs = false
+		}
 	}
 	return t, nil
 }
@@ -239,7 +251,7 @@ func (st *jinjaState) split(b *pieces, s string) {
 // message is m as templates expect it: OpenAI's shape, a tool call's
 // arguments an object when they parse as one (as llama.cpp gives them to
 // templates that take objects, which the families here all do).
-func message(m ToolMessage) *jinja.Dict {
+func message(m ToolMessage, stringArgs bool) *jinja.Dict {
 	d := jinja.NewDict()
 	d.Set("role", jinja.Data(m.Role))
 	d.Set("content", jinja.Data(m.Content))
@@ -252,7 +264,7 @@ func message(m ToolMessage) *jinja.Dict {
 			fn := jinja.NewDict()
 			fn.Set("name", jinja.Data(c.Name))
 			args, err := jinja.FromJSON([]byte(c.Arguments), true)
-			if _, isObject := args.(*jinja.Dict); err != nil || !isObject {
+			if _, isObject := args.(*jinja.Dict); err != nil || !isObject || stringArgs {
 				args = jinja.Data(c.Arguments)
 			}
 			fn.Set("arguments", args)
@@ -276,7 +288,7 @@ func message(m ToolMessage) *jinja.Dict {
 func (st *jinjaState) render(msgs []ToolMessage, tools *jinja.List, addGenerationPrompt, think bool) (jinja.Str, error) {
 	list := &jinja.List{}
 	for _, m := range msgs {
-		list.Items = append(list.Items, message(m))
+		list.Items = append(list.Items, message(m, st.stringArgs))
 	}
 	now := st.now()
 	vars := jinja.NewDict()
