@@ -836,6 +836,10 @@ func (e *evaluator) callMacro(pos Pos, m *Macro, args []Value, kw *Dict, caller 
 	}
 	var w writer
 	if err := e.exec(m.body, s, &w); err != nil {
+		var ctl *loopControl
+		if errors.As(err, &ctl) { // not the caller's loop to break
+			return nil, errAt(ctl.pos, "break or continue outside a loop")
+		}
 		return nil, err
 	}
 	return w.str(), nil

@@ -142,6 +142,7 @@ func TestErrors(t *testing.T) {
 		{"parse nesting", strings.Repeat("{% if x %}", 300), ErrLimit, ""},
 		{"expression nesting", "{{ " + strings.Repeat("(", 1000) + "1" + strings.Repeat(")", 1000) + " }}", ErrLimit, ""},
 		{"break outside loop", "{% break %}", ErrRender, "1:4"},
+		{"break in a macro called in a loop", "{% macro m() %}{% break %}{% endmacro %}{% for i in [1] %}{{ m() }}{% endfor %}", ErrRender, "1:19"},
 		{"shared big string printed", "{% set s = 'x' * 60000 %}{% set l = [] %}{% for i in range(2000) %}{% do l.append(s) %}{% endfor %}{{ l }}", ErrLimit, ""},
 		{"doubling list", "{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}", ErrLimit, ""},
 		{"list holding itself", "{% set l = [] %}{% do l.append(l) %}{% do l.append(l) %}{% for i in range(100000) %}{{ l == l }}{{ l }}{% endfor %}", ErrLimit, ""},
@@ -191,5 +192,27 @@ func TestDataStaysData(t *testing.T) {
 	want := []string{"T:<a>", "D:x|<b>", "T:<b>|", "D:<b>  ", "T:|", "D:x|", "T:|", "D:  ", "T:<c>", "D:|<b>  ", "T:|", `D:"  x|<b>  "`}
 	if strings.Join(got, "¶") != strings.Join(want, "¶") {
 		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
+
+func TestRenderFromGo(t *testing.T) {
+	tpl, err := Parse("{{ bos_token }}{% for m in messages %}{{ m.role }}:{{ m.content }};{% endfor %}{{ n + 1 }}{{ flags | join(',') }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := tpl.Render(map[string]any{
+		"bos_token": "<s>",
+		"messages":  []any{map[string]any{"role": "user", "content": Data("hi")}},
+		"n":         41,
+		"flags":     []string{"a", "b"},
+	}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.S != "<s>user:hi;42a,b" {
+		t.Errorf("got %q", out.S)
+	}
+	if segs := out.Segments(); len(segs) != 3 || !segs[1].Data || segs[1].Text != "hi" {
+		t.Errorf("segments %+v", segs)
 	}
 }

@@ -149,52 +149,49 @@ func jsonString(b *strings.Builder, s string) {
 // FromGo converts Go values to template values: strings become template
 // text (wrap caller data with Data first), maps become dicts with sorted
 // keys (pass a *Dict to keep an order), slices lists; json.RawMessage is
-// decoded as data (see FromJSON).
+// decoded as data (see FromJSON). Other types are undefined.
 func FromGo(v any) Value {
 	switch x := v.(type) {
 	case nil:
 		return nil
-	case Value:
-		switch y := x.(type) {
-		case Str, *List, *Dict, *Namespace, Undefined, bool, int64, float64:
-			return y
-		case string:
-			return Text(y)
-		case int:
-			return int64(y)
-		case int32:
-			return int64(y)
-		case float32:
-			return float64(y)
-		case json.RawMessage:
-			if j, err := FromJSON(y, true); err == nil {
-				return j
-			}
-			return Data(string(y))
-		case []any:
-			l := &List{Items: make([]Value, len(y))}
-			for i, e := range y {
-				l.Items[i] = FromGo(e)
-			}
-			return l
-		case []string:
-			l := &List{Items: make([]Value, len(y))}
-			for i, e := range y {
-				l.Items[i] = Text(e)
-			}
-			return l
-		case map[string]any:
-			keys := make([]string, 0, len(y))
-			for k := range y {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			d := NewDict()
-			for _, k := range keys {
-				d.Set(k, FromGo(y[k]))
-			}
-			return d
+	case Str, *List, *Dict, *Namespace, Undefined, bool, int64, float64:
+		return x
+	case string:
+		return Text(x)
+	case int:
+		return int64(x)
+	case int32:
+		return int64(x)
+	case float32:
+		return float64(x)
+	case json.RawMessage:
+		if j, err := FromJSON(x, true); err == nil {
+			return j
 		}
+		return Data(string(x))
+	case []any:
+		l := &List{Items: make([]Value, len(x))}
+		for i, e := range x {
+			l.Items[i] = FromGo(e)
+		}
+		return l
+	case []string:
+		l := &List{Items: make([]Value, len(x))}
+		for i, e := range x {
+			l.Items[i] = Text(e)
+		}
+		return l
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		d := NewDict()
+		for _, k := range keys {
+			d.Set(k, FromGo(x[k]))
+		}
+		return d
 	}
 	return Undefined{}
 }
