@@ -323,3 +323,28 @@ func TestToolArgumentsAsTextWhereNeeded(t *testing.T) {
 		}
 	}
 }
+
+// One template serves many requests at once (the server's parallel slots).
+func TestJinjaConcurrentRenders(t *testing.T) {
+	tpl, err := FromJinja(readTemplate(t, "meta-llama-Llama-3.1-8B-Instruct"), Specials{BOS: "<s>", EOS: "</s>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixedClock(tpl)
+	want := tpl.Render(llamaCppConversation, true, false)
+	done := make(chan string)
+	for range 4 {
+		go func() {
+			var last string
+			for range 20 {
+				last = tpl.Render(llamaCppConversation, true, false)
+			}
+			done <- last
+		}()
+	}
+	for range 4 {
+		if got := <-done; got != want {
+			t.Errorf("a concurrent render differs:\n%q\n%q", got, want)
+		}
+	}
+}

@@ -35,6 +35,7 @@ func TestRender(t *testing.T) {
 		{"dash trims both sides", "a  {{- 'b' -}}  \n c", "", "abc"},
 		{"trim_blocks", "{% if true %}\nx\n{% endif %}\ny", "", "x\ny"},
 		{"lstrip_blocks", "a\n    {% if true %}x{% endif %}\n", "", "a\nx"},
+		{"plus keeps trim_blocks off", "{% if true +%}\nx{% endif %}", "", "\nx"},
 		{"plus keeps lstrip off", "a\n  {%+ if true %}x{% endif %}", "", "a\n  x"},
 		{"no lstrip for output", "a\n  {{ 'x' }}", "", "a\n  x"},
 		{"if elif else", "{% for n in [1,2,3] %}{% if n == 1 %}one{% elif n == 2 %}two{% else %}many{% endif %} {% endfor %}", "", "one two many "},

@@ -41,12 +41,13 @@ type token struct {
 // a block tag goes) and lstrip_blocks (spaces and tabs before a block tag on
 // its own line go), and the explicit '-' controls.
 type lexer struct {
-	src        string
-	i          int
-	line, col  int
-	toks       []token
-	trimNext   bool // a '-' closed the last tag: strip the next text's leading whitespace
-	afterBlock bool // the last tag was a block or comment (trim_blocks applies)
+	src         string
+	i           int
+	line, col   int
+	toks        []token
+	trimNext    bool // a '-' closed the last tag: strip the next text's leading whitespace
+	afterBlock  bool // the last tag was a block or comment (trim_blocks applies)
+	keepNewline bool // the last tag closed with +%}: trim_blocks does not apply
 }
 
 func lex(src string) ([]token, error) {
@@ -137,7 +138,7 @@ func (lx *lexer) run() error {
 			if err := lx.inside("%}"); err != nil {
 				return err
 			}
-			lx.afterBlock = true
+			lx.afterBlock = !lx.keepNewline
 			if err := lx.raw(); err != nil {
 				return err
 			}
@@ -219,17 +220,19 @@ func (lx *lexer) inside(closer string) error {
 		if depth == 0 {
 			if strings.HasPrefix(rest, "-"+closer) {
 				lx.advance(3)
-				lx.trimNext = true
+				lx.trimNext, lx.keepNewline = true, false
 				lx.closeTag(closer, p)
 				return nil
 			}
 			if strings.HasPrefix(rest, "+"+closer) {
 				lx.advance(3)
+				lx.keepNewline = true
 				lx.closeTag(closer, p)
 				return nil
 			}
 			if strings.HasPrefix(rest, closer) {
 				lx.advance(2)
+				lx.keepNewline = false
 				lx.closeTag(closer, p)
 				return nil
 			}
