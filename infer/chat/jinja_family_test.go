@@ -135,7 +135,7 @@ func TestFamilyStops(t *testing.T) {
 			[]string{"<unk>", "<s>", "</s>"}, map[string]uint32{"bos_token_id": 1, "eos_token_id": 2},
 			KindJinja, []string{"</s>"}, []string{"<s>", "</s>"}},
 		{"Gemma 3", "google-gemma-3-it",
-			[]string{"<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>"},
+			[]string{"<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>", "\n\n", "\t"},
 			map[string]uint32{"bos_token_id": 2, "eos_token_id": 1, "eot_token_id": 5},
 			KindJinja, []string{"<end_of_turn>", "<eos>"}, []string{"<bos>", "<start_of_turn>", "<end_of_turn>"}},
 		{"Phi-3", "microsoft-Phi-3.5-mini-instruct",
@@ -155,6 +155,9 @@ func TestFamilyStops(t *testing.T) {
 				types[i] = 1
 				if i < len(tt.special) {
 					types[i] = tokenControl
+					if strings.TrimSpace(tokens[i]) == "" {
+						types[i] = tokenUserDefined
+					}
 				}
 			}
 			kv := buildGGUF(t, src, tokens, types, tt.ids, true)
@@ -179,6 +182,11 @@ func TestFamilyStops(t *testing.T) {
 				for _, m := range tt.markers {
 					if !slices.Contains(tpl.jinja.sp.Markers, m) {
 						t.Errorf("marker %q missing from %q", m, tpl.jinja.sp.Markers)
+					}
+				}
+				for _, m := range tpl.jinja.sp.Markers {
+					if strings.TrimSpace(m) == "" {
+						t.Errorf("whitespace marker %q", m)
 					}
 				}
 			}

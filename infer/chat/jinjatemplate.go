@@ -73,7 +73,10 @@ func SpecialsFromGGUF(kv gguf.Metadata, src string) Specials {
 		if slices.Contains(endMarks, tok) {
 			stops[tok] = true
 		}
-		if id < len(types) && (types[id] == tokenControl || types[id] == tokenUserDefined) && tok != "" &&
+		// User-defined tokens that are only whitespace (Gemma's runs of
+		// newlines and tabs) are matched by the tokenizer in any text; they
+		// mark nothing.
+		if id < len(types) && (types[id] == tokenControl || types[id] == tokenUserDefined && strings.TrimSpace(tok) != "") && tok != "" &&
 			(tok == sp.BOS || tok == sp.EOS || strings.Contains(src, tok)) {
 			markers[tok] = true
 		}
