@@ -17,3 +17,20 @@ type Message struct {
 	Content  string
 	Thinking string
 }
+
+// ToolMessage is a Message with OpenAI's tool fields, for PromptTools (kept
+// apart so that Message stays comparable).
+type ToolMessage struct {
+	Message
+	// ToolCalls are the calls an assistant turn made.
+	ToolCalls []ToolCall
+	// ToolCallID and Name say, on a "tool" turn, which call it answers.
+	ToolCallID, Name string
+}
+
+// ToolCall is a function call made by an assistant turn.
+type ToolCall struct {
+	ID        string
+	Name      string
+	Arguments string // a JSON object
+}

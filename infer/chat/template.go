@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -43,6 +44,11 @@ type Template struct {
 	// Recognized is false when the file had a template of a shape this
 	// package does not know and the built-in Qwen3 template is used instead.
 	Recognized bool
+	// JinjaErr says why an unrecognised template could not be rendered
+	// with the Jinja engine (nil when it was, or was not tried).
+	JinjaErr error
+
+	jinja *jinjaState // KindJinja
 }
 
 // Qwen3 is the built-in template: Qwen3's ChatML as Bonsai uses it.
@@ -50,14 +56,25 @@ func Qwen3() *Template { return &Template{Kind: KindQwen3, Recognized: true} }
 
 // FromGGUF picks the template from tokenizer.chat_template: a ChatML template
 // that mentions <think> is rendered as Qwen3, another ChatML template as
-// ChatML (keeping its default system prompt), and anything else — or no
-// template — falls back to the built-in Qwen3 template.
+// ChatML (keeping its default system prompt), any other template with the
+// Jinja engine (KindJinja, with the vocabulary's control tokens and
+// end-of-generation tokens), and no template — or one the engine cannot
+// render — falls back to the built-in Qwen3 template.
 func FromGGUF(kv gguf.Metadata) *Template {
 	src, ok := kv.String("tokenizer.chat_template")
 	if !ok {
 		return Qwen3()
 	}
-	return FromSource(src)
+	t := FromSource(src)
+	if t.Recognized {
+		return t
+	}
+	j, err := FromJinja(src, SpecialsFromGGUF(kv, src))
+	if err != nil {
+		t.JinjaErr = err
+		return t
+	}
+	return j
 }
 
 // FromSource recognises a Jinja chat template's shape (see FromGGUF).
@@ -92,7 +109,12 @@ func defaultSystemPrompt(src string) string {
 }
 
 // StopStrings are the texts that end an assistant turn.
-func (t *Template) StopStrings() []string { return []string{IMEnd, EndOfText} }
+func (t *Template) StopStrings() []string {
+	if t.jinja != nil {
+		return slices.Clone(t.jinja.sp.Stops)
+	}
+	return []string{IMEnd, EndOfText}
+}
 
 // StopIDs maps StopStrings to token ids with a vocabulary lookup (such as
 // (*tokenizer.Tokenizer).ID), skipping those the vocabulary lacks.
@@ -144,8 +166,18 @@ func (t *Template) Encode(msgs []Message, addGenerationPrompt, think bool, encod
 }
 
 // Pieces is the prompt Render writes, cut into markers and plain text;
-// adjacent plain pieces are merged, so no two plain pieces touch.
+// adjacent plain pieces are merged, so no two plain pieces touch. A Jinja
+// template that refuses the conversation is given it again with the roles
+// made to alternate (see alternate), and nil when it refuses that too: use
+// Prompt to see the error.
 func (t *Template) Pieces(msgs []Message, addGenerationPrompt bool, think bool) []Piece {
+	if t.jinja != nil {
+		p, err := t.jinja.pieces(toolMessages(msgs), nil, addGenerationPrompt, think)
+		if err != nil {
+			p, _ = t.jinja.pieces(toolMessages(alternate(msgs)), nil, addGenerationPrompt, think)
+		}
+		return p
+	}
 	var b pieces
 	if t.DefaultSystem != "" && (len(msgs) == 0 || msgs[0].Role != RoleSystem) {
 		b.turn(RoleSystem, t.DefaultSystem)
