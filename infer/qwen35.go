@@ -438,7 +438,6 @@ func (n *qwen35) encode(batch Batch) {
 	n.matmul(n.logits, n.output, n.last)
 }
 
-
 // attention is the gated full-attention block: h in, its output in h.
 func (n *qwen35) attention(L *qwen35Layer) {
 	b, eps, D, H := n.b, n.p.RMSEps, n.p.HeadDim, n.p.Heads
