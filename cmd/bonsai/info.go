@@ -11,6 +11,7 @@ import (
 	"github.com/bonsai-chat/bonsai/config"
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/chat"
 )
 
 func init() {
@@ -84,6 +85,7 @@ func describe(f *gguf.File, ctx int, out io.Writer) error {
 	row("architecture", "%s", arch)
 	row("variant", "%s", infer.DetectVariant(f).Name)
 	row("parameters", "%s", humanCount(infer.Params(f)))
+	row("template", "%s", templateRow(chat.FromGGUF(f.KV)))
 
 	var hp infer.Hyperparams
 	a, archErr := infer.LookupArch(arch)
@@ -175,6 +177,21 @@ func describe(f *gguf.File, ctx int, out io.Writer) error {
 		return archErr
 	}
 	return nil
+}
+
+// templateRow says which chat template the chat renders the file with:
+// a built-in one, the file's own through the Jinja engine, or, where that
+// fails, the built-in ChatML and why.
+func templateRow(t *chat.Template) string {
+	switch {
+	case t.JinjaErr != nil:
+		return fmt.Sprintf("%s (the file's own cannot be rendered: %v)", t.Kind, t.JinjaErr)
+	case t.Kind == chat.KindJinja:
+		return "the file's own (tokenizer.chat_template, rendered by the Jinja engine)"
+	case t.Source == "":
+		return fmt.Sprintf("%s (built in: the file has none)", t.Kind)
+	}
+	return fmt.Sprintf("%s (built in, recognised from the file's)", t.Kind)
 }
 
 func humanBytes(n int64) string { return infer.FormatBytes(float64(n)) }
