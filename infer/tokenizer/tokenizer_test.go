@@ -41,7 +41,11 @@ func qwen2(t testing.TB) *Tokenizer {
 // by "\n__ggml_vocab_test__\n", the .out file one line of ids per text
 // (encoded without special-token parsing or BOS). qwen2 is the Qwen regex,
 // llama-bpe its three-digit variant with ignore_merges, gpt-2 GPT-2's own
-// regex and starcoder that regex after splitting off every digit.
+// regex and starcoder that regex after splitting off every digit;
+// llama-spm and phi-3 are SentencePiece vocabularies (phi-3's with
+// user-defined tokens that swallow the whitespace after them). Every text
+// must also come back: from Decode for BPE, from Detokenize (which drops
+// SentencePiece's prefix space) for SentencePiece.
 func TestLlamaCppVectors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -51,6 +55,8 @@ func TestLlamaCppVectors(t *testing.T) {
 		{"llama-bpe", vocabFile("llama-bpe")},
 		{"gpt-2", vocabFile("gpt-2")},
 		{"starcoder", vocabFile("starcoder")},
+		{"llama-spm", vocabFile("llama-spm")},
+		{"phi-3", vocabFile("phi-3")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tok := tc.tok(t)
@@ -60,7 +66,11 @@ func TestLlamaCppVectors(t *testing.T) {
 				if !equalIDs(got, wants[i]) {
 					t.Errorf("vector %d %q:\n got %v\nwant %v", i, text, got, wants[i])
 				}
-				if dec := tok.Decode(got); dec != text {
+				dec := tok.Decode(got)
+				if tok.kind == kindSPM {
+					dec = tok.Detokenize(got)
+				}
+				if dec != text {
 					t.Errorf("vector %d: decode = %q, want %q", i, dec, text)
 				}
 			}
@@ -209,7 +219,9 @@ func TestConfigErrors(t *testing.T) {
 		name string
 		c    Config
 	}{
-		{"spm model", Config{Model: "llama", Pre: "qwen2", Tokens: []string{"a"}}},
+		{"unknown model", Config{Model: "bert", Tokens: []string{"a"}}},
+		{"scores for fewer tokens", Config{Model: "llama", Tokens: []string{"a", "b"}, Scores: []float32{0}, BOS: NoToken, EOS: NoToken, EOT: NoToken, EOM: NoToken, PAD: NoToken, UNK: NoToken}},
+		{"unknown id outside", Config{Model: "llama", Tokens: []string{"a"}, BOS: NoToken, EOS: NoToken, EOT: NoToken, EOM: NoToken, PAD: NoToken, UNK: 5}},
 		{"unknown pre", Config{Model: "gpt2", Pre: "nope", Tokens: []string{"a"}}},
 		{"no byte tokens", Config{Model: "gpt2", Pre: "qwen2", Tokens: []string{"a"}, BOS: NoToken, EOS: NoToken, EOT: NoToken, EOM: NoToken, PAD: NoToken}},
 	}
