@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer/tokenizer/llamaspm"
 	"github.com/bonsai-chat/bonsai/infer/tokenizer/qwen"
 )
 
@@ -36,6 +37,30 @@ func qwen2(t testing.TB) *Tokenizer {
 	return qwenTok
 }
 
+var (
+	spmOnce sync.Once
+	spmTok  *Tokenizer
+	spmErr  error
+)
+
+// llamaSPM loads llama.cpp's ggml-vocab-llama-spm.gguf (embedded in package
+// llamaspm).
+func llamaSPM(t testing.TB) *Tokenizer {
+	t.Helper()
+	spmOnce.Do(func() {
+		f, err := gguf.Parse(llamaspm.VocabGGUF)
+		if err != nil {
+			spmErr = err
+			return
+		}
+		spmTok, spmErr = FromGGUF(f.KV)
+	})
+	if spmErr != nil {
+		t.Fatalf("loading the llama-spm vocab: %v", spmErr)
+	}
+	return spmTok
+}
+
 // TestLlamaCppVectors runs llama.cpp's test-tokenizer-0 vectors, one
 // vocabulary per pre-tokenizer family: the .inp file holds texts separated
 // by "\n__ggml_vocab_test__\n", the .out file one line of ids per text
@@ -55,7 +80,7 @@ func TestLlamaCppVectors(t *testing.T) {
 		{"llama-bpe", vocabFile("llama-bpe")},
 		{"gpt-2", vocabFile("gpt-2")},
 		{"starcoder", vocabFile("starcoder")},
-		{"llama-spm", vocabFile("llama-spm")},
+		{"llama-spm", func(t *testing.T) *Tokenizer { return llamaSPM(t) }},
 		{"phi-3", vocabFile("phi-3")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
