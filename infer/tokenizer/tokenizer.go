@@ -354,8 +354,17 @@ func (t *Tokenizer) EOT() int32 { return t.eot }
 // PAD is the padding id (NoToken when absent).
 func (t *Tokenizer) PAD() int32 { return t.pad }
 
-// AddBOS reports whether prompts should start with BOS (tokenizer.ggml.add_bos_token).
+// AddBOS reports whether prompts should start with BOS
+// (tokenizer.ggml.add_bos_token, or llama.cpp's default where the file has
+// none: true for SentencePiece and Llama 3).
 func (t *Tokenizer) AddBOS() bool { return t.addBOS }
+
+// AddEOS reports whether prompts should end with EOS (tokenizer.ggml.add_eos_token).
+func (t *Tokenizer) AddEOS() bool { return t.addEOS }
+
+// UNK is the unknown token SentencePiece encodes a byte without a byte
+// token as (NoToken for BPE, or when absent).
+func (t *Tokenizer) UNK() int32 { return t.unk }
 
 // IsEOG reports whether id ends generation, by llama.cpp's rules: EOS, EOT and
 // EOM, the FIM pad, repo and file-separator tokens, and the end-of-turn
