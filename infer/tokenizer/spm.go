@@ -1,6 +1,9 @@
 package tokenizer
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // SentencePiece BPE ("llama" in tokenizer.ggml.model: Llama 2, Mistral,
 // TinyLlama, Phi-3, Gemma 1–3) as llama.cpp runs it (llm_tokenizer_spm in
@@ -19,7 +22,12 @@ import "strings"
 //   - A final symbol that is a token is that token; any other (a character
 //     the vocabulary lacks) is spelled with byte tokens, <0xNN>, one a byte.
 //
-// There is no pre-tokenizer: the whole fragment merges as one word.
+// There is no pre-tokenizer: the whole fragment merges as one word. But a
+// merge only ever forms a token, so no merge spans two adjacent characters
+// that no token holds side by side. SentencePiece vocabularies put "▁" at
+// the start of pieces, so most "▁"s can be cut before and the pieces merged
+// apart, giving the same tokens (with memory that no longer grows with the
+// prompt, and a word cache like BPE's): see spaceJoins.
 
 // spmSymbol is a span of the fragment: what has merged so far.
 type spmSymbol struct {
@@ -100,6 +108,48 @@ func utf8Len(lead byte) int {
 // spaceMark is SentencePiece's visible space, U+2581.
 const spaceMark = "\u2581"
 
+// spaceJoins finds the characters that some token has right before a "▁":
+// the fragment may be cut before any other "▁".
+func spaceJoins(tokens []string) map[rune]bool {
+	joins := map[rune]bool{}
+	for _, tok := range tokens {
+		prev := rune(-1)
+		for i, r := range tok {
+			if prev >= 0 && strings.HasPrefix(tok[i:], spaceMark) {
+				joins[prev] = true
+			}
+			prev = r
+		}
+	}
+	return joins
+}
+
+// spmWords calls emit with the pieces of an escaped fragment that merge
+// apart: it cuts before each "▁" whose preceding character no token has
+// before a "▁". A cut never falls inside a character as llama.cpp reads
+// characters, nor after one that is not valid UTF-8 (whose bytes a token
+// could end with).
+func (t *Tokenizer) spmWords(s string, emit func(word string)) {
+	start := 0
+	prev := utf8.RuneError
+	for off := 0; off < len(s); {
+		if off > start && strings.HasPrefix(s[off:], spaceMark) && prev != utf8.RuneError && !t.spaceJoins[prev] {
+			emit(s[start:off])
+			start = off
+		}
+		n := min(utf8Len(s[off]), len(s)-off)
+		r, size := utf8.DecodeRuneInString(s[off : off+n])
+		if size != n {
+			r = utf8.RuneError // not one whole character: never cut after it
+		}
+		prev = r
+		off += n
+	}
+	if start < len(s) {
+		emit(s[start:])
+	}
+}
+
 // encodeSPM is Encode for SentencePiece vocabularies.
 func (t *Tokenizer) encodeSPM(text string, allowSpecial bool) []int32 {
 	if text == "" {
@@ -121,7 +171,20 @@ func (t *Tokenizer) encodeSPM(text string, allowSpecial bool) []int32 {
 		}
 		prevSpecial = false
 		s = strings.ReplaceAll(s, " ", spaceMark)
-		out, syms, queue = t.spmFragment(s, out, syms[:0], queue[:0])
+		t.spmWords(s, func(word string) {
+			if len(word) > maxCachedWord {
+				out, syms, queue = t.spmFragment(word, out, syms[:0], queue[:0])
+				return
+			}
+			t.cacheMu.RLock()
+			ids, ok := t.cache[word]
+			t.cacheMu.RUnlock()
+			if !ok {
+				ids, syms, queue = t.spmFragment(word, nil, syms[:0], queue[:0])
+				t.remember(word, ids)
+			}
+			out = append(out, ids...)
+		})
 	}
 	return out
 }

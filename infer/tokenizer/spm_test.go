@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -144,19 +145,24 @@ func TestSPMAccessors(t *testing.T) {
 	}
 }
 
-// FuzzEncodeSPM: nothing panics, and every valid UTF-8 text comes back
+// FuzzEncodeSPM: nothing panics, cutting fragments into words changes no
+// token, and every valid UTF-8 text comes back
 // from Detokenize, except that a literal "▁" in the text comes back as a
 // space, as in llama.cpp (escaped and literal spaces are one token). Invalid
 // UTF-8 need not: a stray lead byte before a space takes part of the "▁" the
 // space became into its character, in llama.cpp too.
 func FuzzEncodeSPM(f *testing.F) {
-	for _, s := range []string{"", " ", "Hello world", "  x  ", "\n\n\t", "3.14159", "我想在apple工作", "🦙🦙", "<s>a</s>", "▁x▁", "\xff\xfe", "\xe2\x96", "a\u00a0\u3000b"} {
+	for _, s := range []string{"", " ", "Hello world", "  x  ", "\n\n\t", "3.14159", "我想在apple工作", "🦙🦙", "<s>a</s>", "▁x▁", "a  b   c\n  d", "\xcb x", "x\xe2\x96 \xe2\x96\x81 y", "if (x) {\n    return;\n}", "\xff\xfe", "\xe2\x96", "a\u00a0\u3000b"} {
 		f.Add(s)
 	}
 	tok := llamaSPM(f)
 	f.Fuzz(func(t *testing.T, text string) {
 		ids := tok.Encode(text, false)
-		_ = tok.Encode(text, true)
+		for _, special := range []bool{false, true} {
+			if got, want := tok.Encode(text, special), encodeWhole(tok, text, special); !equalIDs(got, want) {
+				t.Fatalf("Encode(%q, %v) = %v cut into words, %v merged whole", text, special, got, want)
+			}
+		}
 		if !utf8.ValidString(text) {
 			return
 		}
@@ -164,4 +170,83 @@ func FuzzEncodeSPM(f *testing.F) {
 			t.Fatalf("round trip of %q gave %q (ids %v)", text, got, ids)
 		}
 	})
+}
+
+// encodeWhole is encodeSPM without the cuts into words: each fragment
+// merged whole, as llama.cpp does.
+func encodeWhole(tok *Tokenizer, text string, allowSpecial bool) []int32 {
+	if text == "" {
+		return nil
+	}
+	var out []int32
+	prevSpecial := true
+	for _, f := range tok.partition(text, allowSpecial) {
+		if f.special {
+			out = append(out, f.id)
+			prevSpecial = true
+			continue
+		}
+		s := f.text
+		if tok.addSpacePrefix && prevSpecial {
+			s = " " + s
+		}
+		prevSpecial = false
+		out, _, _ = tok.spmFragment(strings.ReplaceAll(s, " ", spaceMark), out, nil, nil)
+	}
+	return out
+}
+
+// BenchmarkEncodeSPM encodes the repository's README (English prose, code
+// and tables, 28 KB) with the Llama 2 vocabulary, with the word cache
+// emptied before each pass (cold) or kept (warm).
+func BenchmarkEncodeSPM(b *testing.B) {
+	tok := llamaSPM(b)
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		b.Fatal(err)
+	}
+	text := string(readme)
+	for _, cold := range []bool{true, false} {
+		name := "warm"
+		if cold {
+			name = "cold"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			var n int
+			for b.Loop() {
+				if cold {
+					tok.cacheMu.Lock()
+					clear(tok.cache)
+					tok.cacheBytes = 0
+					tok.cacheMu.Unlock()
+				}
+				n = len(tok.Encode(text, false))
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+		})
+	}
+}
+
+// Cutting fragments into words before "▁" changes no token: the README and
+// the test vectors, merged whole and in words, with both vocabularies.
+func TestSPMWordsMatchWhole(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts, _ := readVectors(t, "testdata/ggml-vocab-llama-spm.gguf")
+	texts = append(texts, string(readme))
+	for _, tok := range []*Tokenizer{llamaSPM(t), vocabFile("phi-3")(t)} {
+		// Llama 2's and Phi-3's tokens have "▁" after "▁" only ("▁▁▁▁"):
+		// every other "▁" starts a word.
+		if len(tok.spaceJoins) != 1 || !tok.spaceJoins['\u2581'] {
+			t.Errorf("spaceJoins = %v, want only ▁", tok.spaceJoins)
+		}
+		for _, text := range texts {
+			if got, want := tok.Encode(text, true), encodeWhole(tok, text, true); !equalIDs(got, want) {
+				t.Errorf("Encode(%.40q…) differs in words (%d tokens) and whole (%d)", text, len(got), len(want))
+			}
+		}
+	}
 }

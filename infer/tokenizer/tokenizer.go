@@ -94,6 +94,9 @@ type Tokenizer struct {
 	byteToken [256]int32
 	pre       preTokenizer
 	scores    []float32 // SentencePiece merge scores
+	// spaceJoins are the characters some SentencePiece token has right
+	// before a "▁": a fragment is cut into words before any other "▁".
+	spaceJoins map[rune]bool
 
 	// specials are the tokens cut out before pre-tokenizing, longest first.
 	specials []int32
@@ -182,6 +185,7 @@ func New(c Config) (*Tokenizer, error) {
 		t.scores = c.Scores
 		t.unk = c.UNK
 		t.fallbackByteTokens()
+		t.spaceJoins = spaceJoins(c.Tokens)
 	}
 	specials := specialIDs{eos: c.EOS, eot: c.EOT, eom: c.EOM}
 	for role := range specials.fim {
