@@ -114,6 +114,9 @@ func FromGGUF(kv gguf.Metadata) (*Tokenizer, error) {
 	if b, ok := kv.Bool("tokenizer.ggml.add_bos_token"); ok {
 		c.AddBOS = b
 	}
+	if c.Model == "gemma4" {
+		c.AddBOS = true // llama.cpp overrides a Gemma 4 file that says otherwise
+	}
 	c.AddEOS, _ = kv.Bool("tokenizer.ggml.add_eos_token")
 	c.AddSpacePrefix = c.Model == "llama"
 	if b, ok := kv.Bool("tokenizer.ggml.add_space_prefix"); ok {

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -49,10 +48,12 @@ type golden struct {
 	DetokSpecial []string  `json:"detok_special"`
 }
 
-// goldenCase is a vocabulary file and how to load it.
+// goldenCase is a vocabulary: the file llama.cpp reads, and the tokenizer
+// under test (by default, the same file's).
 type goldenCase struct {
 	name  string
-	vocab func(t *testing.T) string // the GGUF path llama.cpp reads
+	vocab func(t *testing.T) string
+	tok   func(t *testing.T) *Tokenizer
 }
 
 // gemmaStyle is the Llama 2 vocabulary made to tokenize as Gemma 3's does
@@ -101,34 +102,43 @@ func testdataFile(name string) func(t *testing.T) string {
 	return func(t *testing.T) string { return "testdata/ggml-vocab-" + name + ".gguf" }
 }
 
+// goldenTexts are llama.cpp's test vector texts and goldenExtras.
+func goldenTexts(t *testing.T) []string {
+	texts, _ := readVectors(t, "testdata/ggml-vocab-llama-spm.gguf")
+	return append(texts, goldenExtras...)
+}
+
 // TestLlamaCppGoldens holds Encode (with and without special tokens) and
 // Detokenize to llama.cpp's answers on each vocabulary, stored in
-// testdata/llamacpp-NAME.json; -update asks llama.cpp anew.
+// testdata/llamacpp-NAME.json; -update asks llama.cpp anew (Gemma 4's
+// needs -gemma4-vocab too: see gemma4_test.go).
 func TestLlamaCppGoldens(t *testing.T) {
-	inp, err := os.ReadFile("testdata/ggml-vocab-llama-spm.gguf.inp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	texts := strings.Split(string(inp), "\n__ggml_vocab_test__\n")
-	texts = append(texts[:len(texts)-1], goldenExtras...)
-
+	texts := goldenTexts(t)
 	for _, c := range []goldenCase{
-		{"llama-spm", embeddedFile(llamaspm.VocabGGUF)},
-		{"phi-3", testdataFile("phi-3")},
-		{"gemma-style", gemmaStyle},
-		{"llama-bpe", testdataFile("llama-bpe")},
+		{name: "llama-spm", vocab: embeddedFile(llamaspm.VocabGGUF)},
+		{name: "phi-3", vocab: testdataFile("phi-3")},
+		{name: "gemma-style", vocab: gemmaStyle},
+		{name: "llama-bpe", vocab: testdataFile("llama-bpe")},
+		{name: "gemma-4", vocab: func(t *testing.T) string { return *gemma4Full }, tok: gemma4},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			path := c.vocab(t)
-			g := readGolden(t, c.name, path, texts)
-			f, err := gguf.Open(path)
-			if err != nil {
-				t.Fatal(err)
+			var path string
+			if *update || c.tok == nil {
+				path = c.vocab(t)
 			}
-			defer f.Close()
-			tok, err := FromGGUF(f.KV)
-			if err != nil {
-				t.Fatal(err)
+			g := readGolden(t, c.name, path, texts)
+			var tok *Tokenizer
+			if c.tok != nil {
+				tok = c.tok(t)
+			} else {
+				f, err := gguf.Open(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				if tok, err = FromGGUF(f.KV); err != nil {
+					t.Fatal(err)
+				}
 			}
 			for i, text := range texts {
 				plain, special := tok.Encode(text, false), tok.Encode(text, true)

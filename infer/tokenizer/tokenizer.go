@@ -48,11 +48,11 @@ var (
 
 // Config is a vocabulary as GGUF stores it (tokenizer.ggml.*).
 type Config struct {
-	Model  string    // tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama" (SentencePiece)
+	Model  string    // tokenizer.ggml.model: "gpt2" (byte-level BPE), "llama" (SentencePiece) or "gemma4" (see rawbpe.go)
 	Pre    string    // tokenizer.ggml.pre: "qwen2", "qwen35", "llama-bpe", ...; BPE only
 	Tokens []string  // id → text, in byte-level spelling (BPE) or with "▁" for spaces (SentencePiece)
 	Types  []int32   // id → Type*; nil means all normal
-	Merges []string  // "left right" pairs, highest priority first; BPE only
+	Merges []string  // "left right" pairs, highest priority first; BPE and gemma4
 	Scores []float32 // id → score, highest merges first; SentencePiece only (nil: all 0)
 
 	BOS, EOS, EOT, EOM, PAD int32 // NoToken when absent
@@ -78,22 +78,25 @@ type Config struct {
 type modelKind uint8
 
 const (
-	kindBPE modelKind = iota // byte-level BPE by merge rank
-	kindSPM                  // SentencePiece BPE by token score
+	kindBPE    modelKind = iota // byte-level BPE by merge rank
+	kindSPM                     // SentencePiece BPE by token score
+	kindRawBPE                  // BPE by merge rank over characters, "▁" for spaces (Gemma 4)
 )
 
 // Tokenizer is immutable after construction and safe for concurrent use.
 type Tokenizer struct {
-	kind      modelKind
-	tokens    []string
-	types     []int32  // as the file stores them
-	attrs     []attr   // after llama.cpp's load-time overrides
-	pieces    []string // decoded bytes of each token
-	ids       map[string]int32
-	merges    map[uint64]merge
-	byteToken [256]int32
-	pre       preTokenizer
-	scores    []float32 // SentencePiece merge scores
+	kind   modelKind
+	tokens []string
+	types  []int32  // as the file stores them
+	attrs  []attr   // after llama.cpp's load-time overrides
+	pieces []string // decoded bytes of each token
+	ids    map[string]int32
+	merges map[uint64]merge
+	// textMerges are kindRawBPE's merge ranks, by the texts of the sides.
+	textMerges map[textPair]int32
+	byteToken  [256]int32
+	pre        preTokenizer
+	scores     []float32 // SentencePiece merge scores
 	// spaceJoins are the characters some SentencePiece token has right
 	// before a "▁": a fragment is cut into words before any other "▁".
 	spaceJoins map[rune]bool
@@ -153,8 +156,11 @@ func New(c Config) (*Tokenizer, error) {
 	case "llama":
 		t.kind = kindSPM
 		t.addSpacePrefix = c.AddSpacePrefix
+	case "gemma4":
+		t.kind = kindRawBPE
+		t.cleanSpaces = true
 	default:
-		return nil, fmt.Errorf("%w: tokenizer model %q (implemented: byte-level BPE \"gpt2\" and SentencePiece \"llama\")", ErrUnsupported, c.Model)
+		return nil, fmt.Errorf("%w: tokenizer model %q (implemented: byte-level BPE \"gpt2\", SentencePiece \"llama\" and Gemma 4's \"gemma4\")", ErrUnsupported, c.Model)
 	}
 	if len(c.Tokens) == 0 {
 		return nil, fmt.Errorf("%w: empty vocabulary", ErrInvalid)
@@ -186,6 +192,8 @@ func New(c Config) (*Tokenizer, error) {
 		t.unk = c.UNK
 		t.fallbackByteTokens()
 		t.spaceJoins = spaceJoins(c.Tokens)
+	case kindRawBPE:
+		t.loadTextMerges(c.Merges)
 	}
 	specials := specialIDs{eos: c.EOS, eot: c.EOT, eom: c.EOM}
 	for role := range specials.fim {
@@ -218,7 +226,7 @@ func New(c Config) (*Tokenizer, error) {
 			if s != "" {
 				t.specials = append(t.specials, int32(i))
 			}
-		case a&attrNormal != 0 && t.kind == kindSPM:
+		case a&attrNormal != 0 && t.kind != kindBPE:
 			t.pieces[i] = strings.ReplaceAll(s, spaceMark, " ")
 		case a&attrNormal != 0:
 			t.pieces[i] = string(rawBytes(s))
@@ -393,8 +401,11 @@ func (t *Tokenizer) EOGs() []int32 {
 // as llama.cpp does; SentencePiece spells them with byte tokens, as
 // llama.cpp does.
 func (t *Tokenizer) Encode(text string, allowSpecial bool) []int32 {
-	if t.kind == kindSPM {
+	switch t.kind {
+	case kindSPM:
 		return t.encodeSPM(text, allowSpecial)
+	case kindRawBPE:
+		return t.encodeRawBPE(text, allowSpecial)
 	}
 	if !utf8.ValidString(text) {
 		text = replaceInvalid(text)

@@ -68,9 +68,10 @@ func llamaSPM(t testing.TB) *Tokenizer {
 // llama-bpe its three-digit variant with ignore_merges, gpt-2 GPT-2's own
 // regex and starcoder that regex after splitting off every digit;
 // llama-spm and phi-3 are SentencePiece vocabularies (phi-3's with
-// user-defined tokens that swallow the whitespace after them). Every text
-// must also come back: from Decode for BPE, from Detokenize (which drops
-// SentencePiece's prefix space) for SentencePiece.
+// user-defined tokens that swallow the whitespace after them); gemma-4 is
+// Gemma 4's BPE over characters (a cut of the file: see gemma4_test.go).
+// Every text must also come back: from Decode for BPE, from Detokenize
+// (which drops SentencePiece's prefix space) for SentencePiece.
 func TestLlamaCppVectors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -82,6 +83,7 @@ func TestLlamaCppVectors(t *testing.T) {
 		{"starcoder", vocabFile("starcoder")},
 		{"llama-spm", func(t *testing.T) *Tokenizer { return llamaSPM(t) }},
 		{"phi-3", vocabFile("phi-3")},
+		{"gemma-4", gemma4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tok := tc.tok(t)
@@ -133,7 +135,9 @@ func readVectors(t *testing.T, base string) ([]string, [][]int32) {
 		t.Fatal(err)
 	}
 	texts := strings.Split(string(inp), "\n__ggml_vocab_test__\n")
-	texts = texts[:len(texts)-1] // the file ends with a separator
+	if texts[len(texts)-1] == "" {
+		texts = texts[:len(texts)-1] // most files end with a separator
+	}
 	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
 	if len(texts) != len(lines) || len(texts) == 0 {
 		t.Fatalf("%d texts but %d expected lines", len(texts), len(lines))
