@@ -95,7 +95,10 @@ func (t *Tokenizer) encodeRawBPE(text string, allowSpecial bool) []int32 {
 // rawBPEWord merges one word (through the word cache) and appends its ids.
 func (t *Tokenizer) rawBPEWord(word string, out []int32) []int32 {
 	if len(word) > maxCachedWord {
-		return t.mergeRawBPE(word, out)
+		for _, piece := range longWordPieces(word) {
+			out = t.mergeRawBPE(piece, out)
+		}
+		return out
 	}
 	t.cacheMu.RLock()
 	ids, ok := t.cache[word]

@@ -150,6 +150,33 @@ func (t *Tokenizer) spmWords(s string, emit func(word string)) {
 	}
 }
 
+// maxMergeBytes bounds the bytes one SentencePiece or Gemma 4 merge pass
+// takes: a longer word (a run with no cut, like 8 MB of "a", which took
+// 7.7 s and 900 MB in one pass) is merged in pieces of this size cut at
+// characters. Only the tokens at those cuts can differ from llama.cpp's,
+// and only in words far longer than text has: a 64 KB paragraph of
+// unspaced CJK is still one pass.
+const maxMergeBytes = 64 << 10
+
+// longWordPieces cuts a word into pieces of at most maxMergeBytes, at
+// characters as llama.cpp reads them.
+func longWordPieces(word string) []string {
+	var pieces []string
+	for len(word) > maxMergeBytes {
+		n := 0
+		for n < len(word) {
+			next := n + utf8Len(word[n])
+			if next > maxMergeBytes {
+				break
+			}
+			n = next
+		}
+		pieces = append(pieces, word[:n])
+		word = word[n:]
+	}
+	return append(pieces, word)
+}
+
 // encodeSPM is Encode for SentencePiece vocabularies.
 func (t *Tokenizer) encodeSPM(text string, allowSpecial bool) []int32 {
 	if text == "" {
@@ -173,7 +200,9 @@ func (t *Tokenizer) encodeSPM(text string, allowSpecial bool) []int32 {
 		s = strings.ReplaceAll(s, " ", spaceMark)
 		t.spmWords(s, func(word string) {
 			if len(word) > maxCachedWord {
-				out, syms, queue = t.spmFragment(word, out, syms[:0], queue[:0])
+				for _, piece := range longWordPieces(word) {
+					out, syms, queue = t.spmFragment(piece, out, syms[:0], queue[:0])
+				}
 				return
 			}
 			t.cacheMu.RLock()

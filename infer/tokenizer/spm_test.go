@@ -250,3 +250,31 @@ func TestSPMWordsMatchWhole(t *testing.T) {
 		}
 	}
 }
+
+// Runs with no cut merge in 64 KB pieces, so memory and time stay bounded;
+// text shorter than that is merged whole.
+func TestLongWordPieces(t *testing.T) {
+	for _, tc := range []struct {
+		word   string
+		pieces int
+	}{
+		{strings.Repeat("a", maxMergeBytes), 1},
+		{strings.Repeat("a", 3*maxMergeBytes+1), 4},
+		{strings.Repeat("我", 2*(maxMergeBytes/3)+1), 3}, // 3 bytes a character: never cut inside one
+	} {
+		pieces := longWordPieces(tc.word)
+		if len(pieces) != tc.pieces || strings.Join(pieces, "") != tc.word {
+			t.Errorf("%d bytes: %d pieces, want %d, joined back %v", len(tc.word), len(pieces), tc.pieces, strings.Join(pieces, "") == tc.word)
+		}
+		for _, p := range pieces {
+			if len(p) > maxMergeBytes || !utf8.ValidString(p) {
+				t.Errorf("piece of %d bytes, valid %v", len(p), utf8.ValidString(p))
+			}
+		}
+	}
+	tok := llamaSPM(t)
+	text := strings.Repeat("a", 1<<20)
+	if got := tok.Detokenize(tok.Encode(text, false)); got != text {
+		t.Errorf("1 MB of \"a\" did not come back")
+	}
+}
