@@ -278,3 +278,19 @@ func TestLongWordPieces(t *testing.T) {
 		t.Errorf("1 MB of \"a\" did not come back")
 	}
 }
+
+// An empty token is "[EMPTY_<id>]", as llama.cpp loads it: a control one is
+// matched in text by that name.
+func TestEmptyToken(t *testing.T) {
+	c := tinySPM(false, spmPiece{"", TypeControl, 0})
+	tok, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.Token(6) != "[EMPTY_6]" || c.Tokens[6] != "" {
+		t.Errorf("token 6 = %q (config's %q)", tok.Token(6), c.Tokens[6])
+	}
+	if got := tok.Encode("a[EMPTY_6]", true); !equalIDs(got, []int32{3, 6}) {
+		t.Errorf("Encode = %v", got)
+	}
+}

@@ -19,6 +19,7 @@ package tokenizer
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -170,6 +171,17 @@ func New(c Config) (*Tokenizer, error) {
 	}
 	if c.Scores != nil && len(c.Scores) != len(c.Tokens) {
 		return nil, fmt.Errorf("%w: %d token scores for %d tokens", ErrInvalid, len(c.Scores), len(c.Tokens))
+	}
+	// llama.cpp loads an empty token as "[EMPTY_<id>]", and matches and
+	// prints it so.
+	if slices.Contains(c.Tokens, "") {
+		t.tokens = slices.Clone(c.Tokens)
+		for i, s := range t.tokens {
+			if s == "" {
+				t.tokens[i] = fmt.Sprintf("[EMPTY_%d]", i)
+			}
+		}
+		c.Tokens = t.tokens
 	}
 	if t.types == nil {
 		t.types = make([]int32, len(c.Tokens))
