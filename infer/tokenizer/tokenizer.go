@@ -1,15 +1,15 @@
 // Package tokenizer turns text into token ids and back, matching llama.cpp
-// token for token, for the two vocabulary kinds GGUF files carry:
-// byte-level BPE ("gpt2": GPT-2 style, as Qwen2/Qwen3, Llama 3 and Bonsai
-// use) and SentencePiece BPE ("llama": Llama 2, Mistral, Phi-3, Gemma 3; see
-// spm.go).
+// token for token, for the vocabulary kinds GGUF files carry: byte-level BPE
+// ("gpt2": GPT-2 style, as Qwen2/Qwen3, Llama 3 and Bonsai use),
+// SentencePiece BPE ("llama": Llama 2, Mistral, Phi-3, Gemma 3; see spm.go)
+// and Gemma 4's BPE over characters ("gemma4"; see rawbpe.go).
 //
 // Encoding runs in stages, as llama.cpp does: special tokens are cut out of
 // the text first (control tokens only when the caller allows it,
-// user-defined tokens always). For BPE each remaining fragment is split into
-// words by the pre-tokenizer regex, and each word's bytes are merged by BPE
-// rank; for SentencePiece each fragment, its spaces escaped, is merged whole
-// by token score.
+// user-defined tokens always). For byte-level BPE each remaining fragment is
+// split into words by the pre-tokenizer regex, and each word's bytes are
+// merged by BPE rank; for SentencePiece each fragment, its spaces escaped,
+// is merged by token score, and for Gemma 4 by merge rank.
 //
 // Which tokens count as control tokens, and which end generation, follows
 // llama.cpp's load-time rules rather than the file's token types alone (see
@@ -51,9 +51,9 @@ var (
 type Config struct {
 	Model  string    // tokenizer.ggml.model: "gpt2" (byte-level BPE), "llama" (SentencePiece) or "gemma4" (see rawbpe.go)
 	Pre    string    // tokenizer.ggml.pre: "qwen2", "qwen35", "llama-bpe", ...; BPE only
-	Tokens []string  // id → text, in byte-level spelling (BPE) or with "▁" for spaces (SentencePiece)
+	Tokens []string  // id → text, in byte-level spelling (gpt2) or with "▁" for spaces (llama, gemma4)
 	Types  []int32   // id → Type*; nil means all normal
-	Merges []string  // "left right" pairs, highest priority first; BPE and gemma4
+	Merges []string  // "left right" pairs, highest priority first; gpt2 and gemma4
 	Scores []float32 // id → score, highest merges first; SentencePiece only (nil: all 0)
 
 	BOS, EOS, EOT, EOM, PAD int32 // NoToken when absent
@@ -98,8 +98,9 @@ type Tokenizer struct {
 	byteToken  [256]int32
 	pre        preTokenizer
 	scores     []float32 // SentencePiece merge scores
-	// spaceJoins are the characters some SentencePiece token has right
-	// before a "▁": a fragment is cut into words before any other "▁".
+	// spaceJoins (SentencePiece, Gemma 4) are the characters a merge can
+	// join to a "▁" after them: a fragment is cut into words before any
+	// other "▁".
 	spaceJoins map[rune]bool
 
 	// specials are the tokens cut out before pre-tokenizing, longest first.
