@@ -3,6 +3,7 @@ package synth
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -119,4 +120,41 @@ func SetSPMVocab(w *gguf.Writer, v SPMVocab) {
 	w.Set("tokenizer.ggml.add_bos_token", v.AddBOS)
 	w.Set("tokenizer.ggml.add_eos_token", false)
 	w.Set("tokenizer.ggml.add_space_prefix", v.AddSpacePrefix)
+}
+
+// ReplaceVocab rewrites the model at path with v as its tokenizer in place
+// of the one it has (Write gives every model Qwen's): the other metadata
+// and the tensors stay as they are, the chat template goes with the old
+// tokenizer. The model's vocabulary size (token_embd's rows) must be v's.
+func ReplaceVocab(path string, v SPMVocab) error {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return fmt.Errorf("synth: %w", err)
+	}
+	defer f.Close()
+	emb, ok := f.Tensor("token_embd.weight")
+	if !ok || len(emb.Shape) != 2 {
+		return fmt.Errorf("synth: %s has no 2-D token_embd.weight", path)
+	}
+	if rows := emb.Shape[1]; rows != int64(len(v.Tokens)) {
+		return fmt.Errorf("synth: %s embeds %d tokens, the vocabulary has %d", path, rows, len(v.Tokens))
+	}
+	w := gguf.NewWriter()
+	for _, k := range f.KV.Keys() {
+		if !strings.HasPrefix(k, "tokenizer.") {
+			val, _ := f.KV.Get(k)
+			w.Set(k, val)
+		}
+	}
+	SetSPMVocab(w, v)
+	for i := range f.Tensors {
+		t := &f.Tensors[i]
+		if err := w.AddTensor(t.Name, t.Type, t.Shape, f.Data(t)); err != nil {
+			return fmt.Errorf("synth: %w", err)
+		}
+	}
+	if err := w.WriteFile(path); err != nil {
+		return fmt.Errorf("synth: %w", err)
+	}
+	return nil
 }

@@ -2,6 +2,9 @@ package synth
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"maps"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -98,4 +101,64 @@ func TestSPMVocabGemmaStyle(t *testing.T) {
 	if got := tok.Detokenize(ids); got != "<start_of_turn>user\nhi" {
 		t.Errorf("Detokenize = %q", got)
 	}
+}
+
+// A synthetic model keeps its weights when its tokenizer is replaced.
+func TestReplaceVocab(t *testing.T) {
+	o := small(gguf.Q8_0)
+	o.Shape.Vocab = 1000
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	if err := Write(path, o); err != nil {
+		t.Fatal(err)
+	}
+	before := tensorHashes(t, path)
+	v, err := LlamaSPMVocab(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ReplaceVocab(path, v); err != nil {
+		t.Fatal(err)
+	}
+	if after := tensorHashes(t, path); !maps.Equal(before, after) {
+		t.Error("the tensors changed")
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if m, _ := f.KV.String("tokenizer.ggml.model"); m != "llama" {
+		t.Errorf("tokenizer.ggml.model = %q", m)
+	}
+	if _, ok := f.KV.Get("tokenizer.chat_template"); ok {
+		t.Error("Qwen's chat template stayed")
+	}
+	if a, _ := f.KV.String("general.architecture"); a != "qwen3" {
+		t.Errorf("general.architecture = %q", a)
+	}
+	tok, err := tokenizer.FromGGUF(f.KV)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tok.Detokenize(tok.Encode("Hello world", false)); got != "Hello world" {
+		t.Errorf("round trip = %q", got)
+	}
+	v2, _ := LlamaSPMVocab(1024)
+	if err := ReplaceVocab(path, v2); err == nil {
+		t.Error("a vocabulary of another size was accepted")
+	}
+}
+
+func tensorHashes(t *testing.T, path string) map[string][32]byte {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := map[string][32]byte{}
+	for i := range f.Tensors {
+		h[f.Tensors[i].Name] = sha256.Sum256(f.Data(&f.Tensors[i]))
+	}
+	return h
 }
