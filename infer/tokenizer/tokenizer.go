@@ -60,9 +60,9 @@ type Config struct {
 	UNK                     int32 // SentencePiece: the token for a byte without a byte token; NoToken when absent
 	AddBOS, AddEOS          bool  // prompts start with BOS, end with EOS (tokenizer.ggml.add_bos_token, add_eos_token)
 
-	// AddSpacePrefix (SentencePiece): a fragment at the start of the text or
-	// after a special token gets a leading space before encoding, and
-	// Detokenize drops the first token's leading space.
+	// AddSpacePrefix: for SentencePiece, a fragment at the start of the
+	// text or after a special token gets a leading space before encoding;
+	// for every kind, Detokenize drops the first token's leading space.
 	AddSpacePrefix bool
 
 	// RStripSpecials drops the whitespace that follows a special token in
@@ -145,7 +145,10 @@ func New(c Config) (*Tokenizer, error) {
 		addBOS: c.AddBOS,
 		addEOS: c.AddEOS,
 		unk:    NoToken,
-		cache:  make(map[string][]int32),
+		// llama.cpp reads add_space_prefix for every kind; only
+		// SentencePiece encodes with it.
+		addSpacePrefix: c.AddSpacePrefix,
+		cache:          make(map[string][]int32),
 	}
 	switch c.Model {
 	case "gpt2":
@@ -157,7 +160,6 @@ func New(c Config) (*Tokenizer, error) {
 		t.pre, t.cleanSpaces = pre, pre.cleanSpaces
 	case "llama":
 		t.kind = kindSPM
-		t.addSpacePrefix = c.AddSpacePrefix
 	case "gemma4":
 		t.kind = kindRawBPE
 		t.cleanSpaces = true
