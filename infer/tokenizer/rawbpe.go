@@ -32,15 +32,17 @@ type textPair struct{ left, right string }
 func (t *Tokenizer) loadTextMerges(merges []string) {
 	t.textMerges = make(map[textPair]int32, len(merges))
 	t.spaceJoins = map[rune]bool{}
-	for rank, line := range merges {
+	// Backwards, so that the first rank of a pair is the one left, with one
+	// map access a merge: the map outgrows the caches, and a lookup before
+	// each store made Gemma 4's load 1.1–1.4 s instead of 0.95 s here.
+	for rank := len(merges) - 1; rank >= 0; rank-- {
+		line := merges[rank]
 		var p textPair
 		if i := strings.IndexByte(line[min(1, len(line)):], ' '); i >= 0 {
 			i += min(1, len(line))
 			p = textPair{line[:i], line[i+1:]}
 		}
-		if _, dup := t.textMerges[p]; !dup {
-			t.textMerges[p] = int32(rank)
-		}
+		t.textMerges[p] = int32(rank)
 		if strings.HasPrefix(p.right, spaceMark) {
 			if r, size := utf8.DecodeLastRuneInString(p.left); size > 0 {
 				t.spaceJoins[r] = true
