@@ -11,6 +11,7 @@ import (
 
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer/tokenizer/llamaspm"
+	"github.com/bonsai-chat/bonsai/infer/tokenizer/qwen"
 )
 
 var update = flag.Bool("update", false, "ask llama.cpp (tools/oracle) anew and rewrite testdata/llamacpp-*.json")
@@ -119,6 +120,7 @@ func TestLlamaCppGoldens(t *testing.T) {
 		{name: "phi-3", vocab: testdataFile("phi-3")},
 		{name: "gemma-style", vocab: gemmaStyle},
 		{name: "llama-bpe", vocab: testdataFile("llama-bpe")},
+		{name: "qwen2", vocab: embeddedFile(qwen.VocabGGUF)},
 		{name: "gemma-4", vocab: func(t *testing.T) string { return *gemma4Full }, tok: gemma4},
 	} {
 		t.Run(c.name, func(t *testing.T) {
