@@ -37,7 +37,7 @@ var (
 )
 
 // gemma4 loads the cut Gemma 4 vocabulary, first rewriting it under -update.
-func gemma4(t *testing.T) *Tokenizer {
+func gemma4(t testing.TB) *Tokenizer {
 	t.Helper()
 	gemma4Once.Do(func() {
 		if *update {
@@ -78,13 +78,13 @@ func gemma4(t *testing.T) *Tokenizer {
 var errNeedGemma4 = errors.New("-update needs -gemma4-vocab=PATH (llama.cpp's models/ggml-vocab-gemma-4.gguf)")
 
 // gemma4Texts are every text a test tokenizes with the cut vocabulary.
-func gemma4Texts(t *testing.T) []string {
+func gemma4Texts(t testing.TB) []string {
 	texts, _ := readVectors(t, "testdata/ggml-vocab-gemma-4.gguf")
 	return append(texts, goldenTexts(t)...)
 }
 
 // writeGemma4Cut cuts the whole vocabulary down to what gemma4Texts need.
-func writeGemma4Cut(t *testing.T) {
+func writeGemma4Cut(t testing.TB) {
 	full, err := gguf.Open(*gemma4Full)
 	if err != nil {
 		t.Fatal(err)
@@ -200,4 +200,57 @@ func countNonEmpty(s []string) int {
 		}
 	}
 	return n
+}
+
+// FuzzEncodeGemma4: nothing panics, cutting runs into words before "▁"
+// changes no token, and every text comes back from Decode with its spaces
+// (and any literal "▁") as spaces and invalid bytes as U+FFFD. The cut
+// vocabulary spells most text in byte tokens, which is what this exercises
+// besides the merges it keeps.
+func FuzzEncodeGemma4(f *testing.F) {
+	for _, s := range []string{"", " ", "Hello world", "  x  \n\n y", "\n\n\n", "3.14159", "我想在apple工作", "🦙🦙", "<start_of_turn>a", "▁x▁", "\xff\xfe", "a\u00a0\u3000b"} {
+		f.Add(s)
+	}
+	tok := gemma4(f)
+	f.Fuzz(func(t *testing.T, text string) {
+		ids := tok.Encode(text, false)
+		for _, special := range []bool{false, true} {
+			if got, want := tok.Encode(text, special), encodeRawWhole(tok, text, special); !equalIDs(got, want) {
+				t.Fatalf("Encode(%q, %v) = %v cut into words, %v merged whole", text, special, got, want)
+			}
+		}
+		if got, want := tok.Decode(ids), strings.ReplaceAll(replaceInvalid(text), spaceMark, " "); got != want {
+			t.Fatalf("round trip of %q gave %q (ids %v)", text, got, ids)
+		}
+	})
+}
+
+// encodeRawWhole is encodeRawBPE without the cuts before "▁": each run of
+// non-newlines merged whole, as llama.cpp does.
+func encodeRawWhole(tok *Tokenizer, text string, allowSpecial bool) []int32 {
+	text = replaceInvalid(text)
+	var out []int32
+	for _, f := range tok.partition(text, allowSpecial) {
+		if f.special {
+			out = append(out, f.id)
+			continue
+		}
+		s := strings.ReplaceAll(f.text, " ", spaceMark)
+		for len(s) > 0 {
+			n := strings.IndexByte(s, '\n')
+			if n == 0 {
+				n = len(s) - len(strings.TrimLeft(s, "\n"))
+				if id, ok := tok.ids[s[:n]]; ok {
+					out = append(out, id)
+					s = s[n:]
+					continue
+				}
+			} else if n < 0 {
+				n = len(s)
+			}
+			out = tok.mergeRawBPE(s[:n], out)
+			s = s[n:]
+		}
+	}
+	return out
 }

@@ -104,7 +104,7 @@ func testdataFile(name string) func(t *testing.T) string {
 }
 
 // goldenTexts are llama.cpp's test vector texts and goldenExtras.
-func goldenTexts(t *testing.T) []string {
+func goldenTexts(t testing.TB) []string {
 	texts, _ := readVectors(t, "testdata/ggml-vocab-llama-spm.gguf")
 	return append(texts, goldenExtras...)
 }
@@ -121,7 +121,7 @@ func TestLlamaCppGoldens(t *testing.T) {
 		{name: "gemma-style", vocab: gemmaStyle},
 		{name: "llama-bpe", vocab: testdataFile("llama-bpe")},
 		{name: "qwen2", vocab: embeddedFile(qwen.VocabGGUF)},
-		{name: "gemma-4", vocab: func(t *testing.T) string { return *gemma4Full }, tok: gemma4},
+		{name: "gemma-4", vocab: func(t *testing.T) string { return *gemma4Full }, tok: func(t *testing.T) *Tokenizer { return gemma4(t) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var path string

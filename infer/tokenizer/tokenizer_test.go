@@ -83,7 +83,7 @@ func TestLlamaCppVectors(t *testing.T) {
 		{"starcoder", vocabFile("starcoder")},
 		{"llama-spm", func(t *testing.T) *Tokenizer { return llamaSPM(t) }},
 		{"phi-3", vocabFile("phi-3")},
-		{"gemma-4", gemma4},
+		{"gemma-4", func(t *testing.T) *Tokenizer { return gemma4(t) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tok := tc.tok(t)
@@ -124,7 +124,7 @@ func vocabFile(name string) func(t *testing.T) *Tokenizer {
 }
 
 // readVectors reads a vocabulary's .inp texts and .out ids.
-func readVectors(t *testing.T, base string) ([]string, [][]int32) {
+func readVectors(t testing.TB, base string) ([]string, [][]int32) {
 	t.Helper()
 	inp, err := os.ReadFile(base + ".inp")
 	if err != nil {
