@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/bonsai-chat/bonsai/gguf"
 )
@@ -30,6 +31,18 @@ func FromGGUF(kv gguf.Metadata) (*Tokenizer, error) {
 			return nil, fmt.Errorf("%w: tokenizer.ggml.token_type is not an integer array", ErrInvalid)
 		}
 	}
+	if _, present := kv.Get("tokenizer.ggml.scores"); present {
+		if c.Scores, ok = scores(kv); !ok {
+			return nil, fmt.Errorf("%w: tokenizer.ggml.scores is not a number array", ErrInvalid)
+		}
+		if c.Model != "llama" {
+			c.Scores = nil // only SentencePiece merges by score
+		} else if len(c.Scores) < len(c.Tokens) {
+			return nil, fmt.Errorf("%w: %d token scores for %d tokens", ErrInvalid, len(c.Scores), len(c.Tokens))
+		} else {
+			c.Scores = c.Scores[:len(c.Tokens)]
+		}
+	}
 	if _, present := kv.Get("tokenizer.ggml.merges"); present {
 		if c.Merges, ok = kv.Strings("tokenizer.ggml.merges"); !ok {
 			return nil, fmt.Errorf("%w: tokenizer.ggml.merges is not a string array", ErrInvalid)
@@ -50,9 +63,21 @@ func FromGGUF(kv gguf.Metadata) (*Tokenizer, error) {
 	for _, s := range []struct {
 		name string
 		dst  *int32
-	}{{"bos", &c.BOS}, {"eos", &c.EOS}, {"eot", &c.EOT}, {"eom", &c.EOM}, {"padding", &c.PAD}} {
+	}{{"bos", &c.BOS}, {"eos", &c.EOS}, {"eot", &c.EOT}, {"eom", &c.EOM}, {"padding", &c.PAD}, {"unknown", &c.UNK}} {
 		if *s.dst, err = special(s.name); err != nil {
 			return nil, err
+		}
+	}
+	// llama.cpp's defaults for SentencePiece files that name none:
+	// <unk> 0, <s> 1, </s> 2.
+	if c.Model == "llama" {
+		for _, d := range []struct {
+			dst *int32
+			id  int32
+		}{{&c.UNK, 0}, {&c.BOS, 1}, {&c.EOS, 2}} {
+			if *d.dst == NoToken && int(d.id) < len(c.Tokens) {
+				*d.dst = d.id
+			}
 		}
 	}
 	// llama.cpp's defaults for byte-level BPE files that name no BOS or EOS:
@@ -85,6 +110,51 @@ func FromGGUF(kv gguf.Metadata) (*Tokenizer, error) {
 			c.FIM[k.role] = id
 		}
 	}
-	c.AddBOS, _ = kv.Bool("tokenizer.ggml.add_bos_token")
+	c.AddBOS = defaultAddBOS(c.Model, c.Pre)
+	if b, ok := kv.Bool("tokenizer.ggml.add_bos_token"); ok {
+		c.AddBOS = b
+	}
+	if c.Model == "gemma4" {
+		c.AddBOS = true // llama.cpp overrides a Gemma 4 file that says otherwise
+	}
+	c.AddEOS, _ = kv.Bool("tokenizer.ggml.add_eos_token")
+	c.AddSpacePrefix = c.Model == "llama"
+	if b, ok := kv.Bool("tokenizer.ggml.add_space_prefix"); ok {
+		c.AddSpacePrefix = b
+	}
+	name, _ := kv.String("general.name")
+	name = strings.ToLower(name)
+	c.RStripSpecials = strings.Contains(name, "phi-3") || strings.Contains(name, "phi3")
 	return New(c)
+}
+
+// defaultAddBOS is whether llama.cpp starts prompts with BOS for a file
+// without tokenizer.ggml.add_bos_token: SentencePiece vocabularies and
+// Llama 3's BPE do.
+func defaultAddBOS(model, pre string) bool {
+	switch {
+	case model == "llama":
+		return true
+	case model == "gpt2":
+		p, err := lookupPre(pre)
+		return err == nil && p.digitRun == 3 && p.ignoreMerges
+	}
+	return false
+}
+
+// scores reads tokenizer.ggml.scores, which llama.cpp accepts as float32 or
+// int32.
+func scores(kv gguf.Metadata) ([]float32, bool) {
+	if f, ok := kv.Float32s("tokenizer.ggml.scores"); ok {
+		return f, true
+	}
+	ints, ok := kv.Int32s("tokenizer.ggml.scores")
+	if !ok {
+		return nil, false
+	}
+	f := make([]float32, len(ints))
+	for i, v := range ints {
+		f[i] = float32(v)
+	}
+	return f, true
 }

@@ -49,6 +49,7 @@ type preTokenizer struct {
 	digitRun        int  // 1 (qwen2, qwen35) or 3 (llama3)
 	marksAreLetters bool // qwen35
 	ignoreMerges    bool // llama3: a pre-token in the vocabulary is one token
+	cleanSpaces     bool // Detokenize drops spaces before punctuation (llama.cpp's clean_spaces)
 }
 
 type charClass uint8

@@ -23,6 +23,11 @@ const (
 	attrControl     attr = 1 << 3
 	attrUserDefined attr = 1 << 4
 	attrByte        attr = 1 << 5
+	// attrLStrip and attrRStrip: the token takes the whitespace before or
+	// after it in the text along when it is cut out (llama.cpp sets them by
+	// model name, not from the file: see rstripSpecials).
+	attrLStrip attr = 1 << 7
+	attrRStrip attr = 1 << 8
 )
 
 // attrOfType is the attribute a GGUF token type starts as; types ggml does

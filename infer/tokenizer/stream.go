@@ -7,8 +7,11 @@ import (
 
 // StreamDecoder turns tokens into text one at a time for streaming output. A
 // token can end in the middle of a multi-byte character (emoji and CJK text
-// often do); those bytes are held back until the character is complete, so
-// every string returned is valid UTF-8.
+// often do, and SentencePiece's byte tokens always do); those bytes are held
+// back until the character is complete, so every string returned is valid
+// UTF-8. The text is Decode's: a SentencePiece reply's first token keeps its
+// leading space, as llama.cpp's server streams it (Detokenize drops it for
+// a text decoded from its start).
 type StreamDecoder struct {
 	tok     *Tokenizer
 	pending []byte

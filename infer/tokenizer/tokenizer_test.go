@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer/tokenizer/llamaspm"
 	"github.com/bonsai-chat/bonsai/infer/tokenizer/qwen"
 )
 
@@ -36,12 +37,41 @@ func qwen2(t testing.TB) *Tokenizer {
 	return qwenTok
 }
 
+var (
+	spmOnce sync.Once
+	spmTok  *Tokenizer
+	spmErr  error
+)
+
+// llamaSPM loads llama.cpp's ggml-vocab-llama-spm.gguf (embedded in package
+// llamaspm).
+func llamaSPM(t testing.TB) *Tokenizer {
+	t.Helper()
+	spmOnce.Do(func() {
+		f, err := gguf.Parse(llamaspm.VocabGGUF)
+		if err != nil {
+			spmErr = err
+			return
+		}
+		spmTok, spmErr = FromGGUF(f.KV)
+	})
+	if spmErr != nil {
+		t.Fatalf("loading the llama-spm vocab: %v", spmErr)
+	}
+	return spmTok
+}
+
 // TestLlamaCppVectors runs llama.cpp's test-tokenizer-0 vectors, one
 // vocabulary per pre-tokenizer family: the .inp file holds texts separated
 // by "\n__ggml_vocab_test__\n", the .out file one line of ids per text
 // (encoded without special-token parsing or BOS). qwen2 is the Qwen regex,
 // llama-bpe its three-digit variant with ignore_merges, gpt-2 GPT-2's own
-// regex and starcoder that regex after splitting off every digit.
+// regex and starcoder that regex after splitting off every digit;
+// llama-spm and phi-3 are SentencePiece vocabularies (phi-3's with
+// user-defined tokens that swallow the whitespace after them); gemma-4 is
+// Gemma 4's BPE over characters (a cut of the file: see gemma4_test.go).
+// Every text must also come back: from Decode for BPE, from Detokenize
+// (which drops SentencePiece's prefix space) for SentencePiece.
 func TestLlamaCppVectors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -51,6 +81,9 @@ func TestLlamaCppVectors(t *testing.T) {
 		{"llama-bpe", vocabFile("llama-bpe")},
 		{"gpt-2", vocabFile("gpt-2")},
 		{"starcoder", vocabFile("starcoder")},
+		{"llama-spm", func(t *testing.T) *Tokenizer { return llamaSPM(t) }},
+		{"phi-3", vocabFile("phi-3")},
+		{"gemma-4", func(t *testing.T) *Tokenizer { return gemma4(t) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tok := tc.tok(t)
@@ -60,7 +93,11 @@ func TestLlamaCppVectors(t *testing.T) {
 				if !equalIDs(got, wants[i]) {
 					t.Errorf("vector %d %q:\n got %v\nwant %v", i, text, got, wants[i])
 				}
-				if dec := tok.Decode(got); dec != text {
+				dec := tok.Decode(got)
+				if tok.kind == kindSPM {
+					dec = tok.Detokenize(got)
+				}
+				if dec != text {
 					t.Errorf("vector %d: decode = %q, want %q", i, dec, text)
 				}
 			}
@@ -87,7 +124,7 @@ func vocabFile(name string) func(t *testing.T) *Tokenizer {
 }
 
 // readVectors reads a vocabulary's .inp texts and .out ids.
-func readVectors(t *testing.T, base string) ([]string, [][]int32) {
+func readVectors(t testing.TB, base string) ([]string, [][]int32) {
 	t.Helper()
 	inp, err := os.ReadFile(base + ".inp")
 	if err != nil {
@@ -98,7 +135,9 @@ func readVectors(t *testing.T, base string) ([]string, [][]int32) {
 		t.Fatal(err)
 	}
 	texts := strings.Split(string(inp), "\n__ggml_vocab_test__\n")
-	texts = texts[:len(texts)-1] // the file ends with a separator
+	if texts[len(texts)-1] == "" {
+		texts = texts[:len(texts)-1] // most files end with a separator
+	}
 	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
 	if len(texts) != len(lines) || len(texts) == 0 {
 		t.Fatalf("%d texts but %d expected lines", len(texts), len(lines))
@@ -209,7 +248,9 @@ func TestConfigErrors(t *testing.T) {
 		name string
 		c    Config
 	}{
-		{"spm model", Config{Model: "llama", Pre: "qwen2", Tokens: []string{"a"}}},
+		{"unknown model", Config{Model: "bert", Tokens: []string{"a"}}},
+		{"scores for fewer tokens", Config{Model: "llama", Tokens: []string{"a", "b"}, Scores: []float32{0}, BOS: NoToken, EOS: NoToken, EOT: NoToken, EOM: NoToken, PAD: NoToken, UNK: NoToken}},
+		{"unknown id outside", Config{Model: "llama", Tokens: []string{"a"}, BOS: NoToken, EOS: NoToken, EOT: NoToken, EOM: NoToken, PAD: NoToken, UNK: 5}},
 		{"unknown pre", Config{Model: "gpt2", Pre: "nope", Tokens: []string{"a"}}},
 		{"no byte tokens", Config{Model: "gpt2", Pre: "qwen2", Tokens: []string{"a"}, BOS: NoToken, EOS: NoToken, EOT: NoToken, EOM: NoToken, PAD: NoToken}},
 	}
