@@ -154,10 +154,5 @@ func rotatedQwen3File(t *testing.T) *gguf.File {
 	if err := synth.WriteRotated(path, filepath.Join(dir, "twin.gguf"), o); err != nil {
 		t.Fatal(err)
 	}
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return f
+	return openPath(t, path)
 }

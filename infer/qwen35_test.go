@@ -25,6 +25,12 @@ func qwen35File(t *testing.T, typ gguf.Type) *gguf.File {
 	if err := synth.Write(path, synth.Options{Shape: s, Type: typ, Seed: 3}); err != nil {
 		t.Fatal(err)
 	}
+	return openPath(t, path)
+}
+
+// openPath opens the GGUF at path until the test ends.
+func openPath(t *testing.T, path string) *gguf.File {
+	t.Helper()
 	f, err := gguf.Open(path)
 	if err != nil {
 		t.Fatal(err)

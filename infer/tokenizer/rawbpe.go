@@ -113,62 +113,20 @@ func (t *Tokenizer) rawBPEWord(word string, out []int32) []int32 {
 }
 
 // mergeRawBPE merges word's characters by merge rank and appends the ids.
-// It reuses SentencePiece's symbols and queue, with the negated rank as the
-// score: the lowest rank, then the leftmost pair, goes first.
+// It is SentencePiece's merge with the negated rank as the score: the
+// lowest rank, then the leftmost pair, goes first; a piece the vocabulary
+// lacks is spelled with the byte tokens it has.
 func (t *Tokenizer) mergeRawBPE(word string, out []int32) []int32 {
-	var syms []spmSymbol
-	for off := 0; off < len(word); {
-		n := min(utf8Len(word[off]), len(word)-off)
-		i := int32(len(syms))
-		syms = append(syms, spmSymbol{start: int32(off), n: int32(n), prev: i - 1, next: i + 1})
-		off += n
+	rank := func(l, r spmSymbol) (float32, bool) {
+		rank, ok := t.textMerges[textPair{word[l.start : l.start+l.n], word[r.start : r.start+r.n]}]
+		return -float32(rank), ok
 	}
-	if len(syms) == 0 {
+	spell := func(out []int32, b byte) []int32 {
+		if id := t.byteToken[b]; id != NoToken {
+			return append(out, id)
+		}
 		return out
 	}
-	syms[len(syms)-1].next = -1
-	var queue spmQueue
-	tryPair := func(left, right int32) {
-		if left < 0 || right < 0 {
-			return
-		}
-		l, r := syms[left], syms[right]
-		rank, ok := t.textMerges[textPair{word[l.start : l.start+l.n], word[r.start : r.start+r.n]}]
-		if !ok {
-			return
-		}
-		queue.push(spmBigram{score: -float32(rank), left: left, right: right, size: l.n + r.n})
-	}
-	for i := int32(1); i < int32(len(syms)); i++ {
-		tryPair(i-1, i)
-	}
-	for len(queue) > 0 {
-		b := queue.pop()
-		l, r := &syms[b.left], &syms[b.right]
-		if l.n == 0 || r.n == 0 || l.n+r.n != b.size || l.next != b.right {
-			continue // a side has merged since this pair was queued
-		}
-		l.n += r.n
-		r.n = 0
-		l.next = r.next
-		if r.next >= 0 {
-			syms[r.next].prev = b.left
-		}
-		tryPair(l.prev, b.left)
-		tryPair(b.left, l.next)
-	}
-	for i := int32(0); i >= 0; i = syms[i].next {
-		sym := syms[i]
-		piece := word[sym.start : sym.start+sym.n]
-		if id, ok := t.ids[piece]; ok {
-			out = append(out, id)
-			continue
-		}
-		for j := 0; j < len(piece); j++ {
-			if id := t.byteToken[piece[j]]; id != NoToken {
-				out = append(out, id)
-			}
-		}
-	}
+	out, _, _ = t.mergeSymbols(word, out, nil, nil, rank, spell)
 	return out
 }

@@ -221,6 +221,20 @@ func (t *Tokenizer) encodeSPM(text string, allowSpecial bool) []int32 {
 // spmFragment merges one escaped fragment and appends its ids to out; syms
 // and queue are scratch space, returned for reuse.
 func (t *Tokenizer) spmFragment(s string, out []int32, syms []spmSymbol, queue spmQueue) ([]int32, []spmSymbol, spmQueue) {
+	score := func(l, r spmSymbol) (float32, bool) {
+		id, ok := t.ids[s[l.start:l.start+l.n+r.n]]
+		return t.score(id), ok
+	}
+	return t.mergeSymbols(s, out, syms, queue, score, t.appendByte)
+}
+
+// mergeSymbols splits s into its UTF-8 characters and merges neighbours,
+// the best-scored pair first (the leftmost of equals; score's ok false: the
+// pair never merges), then appends each symbol's id to out, or spells a
+// symbol the vocabulary lacks byte by byte with spell. syms and queue are
+// scratch space, returned for reuse.
+func (t *Tokenizer) mergeSymbols(s string, out []int32, syms []spmSymbol, queue spmQueue,
+	score func(l, r spmSymbol) (float32, bool), spell func(out []int32, b byte) []int32) ([]int32, []spmSymbol, spmQueue) {
 	for off := 0; off < len(s); {
 		n := min(utf8Len(s[off]), len(s)-off)
 		i := int32(len(syms))
@@ -231,17 +245,14 @@ func (t *Tokenizer) spmFragment(s string, out []int32, syms []spmSymbol, queue s
 		return out, syms, queue
 	}
 	syms[len(syms)-1].next = -1
-
 	tryPair := func(left, right int32) {
 		if left < 0 || right < 0 {
 			return
 		}
 		l, r := syms[left], syms[right]
-		id, ok := t.ids[s[l.start:l.start+l.n+r.n]]
-		if !ok {
-			return
+		if sc, ok := score(l, r); ok {
+			queue.push(spmBigram{score: sc, left: left, right: right, size: l.n + r.n})
 		}
-		queue.push(spmBigram{score: t.score(id), left: left, right: right, size: l.n + r.n})
 	}
 	for i := int32(1); i < int32(len(syms)); i++ {
 		tryPair(i-1, i)
@@ -249,7 +260,7 @@ func (t *Tokenizer) spmFragment(s string, out []int32, syms []spmSymbol, queue s
 	for len(queue) > 0 {
 		b := queue.pop()
 		l, r := &syms[b.left], &syms[b.right]
-		if l.n == 0 || r.n == 0 || l.n+r.n != b.size {
+		if l.n == 0 || r.n == 0 || l.n+r.n != b.size || l.next != b.right {
 			continue // a side has merged since this pair was queued
 		}
 		l.n += r.n
@@ -269,7 +280,7 @@ func (t *Tokenizer) spmFragment(s string, out []int32, syms []spmSymbol, queue s
 			continue
 		}
 		for j := 0; j < len(piece); j++ {
-			out = t.appendByte(out, piece[j])
+			out = spell(out, piece[j])
 		}
 	}
 	return out, syms, queue
