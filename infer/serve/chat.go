@@ -147,10 +147,9 @@ type chatCall struct {
 }
 
 func (s *Server) prepareChat(ctx context.Context, m *Model, req *openai.ChatRequest) (*chatCall, *apiError) {
-	if !m.answersTo(req.Model) {
-		return nil, &apiError{status: http.StatusNotFound, typ: "invalid_request_error", param: "model", code: "model_not_found",
-			msg: fmt.Sprintf("the model %q does not exist; this server runs %q (GET /v1/models)", req.Model, m.ID)}
-	}
+	// Any model name gets the loaded model, as from llama-server: clients
+	// configured with a fixed name ("gpt-4o") work unchanged. The reply's
+	// model field says which model answered (m.ID).
 	if n := leastTokens(req, m.maxPiece); n >= m.Sched.Context() {
 		return nil, tooLong(n, m)
 	}

@@ -15,10 +15,6 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, m *Model) {
 	if !s.decode(w, r, &req) {
 		return
 	}
-	if !m.answersTo(req.Model) {
-		fail(w, http.StatusNotFound, "invalid_request_error", fmt.Sprintf("the model %q does not exist; this server runs %q", req.Model, m.ID), "model", "model_not_found")
-		return
-	}
 	if len(req.Prompt) != 1 || req.Prompt[0] == "" {
 		fail(w, http.StatusBadRequest, "invalid_request_error", "prompt must be one non-empty string", "prompt", "")
 		return
