@@ -662,3 +662,29 @@ func bounds(s *Schema, obj map[string]any, at string) error {
 	}
 	return nil
 }
+
+// AnyOf is a value of any of alts.
+func AnyOf(alts ...*Schema) *Schema {
+	var flat []*Schema
+	for _, a := range alts {
+		if a.alts != nil {
+			flat = append(flat, a.alts...)
+		} else {
+			flat = append(flat, a)
+		}
+	}
+	if len(flat) == 1 {
+		return flat[0]
+	}
+	return &Schema{alts: flat, maxItems: -1, maxLen: -1}
+}
+
+// Call is a tool call's JSON as Qwen3's template writes it: an object of
+// the function's name and its arguments (a value of args), both required.
+func Call(name string, args *Schema) *Schema {
+	key, _ := json.Marshal(name)
+	return &Schema{types: tObject, maxItems: -1, maxLen: -1, required: 0b11, props: []prop{
+		{key: `"arguments"`, schema: args},
+		{key: `"name"`, schema: &Schema{types: tString, enum: []string{string(key)}, maxItems: -1, maxLen: -1}},
+	}}
+}
