@@ -2,7 +2,15 @@ package serve_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
+
+	"github.com/bonsai-chat/bonsai/infer/serve"
 )
 
 // Issue 34 item 1: a request naming any model ("gpt-4o", a case variant)
@@ -32,5 +40,233 @@ func TestAnyModelNameGetsTheLoadedModel(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(r.body), &list); err != nil || len(list.Data) != 1 || list.Data[0].ID != testModel {
 		t.Errorf("/v1/models: %s", r.body)
+	}
+}
+
+// chatJSON posts a chat request and decodes the reply.
+func chatJSON(t *testing.T, s *testServer, body string) (chatReply, answer) {
+	t.Helper()
+	r := post(t, s, "/v1/chat/completions", body)
+	var reply chatReply
+	if r.status == 200 {
+		if err := json.Unmarshal([]byte(r.body), &reply); err != nil {
+			t.Fatalf("%s: %v", r.body, err)
+		}
+	}
+	return reply, r
+}
+
+type chatReply struct {
+	Choices []struct {
+		Index   int `json:"index"`
+		Message struct {
+			Content   *string `json:"content"`
+			ToolCalls []struct {
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+}
+
+// strictDecode decodes text into v, refusing unknown fields and trailing
+// text.
+func strictDecode(text string, v any) error {
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("text after the JSON")
+	}
+	return nil
+}
+
+// The schema zod's zodResponseFormat writes for
+// z.object({name: z.string().min(1).max(10), age: z.number().int().min(0).max(120),
+// nick: z.string().max(5).nullable(), kind: z.union([...]), email: z.string().email()}).
+const zodPerson = `{"type":"object","properties":{
+	"name":{"type":"string","minLength":1,"maxLength":10},
+	"age":{"type":"integer","minimum":0,"maximum":120},
+	"nick":{"anyOf":[{"type":"string","maxLength":5},{"type":"null"}]},
+	"kind":{"anyOf":[{"type":"string","enum":["cat","dog"]},{"type":"integer","exclusiveMinimum":10,"exclusiveMaximum":13}]},
+	"email":{"type":"string","format":"email"}},
+	"required":["name","age","nick","kind","email"],"additionalProperties":false,"$schema":"http://json-schema.org/draft-07/schema#"}`
+
+type zodPersonT struct {
+	Name  string          `json:"name"`
+	Age   json.Number     `json:"age"`
+	Nick  *string         `json:"nick"`
+	Kind  json.RawMessage `json:"kind"`
+	Email string          `json:"email"`
+}
+
+func checkZodPerson(t *testing.T, text string) {
+	t.Helper()
+	var p zodPersonT
+	if err := strictDecode(text, &p); err != nil {
+		t.Fatalf("%q: %v", text, err)
+	}
+	age, err := strconv.Atoi(p.Age.String())
+	n := len([]rune(p.Name))
+	kind := string(p.Kind)
+	if err != nil || age < 0 || age > 120 || n < 1 || n > 10 || p.Nick != nil && len([]rune(*p.Nick)) > 5 ||
+		kind != `"cat"` && kind != `"dog"` && kind != "11" && kind != "12" || !regexp.MustCompile(`^[^@]+@[^@.]+(\.[^@.]+)+$`).MatchString(p.Email) {
+		t.Fatalf("%q does not validate", text)
+	}
+}
+
+// Issue 34 item 2: what zod and pydantic write is enforced, in the
+// standard response_format, llama-server's short form and its top-level
+// json_schema, in chat and text completions.
+func TestZodAndPydanticSchemasServed(t *testing.T) {
+	s := startServer(t, "", 4)
+	const msgs = `"messages":[{"role":"user","content":"A person as JSON"}],"temperature":1,"max_tokens":300`
+	var wg sync.WaitGroup
+	for seed := range 8 {
+		wg.Go(func() {
+			var body string
+			switch seed % 3 {
+			case 0:
+				body = `{` + msgs + `,"seed":` + strconv.Itoa(seed) + `,"response_format":{"type":"json_schema","json_schema":{"name":"p","strict":true,"schema":` + zodPerson + `}}}`
+			case 1:
+				body = `{` + msgs + `,"seed":` + strconv.Itoa(seed) + `,"response_format":{"type":"json_schema","schema":` + zodPerson + `}}`
+			case 2:
+				body = `{` + msgs + `,"seed":` + strconv.Itoa(seed) + `,"json_schema":` + zodPerson + `}`
+			}
+			reply, r := chatJSON(t, s, body)
+			if r.status != 200 || len(reply.Choices) != 1 || reply.Choices[0].FinishReason != "stop" {
+				t.Errorf("seed %d: %d %.300s", seed, r.status, r.body)
+				return
+			}
+			checkZodPerson(t, *reply.Choices[0].Message.Content)
+		})
+	}
+	wg.Wait()
+	// pydantic: $defs, $ref, anyOf with null and a default, titles.
+	const pydantic = `{"$defs":{"Pet":{"properties":{"name":{"title":"Name","type":"string","maxLength":8},"legs":{"type":"integer","minimum":0,"maximum":4,"title":"Legs"}},
+		"required":["name","legs"],"title":"Pet","type":"object"}},
+		"properties":{"pets":{"items":{"$ref":"#/$defs/Pet"},"maxItems":2,"title":"Pets","type":"array"},
+		"owner":{"anyOf":[{"type":"string","maxLength":8},{"type":"null"}],"default":null,"title":"Owner"}},
+		"required":["pets"],"title":"Household","type":"object"}`
+	r := post(t, s, "/v1/completions", `{"prompt":"JSON:","temperature":1,"seed":3,"max_tokens":200,"n":2,"response_format":{"type":"json_schema","json_schema":{"name":"h","schema":`+pydantic+`}}}`)
+	var cr struct {
+		Choices []struct {
+			Text         string `json:"text"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &cr); err != nil || r.status != 200 || len(cr.Choices) != 2 {
+		t.Fatalf("%d %.300s", r.status, r.body)
+	}
+	for _, ch := range cr.Choices {
+		var h struct {
+			Pets []struct {
+				Name string `json:"name"`
+				Legs int    `json:"legs"`
+			} `json:"pets"`
+			Owner *string `json:"owner"`
+		}
+		if ch.FinishReason != "stop" {
+			continue // cut at the limit
+		}
+		if err := strictDecode(ch.Text, &h); err != nil || h.Pets == nil || len(h.Pets) > 2 || h.Owner != nil && len([]rune(*h.Owner)) > 8 {
+			t.Errorf("%q does not validate: %v", ch.Text, err)
+		}
+		for _, p := range h.Pets {
+			if p.Legs < 0 || p.Legs > 4 || len([]rune(p.Name)) > 8 {
+				t.Errorf("%q does not validate", ch.Text)
+			}
+		}
+	}
+}
+
+// Issue 34 item 3: with tool_choice "required", several tools, one of
+// them with bounds, anyOf and $ref in its schema, the call names a tool
+// and its arguments validate against that tool's schema; a forced tool
+// is the one called.
+func TestRequiredToolCallsValidate(t *testing.T) {
+	s := startServerWith(t, "", serve.LoadOptions{ID: testModel, Slots: 4, Context: 1024, Threads: 2, Batch: 64, Backend: "cpu"})
+	const tools = `"tools":[
+		{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":12},"unit":{"enum":["C","F"]}},"required":["city","unit"],"additionalProperties":false}}},
+		{"type":"function","function":{"name":"book","parameters":{"$defs":{"Day":{"type":"string","format":"date"}},"type":"object",
+			"properties":{"seats":{"type":"integer","minimum":1,"maximum":9},"day":{"$ref":"#/$defs/Day"},"note":{"anyOf":[{"type":"string","maxLength":6},{"type":"null"}]}},
+			"required":["seats","day","note"],"additionalProperties":false}}}]`
+	check := func(name, args string) error {
+		switch name {
+		case "get_weather":
+			var a struct {
+				City string `json:"city"`
+				Unit string `json:"unit"`
+			}
+			if err := strictDecode(args, &a); err != nil || len([]rune(a.City)) > 12 || a.Unit != "C" && a.Unit != "F" {
+				return fmt.Errorf("get_weather %q: %v", args, err)
+			}
+		case "book":
+			var a struct {
+				Seats *int    `json:"seats"`
+				Day   string  `json:"day"`
+				Note  *string `json:"note"`
+			}
+			if err := strictDecode(args, &a); err != nil || a.Seats == nil || *a.Seats < 1 || *a.Seats > 9 ||
+				!regexp.MustCompile(`^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$`).MatchString(a.Day) || a.Note != nil && len([]rune(*a.Note)) > 6 {
+				return fmt.Errorf("book %q: %v", args, err)
+			}
+		default:
+			return fmt.Errorf("a call of %q", name)
+		}
+		return nil
+	}
+	var wg sync.WaitGroup
+	names := make([]string, 12)
+	for seed := range 12 {
+		wg.Go(func() {
+			choice := `"required"`
+			if seed >= 8 {
+				choice = `{"type":"function","function":{"name":"book"}}`
+			}
+			reply, r := chatJSON(t, s, `{"messages":[{"role":"user","content":"Book or weather?"}],`+tools+`,"tool_choice":`+choice+
+				`,"temperature":1,"seed":`+strconv.Itoa(seed)+`,"max_tokens":600}`)
+			if r.status != 200 || len(reply.Choices) != 1 {
+				t.Errorf("seed %d: %d %.300s", seed, r.status, r.body)
+				return
+			}
+			ch := reply.Choices[0]
+			if ch.FinishReason == "length" {
+				return // cut inside the call: nothing to check
+			}
+			if ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 1 {
+				t.Errorf("seed %d: %s %d calls %.100s", seed, ch.FinishReason, len(ch.Message.ToolCalls), r.body)
+				return
+			}
+			call := ch.Message.ToolCalls[0].Function
+			names[seed] = call.Name
+			if err := check(call.Name, call.Arguments); err != nil {
+				t.Errorf("seed %d: %v", seed, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := len(slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "" })); n < 9 {
+		t.Errorf("only %d of 12 calls finished within the limit", n)
+	}
+	for seed := 8; seed < 12; seed++ {
+		if names[seed] != "book" && names[seed] != "" {
+			t.Errorf("seed %d: the forced book, but %q called", seed, names[seed])
+		}
+	}
+	// A tool whose schema cannot be enforced is refused by name when a
+	// call is required.
+	r := post(t, s, "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"tool_choice":"required","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"n":{"type":"integer","multipleOf":2}}}}}]}`)
+	if r.status != 400 || !strings.Contains(r.body, "multipleOf") || !strings.Contains(r.body, `\"f\"`) {
+		t.Errorf("an unenforceable tool: %d %s", r.status, r.body)
 	}
 }
