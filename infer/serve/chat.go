@@ -57,7 +57,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, m *Model) {
 			}
 			out.feed("", true)
 			reply := openai.Reply{Role: "assistant", ReasoningContent: out.reasoning.String()}
-			content := c.prefill + out.content.String()
+			content := out.content.String()
 			if len(out.calls) > 0 {
 				content = strings.TrimSpace(content)
 				for i, tc := range out.calls {
@@ -205,9 +205,6 @@ type chatCall struct {
 	machine *grammar.Machine // the constraint's start; nil: none
 	think   *bool            // the reply opens with reasoning; nil: it is constrained, no reasoning
 	tools   bool
-	// prefill is the trailing assistant message the reply continues: the
-	// non-streamed reply's content starts with it, as llama-server's does.
-	prefill string
 }
 
 // choiceGen is choice i's settings: its own seed, so that the choices
@@ -307,12 +304,24 @@ func (s *Server) prepareChat(ctx context.Context, m *Model, req *openai.ChatRequ
 	if aerr != nil {
 		return nil, aerr
 	}
+	// A trailing assistant message is continued (assistant prefill), as
+	// llama-server does: the reply is what follows it.
+	cont := false
+	if n := len(req.Messages); req.Messages[n-1].Role == "assistant" {
+		if len(req.Messages[n-1].ToolCalls) > 0 {
+			return nil, badRequest(fmt.Sprintf("messages[%d].tool_calls", n-1), "an assistant message with tool calls cannot be continued")
+		}
+		cont = true
+	}
 	if c.prompt, aerr = m.encodePrompt(msgs, think); aerr != nil {
 		return nil, aerr
 	}
-	c.gen.own = len(c.prompt) - m.generationPromptTokens(think)
+	c.gen.own = len(c.prompt)
+	if !cont {
+		c.gen.own -= m.generationPromptTokens(think)
+	}
 	if machine == nil {
-		opens := opensThinking(m.Tmpl.Pieces(nil, true, think))
+		opens := !cont && opensThinking(m.Tmpl.Pieces(nil, true, think))
 		c.think = &opens
 	}
 	return c, nil
@@ -321,6 +330,9 @@ func (s *Server) prepareChat(ctx context.Context, m *Model, req *openai.ChatRequ
 // encodePrompt tokenizes the conversation with the template, the BOS
 // first where the model wants one. Once the tokens pass the context the
 // rest is not tokenized: the request is refused either way.
+//
+// A last message of the assistant's is left open for the reply to
+// continue (assistant prefill), as llama-server and Anthropic's API do.
 func (m *Model) encodePrompt(msgs []chat.Message, think bool) ([]int32, *apiError) {
 	n := 0
 	encode := func(text string, special bool) []int32 {
@@ -332,7 +344,14 @@ func (m *Model) encodePrompt(msgs []chat.Message, think bool) ([]int32, *apiErro
 		n += len(ids)
 		return ids
 	}
-	prompt := m.Tmpl.Encode(msgs, true, think, encode)
+	var prompt []int32
+	if len(msgs) > 0 && msgs[len(msgs)-1].Role == chat.RoleAssistant {
+		for _, p := range m.Tmpl.Continue(msgs, think) {
+			prompt = append(prompt, encode(p.Text, p.Special)...)
+		}
+	} else {
+		prompt = m.Tmpl.Encode(msgs, true, think, encode)
+	}
 	if m.Tok.AddBOS() && m.Tok.BOS() >= 0 {
 		prompt = append([]int32{m.Tok.BOS()}, prompt...)
 	}

@@ -270,3 +270,32 @@ func TestRequiredToolCallsValidate(t *testing.T) {
 		t.Errorf("an unenforceable tool: %d %s", r.status, r.body)
 	}
 }
+
+// Issue 34 item 6: a trailing assistant message is continued: the reply
+// is greedy decoding's continuation of the prompt that ends with that
+// message's text, left open (what the raw completion of that prompt gives),
+// not a new turn.
+func TestTrailingAssistantMessageContinued(t *testing.T) {
+	s := startServer(t, "", 1)
+	reply, r := chatJSON(t, s, `{"messages":[{"role":"user","content":"Quote Paul"},{"role":"assistant","content":"Grace be unto"}],"temperature":0,"max_tokens":8}`)
+	if r.status != 200 || len(reply.Choices) != 1 || reply.Choices[0].Message.Content == nil {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	prompt, _ := json.Marshal("<|im_start|>user\nQuote Paul<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nGrace be unto")
+	raw := post(t, s, "/v1/completions", `{"prompt":`+string(prompt)+`,"temperature":0,"max_tokens":8}`)
+	var cr struct {
+		Choices []struct {
+			Text string `json:"text"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal([]byte(raw.body), &cr); err != nil || len(cr.Choices) != 1 {
+		t.Fatalf("%s", raw.body)
+	}
+	if got := *reply.Choices[0].Message.Content; got != cr.Choices[0].Text {
+		t.Errorf("continued %q, the open prompt's continuation %q", got, cr.Choices[0].Text)
+	}
+	r = post(t, s, "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}]}`)
+	if r.status != 400 || !strings.Contains(r.body, "continued") {
+		t.Errorf("continuing a tool call: %d %s", r.status, r.body)
+	}
+}
