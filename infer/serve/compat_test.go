@@ -299,3 +299,171 @@ func TestTrailingAssistantMessageContinued(t *testing.T) {
 		t.Errorf("continuing a tool call: %d %s", r.status, r.body)
 	}
 }
+
+type completionReply struct {
+	Choices []struct {
+		Index        int    `json:"index"`
+		Text         string `json:"text"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+}
+
+func complete(t *testing.T, s *testServer, body string) completionReply {
+	t.Helper()
+	r := post(t, s, "/v1/completions", body)
+	var cr completionReply
+	if err := json.Unmarshal([]byte(r.body), &cr); err != nil || r.status != 200 {
+		t.Fatalf("%s: %d %.300s", body, r.status, r.body)
+	}
+	return cr
+}
+
+func tokenIDs(t *testing.T, s *testServer, text string) []int32 {
+	t.Helper()
+	b, _ := json.Marshal(map[string]string{"content": text})
+	r := post(t, s, "/tokenize", string(b))
+	var tok struct {
+		Tokens []int32 `json:"tokens"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &tok); err != nil || len(tok.Tokens) == 0 {
+		t.Fatalf("tokenize %q: %s", text, r.body)
+	}
+	return tok.Tokens
+}
+
+// Issue 34 item 5: logit_bias is applied: +100 on a token makes greedy
+// decoding pick it every time; a ban (-100, or llama-server's false) on
+// greedy decoding's first token makes it pick another.
+func TestLogitBiasApplied(t *testing.T) {
+	s := startServer(t, "", 1)
+	const prompt = `"prompt":"Once upon a time","temperature":0,"max_tokens":4`
+	hello := tokenIDs(t, s, " hello")
+	if len(hello) != 1 {
+		t.Fatalf("%q is %d tokens", " hello", len(hello))
+	}
+	got := complete(t, s, `{`+prompt+`,"logit_bias":{"`+strconv.Itoa(int(hello[0]))+`":100}}`)
+	if got.Choices[0].Text != strings.Repeat(" hello", 4) {
+		t.Errorf("+100 on %q: %q", " hello", got.Choices[0].Text)
+	}
+	plain := complete(t, s, `{`+prompt+`}`).Choices[0].Text
+	first := tokenIDs(t, s, plain)[0]
+	for _, bias := range []string{`{"` + strconv.Itoa(int(first)) + `":-100}`, `[[` + strconv.Itoa(int(first)) + `,false]]`} {
+		got := complete(t, s, `{`+prompt+`,"logit_bias":`+bias+`}`).Choices[0].Text
+		if got == "" || tokenIDs(t, s, got)[0] == first {
+			t.Errorf("%s: %q, greedy %q", bias, got, plain)
+		}
+	}
+	// Chat takes it too.
+	reply, r := chatJSON(t, s, `{"messages":[{"role":"user","content":"hi"}],"temperature":0,"max_tokens":3,"logit_bias":{"`+strconv.Itoa(int(hello[0]))+`":100}}`)
+	if r.status != 200 || *reply.Choices[0].Message.Content != strings.Repeat(" hello", 3) {
+		t.Errorf("chat with +100: %d %s", r.status, r.body)
+	}
+}
+
+// Issue 34 item 5: n > 1 makes n choices (greedy ones alike, sampled ones
+// each with its seed), streamed ones by index; max_tokens -1 runs to the
+// context's end.
+func TestSeveralChoicesAndNoLimit(t *testing.T) {
+	s := startServer(t, "", 2)
+	reply, r := chatJSON(t, s, `{"messages":[{"role":"user","content":"hi"}],"temperature":1,"seed":5,"max_tokens":6,"n":3}`)
+	if r.status != 200 || len(reply.Choices) != 3 {
+		t.Fatalf("%d %.300s", r.status, r.body)
+	}
+	texts := map[string]bool{}
+	for i, ch := range reply.Choices {
+		if ch.Index != i || ch.Message.Content == nil {
+			t.Errorf("choice %d: %+v", i, ch)
+			continue
+		}
+		texts[*ch.Message.Content] = true
+	}
+	if len(texts) < 2 {
+		t.Errorf("3 sampled choices, all %v", texts)
+	}
+	if reply.Usage.CompletionTokens != 18 {
+		t.Errorf("usage %+v", reply.Usage)
+	}
+	// Streamed: each choice's deltas under its index add up to what the
+	// greedy request alone answers.
+	alone, _ := chatJSON(t, s, `{"messages":[{"role":"user","content":"hi"}],"temperature":0,"max_tokens":6}`)
+	resp, body := send(t, s, "POST", "/v1/chat/completions", "", `{"messages":[{"role":"user","content":"hi"}],"temperature":0,"max_tokens":6,"n":2,"stream":true}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	got := make([]string, 2)
+	finished := 0
+	for _, line := range strings.Split(body, "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var chunk struct {
+			Choices []struct {
+				Index        int     `json:"index"`
+				FinishReason *string `json:"finish_reason"`
+				Delta        struct {
+					Content *string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range chunk.Choices {
+			if c.Delta.Content != nil {
+				got[c.Index] += *c.Delta.Content
+			}
+			if c.FinishReason != nil {
+				finished++
+			}
+		}
+	}
+	if want := *alone.Choices[0].Message.Content; got[0] != want || got[1] != want || finished != 2 {
+		t.Errorf("streamed %q (%d finished), alone %q", got, finished, want)
+	}
+	// max_tokens -1: no limit but the slot's context (384 tokens).
+	cr := complete(t, s, `{"prompt":"Once upon a time","temperature":0,"max_tokens":-1,"ignore_eos":true}`)
+	if ch := cr.Choices[0]; ch.FinishReason != "length" || cr.Usage.PromptTokens+cr.Usage.CompletionTokens < 383 {
+		t.Errorf("max_tokens -1: %s after %+v", ch.FinishReason, cr.Usage)
+	}
+}
+
+// Issue 34 item 5: /v1/completions takes a prompt array (a choice each,
+// n apiece), token-id prompts (one array, or an array of arrays) and echo.
+func TestCompletionPromptForms(t *testing.T) {
+	s := startServer(t, "", 2)
+	const knobs = `"temperature":0,"max_tokens":5`
+	a := complete(t, s, `{"prompt":"Once upon a time",`+knobs+`}`).Choices[0].Text
+	b := complete(t, s, `{"prompt":"The sea",`+knobs+`}`).Choices[0].Text
+	cr := complete(t, s, `{"prompt":["Once upon a time","The sea"],"n":2,`+knobs+`}`)
+	if len(cr.Choices) != 4 {
+		t.Fatalf("%+v", cr)
+	}
+	for i, want := range []string{a, a, b, b} {
+		if cr.Choices[i].Index != i || cr.Choices[i].Text != want {
+			t.Errorf("choice %d: %+v, want %q", i, cr.Choices[i], want)
+		}
+	}
+	ids, _ := json.Marshal(tokenIDs(t, s, "Once upon a time"))
+	if got := complete(t, s, `{"prompt":`+string(ids)+`,`+knobs+`}`).Choices[0].Text; got != a {
+		t.Errorf("token ids: %q, text prompt %q", got, a)
+	}
+	sea, _ := json.Marshal(tokenIDs(t, s, "The sea"))
+	cr = complete(t, s, `{"prompt":[`+string(ids)+`,`+string(sea)+`],`+knobs+`}`)
+	if len(cr.Choices) != 2 || cr.Choices[0].Text != a || cr.Choices[1].Text != b {
+		t.Errorf("arrays of token ids: %+v", cr.Choices)
+	}
+	if got := complete(t, s, `{"prompt":"Once upon a time","echo":true,`+knobs+`}`).Choices[0].Text; got != "Once upon a time"+a {
+		t.Errorf("echo: %q", got)
+	}
+	for _, bad := range []string{`{"prompt":[]}`, `{"prompt":[[]]}`, `{"prompt":[99999999]}`, `{"prompt":[1,"x"]}`,
+		`{"prompt":"x","echo":true,"logprobs":1}`, `{"prompt":["a","b","c","d","e"],"n":4}`} {
+		if r := post(t, s, "/v1/completions", bad); r.status != 400 {
+			t.Errorf("%s: %d %s", bad, r.status, r.body)
+		}
+	}
+}
