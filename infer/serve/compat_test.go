@@ -467,3 +467,20 @@ func TestCompletionPromptForms(t *testing.T) {
 		}
 	}
 }
+
+// Issue 34 item 7: a preflight from an allowed origin is granted the
+// headers the client asks for (a browser SDK sends its own, such as
+// openai's x-stainless-*); an origin not allowed gets no CORS headers.
+func TestCORSPreflightGrantsClientHeaders(t *testing.T) {
+	app := "https://app.example"
+	s := startServerOpts(t, serve.Options{CORS: []string{app}}, serve.LoadOptions{ID: testModel, Slots: 1, Context: 384, Threads: 2, Backend: "cpu"}, nil)
+	const asked = "authorization, content-type, x-stainless-os, x-stainless-retry-count"
+	resp, _ := send(t, s, "OPTIONS", "/v1/chat/completions", "", "", "Origin", app, "Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", asked)
+	if resp.StatusCode != 204 || resp.Header.Get("Access-Control-Allow-Origin") != app || !strings.Contains(resp.Header.Get("Access-Control-Allow-Headers"), "x-stainless-os") {
+		t.Errorf("preflight: %d %v", resp.StatusCode, resp.Header)
+	}
+	resp, _ = send(t, s, "OPTIONS", "/v1/chat/completions", "", "", "Origin", "https://evil.example", "Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", asked)
+	if resp.StatusCode != 403 || resp.Header.Get("Access-Control-Allow-Headers") != "" || resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("a foreign origin's preflight: %d %v", resp.StatusCode, resp.Header)
+	}
+}
