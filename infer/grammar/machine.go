@@ -561,6 +561,19 @@ func (m *Machine) plainString() (room int, ok bool) {
 	return f.s.maxLen - f.n, true
 }
 
+// patString says the machine is inside a string an automaton recognizes,
+// between characters: q is the automaton's state.
+func (m *Machine) patString() (q int, d *dfa, ok bool) {
+	if len(m.ends) != 1 || len(m.st) == 0 {
+		return 0, nil, false
+	}
+	f := &m.st[len(m.st)-1]
+	if f.kind != kString || f.ws < 0 || f.esc != 0 || f.utf != 0 || f.s.pat == nil {
+		return 0, nil, false
+	}
+	return f.n, f.s.pat, true
+}
+
 func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
 
 // number takes c into a number if it continues one (JSON's grammar; no
