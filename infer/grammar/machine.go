@@ -26,10 +26,11 @@ type stack struct {
 	fork bool
 }
 
-// maxStacks bounds the readings a machine follows at once. Keeping only
+// maxStacks bounds the readings a machine follows at once (a union of
+// tool calls starts with one a tool; OpenAI allows 128 tools). Keeping only
 // some of them leaves a text that validates (each stack is a complete
 // reading), so past the bound the later alternatives are dropped.
-const maxStacks = 64
+const maxStacks = 256
 
 type kind uint8
 
@@ -384,6 +385,9 @@ func (m *stack) object(f *frame, c byte) bool {
 		for i, p := range s.props {
 			if f.seen&(1<<i) == 0 {
 				keys = append(keys, p.key)
+				if s.ordered {
+					break // the properties in their order
+				}
 			}
 		}
 		if len(keys) == 0 {

@@ -73,6 +73,7 @@ type Schema struct {
 	// sorted by key; required as a bit per property. Without declared
 	// properties any key is allowed, its value validated by extra.
 	props    []prop
+	ordered  bool // the properties come in their order (else sorted by key, in any order)
 	required uint64
 	extra    *Schema
 	// Arrays.
@@ -463,7 +464,37 @@ func (c *compiler) fill(s *Schema, obj map[string]any, at string, depth int) err
 	if err := c.stringPattern(s, obj, at); err != nil {
 		return err
 	}
-	return bounds(s, obj, at)
+	if err := bounds(s, obj, at); err != nil {
+		return err
+	}
+	return filterEnum(s, at)
+}
+
+// filterEnum keeps the enum values the schema's other keywords allow
+// (type, bounds, pattern, length): the machine writes an enum value as it
+// is. Objects and arrays are kept as they are: their parts may be schemas
+// still being compiled.
+func filterEnum(s *Schema, at string) error {
+	if s.enum == nil {
+		return nil
+	}
+	probe := *s
+	probe.enum = nil
+	keep := s.enum[:0:0]
+	for _, v := range s.enum {
+		if v[0] == '{' || v[0] == '[' {
+			keep = append(keep, v)
+			continue
+		}
+		if m := NewMachine(&probe); m.Feed(v) && m.CanEnd() {
+			keep = append(keep, v)
+		}
+	}
+	if len(keep) == 0 {
+		return fmt.Errorf("%w: %s/enum: no value fits the schema's other keywords", ErrBadSchema, at)
+	}
+	s.enum = keep
+	return nil
 }
 
 func nullable(obj map[string]any) bool { b, _ := obj["nullable"].(bool); return b }
@@ -680,11 +711,13 @@ func AnyOf(alts ...*Schema) *Schema {
 }
 
 // Call is a tool call's JSON as Qwen3's template writes it: an object of
-// the function's name and its arguments (a value of args), both required.
+// the function's name, then its arguments (a value of args). The name
+// comes first so that, in a union of calls, the readings of the other
+// functions end with it.
 func Call(name string, args *Schema) *Schema {
 	key, _ := json.Marshal(name)
-	return &Schema{types: tObject, maxItems: -1, maxLen: -1, required: 0b11, props: []prop{
-		{key: `"arguments"`, schema: args},
+	return &Schema{types: tObject, maxItems: -1, maxLen: -1, required: 0b11, ordered: true, props: []prop{
 		{key: `"name"`, schema: &Schema{types: tString, enum: []string{string(key)}, maxItems: -1, maxLen: -1}},
+		{key: `"arguments"`, schema: args},
 	}}
 }

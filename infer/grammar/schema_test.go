@@ -337,3 +337,28 @@ func TestHostileSchemasBounded(t *testing.T) {
 
 func testingNow() int64              { return time.Now().UnixNano() }
 func testingSince(start int64) int64 { return time.Now().UnixNano() - start }
+
+// An enum value the schema's other keywords refuse is not generated; a
+// union of tool calls (the name first) tells the tools apart by the name.
+func TestEnumFilteredAndCallsOrdered(t *testing.T) {
+	s := mustCompile(t, `{"type":"string","enum":["a",1,"bb",null],"maxLength":1}`)
+	for text, want := range map[string]bool{`"a"`: true, `1`: false, `"bb"`: false, `null`: false} {
+		if got := accepts(t, s, text); got != want {
+			t.Errorf("%s: accepted %v, want %v", text, got, want)
+		}
+	}
+	if _, err := Compile([]byte(`{"type":"integer","enum":[1.5,"x"]}`)); !errors.Is(err, ErrBadSchema) {
+		t.Errorf("an enum no value of which fits: %v", err)
+	}
+	var calls []*Schema
+	for i := range 200 {
+		calls = append(calls, Call("f"+strconv.Itoa(i), mustCompile(t, `{"type":"object","properties":{"n":{"type":"integer","minimum":`+strconv.Itoa(i)+`}},"required":["n"]}`)))
+	}
+	u := AnyOf(calls...)
+	for text, want := range map[string]bool{`{"name":"f199","arguments":{"n":199}}`: true, `{"name":"f199","arguments":{"n":198}}`: false,
+		`{"name":"f7","arguments":{"n":7}}`: true, `{"arguments":{"n":7},"name":"f7"}`: false, `{"name":"f200","arguments":{"n":300}}`: false} {
+		if got := accepts(t, u, text); got != want {
+			t.Errorf("%s: accepted %v, want %v", text, got, want)
+		}
+	}
+}

@@ -72,6 +72,7 @@ func BenchmarkMaskQwenSchemas(b *testing.B) {
 		{"pattern-string", `{"type":"string","pattern":"^[a-z][a-z0-9_]{0,30}$"}`, `"ab`},
 		{"date-time", `{"type":"string","format":"date-time"}`, `"2024-`},
 		{"bounded-int", `{"type":"integer","minimum":-40,"maximum":1200}`, `1`},
+		{"integer", `{"type":"integer"}`, `1`},
 	} {
 		s, err := grammar.Compile([]byte(c.schema))
 		if err != nil {
