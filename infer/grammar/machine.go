@@ -566,16 +566,16 @@ func (m *Machine) plainString() (room int, ok bool) {
 }
 
 // patString says the machine is inside a string an automaton recognizes,
-// between characters: q is the automaton's state.
-func (m *Machine) patString() (q int, d *dfa, ok bool) {
+// between characters: q is the automaton's state, n the characters so far.
+func (m *Machine) patString() (q, n int, d *dfa, ok bool) {
 	if len(m.ends) != 1 || len(m.st) == 0 {
-		return 0, nil, false
+		return 0, 0, nil, false
 	}
 	f := &m.st[len(m.st)-1]
 	if f.kind != kString || f.ws < 0 || f.esc != 0 || f.utf != 0 || f.s.pat == nil {
-		return 0, nil, false
+		return 0, 0, nil, false
 	}
-	return f.n, f.s.pat, true
+	return f.n, f.hi, f.s.pat, true
 }
 
 func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
@@ -655,14 +655,15 @@ func number(f *frame, c byte) bool {
 }
 
 // patStr takes c into a string whose characters an automaton recognizes
-// (pattern, format): n is its state, and a character's bytes are taken
+// (pattern, format): n is its state, hi the characters so far, and a
+// character's bytes are taken
 // while some character they can still begin leads on. Escapes other than
 // \uXXXX are taken; the characters they spell can be written as they are.
 func (m *stack) patStr(f *frame, c byte) bool {
 	d := f.s.pat
 	step := func(r rune) bool {
-		q := d.next(f.n, r)
-		f.n = q
+		q := d.step(f.n, f.hi, r)
+		f.n, f.hi = q, f.hi+1
 		return q >= 0
 	}
 	switch {
@@ -679,20 +680,20 @@ func (m *stack) patStr(f *frame, c byte) bool {
 		lo := rune(v << (6 * uint(f.utf)))
 		hi := lo | (1<<(6*uint(f.utf)) - 1)
 		f.seen = v
-		return max(lo, rune(f.lo)) <= hi && d.takes(f.n, max(lo, rune(f.lo)), hi)
+		return max(lo, rune(f.lo)) <= hi && d.takes(f.n, f.hi, max(lo, rune(f.lo)), hi)
 	case f.esc == 1:
 		r, ok := escaped[c]
 		f.esc = 0
 		return ok && step(r)
 	case c == '"':
-		if !d.states[f.n].accept {
+		if !d.ends(f.n, f.hi) {
 			return false
 		}
 		m.pop()
 		return true
 	case c == '\\':
 		for _, r := range escaped {
-			if d.next(f.n, r) >= 0 {
+			if d.step(f.n, f.hi, r) >= 0 {
 				f.esc = 1
 				return true
 			}
@@ -719,7 +720,7 @@ func (m *stack) patStr(f *frame, c byte) bool {
 	}
 	lo := rune(v << (6 * uint(n)))
 	hi := min(lo|(1<<(6*uint(n))-1), 0x10FFFF)
-	if !d.takes(f.n, max(lo, least), hi) {
+	if !d.takes(f.n, f.hi, max(lo, least), hi) {
 		return false
 	}
 	f.utf, f.seen, f.lo = n, v, int(least)

@@ -16,6 +16,145 @@ import (
 // string the machine is inside can always be finished; state 0 starts.
 type dfa struct {
 	states []dstate
+	// The length bounds, in characters (maxLen −1: none): with maxLen,
+	// reach[q] has bit L set when an accepting state is L characters from
+	// q (L ≤ maxLen); with minLen only, longest[q] is the longest way to
+	// an accepting state, capped at minLen.
+	minLen, maxLen int
+	reach          [][]uint64
+	longest        []int32
+}
+
+// maxLengthWork bounds the work of folding the length bounds in: states
+// × transitions × words of the length sets × rounds.
+const maxLengthWork = 50_000_000
+
+// lengths computes what fits needs for the bounds.
+func (d *dfa) lengths(minLen, maxLen int) error {
+	d.minLen, d.maxLen = minLen, maxLen
+	trans := 0
+	for _, st := range d.states {
+		trans += len(st.tr) + 1
+	}
+	switch {
+	case maxLen >= 0:
+		words := maxLen/64 + 1
+		if trans*words*(maxLen+1) > maxLengthWork {
+			return fmt.Errorf("the expression with maxLength %d is too large to enforce", maxLen)
+		}
+		reach := make([][]uint64, len(d.states))
+		for q, st := range d.states {
+			reach[q] = make([]uint64, words)
+			if st.accept {
+				reach[q][0] = 1
+			}
+		}
+		// Round k adds the ways of k characters.
+		next := make([]uint64, words)
+		for range maxLen {
+			changed := false
+			for q, st := range d.states {
+				clear(next)
+				for _, t := range st.tr {
+					shiftOr(next, reach[t.to])
+				}
+				for w := range next {
+					if v := reach[q][w] | next[w]; v != reach[q][w] {
+						reach[q][w], changed = v, true
+					}
+				}
+			}
+			if !changed {
+				break
+			}
+		}
+		// Lengths past maxLen are not wanted.
+		for q := range reach {
+			if r := (maxLen + 1) % 64; r != 0 {
+				reach[q][words-1] &= 1<<r - 1
+			}
+		}
+		d.reach = reach
+	case minLen > 0:
+		if trans*(minLen+1) > maxLengthWork {
+			return fmt.Errorf("the expression with minLength %d is too large to enforce", minLen)
+		}
+		longest := make([]int32, len(d.states))
+		for q, st := range d.states {
+			longest[q] = -1
+			if st.accept {
+				longest[q] = 0
+			}
+		}
+		for changed, work := true, 0; changed; work += trans {
+			if work > maxLengthWork {
+				return fmt.Errorf("the expression with minLength %d is too large to enforce", minLen)
+			}
+			changed = false
+			for q, st := range d.states {
+				for _, t := range st.tr {
+					if l := min(longest[t.to]+1, int32(minLen)); longest[t.to] >= 0 && l > longest[q] {
+						longest[q], changed = l, true
+					}
+				}
+			}
+		}
+		d.longest = longest
+	}
+	if !d.fits(0, 0) {
+		return fmt.Errorf("no string of its length bounds matches it")
+	}
+	return nil
+}
+
+// shiftOr sets in dst the lengths of src, one longer.
+func shiftOr(dst, src []uint64) {
+	carry := uint64(0)
+	for w := range src {
+		dst[w] |= src[w]<<1 | carry
+		carry = src[w] >> 63
+	}
+}
+
+// fits says a string of n characters so far, at state q, can still end
+// within the length bounds.
+func (d *dfa) fits(q, n int) bool {
+	switch {
+	case d.reach != nil:
+		lo, hi := max(d.minLen-n, 0), d.maxLen-n
+		if hi < lo {
+			return false
+		}
+		r := d.reach[q]
+		for l := lo; l <= hi; {
+			w := r[l/64] >> (l % 64)
+			if l%64 == 0 && r[l/64] == 0 {
+				l += 64
+				continue
+			}
+			if w&1 != 0 {
+				return true
+			}
+			l++
+		}
+		return false
+	case d.longest != nil:
+		return int(d.longest[q]) >= d.minLen-n
+	}
+	return true
+}
+
+// step is the state after r from q, with n characters before it, or −1.
+func (d *dfa) step(q, n int, r rune) int {
+	if q = d.next(q, r); q >= 0 && d.fits(q, n+1) {
+		return q
+	}
+	return -1
+}
+
+// ends says a string of n characters may end at q.
+func (d *dfa) ends(q, n int) bool {
+	return d.states[q].accept && n >= d.minLen && (d.maxLen < 0 || n <= d.maxLen)
 }
 
 type dstate struct {
@@ -46,16 +185,29 @@ func (d *dfa) next(q int, r rune) int {
 	return -1
 }
 
-// takes says some character in [lo, hi] leads on from q.
-func (d *dfa) takes(q int, lo, hi rune) bool {
+// takes says some character in [lo, hi] leads on from q, with n
+// characters before it.
+func (d *dfa) takes(q, n int, lo, hi rune) bool {
 	tr := d.states[q].tr
-	i := sort.Search(len(tr), func(i int) bool { return tr[i].hi >= lo })
-	return i < len(tr) && tr[i].lo <= hi
+	for i := sort.Search(len(tr), func(i int) bool { return tr[i].hi >= lo }); i < len(tr) && tr[i].lo <= hi; i++ {
+		if d.fits(int(tr[i].to), n+1) {
+			return true
+		}
+	}
+	return false
 }
 
 // maxPatternStates bounds the automaton states of a schema's patterns and
 // formats, all together (with the length bounds folded in).
 const maxPatternStates = 20000
+
+// maxPatternInsts bounds a pattern's compiled size: each automaton state
+// costs a pass over its instructions.
+const maxPatternInsts = 2000
+
+// maxPatternWork bounds the instructions visited building one pattern's
+// automaton: about 50 ms of a core.
+const maxPatternWork = 1_000_000
 
 // formats are the string formats enforced, as patterns; they are
 // permissive where the standard is intricate (email). Other formats are
@@ -141,6 +293,9 @@ func compilePattern(pat string, minLen, maxLen, limit int) (*dfa, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%q: %w", pat, err)
 	}
+	if len(prog.Inst) > maxPatternInsts {
+		return nil, fmt.Errorf("%q: an expression of %d instructions, at most %d", pat, len(prog.Inst), maxPatternInsts)
+	}
 	for _, in := range prog.Inst {
 		switch in.Op {
 		case syntax.InstEmptyWidth:
@@ -151,21 +306,25 @@ func compilePattern(pat string, minLen, maxLen, limit int) (*dfa, error) {
 			}
 		}
 	}
-	return subsetDFA(prog, minLen, maxLen, limit)
+	d, err := subsetDFA(prog, limit)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.lengths(minLen, maxLen); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // subsetDFA is the deterministic automaton of prog's NFA, its states the
-// sets of instructions the NFA can be at, paired with the characters read
-// so far (capped at what the length bounds tell apart).
-func subsetDFA(prog *syntax.Prog, minLen, maxLen, limit int) (*dfa, error) {
-	capLen := minLen
-	if maxLen >= 0 {
-		capLen = maxLen
-	}
+// sets of instructions the NFA can be at.
+func subsetDFA(prog *syntax.Prog, limit int) (*dfa, error) {
+	minLen := 0
 	type key struct {
 		set string
 		n   int
 	}
+	work := 0 // instructions visited, all states together
 	closure := func(pcs []uint32) []uint32 {
 		var out []uint32
 		seen := map[uint32]bool{}
@@ -175,6 +334,7 @@ func subsetDFA(prog *syntax.Prog, minLen, maxLen, limit int) (*dfa, error) {
 				return
 			}
 			seen[pc] = true
+			work++
 			in := &prog.Inst[pc]
 			switch in.Op {
 			case syntax.InstAlt, syntax.InstAltMatch:
@@ -205,6 +365,9 @@ func subsetDFA(prog *syntax.Prog, minLen, maxLen, limit int) (*dfa, error) {
 	var sets [][]uint32
 	var lens []int
 	add := func(set []uint32, n int) (int, error) {
+		if work > maxPatternWork {
+			return 0, fmt.Errorf("the expression takes more than %d steps to compile", maxPatternWork)
+		}
 		k := key{setKey(set), n}
 		if i, ok := index[k]; ok {
 			return i, nil
@@ -224,9 +387,6 @@ func subsetDFA(prog *syntax.Prog, minLen, maxLen, limit int) (*dfa, error) {
 	}
 	for q := 0; q < len(d.states); q++ {
 		set, n := sets[q], lens[q]
-		if maxLen >= 0 && n >= maxLen {
-			continue // no room for another character
-		}
 		// The boundaries of the characters the set's instructions take,
 		// within the alphabet.
 		var cuts []rune
@@ -275,7 +435,7 @@ func subsetDFA(prog *syntax.Prog, minLen, maxLen, limit int) (*dfa, error) {
 			if len(next) == 0 {
 				continue
 			}
-			to, err := add(closure(next), min(n+1, capLen))
+			to, err := add(closure(next), n)
 			if err != nil {
 				return nil, err
 			}

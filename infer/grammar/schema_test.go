@@ -106,7 +106,9 @@ func walk(s *Schema, rng *rand.Rand) (text string, ok bool) {
 // accept validates against the schema (by a validator written apart from
 // the machine), and a walk never meets a dead end.
 func TestGeneratedTextsValidate(t *testing.T) {
-	for _, text := range []string{zodSchema, pydanticSchema, personSchema} {
+	lengths := `{"type":"object","properties":{"e":{"type":"string","format":"email","minLength":8,"maxLength":20},
+		"p":{"type":"string","pattern":"^(ab)*c?$","minLength":3,"maxLength":7},"q":{"type":"string","pattern":"^[0-9]+x?$","minLength":4}},"required":["e","p","q"]}`
+	for _, text := range []string{zodSchema, pydanticSchema, personSchema, lengths} {
 		s := mustCompile(t, text)
 		root := decodeSchema(t, text)
 		rng := rand.New(rand.NewPCG(1, 2))
@@ -250,6 +252,7 @@ func TestCompileNamesWhatItRefuses(t *testing.T) {
 		{`{"anyOf":[{"$ref":"#"}]}`, "anyOf", ErrBadSchema},
 		{`{"type":"string","pattern":"^a\\b$"}`, "pattern", ErrUnsupported},
 		{`{"type":"string","pattern":"^[a-z]{5}$","maxLength":3}`, "pattern", ErrUnsupported},
+		{`{"type":"string","pattern":"^(aa)*$","minLength":3,"maxLength":3}`, "pattern", ErrUnsupported},
 		{`{"type":"string","pattern":"^(a|b"}`, "pattern", ErrUnsupported},
 		{`{"type":"integer","minimum":5,"maximum":3}`, "bounds", ErrUnsupported},
 		{`{"type":"number","minimum":0.0000001,"maximum":0.0000002}`, "bounds", ErrUnsupported},

@@ -126,8 +126,8 @@ func (c *Constraint) Mask(logits []float32) {
 		c.apply(logits, allowed)
 		return
 	}
-	if q, d, ok := c.m.patString(); ok {
-		c.maskPattern(d, q, allowed)
+	if q, n, d, ok := c.m.patString(); ok {
+		c.maskPattern(d, q, n, allowed)
 		c.apply(logits, allowed)
 		return
 	}
@@ -160,7 +160,7 @@ func (c *Constraint) Mask(logits []float32) {
 // over its characters, sharing the states of the prefix it has in common
 // with the token before (the machine's copies made this walk 30 times
 // slower); the few others through the machine.
-func (c *Constraint) maskPattern(d *dfa, q int, allowed []bool) {
+func (c *Constraint) maskPattern(d *dfa, q, n0 int, allowed []bool) {
 	qs := append(c.qs[:0], int32(q))
 	// qs[0..valid]: the states after the prefixes of the last plain piece
 	// walked (−2 inside a character), shared with the piece in hand up to
@@ -194,10 +194,11 @@ func (c *Constraint) maskPattern(d *dfa, q int, allowed []bool) {
 		}
 		qs = qs[:k+1]
 		st := int(qs[k])
+		n := n0 + utf8.RuneCountInString(p[:k])
 		ok := true
 		for k < len(p) {
 			r, size := utf8.DecodeRuneInString(p[k:])
-			if st = d.next(st, r); st < 0 {
+			if st = d.step(st, n, r); st < 0 {
 				dead, deadRun, ok = k+size, len(p), false
 				break
 			}
@@ -206,6 +207,7 @@ func (c *Constraint) maskPattern(d *dfa, q int, allowed []bool) {
 			}
 			qs = append(qs, int32(st))
 			k += size
+			n++
 		}
 		valid, run = len(qs)-1, len(p)
 		allowed[id] = ok
