@@ -65,6 +65,12 @@ const (
 	nExp
 )
 
+// maxNesting bounds the open objects and arrays: a mask copies the stack
+// for each byte it tries, so a reply nested a thousand deep (json_object,
+// a recursive $ref) made every step cost a thousand times more. It is
+// above what a schema's own nesting (maxDepth) can require.
+const maxNesting = 2 * maxDepth
+
 // Limits that keep a sampled reply from running on forever inside one
 // token class.
 const (
@@ -331,6 +337,9 @@ func (m *stack) start(f *frame, c byte) bool {
 	if s.enum != nil {
 		*f = literal(s.enum)
 		return true
+	}
+	if (c == '{' || c == '[') && len(m.st) > maxNesting {
+		return false
 	}
 	switch {
 	case c == '{' && s.types&tObject != 0:

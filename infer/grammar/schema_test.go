@@ -365,3 +365,23 @@ func TestEnumFilteredAndCallsOrdered(t *testing.T) {
 		}
 	}
 }
+
+// Nesting is bounded: past maxNesting open values no object or array
+// opens, so a recursive schema's reply cannot make each mask's copies grow
+// without bound.
+func TestNestingBounded(t *testing.T) {
+	for _, schema := range []string{`{"type":"object"}`, `{"anyOf":[{"type":"array","items":{"$ref":"#"}},{"type":"null"}]}`} {
+		s := mustCompile(t, schema)
+		m := NewMachine(s)
+		prefix := strings.Repeat(`[`, maxNesting)
+		if strings.Contains(schema, "object") {
+			prefix = `{"a":` + strings.Repeat(`[`, maxNesting-1)
+		}
+		if !m.Feed(prefix) {
+			t.Fatalf("%s: %d levels refused", schema, maxNesting)
+		}
+		if m.Feed("[") {
+			t.Errorf("%s: more than %d levels", schema, maxNesting)
+		}
+	}
+}
