@@ -217,7 +217,10 @@ var formats = map[string]string{
 	"time":      `^(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,9})?(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])$`,
 	"date-time": `^[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])[Tt](?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,9})?(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])$`,
 	"uuid":      `^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`,
-	"email":     `^[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){1,8}$`,
+	// No dot first, last or twice in the local part, labels that start
+	// and end with a letter or digit, a top-level domain of letters: what
+	// the strict validators (zod's, email-validator) take too.
+	"email": `^[A-Za-z0-9_%+-]{1,32}(?:\.[A-Za-z0-9_%+-]{1,32}){0,3}@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,30}[A-Za-z0-9])?\.){1,4}[A-Za-z]{2,12}$`,
 }
 
 // stringPattern reads pattern and format into s.pat.
@@ -237,16 +240,68 @@ func (c *compiler) stringPattern(s *Schema, obj map[string]any, at string) error
 	if len(pats) == 0 {
 		return nil
 	}
-	if len(pats) > 1 {
-		return fmt.Errorf("%w: %s: pattern beside format %v", ErrUnsupported, at, obj["format"])
+	var d *dfa
+	for i, p := range pats {
+		pd, err := compilePattern(p, maxPatternStates-c.states)
+		if err != nil {
+			return fmt.Errorf("%w: %s/%s: %w", ErrUnsupported, at, names[i], err)
+		}
+		if d == nil {
+			d = pd
+		} else if d, err = intersect(d, pd, maxPatternStates-c.states); err != nil {
+			return fmt.Errorf("%w: %s: pattern and %s together: %w", ErrUnsupported, at, names[i], err)
+		}
 	}
-	d, err := compilePattern(pats[0], s.minLen, s.maxLen, maxPatternStates-c.states)
-	if err != nil {
-		return fmt.Errorf("%w: %s/%s: %w", ErrUnsupported, at, names[0], err)
+	if err := d.lengths(s.minLen, s.maxLen); err != nil {
+		return fmt.Errorf("%w: %s/%s: %w", ErrUnsupported, at, strings.Join(names, " and "), err)
 	}
 	c.states += len(d.states)
 	s.pat = d
 	return nil
+}
+
+// intersect is the automaton of the strings both a and b recognize.
+func intersect(a, b *dfa, limit int) (*dfa, error) {
+	d := &dfa{}
+	index := map[[2]int32]int32{}
+	var pairs [][2]int32
+	add := func(p [2]int32) (int32, error) {
+		if i, ok := index[p]; ok {
+			return i, nil
+		}
+		if len(d.states) >= limit {
+			return 0, fmt.Errorf("more than %d states", limit)
+		}
+		i := int32(len(d.states))
+		index[p] = i
+		pairs = append(pairs, p)
+		d.states = append(d.states, dstate{accept: a.states[p[0]].accept && b.states[p[1]].accept})
+		return i, nil
+	}
+	if _, err := add([2]int32{0, 0}); err != nil {
+		return nil, err
+	}
+	for q := 0; q < len(d.states); q++ {
+		ta, tb := a.states[pairs[q][0]].tr, b.states[pairs[q][1]].tr
+		var tr []trans
+		for i, j := 0, 0; i < len(ta) && j < len(tb); {
+			lo, hi := max(ta[i].lo, tb[j].lo), min(ta[i].hi, tb[j].hi)
+			if lo <= hi {
+				to, err := add([2]int32{ta[i].to, tb[j].to})
+				if err != nil {
+					return nil, err
+				}
+				tr = append(tr, trans{lo, hi, to})
+			}
+			if ta[i].hi < tb[j].hi {
+				i++
+			} else {
+				j++
+			}
+		}
+		d.states[q].tr = tr
+	}
+	return d.prune()
 }
 
 // alphabet are the characters a JSON string can hold as the machine
@@ -255,10 +310,9 @@ func (c *compiler) stringPattern(s *Schema, obj map[string]any, at string) error
 var alphabet = []trans{{'\b', '\t', 0}, {'\n', '\n', 0}, {'\f', '\r', 0}, {0x20, 0xD7FF, 0}, {0xE000, utf8.MaxRune, 0}}
 
 // compilePattern builds the automaton of a regular expression (Go's
-// syntax; unanchored like JSON Schema's, so "a" means ".*a.*") for strings
-// of minLen to maxLen characters (maxLen −1: no limit), of at most limit
-// states.
-func compilePattern(pat string, minLen, maxLen, limit int) (*dfa, error) {
+// syntax; unanchored like JSON Schema's, so "a" means ".*a.*"), of at most
+// limit states.
+func compilePattern(pat string, limit int) (*dfa, error) {
 	re, err := syntax.Parse(pat, syntax.Perl)
 	if err != nil {
 		return nil, fmt.Errorf("%q: %w", pat, err)
@@ -306,14 +360,7 @@ func compilePattern(pat string, minLen, maxLen, limit int) (*dfa, error) {
 			}
 		}
 	}
-	d, err := subsetDFA(prog, limit)
-	if err != nil {
-		return nil, err
-	}
-	if err := d.lengths(minLen, maxLen); err != nil {
-		return nil, err
-	}
-	return d, nil
+	return subsetDFA(prog, limit)
 }
 
 // subsetDFA is the deterministic automaton of prog's NFA, its states the

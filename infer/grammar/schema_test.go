@@ -144,7 +144,7 @@ func TestUnionsRefsAndFormats(t *testing.T) {
 		want         bool
 	}{
 		{zodSchema, `{"name":"A","age":150,"email":"a.b@c.io","nick":null,"kind":{"t":"a","x":0.25}}`, true},
-		{zodSchema, `{"kind":{"phone":"555-1234","t":"b"},"nick":"bob","email":"x@y.z","age":0,"name":"Z"}`, true},
+		{zodSchema, `{"kind":{"phone":"555-1234","t":"b"},"nick":"bob","email":"x@y.zz","age":0,"name":"Z"}`, true},
 		{zodSchema, `{"name":"A","age":151,"email":"a@b.c","nick":null,"kind":{"t":"a","x":1}}`, false},
 		{zodSchema, `{"name":"A","age":1,"email":"a@b.c","nick":null,"kind":{"t":"a","x":0}}`, false},
 		{zodSchema, `{"name":"A","age":1,"email":"a@b.c","nick":null,"kind":{"t":"b","x":0.5}}`, false},
@@ -167,6 +167,12 @@ func TestUnionsRefsAndFormats(t *testing.T) {
 		{`{"type":"string","pattern":"ab"}`, `"xxabyy"`, true},
 		{`{"type":"string","pattern":"ab"}`, `"xxa"`, false},
 		{`{"type":"string","pattern":"^a\\nb$"}`, `"a\nb"`, true},
+		{`{"type":"string","format":"uuid","pattern":"^[0-9a-f]{8}-[0-9a-f]{4}-4"}`, `"123e4567-e89b-42d3-a456-426614174000"`, true},
+		{`{"type":"string","format":"uuid","pattern":"^[0-9a-f]{8}-[0-9a-f]{4}-4"}`, `"123e4567-e89b-12d3-a456-426614174000"`, false},
+		{`{"type":"string","format":"uuid","pattern":"^[0-9a-f]{8}-[0-9a-f]{4}-4"}`, `"123e4567-e89b-4"`, false},
+		{`{"type":"string","format":"email"}`, `".a@b.io"`, false},
+		{`{"type":"string","format":"email"}`, `"a..b@b.io"`, false},
+		{`{"type":"string","format":"email"}`, `"a.b+c@mail.b-c.io"`, true},
 		{`{"oneOf":[{"type":"integer"},{"type":"boolean"}],"nullable":true}`, `null`, true},
 		{`{"type":"string","nullable":true}`, `null`, true},
 		{`{"$ref":"#/definitions/a","definitions":{"a":{"$ref":"#/definitions/b"},"b":{"type":"integer","minimum":1}}}`, `0`, false},
