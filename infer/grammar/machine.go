@@ -458,8 +458,12 @@ func (m *stack) array(f *frame, c byte) bool {
 			return false
 		}
 		f.ws, f.state = 0, aAfter
+		item := s.items
+		if f.n < len(s.prefix) {
+			item = s.prefix[f.n]
+		}
 		f.n++
-		m.push(frame{kind: kValue, s: s.items})
+		m.push(frame{kind: kValue, s: item})
 		return m.feed(c)
 	case aAfter:
 		switch c {

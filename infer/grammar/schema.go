@@ -76,7 +76,9 @@ type Schema struct {
 	ordered  bool // the properties come in their order (else sorted by key, in any order)
 	required uint64
 	extra    *Schema
-	// Arrays.
+	// Arrays: the items, the first ones by prefix (a tuple); items nil:
+	// none past the prefix.
+	prefix             []*Schema
 	items              *Schema
 	minItems, maxItems int // maxItems −1: no limit
 	// Strings, in characters.
@@ -353,7 +355,7 @@ func (c *compiler) fill(s *Schema, obj map[string]any, at string, depth int) err
 			}
 			c.unions = append(c.unions, s)
 			return nil
-		case "properties", "required", "additionalProperties", "items",
+		case "properties", "required", "additionalProperties", "items", "prefixItems", "additionalItems",
 			"minItems", "maxItems", "minLength", "maxLength", "pattern", "format",
 			"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
 			// read below, once the type is known
@@ -430,17 +432,41 @@ func (c *compiler) fill(s *Schema, obj map[string]any, at string, depth int) err
 	}
 	// With declared properties no other key is generated: a subset of what
 	// the schema allows, whatever additionalProperties says.
-	if it, ok := obj["items"]; ok {
-		if _, tuple := it.([]any); tuple {
-			return fmt.Errorf("%w: %s/items as a list (a tuple)", ErrUnsupported, at)
+	// Tuples: prefixItems and then items (2020-12), or items as a list
+	// and then additionalItems (drafts 4 to 7).
+	tail, tailKey := obj["items"], "items"
+	var prefix []any
+	if pi, ok := obj["prefixItems"]; ok {
+		if prefix, ok = pi.([]any); !ok {
+			return fmt.Errorf("%w: %s/prefixItems must be an array", ErrBadSchema, at)
 		}
-		cs, err := c.compile(it, at+"/items", depth+1)
+		for i, ps := range prefix {
+			cs, err := c.compile(ps, fmt.Sprintf("%s/prefixItems/%d", at, i), depth+1)
+			if err != nil {
+				return err
+			}
+			s.prefix = append(s.prefix, cs)
+		}
+	} else if list, ok := tail.([]any); ok {
+		for i, ps := range list {
+			cs, err := c.compile(ps, fmt.Sprintf("%s/items/%d", at, i), depth+1)
+			if err != nil {
+				return err
+			}
+			s.prefix = append(s.prefix, cs)
+		}
+		tail, tailKey = obj["additionalItems"], "additionalItems"
+	}
+	switch b, isBool := tail.(bool); {
+	case tail == nil || isBool && b:
+		s.items = anything
+	case isBool: // no items past the prefix
+	default:
+		cs, err := c.compile(tail, at+"/"+tailKey, depth+1)
 		if err != nil {
 			return err
 		}
 		s.items = cs
-	} else {
-		s.items = anything
 	}
 	var err error
 	if s.minItems, err = count(obj, "minItems", 0, at); err != nil {
@@ -454,6 +480,9 @@ func (c *compiler) fill(s *Schema, obj map[string]any, at string, depth int) err
 	}
 	if s.maxLen, err = count(obj, "maxLength", -1, at); err != nil {
 		return err
+	}
+	if s.items == nil && (s.maxItems < 0 || s.maxItems > len(s.prefix)) {
+		s.maxItems = len(s.prefix)
 	}
 	if (s.maxItems >= 0 && s.maxItems < s.minItems) || (s.maxLen >= 0 && s.maxLen < s.minLen) {
 		return fmt.Errorf("%w: %s: a maximum below its minimum", ErrBadSchema, at)

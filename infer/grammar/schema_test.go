@@ -40,7 +40,8 @@ const pydanticSchema = `{"$defs":{
 		"at":{"type":"string","format":"time"},
 		"code":{"type":"string","pattern":"^[A-Z]{2}[a-z0-9_]*$","maxLength":6},
 		"score":{"type":["number","null"],"minimum":-1.5,"maximum":2.25},
-		"pet":{"allOf":[{"$ref":"#/$defs/Pet"}],"description":"pydantic v1's way"}},
+		"pet":{"allOf":[{"$ref":"#/$defs/Pet"}],"description":"pydantic v1's way"},
+		"pair":{"type":"array","prefixItems":[{"type":"integer","minimum":0,"maximum":9},{"type":"string","maxLength":2}],"minItems":2,"maxItems":2}},
 	"required":["pets","tree"],"title":"Model","type":"object"}`
 
 func decodeSchema(t testing.TB, text string) any {
@@ -175,6 +176,12 @@ func TestUnionsRefsAndFormats(t *testing.T) {
 		{`{"type":"string","format":"email"}`, `"a.b+c@mail.b-c.io"`, true},
 		{`{"oneOf":[{"type":"integer"},{"type":"boolean"}],"nullable":true}`, `null`, true},
 		{`{"type":"string","nullable":true}`, `null`, true},
+		{`{"type":"array","prefixItems":[{"type":"integer","maximum":3},{"type":"string"}],"minItems":2,"maxItems":2}`, `[3,"a"]`, true},
+		{`{"type":"array","prefixItems":[{"type":"integer","maximum":3},{"type":"string"}],"minItems":2,"maxItems":2}`, `[4,"a"]`, false},
+		{`{"type":"array","prefixItems":[{"type":"integer","maximum":3},{"type":"string"}],"minItems":2,"maxItems":2}`, `[3]`, false},
+		{`{"type":"array","prefixItems":[{"type":"integer"}],"items":false}`, `[3,4]`, false},
+		{`{"type":"array","prefixItems":[{"type":"integer"}],"items":{"type":"boolean"}}`, `[3,true,false]`, true},
+		{`{"type":"array","items":[{"type":"integer"}],"additionalItems":{"type":"boolean"}}`, `[3,true,1]`, false},
 		{`{"$ref":"#/definitions/a","definitions":{"a":{"$ref":"#/definitions/b"},"b":{"type":"integer","minimum":1}}}`, `0`, false},
 		{`{"$ref":"#/definitions/a","definitions":{"a":{"$ref":"#/definitions/b"},"b":{"type":"integer","minimum":1}}}`, `1`, true},
 		{`{"anyOf":[{"$ref":"#"},{"type":"array","items":{"$ref":"#"},"maxItems":1},{"type":"null"}]}`, `[[[null]]]`, true},
@@ -249,7 +256,8 @@ func TestCompileNamesWhatItRefuses(t *testing.T) {
 	}{
 		{`{"type":"integer","multipleOf":3}`, "multipleOf", ErrUnsupported},
 		{`{"not":{"type":"string"}}`, "not", ErrUnsupported},
-		{`{"type":"array","prefixItems":[{"type":"string"}]}`, "prefixItems", ErrUnsupported},
+		{`{"type":"array","uniqueItems":true}`, "uniqueItems", ErrUnsupported},
+		{`{"type":"array","prefixItems":[{"type":"string"}],"items":false,"minItems":2}`, "minimum", ErrBadSchema},
 		{`{"allOf":[{"type":"string"},{"maxLength":3}]}`, "allOf", ErrUnsupported},
 		{`{"type":"object","anyOf":[{"required":["a"]}]}`, "anyOf beside type", ErrUnsupported},
 		{`{"$ref":"https://example.com/s.json"}`, "$ref", ErrUnsupported},

@@ -131,11 +131,17 @@ func validate(root, s any, v any) error {
 		if m, ok := obj["maxItems"].(json.Number); ok && int64(len(x)) > must(m) {
 			return fmt.Errorf("too many items")
 		}
-		if it, ok := obj["items"]; ok {
-			for _, e := range x {
-				if err := validate(root, it, e); err != nil {
-					return err
-				}
+		prefix := asList(obj["prefixItems"])
+		for i, e := range x {
+			it, ok := obj["items"]
+			if i < len(prefix) {
+				it, ok = prefix[i], true
+			}
+			if !ok {
+				continue
+			}
+			if err := validate(root, it, e); err != nil {
+				return err
 			}
 		}
 	case map[string]any:
