@@ -7,13 +7,14 @@
 // The schema subset is what structured-output clients send (zod, pydantic,
 // openai's helpers, invopop/jsonschema): type (one or a list), nullable,
 // enum, const, properties, required, additionalProperties, items,
+// prefixItems (tuples, and draft 7's items list with additionalItems),
 // minItems, maxItems, minLength, maxLength, pattern (a regular expression
-// of Go's syntax without inner anchors), format (date-time, date, time,
-// uuid, email; others are annotations), minimum, maximum,
+// of Go's syntax without inner anchors or lookarounds), format (date-time,
+// date, time, uuid, email; others are annotations), minimum, maximum,
 // exclusiveMinimum, exclusiveMaximum, anyOf, oneOf, allOf of one schema,
 // and $ref into the document ($defs, definitions, any JSON pointer;
 // recursion included). Keywords that would constrain beyond that
-// (multipleOf, not, if, prefixItems, …) are refused with ErrUnsupported
+// (multipleOf, not, if, uniqueItems, …) are refused with ErrUnsupported
 // naming them rather than ignored, so that a reply never fails a validator
 // the client runs. Annotations (title, description, default, examples,
 // $schema, …) are ignored.
@@ -321,6 +322,10 @@ func (c *compiler) fill(s *Schema, obj map[string]any, at string, depth int) err
 		case "type":
 			s.types, err = types(val, at)
 		case "nullable": // OpenAPI's
+		case "uniqueItems":
+			if b, _ := val.(bool); b {
+				return fmt.Errorf("%w: %s/uniqueItems", ErrUnsupported, at)
+			}
 		case "enum":
 			vals, ok := val.([]any)
 			if !ok || len(vals) == 0 {
