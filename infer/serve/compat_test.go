@@ -460,6 +460,25 @@ func TestCompletionPromptForms(t *testing.T) {
 	if got := complete(t, s, `{"prompt":"Once upon a time","echo":true,`+knobs+`}`).Choices[0].Text; got != "Once upon a time"+a {
 		t.Errorf("echo: %q", got)
 	}
+	// Streamed, the echo comes first.
+	resp, body := send(t, s, "POST", "/v1/completions", "", `{"prompt":"Once upon a time","echo":true,"stream":true,`+knobs+`}`)
+	var streamed strings.Builder
+	for _, line := range strings.Split(body, "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var chunk completionReply
+		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range chunk.Choices {
+			streamed.WriteString(c.Text)
+		}
+	}
+	if resp.StatusCode != 200 || streamed.String() != "Once upon a time"+a {
+		t.Errorf("streamed echo: %d %q", resp.StatusCode, streamed.String())
+	}
 	for _, bad := range []string{`{"prompt":[]}`, `{"prompt":[[]]}`, `{"prompt":[99999999]}`, `{"prompt":[1,"x"]}`,
 		`{"prompt":"x","echo":true,"logprobs":1}`, `{"prompt":["a","b","c","d","e"],"n":4}`} {
 		if r := post(t, s, "/v1/completions", bad); r.status != 400 {
