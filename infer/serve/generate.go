@@ -187,21 +187,26 @@ func (m *Model) logitBias(raw json.RawMessage) (map[int32]float32, *apiError) {
 		var key string
 		switch {
 		case json.Unmarshal(p[0], &id) == nil:
-			ids = []int32{int32(id)}
 		case json.Unmarshal(p[0], &key) == nil:
-			if n, err := strconv.ParseInt(key, 10, 32); err == nil {
-				id, ids = n, []int32{int32(n)}
-			} else {
-				id = 0
-				ids = m.Tok.Encode(key, false)
+			n, err := strconv.ParseInt(key, 10, 64)
+			if err == nil {
+				id = n
+				break
 			}
+			if len(key) > maxStopLen {
+				return nil, badRequest("logit_bias", "a logit_bias text must have at most %d bytes", maxStopLen)
+			}
+			ids = m.Tok.Encode(key, false) // llama-server's: each of the text's tokens
 		default:
 			return nil, badRequest("logit_bias", "logit_bias keys are token ids, not %s", p[0])
 		}
-		for _, t := range ids {
-			if t < 0 || int(t) >= m.Tok.Vocab() || id < 0 || id >= int64(m.Tok.Vocab()) {
+		if ids == nil {
+			if id < 0 || id >= int64(m.Tok.Vocab()) {
 				return nil, badRequest("logit_bias", "logit_bias names token %d; the vocabulary has %d", id, m.Tok.Vocab())
 			}
+			ids = []int32{int32(id)}
+		}
+		for _, t := range ids {
 			bias[t] += b
 		}
 	}
