@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bonsai-chat/bonsai/infer/serve"
 )
@@ -501,5 +502,26 @@ func TestCORSPreflightGrantsClientHeaders(t *testing.T) {
 	resp, _ = send(t, s, "OPTIONS", "/v1/chat/completions", "", "", "Origin", "https://evil.example", "Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", asked)
 	if resp.StatusCode != 403 || resp.Header.Get("Access-Control-Allow-Headers") != "" || resp.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Errorf("a foreign origin's preflight: %d %v", resp.StatusCode, resp.Header)
+	}
+}
+
+// Issue 34 item 2: hostile schemas (a loop of references, nesting two
+// thousand deep, a pattern whose automaton explodes) are refused with a
+// 400 naming the problem, quickly.
+func TestHostileSchemasRefusedFast(t *testing.T) {
+	s := startServer(t, "", 1)
+	for name, schema := range map[string]string{
+		"ref loop": `{"$ref":"#/$defs/a","$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}}}`,
+		"deep":     strings.Repeat(`{"type":"array","items":`, 2000) + `{}` + strings.Repeat(`}`, 2000),
+		"pattern":  `{"type":"string","pattern":"^(a|b)*a(a|b){40}$"}`,
+	} {
+		start := time.Now()
+		r := post(t, s, "/v1/chat/completions", `{"max_tokens":4,"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"h","schema":`+schema+`}}}`)
+		if r.status != 400 || !strings.Contains(r.body, "response_format.json_schema.schema") {
+			t.Errorf("%s: %d %.300s", name, r.status, r.body)
+		}
+		if took := time.Since(start); took > 3*time.Second {
+			t.Errorf("%s: refused after %s", name, took)
+		}
 	}
 }
