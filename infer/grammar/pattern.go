@@ -220,7 +220,7 @@ var formats = map[string]string{
 	// No dot first, last or twice in the local part, labels that start
 	// and end with a letter or digit, a top-level domain of letters: what
 	// the strict validators (zod's, email-validator) take too.
-	"email": `^[A-Za-z0-9_%+-]{1,32}(?:\.[A-Za-z0-9_%+-]{1,32}){0,3}@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,30}[A-Za-z0-9])?\.){1,4}[A-Za-z]{2,12}$`,
+	"email": `^[A-Za-z0-9_+-]{1,32}(?:\.[A-Za-z0-9_+-]{1,32}){0,3}@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,30}[A-Za-z0-9])?\.){1,4}[A-Za-z]{2,12}$`,
 }
 
 // stringPattern reads pattern and format into s.pat.
