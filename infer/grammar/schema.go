@@ -22,8 +22,10 @@
 // Two liberties, both toward fewer values than the schema allows: with
 // declared properties no undeclared key is generated, and a bounded number
 // has at most 6 fraction digits and no exponent. oneOf is read as anyOf,
-// as llama.cpp does: the alternatives generators write for it are
-// disjoint.
+// which is the same where no value matches two alternatives: it is taken
+// where they are told apart (by type, enum or const, a required property
+// such as a discriminator, or a key only one of two closed objects has)
+// and refused elsewhere.
 package grammar
 
 import (
@@ -75,6 +77,7 @@ type Schema struct {
 	// properties any key is allowed, its value validated by extra.
 	props    []prop
 	ordered  bool // the properties come in their order (else sorted by key, in any order)
+	closed   bool // additionalProperties false: a validator takes no other key
 	required uint64
 	extra    *Schema
 	// Arrays: the items, the first ones by prefix (a tuple); items nil:
@@ -129,6 +132,7 @@ type compiler struct {
 	root   any
 	refs   map[string]*Schema
 	unions []*Schema // to flatten once every $ref is filled
+	oneOfs []oneOf   // to check once flattened
 	values int       // enum and const values so far
 	states int       // pattern automaton states so far
 }
@@ -157,6 +161,11 @@ func Compile(raw []byte) (*Schema, error) {
 // compiling and holding the values grows with their number; no
 // structured-output schema in use comes near this.
 const MaxEnumValues = 16384
+
+type oneOf struct {
+	u  *Schema
+	at string
+}
 
 // compile reads the schema v found at the JSON pointer at.
 func (c *compiler) compile(v any, at string, depth int) (*Schema, error) {
@@ -359,6 +368,9 @@ func (c *compiler) fill(s *Schema, obj map[string]any, at string, depth int) err
 				s.alts = append(s.alts, &Schema{types: tNull, maxItems: -1, maxLen: -1})
 			}
 			c.unions = append(c.unions, s)
+			if k == "oneOf" {
+				c.oneOfs = append(c.oneOfs, oneOf{s, at})
+			}
 			return nil
 		case "properties", "required", "additionalProperties", "items", "prefixItems", "additionalItems",
 			"minItems", "maxItems", "minLength", "maxLength", "pattern", "format",
@@ -425,7 +437,7 @@ func (c *compiler) fill(s *Schema, obj map[string]any, at string, depth int) err
 		s.extra = anything
 		if ap, ok := obj["additionalProperties"]; ok {
 			if b, isBool := ap.(bool); isBool && !b {
-				s.extra = nil // only {}
+				s.extra, s.closed = nil, true // only {}
 			} else if !isBool {
 				cs, err := c.compile(ap, at+"/additionalProperties", depth+1)
 				if err != nil {
@@ -434,6 +446,9 @@ func (c *compiler) fill(s *Schema, obj map[string]any, at string, depth int) err
 				s.extra = cs
 			}
 		}
+	}
+	if b, isBool := obj["additionalProperties"].(bool); isBool && !b {
+		s.closed = true
 	}
 	// With declared properties no other key is generated: a subset of what
 	// the schema allows, whatever additionalProperties says.
@@ -561,6 +576,24 @@ func (c *compiler) flatten() error {
 			return fmt.Errorf("%w: an anyOf whose alternatives only refer to each other", ErrBadSchema)
 		}
 		u.alts = out
+	}
+	// oneOf holds when exactly one alternative matches: the machine reads
+	// it as anyOf, which is the same only for alternatives no value
+	// matches two of.
+	for _, o := range c.oneOfs {
+		alts := o.u.alts
+		if len(alts)*len(alts) > 1<<16 {
+			return fmt.Errorf("%w: %s/oneOf of %d alternatives", ErrUnsupported, o.at, len(alts))
+		}
+		for i := range alts {
+			for j := range i {
+				if !disjoint(alts[i], alts[j], 0) {
+					return fmt.Errorf("%w: %s/oneOf: alternatives %d and %d may match the same value "+
+						"(oneOf is enforced for alternatives told apart by type, enum or const, or a required property; anyOf takes any)",
+						ErrUnsupported, o.at, j, i)
+				}
+			}
+		}
 	}
 	// A schema that stood for another (allOf of one) takes its place.
 	for _, u := range c.unions {
@@ -754,4 +787,125 @@ func Call(name string, args *Schema) *Schema {
 		{key: `"name"`, schema: &Schema{types: tString, enum: []string{string(key)}, maxItems: -1, maxLen: -1}},
 		{key: `"arguments"`, schema: args},
 	}}
+}
+
+// Kinds of JSON values, for disjoint.
+const (
+	kindObject = 1 << iota
+	kindArray
+	kindString
+	kindNumber
+	kindBool
+	kindNull
+)
+
+// kinds are the kinds of the values s allows.
+func kinds(s *Schema) uint8 {
+	if s.enum != nil {
+		var k uint8
+		for _, v := range s.enum {
+			k |= kindOf(v)
+		}
+		return k
+	}
+	var k uint8
+	for _, m := range [][2]uint8{{tObject, kindObject}, {tArray, kindArray}, {tString, kindString},
+		{tNumber | tInteger, kindNumber}, {tBoolean, kindBool}, {tNull, kindNull}} {
+		if s.types&m[0] != 0 {
+			k |= m[1]
+		}
+	}
+	return k
+}
+
+func kindOf(enc string) uint8 {
+	switch enc[0] {
+	case '{':
+		return kindObject
+	case '[':
+		return kindArray
+	case '"':
+		return kindString
+	case 't', 'f':
+		return kindBool
+	case 'n':
+		return kindNull
+	}
+	return kindNumber
+}
+
+// disjoint says no value validates against both a and b (false when that
+// is not plain): their kinds differ, or, for each kind they share, their
+// enum values differ, or (objects) a property both require is disjoint,
+// or one requires a key the other, closed, does not declare.
+func disjoint(a, b *Schema, depth int) bool {
+	if a.alts != nil || b.alts != nil || depth > 8 {
+		return false
+	}
+	shared := kinds(a) & kinds(b)
+	for k := uint8(1); k <= kindNull; k <<= 1 {
+		if shared&k == 0 {
+			continue
+		}
+		if a.enum != nil && b.enum != nil {
+			if !enumsDisjoint(a.enum, b.enum, k) {
+				return false
+			}
+			continue
+		}
+		if k != kindObject || !objectsDisjoint(a, b, depth) {
+			return false
+		}
+	}
+	return true
+}
+
+func enumsDisjoint(a, b []string, kind uint8) bool {
+	for _, x := range a {
+		if kindOf(x) != kind {
+			continue
+		}
+		for _, y := range b {
+			if kindOf(y) != kind {
+				continue
+			}
+			if x == y {
+				return false
+			}
+			if kind == kindNumber {
+				rx, ok1 := new(big.Rat).SetString(x)
+				ry, ok2 := new(big.Rat).SetString(y)
+				if !ok1 || !ok2 || rx.Cmp(ry) == 0 {
+					return false
+				}
+			}
+			if kind == kindObject || kind == kindArray {
+				return false // the same value may be written two ways
+			}
+		}
+	}
+	return true
+}
+
+func objectsDisjoint(a, b *Schema, depth int) bool {
+	for i, pa := range a.props {
+		for j, pb := range b.props {
+			if pa.key == pb.key && a.required&(1<<i) != 0 && b.required&(1<<j) != 0 && disjoint(pa.schema, pb.schema, depth+1) {
+				return true
+			}
+		}
+	}
+	// A key one requires that the other, closed, does not declare.
+	requiresUndeclared := func(x, y *Schema) bool {
+		if !y.closed {
+			return false
+		}
+		for i, px := range x.props {
+			if x.required&(1<<i) != 0 && !slices.ContainsFunc(y.props, func(p prop) bool { return p.key == px.key }) {
+				return true
+			}
+		}
+		return false
+	}
+	return requiresUndeclared(a, b) || requiresUndeclared(b, a)
 }

@@ -255,6 +255,9 @@ func TestCompileNamesWhatItRefuses(t *testing.T) {
 		want         error
 	}{
 		{`{"type":"integer","multipleOf":3}`, "multipleOf", ErrUnsupported},
+		{`{"oneOf":[{"type":"number"},{"type":"integer"}]}`, "oneOf", ErrUnsupported},
+		{`{"oneOf":[{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]},{"type":"object","properties":{"b":{"type":"string"}},"required":["b"]}]}`, "oneOf", ErrUnsupported},
+		{`{"oneOf":[{"enum":["a","b"]},{"enum":["b","c"]}]}`, "oneOf", ErrUnsupported},
 		{`{"not":{"type":"string"}}`, "not", ErrUnsupported},
 		{`{"type":"array","uniqueItems":true}`, "uniqueItems", ErrUnsupported},
 		{`{"type":"array","prefixItems":[{"type":"string"}],"items":false,"minItems":2}`, "minimum", ErrBadSchema},
@@ -278,6 +281,42 @@ func TestCompileNamesWhatItRefuses(t *testing.T) {
 		}
 		if word := strings.Fields(c.name)[0]; word != "bounds" && word != "loop" && !strings.Contains(err.Error(), word) {
 			t.Errorf("%s: %q does not name %s", c.schema, err, word)
+		}
+	}
+}
+
+// oneOf compiles where its alternatives cannot both match: told apart by
+// type, by enum or const values, by a required property (a discriminator)
+// or by a required key the other, closed, does not declare.
+func TestOneOfOfDisjointAlternatives(t *testing.T) {
+	for _, schema := range []string{
+		`{"oneOf":[{"type":"string"},{"type":"integer"},{"type":"null"}]}`,
+		`{"oneOf":[{"enum":["a","b"]},{"enum":["c",1]},{"const":2.5}]}`,
+		`{"oneOf":[{"type":"object","properties":{"t":{"const":"a"},"x":{"type":"integer"}},"required":["t","x"]},
+			{"type":"object","properties":{"t":{"const":"b"}},"required":["t"]}]}`,
+		`{"oneOf":[{"type":"object","properties":{"a":{"type":"string"}},"required":["a"],"additionalProperties":false},
+			{"type":"object","properties":{"b":{"type":"string"}},"required":["b"],"additionalProperties":false}]}`,
+		`{"$defs":{"Cat":{"type":"object","properties":{"pet_type":{"const":"cat"},"meows":{"type":"integer"}},"required":["pet_type","meows"]},
+			"Dog":{"type":"object","properties":{"pet_type":{"const":"dog"},"barks":{"type":"number"}},"required":["pet_type","barks"]}},
+			"oneOf":[{"$ref":"#/$defs/Cat"},{"$ref":"#/$defs/Dog"}],"discriminator":{"propertyName":"pet_type"}}`,
+	} {
+		s := mustCompile(t, schema)
+		root := decodeSchema(t, schema)
+		rng := rand.New(rand.NewPCG(5, 6))
+		for range 100 {
+			out, ok := walk(s, rng)
+			if !ok {
+				continue
+			}
+			var v any
+			dec := json.NewDecoder(strings.NewReader(out))
+			dec.UseNumber()
+			if err := dec.Decode(&v); err != nil {
+				t.Fatalf("%q: %v", out, err)
+			}
+			if err := validate(root, root, v); err != nil {
+				t.Fatalf("%s: %q: %v", schema, out, err)
+			}
 		}
 	}
 }
