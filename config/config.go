@@ -35,6 +35,7 @@ type Config struct {
 	Spec     string   `toml:"spec"`
 	Draft    string   `toml:"draft"` // draft model: a GGUF file with the model's vocabulary
 	Sampling Sampling `toml:"sampling"`
+	Serve    Serve    `toml:"serve"`
 	// Keys overrides key bindings: action name → key (as the TUI spells
 	// them, e.g. "ctrl+j"). The TUI validates the names.
 	Keys map[string]string `toml:"keys"`
@@ -50,6 +51,13 @@ type Config struct {
 	// Warnings are problems that did not stop loading, such as unknown keys
 	// in the file ("config.toml:7: unknown key \"temprature\"").
 	Warnings []string `toml:"-"`
+}
+
+// Serve holds `bonsai serve`'s settings.
+type Serve struct {
+	// CORS are the web origins allowed to call the server from a browser,
+	// comma-separated ("*": any); "" (the default) allows none.
+	CORS string `toml:"cors"`
 }
 
 // Sampling holds the sampler settings. Seed -1 draws a new seed per reply.

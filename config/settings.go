@@ -56,6 +56,8 @@ var settings = []setting{
 		check: func(c *Config) error { return oneOf(c.Spec, "auto", "ngram", "draft", "off") }},
 	{key: "draft", env: "BONSAI_DRAFT", flag: "draft", usage: "draft model `file` for speculative decoding (same vocabulary as the model)",
 		field: func(c *Config) any { return &c.Draft }},
+	{key: "serve.cors", env: "BONSAI_CORS", flag: "", usage: "web `origins` allowed to call `bonsai serve` from a browser, comma-separated (\"*\": any); off by default",
+		field: func(c *Config) any { return &c.Serve.CORS }},
 	{key: "sampling.temperature", env: "BONSAI_TEMPERATURE", flag: "temp", usage: "sampling temperature (0: greedy)",
 		field: func(c *Config) any { return &c.Sampling.Temperature },
 		check: func(c *Config) error { return atLeast(c.Sampling.Temperature, 0) }},

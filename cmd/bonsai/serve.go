@@ -51,7 +51,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	alias := fs.String("alias", "", "the model's id in the API (default: the file's name)")
 	maxBody := fs.Int64("max-body", serve.DefaultMaxBody, "largest request body in bytes")
 	bodyTimeout := fs.Duration("body-timeout", serve.DefaultBodyTimeout, "longest a request body may take to arrive")
-	cors := fs.String("cors", "", "web origins allowed to call the server from a browser, comma-separated (\"*\": any); off by default")
+	cors := fs.String("cors", "", "web origins allowed to call the server from a browser, comma-separated (\"*\": any); off by default (config: serve.cors)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: bonsai serve [--model M] [--host 127.0.0.1] [--port 8080] [--api-key KEY | --api-key-file F]\n"+
 			"                    [--parallel N] [--ctx N] [--threads N] [--batch N] [--backend cpu|gpu|auto] [--alias NAME]\n"+
@@ -76,11 +76,17 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if *parallel < 1 || *batch < 0 || *port < 0 || *port > 65535 || *maxBody < 1 || *maxDraft < 0 || *bodyTimeout <= 0 {
 		return fmt.Errorf("%w: serve: --parallel must be ≥ 1; --batch, --port and --max-draft must not be negative; --body-timeout must be positive", errUsage)
 	}
-	origins, err := corsOrigins(*cors)
+	cfg, err := loadConfig(cfgFlags, stderr)
 	if err != nil {
 		return err
 	}
-	cfg, err := loadConfig(cfgFlags, stderr)
+	list := cfg.Serve.CORS
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "cors" {
+			list = *cors
+		}
+	})
+	origins, err := corsOrigins(list)
 	if err != nil {
 		return err
 	}

@@ -95,6 +95,16 @@ func TestServeCORSFlag(t *testing.T) {
 			t.Errorf("--cors %q: exit %d, %s", bad, code, errOut)
 		}
 	}
+	// The configuration's serve.cors (here BONSAI_CORS) is read the same
+	// way; the flag, given, overrides it.
+	isolatedXDG(t)
+	t.Setenv("BONSAI_CORS", "app.example")
+	if _, errOut, code := run(t, "serve", "--port", "0"); code != 2 || !strings.Contains(errOut, "takes origins") {
+		t.Errorf("BONSAI_CORS=app.example: exit %d, %s", code, errOut)
+	}
+	if _, errOut, code := run(t, "serve", "--port", "0", "--cors", "ftp://x"); code != 2 || !strings.Contains(errOut, `"ftp://x"`) {
+		t.Errorf("--cors over BONSAI_CORS: exit %d, %s", code, errOut)
+	}
 	got, err := corsOrigins(" https://app.example/ ,http://localhost:5173,*")
 	if want := []string{"https://app.example", "http://localhost:5173", "*"}; err != nil || strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("corsOrigins: %q, %v", got, err)

@@ -219,6 +219,20 @@ func (t *Template) Pieces(msgs []Message, addGenerationPrompt bool, think bool) 
 	return b.out
 }
 
+// Continue is the prompt of msgs, whose last message is the assistant's,
+// with that message left open: rendered as a finished turn is, less its
+// end-of-turn mark, so that generation continues the message (assistant
+// prefill, as llama-server and Anthropic's API do). For Qwen3 the open
+// message carries its think block, as the template writes the turn in
+// progress.
+func (t *Template) Continue(msgs []Message, think bool) []Piece {
+	out := t.Pieces(msgs, false, think)
+	if n := len(out); n >= 2 && out[n-2].Special && out[n-2].Text == IMEnd && out[n-1].Text == "\n" {
+		out = out[:n-2]
+	}
+	return out
+}
+
 // pieces accumulates a prompt's pieces.
 type pieces struct{ out []Piece }
 

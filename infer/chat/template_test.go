@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -128,5 +129,27 @@ func TestStopIDs(t *testing.T) {
 	got := Qwen3().StopIDs(func(s string) (int32, bool) { id, ok := vocab[s]; return id, ok })
 	if len(got) != 2 || got[0] != 151645 || got[1] != 151643 {
 		t.Errorf("StopIDs = %v", got)
+	}
+}
+
+// Issue 34 item 6: a trailing assistant message is continued, not closed:
+// the prompt ends with its text (after Qwen3's think block), with no
+// end-of-turn mark and no new turn opened.
+func TestContinueLeavesTheLastMessageOpen(t *testing.T) {
+	msgs := []Message{{Role: RoleUser, Content: "Quote Paul"}, {Role: RoleAssistant, Content: "Grace be"}}
+	for _, c := range []struct {
+		tmpl *Template
+		want string
+	}{
+		{Qwen3(), "<|im_start|>user\nQuote Paul<|im_end|>\n<|im_start|>assistant\n" + EmptyThink + "Grace be"},
+		{&Template{Kind: KindChatML, Recognized: true}, "<|im_start|>user\nQuote Paul<|im_end|>\n<|im_start|>assistant\nGrace be"},
+	} {
+		var b strings.Builder
+		for _, p := range c.tmpl.Continue(msgs, false) {
+			b.WriteString(p.Text)
+		}
+		if b.String() != c.want {
+			t.Errorf("%s: %q, want %q", c.tmpl.Kind, b.String(), c.want)
+		}
 	}
 }

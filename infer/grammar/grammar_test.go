@@ -82,9 +82,9 @@ func TestCompileRefuses(t *testing.T) {
 		schema string
 		want   error
 	}{
-		{`{"anyOf":[{"type":"string"}]}`, ErrUnsupported},
-		{`{"type":"string","pattern":"^a$"}`, ErrUnsupported},
-		{`{"type":"integer","minimum":3}`, ErrUnsupported},
+		{`{"anyOf":[{"type":"string"}],"type":"string"}`, ErrUnsupported},
+		{`{"type":"string","pattern":"^a\\b$"}`, ErrUnsupported},
+		{`{"type":"integer","multipleOf":3}`, ErrUnsupported},
 		{`{"type":"strin"}`, ErrBadSchema},
 		{`{"enum":[]}`, ErrBadSchema},
 		{`[1]`, ErrBadSchema},

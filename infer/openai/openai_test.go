@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -84,5 +85,47 @@ func FuzzEventReader(f *testing.F) {
 			}
 		}
 		t.Fatal("more events than bytes")
+	})
+}
+
+// /v1/completions' prompt in each of its wire forms.
+func TestPromptsForms(t *testing.T) {
+	for _, c := range []struct {
+		wire string
+		want Prompts
+		bad  bool
+	}{
+		{`"hi"`, Prompts{{Text: "hi"}}, false},
+		{`["a","b"]`, Prompts{{Text: "a"}, {Text: "b"}}, false},
+		{`[1,2,3]`, Prompts{{Tokens: []int32{1, 2, 3}}}, false},
+		{`[[1,2],[3]]`, Prompts{{Tokens: []int32{1, 2}}, {Tokens: []int32{3}}}, false},
+		{`null`, nil, false},
+		{`[1,"a"]`, nil, true},
+		{`[1.5]`, nil, true},
+		{`{"a":1}`, nil, true},
+		{`[[1],"a"]`, Prompts{{Tokens: []int32{1}}, {Text: "a"}}, false},
+	} {
+		var p Prompts
+		err := json.Unmarshal([]byte(c.wire), &p)
+		if (err != nil) != c.bad || !c.bad && !reflect.DeepEqual(p, c.want) {
+			t.Errorf("%s: %+v, %v", c.wire, p, err)
+		}
+	}
+}
+
+func FuzzPrompts(f *testing.F) {
+	for _, s := range []string{`"hi"`, `["a","b"]`, `[1,2]`, `[[1],[2,3]]`, `[1,"a"]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var p Prompts
+		if json.Unmarshal(b, &p) != nil {
+			return
+		}
+		for _, one := range p {
+			if one.Text != "" && one.Tokens != nil {
+				t.Fatalf("%s: a prompt of text and tokens", b)
+			}
+		}
 	})
 }

@@ -38,6 +38,11 @@ type ChatRequest struct {
 	ResponseFormat      *ResponseFormat `json:"response_format,omitempty"`
 	ChatTemplateKwargs  *TemplateKwargs `json:"chat_template_kwargs,omitempty"`
 	IgnoreEOS           bool            `json:"ignore_eos,omitempty"`
+	LogitBias           json.RawMessage `json:"logit_bias,omitempty"`
+	// JSONSchema and Grammar are llama-server's constraints beside
+	// response_format.
+	JSONSchema json.RawMessage `json:"json_schema,omitempty"`
+	Grammar    string          `json:"grammar,omitempty"`
 }
 
 // TemplateKwargs are the chat template's switches (llama-server, vLLM).
@@ -127,6 +132,71 @@ func (s *Strings) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// Prompt is one prompt of a completion request: a text, or token ids.
+type Prompt struct {
+	Text   string
+	Tokens []int32
+}
+
+// Prompts are /v1/completions' prompt on the wire: a string, an array of
+// strings, an array of token ids, or an array of arrays of token ids.
+type Prompts []Prompt
+
+func (p *Prompts) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	switch {
+	case bytes.Equal(b, []byte("null")):
+		*p = nil
+		return nil
+	case len(b) > 0 && b[0] == '"':
+		var one string
+		if err := json.Unmarshal(b, &one); err != nil {
+			return err
+		}
+		*p = Prompts{{Text: one}}
+		return nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(b, &items); err != nil {
+		return errPrompt
+	}
+	var ids []int32
+	out := Prompts{}
+	for _, it := range items {
+		it = bytes.TrimSpace(it)
+		switch {
+		case len(it) > 0 && it[0] == '"':
+			var s string
+			if err := json.Unmarshal(it, &s); err != nil {
+				return errPrompt
+			}
+			out = append(out, Prompt{Text: s})
+		case len(it) > 0 && it[0] == '[':
+			var toks []int32
+			if err := json.Unmarshal(it, &toks); err != nil {
+				return errPrompt
+			}
+			out = append(out, Prompt{Tokens: toks})
+		default:
+			var id int32
+			if err := json.Unmarshal(it, &id); err != nil {
+				return errPrompt
+			}
+			ids = append(ids, id)
+		}
+	}
+	if ids != nil {
+		if len(out) > 0 {
+			return errPrompt
+		}
+		out = Prompts{{Tokens: ids}}
+	}
+	*p = out
+	return nil
+}
+
+var errPrompt = errors.New("must be a string, an array of strings, an array of token ids or an array of arrays of token ids")
+
 // Tool is a function the model may call.
 type Tool struct {
 	Type     string       `json:"type"`
@@ -159,6 +229,9 @@ type FunctionCall struct {
 type ResponseFormat struct {
 	Type       string      `json:"type"`
 	JSONSchema *JSONSchema `json:"json_schema,omitempty"`
+	// Schema is llama-server's short form: {"type": "json_schema" or
+	// "json_object", "schema": {…}}.
+	Schema json.RawMessage `json:"schema,omitempty"`
 }
 
 // JSONSchema is response_format's named schema.
@@ -276,25 +349,29 @@ type Timings struct {
 
 // CompletionRequest is POST /v1/completions.
 type CompletionRequest struct {
-	Model            string         `json:"model"`
-	Prompt           Strings        `json:"prompt"`
-	Stream           bool           `json:"stream"`
-	StreamOptions    *StreamOptions `json:"stream_options,omitempty"`
-	MaxTokens        *int           `json:"max_tokens,omitempty"`
-	Temperature      *float32       `json:"temperature,omitempty"`
-	TopP             *float32       `json:"top_p,omitempty"`
-	TopK             *int           `json:"top_k,omitempty"`
-	MinP             *float32       `json:"min_p,omitempty"`
-	Seed             *int64         `json:"seed,omitempty"`
-	Stop             Strings        `json:"stop,omitempty"`
-	PresencePenalty  *float32       `json:"presence_penalty,omitempty"`
-	FrequencyPenalty *float32       `json:"frequency_penalty,omitempty"`
-	RepeatPenalty    *float32       `json:"repeat_penalty,omitempty"`
-	RepeatLastN      *int           `json:"repeat_last_n,omitempty"`
-	Logprobs         *int           `json:"logprobs,omitempty"`
-	N                *int           `json:"n,omitempty"`
-	Echo             bool           `json:"echo,omitempty"`
-	IgnoreEOS        bool           `json:"ignore_eos,omitempty"`
+	Model            string          `json:"model"`
+	Prompt           Prompts         `json:"prompt"`
+	Stream           bool            `json:"stream"`
+	StreamOptions    *StreamOptions  `json:"stream_options,omitempty"`
+	MaxTokens        *int            `json:"max_tokens,omitempty"`
+	Temperature      *float32        `json:"temperature,omitempty"`
+	TopP             *float32        `json:"top_p,omitempty"`
+	TopK             *int            `json:"top_k,omitempty"`
+	MinP             *float32        `json:"min_p,omitempty"`
+	Seed             *int64          `json:"seed,omitempty"`
+	Stop             Strings         `json:"stop,omitempty"`
+	PresencePenalty  *float32        `json:"presence_penalty,omitempty"`
+	FrequencyPenalty *float32        `json:"frequency_penalty,omitempty"`
+	RepeatPenalty    *float32        `json:"repeat_penalty,omitempty"`
+	RepeatLastN      *int            `json:"repeat_last_n,omitempty"`
+	Logprobs         *int            `json:"logprobs,omitempty"`
+	N                *int            `json:"n,omitempty"`
+	Echo             bool            `json:"echo,omitempty"`
+	IgnoreEOS        bool            `json:"ignore_eos,omitempty"`
+	LogitBias        json.RawMessage `json:"logit_bias,omitempty"`
+	JSONSchema       json.RawMessage `json:"json_schema,omitempty"`
+	Grammar          string          `json:"grammar,omitempty"`
+	ResponseFormat   *ResponseFormat `json:"response_format,omitempty"`
 }
 
 // CompletionResponse is a non-streamed completion, and a streamed chunk.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/bonsai-chat/bonsai/infer/chat"
@@ -34,51 +35,116 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, m *Model) {
 		s.streamChat(w, r, m, &req, c)
 		return
 	}
-	out := c.out
-	var lps []openai.TokenLogprob
-	o, aerr := run(r.Context(), m, c.prompt, c.gen, c.constraint, func(p piece) error {
-		out.feed(p.text, false)
-		if c.gen.logprobs {
-			lps = append(lps, m.logprobs(p.toks)...)
+	// The n choices are n generations, side by side in the slots.
+	choices := make([]openai.ChatChoice, c.gen.n)
+	outcomes := make([]outcome, c.gen.n)
+	aerrs := make([]*apiError, c.gen.n)
+	var wg sync.WaitGroup
+	for i := range c.gen.n {
+		wg.Go(func() {
+			out := c.newOut()
+			var lps []openai.TokenLogprob
+			o, aerr := run(r.Context(), m, c.prompt, c.choiceGen(i), c.newConstraint(m), func(p piece) error {
+				out.feed(p.text, false)
+				if c.gen.logprobs {
+					lps = append(lps, m.logprobs(p.toks)...)
+				}
+				return nil
+			})
+			outcomes[i], aerrs[i] = o, aerr
+			if aerr != nil || o.err != nil {
+				return
+			}
+			out.feed("", true)
+			reply := openai.Reply{Role: "assistant", ReasoningContent: out.reasoning.String()}
+			content := out.content.String()
+			if len(out.calls) > 0 {
+				content = strings.TrimSpace(content)
+				for i, tc := range out.calls {
+					reply.ToolCalls = append(reply.ToolCalls, wireCall(i, tc, false))
+				}
+			}
+			if content != "" || len(out.calls) == 0 {
+				reply.Content = &content
+			}
+			choices[i] = openai.ChatChoice{Index: i, Message: reply, FinishReason: finishReason(o.finish, out.calls)}
+			if c.gen.logprobs {
+				choices[i].Logprobs = &openai.Logprobs{Content: nonNil(lps)}
+			}
+		})
+	}
+	wg.Wait()
+	for i := range outcomes {
+		if s.runFailed(w, r, outcomes[i], aerrs[i]) {
+			return
 		}
-		return nil
-	})
-	if s.runFailed(w, r, o, aerr) {
-		return
-	}
-	out.feed("", true)
-	reply := openai.Reply{Role: "assistant", ReasoningContent: out.reasoning.String()}
-	content := out.content.String()
-	if len(out.calls) > 0 {
-		content = strings.TrimSpace(content)
-		for i, tc := range out.calls {
-			reply.ToolCalls = append(reply.ToolCalls, wireCall(i, tc, false))
-		}
-	}
-	if content != "" || len(out.calls) == 0 {
-		reply.Content = &content
-	}
-	choice := openai.ChatChoice{Message: reply, FinishReason: finishReason(o.finish, out.calls)}
-	if c.gen.logprobs {
-		choice.Logprobs = &openai.Logprobs{Content: nonNil(lps)}
 	}
 	writeJSON(w, http.StatusOK, openai.ChatResponse{
 		ID: c.id, Object: "chat.completion", Created: c.created, Model: m.ID,
-		Choices: []openai.ChatChoice{choice}, Usage: usageOf(o.res), Timings: timingsOf(o.res),
+		Choices: choices, Usage: usageOfAll(outcomes), Timings: timingsOf(outcomes[0].res),
 	})
 }
 
+// usageOfAll is the usage of n choices of one prompt: the prompt counted
+// once, the completions together.
+func usageOfAll(os []outcome) *openai.Usage {
+	u := usageOf(os[0].res)
+	for _, o := range os[1:] {
+		u.CompletionTokens += o.res.CompletionTokens
+		u.TotalTokens += o.res.CompletionTokens
+	}
+	return u
+}
+
+// lockedSSE sends the events of several choices' generations, one at a
+// time.
+type lockedSSE struct {
+	mu  sync.Mutex
+	sse *openai.SSE
+}
+
+func (l *lockedSSE) Send(v any) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sse.Send(v)
+}
+
 func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, m *Model, req *openai.ChatRequest, c *chatCall) {
-	sse := openai.NewSSE(w)
+	sse := &lockedSSE{sse: openai.NewSSE(w)}
+	outcomes := make([]outcome, c.gen.n)
+	aerrs := make([]*apiError, c.gen.n)
+	var wg sync.WaitGroup
+	for i := range c.gen.n {
+		wg.Go(func() { outcomes[i], aerrs[i] = s.streamChoice(sse, r, m, c, i) })
+	}
+	wg.Wait()
+	for i := range outcomes {
+		if s.streamFailed(sse.sse, r, outcomes[i], aerrs[i]) {
+			return
+		}
+	}
+	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+		u := openai.ChatChunk{ID: c.id, Object: "chat.completion.chunk", Created: c.created, Model: m.ID,
+			Choices: []openai.ChunkChoice{}, Usage: usageOfAll(outcomes)}
+		if sse.Send(u) != nil {
+			return
+		}
+	}
+	sse.sse.Done()
+}
+
+// streamChoice streams choice i of a chat: its deltas, then a chunk with
+// its finish reason.
+func (s *Server) streamChoice(sse *lockedSSE, r *http.Request, m *Model, c *chatCall, i int) (outcome, *apiError) {
 	chunk := func(d openai.Delta, finish *string, lp *openai.Logprobs) openai.ChatChunk {
 		return openai.ChatChunk{ID: c.id, Object: "chat.completion.chunk", Created: c.created, Model: m.ID,
-			Choices: []openai.ChunkChoice{{Delta: d, FinishReason: finish, Logprobs: lp}}}
+			Choices: []openai.ChunkChoice{{Index: i, Delta: d, FinishReason: finish, Logprobs: lp}}}
 	}
 	empty := ""
 	if err := sse.Send(chunk(openai.Delta{Role: "assistant", Content: &empty}, nil, nil)); err != nil {
-		return
+		return outcome{err: err}, nil
 	}
-	out := c.out
+	out := c.newOut()
 	sent := 0 // tool calls sent
 	send := func(reasoning, content string, lps []openai.TokenLogprob) error {
 		var lp *openai.Logprobs
@@ -105,7 +171,7 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, m *Model, re
 		}
 		return nil
 	}
-	o, aerr := run(r.Context(), m, c.prompt, c.gen, c.constraint, func(p piece) error {
+	o, aerr := run(r.Context(), m, c.prompt, c.choiceGen(i), c.newConstraint(m), func(p piece) error {
 		reasoning, content := out.feed(p.text, false)
 		var lps []openai.TokenLogprob
 		if c.gen.logprobs {
@@ -113,44 +179,65 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, m *Model, re
 		}
 		return send(reasoning, content, lps)
 	})
-	if s.streamFailed(sse, r, o, aerr) {
-		return
+	if aerr != nil || o.err != nil {
+		return o, aerr
 	}
 	reasoning, content := out.feed("", true)
-	if send(reasoning, content, nil) != nil {
-		return
+	if err := send(reasoning, content, nil); err != nil {
+		o.err = err
+		return o, nil
 	}
 	finish := finishReason(o.finish, out.calls)
 	last := chunk(openai.Delta{}, &finish, nil)
 	last.Timings = timingsOf(o.res)
-	if sse.Send(last) != nil {
-		return
+	if err := sse.Send(last); err != nil {
+		o.err = err
 	}
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		u := openai.ChatChunk{ID: c.id, Object: "chat.completion.chunk", Created: c.created, Model: m.ID,
-			Choices: []openai.ChunkChoice{}, Usage: usageOf(o.res)}
-		if sse.Send(u) != nil {
-			return
-		}
-	}
-	sse.Done()
+	return o, nil
 }
 
 // chatCall is a checked chat request, ready to run.
 type chatCall struct {
-	id         string
-	created    int64
-	prompt     []int32
-	gen        gen
-	constraint slots.Constraint
-	out        *chatOut
+	id      string
+	created int64
+	prompt  []int32
+	gen     gen
+	machine *grammar.Machine // the constraint's start; nil: none
+	think   *bool            // the reply opens with reasoning; nil: it is constrained, no reasoning
+	tools   bool
+}
+
+// choiceGen is choice i's settings: its own seed, so that the choices
+// differ where they sample.
+func (c *chatCall) choiceGen(i int) gen {
+	g := c.gen
+	g.params.Seed += uint64(i)
+	return g
+}
+
+func (c *chatCall) newConstraint(m *Model) slots.Constraint {
+	if c.machine == nil {
+		return nil
+	}
+	return grammar.NewConstraint(m.grammarVocab(), c.machine)
+}
+
+// newOut is a choice's parser of the generated text.
+func (c *chatCall) newOut() *chatOut {
+	o := &chatOut{}
+	if c.think != nil {
+		o.think = chat.NewThinkParser(*c.think)
+	}
+	if c.tools {
+		o.tools = &toolParser{}
+	}
+	return o
 }
 
 func (s *Server) prepareChat(ctx context.Context, m *Model, req *openai.ChatRequest) (*chatCall, *apiError) {
-	if !m.answersTo(req.Model) {
-		return nil, &apiError{status: http.StatusNotFound, typ: "invalid_request_error", param: "model", code: "model_not_found",
-			msg: fmt.Sprintf("the model %q does not exist; this server runs %q (GET /v1/models)", req.Model, m.ID)}
-	}
+	// Any model name gets the loaded model, as from llama-server: clients
+	// configured with a fixed name ("gpt-4o") work unchanged. The reply's
+	// model field says which model answered (m.ID).
 	if n := leastTokens(req, m.maxPiece); n >= m.Sched.Context() {
 		return nil, tooLong(n, m)
 	}
@@ -158,6 +245,7 @@ func (s *Server) prepareChat(ctx context.Context, m *Model, req *openai.ChatRequ
 		maxTokens: req.MaxTokens, maxCompletion: req.MaxCompletionTokens, temperature: req.Temperature, topP: req.TopP,
 		minP: req.MinP, topK: req.TopK, repeatLastN: req.RepeatLastN, seed: req.Seed, stop: req.Stop,
 		presence: req.PresencePenalty, frequency: req.FrequencyPenalty, repeatP: req.RepeatPenalty, n: req.N,
+		logitBias: req.LogitBias,
 	})
 	if aerr != nil {
 		return nil, aerr
@@ -188,23 +276,24 @@ func (s *Server) prepareChat(ctx context.Context, m *Model, req *openai.ChatRequ
 		tools = nil
 	}
 	var machine *grammar.Machine
-	if rf := req.ResponseFormat; rf != nil && rf.Type != "text" && rf.Type != "" {
+	sch, aerr := requestSchema(req.ResponseFormat, req.JSONSchema, req.Grammar)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if sch != nil {
 		if mode == "required" {
 			return nil, badRequest("response_format", "response_format and a required tool call cannot both constrain the reply")
-		}
-		sch, aerr := responseSchema(rf)
-		if aerr != nil {
-			return nil, aerr
 		}
 		machine = grammar.NewMachine(sch)
 	}
 	if mode == "required" {
-		machine = toolMachine(tools, forced)
+		if machine, aerr = toolMachine(tools, forced); aerr != nil {
+			return nil, aerr
+		}
 	}
-	c := &chatCall{id: newID("chatcmpl-"), created: time.Now().Unix(), gen: g}
+	c := &chatCall{id: newID("chatcmpl-"), created: time.Now().Unix(), gen: g, machine: machine, tools: len(tools) > 0}
 	if machine != nil {
 		think = false // the reply is the constrained text itself
-		c.constraint = grammar.NewConstraint(m.grammarVocab(), machine)
 	}
 	release, aerr := s.tokenizing(ctx)
 	if aerr != nil {
@@ -215,16 +304,25 @@ func (s *Server) prepareChat(ctx context.Context, m *Model, req *openai.ChatRequ
 	if aerr != nil {
 		return nil, aerr
 	}
+	// A trailing assistant message is continued (assistant prefill), as
+	// llama-server does: the reply is what follows it.
+	cont := false
+	if n := len(req.Messages); req.Messages[n-1].Role == "assistant" {
+		if len(req.Messages[n-1].ToolCalls) > 0 {
+			return nil, badRequest(fmt.Sprintf("messages[%d].tool_calls", n-1), "an assistant message with tool calls cannot be continued")
+		}
+		cont = true
+	}
 	if c.prompt, aerr = m.encodePrompt(msgs, think); aerr != nil {
 		return nil, aerr
 	}
-	c.gen.own = len(c.prompt) - m.generationPromptTokens(think)
-	c.out = &chatOut{}
-	if machine == nil {
-		c.out.think = chat.NewThinkParser(opensThinking(m.Tmpl.Pieces(nil, true, think)))
+	c.gen.own = len(c.prompt)
+	if !cont {
+		c.gen.own -= m.generationPromptTokens(think)
 	}
-	if len(tools) > 0 {
-		c.out.tools = &toolParser{}
+	if machine == nil {
+		opens := !cont && opensThinking(m.Tmpl.Pieces(nil, true, think))
+		c.think = &opens
 	}
 	return c, nil
 }
@@ -232,6 +330,9 @@ func (s *Server) prepareChat(ctx context.Context, m *Model, req *openai.ChatRequ
 // encodePrompt tokenizes the conversation with the template, the BOS
 // first where the model wants one. Once the tokens pass the context the
 // rest is not tokenized: the request is refused either way.
+//
+// A last message of the assistant's is left open for the reply to
+// continue (assistant prefill), as llama-server and Anthropic's API do.
 func (m *Model) encodePrompt(msgs []chat.Message, think bool) ([]int32, *apiError) {
 	n := 0
 	encode := func(text string, special bool) []int32 {
@@ -243,7 +344,14 @@ func (m *Model) encodePrompt(msgs []chat.Message, think bool) ([]int32, *apiErro
 		n += len(ids)
 		return ids
 	}
-	prompt := m.Tmpl.Encode(msgs, true, think, encode)
+	var prompt []int32
+	if len(msgs) > 0 && msgs[len(msgs)-1].Role == chat.RoleAssistant {
+		for _, p := range m.Tmpl.Continue(msgs, think) {
+			prompt = append(prompt, encode(p.Text, p.Special)...)
+		}
+	} else {
+		prompt = m.Tmpl.Encode(msgs, true, think, encode)
+	}
 	if m.Tok.AddBOS() && m.Tok.BOS() >= 0 {
 		prompt = append([]int32{m.Tok.BOS()}, prompt...)
 	}
@@ -322,51 +430,76 @@ func toolChoice(tools []openai.Tool, raw json.RawMessage) (mode, forced string, 
 }
 
 // toolMachine constrains the reply to one call in Qwen3's markup, of the
-// forced function or any of the tools. The arguments follow the function's
-// schema where there is one function and its schema is in the subset
-// infer/grammar enforces; otherwise they are any JSON object.
-func toolMachine(tools []openai.Tool, forced string) *grammar.Machine {
-	var names []string
-	var params json.RawMessage
-	for _, t := range tools {
-		if forced == "" || t.Function.Name == forced {
-			names = append(names, t.Function.Name)
-			params = t.Function.Parameters
+// forced function or any of the tools: its name and arguments that follow
+// that function's schema (any object where it has none). A schema the
+// recognizer cannot enforce is refused, naming the tool and the keyword.
+func toolMachine(tools []openai.Tool, forced string) (*grammar.Machine, *apiError) {
+	var calls []*grammar.Schema
+	for i, t := range tools {
+		if forced != "" && t.Function.Name != forced {
+			continue
 		}
+		args := grammar.AnyObject()
+		if p := bytes.TrimSpace(t.Function.Parameters); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
+			var err error
+			if args, err = grammar.Compile(p); err != nil {
+				param := fmt.Sprintf("tools[%d].function.parameters", i)
+				return nil, schemaError(param, fmt.Errorf("the tool %q: %w", t.Function.Name, err))
+			}
+		}
+		calls = append(calls, grammar.Call(t.Function.Name, args))
 	}
-	if len(names) != 1 || len(bytes.TrimSpace(params)) == 0 {
-		params = json.RawMessage(`{"type":"object"}`)
-	}
-	nameEnum, _ := json.Marshal(names)
-	schema := func(args json.RawMessage) []byte {
-		return []byte(`{"type":"object","properties":{"name":{"enum":` + string(nameEnum) + `},"arguments":` + string(args) + `},"required":["name","arguments"]}`)
-	}
-	sch, err := grammar.Compile(schema(params))
-	if err != nil {
-		sch, _ = grammar.Compile(schema(json.RawMessage(`{"type":"object"}`)))
-	}
-	return grammar.NewWrapped(toolOpen+"\n", sch, "\n"+toolClose)
+	return grammar.NewWrapped(toolOpen+"\n", grammar.AnyOf(calls...), "\n"+toolClose), nil
 }
 
-func responseSchema(rf *openai.ResponseFormat) (*grammar.Schema, *apiError) {
-	switch rf.Type {
-	case "json_object":
-		return grammar.AnyObject(), nil
-	case "json_schema":
-		if rf.JSONSchema == nil || len(rf.JSONSchema.Schema) == 0 {
+// schemaError refuses a schema Compile refused.
+func schemaError(param string, err error) *apiError {
+	aerr := badRequest(param, "%v", err)
+	if errors.Is(err, grammar.ErrUnsupported) {
+		aerr.code = "unsupported_schema"
+	}
+	return aerr
+}
+
+// requestSchema is the schema a request holds its reply to, if any:
+// response_format (OpenAI's json_schema and json_object, llama-server's
+// short form with the schema beside the type) or llama-server's
+// top-level json_schema. A GBNF grammar is refused: the recognizer takes
+// JSON schemas only.
+func requestSchema(rf *openai.ResponseFormat, jsonSchema json.RawMessage, gbnf string) (*grammar.Schema, *apiError) {
+	if strings.TrimSpace(gbnf) != "" {
+		return nil, badRequest("grammar", "grammar (GBNF) is not supported: bonsai serve constrains replies by JSON schema (response_format or json_schema)")
+	}
+	var raw json.RawMessage
+	param := ""
+	if js := bytes.TrimSpace(jsonSchema); len(js) > 0 && !bytes.Equal(js, []byte("null")) {
+		raw, param = js, "json_schema"
+	}
+	if rf != nil && rf.Type != "text" && rf.Type != "" {
+		if raw != nil {
+			return nil, badRequest("json_schema", "json_schema and response_format cannot both constrain the reply")
+		}
+		switch {
+		case rf.Type != "json_object" && rf.Type != "json_schema":
+			return nil, badRequest("response_format.type", "response_format must be text, json_object or json_schema, not %q", rf.Type)
+		case len(rf.Schema) > 0:
+			raw, param = rf.Schema, "response_format.schema"
+		case rf.JSONSchema != nil && len(rf.JSONSchema.Schema) > 0:
+			raw, param = rf.JSONSchema.Schema, "response_format.json_schema.schema"
+		case rf.Type == "json_object":
+			return grammar.AnyObject(), nil
+		default:
 			return nil, badRequest("response_format.json_schema", "json_schema needs a schema")
 		}
-		sch, err := grammar.Compile(rf.JSONSchema.Schema)
-		if err != nil {
-			aerr := badRequest("response_format.json_schema.schema", "%v", err)
-			if errors.Is(err, grammar.ErrUnsupported) {
-				aerr.code = "unsupported_schema"
-			}
-			return nil, aerr
-		}
-		return sch, nil
 	}
-	return nil, badRequest("response_format.type", "response_format must be text, json_object or json_schema, not %q", rf.Type)
+	if raw == nil {
+		return nil, nil
+	}
+	sch, err := grammar.Compile(raw)
+	if err != nil {
+		return nil, schemaError(param, err)
+	}
+	return sch, nil
 }
 
 // convertMessages turns the API's messages into the template's, the way

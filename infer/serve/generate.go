@@ -1,11 +1,14 @@
 package serve
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/bonsai-chat/bonsai/infer"
@@ -23,6 +26,7 @@ type knobs struct {
 	stop                         []string
 	presence, frequency, repeatP *float32
 	n                            *int
+	logitBias                    json.RawMessage
 }
 
 // gen is one generation's settings.
@@ -34,8 +38,16 @@ type gen struct {
 	logprobs            bool
 	top                 int
 	ban                 []int32
+	bias                map[int32]float32
 	own                 int // slots.Request.Own
+	n                   int // choices
 }
+
+// maxChoices bounds n: each choice is a generation of its own.
+const maxChoices = 8
+
+// maxLogitBias bounds the tokens logit_bias may name (OpenAI allows 300).
+const maxLogitBias = 1024
 
 // maxStops and maxStopLen bound the stop strings a request may send.
 const (
@@ -50,8 +62,12 @@ func settings(m *Model, k knobs) (gen, *apiError) {
 	g := gen{}
 	p := sample.Params{Temperature: d.Temperature, TopK: d.TopK, TopP: d.TopP, MinP: d.MinP,
 		RepeatPenalty: d.RepeatPenalty, RepeatLastN: d.RepeatLastN}
-	if k.n != nil && *k.n != 1 {
-		return g, badRequest("n", "n must be 1: one reply per request")
+	g.n = 1
+	if k.n != nil {
+		if *k.n < 1 || *k.n > maxChoices {
+			return g, badRequest("n", "n must be between 1 and %d, not %d", maxChoices, *k.n)
+		}
+		g.n = *k.n
 	}
 	inRange := func(name string, v *float32, lo, hi float32, dst *float32) *apiError {
 		if v == nil {
@@ -107,8 +123,12 @@ func settings(m *Model, k knobs) (gen, *apiError) {
 		if v.n == nil {
 			continue
 		}
+		if *v.n == -1 { // llama-server's "until the context is full or a stop"
+			g.maxTokens = 0
+			continue
+		}
 		if *v.n < 1 {
-			return g, badRequest(v.name, "%s must be at least 1, not %d", v.name, *v.n)
+			return g, badRequest(v.name, "%s must be at least 1 (or −1: no limit), not %d", v.name, *v.n)
 		}
 		g.maxTokens = *v.n
 	}
@@ -121,7 +141,76 @@ func settings(m *Model, k knobs) (gen, *apiError) {
 		}
 	}
 	g.stops, g.params = k.stop, p
+	var aerr *apiError
+	if g.bias, aerr = m.logitBias(k.logitBias); aerr != nil {
+		return g, aerr
+	}
 	return g, nil
+}
+
+// logitBias reads logit_bias: OpenAI's object of token ids (as strings)
+// to a bias from −100 to 100, or llama-server's array of [id, bias] pairs,
+// where a bias of false bans the token and an id may also be a text
+// (each of its tokens gets the bias).
+func (m *Model) logitBias(raw json.RawMessage) (map[int32]float32, *apiError) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	var pairs [][2]json.RawMessage
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) == nil {
+		for k, v := range obj {
+			key, _ := json.Marshal(k)
+			pairs = append(pairs, [2]json.RawMessage{key, v})
+		}
+	} else if err := json.Unmarshal(raw, &pairs); err != nil {
+		return nil, badRequest("logit_bias", "logit_bias must map token ids to biases: {\"15339\": -100} or [[15339, -100]]")
+	}
+	if len(pairs) > maxLogitBias {
+		return nil, badRequest("logit_bias", "logit_bias names %d tokens, at most %d", len(pairs), maxLogitBias)
+	}
+	bias := map[int32]float32{}
+	for _, p := range pairs {
+		var b float32
+		var f bool
+		if err := json.Unmarshal(p[1], &b); err != nil {
+			if json.Unmarshal(p[1], &f) != nil || f {
+				return nil, badRequest("logit_bias", "a logit bias must be a number from -100 to 100 (or false: never), not %s", p[1])
+			}
+			b = float32(math.Inf(-1))
+		} else if math.IsNaN(float64(b)) || b < -100 || b > 100 {
+			return nil, badRequest("logit_bias", "a logit bias must be from -100 to 100, not %g", b)
+		}
+		var ids []int32
+		var id int64
+		var key string
+		switch {
+		case json.Unmarshal(p[0], &id) == nil:
+		case json.Unmarshal(p[0], &key) == nil:
+			n, err := strconv.ParseInt(key, 10, 64)
+			if err == nil {
+				id = n
+				break
+			}
+			if len(key) > maxStopLen {
+				return nil, badRequest("logit_bias", "a logit_bias text must have at most %d bytes", maxStopLen)
+			}
+			ids = m.Tok.Encode(key, false) // llama-server's: each of the text's tokens
+		default:
+			return nil, badRequest("logit_bias", "logit_bias keys are token ids, not %s", p[0])
+		}
+		if ids == nil {
+			if id < 0 || id >= int64(m.Tok.Vocab()) {
+				return nil, badRequest("logit_bias", "logit_bias names token %d; the vocabulary has %d", id, m.Tok.Vocab())
+			}
+			ids = []int32{int32(id)}
+		}
+		for _, t := range ids {
+			bias[t] += b
+		}
+	}
+	return bias, nil
 }
 
 // submitError maps the scheduler's refusals to API errors.
@@ -174,7 +263,7 @@ type outcome struct {
 func run(ctx context.Context, m *Model, prompt []int32, g gen, c slots.Constraint, emit func(piece) error) (outcome, *apiError) {
 	st, err := m.Sched.Submit(ctx, slots.Request{
 		Prompt: prompt, Params: g.params, Presence: g.presence, Frequency: g.frequency,
-		MaxTokens: g.maxTokens, End: m.isEnd, Constraint: c, Ban: g.ban, Logprobs: g.logprobs, TopLogprobs: g.top,
+		MaxTokens: g.maxTokens, End: m.isEnd, Constraint: c, Ban: g.ban, Bias: g.bias, Logprobs: g.logprobs, TopLogprobs: g.top,
 		Own: g.own,
 	})
 	if err != nil {

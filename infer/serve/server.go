@@ -135,7 +135,13 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request) {
 		}
 		h := w.Header()
 		h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
-		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+		// The headers the client asks for: SDKs send their own
+		// (openai's x-stainless-*), which a fixed list would refuse.
+		allow := "Authorization, Content-Type"
+		if asked := r.Header.Get("Access-Control-Request-Headers"); asked != "" && headerList(asked) {
+			allow += ", " + asked
+		}
+		h.Set("Access-Control-Allow-Headers", allow)
 		h.Set("Access-Control-Max-Age", "600")
 		w.WriteHeader(http.StatusNoContent)
 		return
@@ -151,6 +157,22 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// headerList says list is a comma-separated list of header names.
+func headerList(list string) bool {
+	if len(list) > 4096 {
+		return false
+	}
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" || strings.ContainsFunc(name, func(r rune) bool {
+			return !(r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+		}) {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Server) corsAllows(origin string) bool {

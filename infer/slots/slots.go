@@ -88,6 +88,9 @@ type Request struct {
 	// Ban are tokens never sampled (llama-server's ignore_eos bans the
 	// end-of-turn tokens: a benchmark's replies then run to MaxTokens).
 	Ban []int32
+	// Bias is added to the logits of its tokens before sampling (OpenAI's
+	// logit_bias; −∞ bans).
+	Bias map[int32]float32
 	// TopLogprobs > 0 reports that many alternatives with each token;
 	// Logprobs reports the sampled token's log-probability.
 	Logprobs    bool
@@ -671,11 +674,16 @@ func (s *Scheduler) forward() error {
 func (s *Scheduler) sample(sl *slot, logits []float32) {
 	r := &sl.job.req
 	pick := logits
-	if (r.Presence != 0 || r.Frequency != 0) && len(sl.counts) > 0 || len(r.Ban) > 0 {
+	if (r.Presence != 0 || r.Frequency != 0) && len(sl.counts) > 0 || len(r.Ban) > 0 || len(r.Bias) > 0 {
 		copy(s.work, logits)
 		if r.Presence != 0 || r.Frequency != 0 {
 			for id, n := range sl.counts {
 				s.work[id] -= r.Presence + r.Frequency*float32(n)
+			}
+		}
+		for id, b := range r.Bias {
+			if id >= 0 && int(id) < len(s.work) {
+				s.work[id] += b
 			}
 		}
 		for _, id := range r.Ban {
