@@ -94,18 +94,27 @@ func (f StateFingerprint) Diff(want StateFingerprint) string {
 	return ""
 }
 
+// KVCacheTyper is a backend whose KV cache may hold other types than f16:
+// it names them (as llama.cpp's --cache-type-k/v: "f16", "q8_0") for the
+// state's fingerprint.
+type KVCacheTyper interface {
+	KVCacheTypes() (k, v string)
+}
+
 // StateFingerprint is m's fingerprint with model as its file's identity.
-// The KV cache holds f16 K and V.
 func (m *Model) StateFingerprint(model string) StateFingerprint {
-	name := ""
-	if m.backend != nil {
-		name = m.backend.Name()
-	}
-	return StateFingerprint{
+	fp := StateFingerprint{
 		Model: model, Arch: m.Hparams.Arch, Context: m.context,
-		CacheK: "f16", CacheV: "f16", Backend: name,
+		CacheK: "f16", CacheV: "f16",
 		KV: m.KVSpec(), Recurrent: m.rspec,
 	}
+	if m.backend != nil {
+		fp.Backend = m.backend.Name()
+		if t, ok := m.backend.(KVCacheTyper); ok {
+			fp.CacheK, fp.CacheV = t.KVCacheTypes()
+		}
+	}
+	return fp
 }
 
 // stateHeader is the JSON header of a state file.

@@ -119,7 +119,7 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 		}
 		notices = append(notices, warn...)
 		opts.Store, opts.Resume, opts.State, opts.StatePath = store, resume, state, statePath
-		if path, err := sessionDBPath(*dbPath); err == nil && store != nil {
+		if path, err := sessionDBPath(*dbPath); err == nil && store != nil && cfg.ResumeCacheMB > 0 {
 			stateDir = chatStateDir(path)
 			pruneChatStates(store, stateDir)
 		}
@@ -171,7 +171,7 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 	default:
 		local := engine.New(engine.Options{
 			File: modelFile, Backend: cfg.Backend, Adapter: cfg.Adapter, GPU: gpuOptions(), Threads: cfg.Threads, Context: ctxSize, Profile: profile,
-			Spec: specOpts, Open: openModelPath, StateDir: stateDir,
+			Spec: specOpts, Open: openModelPath, StateDir: stateDir, StateBudget: int64(cfg.ResumeCacheMB) << 20,
 		})
 		defer local.Close()
 		// Settings the engine cannot start with (a context this machine

@@ -177,6 +177,11 @@ func (e *Engine) restore(id int64, ids []int32) {
 		return
 	}
 	defer f.Close()
+	if _, ok := e.cur.model.Backend().(infer.KVStateIO); !ok {
+		// The file stays for the backend that wrote it.
+		rebuild(fmt.Sprintf("restoring a saved state is not supported on the %s backend", e.cur.model.Backend().Name()))
+		return
+	}
 	fi, err := f.Stat()
 	if err != nil {
 		rebuild("its saved state cannot be read")
@@ -196,10 +201,6 @@ func (e *Engine) restore(id int64, ids []int32) {
 	if why := st.Fingerprint.Diff(e.fingerprint()); why != "" {
 		discard(errors.New(why))
 		rebuild("its saved state does not fit: " + why)
-		return
-	}
-	if _, ok := e.cur.model.Backend().(infer.KVStateIO); !ok {
-		rebuild(fmt.Sprintf("restoring a saved state is not supported on the %s backend", e.cur.model.Backend().Name()))
 		return
 	}
 	n := st.Usable(ids)
