@@ -358,3 +358,24 @@ func TestBindSessionSavesUnderIt(t *testing.T) {
 		t.Errorf("no state saved under the bound session: %v", err)
 	}
 }
+
+// A state that cannot be written (here the state directory is a file, as
+// a full disk would fail the write) costs nothing but the state: the chat
+// goes on, and the next session's reply is served.
+func TestUnwritableStateDirKeepsChatting(t *testing.T) {
+	dir := t.TempDir()
+	path, states := qwen3Path(t, dir, 3), filepath.Join(dir, "not-a-dir")
+	if err := os.WriteFile(states, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := openSession(t, path, states, 512, 1)
+	first := s.turn(ask("Hello"))
+	s.id = 2 // another session: the first one's state is saved, and fails
+	second := s.turn(ask("Hello"))
+	if !slices.Equal(first.ids, second.ids) {
+		t.Errorf("the same message in a new session: %v, then %v", first.ids, second.ids)
+	}
+	if data, err := os.ReadFile(states); err != nil || string(data) != "x" {
+		t.Errorf("the file in the state directory's place changed: %q, %v", data, err)
+	}
+}
