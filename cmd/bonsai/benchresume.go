@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,7 +28,10 @@ func init() {
 // about -tokens tokens is read (the time `bonsai -c` took before saved
 // states), the next message is answered in the open chat, the chat is
 // closed (its state saved) and a new engine answers the same message
-// after resuming it. Greedy; the states live in a temporary directory.
+// after resuming it. Each measurement is repeated -r times (the open chat
+// goes back to before the message, each resume starts from the state as
+// saved) and the median shown. Greedy; the states live in a temporary
+// directory.
 func runBenchResume(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench-resume", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -35,6 +40,7 @@ func runBenchResume(args []string, stdout, stderr io.Writer) error {
 	backend := fs.String("backend", "cpu", "cpu, gpu or auto")
 	tokens := fs.Int("tokens", 4000, "tokens of the chat before the next message")
 	ctx := fs.Int("ctx", 0, "context size (0: the chat's default, at least -tokens + 256)")
+	reps := fs.Int("r", 3, "repetitions of each measurement")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -45,8 +51,8 @@ func runBenchResume(args []string, stdout, stderr io.Writer) error {
 	if len(pos) > 0 {
 		return fmt.Errorf("%w: bench-resume: unexpected argument %q", errUsage, pos[0])
 	}
-	if *tokens < 16 {
-		return fmt.Errorf("%w: -tokens must be at least 16", errUsage)
+	if *tokens < 16 || *reps < 1 {
+		return fmt.Errorf("%w: -tokens must be at least 16 and -r positive", errUsage)
 	}
 	if *ctx == 0 {
 		*ctx = max(4096, *tokens+256)
@@ -62,6 +68,7 @@ func runBenchResume(args []string, stdout, stderr io.Writer) error {
 	}
 	defer os.RemoveAll(dir)
 	const session = 1
+	state := engine.StatePath(dir, session)
 	open := func() (*engine.Engine, error) {
 		e := engine.New(engine.Options{File: f, Backend: *backend, Threads: *threads, Context: *ctx, StateDir: dir, StateFiles: 1})
 		return e, waitLoaded(e)
@@ -82,43 +89,68 @@ func runBenchResume(args []string, stdout, stderr io.Writer) error {
 	}
 	msg := chat.Message{Role: chat.RoleUser, Content: "Thank you. Now say in one sentence what all of this was about."}
 	next := append(append(history, chat.Message{Role: chat.RoleAssistant, Content: first.text}), msg)
-	openReply, err := timeReply(a, next, session, 1)
-	if err != nil {
-		return err
-	}
-	// Back to where the chat stood before the message (the cache then
-	// holds the history and the first reply, as when the chat is closed),
-	// then closed: its state is saved.
-	if _, err := timeReply(a, history, session, 16); err != nil {
-		return err
+	var opened, resumed []timedReply
+	for range *reps {
+		r, err := timeReply(a, next, session, 1)
+		if err != nil {
+			return err
+		}
+		opened = append(opened, r)
+		// Back to where the chat stood before the message: the history
+		// and the first reply, as the cache holds them when the chat is
+		// closed.
+		if _, err := timeReply(a, history, session, 16); err != nil {
+			return err
+		}
 	}
 	closing := time.Now()
 	a.Close()
 	saved := time.Since(closing)
-	fi, err := os.Stat(engine.StatePath(dir, session))
+	pristine, err := os.ReadFile(state)
 	if err != nil {
 		return fmt.Errorf("closing the chat saved no state: %w", err)
 	}
-
-	b, err := open()
-	if err != nil {
-		return err
+	for range *reps {
+		if err := os.WriteFile(state, pristine, 0o600); err != nil {
+			return err
+		}
+		b, err := open()
+		if err != nil {
+			return err
+		}
+		r, err := timeReply(b, next, session, 1)
+		b.Close()
+		if err != nil {
+			return err
+		}
+		resumed = append(resumed, r)
 	}
-	defer b.Close()
-	resumed, err := timeReply(b, next, session, 1)
-	if err != nil {
-		return err
-	}
-	ratio := resumed.ttft.Seconds() / openReply.ttft.Seconds()
-	fmt.Fprintf(stdout, "chat of %d tokens, next message %d tokens (%s, %s)\n", first.prompt, openReply.prompt-first.prompt-first.decoded+1, *backend, f.Path)
+	o, res := medianReply(opened), medianReply(resumed)
+	fmt.Fprintf(stdout, "chat of %d tokens, next message %d tokens (%s, %d threads, %s)\n", first.prompt, o.prefill, *backend, *threads, f.Path)
 	fmt.Fprintf(stdout, "  reading the chat (-c before saved states): %8.2f s  (%d tokens prefilled)\n", first.ttft.Seconds(), first.prefill)
-	fmt.Fprintf(stdout, "  next reply, open chat, first token:       %8.2f s  (%d tokens prefilled)\n", openReply.ttft.Seconds(), openReply.prefill)
-	fmt.Fprintf(stdout, "  next reply after -c, first token:         %8.2f s  (%d tokens prefilled)  %.2f× the open chat's\n", resumed.ttft.Seconds(), resumed.prefill, ratio)
-	fmt.Fprintf(stdout, "  state saved at close: %.1f MB in %.2f s\n", float64(fi.Size())/1e6, saved.Seconds())
-	for _, n := range resumed.notices {
+	fmt.Fprintf(stdout, "  next reply in the open chat, first token:  %8.2f s  (%d tokens prefilled)  runs %s\n", o.ttft.Seconds(), o.prefill, secs(opened))
+	fmt.Fprintf(stdout, "  next reply after -c, first token:          %8.2f s  (%d tokens prefilled)  runs %s: %.2f× the open chat's\n",
+		res.ttft.Seconds(), res.prefill, secs(resumed), res.ttft.Seconds()/o.ttft.Seconds())
+	fmt.Fprintf(stdout, "  state saved at close: %.1f MB in %.2f s\n", float64(len(pristine))/1e6, saved.Seconds())
+	for _, n := range resumed[0].notices {
 		fmt.Fprintf(stdout, "  engine: %s\n", n)
 	}
 	return nil
+}
+
+// medianReply is the run of median first-token time.
+func medianReply(runs []timedReply) timedReply {
+	s := slices.Clone(runs)
+	slices.SortFunc(s, func(a, b timedReply) int { return cmp.Compare(a.ttft, b.ttft) })
+	return s[len(s)/2]
+}
+
+func secs(runs []timedReply) string {
+	var out []string
+	for _, r := range runs {
+		out = append(out, fmt.Sprintf("%.2f", r.ttft.Seconds()))
+	}
+	return strings.Join(out, " ")
 }
 
 // chatOf is a conversation of turns of plain prose that e's template makes

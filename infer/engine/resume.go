@@ -192,7 +192,7 @@ func (e *Engine) restore(id int64, ids []int32) {
 		f.Close()
 		os.Remove(path)
 	}
-	st, err := infer.ReadState(bufio.NewReaderSize(f, 1<<20), fi.Size())
+	st, err := infer.ReadState(bufio.NewReaderSize(f, 256<<10), fi.Size())
 	if err != nil {
 		discard(err)
 		rebuild("its saved state is damaged")
