@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/bonsai-chat/bonsai/config/atomicfile"
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -213,7 +214,8 @@ func (e *Engine) restore(id int64, ids []int32) {
 		rebuild("its saved state is damaged")
 		return
 	}
-	os.Chtimes(path, fi.ModTime(), fi.ModTime()) // a use: the last to go
+	now := time.Now()
+	os.Chtimes(path, now, now) // used: the last to go (trimStates)
 	e.sess.dirty = false
 	e.emit(Notice{Text: fmt.Sprintf("resumed from the saved state: %d tokens not read again", n)})
 }

@@ -379,3 +379,18 @@ func TestUnwritableStateDirKeepsChatting(t *testing.T) {
 		t.Errorf("the file in the state directory's place changed: %q, %v", data, err)
 	}
 }
+
+// A state larger than the whole budget is not kept.
+func TestStateOverBudgetIsNotKept(t *testing.T) {
+	dir := t.TempDir()
+	path, states := qwen3Path(t, dir, 3), filepath.Join(dir, "state")
+	e := New(Options{Path: path, Backend: "cpu", Threads: 2, Context: 512, StateDir: states, StateBudget: 1000})
+	t.Cleanup(e.Close)
+	waitFor[Loaded](t, e)
+	s := &session{t: t, e: e, id: 1}
+	s.turn(ask("Hello"))
+	e.Close()
+	if entries, _ := os.ReadDir(states); len(entries) != 0 {
+		t.Errorf("%d files kept in a budget of 1,000 bytes", len(entries))
+	}
+}
