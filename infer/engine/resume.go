@@ -72,7 +72,7 @@ func RemoveSavedState(dir string, id int64) error {
 }
 
 // PruneSavedStates deletes the saved states in dir of the sessions keep
-// rejects (those deleted since), and any file a crashed save left.
+// rejects (those deleted since), and the files crashed saves left.
 func PruneSavedStates(dir string, keep func(id int64) bool) error {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -84,7 +84,11 @@ func PruneSavedStates(dir string, keep func(id int64) bool) error {
 	for _, ent := range entries {
 		name := ent.Name()
 		if strings.HasPrefix(name, ".") && strings.Contains(name, stateExt+".tmp-") {
-			os.Remove(filepath.Join(dir, name))
+			// Another chat may be writing it: only one left for an hour
+			// is a crash's.
+			if fi, err := ent.Info(); err == nil && time.Since(fi.ModTime()) > time.Hour {
+				os.Remove(filepath.Join(dir, name))
+			}
 			continue
 		}
 		id, ok := stateID(name)

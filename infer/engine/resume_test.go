@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer/chat"
@@ -392,5 +393,40 @@ func TestStateOverBudgetIsNotKept(t *testing.T) {
 	e.Close()
 	if entries, _ := os.ReadDir(states); len(entries) != 0 {
 		t.Errorf("%d files kept in a budget of 1,000 bytes", len(entries))
+	}
+}
+
+// Pruning leaves what is not a state, and a save in progress (another
+// chat's), but not one a crash left long ago.
+func TestPruneKeepsOthersFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, age time.Duration) {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		old := time.Now().Add(-age)
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("notes.txt", 0)
+	write("3.kvstate", 0)
+	write("4.kvstate", 0)
+	write(".3.kvstate.tmp-123", 0)
+	write(".4.kvstate.tmp-456", 2*time.Hour)
+	if err := PruneSavedStates(dir, func(id int64) bool { return id == 3 }); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	if want := []string{".3.kvstate.tmp-123", "3.kvstate", "notes.txt"}; !slices.Equal(left, want) {
+		t.Errorf("left %v, want %v", left, want)
+	}
+	if err := PruneSavedStates(filepath.Join(dir, "none"), func(int64) bool { return false }); err != nil {
+		t.Errorf("pruning a directory that is not there: %v", err)
 	}
 }
