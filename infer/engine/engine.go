@@ -327,10 +327,13 @@ func (e *Engine) run() {
 	}
 	e.markStarted(nil)
 	e.loop()
-	// A session bound just before Close still gets its state saved.
+	// A session bound (or deleted) just before Close still counts.
 	for r, ok := e.next(); ok; r, ok = e.next() {
-		if b, isBind := r.(bindRequest); isBind {
-			e.bind(b.id)
+		switch r := r.(type) {
+		case bindRequest:
+			e.bind(r.id)
+		case forgetRequest:
+			e.forget(r.id)
 		}
 	}
 	e.persist()
@@ -384,6 +387,8 @@ func (e *Engine) serve(r any) {
 		}
 	case bindRequest:
 		e.bind(r.id)
+	case forgetRequest:
+		e.forget(r.id)
 	case resetRequest:
 		e.persist()
 		e.sess = sessionState{}

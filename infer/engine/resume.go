@@ -51,11 +51,28 @@ type sessionState struct {
 }
 
 type bindRequest struct{ id int64 }
+type forgetRequest struct{ id int64 }
 
 // BindSession says that the conversation in the cache is stored session
 // id from now on: a chat whose session was created after its first reply
 // calls it, so that closing it saves its state under that session.
 func (e *Engine) BindSession(id int64) { e.send(bindRequest{id}) }
+
+// ForgetSession deletes session id's saved state (the session was
+// deleted); if the cache holds its conversation, it is not saved.
+func (e *Engine) ForgetSession(id int64) { e.send(forgetRequest{id}) }
+
+// forget is ForgetSession's work.
+func (e *Engine) forget(id int64) {
+	if e.sess.id == id {
+		e.sess = sessionState{}
+	}
+	if e.opts.StateDir != "" {
+		if err := RemoveSavedState(e.opts.StateDir, id); err != nil {
+			slog.Warn("deleting a saved state", "session", id, "err", err)
+		}
+	}
+}
 
 // StatePath is where the state of session id is saved in dir.
 func StatePath(dir string, id int64) string {

@@ -430,3 +430,18 @@ func TestPruneKeepsOthersFiles(t *testing.T) {
 		t.Errorf("pruning a directory that is not there: %v", err)
 	}
 }
+
+// A deleted session's state goes, and the conversation in the cache is
+// not saved under it when the chat closes.
+func TestForgetSession(t *testing.T) {
+	dir := t.TempDir()
+	path, states := qwen3Path(t, dir, 3), filepath.Join(dir, "state")
+	chatThenClose(t, path, states, 512, 4, ask("Hello"))
+	s := openSession(t, path, states, 512, 4)
+	s.turn(ask("Hello again"))
+	s.e.ForgetSession(4)
+	s.e.Close()
+	if _, err := os.Stat(StatePath(states, 4)); err == nil {
+		t.Error("a deleted session's state is still there")
+	}
+}
