@@ -168,7 +168,7 @@ func (h *stateHeader) check() error {
 // that cannot read its cache back, and does nothing to the sequence.
 func (s *Sequence) WriteState(w io.Writer, fp StateFingerprint) error {
 	m := s.m
-	io_, ok := m.backend.(KVStateIO)
+	kvio, ok := m.backend.(KVStateIO)
 	if !ok {
 		return fmt.Errorf("%w (%s)", ErrStateUnsupported, m.backend.Name())
 	}
@@ -176,7 +176,7 @@ func (s *Sequence) WriteState(w io.Writer, fp StateFingerprint) error {
 	if n == 0 {
 		return fmt.Errorf("%w: nothing to save", ErrBadShape)
 	}
-	h := stateHeader{Fingerprint: fp, Tokens: n, KVBytes: io_.KVStateBytes(n)}
+	h := stateHeader{Fingerprint: fp, Tokens: n, KVBytes: kvio.KVStateBytes(n)}
 	var snaps []snapshot
 	if m.Recurrent() {
 		h.StateFloats = m.rspec.Floats()
@@ -186,6 +186,9 @@ func (s *Sequence) WriteState(w io.Writer, fp StateFingerprint) error {
 				snaps = append(snaps, sn)
 				h.Snapshots = append(h.Snapshots, sn.pos)
 			}
+		}
+		if !h.Live && len(snaps) == 0 {
+			return errors.New("the recurrent state belongs to none of the cached positions: nothing to resume from")
 		}
 	}
 	js, err := json.Marshal(h)
@@ -203,7 +206,7 @@ func (s *Sequence) WriteState(w io.Writer, fp StateFingerprint) error {
 	if err := binary.Write(bw, binary.LittleEndian, s.tokens); err != nil {
 		return err
 	}
-	if err := io_.SaveKV(bw, n); err != nil {
+	if err := kvio.SaveKV(bw, n); err != nil {
 		return fmt.Errorf("saving the KV cache: %w", err)
 	}
 	if h.Live {
@@ -315,7 +318,7 @@ func (st *SavedState) Usable(prompt []int32) int {
 func (st *SavedState) Restore(s *Sequence) error {
 	m := s.m
 	h := &st.hdr
-	io_, ok := m.backend.(KVStateIO)
+	kvio, ok := m.backend.(KVStateIO)
 	if !ok {
 		return fmt.Errorf("%w (%s)", ErrStateUnsupported, m.backend.Name())
 	}
@@ -324,7 +327,7 @@ func (st *SavedState) Restore(s *Sequence) error {
 	}
 	r := st.r
 	st.r = nil
-	if want := io_.KVStateBytes(h.Tokens); want != h.KVBytes || h.Tokens > m.context {
+	if want := kvio.KVStateBytes(h.Tokens); want != h.KVBytes || h.Tokens > m.context {
 		return fmt.Errorf("%w: %d bytes of KV cache for %d tokens, this model's take %d", ErrBadState, h.KVBytes, h.Tokens, want)
 	}
 	if h.StateFloats != m.rspec.Floats() {
@@ -338,7 +341,7 @@ func (st *SavedState) Restore(s *Sequence) error {
 		}
 		return err
 	}
-	if err := io_.LoadKV(r, h.Tokens); err != nil {
+	if err := kvio.LoadKV(r, h.Tokens); err != nil {
 		return fail(fmt.Errorf("restoring the KV cache: %w", err))
 	}
 	var live []float32
