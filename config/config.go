@@ -43,6 +43,10 @@ type Config struct {
 	// ([[remote]] tables, remote.go).
 	Remotes []Remote `toml:"remote"`
 
+	// ResumeCacheMB bounds the model states saved for resuming chats
+	// without reading them again (the XDG cache dir); 0 saves none.
+	ResumeCacheMB int `toml:"resume_cache_mb"`
+
 	// Path is the config file that was read (it may not exist).
 	Path string `toml:"-"`
 	// Sources says where each setting came from, by TOML key ("model",
@@ -83,6 +87,8 @@ func Defaults() Config {
 		Think:       false, // PrismML runs Bonsai 1.x with thinking off (enable_thinking: false)
 		Theme:       "auto",
 		Spec:        "auto",
+		// Eight chats of 4,000 tokens of the 1.7B (470 MB each).
+		ResumeCacheMB: 4096,
 		Sampling: Sampling{
 			// PrismML's recommendation for Bonsai 1.x (Bonsai-demo's
 			// run_llama.sh): temperature 0.5, top-p 0.85, top-k 20.

@@ -331,6 +331,9 @@ func (m *Model) onSaveState(msg saveStateMsg) tea.Cmd {
 			m.title = in.Title
 		}
 		m.sessionID = in.ID
+		if b, ok := m.eng.(interface{ BindSession(int64) }); ok {
+			b.BindSession(in.ID) // the engine saves the conversation's state under it
+		}
 		m.sessions.current = in.ID
 		m.state.LastSession = in.ID
 		if len(m.overrides) > 0 {
@@ -588,7 +591,7 @@ func (m *Model) send(text string) tea.Cmd {
 // generate starts a reply to the transcript as it stands.
 func (m *Model) generate() tea.Cmd {
 	r := m.replySettings()
-	req := engine.GenerateRequest{Messages: m.conv.Messages(), Think: m.think, MaxTokens: r.maxTokens}
+	req := engine.GenerateRequest{Messages: m.conv.Messages(), Think: m.think, MaxTokens: r.maxTokens, Session: m.sessionID}
 	if m.opts.Sampling != nil || len(m.overrides) > 0 {
 		req.Sampling = &r.sampling
 	}

@@ -346,6 +346,9 @@ func (m *Model) sessionsKey(msg tea.KeyMsg) tea.Cmd {
 			m.save.Detach()
 			l.current = 0
 		}
+		if f, ok := m.eng.(interface{ ForgetSession(int64) }); ok {
+			f.ForgetSession(it.ID) // its saved model state goes with it
+		}
 		return func() tea.Msg {
 			err := store.Delete(context.Background(), it.ID)
 			return sessionChangedMsg{note: "deleted", err: err}

@@ -158,6 +158,9 @@ func TestResumeContinuesTheSameSession(t *testing.T) {
 	if msgs := fe.Requests()[0].Messages; len(msgs) != 3 || msgs[1].Thinking != "hmm" {
 		t.Errorf("request after resume %+v", msgs)
 	}
+	if id := fe.Requests()[0].Session; id != info.ID {
+		t.Errorf("the request after resume names session %d, want %d (the engine's saved state is per session)", id, info.ID)
+	}
 	m.Close()
 	again, err := store.Load(ctx, info.ID)
 	if err != nil {

@@ -108,6 +108,7 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 	if home, err := os.UserHomeDir(); err == nil {
 		opts.HomeDir = home
 	}
+	stateDir := "" // where sessions' model state is saved (resume.go); none without a database
 	if !*noSave {
 		store, resume, state, statePath, warn, err := openChatStorage(*dbPath, flags)
 		if err != nil {
@@ -118,6 +119,10 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 		}
 		notices = append(notices, warn...)
 		opts.Store, opts.Resume, opts.State, opts.StatePath = store, resume, state, statePath
+		if path, err := sessionDBPath(*dbPath); err == nil && store != nil && cfg.ResumeCacheMB > 0 {
+			stateDir = chatStateDir(path)
+			pruneChatStates(store, stateDir)
+		}
 	}
 	opts.Notices = notices
 
@@ -166,7 +171,7 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 	default:
 		local := engine.New(engine.Options{
 			File: modelFile, Backend: cfg.Backend, Adapter: cfg.Adapter, GPU: gpuOptions(), Threads: cfg.Threads, Context: ctxSize, Profile: profile,
-			Spec: specOpts, Open: openModelPath,
+			Spec: specOpts, Open: openModelPath, StateDir: stateDir, StateBudget: int64(cfg.ResumeCacheMB) << 20,
 		})
 		defer local.Close()
 		// Settings the engine cannot start with (a context this machine

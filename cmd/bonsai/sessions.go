@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/bonsai-chat/bonsai/infer/engine"
 	"github.com/bonsai-chat/bonsai/session"
 	"github.com/bonsai-chat/bonsai/tui"
 )
@@ -152,6 +153,9 @@ func changeSessions(dbPath string, rest []string) error {
 			}
 			if err := store.Delete(ctx, id); err != nil {
 				return err
+			}
+			if path, err := sessionDBPath(dbPath); err == nil {
+				engine.RemoveSavedState(chatStateDir(path), id)
 			}
 		}
 	}

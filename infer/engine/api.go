@@ -65,6 +65,11 @@ type GenerateRequest struct {
 	// --format jsonl`), with the TopLogits largest logits of that step.
 	Steps     bool
 	TopLogits int
+	// Session is the stored session the conversation is (0: none yet):
+	// the engine saves its model state under it when the conversation
+	// leaves the cache, and restores it when the session is resumed
+	// (Options.StateDir).
+	Session int64
 }
 
 // Event is one of the types below.

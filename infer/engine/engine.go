@@ -55,6 +55,13 @@ type Options struct {
 	// Spec is speculative decoding (infer/spec): the drafter, the draft
 	// model's path and the longest draft. The zero value decodes plainly.
 	Spec spec.Options
+	// StateDir is where a session's model state is saved when its
+	// conversation leaves the cache, and read back when it is resumed
+	// (resume.go); "" saves none. StateBudget and StateFiles bound what it
+	// holds (0: DefaultStateBudget bytes, DefaultStateFiles files).
+	StateDir    string
+	StateBudget int64
+	StateFiles  int
 }
 
 // Engine is the real engine: one goroutine owns the model and its KV cache
@@ -93,6 +100,7 @@ type Engine struct {
 	profilingOn  bool          // what the backend was last told (SetProfiling)
 	samplingTime time.Duration // sampler time since the last ProfileSample
 	spec         speculation   // the draft model, if Options.Spec has one
+	sess         sessionState  // the stored session the cache's conversation is
 
 	// started is closed once the first load has got past its checks (it
 	// reports the weights' progress) or has ended; startErr is then the
@@ -318,6 +326,21 @@ func (e *Engine) run() {
 		return
 	}
 	e.markStarted(nil)
+	e.loop()
+	// A session bound (or deleted) just before Close still counts.
+	for r, ok := e.next(); ok; r, ok = e.next() {
+		switch r := r.(type) {
+		case bindRequest:
+			e.bind(r.id)
+		case forgetRequest:
+			e.forget(r.id)
+		}
+	}
+	e.persist()
+}
+
+// loop serves requests until Close.
+func (e *Engine) loop() {
 	for {
 		select {
 		case <-e.done:
@@ -326,14 +349,14 @@ func (e *Engine) run() {
 		}
 		e.applyProfiling()
 		for {
-			r, ok := e.next()
-			if !ok {
-				break
-			}
 			select {
 			case <-e.done:
 				return
 			default:
+			}
+			r, ok := e.next()
+			if !ok {
+				break
 			}
 			e.serve(r)
 		}
@@ -362,7 +385,13 @@ func (e *Engine) serve(r any) {
 		} else if !had {
 			e.startDraft()
 		}
+	case bindRequest:
+		e.bind(r.id)
+	case forgetRequest:
+		e.forget(r.id)
 	case resetRequest:
+		e.persist()
+		e.sess = sessionState{}
 		if e.cur.seq != nil {
 			e.cur.seq.Reset()
 		}

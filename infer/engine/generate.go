@@ -92,6 +92,9 @@ func (e *Engine) generate(r generateRequest) {
 		finish("length")
 		return
 	}
+	if r.req.Raw == "" {
+		e.resume(r.req.Session, ids)
+	}
 	for _, id := range ids {
 		sampler.Accept(id)
 	}

@@ -93,6 +93,21 @@ func (s *Switcher) emit(ev engine.Event) {
 	}
 }
 
+// BindSession and ForgetSession reach the local engine, which saves its
+// model state per session (engine.Engine.BindSession), whichever engine
+// is in use.
+func (s *Switcher) BindSession(id int64) {
+	if b, ok := s.local.(interface{ BindSession(int64) }); ok {
+		b.BindSession(id)
+	}
+}
+
+func (s *Switcher) ForgetSession(id int64) {
+	if f, ok := s.local.(interface{ ForgetSession(int64) }); ok {
+		f.ForgetSession(id)
+	}
+}
+
 // SetProfiling reaches the local engine (a remote one has no profile).
 func (s *Switcher) SetProfiling(on bool) {
 	if p, ok := s.current().(interface{ SetProfiling(bool) }); ok {
