@@ -16,13 +16,14 @@ func init() {
 	})
 }
 
-// qwen3 is the Qwen3 dense transformer (Bonsai 1.x):
+// qwen3 is the Qwen3 dense transformer (Bonsai 1.x), and the network that
+// qwen2 and llama files build too (qwen2.go, llama.go):
 //
 //	x = embed(tokens)
 //	for each layer:
 //	    h = rms(x)·attn_norm
-//	    q, k, v = Wq·h, Wk·h, Wv·h
-//	    q, k = rms_head(q)·q_norm, rms_head(k)·k_norm      (per head)
+//	    q, k, v = Wq·h + bq, Wk·h + bk, Wv·h + bv           (biases: qwen2's)
+//	    q, k = rms_head(q)·q_norm, rms_head(k)·k_norm      (per head; qwen3 only)
 //	    q, k = rope(q), rope(k)
 //	    x += Wo · attention(q, cache ∪ {k, v})
 //	    h = rms(x)·ffn_norm
@@ -55,6 +56,10 @@ type qwen3 struct {
 type qwen3Layer struct {
 	attnNorm, wq, wk, wv, qNorm, kNorm, wo Weight
 	ffnNorm, wGate, wUp, wDown             Weight
+	// bq, bk and bv are the projections' biases (qwen2's); nil when the
+	// file has none. qNorm and kNorm are nil without q/k norms (qwen2,
+	// llama).
+	bq, bk, bv Weight
 }
 
 func buildQwen3(f *gguf.File, b Backend, cfg BuildConfig) (Network, error) {
@@ -62,6 +67,13 @@ func buildQwen3(f *gguf.File, b Backend, cfg BuildConfig) (Network, error) {
 	if err != nil {
 		return nil, err
 	}
+	return buildDense(f, b, cfg, hp, true)
+}
+
+// buildDense binds a dense transformer of qwen3's graph: qwen3 itself
+// (qkNorm: per-head q/k norms), and qwen2 and llama, which have none but
+// may have q/k/v biases and rotate by hp.Rope's mode and factors.
+func buildDense(f *gguf.File, b Backend, cfg BuildConfig, hp Hyperparams, qkNorm bool) (Network, error) {
 	if cfg.MaxBatch < 1 {
 		return nil, fmt.Errorf("%w: batch size %d", ErrBadShape, cfg.MaxBatch)
 	}
@@ -70,6 +82,9 @@ func buildQwen3(f *gguf.File, b Backend, cfg BuildConfig) (Network, error) {
 		attn: Attn{Heads: hp.Heads, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim,
 			Scale: float32(1 / math.Sqrt(float64(hp.HeadDim)))},
 		layers: make([]qwen3Layer, hp.Layers),
+	}
+	if hp.AttnScale != 0 {
+		n.attn.Scale = hp.AttnScale
 	}
 	E, F, V := int64(hp.Embed), int64(hp.FFN), int64(hp.Vocab)
 	qDim, kvDim := int64(hp.Heads*hp.HeadDim), int64(hp.KVHeads*hp.HeadDim)
@@ -85,23 +100,30 @@ func buildQwen3(f *gguf.File, b Backend, cfg BuildConfig) (Network, error) {
 	}
 	for i := range n.layers {
 		p := fmt.Sprintf("blk.%d.", i)
-		n.layers[i] = qwen3Layer{
+		L := qwen3Layer{
 			attnNorm: bind.weight(p+"attn_norm.weight", E),
 			wq:       bind.weight(p+"attn_q.weight", E, qDim),
 			wk:       bind.weight(p+"attn_k.weight", E, kvDim),
 			wv:       bind.weight(p+"attn_v.weight", E, kvDim),
-			qNorm:    bind.weight(p+"attn_q_norm.weight", D),
-			kNorm:    bind.weight(p+"attn_k_norm.weight", D),
+			bq:       bind.optional(p+"attn_q.bias", qDim),
+			bk:       bind.optional(p+"attn_k.bias", kvDim),
+			bv:       bind.optional(p+"attn_v.bias", kvDim),
 			wo:       bind.weight(p+"attn_output.weight", qDim, E),
 			ffnNorm:  bind.weight(p+"ffn_norm.weight", E),
 			wGate:    bind.weight(p+"ffn_gate.weight", E, F),
 			wUp:      bind.weight(p+"ffn_up.weight", E, F),
 			wDown:    bind.weight(p+"ffn_down.weight", F, E),
 		}
+		if qkNorm {
+			L.qNorm = bind.weight(p+"attn_q_norm.weight", D)
+			L.kNorm = bind.weight(p+"attn_k_norm.weight", D)
+		}
+		n.layers[i] = L
 	}
 	if bind.err != nil {
 		return nil, bind.err
 	}
+	var err error
 	if n.rot, err = NewRotator(f, b, cfg.MaxBatch); err != nil {
 		return nil, err
 	}
@@ -160,8 +182,13 @@ func (n *qwen3) blocks(lastOnly bool) {
 		n.matmul(n.q, L.wq, n.h)
 		n.matmul(n.k, L.wk, n.h)
 		n.matmul(n.v, L.wv, n.h)
-		b.RMSNorm(n.q, n.q, L.qNorm, eps)
-		b.RMSNorm(n.k, n.k, L.kNorm, eps)
+		n.bias(n.q, L.bq)
+		n.bias(n.k, L.bk)
+		n.bias(n.v, L.bv)
+		if L.qNorm != nil {
+			b.RMSNorm(n.q, n.q, L.qNorm, eps)
+			b.RMSNorm(n.k, n.k, L.kNorm, eps)
+		}
 		b.Rope(n.q, n.hp.Rope)
 		b.Rope(n.k, n.hp.Rope)
 
@@ -239,6 +266,13 @@ func (n *qwen3) encode(batch Batch) {
 	n.matmul(n.logits, n.output, n.last)
 }
 
+// bias adds a projection's bias, if it has one.
+func (n *qwen3) bias(x Tensor, b Weight) {
+	if b != nil {
+		n.b.AddBias(x, b)
+	}
+}
+
 // matmul is dst = W·x, x first rotated when the file stores W rotated.
 func (n *qwen3) matmul(dst Tensor, w Weight, x Tensor) { n.b.MatMul(dst, w, n.rot.Input(w, x)) }
 
@@ -259,6 +293,14 @@ func newBinder(f *gguf.File, b Backend, progress func(done, total int64)) *binde
 		total += f.Tensors[i].Size
 	}
 	return &binder{f: f, b: b, progress: progress, total: total}
+}
+
+// optional binds a weight the file may lack: nil when it has none.
+func (bd *binder) optional(name string, shape ...int64) Weight {
+	if _, ok := bd.f.Tensor(name); !ok {
+		return nil
+	}
+	return bd.weight(name, shape...)
 }
 
 func (bd *binder) weight(name string, shape ...int64) Weight {

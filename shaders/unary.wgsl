@@ -1,9 +1,10 @@
 // Element-wise activations of the hybrid layers, llama.cpp's f32 formulas:
 // UNARY dst = f(x); GATE dst = x ⊙ f(g); DECAY dst = softplus(x + bias)·a
-// with bias and a broadcast over rows (qwen35's DeltaNet decay). f is one
+// with bias and a broadcast over rows (qwen35's DeltaNet decay); BIAS
+// dst = x + bias, bias broadcast over rows (a projection's bias). f is one
 // of SIGMOID, SILU, SOFTPLUS. Aliasing: ALIAS_X binds dst as x, ALIAS_G
 // binds dst as g (one read_write binding each time).
-// Constants: COLS, XROWS; flags UNARY, GATE, DECAY, SIGMOID, SILU,
+// Constants: COLS, XROWS; flags UNARY, GATE, DECAY, BIAS, SIGMOID, SILU,
 // SOFTPLUS, ALIAS_X, ALIAS_G.
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
@@ -26,6 +27,9 @@ fn getg(i: u32) -> f32 { return g[i]; }
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
 @group(0) @binding(5) var<storage, read> a: array<f32>;
 //#endif
+//#if BIAS
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+//#endif
 
 fn softplus(v: f32) -> f32 {
 	if (v > 20.0) {
@@ -35,6 +39,8 @@ fn softplus(v: f32) -> f32 {
 }
 
 //#if DECAY
+//#else
+//#if BIAS
 //#else
 fn act(v: f32) -> f32 {
 //#if SIGMOID
@@ -47,6 +53,7 @@ fn act(v: f32) -> f32 {
 	return softplus(v);
 //#endif
 }
+//#endif
 //#endif
 
 @compute @workgroup_size(256)
@@ -65,5 +72,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 //#endif
 //#if DECAY
 	dst[i] = softplus(getx(i) + bias[j]) * a[j];
+//#endif
+//#if BIAS
+	dst[i] = getx(i) + bias[j];
 //#endif
 }

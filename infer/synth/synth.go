@@ -1,6 +1,7 @@
-// Package synth writes synthetic Qwen3 (Bonsai 1.x) and Qwen3.5 (qwen35:
-// Bonsai 27B, Bonsai 2) GGUF models: the real architecture, shapes and Qwen3
-// tokenizer with seeded random weights, every 2-D weight in one chosen type
+// Package synth writes synthetic Qwen3 (Bonsai 1.x), Qwen3.5 (qwen35:
+// Bonsai 27B, Bonsai 2), Qwen2.5 (qwen2) and Llama (llama) GGUF models: the
+// real architecture, shapes and tokenizer (Qwen's, or Llama 3's for llama)
+// with seeded random weights, every 2-D weight in one chosen type
 // and the norms in F32, as PrismML's files store them. They exercise loaders, kernels and speed without downloading
 // a real model, and, being decisive by construction, they make good parity
 // tests against llama.cpp.
@@ -91,7 +92,7 @@ func Write(path string, o Options) error {
 	if o.LogitStd == 0 {
 		o.LogitStd = DefaultLogitStd
 	}
-	voc, err := qwen3Vocab(o.Shape.Vocab)
+	voc, err := vocabFor(o.Shape)
 	if err != nil {
 		return err
 	}
@@ -180,14 +181,21 @@ func setMetadata(w *gguf.Writer, o Options, v vocab) {
 		w.Set(a+".ssm.time_step_rank", uint32(h.VHeads))
 		w.Set(a+".ssm.inner_size", uint32(h.VHeads*h.StateSize))
 	}
+	if s.arch() == "llama" {
+		// llama.cpp's Llama files say how many dims rotate (all).
+		w.Set(a+".rope.dimension_count", uint32(s.HeadDim))
+		w.Set(a+".vocab_size", uint32(s.Vocab))
+	}
 	w.Set("tokenizer.ggml.model", "gpt2")
-	w.Set("tokenizer.ggml.pre", "qwen2")
+	w.Set("tokenizer.ggml.pre", v.pre)
 	w.Set("tokenizer.ggml.tokens", v.tokens)
 	w.Set("tokenizer.ggml.token_type", v.types)
 	w.Set("tokenizer.ggml.merges", v.merges)
 	w.Set("tokenizer.ggml.bos_token_id", uint32(v.bos))
 	w.Set("tokenizer.ggml.eos_token_id", uint32(v.eos))
-	w.Set("tokenizer.ggml.padding_token_id", uint32(v.pad))
-	w.Set("tokenizer.ggml.add_bos_token", false)
-	w.Set("tokenizer.chat_template", qwen3ChatTemplate)
+	if v.pad >= 0 {
+		w.Set("tokenizer.ggml.padding_token_id", uint32(v.pad))
+	}
+	w.Set("tokenizer.ggml.add_bos_token", v.addBOS)
+	w.Set("tokenizer.chat_template", v.template)
 }
