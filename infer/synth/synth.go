@@ -34,6 +34,11 @@ type Options struct {
 	// (rope.scaling.type = yarn); the context becomes Factor times the
 	// original one.
 	YaRN *YaRN
+	// Linear, if above 1, makes the RoPE linearly scaled by it
+	// (rope.scaling.type = linear: positions divided by Linear, as Llama 2
+	// long-context fine-tunes are); the context becomes Linear times the
+	// shape's.
+	Linear float64
 }
 
 // YaRN is a YaRN RoPE scaling: the frequencies of a model trained on
@@ -55,6 +60,9 @@ func (o Options) validate() error {
 		if t.typ == o.Type && t.shape[0]%bs != 0 {
 			return fmt.Errorf("synth: shape %s: %s's width %d is not a multiple of the %s block size %d", o.Shape.Name, t.name, t.shape[0], o.Type, bs)
 		}
+	}
+	if o.Linear != 0 && (!(o.Linear > 1) || o.YaRN != nil) {
+		return fmt.Errorf("synth: linear RoPE factor %g (want > 1, and no YaRN)", o.Linear)
 	}
 	if y := o.YaRN; y != nil && (!(y.Factor > 1) || y.OrigContext < 1) {
 		return fmt.Errorf("synth: YaRN factor %g, original context %d", y.Factor, y.OrigContext)
@@ -156,6 +164,9 @@ func setMetadata(w *gguf.Writer, o Options, v vocab) {
 	if y := o.YaRN; y != nil {
 		ctx = uint32(float64(y.OrigContext) * y.Factor)
 	}
+	if o.Linear > 1 {
+		ctx = uint32(float64(s.Context) * o.Linear)
+	}
 	w.Set(a+".context_length", ctx)
 	w.Set(a+".embedding_length", uint32(s.Hidden))
 	w.Set(a+".feed_forward_length", uint32(s.FFN))
@@ -169,6 +180,10 @@ func setMetadata(w *gguf.Writer, o Options, v vocab) {
 		w.Set(a+".rope.scaling.type", "yarn")
 		w.Set(a+".rope.scaling.factor", float32(y.Factor))
 		w.Set(a+".rope.scaling.original_context_length", uint32(y.OrigContext))
+	}
+	if o.Linear > 1 {
+		w.Set(a+".rope.scaling.type", "linear")
+		w.Set(a+".rope.scaling.factor", float32(o.Linear))
 	}
 	if s.hybrid() {
 		h := s.Hybrid

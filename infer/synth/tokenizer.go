@@ -126,8 +126,21 @@ const (
 
 var llamaSpecials = []int32{llamaBOS, 128001, 128006, 128007, 128008, llamaEOT, 128010}
 
-// llamaVocab is Llama 3's tokenizer (pre-tokenizer llama-bpe, BOS added)
-// when n is its 128,256 tokens (padded beyond), and otherwise cut to n as
+// llama31Names are the special tokens Llama 3.1 named where Llama 3's
+// vocab (llama.cpp's file) has reserved ones: 3.1's and 3.2's files, and
+// their chat templates, use these.
+var llama31Names = map[int32]string{128008: "<|eom_id|>", 128010: "<|python_tag|>"}
+
+// llamaToken is token id of Llama 3's vocab under its Llama 3.1 name.
+func llamaToken(tokens []string, id int32) string {
+	if n, ok := llama31Names[id]; ok {
+		return n
+	}
+	return tokens[id]
+}
+
+// llamaVocab is Llama 3.1's tokenizer (pre-tokenizer llama-bpe, BOS
+// added) when n is its 128,256 tokens (padded beyond), and otherwise cut to n as
 // qwen3Vocab cuts Qwen's: the first BPE tokens, the merges inside them,
 // and the text and chat markers renumbered to the end.
 func llamaVocab(n int) (vocab, error) {
@@ -138,6 +151,9 @@ func llamaVocab(n int) (vocab, error) {
 	v := vocab{pre: "llama-bpe", addBOS: true, template: llama3ChatTemplate}
 	if n >= llama3Vocab {
 		v.tokens = append(make([]string, 0, n), tokens...)
+		for id, name := range llama31Names {
+			v.tokens[id] = name
+		}
 		v.types = append(make([]int32, 0, n), types...)
 		for id := llama3Vocab; id < n; id++ {
 			v.tokens = append(v.tokens, fmt.Sprintf("[PAD%d]", id))
@@ -155,7 +171,7 @@ func llamaVocab(n int) (vocab, error) {
 	remap := map[int32]int32{}
 	for i, id := range llamaSpecials {
 		remap[id] = int32(base + i)
-		v.tokens = append(v.tokens, tokens[id])
+		v.tokens = append(v.tokens, llamaToken(tokens, id))
 		v.types = append(v.types, types[id])
 	}
 	v.bos, v.eos, v.pad = remap[llamaBOS], remap[llamaEOT], -1
