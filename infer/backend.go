@@ -165,6 +165,9 @@ type Backend interface {
 	// row of x, in place: a projection's bias (qwen2's q, k and v), as
 	// ggml_add broadcasts it over the rows.
 	AddBias(x Tensor, bias Weight)
+	// Scale multiplies each active row of x by s, in place (ggml_scale:
+	// gemma3's embeddings by √n_embd).
+	Scale(x Tensor, s float32)
 	// LastRow copies the batch's last active row of src (row n−1) into the
 	// first row of dst, which has src.Cols() columns (usually one row).
 	LastRow(dst, src Tensor)

@@ -63,3 +63,32 @@ func TestDenseArchsRefuse(t *testing.T) {
 		})
 	}
 }
+
+// gemma3's windowed layers attend like full attention until a position
+// reaches the window; past it bonsai, whose attention has no window yet,
+// stops with ErrContextFull instead of answering otherwise than llama.cpp.
+// The default context is the window.
+func TestGemma3StopsAtItsWindow(t *testing.T) {
+	f := denseFile(t, "gemma3", gguf.Q8_0, func(s *synth.Shape) { s.Window = 16 })
+	m, err := infer.Load(f, infer.Options{Backend: "cpu", Context: 64, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	prompt := make([]int32, 16)
+	for i := range prompt {
+		prompt[i] = int32(3 + 11*i)
+	}
+	if err := m.Forward(prompt, 0); err != nil {
+		t.Fatalf("16 tokens in a window of 16: %v", err)
+	}
+	if err := m.Forward([]int32{7}, 16); !errors.Is(err, infer.ErrContextFull) {
+		t.Fatalf("a 17th token: %v, want ErrContextFull", err)
+	}
+	if m.Context() != 16 || len(m.Notes) == 0 {
+		t.Errorf("context %d (notes %q), want the window's 16, said", m.Context(), m.Notes)
+	}
+	if hp := m.Hparams; infer.ContextFor(0, hp) != 16 {
+		t.Errorf("default context %d, want the window's 16", infer.ContextFor(0, hp))
+	}
+}

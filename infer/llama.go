@@ -31,7 +31,7 @@ func buildLlama(f *gguf.File, b Backend, cfg BuildConfig) (Network, error) {
 	if hp.Rope.Factors, err = ropeFactors(f, hp.Rope); err != nil {
 		return nil, err
 	}
-	return buildDense(f, b, cfg, hp, false)
+	return buildDense(f, b, cfg, hp, denseParts{})
 }
 
 // llamaHyperparams reads llama.* (llama.cpp's hparams for LLM_ARCH_LLAMA):

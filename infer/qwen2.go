@@ -22,5 +22,5 @@ func buildQwen2(f *gguf.File, b Backend, cfg BuildConfig) (Network, error) {
 	if err := refuseTensors(f, "qwen2", "output.bias"); err != nil {
 		return nil, err
 	}
-	return buildDense(f, b, cfg, hp, false)
+	return buildDense(f, b, cfg, hp, denseParts{})
 }

@@ -51,6 +51,9 @@ type qwen3 struct {
 	rows rowHead
 	// rowOuts are ForwardRows' output heads (batch.go).
 	rowOuts rowHeads
+
+	// gemma3's differences (gemma3.go); zero for the others.
+	gemma gemmaParts
 }
 
 type qwen3Layer struct {
@@ -60,6 +63,9 @@ type qwen3Layer struct {
 	// file has none. qNorm and kNorm are nil without q/k norms (qwen2,
 	// llama).
 	bq, bk, bv Weight
+	// attnPost and ffnPost norm the attention's and the FFN's outputs
+	// before the residual adds (gemma3's); nil for the others.
+	attnPost, ffnPost Weight
 }
 
 func buildQwen3(f *gguf.File, b Backend, cfg BuildConfig) (Network, error) {
@@ -67,13 +73,22 @@ func buildQwen3(f *gguf.File, b Backend, cfg BuildConfig) (Network, error) {
 	if err != nil {
 		return nil, err
 	}
-	return buildDense(f, b, cfg, hp, true)
+	return buildDense(f, b, cfg, hp, denseParts{qkNorm: true})
+}
+
+// denseParts are what a dense architecture's files have beyond the
+// weights every one has.
+type denseParts struct {
+	qkNorm    bool // attn_q_norm, attn_k_norm per head (qwen3, gemma3)
+	postNorms bool // post_attention_norm, post_ffw_norm (gemma3)
+	gemma     gemmaParts
 }
 
 // buildDense binds a dense transformer of qwen3's graph: qwen3 itself
-// (qkNorm: per-head q/k norms), and qwen2 and llama, which have none but
-// may have q/k/v biases and rotate by hp.Rope's mode and factors.
-func buildDense(f *gguf.File, b Backend, cfg BuildConfig, hp Hyperparams, qkNorm bool) (Network, error) {
+// (per-head q/k norms), qwen2 and llama, which have none but may have
+// q/k/v biases and rotate by hp.Rope's mode and factors, and gemma3 (its
+// parts).
+func buildDense(f *gguf.File, b Backend, cfg BuildConfig, hp Hyperparams, parts denseParts) (Network, error) {
 	if cfg.MaxBatch < 1 {
 		return nil, fmt.Errorf("%w: batch size %d", ErrBadShape, cfg.MaxBatch)
 	}
@@ -82,6 +97,7 @@ func buildDense(f *gguf.File, b Backend, cfg BuildConfig, hp Hyperparams, qkNorm
 		attn: Attn{Heads: hp.Heads, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim,
 			Scale: float32(1 / math.Sqrt(float64(hp.HeadDim)))},
 		layers: make([]qwen3Layer, hp.Layers),
+		gemma:  parts.gemma,
 	}
 	if hp.AttnScale != 0 {
 		n.attn.Scale = hp.AttnScale
@@ -114,9 +130,13 @@ func buildDense(f *gguf.File, b Backend, cfg BuildConfig, hp Hyperparams, qkNorm
 			wUp:      bind.weight(p+"ffn_up.weight", E, F),
 			wDown:    bind.weight(p+"ffn_down.weight", F, E),
 		}
-		if qkNorm {
+		if parts.qkNorm {
 			L.qNorm = bind.weight(p+"attn_q_norm.weight", D)
 			L.kNorm = bind.weight(p+"attn_k_norm.weight", D)
+		}
+		if parts.postNorms {
+			L.attnPost = bind.weight(p+"post_attention_norm.weight", E)
+			L.ffnPost = bind.weight(p+"post_ffw_norm.weight", E)
 		}
 		n.layers[i] = L
 	}
@@ -152,6 +172,11 @@ func buildDense(f *gguf.File, b Backend, cfg BuildConfig, hp Hyperparams, qkNorm
 func (n *qwen3) Hyperparams() Hyperparams { return n.hp }
 
 func (n *qwen3) KVSpec(ctx int) KVSpec {
+	if w := n.gemma.window; w > 0 {
+		// Without a windowed attention, positions past the window
+		// cannot run: the cache stops there (gemma3.go).
+		ctx = min(ctx, w)
+	}
 	return KVSpec{Layers: n.hp.Layers, Context: ctx, KVHeads: n.hp.KVHeads, HeadDim: n.hp.HeadDim}
 }
 
@@ -175,6 +200,9 @@ func (n *qwen3) blocks(lastOnly bool) {
 	b, eps := n.b, n.hp.RMSEps
 	b.Phase(profile.Embed)
 	n.rot.Embed(n.x, n.embd)
+	if n.gemma.embScale != 0 {
+		b.Scale(n.x, n.gemma.embScale)
+	}
 
 	for l, L := range n.layers {
 		b.Phase(profile.QKV)
@@ -189,8 +217,12 @@ func (n *qwen3) blocks(lastOnly bool) {
 			b.RMSNorm(n.q, n.q, L.qNorm, eps)
 			b.RMSNorm(n.k, n.k, L.kNorm, eps)
 		}
-		b.Rope(n.q, n.hp.Rope)
-		b.Rope(n.k, n.hp.Rope)
+		rope := n.hp.Rope
+		if n.gemma.local != nil && n.gemma.local[l] {
+			rope = n.gemma.localRope
+		}
+		b.Rope(n.q, rope)
+		b.Rope(n.k, rope)
 
 		b.Phase(profile.Attention)
 		b.StoreKV(l, n.k, n.v)
@@ -198,6 +230,9 @@ func (n *qwen3) blocks(lastOnly bool) {
 
 		b.Phase(profile.AttnOutput)
 		n.matmul(n.h, L.wo, n.att)
+		if L.attnPost != nil {
+			b.RMSNorm(n.h, n.h, L.attnPost, eps)
+		}
 		b.Add(n.x, n.x, n.h)
 
 		b.Phase(profile.FFN)
@@ -217,8 +252,15 @@ func (n *qwen3) ffn(L qwen3Layer, x, h, gate, up Tensor) {
 	b.RMSNorm(h, x, L.ffnNorm, n.hp.RMSEps)
 	n.matmul(gate, L.wGate, h)
 	n.matmul(up, L.wUp, h)
-	b.SwiGLU(gate, gate, up)
+	if n.gemma.geglu {
+		b.Gate(gate, up, gate, ActGELU)
+	} else {
+		b.SwiGLU(gate, gate, up)
+	}
 	n.matmul(h, L.wDown, gate)
+	if L.ffnPost != nil {
+		b.RMSNorm(h, h, L.ffnPost, n.hp.RMSEps)
+	}
 	b.Add(x, x, h)
 }
 

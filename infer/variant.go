@@ -46,6 +46,10 @@ var familyShapes = []struct {
 	{"Qwen2.5-3B", "3B", "qwen", ModelShape{"qwen2", 36, 2048, 16, 2, 128, 11008, 151936, true, false}},
 	{"Qwen2.5-7B", "7B", "qwen", ModelShape{"qwen2", 28, 3584, 28, 4, 128, 18944, 152064, false, false}},
 	{"Qwen2.5-14B", "14B", "qwen", ModelShape{"qwen2", 48, 5120, 40, 8, 128, 13824, 152064, false, false}},
+	{"Gemma-3-1B", "1B", "gemma", ModelShape{"gemma3", 26, 1152, 4, 1, 256, 6912, 262144, true, false}},
+	{"Gemma-3-4B", "4B", "gemma", ModelShape{"gemma3", 34, 2560, 8, 4, 256, 10240, 262208, true, false}},
+	{"Gemma-3-12B", "12B", "gemma", ModelShape{"gemma3", 48, 3840, 16, 8, 256, 15360, 262208, true, false}},
+	{"Gemma-3-27B", "27B", "gemma", ModelShape{"gemma3", 62, 5376, 32, 16, 128, 21504, 262208, true, false}},
 }
 
 // familyVariant names a shape of familyShapes (any tying, unrotated).
@@ -274,6 +278,8 @@ func archTitle(arch string) string {
 		return "Qwen" + arch[len("qwen"):]
 	case arch == "llama":
 		return "Llama"
+	case arch == "gemma3":
+		return "Gemma3"
 	}
 	return arch
 }

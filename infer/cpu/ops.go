@@ -362,6 +362,22 @@ func (b *Backend) AddBias(x infer.Tensor, bias infer.Weight) {
 	}
 }
 
+func (b *Backend) Scale(x infer.Tensor, s float32) {
+	if !b.ok() {
+		return
+	}
+	cx := b.tensorOf("Scale", x)
+	if cx == nil {
+		return
+	}
+	for i := range b.active(cx) {
+		row := cx.row(i)
+		for j := range row {
+			row[j] *= s
+		}
+	}
+}
+
 func (b *Backend) LastRow(dst, src infer.Tensor) {
 	if !b.ok() {
 		return

@@ -41,8 +41,9 @@ func loadSynth(t *testing.T, arch, backend string, typ gguf.Type) *infer.Model {
 	return m
 }
 
-// llama (RoPE on adjacent pairs, Llama 3's frequency factors, GQA) and
-// qwen2 (q/k/v biases, no q/k norms) decode on the GPU as on the CPU: a
+// llama (RoPE on adjacent pairs, Llama 3's frequency factors, GQA),
+// qwen2 (q/k/v biases, no q/k norms) and gemma3 (scaled embeddings,
+// post-norms, GELU, local layers' own RoPE) decode on the GPU as on the CPU: a
 // 12-token prompt in one pass, then one token a pass. In F32 nothing is
 // rounded between the ops but K, V and attention's f16s: the logits agree
 // to ~2e-6 of the largest until a K or V value that the two sides' f32
@@ -53,7 +54,7 @@ func loadSynth(t *testing.T, arch, backend string, typ gguf.Type) *infer.Model {
 // TestGreedyMatchesCPU's 3e-2, and so do their greedy tokens wherever the
 // CPU's top two are further apart than twice that.
 func TestDenseArchsGreedyMatchCPU(t *testing.T) {
-	for _, arch := range []string{"llama", "qwen2"} {
+	for _, arch := range []string{"llama", "qwen2", "gemma3"} {
 		for _, typ := range []gguf.Type{gguf.F32, gguf.Q8_0, gguf.Q4_K} {
 			t.Run(arch+"/"+typ.String(), func(t *testing.T) {
 				cpu := loadSynth(t, arch, "cpu", typ)

@@ -274,6 +274,24 @@ func (b *Backend) AddBias(xT infer.Tensor, biasW infer.Weight) {
 	b.dispatch(o, ceilDiv(x.cols, 256), min(x.rows, b.n), 1)
 }
 
+// Scale encodes unary.wgsl's SCALE in place.
+func (b *Backend) Scale(xT infer.Tensor, s float32) {
+	if !b.ready() {
+		return
+	}
+	x := b.tensorArg("Scale x", xT)
+	if x == nil {
+		return
+	}
+	defs := map[string]shaders.Const{"COLS": shaders.U32(x.cols), "XROWS": shaders.U32(x.rows), "SCALE": shaders.Flag(true),
+		"ALIAS_X": shaders.Flag(true), "S": shaders.F32(s)}
+	o := b.prepared(opKey{kind: "scale", a: x, f: s}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("unary", defs)
+		return k, []binding{whole(b.batchBuf), at(3, whole(x.buf))}, err
+	})
+	b.dispatch(o, ceilDiv(x.cols, 256), min(x.rows, b.n), 1)
+}
+
 func (b *Backend) LastRow(dstT, srcT infer.Tensor) {
 	if !b.ready() {
 		return

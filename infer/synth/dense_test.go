@@ -21,6 +21,7 @@ func TestDenseArchLayouts(t *testing.T) {
 	}{
 		{"llama", false, true, "llama-bpe", true, "<|start_header_id|>"},
 		{"qwen2", true, false, "qwen2", false, "<|im_start|>"},
+		{"gemma3", false, false, "qwen2", false, "<|im_start|>"},
 	} {
 		t.Run(tc.arch, func(t *testing.T) {
 			s := archShapes[tc.arch]["tiny"]
@@ -29,15 +30,21 @@ func TestDenseArchLayouts(t *testing.T) {
 			if a, _ := f.KV.String("general.architecture"); a != tc.arch {
 				t.Errorf("architecture %q", a)
 			}
-			for key, want := range map[string]uint64{"block_count": 2, "embedding_length": 256, "attention.head_count": 4,
-				"attention.head_count_kv": 2, "attention.key_length": 64} {
+			layers, kvHeads := uint64(2), uint64(2)
+			if tc.arch == "gemma3" {
+				layers, kvHeads = 6, 1
+			}
+			for key, want := range map[string]uint64{"block_count": layers, "embedding_length": 256, "attention.head_count": 4,
+				"attention.head_count_kv": kvHeads, "attention.key_length": 64} {
 				if got, ok := f.KV.Uint(tc.arch + "." + key); !ok || got != want {
 					t.Errorf("%s.%s = %d, %v; want %d", tc.arch, key, got, ok, want)
 				}
 			}
 			for name, want := range map[string]bool{
 				"blk.0.attn_q.bias": tc.bias, "blk.1.attn_k.bias": tc.bias, "blk.1.attn_v.bias": tc.bias,
-				"blk.0.attn_q_norm.weight": false, "blk.0.attn_k_norm.weight": false, "rope_freqs.weight": tc.ropeFreqs,
+				"blk.0.attn_q_norm.weight": tc.arch == "gemma3", "blk.0.attn_k_norm.weight": tc.arch == "gemma3",
+				"blk.1.post_attention_norm.weight": tc.arch == "gemma3", "blk.1.post_ffw_norm.weight": tc.arch == "gemma3",
+				"rope_freqs.weight":     tc.ropeFreqs,
 				"blk.1.ffn_down.weight": true, "output.weight": false,
 			} {
 				if _, ok := f.Tensor(name); ok != want {
@@ -46,6 +53,9 @@ func TestDenseArchLayouts(t *testing.T) {
 			}
 			if b, ok := f.Tensor("blk.0.attn_k.bias"); tc.bias && (!ok || b.Type != gguf.F32 || !equal(b.Shape, []int64{128})) {
 				t.Errorf("k bias %v %v", b.Type, b.Shape)
+			}
+			if w, ok := f.KV.Uint(tc.arch + ".attention.sliding_window"); ok != (tc.arch == "gemma3") || ok && w != 512 {
+				t.Errorf("sliding window %d, %v", w, ok)
 			}
 			if pre, _ := f.KV.String("tokenizer.ggml.pre"); pre != tc.pre {
 				t.Errorf("pre-tokenizer %q, want %q", pre, tc.pre)

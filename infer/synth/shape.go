@@ -34,6 +34,9 @@ type Shape struct {
 	// Llama3 is Llama 3's RoPE scaling, written as rope_freqs.weight
 	// (llama only; nil for none).
 	Llama3 *Llama3Rope
+	// Window is gemma3's attention.sliding_window (five of six layers
+	// attend within it).
+	Window int
 }
 
 // Llama3Rope is the llama3 rope_scaling of a Llama 3.x config.json, which
@@ -89,8 +92,8 @@ func (s Shape) arch() string {
 
 func (s Shape) hybrid() bool { return s.arch() == "qwen35" }
 
-// qkNorm says the attention norms q and k per head (qwen3, qwen35).
-func (s Shape) qkNorm() bool { return s.arch() == "qwen3" || s.hybrid() }
+// qkNorm says the attention norms q and k per head (qwen3, qwen35, gemma3).
+func (s Shape) qkNorm() bool { return s.arch() == "qwen3" || s.hybrid() || s.arch() == "gemma3" }
 
 // attention reports whether layer i is a full-attention layer.
 func (s Shape) attention(i int) bool {
@@ -182,8 +185,21 @@ var Qwen2Shapes = map[string]Shape{
 		Vocab: 152064, Context: 32768, RopeTheta: 1e6, RMSEps: 1e-6},
 }
 
+// Gemma3Shapes are Gemma 3's text shapes as their GGUF files have them
+// (1b; its 1152 wide rows are no multiple of 256: K-quants cannot store
+// it), and tiny, six layers (five local, one global) small enough for
+// tests. They carry Qwen's tokenizer, padded to Gemma's vocab size, not
+// Gemma's SentencePiece one.
+var Gemma3Shapes = map[string]Shape{
+	"tiny": {Name: "tiny", Arch: "gemma3", Layers: 6, Hidden: 256, Heads: 4, KVHeads: 1, HeadDim: 64, FFN: 512,
+		Vocab: qwenVocab, Tied: true, Context: 4096, RopeTheta: 1e6, RMSEps: 1e-6, Window: 512},
+	"1b": {Name: "1b", Arch: "gemma3", Layers: 26, Hidden: 1152, Heads: 4, KVHeads: 1, HeadDim: 256, FFN: 6912,
+		Vocab: gemma3Vocab, Tied: true, Context: 32768, RopeTheta: 1e6, RMSEps: 1e-6, Window: 512},
+}
+
 // archShapes are the shape tables by architecture.
-var archShapes = map[string]map[string]Shape{"qwen3": Shapes, "qwen35": Qwen35Shapes, "llama": LlamaShapes, "qwen2": Qwen2Shapes}
+var archShapes = map[string]map[string]Shape{"qwen3": Shapes, "qwen35": Qwen35Shapes, "llama": LlamaShapes, "qwen2": Qwen2Shapes,
+	"gemma3": Gemma3Shapes}
 
 // ShapeNames lists the qwen3 shape names, smallest model first.
 func ShapeNames() []string { return shapeNames(Shapes) }
@@ -205,7 +221,7 @@ func ShapeByName(name string) (Shape, error) { return ArchShape("qwen3", name) }
 func ArchShape(arch, name string) (Shape, error) {
 	shapes, ok := archShapes[strings.ToLower(arch)]
 	if !ok {
-		return Shape{}, fmt.Errorf("%w %q (want qwen3, qwen35, qwen2 or llama)", ErrUnknownArch, arch)
+		return Shape{}, fmt.Errorf("%w %q (want qwen3, qwen35, qwen2, llama or gemma3)", ErrUnknownArch, arch)
 	}
 	s, ok := shapes[strings.ToLower(name)]
 	if !ok {

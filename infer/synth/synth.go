@@ -196,6 +196,9 @@ func setMetadata(w *gguf.Writer, o Options, v vocab) {
 		w.Set(a+".ssm.time_step_rank", uint32(h.VHeads))
 		w.Set(a+".ssm.inner_size", uint32(h.VHeads*h.StateSize))
 	}
+	if s.Window > 0 {
+		w.Set(a+".attention.sliding_window", uint32(s.Window))
+	}
 	if s.arch() == "llama" {
 		// llama.cpp's Llama files say how many dims rotate (all).
 		w.Set(a+".rope.dimension_count", uint32(s.HeadDim))

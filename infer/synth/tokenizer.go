@@ -48,7 +48,10 @@ const (
 	// synthetic files keep the Qwen3 tokenizer and pad it to that size with
 	// unused [PADn] tokens, as the Qwen3 vocab itself is padded.
 	qwen35Vocab = 248320
-	maxVocab    = qwen35Vocab
+	// gemma3Vocab is Gemma 3 1B's embedding height (SentencePiece's
+	// 262,144 pieces).
+	gemma3Vocab = 262144
+	maxVocab    = gemma3Vocab
 	// minVocab leaves room for the 256 byte tokens, a few merges and the
 	// special tokens a truncated vocab keeps.
 	minVocab = 512

@@ -248,6 +248,9 @@ func plan(s Shape, typ gguf.Type, logitStd float64) []tensor {
 				ts = append(ts, norm(p+"attn_q_norm.weight", hd, 1), norm(p+"attn_k_norm.weight", hd, 1))
 			}
 			ts = append(ts, weight(p+"attn_output.weight", q, h, 2*inv(q)))
+			if s.arch() == "gemma3" {
+				ts = append(ts, norm(p+"post_attention_norm.weight", h, 1))
+			}
 		}
 		ffnNorm := "ffn_norm.weight"
 		if s.hybrid() {
@@ -259,6 +262,9 @@ func plan(s Shape, typ gguf.Type, logitStd float64) []tensor {
 			weight(p+"ffn_up.weight", h, f, inv(h)),
 			weight(p+"ffn_down.weight", f, h, 4*inv(f)),
 		)
+		if s.arch() == "gemma3" {
+			ts = append(ts, norm(p+"post_ffw_norm.weight", h, 1))
+		}
 	}
 	return ts
 }
