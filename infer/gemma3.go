@@ -27,9 +27,10 @@ func init() {
 // The norms' weights are stored with Gemma's "1 +" already added (llama.cpp's
 // converter does it), so they are plain RMS norms. Five of six layers
 // attend within a sliding window; attention here has no window yet, so a
-// model runs within its window only: the KV cache stops there (KVSpec) and
-// a pass past it fails with ErrContextFull, where the windowed layers
-// would start to differ from full attention.
+// model runs within its window only: the KV cache and the model's context
+// stop there (KVSpec, Model.build says so) and a pass past it fails with
+// ErrContextFull, where the windowed layers would start to differ from
+// full attention.
 type gemmaParts struct {
 	embScale  float32 // √n_embd, 0 for the other architectures
 	geglu     bool    // the FFN's gate is GELU (ActGELU), not SiLU
@@ -49,10 +50,6 @@ func gemma3Hyperparams(f *gguf.File) (Hyperparams, error) {
 	hp.AttnScale = float32(1 / math.Sqrt(float64(hp.HeadDim)))
 	if hp.Layers == 62 {
 		hp.AttnScale = float32(1 / math.Sqrt(float64(hp.Embed/hp.Heads)))
-	}
-	if w, ok := f.KV.Uint("gemma3.attention.sliding_window"); ok && w > 0 && int(w) < hp.ContextTrain {
-		// Positions past the window need windowed attention (see gemma3).
-		hp.ContextTrain = int(w)
 	}
 	return hp, nil
 }
