@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -67,5 +68,29 @@ func TestDenseArchsGreedyMatchCPU(t *testing.T) {
 				decodeBoth(t, cpu, gpuM, prompt, 16, rel)
 			})
 		}
+	}
+}
+
+// Chained greedy decoding (the token embedded on the device, argmax read
+// back a pass late) gives plain greedy decoding's tokens on these
+// architectures too: gemma3's embedding scale and llama's RoPE run in the
+// chained passes.
+func TestDenseArchsChainedGreedy(t *testing.T) {
+	for _, arch := range []string{"llama", "gemma3"} {
+		t.Run(arch, func(t *testing.T) {
+			plain, chained := loadSynth(t, arch, "gpu", gguf.Q8_0), loadSynth(t, arch, "gpu", gguf.Q8_0)
+			prompt := []int32{1, 5, 9, 13, 17, 21, 25, 29}
+			want, err := plain.Greedy(prompt, 12)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := chained.GreedyChained(prompt, 12)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("chained greedy tokens\n%v\nwant\n%v", got, want)
+			}
+		})
 	}
 }
