@@ -161,6 +161,13 @@ type Backend interface {
 	// Add sets dst = a + b element-wise. dst may equal a or b (the residual
 	// add is Add(x, x, y)).
 	Add(dst, a, b Tensor)
+	// AddBias adds the F32 vector bias (x.Cols() values) to each active
+	// row of x, in place: a projection's bias (qwen2's q, k and v), as
+	// ggml_add broadcasts it over the rows.
+	AddBias(x Tensor, bias Weight)
+	// Scale multiplies each active row of x by s, in place (ggml_scale:
+	// gemma3's embeddings by √n_embd).
+	Scale(x Tensor, s float32)
 	// LastRow copies the batch's last active row of src (row n−1) into the
 	// first row of dst, which has src.Cols() columns (usually one row).
 	LastRow(dst, src Tensor)

@@ -24,8 +24,10 @@ func TestForwardRowsMatchesForward(t *testing.T) {
 		"rotated-Q1_0": rotatedQwen3File,
 		"qwen35-Q1_0":  func(t *testing.T) *gguf.File { return qwen35File(t, gguf.Q1_0) },
 		"qwen35-Q8_0":  func(t *testing.T) *gguf.File { return qwen35File(t, gguf.Q8_0) },
+		"llama-Q8_0":   func(t *testing.T) *gguf.File { return denseFile(t, "llama", gguf.Q8_0, nil) },
+		"qwen2-Q8_0":   func(t *testing.T) *gguf.File { return denseFile(t, "qwen2", gguf.Q8_0, nil) },
 	}
-	for _, name := range []string{"Q1_0", "Q8_0", "rotated-Q1_0", "qwen35-Q1_0", "qwen35-Q8_0"} {
+	for _, name := range []string{"Q1_0", "Q8_0", "rotated-Q1_0", "qwen35-Q1_0", "qwen35-Q8_0", "llama-Q8_0", "qwen2-Q8_0"} {
 		t.Run(name, func(t *testing.T) {
 			m, err := infer.Load(files[name](t), infer.Options{Backend: "cpu", Context: 64, Batch: 16, Threads: 2})
 			if err != nil {

@@ -24,6 +24,9 @@ type Hyperparams struct {
 	Vocab        int // rows of token_embd.weight
 	TiedOutput   bool
 	Rope         Rope
+	// AttnScale is attention.scale, the attention's kq_scale where the file
+	// sets one; 0 means 1/sqrt(HeadDim).
+	AttnScale float32
 }
 
 // ReadHyperparams reads the dense-transformer keys of arch from f's metadata

@@ -184,6 +184,12 @@ func (m *Model) build(arch Architecture, name string, bopts BackendOptions, prog
 	}
 	net, err := arch.Build(m.File, b, BuildConfig{MaxBatch: m.maxBatch, Progress: progress})
 	if err == nil {
+		if kv := net.KVSpec(m.context).Context; kv < m.context {
+			// The network cannot run past kv positions (gemma3's
+			// sliding window): the model's context is that.
+			m.Notes = append(m.Notes, fmt.Sprintf("context %d capped at the %d positions this architecture runs", m.context, kv))
+			m.context, m.maxBatch = kv, min(m.maxBatch, kv)
+		}
 		err = b.NewKVCache(net.KVSpec(m.context))
 		if err != nil {
 			err = fmt.Errorf("KV cache for %d tokens: %w", m.context, err)

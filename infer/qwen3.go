@@ -16,13 +16,14 @@ func init() {
 	})
 }
 
-// qwen3 is the Qwen3 dense transformer (Bonsai 1.x):
+// qwen3 is the Qwen3 dense transformer (Bonsai 1.x), and the network that
+// qwen2 and llama files build too (qwen2.go, llama.go):
 //
 //	x = embed(tokens)
 //	for each layer:
 //	    h = rms(x)·attn_norm
-//	    q, k, v = Wq·h, Wk·h, Wv·h
-//	    q, k = rms_head(q)·q_norm, rms_head(k)·k_norm      (per head)
+//	    q, k, v = Wq·h + bq, Wk·h + bk, Wv·h + bv           (biases: qwen2's)
+//	    q, k = rms_head(q)·q_norm, rms_head(k)·k_norm      (per head; qwen3 only)
 //	    q, k = rope(q), rope(k)
 //	    x += Wo · attention(q, cache ∪ {k, v})
 //	    h = rms(x)·ffn_norm
@@ -50,11 +51,21 @@ type qwen3 struct {
 	rows rowHead
 	// rowOuts are ForwardRows' output heads (batch.go).
 	rowOuts rowHeads
+
+	// gemma3's differences (gemma3.go); zero for the others.
+	gemma gemmaParts
 }
 
 type qwen3Layer struct {
 	attnNorm, wq, wk, wv, qNorm, kNorm, wo Weight
 	ffnNorm, wGate, wUp, wDown             Weight
+	// bq, bk and bv are the projections' biases (qwen2's); nil when the
+	// file has none. qNorm and kNorm are nil without q/k norms (qwen2,
+	// llama).
+	bq, bk, bv Weight
+	// attnPost and ffnPost norm the attention's and the FFN's outputs
+	// before the residual adds (gemma3's); nil for the others.
+	attnPost, ffnPost Weight
 }
 
 func buildQwen3(f *gguf.File, b Backend, cfg BuildConfig) (Network, error) {
@@ -62,6 +73,22 @@ func buildQwen3(f *gguf.File, b Backend, cfg BuildConfig) (Network, error) {
 	if err != nil {
 		return nil, err
 	}
+	return buildDense(f, b, cfg, hp, denseParts{qkNorm: true})
+}
+
+// denseParts are what a dense architecture's files have beyond the
+// weights every one has.
+type denseParts struct {
+	qkNorm    bool // attn_q_norm, attn_k_norm per head (qwen3, gemma3)
+	postNorms bool // post_attention_norm, post_ffw_norm (gemma3)
+	gemma     gemmaParts
+}
+
+// buildDense binds a dense transformer of qwen3's graph: qwen3 itself
+// (per-head q/k norms), qwen2 and llama, which have none but may have
+// q/k/v biases and rotate by hp.Rope's mode and factors, and gemma3 (its
+// parts).
+func buildDense(f *gguf.File, b Backend, cfg BuildConfig, hp Hyperparams, parts denseParts) (Network, error) {
 	if cfg.MaxBatch < 1 {
 		return nil, fmt.Errorf("%w: batch size %d", ErrBadShape, cfg.MaxBatch)
 	}
@@ -70,6 +97,10 @@ func buildQwen3(f *gguf.File, b Backend, cfg BuildConfig) (Network, error) {
 		attn: Attn{Heads: hp.Heads, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim,
 			Scale: float32(1 / math.Sqrt(float64(hp.HeadDim)))},
 		layers: make([]qwen3Layer, hp.Layers),
+		gemma:  parts.gemma,
+	}
+	if hp.AttnScale != 0 {
+		n.attn.Scale = hp.AttnScale
 	}
 	E, F, V := int64(hp.Embed), int64(hp.FFN), int64(hp.Vocab)
 	qDim, kvDim := int64(hp.Heads*hp.HeadDim), int64(hp.KVHeads*hp.HeadDim)
@@ -85,23 +116,34 @@ func buildQwen3(f *gguf.File, b Backend, cfg BuildConfig) (Network, error) {
 	}
 	for i := range n.layers {
 		p := fmt.Sprintf("blk.%d.", i)
-		n.layers[i] = qwen3Layer{
+		L := qwen3Layer{
 			attnNorm: bind.weight(p+"attn_norm.weight", E),
 			wq:       bind.weight(p+"attn_q.weight", E, qDim),
 			wk:       bind.weight(p+"attn_k.weight", E, kvDim),
 			wv:       bind.weight(p+"attn_v.weight", E, kvDim),
-			qNorm:    bind.weight(p+"attn_q_norm.weight", D),
-			kNorm:    bind.weight(p+"attn_k_norm.weight", D),
+			bq:       bind.optional(p+"attn_q.bias", qDim),
+			bk:       bind.optional(p+"attn_k.bias", kvDim),
+			bv:       bind.optional(p+"attn_v.bias", kvDim),
 			wo:       bind.weight(p+"attn_output.weight", qDim, E),
 			ffnNorm:  bind.weight(p+"ffn_norm.weight", E),
 			wGate:    bind.weight(p+"ffn_gate.weight", E, F),
 			wUp:      bind.weight(p+"ffn_up.weight", E, F),
 			wDown:    bind.weight(p+"ffn_down.weight", F, E),
 		}
+		if parts.qkNorm {
+			L.qNorm = bind.weight(p+"attn_q_norm.weight", D)
+			L.kNorm = bind.weight(p+"attn_k_norm.weight", D)
+		}
+		if parts.postNorms {
+			L.attnPost = bind.weight(p+"post_attention_norm.weight", E)
+			L.ffnPost = bind.weight(p+"post_ffw_norm.weight", E)
+		}
+		n.layers[i] = L
 	}
 	if bind.err != nil {
 		return nil, bind.err
 	}
+	var err error
 	if n.rot, err = NewRotator(f, b, cfg.MaxBatch); err != nil {
 		return nil, err
 	}
@@ -130,6 +172,11 @@ func buildQwen3(f *gguf.File, b Backend, cfg BuildConfig) (Network, error) {
 func (n *qwen3) Hyperparams() Hyperparams { return n.hp }
 
 func (n *qwen3) KVSpec(ctx int) KVSpec {
+	if w := n.gemma.window; w > 0 {
+		// Without a windowed attention, positions past the window
+		// cannot run: the cache stops there (gemma3.go).
+		ctx = min(ctx, w)
+	}
 	return KVSpec{Layers: n.hp.Layers, Context: ctx, KVHeads: n.hp.KVHeads, HeadDim: n.hp.HeadDim}
 }
 
@@ -153,6 +200,9 @@ func (n *qwen3) blocks(lastOnly bool) {
 	b, eps := n.b, n.hp.RMSEps
 	b.Phase(profile.Embed)
 	n.rot.Embed(n.x, n.embd)
+	if n.gemma.embScale != 0 {
+		b.Scale(n.x, n.gemma.embScale)
+	}
 
 	for l, L := range n.layers {
 		b.Phase(profile.QKV)
@@ -160,10 +210,19 @@ func (n *qwen3) blocks(lastOnly bool) {
 		n.matmul(n.q, L.wq, n.h)
 		n.matmul(n.k, L.wk, n.h)
 		n.matmul(n.v, L.wv, n.h)
-		b.RMSNorm(n.q, n.q, L.qNorm, eps)
-		b.RMSNorm(n.k, n.k, L.kNorm, eps)
-		b.Rope(n.q, n.hp.Rope)
-		b.Rope(n.k, n.hp.Rope)
+		n.bias(n.q, L.bq)
+		n.bias(n.k, L.bk)
+		n.bias(n.v, L.bv)
+		if L.qNorm != nil {
+			b.RMSNorm(n.q, n.q, L.qNorm, eps)
+			b.RMSNorm(n.k, n.k, L.kNorm, eps)
+		}
+		rope := n.hp.Rope
+		if n.gemma.local != nil && n.gemma.local[l] {
+			rope = n.gemma.localRope
+		}
+		b.Rope(n.q, rope)
+		b.Rope(n.k, rope)
 
 		b.Phase(profile.Attention)
 		b.StoreKV(l, n.k, n.v)
@@ -171,6 +230,9 @@ func (n *qwen3) blocks(lastOnly bool) {
 
 		b.Phase(profile.AttnOutput)
 		n.matmul(n.h, L.wo, n.att)
+		if L.attnPost != nil {
+			b.RMSNorm(n.h, n.h, L.attnPost, eps)
+		}
 		b.Add(n.x, n.x, n.h)
 
 		b.Phase(profile.FFN)
@@ -190,8 +252,15 @@ func (n *qwen3) ffn(L qwen3Layer, x, h, gate, up Tensor) {
 	b.RMSNorm(h, x, L.ffnNorm, n.hp.RMSEps)
 	n.matmul(gate, L.wGate, h)
 	n.matmul(up, L.wUp, h)
-	b.SwiGLU(gate, gate, up)
+	if n.gemma.geglu {
+		b.Gate(gate, up, gate, ActGELU)
+	} else {
+		b.SwiGLU(gate, gate, up)
+	}
 	n.matmul(h, L.wDown, gate)
+	if L.ffnPost != nil {
+		b.RMSNorm(h, h, L.ffnPost, n.hp.RMSEps)
+	}
 	b.Add(x, x, h)
 }
 
@@ -239,6 +308,13 @@ func (n *qwen3) encode(batch Batch) {
 	n.matmul(n.logits, n.output, n.last)
 }
 
+// bias adds a projection's bias, if it has one.
+func (n *qwen3) bias(x Tensor, b Weight) {
+	if b != nil {
+		n.b.AddBias(x, b)
+	}
+}
+
 // matmul is dst = W·x, x first rotated when the file stores W rotated.
 func (n *qwen3) matmul(dst Tensor, w Weight, x Tensor) { n.b.MatMul(dst, w, n.rot.Input(w, x)) }
 
@@ -259,6 +335,14 @@ func newBinder(f *gguf.File, b Backend, progress func(done, total int64)) *binde
 		total += f.Tensors[i].Size
 	}
 	return &binder{f: f, b: b, progress: progress, total: total}
+}
+
+// optional binds a weight the file may lack: nil when it has none.
+func (bd *binder) optional(name string, shape ...int64) Weight {
+	if _, ok := bd.f.Tensor(name); !ok {
+		return nil
+	}
+	return bd.weight(name, shape...)
 }
 
 func (bd *binder) weight(name string, shape ...int64) Weight {

@@ -142,6 +142,11 @@ const (
 	ActSiLU
 	// ActSoftplus is logf(1+expf(x)), or x above 20 (ggml_softplus).
 	ActSoftplus
+	// ActGELU is the tanh GELU, 0.5·x·(1+tanh(√(2/π)·x·(1+0.044715·x²))),
+	// as ggml_gelu computes it: 0 at x ≤ −10, x at x ≥ 10, between them
+	// looked up for x rounded to f16 in a table of f16 results (ggml's
+	// GGML_GELU_FP16). Gate with it is ggml_geglu (gemma3's FFN).
+	ActGELU
 )
 
 func (a Act) String() string {
@@ -152,6 +157,8 @@ func (a Act) String() string {
 		return "silu"
 	case ActSoftplus:
 		return "softplus"
+	case ActGELU:
+		return "gelu"
 	}
 	return "unknown activation"
 }

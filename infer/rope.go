@@ -18,7 +18,36 @@ type Rope struct {
 	// OrigContext is the context the model was trained with
 	// (rope.scaling.original_context_length); used by YaRN only.
 	OrigContext int
+	// Mode says which values of a head form the rotated pairs.
+	Mode RopeMode
+	// Factors, if set, divide each pair's angle (ggml_rope_ext's
+	// freq_factors: Llama 3's rope_freqs.weight, its llama3 scaling baked
+	// into one factor per pair). A pointer keeps Rope comparable, so that
+	// backends can key angle tables by it.
+	Factors *FreqFactors
 }
+
+// RopeMode is how RoPE pairs the values of a head.
+type RopeMode uint8
+
+const (
+	// RopeNeoX rotates (j, j+Dims/2): llama.cpp's LLAMA_ROPE_TYPE_NEOX
+	// (qwen2, qwen3, gemma3).
+	RopeNeoX RopeMode = iota
+	// RopeNormal rotates adjacent values (2j, 2j+1): llama.cpp's
+	// LLAMA_ROPE_TYPE_NORM (llama, mistral).
+	RopeNormal
+)
+
+func (m RopeMode) String() string {
+	if m == RopeNormal {
+		return "normal"
+	}
+	return "neox"
+}
+
+// FreqFactors are the Dims/2 divisors of the pairs' angles.
+type FreqFactors struct{ Values []float32 }
 
 // CorrDims is ggml_rope_yarn_corr_dims: the range of rotation pairs over
 // which YaRN ramps from extrapolated to interpolated frequencies.
@@ -36,7 +65,7 @@ func (r Rope) corrDim(nRot float32) float32 {
 }
 
 // Angles fills cos[j] and sin[j], j < Dims/2, with the rotation of pair j at
-// position pos, magnitude scaling included. It follows ggml's CPU
+// position pos, magnitude scaling and frequency factors included. It follows ggml's CPU
 // ggml_rope_cache_init step by step (theta multiplied by theta_scale per pair
 // in f32, not raised to a power), so the CPU backend matches llama.cpp to the
 // last bit; the GPU may compute it its own way within rounding.
@@ -45,7 +74,11 @@ func (r Rope) Angles(pos int, cos, sin []float32) {
 	corr := r.CorrDims()
 	theta := float32(pos)
 	for j := 0; j < r.Dims/2; j++ {
-		c, s := r.yarn(theta, corr, 2*j)
+		t := theta
+		if r.Factors != nil {
+			t /= r.Factors.Values[j]
+		}
+		c, s := r.yarn(t, corr, 2*j)
 		cos[j], sin[j] = c, s
 		theta *= thetaScale
 	}

@@ -17,6 +17,8 @@ func TestRopeCorrDimsBonsai(t *testing.T) {
 func TestRopeAngles(t *testing.T) {
 	plain := Rope{HeadDim: 8, Dims: 8, Base: 10000, FreqScale: 1, AttnFactor: 1, BetaFast: 32, BetaSlow: 1}
 	yarn := Rope{HeadDim: 128, Dims: 128, Base: 1e6, FreqScale: 0.25, ExtFactor: 1, AttnFactor: 1, BetaFast: 32, BetaSlow: 1, OrigContext: 16384}
+	withFactors := plain
+	withFactors.Factors = &FreqFactors{Values: []float32{1, 2.5, 8, 32}}
 	mscale := 1 + 0.1*math.Log(4)
 	tests := []struct {
 		name string
@@ -28,6 +30,10 @@ func TestRopeAngles(t *testing.T) {
 		want func(j int) (theta, scale float64)
 	}{
 		{"position 0 is identity", plain, 0, 4, func(int) (float64, float64) { return 0, 1 }},
+		// ggml_rope_cache_init divides each pair's angle by its factor.
+		{"frequency factors divide the angles", withFactors, 7, 4, func(j int) (float64, float64) {
+			return 7 * math.Pow(10000, -2*float64(j)/8) / float64(withFactors.Factors.Values[j]), 1
+		}},
 		{"plain theta^(-2j/d)", plain, 7, 4, func(j int) (float64, float64) {
 			return 7 * math.Pow(10000, -2*float64(j)/8), 1
 		}},

@@ -20,6 +20,51 @@ type Variant struct {
 	TopP        float32
 	TopK        int
 	Think       bool
+	// family is the word a file of a familyShapes model names itself by
+	// ("llama", "qwen2"): without it the name says the shape only.
+	family string
+}
+
+// familyShapes are the shapes of well-known models of the other
+// architectures, as their GGUF files have them (tied or not). A shape names
+// a family and size, not a release: Qwen2 and Qwen2.5 share theirs, and so
+// do Llama 3 and 3.1 8B.
+var familyShapes = []struct {
+	name, size, family string
+	shape              ModelShape
+}{
+	{"Llama-3.2-1B", "1B", "llama", ModelShape{"llama", 16, 2048, 32, 8, 64, 8192, 128256, true, false}},
+	{"Llama-3.2-3B", "3B", "llama", ModelShape{"llama", 28, 3072, 24, 8, 128, 8192, 128256, true, false}},
+	{"Llama-3.1-8B", "8B", "llama", ModelShape{"llama", 32, 4096, 32, 8, 128, 14336, 128256, false, false}},
+	{"TinyLlama-1.1B", "1.1B", "llama", ModelShape{"llama", 22, 2048, 32, 4, 64, 5632, 32000, false, false}},
+	{"Llama-2-7B", "7B", "llama", ModelShape{"llama", 32, 4096, 32, 32, 128, 11008, 32000, false, false}},
+	{"Llama-2-13B", "13B", "llama", ModelShape{"llama", 40, 5120, 40, 40, 128, 13824, 32000, false, false}},
+	{"Mistral-7B", "7B", "mistral", ModelShape{"llama", 32, 4096, 32, 8, 128, 14336, 32000, false, false}},
+	{"Mistral-7B-v0.3", "7B", "mistral", ModelShape{"llama", 32, 4096, 32, 8, 128, 14336, 32768, false, false}},
+	{"Qwen2.5-0.5B", "0.5B", "qwen", ModelShape{"qwen2", 24, 896, 14, 2, 64, 4864, 151936, true, false}},
+	{"Qwen2.5-1.5B", "1.5B", "qwen", ModelShape{"qwen2", 28, 1536, 12, 2, 128, 8960, 151936, true, false}},
+	{"Qwen2.5-3B", "3B", "qwen", ModelShape{"qwen2", 36, 2048, 16, 2, 128, 11008, 151936, true, false}},
+	{"Qwen2.5-7B", "7B", "qwen", ModelShape{"qwen2", 28, 3584, 28, 4, 128, 18944, 152064, false, false}},
+	{"Qwen2.5-14B", "14B", "qwen", ModelShape{"qwen2", 48, 5120, 40, 8, 128, 13824, 152064, false, false}},
+	{"Gemma-3-1B", "1B", "gemma", ModelShape{"gemma3", 26, 1152, 4, 1, 256, 6912, 262144, true, false}},
+	{"Gemma-3-4B", "4B", "gemma", ModelShape{"gemma3", 34, 2560, 8, 4, 256, 10240, 262208, true, false}},
+	{"Gemma-3-12B", "12B", "gemma", ModelShape{"gemma3", 48, 3840, 16, 8, 256, 15360, 262208, true, false}},
+	{"Gemma-3-27B", "27B", "gemma", ModelShape{"gemma3", 62, 5376, 32, 16, 128, 21504, 262208, true, false}},
+}
+
+// familyVariant names a shape of familyShapes (any tying, unrotated).
+func familyVariant(s ModelShape) (Variant, bool) {
+	if s.Rotated {
+		return Variant{}, false
+	}
+	for _, f := range familyShapes {
+		t := s
+		t.Tied = f.shape.Tied
+		if t == f.shape {
+			return Variant{Name: f.name, Size: f.size, family: f.family}, true
+		}
+	}
+	return Variant{}, false
 }
 
 // ModelShape is the part of a model's hyperparameters that identifies it,
@@ -67,6 +112,11 @@ func ClassifyVariant(s ModelShape, weightTypes map[gguf.Type]int) Variant {
 		}
 		if b.shape == t {
 			size = b.size
+		}
+	}
+	if size == "" {
+		if v, ok := familyVariant(s); ok {
+			return v
 		}
 	}
 	if size == "" || len(weightTypes) == 0 {
@@ -131,7 +181,32 @@ func DetectVariant(f *gguf.File) Variant {
 			}
 		}
 	}
-	return releaseOrShape(ClassifyVariant(s, types), arch, namedBonsai(f))
+	v := ClassifyVariant(s, types)
+	if v.family != "" {
+		return familyOrShape(v, namedFamily(f, v.family))
+	}
+	return releaseOrShape(v, arch, namedBonsai(f))
+}
+
+// familyOrShape keeps a familyShapes name for a file that names itself of
+// that family, and says "-shaped" otherwise (bonsai synth's random
+// weights in a Llama's shape are no Llama).
+func familyOrShape(v Variant, named bool) Variant {
+	if !named {
+		v.Name += "-shaped"
+	}
+	return v
+}
+
+// namedFamily reports whether f's general name, base name or file name
+// contains the family's word.
+func namedFamily(f *gguf.File, word string) bool {
+	for _, key := range []string{"general.name", "general.basename"} {
+		if v, ok := f.KV.String(key); ok && strings.Contains(strings.ToLower(v), word) {
+			return true
+		}
+	}
+	return strings.Contains(strings.ToLower(filepath.Base(f.Path)), word)
 }
 
 // releaseOrShape keeps a Bonsai classification only for a file that says
@@ -201,6 +276,10 @@ func archTitle(arch string) string {
 		return "unknown"
 	case strings.HasPrefix(arch, "qwen"):
 		return "Qwen" + arch[len("qwen"):]
+	case arch == "llama":
+		return "Llama"
+	case arch == "gemma3":
+		return "Gemma3"
 	}
 	return arch
 }

@@ -32,7 +32,17 @@ func TestClassifyVariant(t *testing.T) {
 		{"mixed Q1_0 and Q8_0", b17, map[gguf.Type]int{gguf.Q1_0: 196, gguf.Q8_0: 1}, "Qwen3 (other)", false},
 		{"8B shape but tied", func() ModelShape { s := b8; s.Tied = true; return s }(), q1, "Qwen3 (other)", false},
 		{"1.7B with fewer layers", func() ModelShape { s := b17; s.Layers = 2; return s }(), q1, "Qwen3 (other)", false},
-		{"other arch", ModelShape{Arch: "llama"}, q1, "llama (other)", false},
+		{"other arch", ModelShape{Arch: "phi3"}, q1, "phi3 (other)", false},
+		{"Gemma 3 1B", ModelShape{"gemma3", 26, 1152, 4, 1, 256, 6912, 262144, true, false}, q1, "Gemma-3-1B", false},
+		{"llama of no known shape", ModelShape{Arch: "llama"}, q1, "Llama (other)", false},
+		{"Llama 3.2 1B", ModelShape{"llama", 16, 2048, 32, 8, 64, 8192, 128256, true, false}, map[gguf.Type]int{gguf.Q4_K: 100}, "Llama-3.2-1B", false},
+		{"Llama 3.1 8B tied still 8B", ModelShape{"llama", 32, 4096, 32, 8, 128, 14336, 128256, true, false}, q1, "Llama-3.1-8B", false},
+		{"Llama 2 7B", ModelShape{"llama", 32, 4096, 32, 32, 128, 11008, 32000, false, false}, q1, "Llama-2-7B", false},
+		{"Mistral 7B", ModelShape{"llama", 32, 4096, 32, 8, 128, 14336, 32000, false, false}, q1, "Mistral-7B", false},
+		{"TinyLlama", ModelShape{"llama", 22, 2048, 32, 4, 64, 5632, 32000, false, false}, q1, "TinyLlama-1.1B", false},
+		{"Qwen2.5 1.5B", ModelShape{"qwen2", 28, 1536, 12, 2, 128, 8960, 151936, true, false}, q1, "Qwen2.5-1.5B", false},
+		{"Qwen2.5 shape as qwen3 is no Qwen2.5", ModelShape{"qwen3", 28, 1536, 12, 2, 128, 8960, 151936, true, false}, q1, "Qwen3 (other)", false},
+		{"Llama with one layer fewer", ModelShape{"llama", 15, 2048, 32, 8, 64, 8192, 128256, true, false}, q1, "Llama (other)", false},
 		{"qwen35", ModelShape{Arch: "qwen35"}, q1, "Qwen35 (other)", false},
 		{"no weights", b17, nil, "Qwen3 (other)", false},
 		{"27B Q1_0", b27, map[gguf.Type]int{gguf.Q1_0: 497}, "Bonsai-27B", true},
@@ -115,6 +125,39 @@ func TestBonsaiShapeIsNotARelease(t *testing.T) {
 		f.Path = tc.path
 		if got := namedBonsai(f); got != tc.want {
 			t.Errorf("namedBonsai(%s, %v) = %v, want %v", tc.path, tc.kv, got, tc.want)
+		}
+	}
+}
+
+// A file in a known Llama or Qwen2.5 shape is named as that model only when
+// it names itself of the family; bonsai synth's are "-shaped".
+func TestFamilyShapeNaming(t *testing.T) {
+	v := ClassifyVariant(ModelShape{"llama", 16, 2048, 32, 8, 64, 8192, 128256, true, false}, nil)
+	for _, tc := range []struct {
+		path string
+		name string
+		want string
+	}{
+		{"/m/x.gguf", "bonsai-synth 1b Q4_K seed 1", "Llama-3.2-1B-shaped"},
+		{"/m/x.gguf", "Llama 3.2 1B Instruct", "Llama-3.2-1B"},
+		{"/m/Llama-3.2-1B-Instruct-Q4_K_M.gguf", "", "Llama-3.2-1B"},
+	} {
+		w := gguf.NewWriter()
+		w.Set("general.architecture", "llama")
+		if tc.name != "" {
+			w.Set("general.name", tc.name)
+		}
+		var buf bytes.Buffer
+		if _, err := w.WriteTo(&buf); err != nil {
+			t.Fatal(err)
+		}
+		f, err := gguf.Parse(buf.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Path = tc.path
+		if got := familyOrShape(v, namedFamily(f, v.family)); got.Name != tc.want || got.Size != "1B" || got.Bonsai {
+			t.Errorf("%s named %q: %+v, want %q", tc.path, tc.name, got, tc.want)
 		}
 	}
 }

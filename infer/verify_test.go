@@ -45,6 +45,8 @@ var verifyModels = []struct {
 	{"qwen3", gguf.Q4_K}, // repacked: gemm or gemv by the tokens of a product
 	{"qwen3", gguf.F16},  // batched or one-token f16 products
 	{"qwen35", gguf.Q2_0},
+	{"llama", gguf.Q8_0},
+	{"qwen2", gguf.Q8_0},
 }
 
 func ids(n int, seed int32) []int32 {

@@ -1,9 +1,11 @@
 // Element-wise activations of the hybrid layers, llama.cpp's f32 formulas:
 // UNARY dst = f(x); GATE dst = x ⊙ f(g); DECAY dst = softplus(x + bias)·a
-// with bias and a broadcast over rows (qwen35's DeltaNet decay). f is one
-// of SIGMOID, SILU, SOFTPLUS. Aliasing: ALIAS_X binds dst as x, ALIAS_G
+// with bias and a broadcast over rows (qwen35's DeltaNet decay); BIAS
+// dst = x + bias, bias broadcast over rows (a projection's bias); SCALE
+// dst = x·S. f is one of SIGMOID, SILU, SOFTPLUS, GELU (ggml's: x rounded to
+// f16, the tanh GELU rounded to f16, 0 below −10 and x above 10). Aliasing: ALIAS_X binds dst as x, ALIAS_G
 // binds dst as g (one read_write binding each time).
-// Constants: COLS, XROWS; flags UNARY, GATE, DECAY, SIGMOID, SILU,
+// Constants: COLS, XROWS, S (SCALE); flags UNARY, GATE, DECAY, BIAS, SCALE, SIGMOID, SILU, GELU,
 // SOFTPLUS, ALIAS_X, ALIAS_G.
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
@@ -26,6 +28,9 @@ fn getg(i: u32) -> f32 { return g[i]; }
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
 @group(0) @binding(5) var<storage, read> a: array<f32>;
 //#endif
+//#if BIAS
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+//#endif
 
 fn softplus(v: f32) -> f32 {
 	if (v > 20.0) {
@@ -34,7 +39,15 @@ fn softplus(v: f32) -> f32 {
 	return log(1.0 + exp(v));
 }
 
+fn f16round(v: f32) -> f32 {
+	return unpack2x16float(pack2x16float(vec2<f32>(v, 0.0))).x;
+}
+
 //#if DECAY
+//#else
+//#if BIAS
+//#else
+//#if SCALE
 //#else
 fn act(v: f32) -> f32 {
 //#if SIGMOID
@@ -46,7 +59,19 @@ fn act(v: f32) -> f32 {
 //#if SOFTPLUS
 	return softplus(v);
 //#endif
+//#if GELU
+	if (v <= -10.0) {
+		return 0.0;
+	}
+	if (v >= 10.0) {
+		return v;
+	}
+	let h = f16round(v);
+	return f16round(0.5 * h * (1.0 + tanh(0.79788456080286535587989211986876 * h * (1.0 + 0.044715 * h * h))));
+//#endif
 }
+//#endif
+//#endif
 //#endif
 
 @compute @workgroup_size(256)
@@ -65,5 +90,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 //#endif
 //#if DECAY
 	dst[i] = softplus(getx(i) + bias[j]) * a[j];
+//#endif
+//#if BIAS
+	dst[i] = getx(i) + bias[j];
+//#endif
+//#if SCALE
+	dst[i] = getx(i) * S;
 //#endif
 }

@@ -99,7 +99,10 @@ func describe(f *gguf.File, ctx int, out io.Writer) error {
 		}
 		row("shape", "%d layers, hidden %d, heads %d / kv %d, head_dim %d, ffn %d, vocab %d, %s",
 			hp.Layers, hp.Embed, hp.Heads, hp.KVHeads, hp.HeadDim, hp.FFN, hp.Vocab, output)
-		rope := fmt.Sprintf("theta %g", hp.Rope.Base)
+		rope := fmt.Sprintf("%s, theta %g", hp.Rope.Mode, hp.Rope.Base)
+		if _, ok := f.Tensor("rope_freqs.weight"); ok {
+			rope += ", frequency factors (rope_freqs)"
+		}
 		if hp.Rope.ExtFactor != 0 {
 			rope += fmt.Sprintf(", YaRN ×%g over %d", 1/hp.Rope.FreqScale, hp.Rope.OrigContext)
 		} else if hp.Rope.FreqScale != 1 {

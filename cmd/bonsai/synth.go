@@ -22,19 +22,19 @@ func init() {
 func runSynth(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("synth", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	arch := fs.String("arch", "qwen3", "architecture: qwen3 (Bonsai 1.x) or qwen35 (Bonsai 27B, Bonsai 2)")
-	shapeName := fs.String("shape", "tiny", "model shape: tiny, 1.7b, 4b or 8b (qwen3); tiny or 27b (qwen35)")
+	arch := fs.String("arch", "qwen3", "architecture: qwen3 (Bonsai 1.x), qwen35 (Bonsai 27B, Bonsai 2), qwen2 (Qwen2.5), llama (Llama 2/3.x, TinyLlama, Mistral) or gemma3 (Gemma 3)")
+	shapeName := fs.String("shape", "tiny", "model shape: tiny, 1.7b, 4b or 8b (qwen3); tiny or 27b (qwen35); tiny, 0.5b, 1.5b or 7b (qwen2); tiny, 1b, 3b, 8b, tinyllama-1.1b, llama2-7b or mistral-7b (llama); tiny or 1b (gemma3)")
 	typeName := fs.String("type", "q1_0", "type of every 2-D weight: q1_0, q2_0, q2_0_g128, pq2_0, ptq1_0, q4_0, q8_0, q4_k, q5_k, q6_k, f16, bf16, f32")
 	seed := fs.Uint64("seed", 1, "random seed (the same seed writes the same file)")
 	layers := fs.Int("layers", 0, "number of layers (0: the shape's)")
-	vocab := fs.Int("vocab", 0, "vocabulary size (0: the shape's; smaller keeps the first Qwen tokens, larger pads)")
+	vocab := fs.Int("vocab", 0, "vocabulary size (0: the shape's; smaller keeps the first Qwen (llama: Llama 3) tokens, larger pads)")
 	logitStd := fs.Float64("logit-std", synth.DefaultLogitStd, "spread of the logits")
 	rotation := fs.String("rotation", "auto", "Hadamard-rotated weights (prism.hadamard.*, Bonsai 2): auto (qwen35 in ptq1_0 or pq2_0), yes or no")
 	block := fs.Int("block", 0, "prism.hadamard.block_size of a rotated model (0: Bonsai 2's 1024 where the shape's widths allow it, else the largest power of two dividing them)")
 	twin := fs.String("twin", "", "also write the rotated model's unrotated F32 twin here (the same function with the rotation folded in; small shapes only)")
 	out := fs.String("o", "", "output GGUF file (required)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: bonsai synth [--arch qwen3|qwen35] --shape tiny|1.7b|4b|8b|27b --type q1_0 [--seed N] [--layers N] [--rotation auto|yes|no] [--block N] [--twin FILE] -o FILE")
+		fmt.Fprintln(stderr, "usage: bonsai synth [--arch qwen3|qwen35|qwen2|llama|gemma3] --shape tiny|1.7b|4b|8b|27b|… --type q1_0 [--seed N] [--layers N] [--rotation auto|yes|no] [--block N] [--twin FILE] -o FILE")
 		fs.PrintDefaults()
 	}
 	pos, err := parseArgs(fs, args)

@@ -16,9 +16,9 @@ func TestSynthCommand(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "m.gguf")
 	for _, bad := range [][]string{
-		{},                             // no -o
-		{"-o", out, "--shape", "70b"},  // unknown shape
-		{"-o", out, "--arch", "llama"}, // unknown architecture
+		{},                            // no -o
+		{"-o", out, "--shape", "70b"}, // unknown shape
+		{"-o", out, "--arch", "phi3"}, // unknown architecture
 		{"-o", out, "--arch", "qwen35", "--shape", "8b"}, // not a qwen35 shape
 		{"-o", out, "--arch", "qwen35", "--layers", "2"}, // fewer layers than the attention interval
 		{"-o", out, "--type", "q3_k"},                    // unsupported type
@@ -46,6 +46,30 @@ func TestSynthCommand(t *testing.T) {
 	}
 	if emb, ok := f.Tensor("token_embd.weight"); !ok || emb.Type != gguf.Q8_0 || emb.Shape[1] != 1024 {
 		t.Errorf("token_embd = %+v", emb)
+	}
+}
+
+// --arch llama writes a Llama 3-shaped file with its rope_freqs; its
+// variant is named by that shape.
+func TestSynthLlama(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "llama.gguf")
+	var stdout, stderr bytes.Buffer
+	if err := runSynth([]string{"--arch", "llama", "--type", "q8_0", "--vocab", "1024", "-o", out}, &stdout, &stderr); err != nil {
+		t.Fatalf("synth: %v\n%s", err, stderr.String())
+	}
+	f, err := gguf.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if a, _ := f.KV.String("general.architecture"); a != "llama" {
+		t.Errorf("architecture %q", a)
+	}
+	if _, ok := f.Tensor("rope_freqs.weight"); !ok {
+		t.Error("no rope_freqs.weight")
+	}
+	if n, _ := f.KV.Uint("llama.block_count"); n != 2 {
+		t.Errorf("block_count %d, want 2", n)
 	}
 }
 

@@ -173,7 +173,8 @@ func (b *Backend) Rope(x infer.Tensor, r infer.Rope) {
 	if cx == nil {
 		return
 	}
-	if r.HeadDim <= 0 || r.Dims <= 0 || r.Dims > r.HeadDim || r.Dims%2 != 0 || cx.cols%r.HeadDim != 0 {
+	if r.HeadDim <= 0 || r.Dims <= 0 || r.Dims > r.HeadDim || r.Dims%2 != 0 || cx.cols%r.HeadDim != 0 ||
+		(r.Factors != nil && len(r.Factors.Values) != r.Dims/2) {
 		b.fail(fmt.Errorf("%w: Rope of %s (%d cols) with head %d, %d rotated dims", infer.ErrBadShape, cx.name, cx.cols, r.HeadDim, r.Dims))
 		return
 	}
@@ -193,16 +194,22 @@ type ropeJob struct {
 
 func (j *ropeJob) run(lo, hi, _ int) {
 	half := j.r.Dims / 2
+	// Pair k is (k, k+half) in NeoX mode, (2k, 2k+1) in normal mode.
+	first, second := 1, half
+	if j.r.Mode == infer.RopeNormal {
+		first, second = 2, 1
+	}
 	for u := lo; u < hi; u++ {
 		i, h := u/j.heads, u%j.heads*j.r.HeadDim
 		c, s := j.cos[i*half:(i+1)*half], j.sin[i*half:(i+1)*half]
 		head := j.x.row(i)[h : h+j.r.Dims]
 		for k := range half {
-			x0, x1 := head[k], head[k+half]
+			a, b := k*first, k*first+second
+			x0, x1 := head[a], head[b]
 			// GCC contracts ggml's x0·cos − x1·sin into one FMA
 			// over the rounded x1·sin, and likewise the sum.
-			head[k] = quant.FMA32(x0, c[k], -(x1 * s[k]))
-			head[k+half] = quant.FMA32(x0, s[k], x1*c[k])
+			head[a] = quant.FMA32(x0, c[k], -(x1 * s[k]))
+			head[b] = quant.FMA32(x0, s[k], x1*c[k])
 		}
 	}
 }
@@ -331,6 +338,43 @@ func (j *addJob) run(lo, hi, _ int) {
 	x, y, d := j.x[lo:hi], j.y[lo:hi], j.d[lo:hi]
 	for i := range d {
 		d[i] = x[i] + y[i]
+	}
+}
+
+func (b *Backend) AddBias(x infer.Tensor, bias infer.Weight) {
+	if !b.ok() {
+		return
+	}
+	cx, cw := b.tensorOf("AddBias", x), b.weightOf("AddBias", bias)
+	if cx == nil || cw == nil {
+		return
+	}
+	if cw.typ != gguf.F32 || cw.rows != 1 || cw.cols != cx.cols {
+		b.fail(fmt.Errorf("%w: AddBias of %s (%v %s) to %s (%d cols)", infer.ErrBadShape, cw.name, cw.shape, cw.typ, cx.name, cx.cols))
+		return
+	}
+	w := f32s(cw.data)
+	for i := range b.active(cx) {
+		row := cx.row(i)
+		for j, v := range w {
+			row[j] += v
+		}
+	}
+}
+
+func (b *Backend) Scale(x infer.Tensor, s float32) {
+	if !b.ok() {
+		return
+	}
+	cx := b.tensorOf("Scale", x)
+	if cx == nil {
+		return
+	}
+	for i := range b.active(cx) {
+		row := cx.row(i)
+		for j := range row {
+			row[j] *= s
+		}
 	}
 }
 

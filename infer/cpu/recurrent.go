@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
@@ -203,11 +204,41 @@ func (b *Backend) actRow(dst, x []float32, f infer.Act) {
 		for i, v := range x {
 			dst[i] = softplus(v)
 		}
+	case infer.ActGELU:
+		for i, v := range x {
+			dst[i] = gelu(v)
+		}
 	}
 }
 
 func validAct(f infer.Act) bool {
-	return f == infer.ActSiLU || f == infer.ActSigmoid || f == infer.ActSoftplus
+	return f == infer.ActSiLU || f == infer.ActSigmoid || f == infer.ActSoftplus || f == infer.ActGELU
+}
+
+// geluTable is ggml's ggml_table_gelu_f16: for each f16 value h, the f16
+// of 0.5·h·(1+tanh(√(2/π)·h·(1+0.044715·h²))) computed in f32, 1+a·h·h
+// contracted into one FMA as GCC compiles ggml_gelu_f32.
+var geluTable = sync.OnceValue(func() []uint16 {
+	const a, s = float32(0.044715), float32(0.79788456080286535587989211986876)
+	t := make([]uint16, 1<<16)
+	for i := range t {
+		h := quant.F16ToF32(uint16(i))
+		inner := quant.FMA32(float32(a*h), h, 1)
+		th := float32(math.Tanh(float64(float32(float32(s*h) * inner))))
+		t[i] = quant.F32ToF16(float32(0.5*h) * (1 + th))
+	}
+	return t
+})
+
+// gelu is ggml_vec_gelu_f32 with GGML_GELU_FP16 (ggml's default).
+func gelu(x float32) float32 {
+	switch {
+	case x <= -10:
+		return 0
+	case x >= 10:
+		return x
+	}
+	return quant.F16ToF32(geluTable()[quant.F32ToF16(x)])
 }
 
 // Unary applies f to each active row; SiLU's blocks of 16 start at each

@@ -1,5 +1,7 @@
 package gpu
 
+import "github.com/bonsai-chat/bonsai/infer"
+
 // fuseRules are the pass-wide facts fuse needs.
 type fuseRules struct {
 	// batch1: the pass decodes one token (Begin's batch of one); only then
@@ -198,7 +200,12 @@ func (f *fuser) op(n *node) {
 // on its tensor, over heads of the Rope's width: the norm is taken out of
 // the waiting values. Nothing else can wait on the tensor (opHeadNorm
 // computed it first), so the norm+RoPE reads what the norm would have.
+// The fused kernels (norm_rope, qk_rope_store, the attention prologues)
+// rotate NeoX pairs only: a normal-mode Rope runs on its own.
 func (f *fuser) normRope(n *node) (value, bool) {
+	if n.rope.Mode != infer.RopeNeoX {
+		return value{}, false
+	}
 	for i, v := range f.live {
 		if v.kind != vHeadNorm || v.dst != n.x || v.w.k*v.w.m != n.rope.HeadDim {
 			continue

@@ -198,6 +198,8 @@ func actFlag(f infer.Act) string {
 		return "SILU"
 	case infer.ActSoftplus:
 		return "SOFTPLUS"
+	case infer.ActGELU:
+		return "GELU"
 	}
 	return ""
 }

@@ -106,7 +106,8 @@ func (b *Backend) Rope(xT infer.Tensor, r infer.Rope) {
 	if x == nil {
 		return
 	}
-	if r.HeadDim <= 0 || r.Dims <= 0 || r.Dims > r.HeadDim || r.Dims%2 != 0 || x.cols%r.HeadDim != 0 {
+	if r.HeadDim <= 0 || r.Dims <= 0 || r.Dims > r.HeadDim || r.Dims%2 != 0 || x.cols%r.HeadDim != 0 ||
+		(r.Factors != nil && len(r.Factors.Values) != r.Dims/2) {
 		b.shapeErr("Rope: head %d, dims %d over rows of %d", r.HeadDim, r.Dims, x.cols)
 		return
 	}
@@ -145,7 +146,7 @@ func (b *Backend) rope(x *tensor, r infer.Rope, table *wgpu.Buffer) {
 	o := b.prepared(opKey{kind: "rope", a: x, b: r}, func() (*kernel, []binding, error) {
 		k, err := b.d.kernel("rope", map[string]shaders.Const{
 			"COLS": shaders.U32(x.cols), "HEAD_DIM": shaders.U32(r.HeadDim), "DIMS": shaders.U32(r.Dims),
-			"XROWS": shaders.U32(x.rows), "CTX": shaders.U32(ctx)})
+			"XROWS": shaders.U32(x.rows), "CTX": shaders.U32(ctx), "NORMAL": shaders.Flag(r.Mode == infer.RopeNormal)})
 		return k, []binding{whole(b.batchBuf), whole(table), whole(x.buf)}, err
 	})
 	b.dispatch(o, ceilDiv(x.cols/r.HeadDim*r.Dims/2, 64), b.active(x), 1)

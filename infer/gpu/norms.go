@@ -253,6 +253,45 @@ func (b *Backend) Add(dstT, aT, bT infer.Tensor) {
 	b.record(node{op: opAdd, dst: dst, x: x, y: y})
 }
 
+// AddBias encodes unary.wgsl's BIAS in place.
+func (b *Backend) AddBias(xT infer.Tensor, biasW infer.Weight) {
+	if !b.ready() {
+		return
+	}
+	x := b.tensorArg("AddBias x", xT)
+	if x == nil {
+		return
+	}
+	bias := b.vectorArg("AddBias bias", biasW, x.cols)
+	if bias == nil {
+		return
+	}
+	defs := map[string]shaders.Const{"COLS": shaders.U32(x.cols), "XROWS": shaders.U32(x.rows), "BIAS": shaders.Flag(true), "ALIAS_X": shaders.Flag(true)}
+	o := b.prepared(opKey{kind: "addbias", a: x, c: bias}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("unary", defs)
+		return k, []binding{whole(b.batchBuf), at(3, whole(x.buf)), at(4, whole(bias.chunks[0].buf))}, err
+	})
+	b.dispatch(o, ceilDiv(x.cols, 256), min(x.rows, b.n), 1)
+}
+
+// Scale encodes unary.wgsl's SCALE in place.
+func (b *Backend) Scale(xT infer.Tensor, s float32) {
+	if !b.ready() {
+		return
+	}
+	x := b.tensorArg("Scale x", xT)
+	if x == nil {
+		return
+	}
+	defs := map[string]shaders.Const{"COLS": shaders.U32(x.cols), "XROWS": shaders.U32(x.rows), "SCALE": shaders.Flag(true),
+		"ALIAS_X": shaders.Flag(true), "S": shaders.F32(s)}
+	o := b.prepared(opKey{kind: "scale", a: x, f: s}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel("unary", defs)
+		return k, []binding{whole(b.batchBuf), at(3, whole(x.buf))}, err
+	})
+	b.dispatch(o, ceilDiv(x.cols, 256), min(x.rows, b.n), 1)
+}
+
 func (b *Backend) LastRow(dstT, srcT infer.Tensor) {
 	if !b.ready() {
 		return

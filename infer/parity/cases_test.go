@@ -88,6 +88,24 @@ var modelCases = []modelCase{
 	{name: "qwen35-q8_0", arch: "qwen35", typ: gguf.Q8_0, vocab: 4096, prompts: []string{promptProse, promptDates}},
 	{name: "qwen35-bf16", arch: "qwen35", typ: gguf.BF16, vocab: 4096, prompts: []string{"Hello, world! Hello, bonsai!", promptDates}},
 	{name: "qwen35-f32", arch: "qwen35", typ: gguf.F32, vocab: 4096, prompts: []string{"1, 1, 2, 3, 5, 8, 13,", promptProse}},
+
+	// llama: synth's tiny (Llama 3's structure: GQA, RoPE on adjacent
+	// pairs with Llama 3.2's rope_freqs), Llama 3's tokenizer cut to 4096.
+	{name: "llama-f16", arch: "llama", typ: gguf.F16, vocab: 4096, prompts: []string{"To be, or not to be: that is", promptCode}},
+	{name: "llama-q8_0", arch: "llama", typ: gguf.Q8_0, vocab: 4096, prompts: []string{promptProse, promptDates}},
+	{name: "llama-q4_k", arch: "llama", typ: gguf.Q4_K, vocab: 4096, prompts: []string{"SELECT name FROM users WHERE id = 42;", promptCode}},
+	{name: "llama-q4_k-untied", arch: "llama", typ: gguf.Q4_K, vocab: 4096, untied: true, prompts: []string{"Once upon a time, in a land far away,", promptDates}},
+	// qwen2: synth's tiny (q/k/v biases, no q/k norms, NeoX RoPE).
+	{name: "qwen2-f16", arch: "qwen2", typ: gguf.F16, vocab: 4096, prompts: []string{"Hello, world! Hello, bonsai!", promptCode}},
+	{name: "qwen2-q8_0", arch: "qwen2", typ: gguf.Q8_0, vocab: 4096, prompts: []string{promptDates, promptProse}},
+	{name: "qwen2-q4_k", arch: "qwen2", typ: gguf.Q4_K, vocab: 4096, prompts: []string{"The mitochondria is the powerhouse", promptCode}},
+	{name: "qwen2-q8_0-untied", arch: "qwen2", typ: gguf.Q8_0, vocab: 4096, untied: true, prompts: []string{"Roses are red, violets are blue", promptProse}},
+	// gemma3: synth's tiny (six layers, five local with their own RoPE
+	// base, one global; scaled embeddings, post-norms, GELU FFN), its
+	// prompts within the sliding window.
+	{name: "gemma3-f16", arch: "gemma3", typ: gguf.F16, vocab: 4096, prompts: []string{"To be, or not to be: that is", promptDates}},
+	{name: "gemma3-q8_0", arch: "gemma3", typ: gguf.Q8_0, vocab: 4096, prompts: []string{promptProse, promptCode}},
+	{name: "gemma3-q4_k", arch: "gemma3", typ: gguf.Q4_K, vocab: 4096, prompts: []string{"SELECT name FROM users WHERE id = 42;", promptDates}},
 }
 
 // golden is llama.cpp's answer for one case, with what it takes to rebuild

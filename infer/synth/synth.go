@@ -1,6 +1,7 @@
-// Package synth writes synthetic Qwen3 (Bonsai 1.x) and Qwen3.5 (qwen35:
-// Bonsai 27B, Bonsai 2) GGUF models: the real architecture, shapes and Qwen3
-// tokenizer with seeded random weights, every 2-D weight in one chosen type
+// Package synth writes synthetic Qwen3 (Bonsai 1.x), Qwen3.5 (qwen35:
+// Bonsai 27B, Bonsai 2), Qwen2.5 (qwen2) and Llama (llama) GGUF models: the
+// real architecture, shapes and tokenizer (Qwen's, or Llama 3's for llama)
+// with seeded random weights, every 2-D weight in one chosen type
 // and the norms in F32, as PrismML's files store them. They exercise loaders, kernels and speed without downloading
 // a real model, and, being decisive by construction, they make good parity
 // tests against llama.cpp.
@@ -33,6 +34,11 @@ type Options struct {
 	// (rope.scaling.type = yarn); the context becomes Factor times the
 	// original one.
 	YaRN *YaRN
+	// Linear, if above 1, makes the RoPE linearly scaled by it
+	// (rope.scaling.type = linear: positions divided by Linear, as Llama 2
+	// long-context fine-tunes are); the context becomes Linear times the
+	// shape's.
+	Linear float64
 }
 
 // YaRN is a YaRN RoPE scaling: the frequencies of a model trained on
@@ -54,6 +60,9 @@ func (o Options) validate() error {
 		if t.typ == o.Type && t.shape[0]%bs != 0 {
 			return fmt.Errorf("synth: shape %s: %s's width %d is not a multiple of the %s block size %d", o.Shape.Name, t.name, t.shape[0], o.Type, bs)
 		}
+	}
+	if o.Linear != 0 && (!(o.Linear > 1) || o.YaRN != nil) {
+		return fmt.Errorf("synth: linear RoPE factor %g (want > 1, and no YaRN)", o.Linear)
 	}
 	if y := o.YaRN; y != nil && (!(y.Factor > 1) || y.OrigContext < 1) {
 		return fmt.Errorf("synth: YaRN factor %g, original context %d", y.Factor, y.OrigContext)
@@ -91,7 +100,7 @@ func Write(path string, o Options) error {
 	if o.LogitStd == 0 {
 		o.LogitStd = DefaultLogitStd
 	}
-	voc, err := qwen3Vocab(o.Shape.Vocab)
+	voc, err := vocabFor(o.Shape)
 	if err != nil {
 		return err
 	}
@@ -155,6 +164,9 @@ func setMetadata(w *gguf.Writer, o Options, v vocab) {
 	if y := o.YaRN; y != nil {
 		ctx = uint32(float64(y.OrigContext) * y.Factor)
 	}
+	if o.Linear > 1 {
+		ctx = uint32(float64(s.Context) * o.Linear)
+	}
 	w.Set(a+".context_length", ctx)
 	w.Set(a+".embedding_length", uint32(s.Hidden))
 	w.Set(a+".feed_forward_length", uint32(s.FFN))
@@ -169,6 +181,10 @@ func setMetadata(w *gguf.Writer, o Options, v vocab) {
 		w.Set(a+".rope.scaling.factor", float32(y.Factor))
 		w.Set(a+".rope.scaling.original_context_length", uint32(y.OrigContext))
 	}
+	if o.Linear > 1 {
+		w.Set(a+".rope.scaling.type", "linear")
+		w.Set(a+".rope.scaling.factor", float32(o.Linear))
+	}
 	if s.hybrid() {
 		h := s.Hybrid
 		w.Set(a+".rope.dimension_count", uint32(h.RopeDims))
@@ -180,14 +196,24 @@ func setMetadata(w *gguf.Writer, o Options, v vocab) {
 		w.Set(a+".ssm.time_step_rank", uint32(h.VHeads))
 		w.Set(a+".ssm.inner_size", uint32(h.VHeads*h.StateSize))
 	}
+	if s.Window > 0 {
+		w.Set(a+".attention.sliding_window", uint32(s.Window))
+	}
+	if s.arch() == "llama" {
+		// llama.cpp's Llama files say how many dims rotate (all).
+		w.Set(a+".rope.dimension_count", uint32(s.HeadDim))
+		w.Set(a+".vocab_size", uint32(s.Vocab))
+	}
 	w.Set("tokenizer.ggml.model", "gpt2")
-	w.Set("tokenizer.ggml.pre", "qwen2")
+	w.Set("tokenizer.ggml.pre", v.pre)
 	w.Set("tokenizer.ggml.tokens", v.tokens)
 	w.Set("tokenizer.ggml.token_type", v.types)
 	w.Set("tokenizer.ggml.merges", v.merges)
 	w.Set("tokenizer.ggml.bos_token_id", uint32(v.bos))
 	w.Set("tokenizer.ggml.eos_token_id", uint32(v.eos))
-	w.Set("tokenizer.ggml.padding_token_id", uint32(v.pad))
-	w.Set("tokenizer.ggml.add_bos_token", false)
-	w.Set("tokenizer.chat_template", qwen3ChatTemplate)
+	if v.pad >= 0 {
+		w.Set("tokenizer.ggml.padding_token_id", uint32(v.pad))
+	}
+	w.Set("tokenizer.ggml.add_bos_token", v.addBOS)
+	w.Set("tokenizer.chat_template", v.template)
 }

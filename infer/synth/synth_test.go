@@ -369,8 +369,8 @@ func TestQwen35Shapes(t *testing.T) {
 	if _, err := ArchShape("qwen35", "8b"); !errors.Is(err, ErrUnknownShape) {
 		t.Errorf("qwen35 8b: %v, want ErrUnknownShape", err)
 	}
-	if _, err := ArchShape("llama", "tiny"); !errors.Is(err, ErrUnknownArch) {
-		t.Errorf("llama: %v, want ErrUnknownArch", err)
+	if _, err := ArchShape("phi3", "tiny"); !errors.Is(err, ErrUnknownArch) {
+		t.Errorf("phi3: %v, want ErrUnknownArch", err)
 	}
 }
 

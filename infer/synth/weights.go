@@ -25,6 +25,9 @@ type tensor struct {
 	rowSpread float64
 	// negExp stores −exp(value) instead (qwen35's ssm_a = −exp(A_log)).
 	negExp bool
+	// values, if set, are the tensor's values (one row), drawn from nothing
+	// (rope_freqs).
+	values []float32
 	// ternary draws each row as a·{−1, 0, 1} instead, uniformly, with a
 	// of the same standard deviation (times the row's scale): the stored
 	// weights of a rotated model, which every ternary-capable codec keeps
@@ -127,6 +130,13 @@ func fillChunk(dst []byte, t tensor, seed uint64, chunk int64, ne0, rowBytes int
 	rng := stream(seed, t.name, chunk)
 	row := make([]float32, ne0)
 	for off := 0; off < len(dst); off += rowBytes {
+		if t.values != nil {
+			copy(row, t.values)
+			if err := quant.QuantizeRow(t.typ, row, dst[off:off+rowBytes]); err != nil {
+				return fmt.Errorf("synth: quantizing %s to %s: %w", t.name, t.typ, err)
+			}
+			continue
+		}
 		if t.ternary {
 			ternaryRow(row, t, rng)
 			if err := quant.QuantizeRow(t.typ, row, dst[off:off+rowBytes]); err != nil {
@@ -209,6 +219,9 @@ func plan(s Shape, typ gguf.Type, logitStd float64) []tensor {
 		ts = append(ts, out)
 	}
 	ts = append(ts, norm("output_norm.weight", h, g))
+	if s.Llama3 != nil {
+		ts = append(ts, tensor{name: "rope_freqs.weight", typ: gguf.F32, shape: []int64{hd / 2}, values: s.Llama3.factors(s.HeadDim, s.RopeTheta)})
+	}
 	for i := range s.Layers {
 		p := fmt.Sprintf("blk.%d.", i)
 		ts = append(ts, norm(p+"attn_norm.weight", h, 1))
@@ -225,10 +238,19 @@ func plan(s Shape, typ gguf.Type, logitStd float64) []tensor {
 			ts = append(ts,
 				weight(p+"attn_k.weight", h, kv, inv(h)),
 				weight(p+"attn_v.weight", h, kv, inv(h)),
-				norm(p+"attn_q_norm.weight", hd, 1),
-				norm(p+"attn_k_norm.weight", hd, 1),
-				weight(p+"attn_output.weight", q, h, 2*inv(q)),
 			)
+			if s.arch() == "qwen2" {
+				// Biases about half the projections' spread (each
+				// projection's values are ~N(0, 1)).
+				ts = append(ts, bias(p+"attn_q.bias", q), bias(p+"attn_k.bias", kv), bias(p+"attn_v.bias", kv))
+			}
+			if s.qkNorm() {
+				ts = append(ts, norm(p+"attn_q_norm.weight", hd, 1), norm(p+"attn_k_norm.weight", hd, 1))
+			}
+			ts = append(ts, weight(p+"attn_output.weight", q, h, 2*inv(q)))
+			if s.arch() == "gemma3" {
+				ts = append(ts, norm(p+"post_attention_norm.weight", h, 1))
+			}
 		}
 		ffnNorm := "ffn_norm.weight"
 		if s.hybrid() {
@@ -240,11 +262,18 @@ func plan(s Shape, typ gguf.Type, logitStd float64) []tensor {
 			weight(p+"ffn_up.weight", h, f, inv(h)),
 			weight(p+"ffn_down.weight", f, h, 4*inv(f)),
 		)
+		if s.arch() == "gemma3" {
+			ts = append(ts, norm(p+"post_ffw_norm.weight", h, 1))
+		}
 	}
 	return ts
 }
 
 func inv(n int64) float64 { return 1 / math.Sqrt(float64(n)) }
+
+func bias(name string, n int64) tensor {
+	return tensor{name: name, typ: gguf.F32, shape: []int64{n}, std: 0.5}
+}
 
 func norm(name string, n int64, mean float64) tensor {
 	return tensor{name: name, typ: gguf.F32, shape: []int64{n}, mean: mean, std: 0.1 * mean}
