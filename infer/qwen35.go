@@ -386,9 +386,12 @@ func (n *qwen35) matmul(dst Tensor, w Weight, x Tensor) {
 // trunk runs the embedding and the layers over the batch, leaving the
 // residual stream in x: the part of a pass that Forward and ForwardAll
 // share.
-func (n *qwen35) trunk(batch Batch) {
+func (n *qwen35) trunk(batch Batch) { n.trunkBegun(func() { n.b.Begin(batch) }) }
+
+// trunkBegun is trunk after begin starts the pass (over a batch or rows).
+func (n *qwen35) trunkBegun(begin func()) {
 	b, eps := n.b, n.p.RMSEps
-	b.Begin(batch)
+	begin()
 
 	b.Phase(profile.Embed)
 	n.rot.Embed(n.x, n.embd)

@@ -229,6 +229,7 @@ type Scheduler struct {
 	outs   []int
 	owners []*slot // the slot each output row belongs to
 	work   []float32
+	hidden []float32 // an Embed pass's hidden rows
 }
 
 type job struct {
@@ -237,6 +238,7 @@ type job struct {
 	submitted time.Time
 
 	drafted, accepted int
+	embed             *embedding // an Embed job, not a generation
 }
 
 // slot is a region of the KV cache and the request using it.
@@ -443,6 +445,12 @@ func (s *Scheduler) assign() {
 		s.stats.Busy = s.busy() + 1
 		s.mu.Unlock()
 
+		if j.embed != nil {
+			// The slot whose cache holds least: an embedding reuses none
+			// of it (every token's hidden state is wanted).
+			s.runEmbed(slices.MinFunc(free, func(a, b *slot) int { return len(a.tokens) - len(b.tokens) }), j)
+			continue
+		}
 		best, shared := free[0], -1
 		for _, sl := range free {
 			if n := s.reusable(sl, j.req.Prompt); n > shared {
