@@ -9,6 +9,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	aopt "github.com/anthropics/anthropic-sdk-go/v2/option"
 	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 )
 
 func (s *testServer) anthropic() anthropic.Client {
@@ -212,3 +213,7 @@ func TestAnthropicErrors(t *testing.T) {
 		})
 	}
 }
+
+// optionSeed sets the request's seed (llama-server's extension, which the
+// Responses API lacks).
+func optionSeed(seed int) option.RequestOption { return option.WithJSONSet("seed", seed) }
