@@ -11,6 +11,8 @@ import (
 
 	ollama "github.com/ollama/ollama/api"
 	oai "github.com/openai/openai-go/v3"
+
+	"github.com/bonsai-chat/bonsai/infer/serve"
 )
 
 func (s *testServer) ollama(t *testing.T) *ollama.Client {
@@ -235,5 +237,20 @@ func TestOllamaErrors(t *testing.T) {
 				t.Errorf("%d %s", r.status, r.body)
 			}
 		})
+	}
+}
+
+// Every new route bounds its body and refuses it in its API's shape.
+func TestNewRoutesBoundTheBody(t *testing.T) {
+	load := serve.LoadOptions{ID: testModel, Slots: 1, Context: 384, Threads: 2, Backend: "cpu"}
+	s := startServerOpts(t, serve.Options{MaxBody: 1024}, load, nil)
+	big := `{"model":"tiny","input":"` + strings.Repeat("x", 2048) + `"}`
+	for path, shape := range map[string]string{
+		"/v1/messages": `"type":"request_too_large"`, "/v1/responses": `"code":"request_too_large"`, "/v1/embeddings": `"code":"request_too_large"`,
+		"/api/chat": `{"error":"the request body is over 1024 bytes"}`, "/api/generate": `{"error":`, "/api/embed": `{"error":`,
+	} {
+		if r := post(t, s, path, big); r.status != 413 || !strings.Contains(r.body, shape) {
+			t.Errorf("%s: %d %s", path, r.status, r.body)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package serve
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 
@@ -121,6 +120,3 @@ func (e *eventStream) send(name string, v any) error {
 	}
 	return nil
 }
-
-// errUnsupported marks a request field this server refuses by name.
-var errUnsupported = errors.New("unsupported")

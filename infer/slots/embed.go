@@ -3,6 +3,7 @@ package slots
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/bonsai-chat/bonsai/infer"
 )
@@ -11,16 +12,17 @@ import (
 // once run.
 type embedding struct {
 	tokens []int32
+	sum    []float64 // of the hidden rows run so far
 	vec    []float32
 }
 
 // Embed runs tokens through the model as a sequence of their own, in a free
 // slot between the steps of the generations, and returns the mean of their
 // final-norm hidden states (llama.cpp's mean pooling): Embed values, not
-// normalised. It waits for a slot as Submit's requests do, and its passes
-// hold the other slots' next tokens back for as long as they take (a
-// prefill of the same tokens would, in smaller pieces). The slot's cache
-// keeps the tokens, as after a prompt.
+// normalised. It waits for a slot as Submit's requests do; its tokens run a
+// pass at a time between the generations' steps, in chunks no longer than
+// a prompt's beside decoding streams. The slot's cache keeps the tokens, as
+// after a prompt.
 func (s *Scheduler) Embed(ctx context.Context, tokens []int32) ([]float32, error) {
 	if len(tokens) == 0 {
 		return nil, fmt.Errorf("%w: no tokens to embed", infer.ErrBadShape)
@@ -42,7 +44,7 @@ func (s *Scheduler) Embed(ctx context.Context, tokens []int32) ([]float32, error
 		cancel()
 		return nil, ErrClosed
 	}
-	s.queue = append(s.queue, &job{req: Request{Prompt: tokens}, st: st, embed: e})
+	s.queue = append(s.queue, &job{req: Request{Prompt: tokens}, st: st, embed: e, submitted: time.Now()})
 	s.stats.Queued = len(s.queue)
 	s.mu.Unlock()
 	s.poke()
@@ -61,47 +63,86 @@ func (s *Scheduler) Embed(ctx context.Context, tokens []int32) ([]float32, error
 	}
 }
 
-// runEmbed runs an Embed job in the free slot sl, pass by pass.
-func (s *Scheduler) runEmbed(sl *slot, j *job) {
-	e, m := j.embed, s.m
-	E, B := m.Hparams.Embed, m.MaxBatch()
-	if n := min(len(e.tokens), B) * E; len(s.hidden) < n {
-		s.hidden = make([]float32, n)
-	}
-	sum := make([]float64, E)
-	sl.tokens, sl.own = sl.tokens[:0], 0
-	finish := func(reason string, err error) {
-		s.mu.Lock()
-		s.stats.Requests++
-		s.stats.PromptTokens += int64(len(sl.tokens))
-		s.stats.Busy = s.busy()
-		s.mu.Unlock()
-		j.st.finish(Result{Reason: reason, Err: err, PromptTokens: len(e.tokens), Slot: sl.index})
-	}
-	for start := 0; start < len(e.tokens); start += B {
-		if j.st.ctx.Err() != nil {
-			finish("cancelled", nil)
-			return
+// startEmbed gives the free slot sl to an Embed job: its tokens run a
+// pass at a time (embedStep), beside the generations' steps.
+func (s *Scheduler) startEmbed(sl *slot, j *job) {
+	*sl = slot{index: sl.index, base: sl.base, tokens: sl.tokens[:0], job: j, prompt: j.embed.tokens, started: time.Now()}
+	j.embed.sum = make([]float64, s.m.Hparams.Embed)
+}
+
+// generating counts the slots busy with generations.
+func (s *Scheduler) generating() int {
+	n := 0
+	for _, sl := range s.slots {
+		if sl.job != nil && sl.job.embed == nil {
+			n++
 		}
-		chunk := e.tokens[start:min(start+B, len(e.tokens))]
-		if err := m.Hidden(chunk, start, sl.base, s.hidden); err != nil {
+	}
+	return n
+}
+
+// embedStep runs the next pass of each Embed job: as many tokens as a
+// prompt's chunk takes, fewer while generations are decoding (their next
+// tokens wait for it, as for a prefill's).
+func (s *Scheduler) embedStep() {
+	m, E := s.m, s.m.Hparams.Embed
+	B := m.MaxBatch()
+	if s.generating() > 0 {
+		B = min(B, prefillWhileDecoding)
+	}
+	for _, sl := range s.slots {
+		j := sl.job
+		if j == nil || j.embed == nil {
+			continue
+		}
+		e := j.embed
+		chunk := e.tokens[sl.done:min(sl.done+B, len(e.tokens))]
+		if n := len(chunk) * E; len(s.hidden) < n {
+			s.hidden = make([]float32, n)
+		}
+		t0 := time.Now()
+		if err := m.Hidden(chunk, sl.done, sl.base, s.hidden); err != nil {
 			sl.tokens = sl.tokens[:0] // what the failed pass left is unknown
 			if !s.batched {
 				m.Drop()
 			}
-			finish("error", err)
-			return
+			s.finish(sl, "error", err)
+			continue
 		}
+		took := time.Since(t0).Seconds()
 		for i := range chunk {
 			for c, v := range s.hidden[i*E : (i+1)*E] {
-				sum[c] += float64(v)
+				e.sum[c] += float64(v)
 			}
 		}
 		sl.tokens = append(sl.tokens, chunk...)
+		sl.done += len(chunk)
+		s.mu.Lock()
+		s.stats.Passes++
+		s.stats.PromptTokens += int64(len(chunk))
+		s.stats.PromptSeconds += took
+		s.mu.Unlock()
+		if sl.done == len(e.tokens) {
+			e.vec = make([]float32, E)
+			for c, v := range e.sum {
+				e.vec[c] = float32(v / float64(len(e.tokens)))
+			}
+			s.finish(sl, "stop", nil)
+		}
 	}
-	e.vec = make([]float32, E)
-	for c, v := range sum {
-		e.vec[c] = float32(v / float64(len(e.tokens)))
+}
+
+// finish ends the slot's job: a generation (end), or an Embed job.
+func (s *Scheduler) finish(sl *slot, reason string, err error) {
+	j := sl.job
+	if j.embed == nil {
+		s.end(sl, reason, err)
+		return
 	}
-	finish("stop", nil)
+	sl.job, sl.prompt = nil, nil
+	s.mu.Lock()
+	s.stats.Requests++
+	s.stats.Busy = s.busy()
+	s.mu.Unlock()
+	j.st.finish(Result{Reason: reason, Err: err, PromptTokens: len(j.embed.tokens), Queued: sl.started.Sub(j.submitted), Slot: sl.index})
 }

@@ -383,7 +383,10 @@ func (s *Scheduler) run() {
 			<-s.wake
 			continue
 		}
-		s.step()
+		if s.generating() > 0 {
+			s.step()
+		}
+		s.embedStep()
 	}
 }
 
@@ -402,7 +405,7 @@ func (s *Scheduler) busy() int {
 func (s *Scheduler) reap() {
 	for _, sl := range s.slots {
 		if sl.job != nil && sl.job.st.ctx.Err() != nil {
-			s.end(sl, "cancelled", nil)
+			s.finish(sl, "cancelled", nil)
 		}
 	}
 	s.mu.Lock()
@@ -448,7 +451,7 @@ func (s *Scheduler) assign() {
 		if j.embed != nil {
 			// The slot whose cache holds least: an embedding reuses none
 			// of it (every token's hidden state is wanted).
-			s.runEmbed(slices.MinFunc(free, func(a, b *slot) int { return len(a.tokens) - len(b.tokens) }), j)
+			s.startEmbed(slices.MinFunc(free, func(a, b *slot) int { return len(a.tokens) - len(b.tokens) }), j)
 			continue
 		}
 		best, shared := free[0], -1
@@ -543,7 +546,7 @@ func (s *Scheduler) step() {
 	}
 	var chunks []chunk
 	for _, sl := range s.slots {
-		if sl.job == nil || sl.decoding || len(s.rows) >= budget {
+		if sl.job == nil || sl.decoding || sl.job.embed != nil || len(s.rows) >= budget {
 			continue
 		}
 		if !s.batched && len(s.rows) > 0 {
@@ -566,7 +569,7 @@ func (s *Scheduler) step() {
 	took := time.Since(t0).Seconds()
 	if err != nil {
 		for _, sl := range s.slots {
-			if sl.job != nil {
+			if sl.job != nil && sl.job.embed == nil {
 				sl.tokens = sl.tokens[:0] // what the failed pass left is unknown
 				s.end(sl, "error", err)
 			}
