@@ -129,6 +129,14 @@ type anthropicUsage struct {
 	CacheReadInputTokens int `json:"cache_read_input_tokens"`
 }
 
+// anthropicUsageOf is a generation's usage in Anthropic's terms: the
+// prompt's tokens split into those read from the cache (the same
+// conversation's earlier turns, as usageOf tells them) and the others.
+func anthropicUsageOf(o outcome) anthropicUsage {
+	r := o.res
+	return anthropicUsage{InputTokens: r.PromptTokens - r.Resumed, OutputTokens: r.CompletionTokens, CacheReadInputTokens: r.Resumed}
+}
+
 // anthropicFail writes an error in Anthropic's shape.
 func anthropicFail(e *apiError, w http.ResponseWriter) {
 	typ := e.typ
@@ -170,7 +178,7 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request, m *Mo
 		return
 	}
 	resp := anthropicResponse{ID: id, Type: "message", Role: "assistant", Model: m.ID, Content: []anthropicOut{},
-		Usage: anthropicUsage{InputTokens: o.res.PromptTokens, OutputTokens: o.res.CompletionTokens, CacheReadInputTokens: o.res.Resumed}}
+		Usage: anthropicUsageOf(o)}
 	if th := c.out.reasoning.String(); th != "" {
 		sig := ""
 		resp.Content = append(resp.Content, anthropicOut{Type: "thinking", Thinking: &th, Signature: &sig})
@@ -299,7 +307,7 @@ func (s *Server) anthropicStream(w http.ResponseWriter, r *http.Request, m *Mode
 	reason, seq := anthropicStop(o, c)
 	if es.send("message_delta", map[string]any{"type": "message_delta",
 		"delta": map[string]any{"stop_reason": reason, "stop_sequence": seq},
-		"usage": map[string]int{"input_tokens": o.res.PromptTokens, "output_tokens": o.res.CompletionTokens, "cache_read_input_tokens": o.res.Resumed}}) != nil {
+		"usage": anthropicUsageOf(o)}) != nil {
 		return
 	}
 	es.send("message_stop", map[string]string{"type": "message_stop"})

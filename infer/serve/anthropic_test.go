@@ -105,8 +105,8 @@ func TestAnthropicMessagesWithSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if count.InputTokens != msg.Usage.InputTokens {
-		t.Errorf("count_tokens %d, the message's input %d", count.InputTokens, msg.Usage.InputTokens)
+	if u := msg.Usage; count.InputTokens != u.InputTokens+u.CacheReadInputTokens {
+		t.Errorf("count_tokens %d, the message's input %d + %d cached", count.InputTokens, u.InputTokens, u.CacheReadInputTokens)
 	}
 }
 
