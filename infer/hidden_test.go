@@ -62,9 +62,11 @@ func TestHiddenIsTheOutputHeadsInput(t *testing.T) {
 			}
 			last := hidden[(len(tokens)-1)*E:]
 			// The backend's products round activations to 8 bits for
-			// quantized weights: a few parts in a thousand of the
-			// largest logit.
-			if d := worst(head(last)); d > 0.02 {
+			// quantized weights: measured 0.5-0.6 % of the largest logit
+			// (Q1_0, Q4_K, qwen35 Q2_0), 0.03 % for F16.
+			d := worst(head(last))
+			t.Logf("output·hidden(last) is %.3g of the largest logit from Forward's", d)
+			if d > 0.02 {
 				t.Errorf("output·hidden(last) is %.3g of the largest logit from Forward's logits", d)
 			}
 			if d := worst(head(hidden[:E])); d < 0.1 {
