@@ -230,6 +230,35 @@ type Scheduler struct {
 	owners []*slot // the slot each output row belongs to
 	work   []float32
 	hidden []float32 // an Embed pass's hidden rows
+	// stepping holds back the ends of the generations a step finishes
+	// (ended) until the step's counters are in the stats: a client that
+	// reads /metrics as soon as its reply ends finds its tokens counted.
+	stepping bool
+	ended    []ending
+}
+
+type ending struct {
+	st  *Stream
+	res Result
+}
+
+// finishStream ends a stream now, or at the end of the step under way.
+func (s *Scheduler) finishStream(st *Stream, r Result) {
+	if s.stepping {
+		s.ended = append(s.ended, ending{st, r})
+		return
+	}
+	st.finish(r)
+}
+
+// stepDone ends the streams the step finished.
+func (s *Scheduler) stepDone() {
+	s.stepping = false
+	for _, e := range s.ended {
+		e.st.finish(e.res)
+	}
+	clear(s.ended)
+	s.ended = s.ended[:0]
 }
 
 type job struct {
@@ -509,6 +538,8 @@ const prefillWhileDecoding = 128
 // step runs one pass: a row for every decoding slot, then prompt chunks of
 // prefilling slots in the room left, and samples where logits came out.
 func (s *Scheduler) step() {
+	s.stepping = true
+	defer s.stepDone()
 	s.rows, s.outs, s.owners = s.rows[:0], s.outs[:0], s.owners[:0]
 	budget := s.m.MaxBatch()
 	prompted, decoded, drafted := 0, 0, 0
@@ -768,7 +799,7 @@ func (s *Scheduler) end(sl *slot, reason string, err error) {
 	s.stats.CachedTokens += int64(res.CachedTokens)
 	s.stats.Busy = s.busy()
 	s.mu.Unlock()
-	j.st.finish(res)
+	s.finishStream(j.st, res)
 }
 
 func logSumExp(x []float32) float32 {
