@@ -17,6 +17,10 @@ type Remote struct {
 	APIKeyEnv   string `toml:"api_key_env"`
 	Model       string `toml:"model"`        // the server's model ("": the first it lists)
 	ContextSize int    `toml:"context_size"` // when the server does not report it
+	// Protocol is the API the replies are asked in: "chat" (Chat
+	// Completions, the default), "responses" (OpenAI's Responses) or
+	// "anthropic" (Anthropic's Messages), at the same base_url.
+	Protocol string `toml:"protocol"`
 }
 
 // RemoteFor resolves --remote: a configured remote's name, or a base URL
@@ -30,6 +34,9 @@ func (c *Config) RemoteFor(nameOrURL string) (Remote, error) {
 		r := c.Remotes[i]
 		if r.BaseURL == "" {
 			return Remote{}, fmt.Errorf("%w: [[remote]] %q has no base_url", ErrInvalid, name)
+		}
+		if !slices.Contains([]string{"", "chat", "responses", "anthropic"}, r.Protocol) {
+			return Remote{}, fmt.Errorf("%w: [[remote]] %q has protocol %q: chat, responses or anthropic", ErrInvalid, name, r.Protocol)
 		}
 		return r, nil
 	}

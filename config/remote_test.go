@@ -19,6 +19,16 @@ context_size = 32768
 
 [[remote]]
 name = "nokey"
+
+[[remote]]
+name = "claude"
+base_url = "http://gpu-box:8080/v1"
+protocol = "anthropic"
+
+[[remote]]
+name = "grpc"
+base_url = "http://gpu-box:8080/v1"
+protocol = "grpc"
 `
 	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
@@ -37,7 +47,10 @@ name = "nokey"
 	if r, err := c.RemoteFor("http://other:8080/v1"); err != nil || r.BaseURL != "http://other:8080/v1" {
 		t.Errorf("a URL: %+v, %v", r, err)
 	}
-	for _, name := range []string{"nokey", "missing"} {
+	if r, err := c.RemoteFor("claude"); err != nil || r.Protocol != "anthropic" {
+		t.Errorf("claude: %+v, %v", r, err)
+	}
+	for _, name := range []string{"nokey", "missing", "grpc"} {
 		if _, err := c.RemoteFor(name); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v", name, err)
 		}

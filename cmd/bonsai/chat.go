@@ -158,7 +158,8 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 		if r.APIKeyEnv != "" {
 			key = os.Getenv(r.APIKeyEnv)
 		}
-		return remote.Options{BaseURL: r.BaseURL, APIKey: key, Model: r.Model, Name: r.Name, Context: r.ContextSize}
+		proto, _ := remote.ParseProtocol(r.Protocol) // RemoteFor checked it
+		return remote.Options{BaseURL: r.BaseURL, APIKey: key, Model: r.Model, Name: r.Name, Context: r.ContextSize, Protocol: proto}
 	}
 	resolve := func(name string) (remote.Options, error) {
 		r, err := cfg.RemoteFor(name)

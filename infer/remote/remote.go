@@ -86,6 +86,8 @@ type Options struct {
 	// HTTPClient, if set, sends the requests (its redirect policy is
 	// replaced: see noForeignRedirects).
 	HTTPClient *http.Client
+	// Protocol is the API the replies are asked in ("": ChatCompletions).
+	Protocol Protocol
 }
 
 // Engine implements engine.Client over HTTP.
@@ -447,7 +449,7 @@ func (e *Engine) generate(ctx context.Context, r engine.GenerateRequest) {
 	start := time.Now()
 	stats := engine.Stats{ContextSize: e.context}
 	done := func(reason string) { e.emit(engine.Done{Reason: reason, Stats: stats}) }
-	body, err := e.requestBody(r)
+	body, err := e.requestBodyFor(r)
 	if err != nil {
 		e.emit(engine.Error{Err: err})
 		done("stopped")
@@ -462,7 +464,7 @@ func (e *Engine) generate(ctx context.Context, r engine.GenerateRequest) {
 	watch := newSilence(reqCancel, e.opts.FirstTokenTimeout,
 		fmt.Errorf("%w after %s: the server may be overloaded or the prompt too long for it", ErrNoFirstToken, e.opts.FirstTokenTimeout))
 	defer watch.stop()
-	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, e.base+"/chat/completions", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, e.base+e.path(), bytes.NewReader(body))
 	if err != nil {
 		e.emit(engine.Error{Err: err})
 		done("stopped")
@@ -471,6 +473,7 @@ func (e *Engine) generate(ctx context.Context, r engine.GenerateRequest) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	e.auth(req)
+	e.protocolHeaders(req)
 	fail := func(err error) {
 		if ctx.Err() != nil { // Stop: not an error
 			done("stopped")
@@ -492,7 +495,7 @@ func (e *Engine) generate(ctx context.Context, r engine.GenerateRequest) {
 		fail(e.statusError(resp))
 		return
 	}
-	if err := e.notWebPage(resp, "/chat/completions"); err != nil {
+	if err := e.notWebPage(resp, e.path()); err != nil {
 		fail(err)
 		return
 	}
@@ -536,42 +539,41 @@ func (e *Engine) generate(ctx context.Context, r engine.GenerateRequest) {
 		if !first.IsZero() {
 			watch.reset(e.opts.IdleTimeout, stalled)
 		}
-		if data == "[DONE]" {
-			break
-		}
-		var chunk streamChunk
-		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
-			fail(fmt.Errorf("%w: a stream event is not JSON: %.200s", ErrServer, data))
+		ev, err := e.decodeEvent(data)
+		if err != nil {
+			fail(err)
 			return
 		}
-		if chunk.Error != nil {
-			fail(fmt.Errorf("%w: %s", ErrServer, clip(chunk.Error.message())))
+		if !out(ev.reasoning, true) || !out(ev.content, false) {
 			return
 		}
-		for _, c := range chunk.Choices {
-			if !out(c.Delta.ReasoningContent+c.Delta.Reasoning, true) || !out(c.Delta.Content, false) {
-				return
-			}
-			if c.Delta.Content != "" || c.Delta.ReasoningContent != "" || c.Delta.Reasoning != "" {
-				tokens++
-			}
-			if c.FinishReason != nil && *c.FinishReason != "" {
-				finish = *c.FinishReason
-			}
+		if ev.content != "" || ev.reasoning != "" {
+			tokens++
 		}
-		if u := chunk.Usage; u != nil {
-			stats.PrefillTokens = u.PromptTokens
-			stats.ContextUsed = u.TotalTokens
+		if ev.finish != "" {
+			finish = ev.finish
+		}
+		if u := ev.usage; u != nil {
+			if u.PromptTokens > 0 {
+				stats.PrefillTokens = u.PromptTokens
+			}
 			if u.CompletionTokens > 0 {
 				tokens = u.CompletionTokens
+			}
+			stats.ContextUsed = u.TotalTokens
+			if u.TotalTokens == 0 && stats.PrefillTokens > 0 { // Anthropic's last usage counts only the output
+				stats.ContextUsed = stats.PrefillTokens + tokens
 			}
 		}
 		stats.DecodeTokens = tokens
 		if !first.IsZero() && tokens > 1 {
 			stats.DecodeTPS = float64(tokens-1) / time.Since(first).Seconds()
 		}
-		if len(chunk.Choices) > 0 && !e.emit(stats) {
+		if ev.reply && !e.emit(stats) {
 			return
+		}
+		if ev.end {
+			break
 		}
 	}
 	for _, s := range think.Flush() {

@@ -205,6 +205,8 @@ type chatCall struct {
 	machine *grammar.Machine // the constraint's start; nil: none
 	think   *bool            // the reply opens with reasoning; nil: it is constrained, no reasoning
 	tools   bool
+	// out is the one reply's parse where generate ran it (pipeline.go)
+	out *chatOut
 }
 
 // choiceGen is choice i's settings: its own seed, so that the choices

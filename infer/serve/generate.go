@@ -253,6 +253,7 @@ type piece struct {
 // outcome is how a generation ended.
 type outcome struct {
 	finish string // "stop", "length"
+	stop   string // the stop string that ended it, if one did
 	res    slots.Result
 	err    error // the generation failed
 }
@@ -301,7 +302,7 @@ func run(ctx context.Context, m *Model, prompt []int32, g gen, c slots.Constrain
 	o.res = st.Result()
 	switch {
 	case hit:
-		o.finish = "stop"
+		o.finish, o.stop = "stop", stops.matched
 	case o.res.Reason == "error":
 		o.err = o.res.Err
 	case o.res.Reason == "cancelled":

@@ -23,8 +23,9 @@ func heldSuffix(t string, marks []string) int {
 // stopMatcher finds the request's stop strings in the streamed text,
 // holding back what could be the start of one.
 type stopMatcher struct {
-	stops []string
-	held  string
+	stops   []string
+	held    string
+	matched string // the stop string found
 }
 
 // feed returns the text that may go out and whether a stop string came
@@ -35,7 +36,7 @@ func (m *stopMatcher) feed(s string) (string, bool) {
 	best := -1
 	for _, st := range m.stops {
 		if i := strings.Index(t, st); i >= 0 && (best < 0 || i < best) {
-			best = i
+			best, m.matched = i, st
 		}
 	}
 	if best >= 0 {

@@ -104,6 +104,20 @@ func New(opts Options) *Server {
 	s.route("POST /tokenize", true, s.tokenize)
 	s.route("POST /detokenize", true, s.detokenize)
 	s.route("GET /metrics", true, s.serveMetrics)
+	s.route("POST /v1/responses", true, s.responses)
+	s.route("POST /v1/embeddings", true, s.embeddings)
+	s.route("POST /embeddings", true, s.embeddings)
+	s.routeAs("POST /v1/messages", true, anthropicFail, s.anthropicMessages)
+	s.routeAs("POST /v1/messages/count_tokens", true, anthropicFail, s.anthropicCountTokens)
+	s.routeAs("GET /{$}", false, ollamaFail, s.ollamaRoot)
+	s.routeAs("GET /api/version", false, ollamaFail, s.ollamaVersion)
+	s.routeAs("GET /api/tags", true, ollamaFail, s.ollamaTags)
+	s.routeAs("GET /api/ps", true, ollamaFail, s.ollamaPS)
+	s.routeAs("POST /api/show", true, ollamaFail, s.ollamaShow)
+	s.routeAs("POST /api/chat", true, ollamaFail, s.ollamaChat)
+	s.routeAs("POST /api/generate", true, ollamaFail, s.ollamaGenerate)
+	s.routeAs("POST /api/embed", true, ollamaFail, s.ollamaEmbed)
+	s.routeAs("POST /api/embeddings", true, ollamaFail, s.ollamaEmbeddings)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if !s.authorized(w, r) {
 			return
@@ -210,18 +224,26 @@ func Loopback(host string) bool {
 }
 
 // route registers h at pattern, behind the key check when auth, counting
-// the answers by route and status.
+// the answers by route and status; its own refusals are OpenAI errors.
 func (s *Server) route(pattern string, auth bool, h func(http.ResponseWriter, *http.Request, *Model)) {
+	s.routeAs(pattern, auth, (*apiError).write, h)
+}
+
+// routeAs is route for an API whose errors have another shape: shape
+// writes the route's own refusals (a missing key, a loading model).
+func (s *Server) routeAs(pattern string, auth bool, shape func(*apiError, http.ResponseWriter), h func(http.ResponseWriter, *http.Request, *Model)) {
 	_, path, _ := strings.Cut(pattern, " ")
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		cw := &countingWriter{ResponseWriter: w, status: http.StatusOK}
 		defer func() { s.metrics.count(path, cw.status) }()
-		if auth && !s.authorized(cw, r) {
+		if auth && !s.keyOK(r) {
+			cw.Header().Set("WWW-Authenticate", `Bearer realm="bonsai"`)
+			shape(errUnauthorized, cw)
 			return
 		}
 		m := s.model.Load()
 		if m == nil && path != "/health" && path != "/v1/health" {
-			fail(cw, http.StatusServiceUnavailable, "server_error", "the model is loading", "", "model_loading")
+			shape(&apiError{status: http.StatusServiceUnavailable, typ: "server_error", msg: "the model is loading", code: "model_loading"}, cw)
 			return
 		}
 		r.Body = http.MaxBytesReader(cw, r.Body, s.opts.MaxBody)
@@ -229,17 +251,29 @@ func (s *Server) route(pattern string, auth bool, h func(http.ResponseWriter, *h
 	})
 }
 
+var errUnauthorized = &apiError{status: http.StatusUnauthorized, typ: "authentication_error", msg: "a valid API key is needed: Authorization: Bearer KEY (or x-api-key: KEY)", code: "invalid_api_key"}
+
 func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if s.keyOK(r) {
+		return true
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="bonsai"`)
+	errUnauthorized.write(w)
+	return false
+}
+
+// keyOK says the request carries the server's key (or none is needed), as
+// "Authorization: Bearer KEY" or, as Anthropic's clients send it,
+// "x-api-key: KEY".
+func (s *Server) keyOK(r *http.Request) bool {
 	if s.opts.APIKey == "" {
 		return true
 	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.opts.APIKey)) == 1 {
-		return true
+	if !ok {
+		got = r.Header.Get("X-Api-Key")
 	}
-	w.Header().Set("WWW-Authenticate", `Bearer realm="bonsai"`)
-	fail(w, http.StatusUnauthorized, "authentication_error", "a valid API key is needed: Authorization: Bearer KEY", "", "invalid_api_key")
-	return false
+	return got != "" && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.opts.APIKey)) == 1
 }
 
 // countingWriter remembers the status for the metrics and passes
@@ -310,6 +344,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // the wrong type, malformed JSON, anything after the JSON value, a body
 // that arrives too slowly or an oversized body is refused.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	if aerr := s.decodeBody(w, r, v); aerr != nil {
+		aerr.write(w)
+		return false
+	}
+	return true
+}
+
+// decodeBody is decode returning the refusal for the caller to write in
+// its API's shape.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) *apiError {
 	rc := http.NewResponseController(w)
 	// The whole body must arrive within BodyTimeout: headers have their
 	// own timeout, and a body sent a byte at a time held its connection
@@ -329,25 +373,23 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	}
 	if err == nil {
 		rc.SetReadDeadline(time.Time{}) // the reply may stream for longer
-		return true
+		return nil
 	}
 	var tooBig *http.MaxBytesError
 	var typeErr *json.UnmarshalTypeError
 	var netErr net.Error
 	switch {
 	case errors.As(err, &tooBig):
-		fail(w, http.StatusRequestEntityTooLarge, "invalid_request_error", fmt.Sprintf("the request body is over %d bytes", tooBig.Limit), "", "request_too_large")
+		return &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error", msg: fmt.Sprintf("the request body is over %d bytes", tooBig.Limit), code: "request_too_large"}
 	case errors.As(err, &netErr) && netErr.Timeout():
 		w.Header().Set("Connection", "close")
-		fail(w, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf("the request body did not arrive within %s", s.opts.BodyTimeout), "", "request_timeout")
+		return &apiError{status: http.StatusRequestTimeout, typ: "invalid_request_error", msg: fmt.Sprintf("the request body did not arrive within %s", s.opts.BodyTimeout), code: "request_timeout"}
 	case errors.As(err, &typeErr):
-		fail(w, http.StatusBadRequest, "invalid_request_error", typeMessage(typeErr), typeErr.Field, "")
+		return badRequest(typeErr.Field, "%s", typeMessage(typeErr))
 	case errors.Is(err, errTrailing):
-		fail(w, http.StatusBadRequest, "invalid_request_error", "the request body must be one JSON object, with nothing after it", "", "")
-	default:
-		fail(w, http.StatusBadRequest, "invalid_request_error", "the body is not a valid request: "+err.Error(), "", "")
+		return badRequest("", "the request body must be one JSON object, with nothing after it")
 	}
-	return false
+	return badRequest("", "the body is not a valid request: %v", err)
 }
 
 var errTrailing = errors.New("data after the JSON value")

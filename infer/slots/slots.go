@@ -232,6 +232,36 @@ type Scheduler struct {
 	outs   []int
 	owners []*slot // the slot each output row belongs to
 	work   []float32
+	hidden []float32 // an Embed pass's hidden rows
+	// stepping holds back the ends of the generations a step finishes
+	// (ended) until the step's counters are in the stats: a client that
+	// reads /metrics as soon as its reply ends finds its tokens counted.
+	stepping bool
+	ended    []ending
+}
+
+type ending struct {
+	st  *Stream
+	res Result
+}
+
+// finishStream ends a stream now, or at the end of the step under way.
+func (s *Scheduler) finishStream(st *Stream, r Result) {
+	if s.stepping {
+		s.ended = append(s.ended, ending{st, r})
+		return
+	}
+	st.finish(r)
+}
+
+// stepDone ends the streams the step finished.
+func (s *Scheduler) stepDone() {
+	s.stepping = false
+	for _, e := range s.ended {
+		e.st.finish(e.res)
+	}
+	clear(s.ended)
+	s.ended = s.ended[:0]
 }
 
 type job struct {
@@ -240,6 +270,7 @@ type job struct {
 	submitted time.Time
 
 	drafted, accepted int
+	embed             *embedding // an Embed job, not a generation
 }
 
 // slot is a region of the KV cache and the request using it.
@@ -391,7 +422,10 @@ func (s *Scheduler) run() {
 			<-s.wake
 			continue
 		}
-		s.step()
+		if s.generating() > 0 {
+			s.step()
+		}
+		s.embedStep()
 	}
 }
 
@@ -410,7 +444,7 @@ func (s *Scheduler) busy() int {
 func (s *Scheduler) reap() {
 	for _, sl := range s.slots {
 		if sl.job != nil && sl.job.st.ctx.Err() != nil {
-			s.end(sl, "cancelled", nil)
+			s.finish(sl, "cancelled", nil)
 		}
 	}
 	s.mu.Lock()
@@ -453,6 +487,12 @@ func (s *Scheduler) assign() {
 		s.stats.Busy = s.busy() + 1
 		s.mu.Unlock()
 
+		if j.embed != nil {
+			// The slot whose cache holds least: an embedding reuses none
+			// of it (every token's hidden state is wanted).
+			s.startEmbed(slices.MinFunc(free, func(a, b *slot) int { return len(a.tokens) - len(b.tokens) }), j)
+			continue
+		}
 		best, shared := free[0], -1
 		for _, sl := range free {
 			if n := s.reusable(sl, j.req.Prompt); n > shared {
@@ -512,6 +552,8 @@ const prefillWhileDecoding = 128
 // step runs one pass: a row for every decoding slot, then prompt chunks of
 // prefilling slots in the room left, and samples where logits came out.
 func (s *Scheduler) step() {
+	s.stepping = true
+	defer s.stepDone()
 	s.rows, s.outs, s.owners = s.rows[:0], s.outs[:0], s.owners[:0]
 	budget := s.m.MaxBatch()
 	prompted, decoded, drafted := 0, 0, 0
@@ -549,7 +591,7 @@ func (s *Scheduler) step() {
 	}
 	var chunks []chunk
 	for _, sl := range s.slots {
-		if sl.job == nil || sl.decoding || len(s.rows) >= budget {
+		if sl.job == nil || sl.decoding || sl.job.embed != nil || len(s.rows) >= budget {
 			continue
 		}
 		if !s.batched && len(s.rows) > 0 {
@@ -572,7 +614,7 @@ func (s *Scheduler) step() {
 	took := time.Since(t0).Seconds()
 	if err != nil {
 		for _, sl := range s.slots {
-			if sl.job != nil {
+			if sl.job != nil && sl.job.embed == nil {
 				sl.tokens = sl.tokens[:0] // what the failed pass left is unknown
 				s.end(sl, "error", err)
 			}
@@ -776,7 +818,7 @@ func (s *Scheduler) end(sl *slot, reason string, err error) {
 	s.stats.CachedTokens += int64(res.CachedTokens)
 	s.stats.Busy = s.busy()
 	s.mu.Unlock()
-	j.st.finish(res)
+	s.finishStream(j.st, res)
 }
 
 func logSumExp(x []float32) float32 {
