@@ -42,7 +42,7 @@ func TestEmbed(t *testing.T) {
 	rows := make([]float32, 32*E)
 	for start := 0; start < len(tokens); start += 32 {
 		chunk := tokens[start:min(start+32, len(tokens))]
-		if err := m.Hidden(chunk, start, 0, rows); err != nil {
+		if err := m.Hidden(chunk, start, 0, 0, rows); err != nil {
 			t.Fatal(err)
 		}
 		for i := range chunk {
