@@ -92,12 +92,13 @@ func TestResponsesWithSDK(t *testing.T) {
 
 // thing is a structured reply: its schema comes from the Go type, as
 // openai-go's users generate it (invopop/jsonschema), with bounds on
-// lengths and counts and optional fields.
+// lengths, counts and an integer, and optional fields.
 type thing struct {
-	Name string   `json:"name" jsonschema:"minLength=1,maxLength=12"`
-	Tags []string `json:"tags" jsonschema:"minItems=1,maxItems=3,enum=a,enum=b"`
-	Note string   `json:"note,omitempty" jsonschema:"maxLength=8"`
-	Done bool     `json:"done,omitempty"`
+	Name  string   `json:"name" jsonschema:"minLength=1,maxLength=12"`
+	Tags  []string `json:"tags" jsonschema:"minItems=1,maxItems=3,enum=a,enum=b"`
+	Count int      `json:"count" jsonschema:"minimum=3,maximum=250"`
+	Note  string   `json:"note,omitempty" jsonschema:"maxLength=8"`
+	Done  bool     `json:"done,omitempty"`
 }
 
 // text.format json_schema goes through the grammar: every reply parses
@@ -129,16 +130,17 @@ func TestResponsesJSONSchema(t *testing.T) {
 		dec := json.NewDecoder(strings.NewReader(out))
 		dec.DisallowUnknownFields()
 		var v struct {
-			Name *string  `json:"name"`
-			Tags []string `json:"tags"`
-			Note *string  `json:"note"`
-			Done *bool    `json:"done"`
+			Name  *string  `json:"name"`
+			Tags  []string `json:"tags"`
+			Count *int     `json:"count"`
+			Note  *string  `json:"note"`
+			Done  *bool    `json:"done"`
 		}
 		if err := dec.Decode(&v); err != nil {
 			t.Fatalf("seed %d: %q does not decode: %v", seed, out, err)
 		}
 		ok := v.Name != nil && len([]rune(*v.Name)) >= 1 && len([]rune(*v.Name)) <= 12 && len(v.Tags) >= 1 && len(v.Tags) <= 3 &&
-			(v.Note == nil || len([]rune(*v.Note)) <= 8)
+			v.Count != nil && *v.Count >= 3 && *v.Count <= 250 && (v.Note == nil || len([]rune(*v.Note)) <= 8)
 		for _, tag := range v.Tags {
 			ok = ok && (tag == "a" || tag == "b")
 		}
