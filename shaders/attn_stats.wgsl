@@ -1,12 +1,9 @@
 // Attention, pass 1 of 3 (split-KV, GQA-aware). Workgroup (kv head g, row,
 // split c) serves the QPG query heads sharing g, so each K row is read once
 // for all of them. It scores positions [c·chunk, min((c+1)·chunk, pos+row+1))
-// in tiles of TILE (thread hq·TILE + j scores head hq at tile position j)
-// and writes each head's running max and Σexp for the split.
-// The numerics follow llama.cpp's CPU graph (and infer/cpu): q rounded to
-// f16, K from the f16 cache, s = scale·Σ q·k in f32.
+// (attn_blk) and writes each head's max and Σexp for the split.
 // Constants: HEADS, KVHEADS, QPG (=HEADS/KVHEADS), D, KVD, QROWS, LAYER_OFF,
-// SCALE, TILE (=WG/QPG, a power of two), WG.
+// SCALE, WG, RDN.
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
@@ -14,7 +11,12 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(3) var<storage, read_write> stats: array<vec2<f32>>;
 
 //#include cpu_math
-//#include attn_tile
+//#include attn_blk
+
+fn kword4(t: u32, g: u32, i: u32) -> vec4<u32> {
+	let o = LAYER_OFF + t * (KVD / 2u) + g * (D / 2u) + 4u * i;
+	return vec4<u32>(kc[o], kc[o + 1u], kc[o + 2u], kc[o + 3u]);
+}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -28,8 +30,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	let t0 = min(c * batch.chunk, seq);
 	let t1 = min(t0 + batch.chunk, seq);
 	load_q(lid, row, g);
-	let ml = tile_stats(lid, g, t0, t1);
-	if (lid % TILE == 0u && lid / TILE < QPG) {
-		stats[(row * HEADS + g * QPG + lid / TILE) * batch.splits + c] = ml;
+	blk_stats(lid, g, t0, t1);
+	if (lid < QPG) {
+		stats[(row * HEADS + g * QPG + lid) * batch.splits + c] = ml[lid];
 	}
 }
