@@ -131,12 +131,12 @@ func (b *Backend) encodeAttention(at *node, store value) {
 
 // attnParams is the split passes' workgroup size for a (attn_blk.wgsli),
 // or ok false where the kernels cannot take it: a power of two (their
-// trees halve it), one position per thread, at least maxSplits (attn_pv
-// combines one split per thread) and QPG·D/4 (attn_qk's prologue).
+// trees halve it) of at least maxSplits (attn_pv combines one split per
+// thread). One position per thread: larger workgroups only idle, as the
+// chunks of a decode are mostly shorter.
 func (b *Backend) attnParams(a infer.Attn) (wg int, ok bool) {
-	qpg := a.Heads / a.KVHeads
 	wg = 128
-	for wg < max(qpg*a.HeadDim/4, maxSplits) {
+	for wg < maxSplits {
 		wg *= 2
 	}
 	if a.HeadDim%8 != 0 || wg > int(b.d.Limits.MaxComputeInvocationsPerWorkgroup) {
