@@ -69,7 +69,7 @@ fn nweight(h: u32, j: u32) -> f32 {
 
 fn put(h: u32, j: u32, val: f32) {
 	if (h < QPG) {
-		qs[h * D + j] = f16_round(val);
+		qs[(h * D + j) / 4u][j % 4u] = f16_round(val);
 	} else {
 		kh[j] = val;
 	}
