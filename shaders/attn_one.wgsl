@@ -7,7 +7,7 @@
 // softmax weights exp(s − M)/L rounded to f16 before they meet V. Two
 // dispatches fewer per layer; the host picks it while the sequence is
 // short enough that one workgroup per kv head beats the parallel passes.
-// Constants: as attn_stats.
+// Constants: as attn_stats (RT 1).
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
@@ -47,9 +47,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	prow = row;
 	pg = g;
 	let seq = batch.pos + row + 1u;
-	load_q(lid, row, g);
+	load_q(lid, row, row + 1u, g);
 	// pass 1 (attn_stats) over the whole sequence
-	blk_stats(lid, g, 0u, seq);
+	blk_stats(lid, g, 0u, seq, seq);
 	// attn_pv's combination of one split: max m, sum l·exp(m − m) = l
 	if (lid == 0u) {
 		for (var h = 0u; h < QPG; h++) {
@@ -59,5 +59,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	}
 	workgroupBarrier();
 	// pass 2 (attn_pv)
-	blk_pv(lid, g, 0u, seq);
+	blk_pv(lid, g, 0u, seq, seq);
 }

@@ -2,7 +2,7 @@
 // (max, Σexp) it forms each head's softmax max M and sum L (blk_combine),
 // rescores its positions, rounds the weights p = exp(s − M)/L to f16 as
 // llama.cpp's CPU graph does before they meet V, and writes Σ p·V of its
-// split (attn_blk_pv).
+// split (attn_blk_pv). Rows RT at a time, as attn_stats.
 // With SCORED (decode after attn_qk) the scaled scores are read from sc
 // (SCTX per head) instead of recomputed from q and K.
 // Constants: as attn_stats.
@@ -21,8 +21,9 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 //#include attn_blk
 //#include attn_blk_pv
 
-// the workgroup's row, kv head and split, for put_out
+// the workgroup's first row, rows, kv head and split, for put_out
 var<private> prow: u32;
+var<private> prows: u32;
 var<private> pg: u32;
 var<private> psplit: u32;
 
@@ -37,32 +38,37 @@ fn vword(t: u32, g: u32, d4: u32) -> vec4<f32> {
 }
 
 fn put_out(h: u32, d4: u32, o: vec4<f32>) {
-	part[((prow * HEADS + pg * QPG + h) * batch.splits + psplit) * D4 + d4] = o;
+	let row = prow + h / QPG;
+	if (row < prows) {
+		part[((row * HEADS + pg * QPG + h % QPG) * batch.splits + psplit) * D4 + d4] = o;
+	}
 }
 
 // blk_combine leaves in ml[h] head h's softmax max M and 1/L over n ≤ BLK
-// splits, whose (max, Σexp) are stats[first + h·n + c].
-fn blk_combine(lid: u32, first: u32, n: u32) {
-	var st: array<vec2<f32>, QPG>;
-	for (var h = 0u; h < QPG; h++) {
+// splits, whose (max, Σexp) are stats[(row·HEADS + g·QPG + h)·n + c] (row
+// prow + h/QPG, below prows).
+fn blk_combine(lid: u32, n: u32) {
+	var st: array<vec2<f32>, NH>;
+	for (var h = 0u; h < NH; h++) {
 		st[h] = vec2<f32>(NEG, 0.0);
-		if (lid < n) {
-			st[h] = stats[first + h * n + lid];
+		let row = prow + h / QPG;
+		if (lid < n && row < prows) {
+			st[h] = stats[(row * HEADS + pg * QPG + h % QPG) * n + lid];
 		}
 		rd[h * BLK + lid] = st[h].x;
 	}
 	tree(lid, true);
-	var mx: array<f32, QPG>;
-	for (var h = 0u; h < QPG; h++) {
+	var mx: array<f32, NH>;
+	for (var h = 0u; h < NH; h++) {
 		mx[h] = rd[h * BLK];
 	}
 	workgroupBarrier();
-	for (var h = 0u; h < QPG; h++) {
+	for (var h = 0u; h < NH; h++) {
 		rd[h * BLK + lid] = select(0.0, st[h].y * ggml_exp(st[h].x - mx[h]), lid < n);
 	}
 	tree(lid, false);
 	if (lid == 0u) {
-		for (var h = 0u; h < QPG; h++) {
+		for (var h = 0u; h < NH; h++) {
 			ml[h] = vec2<f32>(mx[h], 1.0 / rd[h * BLK]);
 		}
 	}
@@ -72,21 +78,23 @@ fn blk_combine(lid: u32, first: u32, n: u32) {
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
 	let g = wid.x;
-	let row = wid.y;
+	let row0 = wid.y * RT;
 	let c = wid.z;
-	if (row >= min(batch.n, QROWS) || c >= batch.splits) {
+	let rows = min(batch.n, QROWS);
+	if (row0 >= rows || c >= batch.splits) {
 		return;
 	}
-	prow = row;
+	prow = row0;
+	prows = rows;
 	pg = g;
 	psplit = c;
-	let seq = batch.pos + row + 1u;
+	let seq = batch.pos + row0 + 1u;
 	let t0 = min(c * batch.chunk, seq);
 	let t1 = min(t0 + batch.chunk, seq);
 //#if SCORED
 //#else
-	load_q(lid, row, g);
+	load_q(lid, row0, rows, g);
 //#endif
-	blk_combine(lid, (row * HEADS + g * QPG) * batch.splits, batch.splits);
-	blk_pv(lid, g, t0, t1);
+	blk_combine(lid, batch.splits);
+	blk_pv(lid, g, t0, t1, t1 + min(RT, rows - row0) - 1u);
 }

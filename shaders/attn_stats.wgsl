@@ -1,9 +1,10 @@
-// Attention, pass 1 of 3 (split-KV, GQA-aware). Workgroup (kv head g, row,
-// split c) serves the QPG query heads sharing g, so each K row is read once
-// for all of them. It scores positions [c·chunk, min((c+1)·chunk, pos+row+1))
-// (attn_blk) and writes each head's max and Σexp for the split.
+// Attention, pass 1 of 3 (split-KV, GQA-aware). Workgroup (kv head g, rows
+// RT·y … +RT−1, split c) serves the QPG query heads sharing g of each row,
+// so each K row is read once for all of them. It scores positions
+// [c·chunk, min((c+1)·chunk, pos+row+1)) (attn_blk) and writes each head's
+// max and Σexp for the split.
 // Constants: HEADS, KVHEADS, QPG (=HEADS/KVHEADS), D, KVD, QROWS, LAYER_OFF,
-// SCALE, WG, RDN.
+// SCALE, WG, RT, RDN.
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
@@ -21,17 +22,19 @@ fn kword4(t: u32, g: u32, i: u32) -> vec4<u32> {
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
 	let g = wid.x;
-	let row = wid.y;
+	let row0 = wid.y * RT;
 	let c = wid.z;
-	if (row >= min(batch.n, QROWS) || c >= batch.splits) {
+	let rows = min(batch.n, QROWS);
+	if (row0 >= rows || c >= batch.splits) {
 		return;
 	}
-	let seq = batch.pos + row + 1u;
+	let seq = batch.pos + row0 + 1u;
 	let t0 = min(c * batch.chunk, seq);
 	let t1 = min(t0 + batch.chunk, seq);
-	load_q(lid, row, g);
-	blk_stats(lid, g, t0, t1);
-	if (lid < QPG) {
-		stats[(row * HEADS + g * QPG + lid) * batch.splits + c] = ml[lid];
+	load_q(lid, row0, rows, g);
+	blk_stats(lid, g, t0, t1, t1 + min(RT, rows - row0) - 1u);
+	let row = row0 + lid / QPG;
+	if (lid < NH && row < rows) {
+		stats[(row * HEADS + g * QPG + lid % QPG) * batch.splits + c] = ml[lid];
 	}
 }

@@ -97,11 +97,11 @@ func (b *Backend) encodeAttention(at *node, store value) {
 	}
 	kvd := s.KVHeads * s.HeadDim
 	kc, vc, off := b.kvBind(layer)
-	defs := func() map[string]shaders.Const {
+	defs := func(rt int) map[string]shaders.Const {
 		return map[string]shaders.Const{
 			"HEADS": shaders.U32(a.Heads), "KVHEADS": shaders.U32(a.KVHeads), "QPG": shaders.U32(qpg), "D": shaders.U32(a.HeadDim),
 			"KVD": shaders.U32(kvd), "QROWS": shaders.U32(rows), "LAYER_OFF": shaders.U32(off),
-			"SCALE": shaders.F32(a.Scale), "WG": shaders.U32(wg), "RDN": shaders.U32(attnRDN(qpg, wg))}
+			"SCALE": shaders.F32(a.Scale), "WG": shaders.U32(wg), "RT": shaders.U32(rt), "RDN": shaders.U32(attnRDN(rt*qpg, wg))}
 	}
 	// With one split (decode over ≤ 32 positions) attn_one does exactly
 	// the work of attn_stats and attn_pv on the same workgroups, without
@@ -110,22 +110,23 @@ func (b *Backend) encodeAttention(at *node, store value) {
 	// 42 µs on the H200 against 26 µs for the split passes at 600.
 	if b.n == 1 && b.splits == 1 && !b.noFuse {
 		one := b.prepared(opKey{kind: "attnone", a: q, b: a, c: dst, i: layer}, func() (*kernel, []binding, error) {
-			k, err := b.d.kernel("attn_one", defs())
+			k, err := b.d.kernel("attn_one", defs(1))
 			return k, []binding{whole(b.batchBuf), whole(q.buf), kc, vc, whole(dst.buf)}, err
 		})
 		b.dispatch(one, a.KVHeads, n, 1)
 		return
 	}
+	rt := b.attnRows(a, rows)
 	st := b.prepared(opKey{kind: "attnstats", a: q, b: a, i: layer}, func() (*kernel, []binding, error) {
-		k, err := b.d.kernel("attn_stats", defs())
+		k, err := b.d.kernel("attn_stats", defs(rt))
 		return k, []binding{whole(b.batchBuf), whole(q.buf), kc, whole(q.stats)}, err
 	})
-	b.dispatch(st, a.KVHeads, n, b.splits)
+	b.dispatch(st, a.KVHeads, ceilDiv(n, rt), b.splits)
 	pv := b.prepared(opKey{kind: "attnpv", a: q, b: a, i: layer}, func() (*kernel, []binding, error) {
-		k, err := b.d.kernel("attn_pv", defs())
+		k, err := b.d.kernel("attn_pv", defs(rt))
 		return k, []binding{whole(b.batchBuf), whole(q.buf), kc, vc, whole(q.stats), whole(q.part)}, err
 	})
-	b.dispatch(pv, a.KVHeads, n, b.splits)
+	b.dispatch(pv, a.KVHeads, ceilDiv(n, rt), b.splits)
 	b.attnSum(dst, q, a, rows)
 }
 
@@ -146,8 +147,23 @@ func (b *Backend) attnParams(a infer.Attn) (wg int, ok bool) {
 }
 
 // attnRDN is the length of attn_blk's workgroup array rd: a value per
-// (query head, thread), and 4 per thread for the V pass's group sums.
-func attnRDN(qpg, wg int) int { return max(qpg, 4) * wg }
+// (head of the workgroup, thread), and 4 per thread for the V pass's group
+// sums.
+func attnRDN(heads, wg int) int { return max(heads, 4) * wg }
+
+// attnRows is how many rows of q (of rows) a workgroup of attn_stats and
+// attn_pv serves (RT): in prompt passes up to 4, so that each K and V row
+// read serves them all, while their query heads stay within 8 KiB of
+// workgroup memory (a fourth of what WebGPU grants by default); one in
+// decode.
+func (b *Backend) attnRows(a infer.Attn, rows int) int {
+	qpg := a.Heads / a.KVHeads
+	rt := 1
+	for rt < 4 && 2*rt <= rows && 2*rt*qpg*a.HeadDim*4 <= 8<<10 {
+		rt *= 2
+	}
+	return rt
+}
 
 // attnBuffers gives q the split partials (and with scores, its scaled
 // scores over the cache's context) that attention writes.
@@ -205,7 +221,7 @@ func (b *Backend) attnQK(n *node, p value) {
 		return map[string]shaders.Const{
 			"HEADS": shaders.U32(a.Heads), "KVHEADS": shaders.U32(a.KVHeads), "QPG": shaders.U32(qpg), "D": shaders.U32(a.HeadDim),
 			"KVD": shaders.U32(kvd), "QROWS": shaders.U32(1), "LAYER_OFF": shaders.U32(off),
-			"SCALE": shaders.F32(a.Scale), "WG": shaders.U32(wg), "RDN": shaders.U32(attnRDN(qpg, wg)), "SCTX": shaders.U32(s.Context)}
+			"SCALE": shaders.F32(a.Scale), "WG": shaders.U32(wg), "RT": shaders.U32(1), "RDN": shaders.U32(attnRDN(qpg, wg)), "SCTX": shaders.U32(s.Context)}
 	}
 	k1 := b.prepared(opKey{kind: "attnqk", a: q, b: k, c: v, d: p.w, e: p.kw, g: a, i: p.layer, f: p.eps}, func() (*kernel, []binding, error) {
 		d := defs()
