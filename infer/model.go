@@ -226,27 +226,26 @@ func (m *Model) build(arch Architecture, name string, bopts BackendOptions, prog
 }
 
 // warm runs one-token passes at positions (those inside the context) and,
-// where the model chains, a short greedy chain, compiling what decoding
-// will use. Like the trial pass it leaves nothing behind: the cache is
-// written from position 0 by the first real pass, and a recurrent state
-// restarts there (statePos stays -1).
+// where the model chains, a short greedy chain at each of them, compiling
+// what decoding will use. Like the trial pass it leaves nothing behind:
+// the cache is written from position 0 by the first real pass, and a
+// recurrent state restarts there (statePos stays -1).
 func (m *Model) warm(positions []int) error {
-	for _, p := range positions {
-		if p <= 0 || p >= m.context {
+	s := NewSequence(m)
+	for _, p := range append([]int{1}, positions...) {
+		if p <= 0 || p+3 > m.context {
 			continue
 		}
 		if err := m.net.Forward(Batch{Tokens: []int32{0}, Pos: p}, m.logits); err != nil {
 			return err
 		}
-	}
-	if m.context < 4 {
-		return nil
-	}
-	s := NewSequence(m)
-	if _, err := s.Prefill([]int32{0}, nil); err != nil {
-		return err
-	}
-	if c := s.NewChain(); c != nil {
+		c := s.NewChain()
+		if c == nil {
+			continue
+		}
+		// The chain runs at the end of the sequence; what the cache holds
+		// before p does not matter here.
+		s.tokens = make([]int32, p)
 		for range 2 {
 			if _, err := c.Next(0); err != nil {
 				return err
