@@ -133,11 +133,13 @@ func (b *Backend) encodeAttention(at *node, store value) {
 // attnParams is the split passes' workgroup size for a (attn_blk.wgsli),
 // or ok false where the kernels cannot take it: a power of two (their
 // trees halve it) of at least maxSplits (attn_pv combines one split per
-// thread). One position per thread: larger workgroups only idle, as the
-// chunks of a decode are mostly shorter.
+// thread) and QPG·D/4 (a thread per output vec4 of the group's heads, as
+// many threads as the V pass's D/4-thread groups can use: with 128 the
+// 27B's heads of 256 decoded slower than with the 512 of before).
 func (b *Backend) attnParams(a infer.Attn) (wg int, ok bool) {
+	qpg := a.Heads / a.KVHeads
 	wg = 128
-	for wg < maxSplits {
+	for wg < max(maxSplits, qpg*a.HeadDim/4) {
 		wg *= 2
 	}
 	if a.HeadDim%8 != 0 || wg > int(b.d.Limits.MaxComputeInvocationsPerWorkgroup) {
