@@ -85,7 +85,15 @@ func (b *Backend) encodeAttention(at *node, store value) {
 		return
 	}
 	qpg := a.Heads / a.KVHeads
+	// a prompt pass takes the 16-position tiles of attn_tile.wgsli, one
+	// token the split passes of attn_blk.wgsli
+	stats, pv := "attn_stats", "attn_pv"
 	wg, ok := b.attnParams(a)
+	tile := 0
+	if b.n > 1 {
+		stats, pv = "attn_stats_rows", "attn_pv_rows"
+		wg, tile, ok = b.attnTileParams(a)
+	}
 	if !ok {
 		b.fail(fmt.Errorf("gpu: attention with head_dim %d and %d query heads per kv head: %w", a.HeadDim, qpg, ErrUnsupported))
 		return
@@ -97,11 +105,17 @@ func (b *Backend) encodeAttention(at *node, store value) {
 	}
 	kvd := s.KVHeads * s.HeadDim
 	kc, vc, off := b.kvBind(layer)
-	defs := func(rt int) map[string]shaders.Const {
-		return map[string]shaders.Const{
+	defs := func() map[string]shaders.Const {
+		d := map[string]shaders.Const{
 			"HEADS": shaders.U32(a.Heads), "KVHEADS": shaders.U32(a.KVHeads), "QPG": shaders.U32(qpg), "D": shaders.U32(a.HeadDim),
 			"KVD": shaders.U32(kvd), "QROWS": shaders.U32(rows), "LAYER_OFF": shaders.U32(off),
-			"SCALE": shaders.F32(a.Scale), "WG": shaders.U32(wg), "RT": shaders.U32(rt), "RDN": shaders.U32(attnRDN(rt*qpg, wg))}
+			"SCALE": shaders.F32(a.Scale), "WG": shaders.U32(wg)}
+		if tile > 0 {
+			d["TILE"] = shaders.U32(tile)
+		} else {
+			d["RT"], d["RDN"] = shaders.U32(1), shaders.U32(attnRDN(qpg, wg))
+		}
+		return d
 	}
 	// With one split (decode over ≤ 32 positions) attn_one does exactly
 	// the work of attn_stats and attn_pv on the same workgroups, without
@@ -110,23 +124,22 @@ func (b *Backend) encodeAttention(at *node, store value) {
 	// 42 µs on the H200 against 26 µs for the split passes at 600.
 	if b.n == 1 && b.splits == 1 && !b.noFuse {
 		one := b.prepared(opKey{kind: "attnone", a: q, b: a, c: dst, i: layer}, func() (*kernel, []binding, error) {
-			k, err := b.d.kernel("attn_one", defs(1))
+			k, err := b.d.kernel("attn_one", defs())
 			return k, []binding{whole(b.batchBuf), whole(q.buf), kc, vc, whole(dst.buf)}, err
 		})
 		b.dispatch(one, a.KVHeads, n, 1)
 		return
 	}
-	rt := b.attnRows(a, rows)
-	st := b.prepared(opKey{kind: "attnstats", a: q, b: a, i: layer}, func() (*kernel, []binding, error) {
-		k, err := b.d.kernel("attn_stats", defs(rt))
+	st := b.prepared(opKey{kind: stats, a: q, b: a, i: layer}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel(stats, defs())
 		return k, []binding{whole(b.batchBuf), whole(q.buf), kc, whole(q.stats)}, err
 	})
-	b.dispatch(st, a.KVHeads, ceilDiv(n, rt), b.splits)
-	pv := b.prepared(opKey{kind: "attnpv", a: q, b: a, i: layer}, func() (*kernel, []binding, error) {
-		k, err := b.d.kernel("attn_pv", defs(rt))
+	b.dispatch(st, a.KVHeads, n, b.splits)
+	pvOp := b.prepared(opKey{kind: pv, a: q, b: a, i: layer}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel(pv, defs())
 		return k, []binding{whole(b.batchBuf), whole(q.buf), kc, vc, whole(q.stats), whole(q.part)}, err
 	})
-	b.dispatch(pv, a.KVHeads, ceilDiv(n, rt), b.splits)
+	b.dispatch(pvOp, a.KVHeads, n, b.splits)
 	b.attnSum(dst, q, a, rows)
 }
 
@@ -153,18 +166,26 @@ func (b *Backend) attnParams(a infer.Attn) (wg int, ok bool) {
 // sums.
 func attnRDN(heads, wg int) int { return max(heads, 4) * wg }
 
-// attnRows is how many rows of q (of rows) a workgroup of attn_stats and
-// attn_pv serves (RT): in prompt passes up to 4, so that each K and V row
-// read serves them all, while their query heads stay within 8 KiB of
-// workgroup memory (a fourth of what WebGPU grants by default); one in
-// decode.
-func (b *Backend) attnRows(a infer.Attn, rows int) int {
+// attnTileParams is the prompt-pass kernels' workgroup size and score
+// tile for a (attn_tile.wgsli), or ok false where they cannot take it.
+// Each query head of the group scores TILE positions at a time with a tree
+// reduction over its TILE threads, so TILE is a power of two; when the
+// group size (3 in bonsai-tiny) does not divide WG, the spare threads idle
+// through the scoring.
+func (b *Backend) attnTileParams(a infer.Attn) (wg, tile int, ok bool) {
 	qpg := a.Heads / a.KVHeads
-	rt := 1
-	for rt < 4 && 2*rt <= rows && 2*rt*qpg*a.HeadDim*4 <= 8<<10 {
-		rt *= 2
+	wg = 128
+	for wg < qpg*a.HeadDim/4 {
+		wg *= 2
 	}
-	return rt
+	if a.HeadDim%4 != 0 || wg > int(b.d.Limits.MaxComputeInvocationsPerWorkgroup) || qpg > wg {
+		return 0, 0, false
+	}
+	tile = 1
+	for 2*tile*qpg <= wg {
+		tile *= 2
+	}
+	return wg, tile, true
 }
 
 // attnBuffers gives q the split partials (and with scores, its scaled
