@@ -213,15 +213,57 @@ func (m *Model) build(arch Architecture, name string, bopts BackendOptions, prog
 		b.Close()
 		return err
 	}
-	if bopts.Profile {
-		b.TakeProfile() // the trial pass is not the user's
-	}
 	m.backend, m.net = b, net
 	m.rspec, m.statePos, m.snaps, m.maxSnaps, m.seqs = RecurrentSpec{}, -1, nil, 0, 1
 	if rn, ok := net.(RecurrentNetwork); ok && rn.RecurrentSpec().Floats() > 0 {
 		m.rspec = rn.RecurrentSpec()
 		m.maxSnaps = snapshotLimit(m.rspec, m.wantSnaps)
 	}
+	if w, ok := b.(Warming); ok {
+		if err := m.warm(w.WarmPositions()); err != nil {
+			m.backend, m.net = nil, nil
+			b.Close()
+			return fmt.Errorf("%s backend: warm-up: %w", name, err)
+		}
+	}
+	if bopts.Profile {
+		b.TakeProfile() // the trial and warm-up passes are not the user's
+	}
+	return nil
+}
+
+// warm runs one-token passes at positions (those inside the context) and,
+// where the model chains, a short greedy chain at each of them, compiling
+// what decoding will use. Like the trial pass it leaves nothing behind:
+// the cache is written from position 0 by the first real pass, and a
+// recurrent state restarts there (statePos stays -1).
+func (m *Model) warm(positions []int) error {
+	s := NewSequence(m)
+	for _, p := range append([]int{1}, positions...) {
+		if p <= 0 || p+3 > m.context {
+			continue
+		}
+		if err := m.net.Forward(Batch{Tokens: []int32{0}, Pos: p}, m.logits); err != nil {
+			return err
+		}
+		c := s.NewChain()
+		if c == nil {
+			continue
+		}
+		// The chain runs at the end of the sequence; what the cache holds
+		// before p does not matter here.
+		s.tokens = make([]int32, p)
+		for range 2 {
+			if _, err := c.Next(0); err != nil {
+				return err
+			}
+		}
+		if _, _, err := c.Stop(); err != nil {
+			return err
+		}
+	}
+	m.statePos = -1
+	m.snaps = nil
 	return nil
 }
 

@@ -7,7 +7,7 @@
 // softmax weights exp(s − M)/L rounded to f16 before they meet V. Two
 // dispatches fewer per layer; the host picks it while the sequence is
 // short enough that one workgroup per kv head beats the parallel passes.
-// Constants: as attn_stats.
+// Constants: as attn_stats (RT 1).
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
@@ -16,8 +16,26 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(4) var<storage, read_write> dst: array<vec4<f32>>;
 
 //#include cpu_math
-//#include attn_tile
-//#include attn_pv_tile
+//#include attn_blk
+//#include attn_blk_pv
+
+// the workgroup's row and kv head, for put_out
+var<private> prow: u32;
+var<private> pg: u32;
+
+fn kword4(t: u32, g: u32, i: u32) -> vec4<u32> {
+	let o = LAYER_OFF + t * (KVD / 2u) + g * (D / 2u) + 4u * i;
+	return vec4<u32>(kc[o], kc[o + 1u], kc[o + 2u], kc[o + 3u]);
+}
+
+fn vword(t: u32, g: u32, d4: u32) -> vec4<f32> {
+	let w = vc[(LAYER_OFF + t * (KVD / 2u) + g * (D / 2u)) / 2u + d4];
+	return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
+}
+
+fn put_out(h: u32, d4: u32, o: vec4<f32>) {
+	dst[(prow * HEADS + pg * QPG + h) * D4 + d4] = o;
+}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -26,19 +44,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	if (row >= min(batch.n, QROWS)) {
 		return;
 	}
+	prow = row;
+	pg = g;
 	let seq = batch.pos + row + 1u;
-	load_q(lid, row, g);
+	load_q(lid, row, row + 1u, g);
 	// pass 1 (attn_stats) over the whole sequence
-	let st = tile_stats(lid, g, 0u, seq);
+	blk_stats(lid, g, 0u, seq, seq);
 	// attn_pv's combination of one split: max m, sum l·exp(m − m) = l
-	if (lid % TILE == 0u && lid / TILE < QPG) {
-		ml[lid / TILE] = vec2<f32>(st.x, 1.0 / (st.y * ggml_exp(st.x - st.x)));
+	if (lid == 0u) {
+		for (var h = 0u; h < QPG; h++) {
+			let st = ml[h];
+			ml[h] = vec2<f32>(st.x, 1.0 / (st.y * ggml_exp(st.x - st.x)));
+		}
 	}
+	workgroupBarrier();
 	// pass 2 (attn_pv)
-	let acc = tile_pv(lid, g, 0u, seq);
-	let oh = lid / (D / 4u);
-	let od = (lid % (D / 4u)) * 4u;
-	if (oh < QPG) {
-		dst[(row * HEADS * D + (g * QPG + oh) * D + od) / 4u] = acc;
-	}
+	blk_pv(lid, g, 0u, seq, seq);
 }

@@ -4,13 +4,16 @@
 // (qk_rope_store's arithmetic and summation order, its NRWG threads per
 // head played by this workgroup's WG), keeps the rotated q f16-rounded in
 // workgroup memory, and, in the last split (the one holding the new
-// position), stores k and v into the f16 cache. Then it is attn_stats: each
-// head's running max and Σexp over the split, and every scaled score into
-// sc for attn_pv (SCORED), which need not score again. q and k themselves
+// position), stores k and v into the f16 cache. Then it is attn_stats
+// (attn_blk): each head's max and Σexp over the split, and every scaled
+// score into sc for attn_pv (SCORED), which need not score again. With K4
+// (the layer's K rows start on a 16-byte word) the cache is read and
+// written in 16-byte words. q and k themselves
 // are left as they came (other splits still read them); the host rotates
 // them in place only if something else reads them.
-// Constants: HEADS, KVHEADS, QPG, D, KVD, QROWS, LAYER_OFF, SCALE, TILE, WG
-// (as attn_stats), DIMS, QEPS, KEPS, NRWG, VH (=(QPG+1)·NRWG), CTX, SCTX.
+// Constants: HEADS, KVHEADS, QPG, D, KVD, QROWS, LAYER_OFF, SCALE, WG, RT (1), RDN
+// (as attn_stats), DIMS, QEPS, KEPS, NRWG, VH (=(QPG+1)·NRWG), CTX, SCTX;
+// flag K4.
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> qw: array<f32>;
@@ -19,13 +22,32 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(4) var<storage, read> q: array<f32>;
 @group(0) @binding(5) var<storage, read> k: array<f32>;
 @group(0) @binding(6) var<storage, read> v: array<vec2<f32>>;
+//#if K4
+@group(0) @binding(7) var<storage, read_write> kc: array<vec4<u32>>;
+//#else
 @group(0) @binding(7) var<storage, read_write> kc: array<u32>;
+//#endif
 @group(0) @binding(8) var<storage, read_write> vc: array<u32>;
 @group(0) @binding(9) var<storage, read_write> stats: array<vec2<f32>>;
 @group(0) @binding(10) var<storage, read_write> sc: array<f32>;
 
 //#include cpu_math
-//#include attn_tile
+//#include attn_blk
+
+fn kword4(t: u32, g: u32, i: u32) -> vec4<u32> {
+//#if K4
+	return kc[(LAYER_OFF + t * (KVD / 2u) + g * (D / 2u)) / 4u + i];
+//#else
+	let o = LAYER_OFF + t * (KVD / 2u) + g * (D / 2u) + 4u * i;
+	return vec4<u32>(kc[o], kc[o + 1u], kc[o + 2u], kc[o + 3u]);
+//#endif
+}
+
+// kpack is the rotated k's dims 8w … 8w+7, f16-packed as the cache holds them.
+fn kpack(w: u32) -> vec4<u32> {
+	return vec4<u32>(f16_pack(vec2<f32>(kh[8u * w], kh[8u * w + 1u])), f16_pack(vec2<f32>(kh[8u * w + 2u], kh[8u * w + 3u])),
+		f16_pack(vec2<f32>(kh[8u * w + 4u], kh[8u * w + 5u])), f16_pack(vec2<f32>(kh[8u * w + 6u], kh[8u * w + 7u])));
+}
 
 var<workgroup> nred: array<f32, VH>;
 var<workgroup> kh: array<f32, D>; // the rotated k head
@@ -47,7 +69,7 @@ fn nweight(h: u32, j: u32) -> f32 {
 
 fn put(h: u32, j: u32, val: f32) {
 	if (h < QPG) {
-		qs[h * D + j] = f16_round(val);
+		qs[(h * D + j) / 4u][j % 4u] = f16_round(val);
 	} else {
 		kh[j] = val;
 	}
@@ -108,7 +130,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	if (c == batch.splits - 1u && pos < CTX) {
 		for (var p = lid; p < D / 2u; p += WG) {
 			let o = LAYER_OFF + pos * (KVD / 2u) + g * (D / 2u) + p;
+//#if K4
+			if (p % 4u == 0u) {
+				kc[o / 4u] = kpack(p / 4u);
+			}
+//#else
 			kc[o] = f16_pack(vec2<f32>(kh[2u * p], kh[2u * p + 1u]));
+//#endif
 			vc[o] = f16_pack(v[g * (D / 2u) + p]);
 		}
 	}
@@ -116,8 +144,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	storageBarrier();
 	let t0 = min(c * batch.chunk, seq);
 	let t1 = min(t0 + batch.chunk, seq);
-	let ml = tile_stats(lid, g, t0, t1);
-	if (lid % TILE == 0u && lid / TILE < QPG) {
-		stats[(g * QPG + lid / TILE) * batch.splits + c] = ml;
+	blk_stats(lid, g, t0, t1, t1);
+	if (lid < QPG) {
+		stats[(g * QPG + lid) * batch.splits + c] = ml[lid];
 	}
 }

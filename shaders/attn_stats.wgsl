@@ -1,12 +1,10 @@
-// Attention, pass 1 of 3 (split-KV, GQA-aware). Workgroup (kv head g, row,
-// split c) serves the QPG query heads sharing g, so each K row is read once
-// for all of them. It scores positions [c·chunk, min((c+1)·chunk, pos+row+1))
-// in tiles of TILE (thread hq·TILE + j scores head hq at tile position j)
-// and writes each head's running max and Σexp for the split.
-// The numerics follow llama.cpp's CPU graph (and infer/cpu): q rounded to
-// f16, K from the f16 cache, s = scale·Σ q·k in f32.
+// Attention, pass 1 of 3 (split-KV, GQA-aware). Workgroup (kv head g, rows
+// RT·y … +RT−1, split c) serves the QPG query heads sharing g of each row,
+// so each K row is read once for all of them. It scores positions
+// [c·chunk, min((c+1)·chunk, pos+row+1)) (attn_blk) and writes each head's
+// max and Σexp for the split.
 // Constants: HEADS, KVHEADS, QPG (=HEADS/KVHEADS), D, KVD, QROWS, LAYER_OFF,
-// SCALE, TILE (=WG/QPG, a power of two), WG.
+// SCALE, WG, RT, RDN.
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
@@ -14,22 +12,29 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(3) var<storage, read_write> stats: array<vec2<f32>>;
 
 //#include cpu_math
-//#include attn_tile
+//#include attn_blk
+
+fn kword4(t: u32, g: u32, i: u32) -> vec4<u32> {
+	let o = LAYER_OFF + t * (KVD / 2u) + g * (D / 2u) + 4u * i;
+	return vec4<u32>(kc[o], kc[o + 1u], kc[o + 2u], kc[o + 3u]);
+}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
 	let g = wid.x;
-	let row = wid.y;
+	let row0 = wid.y * RT;
 	let c = wid.z;
-	if (row >= min(batch.n, QROWS) || c >= batch.splits) {
+	let rows = min(batch.n, QROWS);
+	if (row0 >= rows || c >= batch.splits) {
 		return;
 	}
-	let seq = batch.pos + row + 1u;
+	let seq = batch.pos + row0 + 1u;
 	let t0 = min(c * batch.chunk, seq);
 	let t1 = min(t0 + batch.chunk, seq);
-	load_q(lid, row, g);
-	let ml = tile_stats(lid, g, t0, t1);
-	if (lid % TILE == 0u && lid / TILE < QPG) {
-		stats[(row * HEADS + g * QPG + lid / TILE) * batch.splits + c] = ml;
+	load_q(lid, row0, rows, g);
+	blk_stats(lid, g, t0, t1, t1 + min(RT, rows - row0) - 1u);
+	let row = row0 + lid / QPG;
+	if (lid < NH && row < rows) {
+		stats[(row * HEADS + g * QPG + lid % QPG) * batch.splits + c] = ml[lid];
 	}
 }

@@ -32,9 +32,22 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 //#endif
 	let h = i / D;
 	let d = i % D;
+	// in split order, sixteen loads issued before their adds (a loop of
+	// one load per add waited on each of up to maxSplits in turn)
+	let first = (row * HEADS + h) * batch.splits * D + d;
 	var a = 0.0;
-	for (var c = 0u; c < batch.splits; c++) {
-		a += part[((row * HEADS + h) * batch.splits + c) * D + d];
+	var c = 0u;
+	for (; c + 16u <= batch.splits; c += 16u) {
+		var p: array<f32, 16>;
+		for (var j = 0u; j < 16u; j++) {
+			p[j] = part[first + (c + j) * D];
+		}
+		for (var j = 0u; j < 16u; j++) {
+			a += p[j];
+		}
+	}
+	for (; c < batch.splits; c++) {
+		a += part[first + c * D];
 	}
 	dst[row * HEADS * D + i] = a;
 //#if Q8

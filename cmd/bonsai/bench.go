@@ -17,6 +17,7 @@ import (
 
 	"github.com/bonsai-chat/bonsai/config"
 	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/sample"
 )
 
 func init() {
@@ -37,6 +38,8 @@ type benchFlags struct {
 	cpuProf string
 	membw   bool
 	chained bool
+	sampled bool  // tg also through the chained sampler, a test line of its own
+	first   bool  // time the process's first two tg runs before any warm-up
 	depths  []int // tokens already in the cache before each test (llama-bench's -d)
 }
 
@@ -74,6 +77,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.format, "format", "text", "output: text (a llama-bench table) or json")
 	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a Go CPU profile of the measured runs to this file")
 	fs.BoolVar(&o.chained, "chained", true, "tg: decode greedily with the host off the critical path where the backend can (the GPU; as `bonsai run --temp 0` decodes), else one plain step per token")
+	fs.BoolVar(&o.sampled, "sampled", false, "tg: also decode sampled (sample.Bonsai's settings) through the chained sampler where the backend has one, as `bonsai run` decodes at a temperature: a \"tg128 sampled\" line beside the greedy one")
+	fs.BoolVar(&o.first, "first", false, "tg: also time the process's first and second tg runs at the first depth, before the warm-up (\"tg128 1st\", \"tg128 2nd\": a first reply that waits on compiles shows here)")
 	fs.Func("d", "comma-separated depths: each test runs after this many tokens already in the cache, as llama-bench's -d (default 0)", func(v string) error {
 		d, err := parseDepths(v)
 		o.depths = append(o.depths, d...)
@@ -150,6 +155,27 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	for i := range ids {
 		ids[i] = int32(r.IntN(m.Hparams.Vocab))
 	}
+	tg := func(d int, s *infer.Sequence) error {
+		if o.chained && o.gen > 2 {
+			if ok, err := chainedTG(s, ids[:d], ids[d], o.gen, nil); ok || err != nil {
+				return err
+			}
+		}
+		for i := range o.gen {
+			if err := m.Forward(ids[d+i:d+i+1], d+i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var results []benchResult
+	if o.first && o.gen > 0 {
+		res, err := firstRuns(m, ids, o.depths[0], o, tg)
+		if err != nil {
+			return err
+		}
+		results = append(results, res...)
+	}
 	// Warm-up, as llama-bench's: one prompt pass of the test's size and
 	// one token. First-touch page faults of the mapping and the backend's
 	// lazy setup (a GPU compiles each kernel on its first use) are not
@@ -161,19 +187,6 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := m.Forward(ids[:1], 0); err != nil {
 		return err
-	}
-	tg := func(d int, s *infer.Sequence) error {
-		if o.chained && o.gen > 2 {
-			if ok, err := chainedTG(s, ids[:d], ids[d], o.gen); ok || err != nil {
-				return err
-			}
-		}
-		for i := range o.gen {
-			if err := m.Forward(ids[d+i:d+i+1], d+i); err != nil {
-				return err
-			}
-		}
-		return nil
 	}
 
 	if o.cpuProf != "" {
@@ -188,7 +201,6 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 
-	var results []benchResult
 	for _, d := range o.depths {
 		// A GPU compiles a decode kernel per length class (attention
 		// rounds) and the chain's own on first use: one untimed tg run
@@ -198,6 +210,13 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		results = append(results, res...)
+		if o.sampled && o.gen > 2 {
+			res, err := sampledAtDepth(m, ids, d, o)
+			if err != nil {
+				return err
+			}
+			results = append(results, res...)
+		}
 	}
 	for i := range results {
 		results[i].Model, results[i].Backend, results[i].Threads, results[i].Seed = name, info.Name, threads, seed
@@ -288,6 +307,71 @@ func benchAtDepth(m *infer.Model, ids []int32, d int, o benchFlags, tg func(int,
 	return results, nil
 }
 
+// sampledAtDepth is the tg test at depth d decoded through the chained
+// sampler ("tg128 sampled"), or nothing where the backend has none: at
+// depth, greedy decoding should be no slower than sampled.
+func sampledAtDepth(m *infer.Model, ids []int32, d int, o benchFlags) ([]benchResult, error) {
+	smp, err := sample.New(sample.Bonsai(1))
+	if err != nil {
+		return nil, err
+	}
+	s := infer.NewSequence(m)
+	if s.NewSampledChain(smp) == nil {
+		return nil, nil
+	}
+	rewind := func() error { return nil }
+	if d > 0 {
+		if _, err := s.PrefillMarked(ids[:d], []int{d}, nil); err != nil {
+			return nil, fmt.Errorf("filling the cache to depth %d: %w", d, err)
+		}
+		rewind = func() error { return m.Restore(d) }
+	}
+	run := func() error {
+		_, err := chainedTG(s, ids[:d], ids[d], o.gen, smp)
+		return err
+	}
+	if err := errors.Join(rewind(), run()); err != nil {
+		return nil, err
+	}
+	res, err := measure(o.reps, o.gen, rewind, run)
+	if err != nil {
+		return nil, err
+	}
+	res.Test = fmt.Sprintf("tg%d sampled%s", o.gen, depthSuffix(d))
+	res.Depth = d
+	return []benchResult{res}, nil
+}
+
+// firstRuns times the process's first two tg runs at depth d, before any
+// warm-up ("tg128 1st", "tg128 2nd"): the first reply of a fresh process
+// should be within 10 % of the second.
+func firstRuns(m *infer.Model, ids []int32, d int, o benchFlags, tg func(int, *infer.Sequence) error) ([]benchResult, error) {
+	s := infer.NewSequence(m)
+	if d > 0 {
+		if _, err := s.PrefillMarked(ids[:d], []int{d}, nil); err != nil {
+			return nil, fmt.Errorf("filling the cache to depth %d: %w", d, err)
+		}
+	}
+	var results []benchResult
+	for _, name := range []string{"1st", "2nd"} {
+		res, err := measure(1, o.gen, func() error { return m.Restore(d) }, func() error { return tg(d, s) })
+		if err != nil {
+			return nil, err
+		}
+		res.Test = fmt.Sprintf("tg%d %s%s", o.gen, name, depthSuffix(d))
+		res.Depth = d
+		results = append(results, res)
+	}
+	return results, nil
+}
+
+func depthSuffix(d int) string {
+	if d > 0 {
+		return fmt.Sprintf(" @ d%d", d)
+	}
+	return ""
+}
+
 // parseDepths reads -d's comma-separated list of depths.
 func parseDepths(v string) ([]int, error) {
 	var ds []int
@@ -349,8 +433,14 @@ func dashes(n int) string {
 // reporting false where the backend or network cannot chain. Speed does
 // not depend on the token ids, so the model's own greedy tokens stand in
 // for llama-bench's random ones.
-func chainedTG(s *infer.Sequence, prefix []int32, first int32, n int) (bool, error) {
+//
+// With smp it samples through the chained sampler (Sequence.NewSampledChain)
+// instead.
+func chainedTG(s *infer.Sequence, prefix []int32, first int32, n int, smp *sample.Sampler) (bool, error) {
 	c := s.NewChain()
+	if smp != nil {
+		c = s.NewSampledChain(smp)
+	}
 	if c == nil {
 		return false, nil
 	}

@@ -133,3 +133,27 @@ func TestBenchAtDepth(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchFirstAndSampled: --first times the process's first and second
+// tg runs before the warm-up ("tg4 1st", "tg4 2nd", one sample each, at
+// the first depth), and --sampled adds a "tg4 sampled" line per depth
+// where the backend chains sampling (not the CPU's, which has no chained
+// sampler: no line there).
+func TestBenchFirstAndSampled(t *testing.T) {
+	args := []string{"-p", "0", "-n", "4", "-r", "2", "-d", "40,0", "--first", "--sampled", "--format", "json", "--backend", "cpu", "--threads", "1"}
+	var out, errOut bytes.Buffer
+	if err := runBench(args, &out, &errOut); err != nil {
+		t.Fatalf("bench %v: %v\n%s", args, err, errOut.String())
+	}
+	var res []benchResult
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("bench %v: %v\n%s", args, err, out.String())
+	}
+	var tests []string
+	for _, r := range res {
+		tests = append(tests, fmt.Sprintf("%s/%d/%d", r.Test, r.Depth, len(r.Samples)))
+	}
+	if want := []string{"tg4 1st @ d40/40/1", "tg4 2nd @ d40/40/1", "tg4 @ d40/40/2", "tg4/0/2"}; !slices.Equal(tests, want) {
+		t.Errorf("bench %v: tests %v, want %v", args, tests, want)
+	}
+}

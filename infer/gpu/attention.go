@@ -52,7 +52,7 @@ func (b *Backend) attnFused(dst, q *tensor, layer int, a infer.Attn) (attnKind, 
 	if b.latMax != 0 && seq <= b.latMax && (a.HeadDim == 64 || a.HeadDim == 128) && maxInv >= latWG && off%4 == 0 {
 		return attnLat, q8Room
 	}
-	if _, _, ok := b.attnParams(a); ok && b.splits > 1 {
+	if _, ok := b.attnParams(a); ok && b.splits > 1 {
 		return attnQK, b.attnSumQ8(a)
 	}
 	return 0, false
@@ -85,7 +85,15 @@ func (b *Backend) encodeAttention(at *node, store value) {
 		return
 	}
 	qpg := a.Heads / a.KVHeads
-	wg, tile, ok := b.attnParams(a)
+	// a prompt pass takes the 16-position tiles of attn_tile.wgsli, one
+	// token the split passes of attn_blk.wgsli
+	stats, pv := "attn_stats", "attn_pv"
+	wg, ok := b.attnParams(a)
+	tile := 0
+	if b.n > 1 {
+		stats, pv = "attn_stats_rows", "attn_pv_rows"
+		wg, tile, ok = b.attnTileParams(a)
+	}
 	if !ok {
 		b.fail(fmt.Errorf("gpu: attention with head_dim %d and %d query heads per kv head: %w", a.HeadDim, qpg, ErrUnsupported))
 		return
@@ -98,10 +106,16 @@ func (b *Backend) encodeAttention(at *node, store value) {
 	kvd := s.KVHeads * s.HeadDim
 	kc, vc, off := b.kvBind(layer)
 	defs := func() map[string]shaders.Const {
-		return map[string]shaders.Const{
+		d := map[string]shaders.Const{
 			"HEADS": shaders.U32(a.Heads), "KVHEADS": shaders.U32(a.KVHeads), "QPG": shaders.U32(qpg), "D": shaders.U32(a.HeadDim),
 			"KVD": shaders.U32(kvd), "QROWS": shaders.U32(rows), "LAYER_OFF": shaders.U32(off),
-			"SCALE": shaders.F32(a.Scale), "TILE": shaders.U32(tile), "WG": shaders.U32(wg)}
+			"SCALE": shaders.F32(a.Scale), "WG": shaders.U32(wg)}
+		if tile > 0 {
+			d["TILE"] = shaders.U32(tile)
+		} else {
+			d["RT"], d["RDN"] = shaders.U32(1), shaders.U32(attnRDN(qpg, wg))
+		}
+		return d
 	}
 	// With one split (decode over ≤ 32 positions) attn_one does exactly
 	// the work of attn_stats and attn_pv on the same workgroups, without
@@ -116,26 +130,49 @@ func (b *Backend) encodeAttention(at *node, store value) {
 		b.dispatch(one, a.KVHeads, n, 1)
 		return
 	}
-	st := b.prepared(opKey{kind: "attnstats", a: q, b: a, i: layer}, func() (*kernel, []binding, error) {
-		k, err := b.d.kernel("attn_stats", defs())
+	st := b.prepared(opKey{kind: stats, a: q, b: a, i: layer}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel(stats, defs())
 		return k, []binding{whole(b.batchBuf), whole(q.buf), kc, whole(q.stats)}, err
 	})
 	b.dispatch(st, a.KVHeads, n, b.splits)
-	pv := b.prepared(opKey{kind: "attnpv", a: q, b: a, i: layer}, func() (*kernel, []binding, error) {
-		k, err := b.d.kernel("attn_pv", defs())
+	pvOp := b.prepared(opKey{kind: pv, a: q, b: a, i: layer}, func() (*kernel, []binding, error) {
+		k, err := b.d.kernel(pv, defs())
 		return k, []binding{whole(b.batchBuf), whole(q.buf), kc, vc, whole(q.stats), whole(q.part)}, err
 	})
-	b.dispatch(pv, a.KVHeads, n, b.splits)
+	b.dispatch(pvOp, a.KVHeads, n, b.splits)
 	b.attnSum(dst, q, a, rows)
 }
 
-// attnParams is attention's workgroup size and score tile for a
-// (attn_tile.wgsli), or ok false where the kernels cannot take it. Each
-// query head of the group scores TILE positions at a time with a tree
+// attnParams is the split passes' workgroup size for a (attn_blk.wgsli),
+// or ok false where the kernels cannot take it: a power of two (their
+// trees halve it) of at least maxSplits (attn_pv combines one split per
+// thread) and QPG·D/4 (a thread per output vec4 of the group's heads, as
+// many threads as the V pass's D/4-thread groups can use: with 128 the
+// 27B's heads of 256 decoded slower than with the 512 of before).
+func (b *Backend) attnParams(a infer.Attn) (wg int, ok bool) {
+	qpg := a.Heads / a.KVHeads
+	wg = 128
+	for wg < max(maxSplits, qpg*a.HeadDim/4) {
+		wg *= 2
+	}
+	if a.HeadDim%8 != 0 || wg > int(b.d.Limits.MaxComputeInvocationsPerWorkgroup) {
+		return 0, false
+	}
+	return wg, true
+}
+
+// attnRDN is the length of attn_blk's workgroup array rd: a value per
+// (head of the workgroup, thread), and 4 per thread for the V pass's group
+// sums.
+func attnRDN(heads, wg int) int { return max(heads, 4) * wg }
+
+// attnTileParams is the prompt-pass kernels' workgroup size and score
+// tile for a (attn_tile.wgsli), or ok false where they cannot take it.
+// Each query head of the group scores TILE positions at a time with a tree
 // reduction over its TILE threads, so TILE is a power of two; when the
 // group size (3 in bonsai-tiny) does not divide WG, the spare threads idle
 // through the scoring.
-func (b *Backend) attnParams(a infer.Attn) (wg, tile int, ok bool) {
+func (b *Backend) attnTileParams(a infer.Attn) (wg, tile int, ok bool) {
 	qpg := a.Heads / a.KVHeads
 	wg = 128
 	for wg < qpg*a.HeadDim/4 {
@@ -193,7 +230,7 @@ func (b *Backend) attnQK(n *node, p value) {
 	s := b.kv.spec
 	dst, a := n.dst, n.attn
 	q, k, v := p.dst, p.src, p.up
-	wg, tile, _ := b.attnParams(a)
+	wg, _ := b.attnParams(a)
 	rows := min(q.rows, dst.rows)
 	if !b.attnBuffers(q, a, rows, true) {
 		return
@@ -207,12 +244,13 @@ func (b *Backend) attnQK(n *node, p value) {
 		return map[string]shaders.Const{
 			"HEADS": shaders.U32(a.Heads), "KVHEADS": shaders.U32(a.KVHeads), "QPG": shaders.U32(qpg), "D": shaders.U32(a.HeadDim),
 			"KVD": shaders.U32(kvd), "QROWS": shaders.U32(1), "LAYER_OFF": shaders.U32(off),
-			"SCALE": shaders.F32(a.Scale), "TILE": shaders.U32(tile), "WG": shaders.U32(wg), "SCTX": shaders.U32(s.Context)}
+			"SCALE": shaders.F32(a.Scale), "WG": shaders.U32(wg), "RT": shaders.U32(1), "RDN": shaders.U32(attnRDN(qpg, wg)), "SCTX": shaders.U32(s.Context)}
 	}
 	k1 := b.prepared(opKey{kind: "attnqk", a: q, b: k, c: v, d: p.w, e: p.kw, g: a, i: p.layer, f: p.eps}, func() (*kernel, []binding, error) {
 		d := defs()
 		d["DIMS"], d["QEPS"], d["KEPS"], d["NRWG"] = shaders.U32(r.Dims), shaders.F32(p.eps), shaders.F32(p.keps), shaders.U32(nrwg)
 		d["VH"], d["CTX"], d["SCORES"] = shaders.U32((qpg+1)*nrwg), shaders.U32(s.Context), shaders.Flag(true)
+		d["K4"] = shaders.Flag(off%4 == 0)
 		kern, err := b.d.kernel("attn_qk", d)
 		return kern, []binding{whole(b.batchBuf), whole(p.w.chunks[0].buf), whole(p.kw.chunks[0].buf), whole(p.table),
 			whole(q.buf), whole(k.buf), whole(v.buf), kc, vc, whole(q.stats), whole(q.scores)}, err

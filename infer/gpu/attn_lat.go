@@ -1,6 +1,9 @@
 package gpu
 
-import "github.com/bonsai-chat/bonsai/shaders"
+import (
+	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/shaders"
+)
 
 // latLongMaxPos is the longest decode sequence attn_lat takes in one
 // dispatch (8 rounds of 32 positions: a thread holds 16 words each of K
@@ -34,4 +37,21 @@ func (b *Backend) attnLat(n *node, p value) {
 	b.dispatchPrologue(pr, "attn_lat", "attnlat", (p.layer<<1|boolInt(pr.q8))<<4|rounds, func() map[string]shaders.Const {
 		return map[string]shaders.Const{"R": shaders.U32(rounds)}
 	})
+}
+
+var _ infer.Warming = (*Backend)(nil)
+
+// WarmPositions are the decode positions at which the attention kernels
+// change: attn_lat's rounds of 32 positions double (a pipeline each) and,
+// past latMax, the split passes take over (or, where attn_lat cannot take
+// the model, past one split of 32 positions).
+func (b *Backend) WarmPositions() []int {
+	ps := []int{32}
+	for p := 64; p < b.latMax; p *= 2 {
+		ps = append(ps, p)
+	}
+	if b.latMax > 32 {
+		ps = append(ps, b.latMax)
+	}
+	return ps
 }

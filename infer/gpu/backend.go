@@ -17,7 +17,13 @@ import (
 const maxBatchTokens = 8192
 
 // maxSplits bounds the split-KV attention partials per (row, head).
-const maxSplits = 64
+const maxSplits = 128
+
+// splitGroups is the number of workgroups (kv heads × splits) decode
+// attention aims for: on the H100 (132 SMs) 512 workgroups of 128 threads
+// are resident at once, each split then short enough that its loads are
+// all in flight together.
+const splitGroups = 512
 
 // A pass is submitted in pieces so that the GPU runs the first dispatches
 // while the host still encodes the rest (wgpu costs ~2 µs of host time per
@@ -329,12 +335,17 @@ func (b *Backend) Begin(batch infer.Batch) {
 		}
 		b.unplaced = nil
 	}
-	// Decode spreads the cache over up to maxSplits workgroups per kv head
-	// (at least 32 positions each); prefill has parallelism in its rows.
+	// Decode spreads the cache over about splitGroups workgroups (at least
+	// 32 positions each, at most maxSplits per kv head); prefill has
+	// parallelism in its rows.
 	seq := batch.Pos + b.n
 	chunk := seq
 	if b.n == 1 {
-		chunk = max(32, ceilDiv(seq, maxSplits))
+		splits := maxSplits
+		if b.kv != nil {
+			splits = min(maxSplits, max(1, splitGroups/b.kv.spec.KVHeads))
+		}
+		chunk = max(32, ceilDiv(seq, splits))
 	}
 	b.splits = ceilDiv(seq, chunk)
 	b.fuseRules = b.passRules()
