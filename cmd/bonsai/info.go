@@ -154,7 +154,7 @@ func describe(f *gguf.File, ctx int, out io.Writer) error {
 		// wrapped-around negative one.
 		ctx = infer.ContextFor(ctx, hp)
 		kv, rs := infer.StateSpecs(f, hp, 1)
-		mem := infer.EstimateMemory(f, hp, 1, 0)
+		mem := infer.EstimateMemory(f, hp, 1, 0, infer.KVTypes{})
 		weights, kvBytes := float64(infer.WeightBytes(f)), float64(kv.Bytes())*float64(ctx)
 		state := ""
 		if mem.Recurrent > 0 {

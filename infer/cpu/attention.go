@@ -2,7 +2,9 @@ package cpu
 
 import (
 	"fmt"
+	"math"
 
+	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/quant"
 )
@@ -33,6 +35,10 @@ type attnJob struct {
 func (j *attnJob) run(lo, hi, worker int) {
 	b, a := j.b, j.a
 	c := &b.kv
+	if c.spec.Quantized() {
+		j.flash(lo, hi, worker)
+		return
+	}
 	group := a.Heads / a.KVHeads
 	q16 := b.qf16[worker][:a.HeadDim]
 	for pair := lo; pair < hi; pair++ {
@@ -58,6 +64,130 @@ func (j *attnJob) run(lo, hi, worker int) {
 		quant.DotsF16(q16, k, a.HeadDim, scores)
 		quant.SoftmaxF16(scores, a.Scale)
 		quant.WeightedSumF16T(scores, vByDim, c.vStride, out)
+	}
+}
+
+// flashScratch is a worker's query in K's vec-dot type and its output
+// accumulator.
+type flashScratch struct {
+	q8  []byte    // q quantized to Q8_0 (a Q8_0 K)
+	acc []float32 // VKQ: f32, or f16 values held in f32 (an f16 V)
+	rot []float32 // a rotated head (q, or a K or V row being stored)
+}
+
+// llama.cpp (llama_kv_cache, attn_rot_k/attn_rot_v) rotates what a
+// quantized cache holds by an orthonormal Walsh–Hadamard transform, so that
+// Q8_0's per-block scale meets values without outliers: with a quantized K
+// whose head size is a multiple of 64, q and k by blocks of the largest
+// power of two dividing the head size; with a quantized V, v by blocks of
+// 64, and the attention output back by the same blocks (H·H = I). Each is
+// ggml's FWHT: x·(1/√n) first, then the butterflies.
+
+// rotationK is the block llama.cpp rotates q and a K of type t by; 0: none.
+func rotationK(t infer.KVType, dim int) int {
+	if !t.Quantized() || dim%64 != 0 {
+		return 0
+	}
+	n := 64
+	for dim%(2*n) == 0 {
+		n *= 2
+	}
+	return n
+}
+
+// rotationV is the block llama.cpp rotates a V of type t by; 0: none.
+func rotationV(t infer.KVType, dim int) int {
+	if !t.Quantized() || dim%64 != 0 {
+		return 0
+	}
+	return 64
+}
+
+// rotate sets dst to src with each block of n values rotated as
+// ggml_compute_forward_fwht does (dst may equal src).
+func rotate(dst, src []float32, n int) {
+	scale := 1 / float32(math.Sqrt(float64(n)))
+	for i, v := range src {
+		dst[i] = v * scale
+	}
+	for c := 0; c < len(dst); c += n {
+		fwht(dst[c : c+n])
+	}
+}
+
+// flash is attention over a cache with a quantized K or V, in the order of
+// ggml_compute_forward_flash_attn_ext_f16_one_chunk, which llama.cpp's CPU
+// build runs for such a cache whatever the batch (its tiled and KV-split
+// paths take f16 or f32 caches only): for each (token, head), q converted
+// to K's vec-dot type, then the positions in order with an online softmax
+// (glibc's expf, GCC's contraction of S·ms + vs into an FMA), V added
+// into an f32 accumulator (ggml_vec_mad_f32) or, for an f16 V, an f16 one
+// (ggml_vec_mad_f16 rounds after every FMA), divided by the sum at the end.
+func (j *attnJob) flash(lo, hi, worker int) {
+	b, a := j.b, j.a
+	c := &b.kv
+	group := a.Heads / a.KVHeads
+	dim := a.HeadDim
+	sc := &b.flash[worker]
+	q16, acc := b.qf16[worker][:dim], sc.acc[:dim]
+	vHalf := c.spec.V == infer.KVF16
+	for pair := lo; pair < hi; pair++ {
+		i, h := pair/a.Heads, pair%a.Heads
+		past := b.pos(i) + 1
+		ks, vs := c.kRows(j.layer, h/group, b.base(i)), c.vRows(j.layer, h/group, b.base(i))
+		q := j.q.row(i)[h*dim : (h+1)*dim]
+		if c.kRot > 0 {
+			rotate(sc.rot[:dim], q, c.kRot)
+			q = sc.rot[:dim]
+		}
+		if c.spec.K == infer.KVQ8_0 {
+			quant.QuantizeActivations(gguf.Q8_0, q, sc.q8)
+		} else {
+			quant.RoundF16s(q16, q)
+		}
+		clear(acc)
+		m, sum := float32(math.Inf(-1)), float32(0)
+		var s [1]float32
+		for t := range past {
+			krow, vrow := ks[t*c.kRow:(t+1)*c.kRow], vs[t*c.vRow:(t+1)*c.vRow]
+			if c.spec.K == infer.KVQ8_0 {
+				s[0] = quant.DotQ8_0(krow, sc.q8)
+			} else {
+				quant.DotsF16Vec(q16, unsafeHalves(krow), dim, s[:])
+			}
+			x := s[0] * a.Scale
+			ms, w := float32(1), float32(1)
+			if x > m {
+				ms, m = quant.GlibcExpf(m-x), x
+				for d := range acc {
+					acc[d] *= ms
+				}
+				if vHalf {
+					quant.RoundF16s(acc, acc)
+				}
+			} else {
+				w = quant.GlibcExpf(x - m)
+			}
+			if vHalf {
+				for d, v := range unsafeHalves(vrow) {
+					acc[d] = quant.RoundF16(quant.FMA32(quant.F16ToF32(v), w, acc[d]))
+				}
+			} else {
+				quant.MadQ8_0(acc, vrow, w)
+			}
+			sum = float32(sum*ms) + w
+		}
+		inv := float32(0)
+		if sum != 0 {
+			inv = 1 / sum
+		}
+		out := j.dst.row(i)[h*dim : (h+1)*dim]
+		for d, v := range acc {
+			out[d] = v * inv
+		}
+		if c.vRot > 0 {
+			rotate(out, out, c.vRot)
+		}
 	}
 }
 
