@@ -73,6 +73,7 @@ type flashScratch struct {
 	q8  []byte    // q quantized to Q8_0 (a Q8_0 K)
 	acc []float32 // VKQ: f32, or f16 values held in f32 (an f16 V)
 	rot []float32 // a rotated head (q, or a K or V row being stored)
+	v32 []float32 // a Q8_0 value row expanded (dequantize_row_q8_0)
 }
 
 // llama.cpp (llama_kv_cache, attn_rot_k/attn_rot_v) rotates what a
@@ -129,7 +130,7 @@ func (j *attnJob) flash(lo, hi, worker int) {
 	group := a.Heads / a.KVHeads
 	dim := a.HeadDim
 	sc := &b.flash[worker]
-	q16, acc := b.qf16[worker][:dim], sc.acc[:dim]
+	q16, acc, v32 := b.qf16[worker][:dim], sc.acc[:dim], sc.v32[:dim]
 	vHalf := c.spec.V == infer.KVF16
 	for pair := lo; pair < hi; pair++ {
 		i, h := pair/a.Heads, pair%a.Heads
@@ -159,9 +160,7 @@ func (j *attnJob) flash(lo, hi, worker int) {
 			ms, w := float32(1), float32(1)
 			if x > m {
 				ms, m = quant.GlibcExpf(m-x), x
-				for d := range acc {
-					acc[d] *= ms
-				}
+				scaleF32(acc, ms)
 				if vHalf {
 					quant.RoundF16s(acc, acc)
 				}
@@ -173,7 +172,8 @@ func (j *attnJob) flash(lo, hi, worker int) {
 					acc[d] = quant.RoundF16(quant.FMA32(quant.F16ToF32(v), w, acc[d]))
 				}
 			} else {
-				quant.MadQ8_0(acc, vrow, w)
+				quant.DequantizeQ8_0(vrow, v32)
+				madF32(acc, v32, w)
 			}
 			sum = float32(sum*ms) + w
 		}

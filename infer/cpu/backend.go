@@ -308,6 +308,7 @@ func (b *Backend) NewKVCache(spec infer.KVSpec) error {
 			q8:  make([]byte, spec.HeadDim/32*34),
 			acc: make([]float32, spec.HeadDim),
 			rot: make([]float32, spec.HeadDim),
+			v32: make([]float32, spec.HeadDim),
 		}
 	}
 	return nil

@@ -1,14 +1,12 @@
 package quant
 
+import "math"
+
 // Kernels of llama.cpp's CPU flash attention over a Q8_0 KV cache
 // (ggml_compute_forward_flash_attn_ext_f16 with a Q8_0 K or V): each key
 // row meets the query quantized to Q8_0 (QuantizeActivations) in
 // ggml_vec_dot_q8_0_q8_0, and each value row is expanded to f32
-// (dequantize_row_q8_0) and added into an f32 accumulator with one FMA per
-// element (ggml_vec_mad_f32).
-
-// Q8_0RowBytes is the size of n values (a multiple of 32) as Q8_0.
-func Q8_0RowBytes(n int) int { return n / qk8_0 * q8_0Bytes }
+// (DequantizeQ8_0) for the FMA per element of ggml_vec_mad_f32.
 
 // DotQ8_0 is ggml_vec_dot_q8_0_q8_0 on x86 with AVX2 (the path its AVX-512
 // builds take too) over len(x)/34 blocks: eight f32 lanes, lane l holding
@@ -23,28 +21,32 @@ func DotQ8_0(x, y []byte) float32 {
 		xb, yb := (*[q8_0Bytes]byte)(x), (*[q8_0Bytes]byte)(y)
 		d := f16at(xb[:], 0) * f16at(yb[:], 0)
 		for l := range acc {
-			var s int32
-			for j := 2 + 4*l; j < 6+4*l; j++ {
-				s += int32(int8(xb[j])) * int32(int8(yb[j]))
+			j := 2 + 4*l
+			s := int32(int8(xb[j]))*int32(int8(yb[j])) + int32(int8(xb[j+1]))*int32(int8(yb[j+1])) +
+				int32(int8(xb[j+2]))*int32(int8(yb[j+2])) + int32(int8(xb[j+3]))*int32(int8(yb[j+3]))
+			// FMA32's fast path, inline: one f64 FMA rounded to f32
+			// unless it landed on an f32 midpoint.
+			if f := math.FMA(float64(d), float64(s), float64(acc[l])); math.Abs(f) >= 0x1p-126 && !halfwayF32(f) {
+				acc[l] = float32(f)
+			} else {
+				acc[l] = FMA32(d, float32(s), acc[l])
 			}
-			acc[l] = FMA32(d, float32(s), acc[l])
 		}
 		x, y = x[q8_0Bytes:], y[q8_0Bytes:]
 	}
 	return sumLanes8(&acc)
 }
 
-// MadQ8_0 sets acc[i] = fma(x_i, w, acc[i]) for the len(acc) values x of
-// the Q8_0 row x (x_i = d·q_i rounded to f32, as dequantize_row_q8_0):
-// ggml_vec_mad_f32 of a dequantized value row.
-func MadQ8_0(acc []float32, x []byte, w float32) {
-	for len(acc) >= qk8_0 {
+// DequantizeQ8_0 expands the Q8_0 row x into len(dst) values, d·q rounded
+// to f32 (dequantize_row_q8_0).
+func DequantizeQ8_0(x []byte, dst []float32) {
+	for len(dst) >= qk8_0 {
 		blk := (*[q8_0Bytes]byte)(x)
 		d := f16at(blk[:], 0)
-		a := (*[qk8_0]float32)(acc)
-		for j := range a {
-			a[j] = FMA32(float32(int8(blk[2+j]))*d, w, a[j])
+		out := (*[qk8_0]float32)(dst)
+		for j := range out {
+			out[j] = float32(int8(blk[2+j])) * d
 		}
-		acc, x = acc[qk8_0:], x[q8_0Bytes:]
+		dst, x = dst[qk8_0:], x[q8_0Bytes:]
 	}
 }
