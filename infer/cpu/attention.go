@@ -208,6 +208,10 @@ func (b *Backend) Attention(dst, q infer.Tensor, layer int, a infer.Attn) {
 		b.fail(fmt.Errorf("%w: Attention of %s (%d×%d) into %s, layer %d, %+v, cache %+v", infer.ErrBadShape, cq.name, cq.rows, cq.cols, d.name, layer, a, s))
 		return
 	}
+	if b.n == 1 && !s.Quantized() && !noDecodeSweeps {
+		b.decode(cq, d, layer, a)
+		return
+	}
 	b.attn = attnJob{b: b, q: cq, dst: d, layer: layer, a: a}
 	b.parallel(b.n*a.Heads, 1, &b.attn)
 }

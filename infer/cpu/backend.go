@@ -70,6 +70,9 @@ type Backend struct {
 	pendingX  *tensor
 	qf16      [][]float32    // per worker: a query head rounded to f16
 	flash     []flashScratch // per worker: flash attention's query and accumulator
+	dec       decodeJob      // a decode step's attention (attention_decode.go)
+	decQ      []float32      // its query heads rounded to f16
+	decScores []float32      // its scores, then weights, per query head
 	// steps: every row of the pass is a decoding step of its own
 	// (infer.Batch.Steps, or rows that all say Step).
 	steps     bool
