@@ -26,10 +26,11 @@ import (
 //     ggml_vec_dot_f16's (quant.DotsF16Vec, over K's rows and over V's
 //     dimensions).
 type attnJob struct {
-	b      *Backend
-	q, dst *tensor
-	layer  int
-	a      infer.Attn
+	b        *Backend
+	q, dst   *tensor
+	layer    int
+	a        infer.Attn
+	flashPer int // query heads per flash share (flashShares)
 }
 
 func (j *attnJob) run(lo, hi, worker int) {
@@ -70,8 +71,9 @@ func (j *attnJob) run(lo, hi, worker int) {
 // flashScratch is a worker's query in K's vec-dot type and its output
 // accumulator.
 type flashScratch struct {
-	q8  []byte    // q quantized to Q8_0 (a Q8_0 K)
-	acc []float32 // VKQ: f32, or f16 values held in f32 (an f16 V)
+	q8  []byte    // a share's query heads quantized to Q8_0 (a Q8_0 K)
+	q16 []float32 // or rounded to f16 (an f16 K)
+	acc []float32 // their VKQ: f32, or f16 values held in f32 (an f16 V)
 	rot []float32 // a rotated head (q, or a K or V row being stored)
 	v32 []float32 // a Q8_0 value row expanded (dequantize_row_q8_0)
 }
@@ -127,68 +129,109 @@ func rotate(dst, src []float32, n int) {
 func (j *attnJob) flash(lo, hi, worker int) {
 	b, a := j.b, j.a
 	c := &b.kv
-	group := a.Heads / a.KVHeads
-	dim := a.HeadDim
+	group, per := a.Heads/a.KVHeads, j.flashPer
+	dim, q8 := a.HeadDim, c.kRow
 	sc := &b.flash[worker]
-	q16, acc, v32 := b.qf16[worker][:dim], sc.acc[:dim], sc.v32[:dim]
+	v32 := sc.v32[:dim]
 	vHalf := c.spec.V == infer.KVF16
-	for pair := lo; pair < hi; pair++ {
-		i, h := pair/a.Heads, pair%a.Heads
+	var m, sum [maxGroup]float32
+	for u := lo; u < hi; u++ {
+		i, h0 := u/(a.Heads/per), u%(a.Heads/per)*per
 		past := b.pos(i) + 1
-		ks, vs := c.kRows(j.layer, h/group, b.base(i)), c.vRows(j.layer, h/group, b.base(i))
-		q := j.q.row(i)[h*dim : (h+1)*dim]
-		if c.kRot > 0 {
-			rotate(sc.rot[:dim], q, c.kRot)
-			q = sc.rot[:dim]
+		ks, vs := c.kRows(j.layer, h0/group, b.base(i)), c.vRows(j.layer, h0/group, b.base(i))
+		for r := range per {
+			h := h0 + r
+			q := j.q.row(i)[h*dim : (h+1)*dim]
+			if c.kRot > 0 {
+				rotate(sc.rot[:dim], q, c.kRot)
+				q = sc.rot[:dim]
+			}
+			if c.spec.K == infer.KVQ8_0 {
+				quant.QuantizeActivations(gguf.Q8_0, q, sc.q8[r*q8:(r+1)*q8])
+			} else {
+				quant.RoundF16s(sc.q16[r*dim:(r+1)*dim], q)
+			}
+			m[r], sum[r] = float32(math.Inf(-1)), 0
 		}
-		if c.spec.K == infer.KVQ8_0 {
-			quant.QuantizeActivations(gguf.Q8_0, q, sc.q8)
-		} else {
-			quant.RoundF16s(q16, q)
-		}
-		clear(acc)
-		m, sum := float32(math.Inf(-1)), float32(0)
+		clear(sc.acc[:per*dim])
 		var s [1]float32
 		for t := range past {
 			krow, vrow := ks[t*c.kRow:(t+1)*c.kRow], vs[t*c.vRow:(t+1)*c.vRow]
-			if c.spec.K == infer.KVQ8_0 {
-				s[0] = quant.DotQ8_0(krow, sc.q8)
-			} else {
-				quant.DotsF16Vec(q16, unsafeHalves(krow), dim, s[:])
-			}
-			x := s[0] * a.Scale
-			ms, w := float32(1), float32(1)
-			if x > m {
-				ms, m = quant.GlibcExpf(m-x), x
-				scaleF32(acc, ms)
-				if vHalf {
-					quant.RoundF16s(acc, acc)
-				}
-			} else {
-				w = quant.GlibcExpf(x - m)
-			}
-			if vHalf {
-				for d, v := range unsafeHalves(vrow) {
-					acc[d] = quant.RoundF16(quant.FMA32(quant.F16ToF32(v), w, acc[d]))
-				}
-			} else {
+			if !vHalf {
+				// One expansion of the value row for the heads sharing it.
 				quant.DequantizeQ8_0(vrow, v32)
-				madF32(acc, v32, w)
 			}
-			sum = float32(sum*ms) + w
+			for r := range per {
+				acc := sc.acc[r*dim : (r+1)*dim]
+				if c.spec.K == infer.KVQ8_0 {
+					s[0] = quant.DotQ8_0(krow, sc.q8[r*q8:(r+1)*q8])
+				} else {
+					quant.DotsF16Vec(sc.q16[r*dim:(r+1)*dim], unsafeHalves(krow), dim, s[:])
+				}
+				x := s[0] * a.Scale
+				ms, w := float32(1), float32(1)
+				if x > m[r] {
+					ms, m[r] = quant.GlibcExpf(m[r]-x), x
+					scaleF32(acc, ms)
+					if vHalf {
+						quant.RoundF16s(acc, acc)
+					}
+				} else {
+					w = quant.GlibcExpf(x - m[r])
+				}
+				if vHalf {
+					for d, v := range unsafeHalves(vrow) {
+						acc[d] = quant.RoundF16(quant.FMA32(quant.F16ToF32(v), w, acc[d]))
+					}
+				} else {
+					madF32(acc, v32, w)
+				}
+				sum[r] = float32(sum[r]*ms) + w
+			}
 		}
-		inv := float32(0)
-		if sum != 0 {
-			inv = 1 / sum
-		}
-		out := j.dst.row(i)[h*dim : (h+1)*dim]
-		for d, v := range acc {
-			out[d] = v * inv
-		}
-		if c.vRot > 0 {
-			rotate(out, out, c.vRot)
+		for r := range per {
+			inv := float32(0)
+			if sum[r] != 0 {
+				inv = 1 / sum[r]
+			}
+			h := h0 + r
+			out := j.dst.row(i)[h*dim : (h+1)*dim]
+			for d, v := range sc.acc[r*dim : (r+1)*dim] {
+				out[d] = v * inv
+			}
+			if c.vRot > 0 {
+				rotate(out, out, c.vRot)
+			}
 		}
 	}
+}
+
+// maxGroup bounds the query heads one flash share takes together.
+const maxGroup = 16
+
+// flashShares sets how many query heads of a group a flash share takes
+// (flashPer) and grows the workers' scratch to it, and returns the shares.
+// A share takes the whole group, which reads each key and value row once
+// for all its heads, unless that leaves threads idle: llama.cpp's flash
+// attention runs a head's positions in order, so heads are all there is to
+// split.
+func (b *Backend) flashShares(a infer.Attn) int {
+	group := a.Heads / a.KVHeads
+	per := 1
+	if group <= maxGroup && b.n*a.KVHeads >= b.qpool.Threads() {
+		per = group
+	}
+	b.attn.flashPer = per
+	c := &b.kv
+	for w := range b.flash {
+		sc := &b.flash[w]
+		if len(sc.acc) < per*a.HeadDim {
+			sc.acc = make([]float32, per*a.HeadDim)
+			sc.q16 = make([]float32, per*a.HeadDim)
+			sc.q8 = make([]byte, per*c.kRow)
+		}
+	}
+	return b.n * a.Heads / per
 }
 
 func roundUp(n, m int) int { return (n + m - 1) / m * m }
@@ -213,5 +256,9 @@ func (b *Backend) Attention(dst, q infer.Tensor, layer int, a infer.Attn) {
 		return
 	}
 	b.attn = attnJob{b: b, q: cq, dst: d, layer: layer, a: a}
+	if s.Quantized() {
+		b.parallel(b.flashShares(a), 1, &b.attn)
+		return
+	}
 	b.parallel(b.n*a.Heads, 1, &b.attn)
 }

@@ -307,9 +307,7 @@ func (b *Backend) NewKVCache(spec infer.KVSpec) error {
 	for w := range b.scores {
 		b.scores[w] = make([]float32, spec.Context+vSlack)
 		b.qf16[w] = make([]float32, spec.HeadDim)
-		b.flash[w] = flashScratch{
-			q8:  make([]byte, spec.HeadDim/32*34),
-			acc: make([]float32, spec.HeadDim),
+		b.flash[w] = flashScratch{ // q8, q16 and acc: flashShares
 			rot: make([]float32, spec.HeadDim),
 			v32: make([]float32, spec.HeadDim),
 		}
