@@ -10,7 +10,8 @@ import (
 )
 
 // attnJob computes attention for the (token, head) pairs [lo, hi), pair
-// i·Heads+h being query head h of token i. It follows llama.cpp's CPU graph
+// (g·n + i)·group + r being query head g·group + r of token i (group query
+// heads per KV head g, n tokens). It follows llama.cpp's CPU graph
 // without flash attention down to the order of its float operations, since a
 // value rounded to f16 the other way moves the logits visibly:
 //
@@ -43,7 +44,11 @@ func (j *attnJob) run(lo, hi, worker int) {
 	group := a.Heads / a.KVHeads
 	q16 := b.qf16[worker][:a.HeadDim]
 	for pair := lo; pair < hi; pair++ {
-		i, h := pair/a.Heads, pair%a.Heads
+		// Pairs run KV head by KV head, then row by row, so that a share
+		// of consecutive pairs (several rows of a prompt) reads one head's
+		// K and V while they are still in the core's cache.
+		g, rest := pair/(b.n*group), pair%(b.n*group)
+		i, h := rest/group, g*group+rest%group
 		past := b.pos(i) + 1 // positions 0 … Pos+i of the row's sequence are visible
 		scores := b.scores[worker][:past]
 		k, vByDim := c.kHead(j.layer, h/group, b.base(i)), c.vHead(j.layer, h/group, b.base(i))
