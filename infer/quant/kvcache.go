@@ -15,8 +15,16 @@ import "math"
 // in f32, so the order of the float operations is all that matters. y must
 // be at least as long as x.
 func DotQ8_0(x, y []byte) float32 {
-	var acc [8]float32
+	x = x[:len(x)/q8_0Bytes*q8_0Bytes]
 	y = y[:len(x)]
+	if s, ok := dotQ8_0SIMD(x, y); ok {
+		return s
+	}
+	return dotQ8_0Go(x, y)
+}
+
+func dotQ8_0Go(x, y []byte) float32 {
+	var acc [8]float32
 	for len(x) >= q8_0Bytes {
 		xb, yb := (*[q8_0Bytes]byte)(x), (*[q8_0Bytes]byte)(y)
 		d := f16at(xb[:], 0) * f16at(yb[:], 0)
