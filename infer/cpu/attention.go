@@ -256,7 +256,7 @@ func (b *Backend) Attention(dst, q infer.Tensor, layer int, a infer.Attn) {
 		b.fail(fmt.Errorf("%w: Attention of %s (%d×%d) into %s, layer %d, %+v, cache %+v", infer.ErrBadShape, cq.name, cq.rows, cq.cols, d.name, layer, a, s))
 		return
 	}
-	if b.n == 1 && !s.Quantized() && !noDecodeSweeps {
+	if b.n == 1 && !s.Quantized() && b.useDecodeSweeps(a) {
 		b.decode(cq, d, layer, a)
 		return
 	}

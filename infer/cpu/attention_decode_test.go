@@ -23,8 +23,11 @@ func TestDecodeSweepsMatchPairs(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%d-%d-%d-d%d-t%d", tc.heads, tc.kvHeads, tc.dim, tc.depth, tc.threads), func(t *testing.T) {
 			run := func(pairs bool) []float32 {
-				noDecodeSweeps = pairs
-				defer func() { noDecodeSweeps = false }()
+				forceDecodeSweeps = 1
+				if pairs {
+					forceDecodeSweeps = -1
+				}
+				defer func() { forceDecodeSweeps = 0 }()
 				be, err := New(infer.BackendOptions{Threads: tc.threads})
 				if err != nil {
 					t.Fatal(err)
