@@ -17,15 +17,20 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/adrg/xdg"
+	"github.com/bonsai-chat/bonsai/infer"
 )
 
 // Config is the effective configuration. Field tags are the TOML keys.
 type Config struct {
-	Model        string `toml:"model"`   // GGUF file to load
-	Backend      string `toml:"backend"` // "cpu", "gpu" or "auto"
-	Adapter      string `toml:"adapter"` // GPU adapter name (substring); "" picks the best
-	Threads      int    `toml:"threads"` // CPU threads; 0 uses every core
-	ContextSize  int    `toml:"context_size"`
+	Model       string `toml:"model"`   // GGUF file to load
+	Backend     string `toml:"backend"` // "cpu", "gpu" or "auto"
+	Adapter     string `toml:"adapter"` // GPU adapter name (substring); "" picks the best
+	Threads     int    `toml:"threads"` // CPU threads; 0 uses every core
+	ContextSize int    `toml:"context_size"`
+	// CacheTypeK and CacheTypeV are the KV cache's types, as llama.cpp's
+	// --cache-type-k/v name them: "f16" (the default) or "q8_0".
+	CacheTypeK   string `toml:"cache_type_k"`
+	CacheTypeV   string `toml:"cache_type_v"`
 	Think        bool   `toml:"think"` // thinking mode (off by default, as PrismML runs Bonsai 1.x)
 	Theme        string `toml:"theme"` // "auto", "dark" or "light"
 	SystemPrompt string `toml:"system_prompt"`
@@ -84,6 +89,8 @@ func Defaults() Config {
 		Backend:     "auto",
 		Threads:     0,
 		ContextSize: 0,
+		CacheTypeK:  "f16",
+		CacheTypeV:  "f16",
 		Think:       false, // PrismML runs Bonsai 1.x with thinking off (enable_thinking: false)
 		Theme:       "auto",
 		Spec:        "auto",
@@ -429,4 +436,18 @@ func (c *Config) Entries() []Entry {
 		out = append(out, Entry{Key: "keys." + k, Value: strconv.Quote(c.Keys[k]), Source: c.Sources["keys."+k]})
 	}
 	return out
+}
+
+// KVTypes are the KV cache types CacheTypeK and CacheTypeV name (checked
+// when the configuration loads; an unknown name is an error here too).
+func (c *Config) KVTypes() (infer.KVTypes, error) {
+	k, err := infer.ParseKVType(c.CacheTypeK)
+	if err != nil {
+		return infer.KVTypes{}, fmt.Errorf("cache_type_k: %w", err)
+	}
+	v, err := infer.ParseKVType(c.CacheTypeV)
+	if err != nil {
+		return infer.KVTypes{}, fmt.Errorf("cache_type_v: %w", err)
+	}
+	return infer.KVTypes{K: k, V: v}, nil
 }

@@ -1,6 +1,8 @@
 package infer
 
 import (
+	"fmt"
+
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer/profile"
 	"github.com/bonsai-chat/bonsai/infer/sample"
@@ -99,10 +101,12 @@ type Backend interface {
 	// NewTensor allocates a zeroed float32 activation buffer of rows × cols.
 	// name is for debugging and error messages only.
 	NewTensor(name string, rows, cols int) (Tensor, error)
-	// NewKVCache allocates the f16 K and V caches: for each of spec.Layers
+	// NewKVCache allocates the K and V caches: for each of spec.Layers
 	// layers, spec.Context positions of spec.KVHeads × spec.HeadDim values
-	// each for K and for V. A backend holds one cache; calling it again
-	// replaces (frees) the previous one.
+	// each for K and for V, of the types spec.KVTypes names. A backend
+	// holds one cache; calling it again replaces (frees) the previous one.
+	// A backend without kernels for a type fails with an error wrapping
+	// ErrUnsupportedType.
 	NewKVCache(spec KVSpec) error
 
 	// Begin starts a pass over the batch. len(b.Tokens) must be at least 1
@@ -144,7 +148,9 @@ type Backend interface {
 	Rope(x Tensor, r Rope)
 	// StoreKV writes the active rows of k and v (each n × KVHeads·HeadDim,
 	// after norm and RoPE for k) into the cache of layer at positions
-	// Pos … Pos+n−1, rounded to f16.
+	// Pos … Pos+n−1, rounded to f16 or quantized to Q8_0 per head (as
+	// llama.cpp's CPU build quantizes activations), as the cache's types
+	// say.
 	StoreKV(layer int, k, v Tensor)
 	// Attention is causal grouped-query attention of q against the cache of
 	// layer: for each active row i (position p = Pos+i) and each query head
@@ -152,8 +158,15 @@ type Backend interface {
 	//	s_t   = scale · f16(q_{i,h}) · K_{g,t}   for t = 0 … p
 	//	a     = softmax(s)                       (f32, max-subtracted)
 	//	dst_{i,h} = Σ_t f16(a_t) V_{g,t}
-	// q and dst are n × Heads·HeadDim. K and V come from the f16 cache, so
-	// StoreKV of this layer must precede it in the pass.
+	// q and dst are n × Heads·HeadDim. K and V come from the cache, so
+	// StoreKV of this layer must precede it in the pass. With a quantized
+	// K or V (KVTypes.Quantized) it is llama.cpp's flash attention instead
+	// (which llama.cpp requires for a quantized V), row by row in position
+	// order with an online softmax: q is converted to K's vec-dot type
+	// (Q8_0 for a Q8_0 K: integer dots), M and S the running max and sum,
+	//	s = scale · q·K_t; if s > M { acc ·= e^(M−s); M = s } else w = e^(s−M)
+	//	acc += w·V_t; S = S·e^(M_old−M) + w;  dst = acc / S
+	// with acc in f32 (in f16 for an f16 V beside a Q8_0 K, as ggml).
 	Attention(dst, q Tensor, layer int, a Attn)
 	// SwiGLU sets dst = silu(gate) ⊙ up, silu(x) = x/(1+e^−x), in f32.
 	// dst may equal gate or up.
@@ -241,18 +254,32 @@ type Batch struct {
 	Steps bool
 }
 
-// KVSpec sizes a KV cache. Bytes = 2 (K and V) × Layers × Context × KVHeads ×
-// HeadDim × 2 (f16).
+// KVSpec sizes a KV cache: for each of Layers layers, Context positions of
+// KVHeads × HeadDim values each for K and for V, stored as KVTypes says
+// (the zero value: f16 for both).
 type KVSpec struct {
 	Layers  int
 	Context int
 	KVHeads int
 	HeadDim int
+	KVTypes
 }
 
 // Bytes is the cache's size in memory.
-func (s KVSpec) Bytes() int64 {
-	return 2 * int64(s.Layers) * int64(s.Context) * int64(s.KVHeads) * int64(s.HeadDim) * 2
+func (s KVSpec) Bytes() int64 { return int64(s.Context) * s.BytesPerPosition() }
+
+// BytesPerPosition is what one position of K and V takes over the layers.
+func (s KVSpec) BytesPerPosition() int64 {
+	return int64(s.Layers) * int64(s.KVHeads) * (s.K.RowBytes(s.HeadDim) + s.V.RowBytes(s.HeadDim))
+}
+
+// Check refuses a spec a cache cannot be made of: a non-positive size, an
+// unknown type, or a head size a quantized type cannot block.
+func (s KVSpec) Check() error {
+	if s.Layers <= 0 || s.Context <= 0 || s.KVHeads <= 0 || s.HeadDim <= 0 {
+		return fmt.Errorf("%w: KV cache %+v", ErrBadShape, s)
+	}
+	return s.KVTypes.check(s.HeadDim)
 }
 
 // Attn describes the attention of one layer.

@@ -68,7 +68,8 @@ type StateFingerprint struct {
 	Model   string `json:"model"`
 	Arch    string `json:"arch"`
 	Context int    `json:"context"`
-	// CacheK and CacheV are the KV cache's element types ("f16").
+	// CacheK and CacheV are the KV cache's element types (as llama.cpp's
+	// --cache-type-k/v name them: "f16", "q8_0").
 	CacheK    string        `json:"cache_k"`
 	CacheV    string        `json:"cache_v"`
 	Backend   string        `json:"backend"`
@@ -94,25 +95,15 @@ func (f StateFingerprint) Diff(want StateFingerprint) string {
 	return ""
 }
 
-// KVCacheTyper is a backend whose KV cache may hold other types than f16:
-// it names them (as llama.cpp's --cache-type-k/v: "f16", "q8_0") for the
-// state's fingerprint.
-type KVCacheTyper interface {
-	KVCacheTypes() (k, v string)
-}
-
 // StateFingerprint is m's fingerprint with model as its file's identity.
 func (m *Model) StateFingerprint(model string) StateFingerprint {
 	fp := StateFingerprint{
 		Model: model, Arch: m.Hparams.Arch, Context: m.context,
-		CacheK: "f16", CacheV: "f16",
+		CacheK: m.kvTypes.K.String(), CacheV: m.kvTypes.V.String(),
 		KV: m.KVSpec(), Recurrent: m.rspec,
 	}
 	if m.backend != nil {
 		fp.Backend = m.backend.Name()
-		if t, ok := m.backend.(KVCacheTyper); ok {
-			fp.CacheK, fp.CacheV = t.KVCacheTypes()
-		}
 	}
 	return fp
 }

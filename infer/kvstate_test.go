@@ -13,7 +13,10 @@ import (
 )
 
 // loadCPU loads a tiny qwen3, or synth's tiny qwen35, on the CPU.
-func loadCPU(t testing.TB, arch string) *infer.Model {
+func loadCPU(t testing.TB, arch string) *infer.Model { return loadCPUWith(t, arch, infer.KVTypes{}) }
+
+// loadCPUWith is loadCPU with a KV cache of the types kv.
+func loadCPUWith(t testing.TB, arch string, kv infer.KVTypes) *infer.Model {
 	t.Helper()
 	var f *gguf.File
 	var err error
@@ -35,7 +38,7 @@ func loadCPU(t testing.TB, arch string) *infer.Model {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	m, err := infer.Load(f, infer.Options{Backend: "cpu", Threads: 1, Context: 64})
+	m, err := infer.Load(f, infer.Options{Backend: "cpu", Threads: 1, Context: 64, KV: kv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,10 +62,16 @@ func savedState(t testing.TB, m *infer.Model, ids []int32, marks []int) []byte {
 
 // A restored sequence continues exactly as the one saved: the same logits
 // for the next token, and a recurrent network's snapshots come back too.
+// A q8_0 cache (K, or K and V) is saved as its blocks.
 func TestStateRoundTrip(t *testing.T) {
-	for _, arch := range []string{"qwen3", "qwen35"} {
-		t.Run(arch, func(t *testing.T) {
-			m := loadCPU(t, arch)
+	q8 := infer.KVTypes{K: infer.KVQ8_0, V: infer.KVQ8_0}
+	for _, c := range []struct {
+		arch string
+		kv   infer.KVTypes
+	}{{"qwen3", infer.KVTypes{}}, {"qwen35", infer.KVTypes{}}, {"qwen3", q8}, {"qwen3", infer.KVTypes{K: infer.KVQ8_0}}, {"qwen35", q8}} {
+		arch := c.arch
+		t.Run(arch+"-"+c.kv.K.String()+"-"+c.kv.V.String(), func(t *testing.T) {
+			m := loadCPUWith(t, arch, c.kv)
 			ids := toks(20, 3)
 			data := savedState(t, m, ids, []int{12})
 			next := []int32{7}

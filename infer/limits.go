@@ -113,9 +113,10 @@ func checkLogits(logits []float32, hp Hyperparams) error {
 }
 
 // KVBytes is the f16 KV cache of ctx positions over every layer, as a
-// float64 so that an absurd ctx reports a size instead of overflowing.
+// float64 so that an absurd ctx reports a size instead of overflowing. It
+// bounds a quantized cache too (Q8_0 takes 17/32 of it).
 func KVBytes(hp Hyperparams, ctx int) float64 {
-	return float64(KVBytesPerToken(hp)) * float64(ctx)
+	return float64(KVBytesPerToken(hp, KVTypes{})) * float64(ctx)
 }
 
 // HostBytes estimates what the CPU backend allocates beyond the mapped

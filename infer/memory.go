@@ -26,14 +26,14 @@ func (m Memory) State() int64 { return m.KVAlloc + m.Recurrent + m.SnapshotsMax 
 // cache, the recurrent state (always whole) and the snapshots held.
 func (m Memory) StateUsed() int64 { return m.KVUsed + m.Recurrent + m.Snapshots }
 
-// KVBytesPerToken is the f16 K and V of one position over the layers that
-// keep them (every layer of a dense transformer).
-func KVBytesPerToken(h Hyperparams) int64 {
+// KVBytesPerToken is K and V of one position, of types t, over the layers
+// that keep them (every layer of a dense transformer).
+func KVBytesPerToken(h Hyperparams, t KVTypes) int64 {
 	layers := h.Layers
 	if h.KVLayers > 0 {
 		layers = h.KVLayers
 	}
-	return KVSpec{Layers: layers, Context: 1, KVHeads: h.KVHeads, HeadDim: h.HeadDim}.Bytes()
+	return KVSpec{Layers: layers, Context: 1, KVHeads: h.KVHeads, HeadDim: h.HeadDim, KVTypes: t}.Bytes()
 }
 
 // WeightBytes sums the sizes of f's tensors.
@@ -64,11 +64,12 @@ func StateSpecs(f *gguf.File, h Hyperparams, ctx int) (KVSpec, RecurrentSpec) {
 }
 
 // EstimateMemory is what loading f with a context of ctx tokens needs before
-// activations: the file's weights, the full KV cache, the recurrent state
-// and the most its snapshots take (snapshots as Options.Snapshots, 0 being
-// the default).
-func EstimateMemory(f *gguf.File, h Hyperparams, ctx, snapshots int) Memory {
+// activations: the file's weights, the full KV cache of types t, the
+// recurrent state and the most its snapshots take (snapshots as
+// Options.Snapshots, 0 being the default).
+func EstimateMemory(f *gguf.File, h Hyperparams, ctx, snapshots int, t KVTypes) Memory {
 	kv, rs := StateSpecs(f, h, ctx)
+	kv.KVTypes = t
 	return Memory{
 		FileBytes:    int64(len(f.Bytes())),
 		WeightBytes:  WeightBytes(f),
@@ -97,7 +98,7 @@ func (m *Model) Memory(used int) Memory {
 		FileBytes:   int64(len(m.File.Bytes())),
 		WeightBytes: WeightBytes(m.File),
 		KVAlloc:     kv.Bytes(),
-		KVUsed:      KVSpec{Layers: kv.Layers, Context: min(max(used, 0), m.context), KVHeads: kv.KVHeads, HeadDim: kv.HeadDim}.Bytes(),
+		KVUsed:      int64(min(max(used, 0), m.context)) * kv.BytesPerPosition(),
 		Recurrent:   m.rspec.Bytes(),
 	}
 	mem.Snapshots, mem.SnapshotsMax = m.SnapshotBytes()

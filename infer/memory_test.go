@@ -46,7 +46,7 @@ func TestStateSpecs(t *testing.T) {
 	if kv != m.KVSpec() || rs != m.RecurrentSpec() {
 		t.Errorf("StateSpecs %+v %+v, the built network %+v %+v", kv, rs, m.KVSpec(), m.RecurrentSpec())
 	}
-	mem := infer.EstimateMemory(f, h.Hyperparams, 4096, 0)
+	mem := infer.EstimateMemory(f, h.Hyperparams, 4096, 0, infer.KVTypes{})
 	if mem.KVAlloc != 4096*kv.Bytes()/64 || mem.Recurrent != rs.Bytes() || mem.SnapshotsMax != infer.DefaultSnapshots*rs.Bytes() {
 		t.Errorf("estimate %+v", mem)
 	}
@@ -56,7 +56,7 @@ func TestStateSpecs(t *testing.T) {
 
 	dense := infer.Hyperparams{Arch: "qwen3", Layers: 28, KVHeads: 8, HeadDim: 128}
 	kv, rs = infer.StateSpecs(f, dense, 2)
-	if kv.Layers != 28 || kv.Bytes() != 2*infer.KVBytesPerToken(dense) || rs.Bytes() != 0 {
+	if kv.Layers != 28 || kv.Bytes() != 2*infer.KVBytesPerToken(dense, infer.KVTypes{}) || rs.Bytes() != 0 {
 		t.Errorf("dense: KV %+v, recurrent %+v", kv, rs)
 	}
 }

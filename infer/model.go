@@ -37,12 +37,13 @@ const (
 
 // Options configure Load.
 type Options struct {
-	Backend string // "cpu", "gpu" or "auto" ("" = auto)
-	Threads int    // CPU threads; 0: one per core
-	Context int    // KV cache positions; 0: DefaultContext capped by the model
-	Batch   int    // prompt tokens per pass; 0: DefaultBatch
-	Profile bool   // time the phases from the start
-	Adapter string // GPU adapter choice (BackendOptions.Adapter)
+	Backend string  // "cpu", "gpu" or "auto" ("" = auto)
+	Threads int     // CPU threads; 0: one per core
+	Context int     // KV cache positions; 0: DefaultContext capped by the model
+	KV      KVTypes // the KV cache's types; zero: f16 K and V
+	Batch   int     // prompt tokens per pass; 0: DefaultBatch
+	Profile bool    // time the phases from the start
+	Adapter string  // GPU adapter choice (BackendOptions.Adapter)
 	GPU     GPUOptions
 	// Snapshots is how many recurrent-state snapshots to keep (recurrent
 	// networks only); 0: DefaultSnapshots, negative: none.
@@ -76,6 +77,7 @@ type Model struct {
 	backend  Backend
 	net      Network
 	context  int
+	kvTypes  KVTypes
 	maxBatch int
 	logits   []float32
 
@@ -120,6 +122,9 @@ func Load(f *gguf.File, opts Options) (*Model, error) {
 	if err := checkFile(f, hp, ctx, opts.Threads); err != nil {
 		return nil, err
 	}
+	if err := opts.KV.check(hp.HeadDim); err != nil {
+		return nil, err
+	}
 	if err := checkFinite(f); err != nil {
 		return nil, err
 	}
@@ -137,6 +142,7 @@ func Load(f *gguf.File, opts Options) (*Model, error) {
 		Hparams:   hp,
 		Variant:   DetectVariant(f),
 		context:   ctx,
+		kvTypes:   opts.KV,
 		maxBatch:  batch,
 		logits:    make([]float32, hp.Vocab),
 		statePos:  -1,
@@ -190,7 +196,7 @@ func (m *Model) build(arch Architecture, name string, bopts BackendOptions, prog
 			m.Notes = append(m.Notes, fmt.Sprintf("context %d capped at the %d positions this architecture runs", m.context, kv))
 			m.context, m.maxBatch = kv, min(m.maxBatch, kv)
 		}
-		err = b.NewKVCache(net.KVSpec(m.context))
+		err = b.NewKVCache(m.kvSpec(net))
 		if err != nil {
 			err = fmt.Errorf("KV cache for %d tokens: %w", m.context, err)
 		}
@@ -474,7 +480,14 @@ func (m *Model) MaxBatch() int { return m.maxBatch }
 func (m *Model) Backend() Backend { return m.backend }
 
 // KVSpec is the allocated KV cache's shape.
-func (m *Model) KVSpec() KVSpec { return m.net.KVSpec(m.context) }
+func (m *Model) KVSpec() KVSpec { return m.kvSpec(m.net) }
+
+// kvSpec is net's cache for the model's context, of the types it loads with.
+func (m *Model) kvSpec(net Network) KVSpec {
+	s := net.KVSpec(m.context)
+	s.KVTypes = m.kvTypes
+	return s
+}
 
 // Close releases the backend (device memory, bindings). It does not close
 // the file.

@@ -98,8 +98,8 @@ func TestQwen35Params(t *testing.T) {
 	if want := []bool{true, true, false, true, true, false}; !slices.Equal(p.Recurrent, want) {
 		t.Errorf("recurrent layers %v, want %v (every third is attention)", p.Recurrent, want)
 	}
-	if p.KVLayers != 2 || infer.KVBytesPerToken(p.Hyperparams) != 2*2*128*2 {
-		t.Errorf("%d KV layers, %d KV bytes per token: want the 2 attention layers' K and V", p.KVLayers, infer.KVBytesPerToken(p.Hyperparams))
+	if p.KVLayers != 2 || infer.KVBytesPerToken(p.Hyperparams, infer.KVTypes{}) != 2*2*128*2 {
+		t.Errorf("%d KV layers, %d KV bytes per token: want the 2 attention layers' K and V", p.KVLayers, infer.KVBytesPerToken(p.Hyperparams, infer.KVTypes{}))
 	}
 	if want := float32(1 / math.Sqrt(128)); p.AttnScale != want {
 		t.Errorf("attention scale %v, want %v", p.AttnScale, want)

@@ -222,7 +222,7 @@ func TestNonRecurrentModelUnchanged(t *testing.T) {
 	if err := m.Forward(toks(2, 2), 5); err != nil {
 		t.Errorf("Forward inside the cache: %v", err)
 	}
-	if mem := m.Memory(7); mem.Recurrent != 0 || mem.SnapshotsMax != 0 || mem.KVUsed != 7*infer.KVBytesPerToken(m.Hparams) {
+	if mem := m.Memory(7); mem.Recurrent != 0 || mem.SnapshotsMax != 0 || mem.KVUsed != 7*infer.KVBytesPerToken(m.Hparams, infer.KVTypes{}) {
 		t.Errorf("memory %+v", mem)
 	}
 }

@@ -48,6 +48,8 @@ type benchResult struct {
 	Model   string    `json:"model"`
 	Backend string    `json:"backend"`
 	Threads int       `json:"threads"`
+	TypeK   string    `json:"type_k"` // the KV cache's types, as llama-bench's
+	TypeV   string    `json:"type_v"`
 	Test    string    `json:"test"` // "pp512", "tg128", "tg128 @ d4096"
 	Tokens  int       `json:"tokens"`
 	Depth   int       `json:"n_depth"` // tokens in the cache before the test
@@ -70,7 +72,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	var o benchFlags
 	// The model, backend and threads are the configuration's, as the
 	// chat's; the seed picks the token ids.
-	cfgFlags := config.RegisterSettings(fs, "model", "backend", "adapter", "threads", "seed")
+	cfgFlags := config.RegisterSettings(fs, "model", "backend", "adapter", "threads", "cache-type-k", "cache-type-v", "seed")
 	fs.IntVar(&o.prompt, "p", 512, "prompt tokens per pp test (0: skip)")
 	fs.IntVar(&o.gen, "n", 128, "generated tokens per tg test (0: skip)")
 	fs.IntVar(&o.reps, "r", 5, "repetitions of each test")
@@ -87,7 +89,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.membw, "membw", false, "also measure the machine's read bandwidth at the same thread count and print each tg speed as a share of it")
 	features := cpuFeaturesFlag(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: bonsai bench [--model M] [--backend cpu|gpu|auto] [--threads N] [-p 512] [-n 128] [-d 0,4096] [-r 5] [--format text|json] [--membw] [--cpu-features all|avx2|portable]")
+		fmt.Fprintln(stderr, "usage: bonsai bench [--model M] [--backend cpu|gpu|auto] [--threads N] [-p 512] [-n 128] [-d 0,4096] [--cache-type-k f16|q8_0] [--cache-type-v f16|q8_0] [-r 5] [--format text|json] [--membw] [--cpu-features all|avx2|portable]")
 		fmt.Fprintln(stderr, "Settings not given as flags come from config.toml and BONSAI_* variables, as the chat's do.")
 		fs.PrintDefaults()
 	}
@@ -122,6 +124,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	kvTypes, err := cfg.KVTypes()
+	if err != nil {
+		return err
+	}
 	f, err := openModel(cfg.Model)
 	if err != nil {
 		return err
@@ -133,6 +139,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	m, err := infer.Load(f, infer.Options{
 		Backend: cfg.Backend, Adapter: cfg.Adapter, GPU: gpuOptions(), Threads: cfg.Threads,
 		Context: depth + max(o.prompt, o.gen, 1),
+		KV:      kvTypes,
 		// the depth's tokens go in batches of llama-bench's default 512
 		Batch: max(o.prompt, min(depth, 512), 1),
 	})
@@ -220,6 +227,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	for i := range results {
 		results[i].Model, results[i].Backend, results[i].Threads, results[i].Seed = name, info.Name, threads, seed
+		results[i].TypeK, results[i].TypeV = kvTypes.K.String(), kvTypes.V.String()
 	}
 	if o.membw {
 		// After the tests: the 2 GiB buffer must not evict the model
@@ -230,7 +238,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 				continue
 			}
 			res := &results[i]
-			res.BytesPerToken = tgBytes(f, m.Hparams, res.Depth, res.Tokens)
+			res.BytesPerToken = tgBytes(f, m.Hparams, kvTypes, res.Depth, res.Tokens)
 			res.ReadBW = bw
 			res.PctReadBW = 100 * res.Mean * res.BytesPerToken / bw
 		}
@@ -260,7 +268,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "| %-28s | %6.1f MiB | %6.2f B | %-8s | %7d | %*s | %7.2f ± %6.2f |%s\n",
 			name, size, params, res.Backend, res.Threads, testWidth, res.Test, res.Mean, res.StdDev, bw)
 	}
-	fmt.Fprintf(stdout, "\n%s: %s (%s), token ids from seed %d\n", info.Name, info.Adapter, info.SIMD, seed)
+	fmt.Fprintf(stdout, "\n%s: %s (%s), KV cache %s, token ids from seed %d\n", info.Name, info.Adapter, info.SIMD, kvTypes, seed)
 	return nil
 }
 

@@ -68,15 +68,15 @@ func TestDecodeBytes(t *testing.T) {
 		{"untied, 10 cached", []gguf.TensorInfo{embd, blk, out}, 10, 10 + 64 + 1000 + 11*kvPerPos},
 	} {
 		f := &gguf.File{Tensors: tc.tensors}
-		if got := decodeBytes(f, h, tc.pos); got != tc.want {
+		if got := decodeBytes(f, h, infer.KVTypes{}, tc.pos); got != tc.want {
 			t.Errorf("%s: decodeBytes = %d, want %d", tc.name, got, tc.want)
 		}
 	}
 	f := &gguf.File{Tensors: []gguf.TensorInfo{embd, blk}}
-	if got, want := tgBytes(f, h, 0, 3), float64(1064)+2*float64(kvPerPos); got != want {
+	if got, want := tgBytes(f, h, infer.KVTypes{}, 0, 3), float64(1064)+2*float64(kvPerPos); got != want {
 		t.Errorf("tgBytes over 3 tokens = %v, want %v (positions 0, 1, 2)", got, want)
 	}
-	if got, want := tgBytes(f, h, 10, 3), float64(1064)+12*float64(kvPerPos); got != want {
+	if got, want := tgBytes(f, h, infer.KVTypes{}, 10, 3), float64(1064)+12*float64(kvPerPos); got != want {
 		t.Errorf("tgBytes over 3 tokens at depth 10 = %v, want %v (positions 10, 11, 12)", got, want)
 	}
 }

@@ -61,6 +61,10 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	kvTypes, err := cfg.KVTypes()
+	if err != nil {
+		return err
+	}
 	keys, err := keyMap(cfg)
 	if err != nil {
 		return err
@@ -171,7 +175,7 @@ func runChat(args []string, stdout, stderr io.Writer) error {
 		eng = remote.NewSwitcher(nil, remote.New(remoteOpts(rem)), resolve)
 	default:
 		local := engine.New(engine.Options{
-			File: modelFile, Backend: cfg.Backend, Adapter: cfg.Adapter, GPU: gpuOptions(), Threads: cfg.Threads, Context: ctxSize, Profile: profile,
+			File: modelFile, Backend: cfg.Backend, Adapter: cfg.Adapter, GPU: gpuOptions(), Threads: cfg.Threads, Context: ctxSize, KV: kvTypes, Profile: profile,
 			Spec: specOpts, Open: openModelPath, StateDir: stateDir, StateBudget: int64(cfg.ResumeCacheMB) << 20,
 		})
 		defer local.Close()

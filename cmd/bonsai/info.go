@@ -27,7 +27,7 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	ctx := fs.Int("ctx", 0, "context size for the memory estimate (0: the configured context_size, else the chat's default: 4096, capped by the model's trained context)")
 	// The model is the configuration's, as the chat's, unless one is named.
-	cfgFlags := config.RegisterSettings(fs, "model")
+	cfgFlags := config.RegisterSettings(fs, "model", "cache-type-k", "cache-type-v")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: bonsai info [--ctx N] [MODEL]")
 		fs.PrintDefaults()
@@ -49,6 +49,10 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	kvTypes, err := cfg.KVTypes()
+	if err != nil {
+		return err
+	}
 	name := cfg.Model
 	if len(pos) == 1 {
 		name = pos[0]
@@ -61,10 +65,10 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer f.Close()
-	return describe(f, *ctx, stdout)
+	return describe(f, *ctx, kvTypes, stdout)
 }
 
-func describe(f *gguf.File, ctx int, out io.Writer) error {
+func describe(f *gguf.File, ctx int, kvTypes infer.KVTypes, out io.Writer) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	row := func(k, format string, a ...any) { fmt.Fprintf(w, "%s\t"+format+"\n", append([]any{k}, a...)...) }
 
@@ -159,15 +163,16 @@ func describe(f *gguf.File, ctx int, out io.Writer) error {
 		// wrapped-around negative one.
 		ctx = infer.ContextFor(ctx, hp)
 		kv, rs := infer.StateSpecs(f, hp, 1)
-		mem := infer.EstimateMemory(f, hp, 1, 0)
+		kv.KVTypes = kvTypes
+		mem := infer.EstimateMemory(f, hp, 1, 0, kvTypes)
 		weights, kvBytes := float64(infer.WeightBytes(f)), float64(kv.Bytes())*float64(ctx)
 		state := ""
 		if mem.Recurrent > 0 {
 			state = fmt.Sprintf(" + %s recurrent state (%d layers) + %s for up to %d snapshots at turn boundaries",
 				humanBytes(mem.Recurrent), rs.Layers, humanBytes(mem.SnapshotsMax), mem.SnapshotsMax/mem.Recurrent)
 		}
-		row("memory", "%s weights (mapped) + %s KV cache for %d tokens (%s per token, f16)%s = %s",
-			infer.FormatBytes(weights), infer.FormatBytes(kvBytes), ctx, humanBytes(kv.Bytes()), state,
+		row("memory", "%s weights (mapped) + %s KV cache for %d tokens (%s per token, %s)%s = %s",
+			infer.FormatBytes(weights), infer.FormatBytes(kvBytes), ctx, humanBytes(kv.Bytes()), kvTypes, state,
 			infer.FormatBytes(weights+kvBytes+float64(mem.Recurrent+mem.SnapshotsMax)))
 		if ctx > hp.ContextTrain {
 			row("", "a context of %d is beyond the %d the model was trained on: it loads, but replies past %d tokens may degrade", ctx, hp.ContextTrain, hp.ContextTrain)

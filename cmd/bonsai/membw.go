@@ -87,7 +87,7 @@ func sumWords(s []uint64) uint64 {
 // output head (no output.weight); the K and V of positions 0…pos in the
 // layers that keep them; and the recurrent state of a hybrid network.
 // Activations and scratch stay in cache and are not counted.
-func decodeBytes(f *gguf.File, h infer.Hyperparams, pos int) int64 {
+func decodeBytes(f *gguf.File, h infer.Hyperparams, kvt infer.KVTypes, pos int) int64 {
 	var n int64
 	tied := true
 	for i := range f.Tensors {
@@ -104,18 +104,19 @@ func decodeBytes(f *gguf.File, h infer.Hyperparams, pos int) int64 {
 		n += t.Size
 	}
 	kv, rs := infer.StateSpecs(f, h, pos+1)
+	kv.KVTypes = kvt
 	return n + kv.Bytes() + rs.Bytes()
 }
 
 // tgBytes is the mean of decodeBytes over a tg test of n tokens decoded
 // after depth tokens in the cache (positions depth…depth+n-1).
-func tgBytes(f *gguf.File, h infer.Hyperparams, depth, n int) float64 {
+func tgBytes(f *gguf.File, h infer.Hyperparams, kvt infer.KVTypes, depth, n int) float64 {
 	if n <= 0 {
 		return 0
 	}
 	var sum float64
 	for pos := depth; pos < depth+n; pos++ {
-		sum += float64(decodeBytes(f, h, pos))
+		sum += float64(decodeBytes(f, h, kvt, pos))
 	}
 	return sum / float64(n)
 }

@@ -51,7 +51,7 @@ type runFlags struct {
 }
 
 // runSettings are the configuration's flags that `bonsai run` takes.
-var runSettings = []string{"model", "backend", "adapter", "threads", "ctx", "think", "system",
+var runSettings = []string{"model", "backend", "adapter", "threads", "ctx", "cache-type-k", "cache-type-v", "think", "system",
 	"temp", "top-k", "top-p", "min-p", "repeat-penalty", "seed", "spec", "draft"}
 
 func runRun(args []string, stdout, stderr io.Writer) error {
@@ -114,6 +114,10 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	kvTypes, err := cfg.KVTypes()
+	if err != nil {
+		return err
+	}
 	specOpts, err := resolveSpec(cfg.Spec, cfg.Draft)
 	if err != nil {
 		return err
@@ -168,7 +172,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 		e = remote.New(remote.Options{BaseURL: *remoteURL, APIKey: os.Getenv(*remoteKeyEnv), Model: *remoteModel, Context: cfg.ContextSize})
 	} else {
 		e = engine.New(engine.Options{File: f, Backend: cfg.Backend, Adapter: cfg.Adapter, GPU: gpuOptions(), Threads: cfg.Threads,
-			Context: cfg.ContextSize, Profile: o.profile, ProfileEvery: math.MaxInt, Spec: specOpts})
+			Context: cfg.ContextSize, KV: kvTypes, Profile: o.profile, ProfileEvery: math.MaxInt, Spec: specOpts})
 	}
 	defer e.Close()
 	e.Generate(req)

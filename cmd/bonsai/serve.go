@@ -23,7 +23,7 @@ import (
 )
 
 // serveSettings are the configuration's flags that `bonsai serve` takes.
-var serveSettings = []string{"model", "backend", "adapter", "threads", "ctx", "spec"}
+var serveSettings = []string{"model", "backend", "adapter", "threads", "ctx", "cache-type-k", "cache-type-v", "spec"}
 
 func init() {
 	register(command{
@@ -90,6 +90,10 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	kvTypes, err := cfg.KVTypes()
+	if err != nil {
+		return err
+	}
 	backend := cfg.Backend
 	if cfg.Sources["backend"].Origin == config.FromDefault {
 		backend = "cpu" // slots decode together on the CPU; the GPU runs one at a time
@@ -146,7 +150,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer f.Close()
-	m, err := serve.LoadFile(f, serve.LoadOptions{ID: *alias, Slots: *parallel, Context: cfg.ContextSize, Threads: cfg.Threads, Batch: *batch,
+	m, err := serve.LoadFile(f, serve.LoadOptions{ID: *alias, Slots: *parallel, Context: cfg.ContextSize, KV: kvTypes, Threads: cfg.Threads, Batch: *batch,
 		Backend: backend, Adapter: cfg.Adapter, GPU: gpuOptions(), Spec: specOpts})
 	if err != nil {
 		hs.Close()

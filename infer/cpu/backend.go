@@ -1,7 +1,7 @@
 // Package cpu is the CPU backend: it runs each op of a forward pass as it is
 // called, with the matrix products spread over a fixed pool of worker
 // goroutines. Weights stay in the GGUF file's mapping; activations and the
-// f16 KV cache are allocated once, so a pass allocates nothing.
+// KV cache are allocated once, so a pass allocates nothing.
 package cpu
 
 import (
@@ -70,7 +70,11 @@ type Backend struct {
 	pending   []quant.Product            // products queued by MatMul, all reading pendingX
 	pendingOf [maxPending]pendingProduct // their tensors, for errors and ordering
 	pendingX  *tensor
-	qf16      [][]float32 // per worker: a query head rounded to f16
+	qf16      [][]float32    // per worker: a query head rounded to f16
+	flash     []flashScratch // per worker: flash attention's query and accumulator
+	dec       decodeJob      // a decode step's attention (attention_decode.go)
+	decQ      []float32      // its query heads rounded to f16
+	decScores []float32      // its scores, then weights, per query head
 	// steps: every row of the pass is a decoding step of its own
 	// (infer.Batch.Steps, or rows that all say Step).
 	steps     bool
@@ -104,6 +108,7 @@ func New(opts infer.BackendOptions) (*Backend, error) {
 	b.pending = make([]quant.Product, 0, maxPending)
 	b.scores = make([][]float32, threads)
 	b.qf16 = make([][]float32, threads)
+	b.flash = make([]flashScratch, threads)
 	b.deltaScratch = make([][]float32, threads)
 	return b, nil
 }
@@ -215,7 +220,8 @@ func (b *Backend) NewTensor(name string, rows, cols int) (infer.Tensor, error) {
 	return &tensor{name: name, rows: rows, cols: cols, data: make([]float32, rows*cols)}, nil
 }
 
-// kvCache holds f16 K and V, laid out so that attention reads each head's
+// kvCache holds K and V. An f16 cache (llama.cpp's default, attention
+// without flash attention) is laid out so that attention reads each head's
 // keys and each of its value dimensions as one contiguous run: K by head,
 // then position (Context rows of HeadDim per head); V by head, then
 // dimension, then position (it is the right operand of probabilities · V,
@@ -223,10 +229,21 @@ func (b *Backend) NewTensor(name string, rows, cols int) (infer.Tensor, error) {
 // flash attention is stored). A decoding token at depth 4096 reads them at
 // about 4× the rate of one row per position holding every head: a head's
 // slice of such a row is 256 bytes every 2 KiB, and V was read down a column.
+//
+// A cache with a quantized K or V (spec.Quantized()) is read by flash
+// attention (attention.go), one key and one value row per position: K and V
+// are both by head, then position, each row the head's HeadDim values in
+// its type's bytes (Q8_0 blocks, or f16 for the other side).
 type kvCache struct {
 	spec    infer.KVSpec
-	vStride int // elements from one dimension's positions to the next: Context and vSlack
+	vStride int // f16 V: elements from one dimension's positions to the next: Context and vSlack
 	k, v    [][]uint16
+	// Quantized: per layer, [KVHeads][Context] rows of kRow and vRow bytes.
+	kq, vq     [][]byte
+	kRow, vRow int
+	// kRot and vRot are the Walsh–Hadamard block sizes llama.cpp rotates a
+	// quantized K (with q) and V (and back the output) by; 0: none.
+	kRot, vRot int
 }
 
 // vSlack pads each V dimension's run of positions: a decoding step's dot
@@ -234,39 +251,68 @@ type kvCache struct {
 // past the end of the context.
 const vSlack = 64
 
-// kHead is head g's keys from position base on, in layer l.
+// kHead is head g's keys from position base on, in layer l (f16 cache).
 func (c *kvCache) kHead(l, g, base int) []uint16 {
 	dim := c.spec.HeadDim
 	return c.k[l][(g*c.spec.Context+base)*dim : (g+1)*c.spec.Context*dim]
 }
 
 // vHead is head g's values from position base on, in layer l: dimension d's
-// positions start at d·vStride.
+// positions start at d·vStride (f16 cache).
 func (c *kvCache) vHead(l, g, base int) []uint16 {
 	per := c.spec.HeadDim * c.vStride
 	return c.v[l][g*per+base : (g+1)*per]
 }
 
-// bytes is what K and V take, V's slack included.
+// kRows and vRows are head g's key and value rows from position base on,
+// in layer l (quantized cache).
+func (c *kvCache) kRows(l, g, base int) []byte {
+	return c.kq[l][(g*c.spec.Context+base)*c.kRow : (g+1)*c.spec.Context*c.kRow]
+}
+
+func (c *kvCache) vRows(l, g, base int) []byte {
+	return c.vq[l][(g*c.spec.Context+base)*c.vRow : (g+1)*c.spec.Context*c.vRow]
+}
+
+// bytes is what K and V take, an f16 V's slack included.
 func (c kvCache) bytes() int64 {
 	s := c.spec
+	if s.Quantized() {
+		return s.Bytes()
+	}
 	return 2 * int64(s.Layers) * int64(s.KVHeads) * int64(s.HeadDim) * (int64(s.Context) + int64(c.vStride))
 }
 
 func (b *Backend) NewKVCache(spec infer.KVSpec) error {
-	if spec.Layers <= 0 || spec.Context <= 0 || spec.KVHeads <= 0 || spec.HeadDim <= 0 {
-		return fmt.Errorf("%w: KV cache %+v", infer.ErrBadShape, spec)
+	if err := spec.Check(); err != nil {
+		return fmt.Errorf("cpu backend: %w", err)
 	}
 	b.kv = kvCache{}
-	kv := kvCache{spec: spec, vStride: spec.Context + vSlack, k: make([][]uint16, spec.Layers), v: make([][]uint16, spec.Layers)}
-	for l := range spec.Layers {
-		kv.k[l] = make([]uint16, spec.KVHeads*spec.Context*spec.HeadDim)
-		kv.v[l] = make([]uint16, spec.KVHeads*spec.HeadDim*kv.vStride)
+	kv := kvCache{spec: spec}
+	if spec.Quantized() {
+		kv.kRow, kv.vRow = int(spec.K.RowBytes(spec.HeadDim)), int(spec.V.RowBytes(spec.HeadDim))
+		kv.kRot, kv.vRot = rotationK(spec.K, spec.HeadDim), rotationV(spec.V, spec.HeadDim)
+		kv.kq, kv.vq = make([][]byte, spec.Layers), make([][]byte, spec.Layers)
+		for l := range spec.Layers {
+			kv.kq[l] = make([]byte, spec.KVHeads*spec.Context*kv.kRow)
+			kv.vq[l] = make([]byte, spec.KVHeads*spec.Context*kv.vRow)
+		}
+	} else {
+		kv.vStride = spec.Context + vSlack
+		kv.k, kv.v = make([][]uint16, spec.Layers), make([][]uint16, spec.Layers)
+		for l := range spec.Layers {
+			kv.k[l] = make([]uint16, spec.KVHeads*spec.Context*spec.HeadDim)
+			kv.v[l] = make([]uint16, spec.KVHeads*spec.HeadDim*kv.vStride)
+		}
 	}
 	b.kv = kv
 	for w := range b.scores {
 		b.scores[w] = make([]float32, spec.Context+vSlack)
 		b.qf16[w] = make([]float32, spec.HeadDim)
+		b.flash[w] = flashScratch{ // q8, q16 and acc: flashShares
+			rot: make([]float32, spec.HeadDim),
+			v32: make([]float32, spec.HeadDim),
+		}
 	}
 	return nil
 }

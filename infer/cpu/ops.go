@@ -257,9 +257,21 @@ type storeJob struct {
 	layer int
 }
 
-func (j *storeJob) run(lo, hi, _ int) {
+func (j *storeJob) run(lo, hi, worker int) {
 	c := &j.b.kv
 	dim := c.spec.HeadDim
+	if c.spec.Quantized() {
+		rot := j.b.flash[worker].rot[:dim]
+		for i := lo; i < hi; i++ {
+			p := j.b.base(i) + j.b.pos(i)
+			k, v := j.k.row(i), j.v.row(i)
+			for g := range c.spec.KVHeads {
+				storeRow(c.spec.K, c.kRot, c.kRows(j.layer, g, p)[:c.kRow], k[g*dim:(g+1)*dim], rot)
+				storeRow(c.spec.V, c.vRot, c.vRows(j.layer, g, p)[:c.vRow], v[g*dim:(g+1)*dim], rot)
+			}
+		}
+		return
+	}
 	for i := lo; i < hi; i++ {
 		p := j.b.base(i) + j.b.pos(i)
 		k, v := j.k.row(i), j.v.row(i)
@@ -278,6 +290,22 @@ func (j *storeJob) run(lo, hi, _ int) {
 			}
 		}
 	}
+}
+
+// storeRow writes one head's values into a cache row of type t: Q8_0 as
+// ggml's set_rows quantizes it (the CPU type's from_float, the activations'
+// quantizer), after the rotation llama.cpp applies to a quantized K or V
+// (rotate, when rot > 0); f16 rounded to nearest even.
+func storeRow(t infer.KVType, rot int, dst []byte, src, scratch []float32) {
+	if t != infer.KVQ8_0 {
+		quant.F32sToF16(unsafeHalves(dst), src)
+		return
+	}
+	if rot > 0 {
+		rotate(scratch, src, rot)
+		src = scratch
+	}
+	quant.QuantizeActivations(gguf.Q8_0, src, dst)
 }
 
 func (b *Backend) SwiGLU(dst, gate, up infer.Tensor) {

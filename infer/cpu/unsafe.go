@@ -11,3 +11,9 @@ func unsafeFloats(b []byte) []float32 {
 
 // uintptrOf is the address of b's first byte.
 func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+
+// unsafeHalves reinterprets little-endian f16 bytes in place (a quantized
+// cache's f16 side). Its rows start at even offsets of a fresh allocation.
+func unsafeHalves(b []byte) []uint16 {
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/2)
+}

@@ -40,8 +40,9 @@ type Options struct {
 	Adapter string // GPU adapter (infer.BackendOptions.Adapter); "" picks the best
 	GPU     infer.GPUOptions
 	Threads int
-	Context int // 0: infer.DefaultContext capped by the model
-	Batch   int // 0: infer.DefaultBatch
+	Context int           // 0: infer.DefaultContext capped by the model
+	KV      infer.KVTypes // the KV cache's types (infer.Options.KV)
+	Batch   int           // 0: infer.DefaultBatch
 	Profile bool
 	// Snapshots is how many recurrent-state snapshots a recurrent model
 	// keeps at turn boundaries (infer.Options.Snapshots; 0: the default).

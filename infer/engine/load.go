@@ -80,7 +80,7 @@ func (l *loaded) bindVocab() error {
 func (e *Engine) load(backend string) error {
 	stage := "loading weights on " + orAuto(backend)
 	m, err := infer.Load(e.cur.file, infer.Options{
-		Backend: backend, Adapter: e.opts.Adapter, GPU: e.opts.GPU, Threads: e.opts.Threads, Context: e.opts.Context, Batch: e.opts.Batch,
+		Backend: backend, Adapter: e.opts.Adapter, GPU: e.opts.GPU, Threads: e.opts.Threads, Context: e.opts.Context, KV: e.opts.KV, Batch: e.opts.Batch,
 		Profile: e.profiling.Load(), Snapshots: e.opts.Snapshots,
 		Progress: func(done, total int64) {
 			e.markStarted(nil)

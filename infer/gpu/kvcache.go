@@ -20,6 +20,9 @@ func (b *Backend) NewKVCache(spec infer.KVSpec) error {
 	if spec.Layers <= 0 || spec.Context <= 0 || spec.KVHeads <= 0 || spec.HeadDim <= 0 || spec.HeadDim%2 != 0 {
 		return fmt.Errorf("gpu: KV cache %+v: %w", spec, infer.ErrBadShape)
 	}
+	if spec.KVTypes != (infer.KVTypes{}) {
+		return fmt.Errorf("%w: the GPU backend keeps K and V as f16; a %s KV cache runs on the CPU backend (--backend cpu)", infer.ErrUnsupportedType, spec.KVTypes)
+	}
 	if b.kv != nil {
 		// Every op binding the old cache is stale. For a cache of
 		// another size, so are the RoPE angle tables, which span the old

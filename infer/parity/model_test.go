@@ -196,7 +196,7 @@ func caseGolden(t *testing.T, c modelCase) golden {
 // SHA-256, so what could go stale is llama.cpp itself, which any prompt
 // shows, and each oracle start costs seconds (the run must stay within ~3
 // minutes on a 2-core machine). -update asks about every prompt.
-func checkLiveOracle(t *testing.T, path string, g golden) {
+func checkLiveOracle(t *testing.T, path string, g golden, extra ...string) {
 	t.Helper()
 	if *update {
 		return // the golden was just made by the oracle
@@ -209,7 +209,7 @@ func checkLiveOracle(t *testing.T, path string, g golden) {
 		return
 	}
 	for _, r := range g.Runs[:1] {
-		live, err := oracleGenerate(path, r.Prompt, steps, topLogs)
+		live, err := oracleGenerate(path, r.Prompt, len(r.Steps), topLogs, extra...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,6 +244,12 @@ func checkLiveOracle(t *testing.T, path string, g golden) {
 //     stay comparable and the report says how far apart the two were.
 func compareModel(t *testing.T, path string, typ gguf.Type, g golden) {
 	t.Helper()
+	compareModelWith(t, path, typ, g, infer.Options{Backend: "cpu", Context: 256})
+}
+
+// compareModelWith is compareModel on a model loaded with opts.
+func compareModelWith(t *testing.T, path string, typ gguf.Type, g golden, opts infer.Options) {
+	t.Helper()
 	f, err := gguf.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -253,7 +259,7 @@ func compareModel(t *testing.T, path string, typ gguf.Type, g golden) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := infer.Load(f, infer.Options{Backend: "cpu", Context: 256})
+	m, err := infer.Load(f, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,9 +97,9 @@ func runOracle(args ...string) ([]byte, error) {
 }
 
 // oracleGenerate asks llama.cpp for n greedy tokens after prompt and the top
-// logits of each step.
-func oracleGenerate(model, prompt string, n, top int) (oracleRun, error) {
-	out, err := runOracle("--model="+model, "--prompt="+prompt, "--n", strconv.Itoa(n), "--top", strconv.Itoa(top))
+// logits of each step; extra are further oracle.mjs flags (cache types).
+func oracleGenerate(model, prompt string, n, top int, extra ...string) (oracleRun, error) {
+	out, err := runOracle(append([]string{"--model=" + model, "--prompt=" + prompt, "--n", strconv.Itoa(n), "--top", strconv.Itoa(top)}, extra...)...)
 	if err != nil {
 		return oracleRun{}, err
 	}

@@ -57,10 +57,11 @@ var ErrDraftUnsupported = errors.New("serve: speculation with a draft model is n
 
 // LoadOptions say what to load.
 type LoadOptions struct {
-	Path    string // the GGUF file (Load)
-	ID      string // the API's model id; "" the file's name without .gguf
-	Slots   int    // sequences decoded together; 0: 4
-	Context int    // tokens per slot; 0: infer.DefaultContext capped by the model
+	Path    string        // the GGUF file (Load)
+	ID      string        // the API's model id; "" the file's name without .gguf
+	Slots   int           // sequences decoded together; 0: 4
+	Context int           // tokens per slot; 0: infer.DefaultContext capped by the model
+	KV      infer.KVTypes // the KV cache's types
 	Threads int
 	Batch   int    // most tokens per pass; 0: infer.DefaultBatch
 	Backend string // "cpu" (default), "gpu", "auto"
@@ -116,7 +117,7 @@ func LoadFile(f *gguf.File, o LoadOptions) (*Model, error) {
 	if backend == "" {
 		backend = "cpu"
 	}
-	im, err := infer.Load(f, infer.Options{Backend: backend, Adapter: o.Adapter, GPU: o.GPU, Threads: o.Threads, Context: n * ctx, Batch: o.Batch, Snapshots: -1, Progress: o.Progress})
+	im, err := infer.Load(f, infer.Options{Backend: backend, Adapter: o.Adapter, GPU: o.GPU, Threads: o.Threads, Context: n * ctx, KV: o.KV, Batch: o.Batch, Snapshots: -1, Progress: o.Progress})
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +128,7 @@ func LoadFile(f *gguf.File, o LoadOptions) (*Model, error) {
 		im.Close()
 		notes = append(notes, fmt.Sprintf("the %s backend cannot decode several sequences in one pass for this model: one slot", backend))
 		n = 1
-		if im, err = infer.Load(f, infer.Options{Backend: backend, Adapter: o.Adapter, GPU: o.GPU, Threads: o.Threads, Context: ctx, Batch: o.Batch, Progress: o.Progress}); err != nil {
+		if im, err = infer.Load(f, infer.Options{Backend: backend, Adapter: o.Adapter, GPU: o.GPU, Threads: o.Threads, Context: ctx, KV: o.KV, Batch: o.Batch, Progress: o.Progress}); err != nil {
 			return nil, err
 		}
 	}

@@ -7,7 +7,10 @@
 // usage:
 //   node oracle.mjs --model FILE (--prompt TEXT | --tokens 1,2,3) [--n 24]
 //                   [--top 32] [--special] [--full-logits OUT.f32] [--threads 2]
-//                   [--batch 512]
+//                   [--batch 512] [--cache-type-k f16|q8_0] [--cache-type-v f16|q8_0]
+//                   [--flash-attention]
+//   (a q8_0 cache turns flash attention on, as llama.cpp requires for a
+//   quantized V; with f16 it is off unless --flash-attention)
 //   node oracle.mjs --model FILE --tokenize PROMPTS.json [--special]
 //
 // Generation output (one JSON object on stdout):
@@ -36,6 +39,9 @@ const {values: args} = parseArgs({
         "full-logits": {type: "string"},
         threads: {type: "string", default: "2"},
         batch: {type: "string", default: "512"},
+        "cache-type-k": {type: "string", default: "f16"},
+        "cache-type-v": {type: "string", default: "f16"},
+        "flash-attention": {type: "boolean", default: false},
     },
     strict: true,
 });
@@ -73,6 +79,11 @@ const n = positiveInt("n", args.n);
 const top = positiveInt("top", args.top);
 const threads = positiveInt("threads", args.threads);
 const batchSize = positiveInt("batch", args.batch);
+const cacheTypes = {f16: "F16", q8_0: "Q8_0"};
+for (const name of ["cache-type-k", "cache-type-v"]) {
+    if (!(args[name] in cacheTypes)) fail(`--${name} must be one of ${Object.keys(cacheTypes).join(", ")}, got ${JSON.stringify(args[name])}`);
+}
+const quantizedCache = args["cache-type-k"] !== "f16" || args["cache-type-v"] !== "f16";
 
 const model = await llama.loadModel({modelPath: args.model, gpuLayers: 0});
 let promptTokens;
@@ -83,12 +94,16 @@ if (args.prompt !== undefined) {
 }
 if (promptTokens.length === 0) fail("the prompt has no tokens");
 
-// Flash attention off and an f16 KV cache: llama.cpp's defaults for a CPU context.
+// Flash attention off and an f16 KV cache: llama.cpp's defaults for a CPU
+// context. A quantized cache needs flash attention (llama.cpp refuses a
+// quantized V without it), so it turns it on for K and V alike.
 const context = await model.createContext({
     contextSize: promptTokens.length + n + 16,
     batchSize,
     threads,
-    flashAttention: false,
+    flashAttention: quantizedCache || args["flash-attention"],
+    experimentalKvCacheKeyType: cacheTypes[args["cache-type-k"]],
+    experimentalKvCacheValueType: cacheTypes[args["cache-type-v"]],
     sequences: 1,
 });
 const sequence = context.getSequence();
