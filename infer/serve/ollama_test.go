@@ -69,7 +69,10 @@ func TestOllamaChatAndGenerate(t *testing.T) {
 	want := greedyReply(t, s, "Be brief.", "Say hello", 24)
 	msgs := []ollama.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Say hello"}}
 
-	// Streamed by default: chunks, then one done with the counts.
+	// Streamed by default: chunks, then one done with the counts. How many
+	// chunks the text comes in depends on how the tokens meet the
+	// writer's flushes (a loaded machine coalesces them), so at least one
+	// before the done.
 	var text strings.Builder
 	var chunks []ollama.ChatResponse
 	err := c.Chat(ctx, &ollama.ChatRequest{Model: testModel, Messages: msgs, Options: ollamaGreedy}, func(r ollama.ChatResponse) error {
@@ -81,7 +84,7 @@ func TestOllamaChatAndGenerate(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := chunks[len(chunks)-1]
-	if text.String() != want || want == "" || len(chunks) < 3 || !last.Done || slices.ContainsFunc(chunks[:len(chunks)-1], func(r ollama.ChatResponse) bool { return r.Done }) {
+	if text.String() != want || want == "" || len(chunks) < 2 || !last.Done || slices.ContainsFunc(chunks[:len(chunks)-1], func(r ollama.ChatResponse) bool { return r.Done }) {
 		t.Fatalf("streamed %q in %d chunks, want %q", text.String(), len(chunks), want)
 	}
 	if (last.DoneReason != "stop" && last.DoneReason != "length") || last.EvalCount == 0 || last.PromptEvalCount == 0 || last.TotalDuration <= 0 ||
