@@ -94,16 +94,21 @@ func FromSource(src string) *Template {
 // one it writes when the conversation brings no system message (Qwen2's
 // "You are a helpful assistant"). Newlines may be real or written "\n".
 func defaultSystemPrompt(src string) string {
+	// Qwen2.5's writes a system turn from variables first (its tools
+	// branch), the literal one later: every opening is looked at.
 	for _, open := range []string{IMStart + "system\n", IMStart + `system\n`} {
-		i := strings.Index(src, open)
-		if i < 0 {
-			continue
+		for rest := src; ; {
+			i := strings.Index(rest, open)
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len(open):]
+			body, _, ok := strings.Cut(rest, IMEnd)
+			if !ok || strings.ContainsAny(body, "{}'\"+") {
+				continue // not a literal: built from variables
+			}
+			return body
 		}
-		body, _, ok := strings.Cut(src[i+len(open):], IMEnd)
-		if !ok || strings.ContainsAny(body, "{}'\"+") {
-			continue // not a literal: built from variables
-		}
-		return body
 	}
 	return ""
 }

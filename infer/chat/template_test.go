@@ -96,6 +96,8 @@ func TestFromSource(t *testing.T) {
 	}{
 		{"qwen2 chatml with default system", qwen2Template, KindChatML, "You are a helpful assistant", true},
 		{"qwen2 with escaped newlines", `{{ '<|im_start|>system\nYou are Qwen.<|im_end|>\n' }}{{ '<|im_start|>user' }}`, KindChatML, "You are Qwen.", true},
+		{"qwen2.5: the literal after a turn built from variables", "{{- '<|im_start|>system\\n' }}{{- messages[0]['content'] }}{{- '<|im_end|>' }}" +
+			"{{- '<|im_start|>system\\nYou are Qwen.<|im_end|>\\n' }}", KindChatML, "You are Qwen.", true},
 		{"qwen3", "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}<|im_start|><|im_end|>", KindQwen3, "", true},
 		{"bonsai built-in", Qwen3Source, KindQwen3, "", true},
 		{"llama3 falls back", "{{ '<|start_header_id|>' + role + '<|end_header_id|>' }}", KindQwen3, "", false},
