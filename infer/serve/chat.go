@@ -304,6 +304,9 @@ func (s *Server) prepareChat(ctx context.Context, m *Model, req *openai.ChatRequ
 		return nil, aerr
 	}
 	defer release()
+	if len(req.Messages) == 0 {
+		return nil, badRequest("messages", "messages must not be empty")
+	}
 	// A trailing assistant message is continued (assistant prefill), as
 	// llama-server does: the reply is what follows it.
 	cont := false
