@@ -113,6 +113,14 @@ func defaultSystemPrompt(src string) string {
 	return ""
 }
 
+// Thinks says the model may reason in <think> blocks: Qwen3's template
+// (built in or recognised), or a template of the file's own that writes
+// them. Other families' replies are all answer: a "<think>" in them is
+// text.
+func (t *Template) Thinks() bool {
+	return t.Kind == KindQwen3 || strings.Contains(t.Source, ThinkOpen)
+}
+
 // StopStrings are the texts that end an assistant turn.
 func (t *Template) StopStrings() []string {
 	if t.jinja != nil {

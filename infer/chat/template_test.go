@@ -155,3 +155,23 @@ func TestContinueLeavesTheLastMessageOpen(t *testing.T) {
 		}
 	}
 }
+
+// Only templates with reasoning blocks have the reply's <think> parsed out.
+func TestThinks(t *testing.T) {
+	llama3 := "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' }}"
+	r1 := "{%- if '</think>' in content %}{{'<｜Assistant｜>' + content}}{% endif %}{{'<think>\\n'}}"
+	for _, c := range []struct {
+		tmpl *Template
+		want bool
+	}{
+		{Qwen3(), true},
+		{FromSource(qwen2Template), false},
+		{FromSource(Qwen3Source), true},
+		{&Template{Kind: KindJinja, Source: llama3}, false},
+		{&Template{Kind: KindJinja, Source: r1}, true},
+	} {
+		if got := c.tmpl.Thinks(); got != c.want {
+			t.Errorf("%s %.40q: Thinks %v, want %v", c.tmpl.Kind, c.tmpl.Source, got, c.want)
+		}
+	}
+}

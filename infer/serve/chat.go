@@ -203,7 +203,7 @@ type chatCall struct {
 	prompt  []int32
 	gen     gen
 	machine *grammar.Machine // the constraint's start; nil: none
-	think   *bool            // the reply opens with reasoning; nil: it is constrained, no reasoning
+	think   *bool            // the reply opens with reasoning; nil: no reasoning (constrained, or the template has none)
 	tools   bool
 	tfmt    toolFormat // how the model writes its calls
 	// out is the one reply's parse where generate ran it (pipeline.go)
@@ -342,7 +342,7 @@ func (s *Server) prepareChat(ctx context.Context, m *Model, req *openai.ChatRequ
 	if !cont {
 		c.gen.own -= m.generationPromptTokens(think)
 	}
-	if machine == nil {
+	if machine == nil && m.Tmpl.Thinks() {
 		opens := !cont && opensThinking(m.Tmpl.Pieces(nil, true, think))
 		c.think = &opens
 	}
