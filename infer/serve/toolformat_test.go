@@ -1,11 +1,13 @@
 package serve
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/infer/chat"
+	"github.com/bonsai-chat/bonsai/infer/openai"
 )
 
 // Each family's template picks its call format, as llama.cpp's parsers
@@ -89,4 +91,43 @@ func FuzzJSONCalls(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A required call is held to the family's markup and key, and the text
+// the machine accepts is what the family's parser takes as the call.
+func TestToolMachinePerFamily(t *testing.T) {
+	tools := []openai.Tool{{Type: "function", Function: openai.ToolFunction{Name: "f",
+		Parameters: json.RawMessage(`{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}`)}}}
+	for _, c := range []struct {
+		f    toolFormat
+		text string
+		ok   bool
+	}{
+		{llama3Tools, `{"name": "f", "parameters": {"a": 1}}`, true},
+		{llama3Tools, `{"name": "f", "arguments": {"a": 1}}`, false},
+		{llama3Tools, `{"name": "g", "parameters": {"a": 1}}`, false},
+		{llama3Tools, `{"name": "f", "parameters": {"a": "x"}}`, false},
+		{mistralTools, `[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}}]`, true},
+		{mistralTools, `{"name": "f", "arguments": {"a": 1}}`, false},
+		{hermesTools, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>", true},
+		{hermesTools, `{"name": "f", "arguments": {"a": 1}}`, false},
+	} {
+		m, aerr := toolMachine(tools, "", c.f)
+		if aerr != nil {
+			t.Fatal(aerr.msg)
+		}
+		if got := m.Feed(c.text) && m.CanEnd(); got != c.ok {
+			t.Errorf("format %d, %q: accepted %v, want %v", c.f, c.text, got, c.ok)
+		}
+		if !c.ok {
+			continue
+		}
+		p := c.f.parser()
+		text, calls := p.feed(c.text)
+		rest, more := p.flush()
+		calls = append(calls, more...)
+		if text+rest != "" || len(calls) != 1 || calls[0].Name != "f" || calls[0].Arguments != `{"a": 1}` {
+			t.Errorf("format %d, %q: text %q, calls %v", c.f, c.text, text+rest, calls)
+		}
+	}
 }
