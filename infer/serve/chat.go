@@ -330,7 +330,7 @@ func (s *Server) prepareChat(ctx context.Context, m *Model, req *openai.ChatRequ
 			return nil, aerr
 		}
 	} else {
-		msgs, aerr := convertMessages(req.Messages, tools)
+		msgs, aerr := convertMessages(req.Messages, tools, m.Tmpl.DefaultSystem)
 		if aerr != nil {
 			return nil, aerr
 		}
@@ -530,7 +530,11 @@ func requestSchema(rf *openai.ResponseFormat, jsonSchema json.RawMessage, gbnf s
 // assistant's calls as <tool_call> blocks, and each run of tool results as
 // one user turn of <tool_response> blocks. Its cost is linear in the
 // messages' bytes (a run of 50,000 tool results joined with += took 20 s).
-func convertMessages(in []openai.Message, tools []openai.Tool) ([]chat.Message, *apiError) {
+//
+// Where the conversation has no system message, the tools go into one of
+// their own, after the template's default system prompt if it has one
+// (Qwen2.5's "You are Qwen, …", as its template writes it).
+func convertMessages(in []openai.Message, tools []openai.Tool, defaultSystem string) ([]chat.Message, *apiError) {
 	if len(in) == 0 {
 		return nil, badRequest("messages", "messages must not be empty")
 	}
@@ -570,6 +574,9 @@ func convertMessages(in []openai.Message, tools []openai.Tool) ([]chat.Message, 
 	}
 	flush()
 	if block != "" {
+		if defaultSystem != "" {
+			block = defaultSystem + "\n\n" + block
+		}
 		out = append([]chat.Message{{Role: chat.RoleSystem, Content: block}}, out...)
 	}
 	return out, nil

@@ -97,6 +97,8 @@ func TestFamilyPromptIDs(t *testing.T) {
 		{"llama", `[{"role": "user", "content": "Weather in Paris?"}]`, tools},
 		{"llama", `[{"role": "user", "content": "Weather in Paris?"}, {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]}, {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 21}"}]`, tools},
 		{"qwen2", `[{"role": "user", "content": "Hello there"}]`, ""},
+		{"qwen2", `[{"role": "user", "content": "Weather in Paris?"}]`, tools},
+		{"qwen2", `[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris?"}, {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]}, {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 21}"}]`, tools},
 		{"qwen2", `[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "Again"}]`, ""},
 	} {
 		f := familyFile(t, c.arch)
