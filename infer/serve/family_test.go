@@ -52,12 +52,20 @@ func TestFamilyChatGreedyMatchesEngine(t *testing.T) {
 	}
 }
 
-// A tool call round trip in Llama 3.x's format: the required call is
-// constrained to {"name": …, "parameters": {…}} of the tool's schema, comes
-// back as an OpenAI tool call, and goes back into the conversation with
-// its result (TestFamilyPromptIDs checks how the template writes them).
+// A tool call round trip in Llama 3.x's format (and Qwen2.5's): the
+// required call is constrained to {"name": …, "parameters": {…}} of the
+// tool's schema (<tool_call>{"name": …, "arguments": {…}}</tool_call>),
+// comes back as an OpenAI tool call, and goes back into the conversation
+// with its result (TestFamilyPromptIDs checks how the template writes
+// them).
 func TestLlama3ToolRoundTrip(t *testing.T) {
-	f := familyModel(t, "llama")
+	for _, arch := range []string{"llama", "qwen2"} {
+		t.Run(arch, func(t *testing.T) { toolRoundTrip(t, arch) })
+	}
+}
+
+func toolRoundTrip(t *testing.T, arch string) {
+	f := familyModel(t, arch)
 	s := startServerOn(t, f, serve.Options{}, serve.LoadOptions{ID: testModel, Slots: 1, Context: 1024, Threads: 2, Batch: 64, Backend: "cpu"})
 	c := s.client()
 	ctx := context.Background()
