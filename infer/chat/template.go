@@ -238,7 +238,28 @@ func (t *Template) Pieces(msgs []Message, addGenerationPrompt bool, think bool) 
 // prefill, as llama-server and Anthropic's API do). For Qwen3 the open
 // message carries its think block, as the template writes the turn in
 // progress.
+//
+// A Jinja template is given the message with a mark after its text, and the
+// prompt is cut at the mark, as llama.cpp cuts its prefill: whatever the
+// template writes after a message (Llama 3's <|eot_id|>) is left out.
 func (t *Template) Continue(msgs []Message, think bool) []Piece {
+	if t.jinja != nil && len(msgs) > 0 {
+		const mark = "\uE000bonsai-prefill\uE000" // private-use runes: no message has it
+		ms := slices.Clone(msgs)
+		ms[len(ms)-1].Content += mark
+		out := t.Pieces(ms, false, think)
+		for i := len(out) - 1; i >= 0; i-- {
+			if j := strings.LastIndex(out[i].Text, mark); j >= 0 && !out[i].Special {
+				out[i].Text = out[i].Text[:j]
+				if out[i].Text == "" {
+					return out[:i]
+				}
+				return out[:i+1]
+			}
+		}
+		// The template dropped the message: the reply starts afresh.
+		return t.Pieces(msgs[:len(msgs)-1], true, think)
+	}
 	out := t.Pieces(msgs, false, think)
 	if n := len(out); n >= 2 && out[n-2].Special && out[n-2].Text == IMEnd && out[n-1].Text == "\n" {
 		out = out[:n-2]
