@@ -244,18 +244,10 @@ func (t *Template) Pieces(msgs []Message, addGenerationPrompt bool, think bool) 
 // template writes after a message (Llama 3's <|eot_id|>) is left out.
 func (t *Template) Continue(msgs []Message, think bool) []Piece {
 	if t.jinja != nil && len(msgs) > 0 {
-		const mark = "\uE000bonsai-prefill\uE000" // private-use runes: no message has it
 		ms := slices.Clone(msgs)
-		ms[len(ms)-1].Content += mark
-		out := t.Pieces(ms, false, think)
-		for i := len(out) - 1; i >= 0; i-- {
-			if j := strings.LastIndex(out[i].Text, mark); j >= 0 && !out[i].Special {
-				out[i].Text = out[i].Text[:j]
-				if out[i].Text == "" {
-					return out[:i]
-				}
-				return out[:i+1]
-			}
+		ms[len(ms)-1].Content += prefillMark
+		if out, ok := cutAtMark(t.Pieces(ms, false, think)); ok {
+			return out
 		}
 		// The template dropped the message: the reply starts afresh.
 		return t.Pieces(msgs[:len(msgs)-1], true, think)
@@ -265,6 +257,24 @@ func (t *Template) Continue(msgs []Message, think bool) []Piece {
 		out = out[:n-2]
 	}
 	return out
+}
+
+// prefillMark is put after a continued message's text to find where the
+// template wrote it: private-use runes, which no message has.
+const prefillMark = "\uE000bonsai-prefill\uE000"
+
+// cutAtMark is out up to prefillMark, and whether the mark was there.
+func cutAtMark(out []Piece) ([]Piece, bool) {
+	for i := len(out) - 1; i >= 0; i-- {
+		if j := strings.LastIndex(out[i].Text, prefillMark); j >= 0 && !out[i].Special {
+			out[i].Text = out[i].Text[:j]
+			if out[i].Text == "" {
+				return out[:i], true
+			}
+			return out[:i+1], true
+		}
+	}
+	return nil, false
 }
 
 // pieces accumulates a prompt's pieces.

@@ -316,13 +316,19 @@ func (s *Server) prepareChat(ctx context.Context, m *Model, req *openai.ChatRequ
 		}
 		cont = true
 	}
-	if usesJinjaTools(m.Tmpl, req.Messages, tools) && !cont {
+	if usesJinjaTools(m.Tmpl, req.Messages, tools) {
 		// The model's own template writes the tools and the calls.
 		tms, aerr := toolMessages(req.Messages)
 		if aerr != nil {
 			return nil, aerr
 		}
-		ps, err := m.Tmpl.PromptTools(tms, toolDefs(tools), true, think)
+		var ps []chat.Piece
+		var err error
+		if cont {
+			ps, err = m.Tmpl.ContinueTools(tms, toolDefs(tools), think)
+		} else {
+			ps, err = m.Tmpl.PromptTools(tms, toolDefs(tools), true, think)
+		}
 		if err != nil {
 			return nil, badRequest("messages", "the model's chat template refused the conversation: %v", err)
 		}

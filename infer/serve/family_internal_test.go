@@ -128,31 +128,42 @@ func TestFamilyPromptIDs(t *testing.T) {
 	}
 }
 
-// An assistant prefill on Llama 3.2's template is the finished
-// conversation's prompt less the <|eot_id|> that closes the last turn.
+// An assistant prefill on Llama 3.2's template, with tools or without, is
+// the finished conversation's prompt less the <|eot_id|> that closes the
+// last turn.
 func TestLlama3Prefill(t *testing.T) {
 	f := familyFile(t, "llama")
-	m, err := LoadFile(f, LoadOptions{Slots: 1, Context: 512, Threads: 1, Backend: "cpu"})
+	m, err := LoadFile(f, LoadOptions{Slots: 1, Context: 1024, Threads: 1, Backend: "cpu"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	req := openai.ChatRequest{Messages: []openai.Message{{Role: "user", Content: "Quote Paul"}, {Role: "assistant", Content: "Grace be"}}}
-	call, aerr := New(Options{}).prepareChat(context.Background(), m, &req)
-	if aerr != nil {
-		t.Fatal(aerr.msg)
-	}
-	closed := templateIDs(t, f, `[{"role": "user", "content": "Quote Paul"}, {"role": "assistant", "content": "Grace be"}]`, "")
-	// templateIDs adds the generation prompt, which has no <|eot_id|>:
-	// the last one closes the assistant's turn.
-	eot, _ := m.Tok.ID("<|eot_id|>")
-	end := -1
-	for i, id := range closed {
-		if id == eot {
-			end = i
+	const tools = `[{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]`
+	for _, tl := range []string{"", tools} {
+		body := `{"messages": [{"role": "user", "content": "Quote Paul"}, {"role": "assistant", "content": "Grace be"}]`
+		if tl != "" {
+			body += `, "tools": ` + tl
 		}
-	}
-	if want := closed[:end]; !slices.Equal(call.prompt, want) {
-		t.Errorf("prefill %q\nwant    %q", m.Tok.Decode(call.prompt), m.Tok.Decode(want))
+		var req openai.ChatRequest
+		if err := json.Unmarshal([]byte(body+"}"), &req); err != nil {
+			t.Fatal(err)
+		}
+		call, aerr := New(Options{}).prepareChat(context.Background(), m, &req)
+		if aerr != nil {
+			t.Fatal(aerr.msg)
+		}
+		closed := templateIDs(t, f, `[{"role": "user", "content": "Quote Paul"}, {"role": "assistant", "content": "Grace be"}]`, tl)
+		// templateIDs adds the generation prompt, which has no <|eot_id|>:
+		// the last one closes the assistant's turn.
+		eot, _ := m.Tok.ID("<|eot_id|>")
+		end := -1
+		for i, id := range closed {
+			if id == eot {
+				end = i
+			}
+		}
+		if want := closed[:end]; !slices.Equal(call.prompt, want) {
+			t.Errorf("tools %q: prefill %q\nwant    %q", tl, m.Tok.Decode(call.prompt), m.Tok.Decode(want))
+		}
 	}
 }
