@@ -356,3 +356,25 @@ func TestJinjaConcurrentRenders(t *testing.T) {
 		}
 	}
 }
+
+// A Jinja template's assistant prefill ends with the message's text: Llama
+// 3.2's prompt stops after "Grace be", without the <|eot_id|> it writes
+// after a finished turn.
+func TestJinjaContinue(t *testing.T) {
+	src := readTemplate(t, "meta-llama-Llama-3.2-3B-Instruct")
+	tpl, err := FromJinja(src, Specials{BOS: "<|begin_of_text|>", Markers: []string{"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixedClock(tpl)
+	msgs := []Message{{Role: RoleUser, Content: "Quote Paul"}, {Role: RoleAssistant, Content: "Grace be"}}
+	var got strings.Builder
+	for _, p := range tpl.Continue(msgs, false) {
+		got.WriteString(p.Text)
+	}
+	closed := tpl.Render(msgs, false, false)
+	want := strings.TrimSuffix(closed, "<|eot_id|>")
+	if got.String() != want || want == closed || !strings.HasSuffix(want, "assistant<|end_header_id|>\n\nGrace be") {
+		t.Errorf("continued %q\nwant %q", got.String(), want)
+	}
+}

@@ -179,6 +179,24 @@ func (t *Template) PromptTools(msgs []ToolMessage, tools []json.RawMessage, addG
 	return t.jinja.pieces(msgs, list, addGenerationPrompt, think)
 }
 
+// ContinueTools is PromptTools with the last message, the assistant's,
+// left open for the reply to continue (see Continue).
+func (t *Template) ContinueTools(msgs []ToolMessage, tools []json.RawMessage, think bool) ([]Piece, error) {
+	if t.jinja == nil || len(msgs) == 0 {
+		return nil, ErrNoTools
+	}
+	ms := slices.Clone(msgs)
+	ms[len(ms)-1].Content += prefillMark
+	out, err := t.PromptTools(ms, tools, false, think)
+	if err != nil {
+		return nil, err
+	}
+	if cut, ok := cutAtMark(out); ok {
+		return cut, nil
+	}
+	return t.PromptTools(msgs[:len(msgs)-1], tools, true, think)
+}
+
 // toolMessages wraps plain messages.
 func toolMessages(msgs []Message) []ToolMessage {
 	out := make([]ToolMessage, len(msgs))

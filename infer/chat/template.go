@@ -94,18 +94,31 @@ func FromSource(src string) *Template {
 // one it writes when the conversation brings no system message (Qwen2's
 // "You are a helpful assistant"). Newlines may be real or written "\n".
 func defaultSystemPrompt(src string) string {
+	// Qwen2.5's writes a system turn from variables first (its tools
+	// branch), the literal one later: every opening is looked at.
 	for _, open := range []string{IMStart + "system\n", IMStart + `system\n`} {
-		i := strings.Index(src, open)
-		if i < 0 {
-			continue
+		for rest := src; ; {
+			i := strings.Index(rest, open)
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len(open):]
+			body, _, ok := strings.Cut(rest, IMEnd)
+			if !ok || strings.ContainsAny(body, "{}'\"+") {
+				continue // not a literal: built from variables
+			}
+			return body
 		}
-		body, _, ok := strings.Cut(src[i+len(open):], IMEnd)
-		if !ok || strings.ContainsAny(body, "{}'\"+") {
-			continue // not a literal: built from variables
-		}
-		return body
 	}
 	return ""
+}
+
+// Thinks says the model may reason in <think> blocks: Qwen3's template
+// (built in or recognised), or a template of the file's own that writes
+// them. Other families' replies are all answer: a "<think>" in them is
+// text.
+func (t *Template) Thinks() bool {
+	return t.Kind == KindQwen3 || strings.Contains(t.Source, ThinkOpen)
 }
 
 // StopStrings are the texts that end an assistant turn.
@@ -225,12 +238,43 @@ func (t *Template) Pieces(msgs []Message, addGenerationPrompt bool, think bool) 
 // prefill, as llama-server and Anthropic's API do). For Qwen3 the open
 // message carries its think block, as the template writes the turn in
 // progress.
+//
+// A Jinja template is given the message with a mark after its text, and the
+// prompt is cut at the mark, as llama.cpp cuts its prefill: whatever the
+// template writes after a message (Llama 3's <|eot_id|>) is left out.
 func (t *Template) Continue(msgs []Message, think bool) []Piece {
+	if t.jinja != nil && len(msgs) > 0 {
+		ms := slices.Clone(msgs)
+		ms[len(ms)-1].Content += prefillMark
+		if out, ok := cutAtMark(t.Pieces(ms, false, think)); ok {
+			return out
+		}
+		// The template dropped the message: the reply starts afresh.
+		return t.Pieces(msgs[:len(msgs)-1], true, think)
+	}
 	out := t.Pieces(msgs, false, think)
 	if n := len(out); n >= 2 && out[n-2].Special && out[n-2].Text == IMEnd && out[n-1].Text == "\n" {
 		out = out[:n-2]
 	}
 	return out
+}
+
+// prefillMark is put after a continued message's text to find where the
+// template wrote it: private-use runes, which no message has.
+const prefillMark = "\uE000bonsai-prefill\uE000"
+
+// cutAtMark is out up to prefillMark, and whether the mark was there.
+func cutAtMark(out []Piece) ([]Piece, bool) {
+	for i := len(out) - 1; i >= 0; i-- {
+		if j := strings.LastIndex(out[i].Text, prefillMark); j >= 0 && !out[i].Special {
+			out[i].Text = out[i].Text[:j]
+			if out[i].Text == "" {
+				return out[:i], true
+			}
+			return out[:i+1], true
+		}
+	}
+	return nil, false
 }
 
 // pieces accumulates a prompt's pieces.

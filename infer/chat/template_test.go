@@ -96,6 +96,8 @@ func TestFromSource(t *testing.T) {
 	}{
 		{"qwen2 chatml with default system", qwen2Template, KindChatML, "You are a helpful assistant", true},
 		{"qwen2 with escaped newlines", `{{ '<|im_start|>system\nYou are Qwen.<|im_end|>\n' }}{{ '<|im_start|>user' }}`, KindChatML, "You are Qwen.", true},
+		{"qwen2.5: the literal after a turn built from variables", "{{- '<|im_start|>system\\n' }}{{- messages[0]['content'] }}{{- '<|im_end|>' }}" +
+			"{{- '<|im_start|>system\\nYou are Qwen.<|im_end|>\\n' }}", KindChatML, "You are Qwen.", true},
 		{"qwen3", "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}<|im_start|><|im_end|>", KindQwen3, "", true},
 		{"bonsai built-in", Qwen3Source, KindQwen3, "", true},
 		{"llama3 falls back", "{{ '<|start_header_id|>' + role + '<|end_header_id|>' }}", KindQwen3, "", false},
@@ -150,6 +152,26 @@ func TestContinueLeavesTheLastMessageOpen(t *testing.T) {
 		}
 		if b.String() != c.want {
 			t.Errorf("%s: %q, want %q", c.tmpl.Kind, b.String(), c.want)
+		}
+	}
+}
+
+// Only templates with reasoning blocks have the reply's <think> parsed out.
+func TestThinks(t *testing.T) {
+	llama3 := "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' }}"
+	r1 := "{%- if '</think>' in content %}{{'<｜Assistant｜>' + content}}{% endif %}{{'<think>\\n'}}"
+	for _, c := range []struct {
+		tmpl *Template
+		want bool
+	}{
+		{Qwen3(), true},
+		{FromSource(qwen2Template), false},
+		{FromSource(Qwen3Source), true},
+		{&Template{Kind: KindJinja, Source: llama3}, false},
+		{&Template{Kind: KindJinja, Source: r1}, true},
+	} {
+		if got := c.tmpl.Thinks(); got != c.want {
+			t.Errorf("%s %.40q: Thinks %v, want %v", c.tmpl.Kind, c.tmpl.Source, got, c.want)
 		}
 	}
 }

@@ -132,7 +132,11 @@ func (e *Engine) generate(r generateRequest) {
 	}
 
 	dec := cur.tok.NewStreamDecoder()
-	think := chat.NewThinkParser(strings.HasSuffix(strings.TrimRight(prompt, "\n"), chat.ThinkOpen))
+	// Reasoning is parsed out only where the template has it.
+	var think *chat.ThinkParser
+	if cur.tmpl.Thinks() {
+		think = chat.NewThinkParser(strings.HasSuffix(strings.TrimRight(prompt, "\n"), chat.ThinkOpen))
+	}
 	decodeStart := time.Now()
 	var top []sample.Logit
 	// out streams one sampled token's text: its Step if asked for, then
@@ -141,9 +145,12 @@ func (e *Engine) generate(r generateRequest) {
 		if r.req.Steps && !e.emit(Step{ID: id, Text: text, Top: slices.Clone(top)}) {
 			return false
 		}
-		segs := think.Feed(text)
-		if end {
-			segs = append(segs, think.Flush()...)
+		segs := []chat.Segment{{Text: text}}
+		if think != nil {
+			segs = think.Feed(text)
+			if end {
+				segs = append(segs, think.Flush()...)
+			}
 		}
 		for _, s := range segs {
 			if s.Text != "" && !e.emit(Token{ID: id, Text: s.Text, Thinking: s.Thinking}) {

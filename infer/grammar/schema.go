@@ -781,11 +781,16 @@ func AnyOf(alts ...*Schema) *Schema {
 // the function's name, then its arguments (a value of args). The name
 // comes first so that, in a union of calls, the readings of the other
 // functions end with it.
-func Call(name string, args *Schema) *Schema {
+func Call(name string, args *Schema) *Schema { return CallKeyed(name, "arguments", args) }
+
+// CallKeyed is Call with the arguments under argsKey: Llama 3.x writes
+// {"name": …, "parameters": {…}}.
+func CallKeyed(name, argsKey string, args *Schema) *Schema {
 	key, _ := json.Marshal(name)
+	ak, _ := json.Marshal(argsKey)
 	return &Schema{types: tObject, maxItems: -1, maxLen: -1, required: 0b11, ordered: true, props: []prop{
 		{key: `"name"`, schema: &Schema{types: tString, enum: []string{string(key)}, maxItems: -1, maxLen: -1}},
-		{key: `"arguments"`, schema: args},
+		{key: string(ak), schema: args},
 	}}
 }
 

@@ -38,7 +38,7 @@ func FuzzAnthropicRequest(f *testing.F) {
 		}
 		creq, aerr := req.chat(fuzzModel)
 		checkTranslation(t, aerr, func() error {
-			_, aerr := convertMessages(creq.Messages, creq.Tools)
+			_, aerr := convertMessages(creq.Messages, creq.Tools, "")
 			if aerr != nil && aerr.status != http.StatusBadRequest {
 				t.Fatalf("conversion: %d %q", aerr.status, aerr.msg)
 			}
@@ -58,7 +58,7 @@ func FuzzResponsesRequest(f *testing.F) {
 		}
 		creq, aerr := req.chat(fuzzModel)
 		checkTranslation(t, aerr, func() error {
-			convertMessages(creq.Messages, creq.Tools)
+			convertMessages(creq.Messages, creq.Tools, "")
 			if _, err := json.Marshal(req.object(fuzzModel)); err != nil {
 				return err
 			}
@@ -76,7 +76,7 @@ func FuzzOllamaRequests(f *testing.F) {
 		if json.Unmarshal([]byte(body), &req) == nil {
 			creq, aerr := req.chat(fuzzModel)
 			checkTranslation(t, aerr, func() error {
-				convertMessages(creq.Messages, creq.Tools)
+				convertMessages(creq.Messages, creq.Tools, "")
 				_, err := json.Marshal(creq)
 				return err
 			})

@@ -203,8 +203,9 @@ type chatCall struct {
 	prompt  []int32
 	gen     gen
 	machine *grammar.Machine // the constraint's start; nil: none
-	think   *bool            // the reply opens with reasoning; nil: it is constrained, no reasoning
+	think   *bool            // the reply opens with reasoning; nil: no reasoning (constrained, or the template has none)
 	tools   bool
+	tfmt    toolFormat // how the model writes its calls
 	// out is the one reply's parse where generate ran it (pipeline.go)
 	out *chatOut
 }
@@ -231,7 +232,7 @@ func (c *chatCall) newOut() *chatOut {
 		o.think = chat.NewThinkParser(*c.think)
 	}
 	if c.tools {
-		o.tools = &toolParser{}
+		o.tools = c.tfmt.parser()
 	}
 	return o
 }
@@ -288,12 +289,13 @@ func (s *Server) prepareChat(ctx context.Context, m *Model, req *openai.ChatRequ
 		}
 		machine = grammar.NewMachine(sch)
 	}
+	tfmt := toolFormatOf(m.Tmpl)
 	if mode == "required" {
-		if machine, aerr = toolMachine(tools, forced); aerr != nil {
+		if machine, aerr = toolMachine(tools, forced, tfmt); aerr != nil {
 			return nil, aerr
 		}
 	}
-	c := &chatCall{id: newID("chatcmpl-"), created: time.Now().Unix(), gen: g, machine: machine, tools: len(tools) > 0}
+	c := &chatCall{id: newID("chatcmpl-"), created: time.Now().Unix(), gen: g, machine: machine, tools: len(tools) > 0, tfmt: tfmt}
 	if machine != nil {
 		think = false // the reply is the constrained text itself
 	}
@@ -302,9 +304,8 @@ func (s *Server) prepareChat(ctx context.Context, m *Model, req *openai.ChatRequ
 		return nil, aerr
 	}
 	defer release()
-	msgs, aerr := convertMessages(req.Messages, tools)
-	if aerr != nil {
-		return nil, aerr
+	if len(req.Messages) == 0 {
+		return nil, badRequest("messages", "messages must not be empty")
 	}
 	// A trailing assistant message is continued (assistant prefill), as
 	// llama-server does: the reply is what follows it.
@@ -315,14 +316,39 @@ func (s *Server) prepareChat(ctx context.Context, m *Model, req *openai.ChatRequ
 		}
 		cont = true
 	}
-	if c.prompt, aerr = m.encodePrompt(msgs, think); aerr != nil {
-		return nil, aerr
+	if usesJinjaTools(m.Tmpl, req.Messages, tools) {
+		// The model's own template writes the tools and the calls.
+		tms, aerr := toolMessages(req.Messages)
+		if aerr != nil {
+			return nil, aerr
+		}
+		var ps []chat.Piece
+		var err error
+		if cont {
+			ps, err = m.Tmpl.ContinueTools(tms, toolDefs(tools), think)
+		} else {
+			ps, err = m.Tmpl.PromptTools(tms, toolDefs(tools), true, think)
+		}
+		if err != nil {
+			return nil, badRequest("messages", "the model's chat template refused the conversation: %v", err)
+		}
+		if c.prompt, aerr = m.encodePieces(ps); aerr != nil {
+			return nil, aerr
+		}
+	} else {
+		msgs, aerr := convertMessages(req.Messages, tools, m.Tmpl.DefaultSystem)
+		if aerr != nil {
+			return nil, aerr
+		}
+		if c.prompt, aerr = m.encodePrompt(msgs, think); aerr != nil {
+			return nil, aerr
+		}
 	}
 	c.gen.own = len(c.prompt)
 	if !cont {
 		c.gen.own -= m.generationPromptTokens(think)
 	}
-	if machine == nil {
+	if machine == nil && m.Tmpl.Thinks() {
 		opens := !cont && opensThinking(m.Tmpl.Pieces(nil, true, think))
 		c.think = &opens
 	}
@@ -336,23 +362,24 @@ func (s *Server) prepareChat(ctx context.Context, m *Model, req *openai.ChatRequ
 // A last message of the assistant's is left open for the reply to
 // continue (assistant prefill), as llama-server and Anthropic's API do.
 func (m *Model) encodePrompt(msgs []chat.Message, think bool) ([]int32, *apiError) {
-	n := 0
-	encode := func(text string, special bool) []int32 {
-		if n >= m.Sched.Context() {
-			n += 1
-			return nil
-		}
-		ids := m.Tok.Encode(text, special)
-		n += len(ids)
-		return ids
-	}
-	var prompt []int32
 	if len(msgs) > 0 && msgs[len(msgs)-1].Role == chat.RoleAssistant {
-		for _, p := range m.Tmpl.Continue(msgs, think) {
-			prompt = append(prompt, encode(p.Text, p.Special)...)
+		return m.encodePieces(m.Tmpl.Continue(msgs, think))
+	}
+	return m.encodePieces(m.Tmpl.Pieces(msgs, true, think))
+}
+
+// encodePieces tokenizes a rendered prompt (see encodePrompt).
+func (m *Model) encodePieces(ps []chat.Piece) ([]int32, *apiError) {
+	n := 0
+	var prompt []int32
+	for _, p := range ps {
+		if n >= m.Sched.Context() {
+			n++ // over the context: refused either way, the rest untokenized
+			continue
 		}
-	} else {
-		prompt = m.Tmpl.Encode(msgs, true, think, encode)
+		ids := m.Tok.Encode(p.Text, p.Special)
+		n += len(ids)
+		prompt = append(prompt, ids...)
 	}
 	if m.Tok.AddBOS() && m.Tok.BOS() >= 0 {
 		prompt = append([]int32{m.Tok.BOS()}, prompt...)
@@ -431,11 +458,11 @@ func toolChoice(tools []openai.Tool, raw json.RawMessage) (mode, forced string, 
 	return "required", named.Function.Name, nil
 }
 
-// toolMachine constrains the reply to one call in Qwen3's markup, of the
+// toolMachine constrains the reply to one call in the family's markup, of the
 // forced function or any of the tools: its name and arguments that follow
 // that function's schema (any object where it has none). A schema the
 // recognizer cannot enforce is refused, naming the tool and the keyword.
-func toolMachine(tools []openai.Tool, forced string) (*grammar.Machine, *apiError) {
+func toolMachine(tools []openai.Tool, forced string, f toolFormat) (*grammar.Machine, *apiError) {
 	var calls []*grammar.Schema
 	for i, t := range tools {
 		if forced != "" && t.Function.Name != forced {
@@ -449,9 +476,9 @@ func toolMachine(tools []openai.Tool, forced string) (*grammar.Machine, *apiErro
 				return nil, schemaError(param, fmt.Errorf("the tool %q: %w", t.Function.Name, err))
 			}
 		}
-		calls = append(calls, grammar.Call(t.Function.Name, args))
+		calls = append(calls, grammar.CallKeyed(t.Function.Name, f.argsKey(), args))
 	}
-	return grammar.NewWrapped(toolOpen+"\n", grammar.AnyOf(calls...), "\n"+toolClose), nil
+	return f.wrap(grammar.AnyOf(calls...)), nil
 }
 
 // schemaError refuses a schema Compile refused.
@@ -509,7 +536,11 @@ func requestSchema(rf *openai.ResponseFormat, jsonSchema json.RawMessage, gbnf s
 // assistant's calls as <tool_call> blocks, and each run of tool results as
 // one user turn of <tool_response> blocks. Its cost is linear in the
 // messages' bytes (a run of 50,000 tool results joined with += took 20 s).
-func convertMessages(in []openai.Message, tools []openai.Tool) ([]chat.Message, *apiError) {
+//
+// Where the conversation has no system message, the tools go into one of
+// their own, after the template's default system prompt if it has one
+// (Qwen2.5's "You are Qwen, …", as its template writes it).
+func convertMessages(in []openai.Message, tools []openai.Tool, defaultSystem string) ([]chat.Message, *apiError) {
 	if len(in) == 0 {
 		return nil, badRequest("messages", "messages must not be empty")
 	}
@@ -549,6 +580,9 @@ func convertMessages(in []openai.Message, tools []openai.Tool) ([]chat.Message, 
 	}
 	flush()
 	if block != "" {
+		if defaultSystem != "" {
+			block = defaultSystem + "\n\n" + block
+		}
 		out = append([]chat.Message{{Role: chat.RoleSystem, Content: block}}, out...)
 	}
 	return out, nil
@@ -658,7 +692,7 @@ func pythonSpacing(compact []byte) string {
 // chatOut splits the generated text into reasoning, answer and tool calls.
 type chatOut struct {
 	think              *chat.ThinkParser // nil: the reply is constrained, no reasoning
-	tools              *toolParser       // nil: no tools offered
+	tools              callParser        // nil: no tools offered
 	content, reasoning strings.Builder
 	calls              []toolCall
 }

@@ -21,7 +21,7 @@ func TestConvertMessagesLinear(t *testing.T) {
 	}
 	for name, msgs := range map[string][]openai.Message{"tool results": results, "tool calls": {{Role: "user", Content: "x"}, calls}} {
 		start := time.Now()
-		out, aerr := convertMessages(msgs, nil)
+		out, aerr := convertMessages(msgs, nil, "")
 		if aerr != nil {
 			t.Fatal(aerr)
 		}

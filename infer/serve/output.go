@@ -131,9 +131,14 @@ func parseToolCall(body string) (toolCall, bool) {
 	var c struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
+		// Parameters: Llama 3.x's key for the arguments.
+		Parameters json.RawMessage `json:"parameters"`
 	}
 	if err := json.Unmarshal([]byte(strings.TrimSpace(body)), &c); err != nil || c.Name == "" {
 		return toolCall{}, false
+	}
+	if len(c.Arguments) == 0 {
+		c.Arguments = c.Parameters
 	}
 	args := string(c.Arguments)
 	var s string

@@ -1,0 +1,226 @@
+package serve
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/bonsai-chat/bonsai/infer/chat"
+	"github.com/bonsai-chat/bonsai/infer/grammar"
+	"github.com/bonsai-chat/bonsai/infer/openai"
+)
+
+// toolFormat is how a family's template has the model write tool calls.
+type toolFormat int
+
+const (
+	// hermesTools: <tool_call>{"name": …, "arguments": {…}}</tool_call>
+	// (Qwen2.5, Qwen3, Hermes; the built-in templates).
+	hermesTools toolFormat = iota
+	// llama3Tools: one JSON object {"name": …, "parameters": {…}}, bare or
+	// after <|python_tag|> (Llama 3.1, 3.2, 3.3).
+	llama3Tools
+	// mistralTools: [TOOL_CALLS][{"name": …, "arguments": {…}}, …].
+	mistralTools
+)
+
+// Markers of the JSON-call families' replies.
+const (
+	pythonTag = "<|python_tag|>"
+	mistralTC = "[TOOL_CALLS]"
+)
+
+// toolFormatOf reads the call format from the template's source, as
+// llama.cpp picks its parser from what the template mentions.
+func toolFormatOf(t *chat.Template) toolFormat {
+	src := t.Source
+	switch {
+	case t.Kind != chat.KindJinja || strings.Contains(src, toolOpen):
+		return hermesTools
+	case strings.Contains(src, mistralTC):
+		return mistralTools
+	case strings.Contains(src, "<|start_header_id|>") && strings.Contains(src, "parameters"):
+		return llama3Tools
+	}
+	return hermesTools
+}
+
+// argsKey is the call object's key for the arguments.
+func (f toolFormat) argsKey() string {
+	if f == llama3Tools {
+		return "parameters"
+	}
+	return "arguments"
+}
+
+// wrap constrains a required call: the markup around the call object
+// (the JSON families' markers are spelled as text, which their parser
+// takes as the marker).
+func (f toolFormat) wrap(call *grammar.Schema) *grammar.Machine {
+	switch f {
+	case llama3Tools:
+		return grammar.NewWrapped("", call, "")
+	case mistralTools:
+		return grammar.NewWrapped(mistralTC+"[", call, "]")
+	}
+	return grammar.NewWrapped(toolOpen+"\n", call, "\n"+toolClose)
+}
+
+// parser takes the family's calls out of the reply.
+func (f toolFormat) parser() callParser {
+	switch f {
+	case llama3Tools:
+		return &jsonCallParser{marker: pythonTag}
+	case mistralTools:
+		return &jsonCallParser{marker: mistralTC}
+	}
+	return &toolParser{}
+}
+
+// callParser splits a reply into text and tool calls as it streams.
+type callParser interface {
+	feed(s string) (text string, calls []toolCall)
+	flush() (text string, calls []toolCall)
+}
+
+// jsonCallParser takes the calls of a family that writes them as the whole
+// reply: JSON after an optional marker. A reply that could be one (it
+// opens with the marker, "{" or "[") is held to the end and parsed; one
+// that does not parse goes out as text. Any other reply streams as text.
+type jsonCallParser struct {
+	marker  string
+	decided bool // the reply is plain text
+	held    strings.Builder
+}
+
+func (p *jsonCallParser) feed(s string) (string, []toolCall) {
+	if p.decided {
+		return s, nil
+	}
+	p.held.WriteString(s)
+	t := strings.TrimLeft(p.held.String(), " \n\t\r")
+	switch {
+	case t == "" || strings.HasPrefix(p.marker, t):
+		return "", nil // undecided
+	case strings.HasPrefix(t, p.marker) || t[0] == '{' || t[0] == '[':
+		return "", nil // a call, perhaps: parsed at the end
+	}
+	p.decided = true
+	out := p.held.String()
+	p.held.Reset()
+	return out, nil
+}
+
+func (p *jsonCallParser) flush() (string, []toolCall) {
+	body := p.held.String()
+	p.held.Reset()
+	if p.decided {
+		return body, nil
+	}
+	t := strings.TrimSpace(body)
+	t = strings.TrimSpace(strings.TrimPrefix(t, p.marker))
+	if calls, ok := parseJSONCalls(t); ok {
+		return "", calls
+	}
+	return body, nil
+}
+
+// parseJSONCalls reads one or more calls: objects, arrays of objects, or
+// several separated by ";" or whitespace (Llama 3.1 writes "a; b").
+func parseJSONCalls(s string) ([]toolCall, bool) {
+	var calls []toolCall
+	for {
+		s = strings.TrimLeft(s, " \n\t\r")
+		if s == "" {
+			return calls, len(calls) > 0
+		}
+		dec := json.NewDecoder(strings.NewReader(s))
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, false
+		}
+		items := []json.RawMessage{raw}
+		if raw = bytes.TrimSpace(raw); len(raw) > 0 && raw[0] == '[' {
+			if json.Unmarshal(raw, &items) != nil {
+				return nil, false
+			}
+		}
+		for _, item := range items {
+			c, ok := parseToolCall(string(item))
+			if !ok {
+				return nil, false
+			}
+			calls = append(calls, c)
+		}
+		s = strings.TrimLeft(s[dec.InputOffset():], " \n\t\r")
+		s = strings.TrimPrefix(s, ";")
+	}
+}
+
+// toolMessages turns the API's messages into the template's own: tool
+// calls and results as fields, for a Jinja template to write as its family
+// does.
+func toolMessages(in []openai.Message) ([]chat.ToolMessage, *apiError) {
+	if len(in) == 0 {
+		return nil, badRequest("messages", "messages must not be empty")
+	}
+	out := make([]chat.ToolMessage, 0, len(in))
+	for i, msg := range in {
+		m := chat.ToolMessage{Message: chat.Message{Role: msg.Role, Content: string(msg.Content)}}
+		switch msg.Role {
+		case "system", "developer":
+			m.Role = chat.RoleSystem
+		case "user":
+		case "assistant":
+			m.Thinking = msg.ReasoningContent
+			for _, tc := range msg.ToolCalls {
+				args := tc.Function.Arguments
+				if strings.TrimSpace(args) == "" {
+					args = "{}"
+				}
+				m.ToolCalls = append(m.ToolCalls, chat.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args})
+			}
+		case "tool":
+			m.ToolCallID, m.Name = msg.ToolCallID, msg.Name
+		default:
+			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), "role must be system, user, assistant or tool, not %q", msg.Role)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// toolDefs are the tools as the template takes them: OpenAI's objects.
+func toolDefs(tools []openai.Tool) []json.RawMessage {
+	out := make([]json.RawMessage, 0, len(tools))
+	for _, t := range tools {
+		if t.Type == "" {
+			t.Type = "function"
+		}
+		raw, err := json.Marshal(t)
+		if err == nil {
+			out = append(out, raw)
+		}
+	}
+	return out
+}
+
+// usesJinjaTools: the request's tools (or tool turns) go to the model's own
+// Jinja template, which writes them as its family expects.
+func usesJinjaTools(t *chat.Template, msgs []openai.Message, tools []openai.Tool) bool {
+	// A template that never mentions tools would drop them: those get the
+	// built-in tool prompt instead (convertMessages).
+	if t.Kind != chat.KindJinja || !strings.Contains(t.Source, "tool") {
+		return false
+	}
+	if len(tools) > 0 {
+		return true
+	}
+	for _, m := range msgs {
+		if m.Role == "tool" || len(m.ToolCalls) > 0 {
+			return true
+		}
+	}
+	return false
+}
