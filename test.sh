@@ -10,7 +10,7 @@
 #      parity again with the AVX2 kernels (AVX-512 off) on an AVX2 CPU,
 #      then infer/quant's and infer/cpu's tests built for arm64 and run
 #      under qemu-aarch64 (the NEON kernels), where it is installed;
-#   4. every fuzz target for FUZZTIME each (default 30s).
+#   4. every fuzz target for FUZZTIME each (default 15s: 26 targets).
 # Environment: FUZZTIME (e.g. 10s, or 0 to skip fuzzing), TEST_TIMEOUT
 # (go test -timeout, default 20m), CI=true (missing oracle fails).
 set -euo pipefail
@@ -18,7 +18,7 @@ cd "$(dirname "$0")"
 if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
 	export PATH=$PATH:/usr/local/go/bin
 fi
-fuzztime=${FUZZTIME:-30s}
+fuzztime=${FUZZTIME:-15s}
 timeout=${TEST_TIMEOUT:-20m}
 step() { echo; echo "== $* ($((SECONDS))s)"; }
 
