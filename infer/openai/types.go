@@ -70,19 +70,34 @@ type Message struct {
 // {"type": "text", "text": …} parts (joined).
 type Content string
 
-func (c *Content) UnmarshalJSON(b []byte) error {
+// DecodeStringOr decodes b, a JSON value that may be a string standing for
+// a longer form (one text for its array, one message for a conversation):
+// null calls null, a string calls str, and anything else calls other with
+// b, its surrounding space trimmed.
+func DecodeStringOr(b []byte, null func(), str func(string), other func(b []byte) error) error {
 	b = bytes.TrimSpace(b)
 	switch {
 	case bytes.Equal(b, []byte("null")):
-		*c = ""
+		null()
 		return nil
 	case len(b) > 0 && b[0] == '"':
 		var s string
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err
 		}
-		*c = Content(s)
+		str(s)
 		return nil
+	}
+	return other(b)
+}
+
+func (c *Content) UnmarshalJSON(b []byte) error {
+	return DecodeStringOr(b, func() { *c = "" }, func(s string) { *c = Content(s) }, c.decodeParts)
+}
+
+// decodeParts decodes an array of text parts into c (joined).
+func (c *Content) decodeParts(b []byte) error {
+	switch {
 	case len(b) > 0 && b[0] == '[':
 		var parts []struct {
 			Type string `json:"type"`
@@ -111,25 +126,14 @@ var ErrUnsupportedContent = errors.New("unsupported content")
 type Strings []string
 
 func (s *Strings) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if bytes.Equal(b, []byte("null")) {
-		*s = nil
-		return nil
-	}
-	if len(b) > 0 && b[0] == '"' {
-		var one string
-		if err := json.Unmarshal(b, &one); err != nil {
-			return err
+	return DecodeStringOr(b, func() { *s = nil }, func(one string) { *s = Strings{one} }, func(b []byte) error {
+		var many []string
+		if err := json.Unmarshal(b, &many); err != nil {
+			return fmt.Errorf("must be a string or an array of strings")
 		}
-		*s = Strings{one}
+		*s = many
 		return nil
-	}
-	var many []string
-	if err := json.Unmarshal(b, &many); err != nil {
-		return fmt.Errorf("must be a string or an array of strings")
-	}
-	*s = many
-	return nil
+	})
 }
 
 // Prompt is one prompt of a completion request: a text, or token ids.
@@ -143,19 +147,12 @@ type Prompt struct {
 type Prompts []Prompt
 
 func (p *Prompts) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	switch {
-	case bytes.Equal(b, []byte("null")):
-		*p = nil
-		return nil
-	case len(b) > 0 && b[0] == '"':
-		var one string
-		if err := json.Unmarshal(b, &one); err != nil {
-			return err
-		}
-		*p = Prompts{{Text: one}}
-		return nil
-	}
+	return DecodeStringOr(b, func() { *p = nil }, func(one string) { *p = Prompts{{Text: one}} }, p.decodeArray)
+}
+
+// decodeArray decodes an array of prompts, or of one prompt's token ids,
+// into p.
+func (p *Prompts) decodeArray(b []byte) error {
 	var items []json.RawMessage
 	if err := json.Unmarshal(b, &items); err != nil {
 		return errPrompt

@@ -52,25 +52,14 @@ type anthropicMessage struct {
 type anthropicContent []anthropicBlock
 
 func (c *anthropicContent) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	switch {
-	case bytes.Equal(b, []byte("null")):
-		*c = nil
-		return nil
-	case len(b) > 0 && b[0] == '"':
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
+	return openai.DecodeStringOr(b, func() { *c = nil }, func(s string) { *c = anthropicContent{{Type: "text", Text: s}} }, func(b []byte) error {
+		var blocks []anthropicBlock
+		if err := json.Unmarshal(b, &blocks); err != nil {
+			return errors.New("content must be a string or an array of content blocks")
 		}
-		*c = anthropicContent{{Type: "text", Text: s}}
+		*c = blocks
 		return nil
-	}
-	var blocks []anthropicBlock
-	if err := json.Unmarshal(b, &blocks); err != nil {
-		return errors.New("content must be a string or an array of content blocks")
-	}
-	*c = blocks
-	return nil
+	})
 }
 
 // anthropicBlock is a content block: text, thinking, tool_use (an

@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
@@ -11,6 +10,8 @@ import (
 	"math"
 	"net/http"
 	"time"
+
+	"github.com/bonsai-chat/bonsai/infer/openai"
 )
 
 // Embeddings (POST /v1/embeddings, ollama's /api/embed and
@@ -34,19 +35,13 @@ type embedInput struct {
 }
 
 func (e *embedInput) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
 	*e = embedInput{}
-	if bytes.Equal(b, []byte("null")) {
-		return nil
-	}
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		e.texts = []string{s}
-		return nil
-	}
+	return openai.DecodeStringOr(b, func() {}, func(s string) { e.texts = []string{s} }, e.decodeArray)
+}
+
+// decodeArray decodes an array of texts, of token ids (one input) or of
+// arrays of token ids into e.
+func (e *embedInput) decodeArray(b []byte) error {
 	var items []json.RawMessage
 	if err := json.Unmarshal(b, &items); err != nil {
 		return errEmbedInput

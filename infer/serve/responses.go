@@ -63,25 +63,21 @@ type responsesTool struct {
 type responsesInput []responsesItem
 
 func (in *responsesInput) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
+	one := func(s string) {
 		*in = responsesInput{{Type: "message", Role: "user", Content: responsesContent{{Type: "input_text", Text: s}}}}
-		return nil
 	}
-	var items []responsesItem
-	if err := json.Unmarshal(b, &items); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return err
+	return openai.DecodeStringOr(b, func() { *in = nil }, one, func(b []byte) error {
+		var items []responsesItem
+		if err := json.Unmarshal(b, &items); err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) {
+				return err
+			}
+			return errors.New("input must be a string or an array of input items")
 		}
-		return errors.New("input must be a string or an array of input items")
-	}
-	*in = items
-	return nil
+		*in = items
+		return nil
+	})
 }
 
 // responsesItem is an input item: a message, a function call the model
@@ -104,19 +100,11 @@ type responsesContent []struct {
 }
 
 func (c *responsesContent) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if bytes.Equal(b, []byte("null")) {
-		*c = nil
-		return nil
-	}
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		*c = responsesContent{{Type: "input_text", Text: s}}
-		return nil
-	}
+	return openai.DecodeStringOr(b, func() { *c = nil }, func(s string) { *c = responsesContent{{Type: "input_text", Text: s}} }, c.decodeParts)
+}
+
+// decodeParts decodes an array of content parts into c.
+func (c *responsesContent) decodeParts(b []byte) error {
 	type parts responsesContent
 	var p parts
 	if err := json.Unmarshal(b, &p); err != nil {
