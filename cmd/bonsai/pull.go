@@ -82,6 +82,9 @@ func runPull(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	fmt.Fprintf(stdout, "%s\nsha256 %s, %s\n", res.Path, res.SHA256, pullFormatBytes(res.Size))
+	if res.Announced {
+		fmt.Fprintln(stdout, "verified against the sha256 the server announced (no hash is pinned for it)")
+	}
 	if !res.Verified {
 		fmt.Fprintln(stderr, "note: not verified by hash (no SHA256 is known for it): only its size and GGUF structure were checked; "+
 			"compare the sha256 above with the publisher's, or pull with --sha256 HEX")

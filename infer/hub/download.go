@@ -66,10 +66,15 @@ type Result struct {
 	Path   string
 	Size   int64
 	SHA256 string // of the file, when it was downloaded now
-	// Verified: the download's SHA256 matched a known one. Without one,
-	// only its size (when known) and GGUF structure, tensor data
+	// Verified: the download's SHA256 matched a known one: pinned (the
+	// registry's or --sha256), or else announced by the server. Without
+	// one, only its size (when known) and GGUF structure, tensor data
 	// included, were checked.
-	Verified       bool
+	Verified bool
+	// Announced: the hash checked was the server's own (Hugging Face's
+	// X-Linked-Etag), not a pinned one: it catches a corrupt or spliced
+	// transfer, not a server that serves other bytes than it should.
+	Announced      bool
 	AlreadyPresent bool // the file was there already; nothing downloaded
 }
 
@@ -169,7 +174,7 @@ func Download(ctx context.Context, m Model, dir string, opts Options) (Result, e
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("download of %s stopped: %w", m.File, err)
 	}
-	sum, size, err := d.verify()
+	sum, size, announced, err := d.verify()
 	if err != nil {
 		return Result{}, err
 	}
@@ -178,7 +183,7 @@ func Download(ctx context.Context, m Model, dir string, opts Options) (Result, e
 	}
 	os.Remove(d.partial + originSuffix)
 	syncDir(dir)
-	return Result{Path: final, Size: size, SHA256: sum, Verified: m.SHA256 != ""}, nil
+	return Result{Path: final, Size: size, SHA256: sum, Verified: m.SHA256 != "" || announced, Announced: m.SHA256 == "" && announced}, nil
 }
 
 // Defaults of Options.StallTimeout and MinRate: a server that sends less
@@ -294,7 +299,8 @@ func (d *downloader) transfer(ctx context.Context) error {
 	}
 	defer resp.Body.Close()
 	if offset == 0 && resp.StatusCode == http.StatusOK {
-		org = origin{URL: d.m.URL(), ETag: strongETag(resp.Header.Get("ETag")), LastModified: resp.Header.Get("Last-Modified"), Size: announcedTotal(resp, 0)}
+		org = origin{URL: d.m.URL(), ETag: strongETag(resp.Header.Get("ETag")), LastModified: resp.Header.Get("Last-Modified"),
+			Size: announcedTotal(resp, 0), SHA256: announcedSHA256(resp)}
 		if err := writeOrigin(d.partial+originSuffix, org); err != nil {
 			return fmt.Errorf("cannot write to the models directory %s: %w", d.dir, fsProblem(err))
 		}
@@ -406,6 +412,36 @@ func (d *downloader) request(ctx context.Context, offset int64, org origin) (*ht
 	return nil, 0, err
 }
 
+// announcedSHA256 is the file's SHA256 as the server announced it, "" if it
+// did not: Hugging Face answers a file stored in LFS with a redirect to its
+// CDN that carries X-Linked-Etag, the quoted hex SHA256 of the file (the
+// final response's ETag is the CDN's own). The header is looked for on the
+// response and on each redirect that led to it.
+func announcedSHA256(resp *http.Response) string {
+	for r, n := resp, 0; r != nil && n <= maxRedirects; n++ {
+		if h := strings.ToLower(strings.Trim(strings.TrimPrefix(r.Header.Get("X-Linked-Etag"), "W/"), `"`)); isHexSHA256(h) {
+			return h
+		}
+		if r.Request == nil {
+			break
+		}
+		r = r.Request.Response
+	}
+	return ""
+}
+
+func isHexSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // announcedTotal is the full file size the response implies, 0 if unknown.
 func announcedTotal(resp *http.Response, offset int64) int64 {
 	if resp.StatusCode == http.StatusPartialContent {
@@ -485,9 +521,20 @@ func writeError(err error) error {
 	return fmt.Errorf("cannot write the download: %w", fsProblem(err))
 }
 
-// verify checks the finished partial file: size, SHA256 and GGUF structure.
-// A partial file that cannot become valid by resuming is removed.
-func (d *downloader) verify() (string, int64, error) {
+// verify checks the finished partial file: size, SHA256 (pinned, else the
+// one the server announced) and GGUF structure. A partial file that cannot
+// become valid by resuming is removed. announced says the hash checked was
+// the server's.
+func (d *downloader) verify() (sum string, size int64, announced bool, err error) {
+	sum, size, err = d.check()
+	if err == nil && d.m.SHA256 == "" {
+		org, _ := readOrigin(d.partial + originSuffix)
+		announced = org.SHA256 != ""
+	}
+	return sum, size, announced, err
+}
+
+func (d *downloader) check() (string, int64, error) {
 	f, err := os.Open(d.partial)
 	if err != nil {
 		return "", 0, fmt.Errorf("cannot read %s back to check it: %w", d.partial, fsProblem(err))
@@ -514,6 +561,11 @@ func (d *downloader) verify() (string, int64, error) {
 		d.removePartial()
 		return "", 0, fmt.Errorf("%s: the downloaded bytes hash to sha256 %s, not the pinned %s; "+
 			"the download was removed and nothing under that name was written: %w", d.m.File, sum, strings.ToLower(d.m.SHA256), ErrChecksum)
+	}
+	if org, _ := readOrigin(d.partial + originSuffix); d.m.SHA256 == "" && org.SHA256 != "" && sum != org.SHA256 {
+		d.removePartial()
+		return "", 0, fmt.Errorf("%s: the downloaded bytes hash to sha256 %s, not the %s the server announced; "+
+			"the download was removed and nothing under that name was written: pull again: %w", d.m.File, sum, org.SHA256, ErrChecksum)
 	}
 	g, err := gguf.Open(d.partial)
 	if err != nil {

@@ -409,7 +409,8 @@ func TestRegistry(t *testing.T) {
 			t.Errorf("bad entry %+v", m)
 		}
 		seen[m.Name] = true
-		if !strings.HasPrefix(m.URL(), "https://huggingface.co/prism-ml/") {
+		if !strings.HasPrefix(m.URL(), "https://huggingface.co/"+m.Repo+"/resolve/main/") ||
+			strings.Contains(m.Name, "bonsai") != strings.HasPrefix(m.Repo, "prism-ml/") {
 			t.Errorf("%s: URL %s", m.Name, m.URL())
 		}
 	}
@@ -565,5 +566,53 @@ func TestPinnedRegistryHash(t *testing.T) {
 		if m.SHA256 == "" && !strings.HasPrefix(m.Check(), "no sha256") {
 			t.Errorf("%s has no hash but says %q", m.Name, m.Check())
 		}
+	}
+}
+
+// TestAnnouncedHash: without a pinned hash, the SHA256 a Hugging Face-like
+// server announces on its redirect (X-Linked-Etag) is checked, so bytes
+// spoiled on the way (here: served corrupt by the CDN) are refused, and a
+// download that matches says it was verified against the server's hash.
+func TestAnnouncedHash(t *testing.T) {
+	content := testModelBytes(t)
+	corrupt := bytes.Clone(content)
+	corrupt[len(corrupt)/2] ^= 1
+	for _, c := range []struct {
+		name     string
+		served   []byte
+		announce string
+		wantErr  error
+	}{
+		{"matches", content, `"` + hashOf(content) + `"`, nil},
+		{"weak etag, upper case", content, `W/"` + strings.ToUpper(hashOf(content)) + `"`, nil},
+		{"corrupt", corrupt, `"` + hashOf(content) + `"`, ErrChecksum},
+		{"not a sha256 (a git blob id)", content, `"` + hashOf(content)[:40] + `"`, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cdn := newServer(t, c.served)
+			hub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("X-Linked-Etag", c.announce)
+				w.Header().Set("X-Linked-Size", strconv.Itoa(len(content)))
+				http.Redirect(w, r, cdn.URL+"/m.gguf", http.StatusFound)
+			}))
+			t.Cleanup(hub.Close)
+			dir := t.TempDir()
+			res, err := Download(context.Background(), Model{Name: "m", File: "m.gguf", Source: hub.URL + "/resolve/main/m.gguf"}, dir, Options{})
+			if !errors.Is(err, c.wantErr) {
+				t.Fatalf("err %v, want %v", err, c.wantErr)
+			}
+			if c.wantErr != nil {
+				if !strings.Contains(err.Error(), "the server announced") {
+					t.Errorf("message %q does not say whose hash", err)
+				}
+				checkDir(t, dir, content, false, false)
+				return
+			}
+			checkDir(t, dir, content, true, false)
+			sha := len(strings.Trim(strings.TrimPrefix(c.announce, "W/"), `"`)) == 64
+			if res.Verified != sha || res.Announced != sha {
+				t.Errorf("result %+v: want verified and announced = %v", res, sha)
+			}
+		})
 	}
 }

@@ -26,7 +26,8 @@ type Model struct {
 }
 
 // Check says how a download of m is verified, for listings: by its pinned
-// SHA256, else only by its size (when known) and GGUF structure.
+// SHA256, else by its size (when known) and GGUF structure, and by the
+// SHA256 the server announces, when it announces one (Hugging Face does).
 func (m Model) Check() string {
 	switch {
 	case m.SHA256 != "":
@@ -48,7 +49,11 @@ func (m Model) URL() string {
 // Registry lists the known models. Sizes are the published file sizes
 // where they are known to the byte (0 otherwise: Bonsai 2's are published
 // rounded); only abbreviated hashes are known, so no SHA256 is pinned and
-// downloads are checked by size and GGUF structure.
+// downloads are checked by size and GGUF structure, and by the SHA256
+// Hugging Face announces with each file (announcedSHA256).
+//
+// After the Bonsai family, a few well-known small models of the other
+// architectures bonsai runs, in the Q4_K_M files most users have.
 var Registry = []Model{
 	{Name: "bonsai-1.7b", Repo: "prism-ml/Bonsai-1.7B-gguf", File: "Bonsai-1.7B-Q1_0.gguf", Size: 248_302_272,
 		Summary: "1-bit Bonsai 1.7B (Q1_0, qwen3), the smallest"},
@@ -70,6 +75,19 @@ var Registry = []Model{
 		Summary: "ternary Bonsai 4B (Q2_0 group 64, qwen3)"},
 	{Name: "ternary-bonsai-8b", Repo: "prism-ml/Ternary-Bonsai-8B-gguf", File: "Ternary-Bonsai-8B-Q2_0_g64.gguf", Size: 2_310_125_920,
 		Summary: "ternary Bonsai 8B (Q2_0 group 64, qwen3)"},
+
+	{Name: "llama-3.2-1b", Repo: "bartowski/Llama-3.2-1B-Instruct-GGUF", File: "Llama-3.2-1B-Instruct-Q4_K_M.gguf",
+		Summary: "Meta Llama 3.2 1B Instruct (Q4_K_M, llama; ~0.8 GB)"},
+	{Name: "llama-3.2-3b", Repo: "bartowski/Llama-3.2-3B-Instruct-GGUF", File: "Llama-3.2-3B-Instruct-Q4_K_M.gguf",
+		Summary: "Meta Llama 3.2 3B Instruct (Q4_K_M, llama; ~2.0 GB)"},
+	{Name: "qwen2.5-1.5b", Repo: "Qwen/Qwen2.5-1.5B-Instruct-GGUF", File: "qwen2.5-1.5b-instruct-q4_k_m.gguf",
+		Summary: "Qwen2.5 1.5B Instruct (Q4_K_M, qwen2; ~1.1 GB)"},
+	{Name: "gemma-3-1b", Repo: "bartowski/google_gemma-3-1b-it-GGUF", File: "google_gemma-3-1b-it-Q4_K_M.gguf",
+		Summary: "Google Gemma 3 1B IT (Q4_K_M, gemma3; ~0.8 GB)"},
+	{Name: "mistral-7b", Repo: "bartowski/Mistral-7B-Instruct-v0.3-GGUF", File: "Mistral-7B-Instruct-v0.3-Q4_K_M.gguf",
+		Summary: "Mistral 7B Instruct v0.3 (Q4_K_M, llama; ~4.4 GB)"},
+	{Name: "tinyllama-1.1b", Repo: "TheBloke/TinyLlama-1.1B-Chat-v1.0-GGUF", File: "tinyllama-1.1b-chat-v1.0.Q4_K_M.gguf",
+		Summary: "TinyLlama 1.1B Chat v1.0 (Q4_K_M, llama; ~0.7 GB)"},
 }
 
 // DefaultModel is the registry name used when none is given.

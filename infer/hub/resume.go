@@ -24,6 +24,9 @@ type origin struct {
 	ETag         string `json:"etag,omitempty"`
 	LastModified string `json:"last_modified,omitempty"`
 	Size         int64  `json:"size,omitempty"`
+	// SHA256 is the hash the server announced for the file (Hugging
+	// Face's X-Linked-Etag), checked when no hash is pinned.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 func readOrigin(path string) (origin, bool) {
@@ -58,6 +61,9 @@ func (o origin) matches(resp *http.Response) bool {
 		return false
 	}
 	if t := contentRangeTotal(resp.Header.Get("Content-Range")); o.Size > 0 && t > 0 && t != o.Size {
+		return false
+	}
+	if h := announcedSHA256(resp); o.SHA256 != "" && h != "" && h != o.SHA256 {
 		return false
 	}
 	return true
