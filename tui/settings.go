@@ -201,6 +201,11 @@ func (m *Model) showSettings() tea.Cmd {
 	r := m.replySettings()
 	var b strings.Builder
 	b.WriteString("Settings in force (/set NAME VALUE changes one for this chat, /set NAME default undoes it):")
+	if m.info != nil {
+		// Named once here: on every row it made the rows wrap in a chat
+		// column beside the info panel.
+		fmt.Fprintf(&b, "\n  the model's recommendations are %s's", modelLabel(m.info))
+	}
 	for _, s := range chatSettings {
 		fmt.Fprintf(&b, "\n  %-15s %-22s %s", s.name, s.show(r), m.settingOrigin(s.name))
 	}
@@ -227,8 +232,6 @@ func (m *Model) settingOrigin(name string) string {
 	switch {
 	case name == "max_tokens" || name == "seed":
 		return "default"
-	case m.info != nil:
-		return "the model's recommendation (" + modelLabel(m.info) + ")"
 	}
 	return "the model's recommendation"
 }
