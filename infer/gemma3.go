@@ -26,11 +26,10 @@ func init() {
 //
 // The norms' weights are stored with Gemma's "1 +" already added (llama.cpp's
 // converter does it), so they are plain RMS norms. Five of six layers
-// attend within a sliding window; attention here has no window yet, so a
-// model runs within its window only: the KV cache and the model's context
-// stop there (KVSpec, Model.build says so) and a pass past it fails with
-// ErrContextFull, where the windowed layers would start to differ from
-// full attention.
+// (llama.cpp's default pattern: layer l is global when l%6 = 5) attend
+// within a sliding window of attention.sliding_window positions
+// (Attn.Window), rotating by their own RoPE base without the file's
+// scaling; the others attend to the whole context.
 type gemmaParts struct {
 	embScale  float32 // √n_embd, 0 for the other architectures
 	geglu     bool    // the FFN's gate is GELU (ActGELU), not SiLU
