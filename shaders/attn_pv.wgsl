@@ -89,8 +89,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	pg = g;
 	psplit = c;
 	let seq = batch.pos + row0 + 1u;
-	let t0 = min(c * batch.chunk, seq);
-	let t1 = min(t0 + batch.chunk, seq);
+	// split c's positions, from the window's first (win_lo) on
+	let t0 = min(max(c * batch.chunk, win_lo(seq)), seq);
+	let t1 = max(min(c * batch.chunk + batch.chunk, seq), t0);
 //#if SCORED
 //#else
 	load_q(lid, row0, rows, g);

@@ -29,8 +29,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		return;
 	}
 	let seq = batch.pos + row + 1u;
-	let t0 = min(c * batch.chunk, seq);
-	let t1 = min(t0 + batch.chunk, seq);
+	// split c's positions, from the window's first (win_lo) on
+	let t0 = min(max(c * batch.chunk, win_lo(seq)), seq);
+	let t1 = max(min(c * batch.chunk + batch.chunk, seq), t0);
 	load_q(lid, row, g);
 	if (lid < QPG) {
 		let first = (row * HEADS + g * QPG + lid) * batch.splits;

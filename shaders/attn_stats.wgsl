@@ -4,7 +4,7 @@
 // [c·chunk, min((c+1)·chunk, pos+row+1)) (attn_blk) and writes each head's
 // max and Σexp for the split.
 // Constants: HEADS, KVHEADS, QPG (=HEADS/KVHEADS), D, KVD, QROWS, LAYER_OFF,
-// SCALE, WG, RT, RDN.
+// SCALE, WIN, WG, RT, RDN.
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
@@ -29,8 +29,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		return;
 	}
 	let seq = batch.pos + row0 + 1u;
-	let t0 = min(c * batch.chunk, seq);
-	let t1 = min(t0 + batch.chunk, seq);
+	// split c's positions, from the window's first (win_lo) on
+	let t0 = min(max(c * batch.chunk, win_lo(seq)), seq);
+	let t1 = max(min(c * batch.chunk + batch.chunk, seq), t0);
 	load_q(lid, row0, rows, g);
 	blk_stats(lid, g, t0, t1, t1 + min(RT, rows - row0) - 1u);
 	let row = row0 + lid / QPG;

@@ -7,7 +7,7 @@
 // The numerics follow llama.cpp's CPU graph (and infer/cpu): q rounded to
 // f16, K from the f16 cache, s = scale·Σ q·k in f32.
 // Constants: HEADS, KVHEADS, QPG (=HEADS/KVHEADS), D, KVD, QROWS, LAYER_OFF,
-// SCALE, TILE (=WG/QPG, a power of two), WG.
+// SCALE, WIN, TILE (=WG/QPG, a power of two), WG.
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
@@ -26,8 +26,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		return;
 	}
 	let seq = batch.pos + row + 1u;
-	let t0 = min(c * batch.chunk, seq);
-	let t1 = min(t0 + batch.chunk, seq);
+	// split c's positions, from the window's first (win_lo) on
+	let t0 = min(max(c * batch.chunk, win_lo(seq)), seq);
+	let t1 = max(min(c * batch.chunk + batch.chunk, seq), t0);
 	load_q(lid, row, g);
 	let ml = tile_stats(lid, g, t0, t1);
 	if (lid % TILE == 0u && lid / TILE < QPG) {

@@ -275,20 +275,21 @@ func TestNormRopeElementwise(t *testing.T) {
 
 // TestAttentionMatchesReference covers grouped-query attention with a
 // power-of-two group (2 query heads per kv head) and an odd one (3, as in
-// bonsai-tiny).
+// bonsai-tiny), without a window and with sliding windows (Attn.Window)
+// shorter than the prompt, the decode's splits and the one-pass decode.
 func TestAttentionMatchesReference(t *testing.T) {
-	for _, g := range []struct{ heads, kvHeads int }{{4, 2}, {6, 2}} {
-		t.Run(fmt.Sprintf("%d-per-kv-head", g.heads/g.kvHeads), func(t *testing.T) {
-			attentionMatchesReference(t, g.heads, g.kvHeads)
+	for _, g := range []struct{ heads, kvHeads, window int }{{4, 2, 0}, {6, 2, 0}, {4, 2, 100}, {6, 2, 7}} {
+		t.Run(fmt.Sprintf("%d-per-kv-head-window%d", g.heads/g.kvHeads, g.window), func(t *testing.T) {
+			attentionMatchesReference(t, g.heads, g.kvHeads, g.window)
 		})
 	}
 }
 
-func attentionMatchesReference(t *testing.T, heads, kvHeads int) {
+func attentionMatchesReference(t *testing.T, heads, kvHeads, window int) {
 	b := newTestBackend(t)
 	r := rand.New(rand.NewPCG(5, 6))
 	const hd, ctx = 32, 1024
-	a := infer.Attn{Heads: heads, KVHeads: kvHeads, HeadDim: hd, Scale: float32(1 / math.Sqrt(hd))}
+	a := infer.Attn{Heads: heads, KVHeads: kvHeads, HeadDim: hd, Scale: float32(1 / math.Sqrt(hd)), Window: window}
 	kvd := kvHeads * hd
 	if err := b.NewKVCache(infer.KVSpec{Layers: 2, Context: ctx, KVHeads: kvHeads, HeadDim: hd}); err != nil {
 		t.Fatal(err)
@@ -338,6 +339,10 @@ func attentionMatchesReference(t *testing.T, heads, kvHeads int) {
 			s := make([]float64, p+1)
 			mx := math.Inf(-1)
 			for tt := 0; tt <= p; tt++ {
+				if window > 0 && p-tt >= window { // llama.cpp's mask
+					s[tt] = math.Inf(-1)
+					continue
+				}
 				var d float64
 				for j := 0; j < hd; j++ {
 					d += float64(f16(qvals[p*heads*hd+h*hd+j])) * float64(f16(kvals[tt*kvd+g*hd+j]))

@@ -181,7 +181,7 @@ func modelFile(t *testing.T, o synth.Options) (path, sum string) {
 	t.Helper()
 	models.Lock()
 	defer models.Unlock()
-	key := fmt.Sprintf("%s%s-%s-v%d-l%d-t%v-s%d", o.Shape.Arch, o.Shape.Name, strings.ToLower(o.Type.String()), o.Shape.Vocab, o.Shape.Layers, o.Shape.Tied, o.Seed)
+	key := fmt.Sprintf("%s%s-%s-v%d-l%d-t%v-w%d-s%d", o.Shape.Arch, o.Shape.Name, strings.ToLower(o.Type.String()), o.Shape.Vocab, o.Shape.Layers, o.Shape.Tied, o.Shape.Window, o.Seed)
 	if p, ok := models.paths[key]; ok {
 		return p, models.paths[key+"#sha"]
 	}
