@@ -113,3 +113,48 @@ func TestGemma3RunsPastItsWindow(t *testing.T) {
 		t.Errorf("without the window the logits differ by only %.3g (largest %.3g)", dFull, maxAbs)
 	}
 }
+
+// gemma3.attention.sliding_window_pattern as llama.cpp reads it: a period
+// whose last layer is global (6 by default) or one bool per layer. The
+// default period spelled either way gives the default's logits; every
+// layer local (a period of 0) gives others; an array of the wrong length
+// or a pattern of another type is refused.
+func TestGemma3WindowPattern(t *testing.T) {
+	prompt := make([]int32, 40)
+	for i := range prompt {
+		prompt[i] = int32(5 + 7*i)
+	}
+	load := func(set map[string]any) (*infer.Model, error) {
+		f := denseFile(t, "gemma3", gguf.Q8_0, func(s *synth.Shape) { s.Window = 16 })
+		if set != nil {
+			f = rewrite(t, f, set, nil)
+		}
+		return infer.Load(f, infer.Options{Backend: "cpu", Context: 64, Threads: 1})
+	}
+	logits := func(set map[string]any) []float32 {
+		m, err := load(set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		if err := m.Forward(prompt, 0); err != nil {
+			t.Fatal(err)
+		}
+		return slices.Clone(m.Logits())
+	}
+	const key = "gemma3.attention.sliding_window_pattern"
+	def := logits(nil)
+	for _, same := range []any{uint32(6), []bool{true, true, true, true, true, false}} {
+		if got := logits(map[string]any{key: same}); !slices.Equal(got, def) {
+			t.Errorf("pattern %v: the logits are not the default's", same)
+		}
+	}
+	if got := logits(map[string]any{key: uint32(0)}); slices.Equal(got, def) {
+		t.Error("every layer local: the logits are the default's")
+	}
+	for _, bad := range []any{[]bool{true, false}, "6"} {
+		if _, err := load(map[string]any{key: bad}); !errors.Is(err, infer.ErrBadShape) {
+			t.Errorf("pattern %v: %v, want ErrBadShape", bad, err)
+		}
+	}
+}
