@@ -29,9 +29,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		return;
 	}
 	let seq = batch.pos + row + 1u;
-	// split c's positions, from the window's first (win_lo) on
-	let t0 = min(max(c * batch.chunk, win_lo(seq)), seq);
-	let t1 = max(min(c * batch.chunk + batch.chunk, seq), t0);
+	let span = split_span(seq, c);
+	let t0 = span.x;
+	let t1 = span.y;
 	load_q(lid, row, g);
 	if (lid < QPG) {
 		let first = (row * HEADS + g * QPG + lid) * batch.splits;

@@ -142,9 +142,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	}
 	// the new k must be visible to this workgroup's tile loads
 	storageBarrier();
-	// split c's positions, from the window's first (win_lo) on
-	let t0 = min(max(c * batch.chunk, win_lo(seq)), seq);
-	let t1 = max(min(c * batch.chunk + batch.chunk, seq), t0);
+	let span = split_span(seq, c);
+	let t0 = span.x;
+	let t1 = span.y;
 	blk_stats(lid, g, t0, t1, t1);
 	if (lid < QPG) {
 		stats[(g * QPG + lid) * batch.splits + c] = ml[lid];

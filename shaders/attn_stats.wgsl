@@ -29,9 +29,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		return;
 	}
 	let seq = batch.pos + row0 + 1u;
-	// split c's positions, from the window's first (win_lo) on
-	let t0 = min(max(c * batch.chunk, win_lo(seq)), seq);
-	let t1 = max(min(c * batch.chunk + batch.chunk, seq), t0);
+	let span = split_span(seq, c);
+	let t0 = span.x;
+	let t1 = span.y;
 	load_q(lid, row0, rows, g);
 	blk_stats(lid, g, t0, t1, t1 + min(RT, rows - row0) - 1u);
 	let row = row0 + lid / QPG;
