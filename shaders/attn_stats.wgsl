@@ -1,8 +1,9 @@
 // Attention, pass 1 of 3 (split-KV, GQA-aware). Workgroup (kv head g, rows
 // RT·y … +RT−1, split c) serves the QPG query heads sharing g of each row,
 // so each K row is read once for all of them. It scores positions
-// [c·chunk, min((c+1)·chunk, pos+row+1)) (attn_blk) and writes each head's
-// max and Σexp for the split.
+// [c·chunk, min((c+1)·chunk, pos+row+1)), or its share of the window's
+// (split_span, attn_blk), and writes each head's max and Σexp for the
+// split.
 // Constants: HEADS, KVHEADS, QPG (=HEADS/KVHEADS), D, KVD, QROWS, LAYER_OFF,
 // SCALE, WIN, WG, RT, RDN.
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }

@@ -1,7 +1,8 @@
 // Prompt-pass attention, pass 1 of 3 (the decode passes are attn_stats and
 // attn_qk, attn_blk.wgsli). Workgroup (kv head g, row,
 // split c) serves the QPG query heads sharing g, so each K row is read once
-// for all of them. It scores positions [c·chunk, min((c+1)·chunk, pos+row+1))
+// for all of them. It scores positions [c·chunk, min((c+1)·chunk, pos+row+1)),
+// or its share of the window's (split_span),
 // in tiles of TILE (thread hq·TILE + j scores head hq at tile position j)
 // and writes each head's running max and Σexp for the split.
 // The numerics follow llama.cpp's CPU graph (and infer/cpu): q rounded to
