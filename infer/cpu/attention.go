@@ -81,10 +81,11 @@ func (j *attnJob) run(lo, hi, worker int) {
 // windowStart is where attention at position p over an f16 cache starts,
 // lo, and how many positions after lo it masks: those before a.First(p).
 // llama.cpp masks the positions outside the window with −∞ and sums the
-// whole cache in chunks from position 0; starting at a multiple of 64 (a
-// whole number of ggml's SIMD chunks and of the softmax's 16-score sums)
-// with the positions up to the window masked leaves every sum as
-// llama.cpp's, since the masked weights are exactly 0.
+// whole cache in chunks from position 0 (where its cache holds the
+// positions in order); starting at a multiple of 64 (a whole number of
+// ggml's SIMD chunks and of the softmax's 16-score sums) with the positions
+// up to the window masked keeps those chunks, and the masked weights add
+// exactly 0.
 func windowStart(a infer.Attn, p int) (lo, masked int) {
 	first := a.First(p)
 	lo = first &^ 63

@@ -67,7 +67,9 @@ func TestSlidingWindowParity(t *testing.T) {
 			}
 			checkLiveOracle(t, path, g, c.oracleFlags()...)
 			compareModelWith(t, path, c.typ, g, infer.Options{Backend: "cpu", Context: 512, KV: c.kv})
-			if c.gpu {
+			// the GPU once (the AVX2 rerun changes only the CPU's
+			// kernels), and not in -short: a software adapter takes ~50 s
+			if c.gpu && *cpuFeatures == "all" && !testing.Short() {
 				t.Run("gpu", func(t *testing.T) { compareGPU(t, path, g) })
 			}
 		})
