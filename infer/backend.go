@@ -167,6 +167,10 @@ type Backend interface {
 	//	s = scale · q·K_t; if s > M { acc ·= e^(M−s); M = s } else w = e^(s−M)
 	//	acc += w·V_t; S = S·e^(M_old−M) + w;  dst = acc / S
 	// with acc in f32 (in f16 for an f16 V beside a Q8_0 K, as ggml).
+	// With a.Window = w > 0 (sliding-window attention) row i sees only
+	// the last w positions, t = max(0, p−w+1) … p, as llama.cpp's
+	// LLAMA_SWA_TYPE_STANDARD masks t when p − t ≥ w; the positions before
+	// weigh exactly 0, as llama.cpp's −∞ mask makes them.
 	Attention(dst, q Tensor, layer int, a Attn)
 	// SwiGLU sets dst = silu(gate) ⊙ up, silu(x) = x/(1+e^−x), in f32.
 	// dst may equal gate or up.
@@ -288,6 +292,17 @@ type Attn struct {
 	KVHeads int     // key/value heads; Heads is a multiple of it
 	HeadDim int     // values per head (key_length = value_length for qwen3)
 	Scale   float32 // 1/sqrt(HeadDim) for qwen3, as llama.cpp's kq_scale
+	// Window is the sliding window (gemma3's local layers): a query at
+	// position p sees p−Window+1 … p; 0 sees every position.
+	Window int
+}
+
+// First is the first position a query at position p sees.
+func (a Attn) First(p int) int {
+	if a.Window > 0 && p >= a.Window {
+		return p - a.Window + 1
+	}
+	return 0
 }
 
 // BackendOptions configures a backend when it is created.

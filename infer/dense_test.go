@@ -2,7 +2,9 @@ package infer_test
 
 import (
 	"errors"
+	"math"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -64,28 +66,95 @@ func TestDenseArchsRefuse(t *testing.T) {
 	}
 }
 
-// gemma3's windowed layers attend like full attention until a position
-// reaches the window; past it bonsai, whose attention has no window yet,
-// stops with ErrContextFull instead of answering otherwise than llama.cpp,
-// and the model's context is the window.
-func TestGemma3StopsAtItsWindow(t *testing.T) {
-	f := denseFile(t, "gemma3", gguf.Q8_0, func(s *synth.Shape) { s.Window = 16 })
-	m, err := infer.Load(f, infer.Options{Backend: "cpu", Context: 64, Threads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	prompt := make([]int32, 16)
+// gemma3 runs past its sliding window (16 here) to the context asked for:
+// a 40-token prompt in one pass and fed a token at a time give the same
+// last logits (the prompt pass's window and the decode steps' agree), and
+// they are not those of the same weights with a window past the context.
+func TestGemma3RunsPastItsWindow(t *testing.T) {
+	prompt := make([]int32, 40)
 	for i := range prompt {
 		prompt[i] = int32(3 + 11*i)
 	}
-	if err := m.Forward(prompt, 0); err != nil {
-		t.Fatalf("16 tokens in a window of 16: %v", err)
+	last := func(window int, steps bool) []float32 {
+		f := denseFile(t, "gemma3", gguf.Q8_0, func(s *synth.Shape) { s.Window = window })
+		m, err := infer.Load(f, infer.Options{Backend: "cpu", Context: 64, Threads: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		if m.Context() != 64 || len(m.Notes) != 0 {
+			t.Fatalf("context %d (notes %q), want 64", m.Context(), m.Notes)
+		}
+		if !steps {
+			if err := m.Forward(prompt, 0); err != nil {
+				t.Fatal(err)
+			}
+			return slices.Clone(m.Logits())
+		}
+		for i, tok := range prompt {
+			if err := m.Forward([]int32{tok}, i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return slices.Clone(m.Logits())
 	}
-	if err := m.Forward([]int32{7}, 16); !errors.Is(err, infer.ErrContextFull) {
-		t.Fatalf("a 17th token: %v, want ErrContextFull", err)
+	pass, steps, full := last(16, false), last(16, true), last(1024, false)
+	var maxAbs, dSteps, dFull float64
+	for i := range pass {
+		maxAbs = max(maxAbs, math.Abs(float64(pass[i])))
+		dSteps = max(dSteps, math.Abs(float64(steps[i]-pass[i])))
+		dFull = max(dFull, math.Abs(float64(full[i]-pass[i])))
 	}
-	if m.Context() != 16 || len(m.Notes) == 0 {
-		t.Errorf("context %d (notes %q), want the window's 16, said", m.Context(), m.Notes)
+	t.Logf("largest logit %.3g: token by token %.3g off, without the window %.3g", maxAbs, dSteps, dFull)
+	if dSteps > 1e-2*maxAbs {
+		t.Errorf("token by token the logits differ from the prompt pass's by %.3g (largest %.3g)", dSteps, maxAbs)
+	}
+	if dFull < 1e-1*maxAbs {
+		t.Errorf("without the window the logits differ by only %.3g (largest %.3g)", dFull, maxAbs)
+	}
+}
+
+// gemma3.attention.sliding_window_pattern as llama.cpp reads it: a period
+// whose last layer is global (6 by default) or one bool per layer. The
+// default period spelled either way gives the default's logits; every
+// layer local (a period of 0) gives others; an array of the wrong length
+// or a pattern of another type is refused.
+func TestGemma3WindowPattern(t *testing.T) {
+	prompt := make([]int32, 40)
+	for i := range prompt {
+		prompt[i] = int32(5 + 7*i)
+	}
+	load := func(set map[string]any) (*infer.Model, error) {
+		f := denseFile(t, "gemma3", gguf.Q8_0, func(s *synth.Shape) { s.Window = 16 })
+		if set != nil {
+			f = rewrite(t, f, set, nil)
+		}
+		return infer.Load(f, infer.Options{Backend: "cpu", Context: 64, Threads: 1})
+	}
+	logits := func(set map[string]any) []float32 {
+		m, err := load(set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		if err := m.Forward(prompt, 0); err != nil {
+			t.Fatal(err)
+		}
+		return slices.Clone(m.Logits())
+	}
+	const key = "gemma3.attention.sliding_window_pattern"
+	def := logits(nil)
+	for _, same := range []any{uint32(6), []bool{true, true, true, true, true, false}} {
+		if got := logits(map[string]any{key: same}); !slices.Equal(got, def) {
+			t.Errorf("pattern %v: the logits are not the default's", same)
+		}
+	}
+	if got := logits(map[string]any{key: uint32(0)}); slices.Equal(got, def) {
+		t.Error("every layer local: the logits are the default's")
+	}
+	for _, bad := range []any{[]bool{true, false}, "6"} {
+		if _, err := load(map[string]any{key: bad}); !errors.Is(err, infer.ErrBadShape) {
+			t.Errorf("pattern %v: %v, want ErrBadShape", bad, err)
+		}
 	}
 }

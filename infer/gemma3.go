@@ -26,11 +26,10 @@ func init() {
 //
 // The norms' weights are stored with Gemma's "1 +" already added (llama.cpp's
 // converter does it), so they are plain RMS norms. Five of six layers
-// attend within a sliding window; attention here has no window yet, so a
-// model runs within its window only: the KV cache and the model's context
-// stop there (KVSpec, Model.build says so) and a pass past it fails with
-// ErrContextFull, where the windowed layers would start to differ from
-// full attention.
+// (llama.cpp's default pattern: layer l is global when l%6 = 5) attend
+// within a sliding window of attention.sliding_window positions
+// (Attn.Window), rotating by their own RoPE base without the file's
+// scaling; the others attend to the whole context.
 type gemmaParts struct {
 	embScale  float32 // √n_embd, 0 for the other architectures
 	geglu     bool    // the FFN's gate is GELU (ActGELU), not SiLU
@@ -68,17 +67,8 @@ func buildGemma3(f *gguf.File, b Backend, cfg BuildConfig) (Network, error) {
 			return nil, fmt.Errorf("%w: gemma3.attention.sliding_window = %d", ErrBadShape, w)
 		}
 		g.window = int(w)
-		pattern := uint64(6)
-		if _, ok := f.KV.Get("gemma3.attention.sliding_window_pattern"); ok {
-			if pattern, ok = f.KV.Uint("gemma3.attention.sliding_window_pattern"); !ok {
-				return nil, fmt.Errorf("%w: gemma3.attention.sliding_window_pattern as a per-layer array", ErrUnsupportedArch)
-			}
-		}
-		// llama_hparams::set_swa_pattern: every layer but each
-		// pattern-th is local (all with a pattern of 0).
-		g.local = make([]bool, hp.Layers)
-		for l := range g.local {
-			g.local[l] = pattern == 0 || uint64(l)%pattern < pattern-1
+		if g.local, err = gemma3Local(f, hp.Layers); err != nil {
+			return nil, err
 		}
 		g.localRope = hp.Rope
 		g.localRope.Base, g.localRope.FreqScale = 10000, 1
@@ -90,4 +80,32 @@ func buildGemma3(f *gguf.File, b Backend, cfg BuildConfig) (Network, error) {
 		}
 	}
 	return buildDense(f, b, cfg, hp, denseParts{qkNorm: true, postNorms: true, gemma: g})
+}
+
+// gemma3Local says which layers attend within the sliding window, as
+// llama.cpp's load_swa_pattern reads gemma3.attention.sliding_window_pattern:
+// a per-layer array of bools, or a period n (6 without the key) whose
+// last layer of each period is global (llama_hparams::set_swa_pattern;
+// every layer local with n = 0).
+func gemma3Local(f *gguf.File, layers int) ([]bool, error) {
+	const key = "gemma3.attention.sliding_window_pattern"
+	local := make([]bool, layers)
+	v, ok := f.KV.Get(key)
+	if perLayer, isArray := v.Any().([]bool); ok && isArray {
+		if len(perLayer) != layers {
+			return nil, fmt.Errorf("%w: %s holds %d layers, the model %d", ErrBadShape, key, len(perLayer), layers)
+		}
+		copy(local, perLayer)
+		return local, nil
+	}
+	pattern := uint64(6)
+	if ok {
+		if pattern, ok = f.KV.Uint(key); !ok {
+			return nil, fmt.Errorf("%w: %s = %v", ErrBadShape, key, v)
+		}
+	}
+	for l := range local {
+		local[l] = pattern == 0 || uint64(l)%pattern < pattern-1
+	}
+	return local, nil
 }

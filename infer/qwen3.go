@@ -172,11 +172,6 @@ func buildDense(f *gguf.File, b Backend, cfg BuildConfig, hp Hyperparams, parts 
 func (n *qwen3) Hyperparams() Hyperparams { return n.hp }
 
 func (n *qwen3) KVSpec(ctx int) KVSpec {
-	if w := n.gemma.window; w > 0 {
-		// Without a windowed attention, positions past the window
-		// cannot run: the cache stops there (gemma3.go).
-		ctx = min(ctx, w)
-	}
 	return KVSpec{Layers: n.hp.Layers, Context: ctx, KVHeads: n.hp.KVHeads, HeadDim: n.hp.HeadDim}
 }
 
@@ -217,16 +212,16 @@ func (n *qwen3) blocks(lastOnly bool) {
 			b.RMSNorm(n.q, n.q, L.qNorm, eps)
 			b.RMSNorm(n.k, n.k, L.kNorm, eps)
 		}
-		rope := n.hp.Rope
+		rope, attn := n.hp.Rope, n.attn
 		if n.gemma.local != nil && n.gemma.local[l] {
-			rope = n.gemma.localRope
+			rope, attn.Window = n.gemma.localRope, n.gemma.window
 		}
 		b.Rope(n.q, rope)
 		b.Rope(n.k, rope)
 
 		b.Phase(profile.Attention)
 		b.StoreKV(l, n.k, n.v)
-		b.Attention(n.att, n.q, l, n.attn)
+		b.Attention(n.att, n.q, l, attn)
 
 		b.Phase(profile.AttnOutput)
 		n.matmul(n.h, L.wo, n.att)

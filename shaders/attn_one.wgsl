@@ -48,8 +48,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	pg = g;
 	let seq = batch.pos + row + 1u;
 	load_q(lid, row, row + 1u, g);
-	// pass 1 (attn_stats) over the whole sequence
-	blk_stats(lid, g, 0u, seq, seq);
+	// pass 1 (attn_stats) over the whole sequence (its window's)
+	let t0 = win_lo(seq);
+	blk_stats(lid, g, t0, seq, seq);
 	// attn_pv's combination of one split: max m, sum l·exp(m − m) = l
 	if (lid == 0u) {
 		for (var h = 0u; h < QPG; h++) {
@@ -59,5 +60,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	}
 	workgroupBarrier();
 	// pass 2 (attn_pv)
-	blk_pv(lid, g, 0u, seq, seq);
+	blk_pv(lid, g, t0, seq, seq);
 }

@@ -89,8 +89,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	pg = g;
 	psplit = c;
 	let seq = batch.pos + row0 + 1u;
-	let t0 = min(c * batch.chunk, seq);
-	let t1 = min(t0 + batch.chunk, seq);
+	let span = split_span(seq, c);
+	let t0 = span.x;
+	let t1 = span.y;
 //#if SCORED
 //#else
 	load_q(lid, row0, rows, g);

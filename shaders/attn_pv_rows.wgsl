@@ -29,8 +29,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		return;
 	}
 	let seq = batch.pos + row + 1u;
-	let t0 = min(c * batch.chunk, seq);
-	let t1 = min(t0 + batch.chunk, seq);
+	let span = split_span(seq, c);
+	let t0 = span.x;
+	let t1 = span.y;
 	load_q(lid, row, g);
 	if (lid < QPG) {
 		let first = (row * HEADS + g * QPG + lid) * batch.splits;

@@ -11,7 +11,7 @@
 // written in 16-byte words. q and k themselves
 // are left as they came (other splits still read them); the host rotates
 // them in place only if something else reads them.
-// Constants: HEADS, KVHEADS, QPG, D, KVD, QROWS, LAYER_OFF, SCALE, WG, RT (1), RDN
+// Constants: HEADS, KVHEADS, QPG, D, KVD, QROWS, LAYER_OFF, SCALE, WIN, WG, RT (1), RDN
 // (as attn_stats), DIMS, QEPS, KEPS, NRWG, VH (=(QPG+1)·NRWG), CTX, SCTX;
 // flag K4.
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
@@ -142,8 +142,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	}
 	// the new k must be visible to this workgroup's tile loads
 	storageBarrier();
-	let t0 = min(c * batch.chunk, seq);
-	let t1 = min(t0 + batch.chunk, seq);
+	let span = split_span(seq, c);
+	let t0 = span.x;
+	let t1 = span.y;
 	blk_stats(lid, g, t0, t1, t1);
 	if (lid < QPG) {
 		stats[(g * QPG + lid) * batch.splits + c] = ml[lid];

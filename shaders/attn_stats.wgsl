@@ -1,10 +1,11 @@
 // Attention, pass 1 of 3 (split-KV, GQA-aware). Workgroup (kv head g, rows
 // RT·y … +RT−1, split c) serves the QPG query heads sharing g of each row,
 // so each K row is read once for all of them. It scores positions
-// [c·chunk, min((c+1)·chunk, pos+row+1)) (attn_blk) and writes each head's
-// max and Σexp for the split.
+// [c·chunk, min((c+1)·chunk, pos+row+1)), or its share of the window's
+// (split_span, attn_blk), and writes each head's max and Σexp for the
+// split.
 // Constants: HEADS, KVHEADS, QPG (=HEADS/KVHEADS), D, KVD, QROWS, LAYER_OFF,
-// SCALE, WG, RT, RDN.
+// SCALE, WIN, WG, RT, RDN.
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
@@ -29,8 +30,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		return;
 	}
 	let seq = batch.pos + row0 + 1u;
-	let t0 = min(c * batch.chunk, seq);
-	let t1 = min(t0 + batch.chunk, seq);
+	let span = split_span(seq, c);
+	let t0 = span.x;
+	let t1 = span.y;
 	load_q(lid, row0, rows, g);
 	blk_stats(lid, g, t0, t1, t1 + min(RT, rows - row0) - 1u);
 	let row = row0 + lid / QPG;

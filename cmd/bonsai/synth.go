@@ -27,6 +27,7 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 	typeName := fs.String("type", "q1_0", "type of every 2-D weight: q1_0, q2_0, q2_0_g128, pq2_0, ptq1_0, q4_0, q8_0, q4_k, q5_k, q6_k, f16, bf16, f32")
 	seed := fs.Uint64("seed", 1, "random seed (the same seed writes the same file)")
 	layers := fs.Int("layers", 0, "number of layers (0: the shape's)")
+	window := fs.Int("window", 0, "gemma3's sliding window, attention.sliding_window (0: the shape's)")
 	vocab := fs.Int("vocab", 0, "vocabulary size (0: the shape's; smaller keeps the first Qwen (llama: Llama 3) tokens, larger pads)")
 	logitStd := fs.Float64("logit-std", synth.DefaultLogitStd, "spread of the logits")
 	rotation := fs.String("rotation", "auto", "Hadamard-rotated weights (prism.hadamard.*, Bonsai 2): auto (qwen35 in ptq1_0 or pq2_0), yes or no")
@@ -58,8 +59,14 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	if *layers < 0 || *vocab < 0 {
-		return fmt.Errorf("%w: synth: --layers and --vocab must not be negative", errUsage)
+	if *layers < 0 || *vocab < 0 || *window < 0 {
+		return fmt.Errorf("%w: synth: --layers, --vocab and --window must not be negative", errUsage)
+	}
+	if *window > 0 {
+		if shape.Window == 0 {
+			return fmt.Errorf("%w: synth: --window is gemma3's (the %s shapes have no sliding window)", errUsage, *arch)
+		}
+		shape.Window = *window
 	}
 	if *layers > 0 {
 		shape.Layers = *layers

@@ -19,12 +19,14 @@ func TestSynthCommand(t *testing.T) {
 		{},                            // no -o
 		{"-o", out, "--shape", "70b"}, // unknown shape
 		{"-o", out, "--arch", "phi3"}, // unknown architecture
-		{"-o", out, "--arch", "qwen35", "--shape", "8b"}, // not a qwen35 shape
-		{"-o", out, "--arch", "qwen35", "--layers", "2"}, // fewer layers than the attention interval
-		{"-o", out, "--type", "q3_k"},                    // unsupported type
-		{"-o", out, "--layers", "-1"},                    // negative
-		{"-o", out, "--vocab", "100"},                    // vocab below the minimum
-		{"-o", out, "extra"},                             // stray argument
+		{"-o", out, "--arch", "qwen35", "--shape", "8b"},  // not a qwen35 shape
+		{"-o", out, "--arch", "qwen35", "--layers", "2"},  // fewer layers than the attention interval
+		{"-o", out, "--type", "q3_k"},                     // unsupported type
+		{"-o", out, "--layers", "-1"},                     // negative
+		{"-o", out, "--vocab", "100"},                     // vocab below the minimum
+		{"-o", out, "--window", "64"},                     // qwen3 has no sliding window
+		{"-o", out, "--arch", "gemma3", "--window", "-1"}, // negative
+		{"-o", out, "extra"},                              // stray argument
 		{"-o", out, "--type", "q4_k", "--vocab", "1024", "--shape", "tiny", "--bogus"},
 	} {
 		var stdout, stderr bytes.Buffer
@@ -46,6 +48,23 @@ func TestSynthCommand(t *testing.T) {
 	}
 	if emb, ok := f.Tensor("token_embd.weight"); !ok || emb.Type != gguf.Q8_0 || emb.Shape[1] != 1024 {
 		t.Errorf("token_embd = %+v", emb)
+	}
+}
+
+// --window sets gemma3's sliding window.
+func TestSynthGemma3Window(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "gemma3.gguf")
+	var stdout, stderr bytes.Buffer
+	if err := runSynth([]string{"--arch", "gemma3", "--type", "q8_0", "--vocab", "1024", "--window", "64", "-o", out}, &stdout, &stderr); err != nil {
+		t.Fatalf("synth: %v\n%s", err, stderr.String())
+	}
+	f, err := gguf.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if w, _ := f.KV.Uint("gemma3.attention.sliding_window"); w != 64 {
+		t.Errorf("sliding_window %d, want 64", w)
 	}
 }
 

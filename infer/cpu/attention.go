@@ -49,14 +49,18 @@ func (j *attnJob) run(lo, hi, worker int) {
 		// K and V while they are still in the core's cache.
 		g, rest := pair/(b.n*group), pair%(b.n*group)
 		i, h := rest/group, g*group+rest%group
-		past := b.pos(i) + 1 // positions 0 … Pos+i of the row's sequence are visible
+		// Positions lo … Pos+i of the row's sequence are scored, those
+		// before the window's first masked (windowStart).
+		lo, masked := windowStart(a, b.pos(i))
+		past := b.pos(i) + 1 - lo
 		scores := b.scores[worker][:past]
-		k, vByDim := c.kHead(j.layer, h/group, b.base(i)), c.vHead(j.layer, h/group, b.base(i))
+		k, vByDim := c.kHead(j.layer, h/group, b.base(i)+lo), c.vHead(j.layer, h/group, b.base(i)+lo)
 		out := j.dst.row(i)[h*a.HeadDim : (h+1)*a.HeadDim]
 
 		quant.RoundF16s(q16, j.q.row(i)[h*a.HeadDim:(h+1)*a.HeadDim])
 		if b.n == 1 || b.step(i) {
 			quant.DotsF16Vec(q16, k, a.HeadDim, scores)
+			maskScores(scores[:masked])
 			quant.SoftmaxF16(scores, a.Scale)
 			// ggml_vec_dot_f16 over llama.cpp's KV length padded to a
 			// multiple of 256: the padding's weights are 0 and fall in
@@ -68,8 +72,30 @@ func (j *attnJob) run(lo, hi, worker int) {
 			continue
 		}
 		quant.DotsF16(q16, k, a.HeadDim, scores)
+		maskScores(scores[:masked])
 		quant.SoftmaxF16(scores, a.Scale)
 		quant.WeightedSumF16T(scores, vByDim, c.vStride, out)
+	}
+}
+
+// windowStart is where attention at position p over an f16 cache starts,
+// lo, and how many positions after lo it masks: those before a.First(p).
+// llama.cpp masks the positions outside the window with −∞ and sums the
+// whole cache in chunks from position 0 (where its cache holds the
+// positions in order); starting at a multiple of 64 (a whole number of
+// ggml's SIMD chunks and of the softmax's 16-score sums) with the positions
+// up to the window masked keeps those chunks, and the masked weights add
+// exactly 0.
+func windowStart(a infer.Attn, p int) (lo, masked int) {
+	first := a.First(p)
+	lo = first &^ 63
+	return lo, first - lo
+}
+
+// maskScores sets scores to −∞: softmax weighs them 0.
+func maskScores(s []float32) {
+	for t := range s {
+		s[t] = float32(math.Inf(-1))
 	}
 }
 
@@ -142,8 +168,11 @@ func (j *attnJob) flash(lo, hi, worker int) {
 	var m, sum [maxGroup]float32
 	for u := lo; u < hi; u++ {
 		i, h0 := u/(a.Heads/per), u%(a.Heads/per)*per
-		past := b.pos(i) + 1
-		ks, vs := c.kRows(j.layer, h0/group, b.base(i)), c.vRows(j.layer, h0/group, b.base(i))
+		// ggml's flash attention skips the positions its mask sets to −∞:
+		// only the window's are visited.
+		first := a.First(b.pos(i))
+		past := b.pos(i) + 1 - first
+		ks, vs := c.kRows(j.layer, h0/group, b.base(i)+first), c.vRows(j.layer, h0/group, b.base(i)+first)
 		for r := range per {
 			h := h0 + r
 			q := j.q.row(i)[h*dim : (h+1)*dim]
@@ -252,7 +281,7 @@ func (b *Backend) Attention(dst, q infer.Tensor, layer int, a infer.Attn) {
 	s := b.kv.spec
 	if a.Heads <= 0 || a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 || a.KVHeads != s.KVHeads || a.HeadDim != s.HeadDim ||
 		layer < 0 || layer >= s.Layers || cq.cols != a.Heads*a.HeadDim || d.cols != cq.cols ||
-		b.active(cq) != b.n || b.active(d) != b.n || d == cq {
+		b.active(cq) != b.n || b.active(d) != b.n || d == cq || a.Window < 0 {
 		b.fail(fmt.Errorf("%w: Attention of %s (%d×%d) into %s, layer %d, %+v, cache %+v", infer.ErrBadShape, cq.name, cq.rows, cq.cols, d.name, layer, a, s))
 		return
 	}

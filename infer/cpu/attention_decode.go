@@ -26,7 +26,8 @@ type decodeJob struct {
 	layer  int
 	a      infer.Attn
 	sweep  int // 0: scores, 1: softmax, 2: outputs
-	past   int // positions seen: base … base+past−1
+	past   int // positions scored: base … base+past−1
+	masked int // the first of them, before the window (windowStart)
 	base   int
 	blocks int // position blocks per KV head (sweep 0)
 }
@@ -53,6 +54,7 @@ func (j *decodeJob) run(lo, hi, _ int) {
 			}
 		case 1:
 			s := b.decScores[u*stride:]
+			maskScores(s[:j.masked])
 			quant.SoftmaxF16(s[:j.past], a.Scale)
 			// ggml_vec_dot_f16 over llama.cpp's KV length padded to a
 			// multiple of 256 (see attnJob).
@@ -83,7 +85,8 @@ func (b *Backend) decode(q, dst *tensor, layer int, a infer.Attn) {
 	// q rounded to f16, the vec-dot type of the f16 cache.
 	quant.RoundF16s(b.decQ[:a.Heads*dim], q.row(0)[:a.Heads*dim])
 	j := &b.dec
-	*j = decodeJob{b: b, q: q, dst: dst, layer: layer, a: a, past: b.pos(0) + 1, base: b.base(0)}
+	lo, masked := windowStart(a, b.pos(0))
+	*j = decodeJob{b: b, q: q, dst: dst, layer: layer, a: a, past: b.pos(0) + 1 - lo, masked: masked, base: b.base(0) + lo}
 	j.blocks = (j.past + decodePosBlock - 1) / decodePosBlock
 	b.parallel(a.KVHeads*j.blocks, 1, j)
 	j.sweep = 1
@@ -103,7 +106,8 @@ func (b *Backend) useDecodeSweeps(a infer.Attn) bool {
 	if forceDecodeSweeps != 0 {
 		return forceDecodeSweeps > 0
 	}
-	return a.Heads < 2*b.qpool.Threads() && b.pos(0)+1 > decodePosBlock
+	lo, _ := windowStart(a, b.pos(0))
+	return a.Heads < 2*b.qpool.Threads() && b.pos(0)+1-lo > decodePosBlock
 }
 
 // forceDecodeSweeps overrides useDecodeSweeps for tests: 1 always, −1

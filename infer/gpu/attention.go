@@ -40,7 +40,7 @@ func (b *Backend) attnFused(dst, q *tensor, layer int, a infer.Attn) (attnKind, 
 	}
 	s := b.kv.spec
 	if a.Heads <= 0 || a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 || a.KVHeads != s.KVHeads || a.HeadDim != s.HeadDim ||
-		q.cols != a.Heads*a.HeadDim || dst.cols != q.cols || dst == q || layer < 0 || layer >= s.Layers {
+		q.cols != a.Heads*a.HeadDim || dst.cols != q.cols || dst == q || layer < 0 || layer >= s.Layers || a.Window < 0 {
 		return 0, false
 	}
 	maxInv := int(b.d.Limits.MaxComputeInvocationsPerWorkgroup)
@@ -49,7 +49,11 @@ func (b *Backend) attnFused(dst, q *tensor, layer int, a infer.Attn) (attnKind, 
 	q8Room := b.xqOK() && b.d.Limits.MaxStorageBuffersPerShaderStage >= 12
 	_, _, off := b.kvBind(layer)
 	seq := b.batch.Pos + 1
-	if b.latMax != 0 && seq <= b.latMax && (a.HeadDim == 64 || a.HeadDim == 128) && maxInv >= latWG && off%4 == 0 {
+	// attn_lat sees every position: a sliding window leaves it once the
+	// sequence outgrows the window (gemma3's windows, 512 and 1024, are
+	// longer than latMax anyway)
+	inWindow := a.Window == 0 || seq <= a.Window
+	if b.latMax != 0 && seq <= b.latMax && inWindow && (a.HeadDim == 64 || a.HeadDim == 128) && maxInv >= latWG && off%4 == 0 {
 		return attnLat, q8Room
 	}
 	if _, ok := b.attnParams(a); ok && b.splits > 1 {
@@ -80,7 +84,7 @@ func (b *Backend) encodeAttention(at *node, store value) {
 	}
 	s := b.kv.spec
 	if a.Heads <= 0 || a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 || a.KVHeads != s.KVHeads || a.HeadDim != s.HeadDim ||
-		q.cols != a.Heads*a.HeadDim || dst.cols != q.cols || layer < 0 || layer >= s.Layers || dst == q {
+		q.cols != a.Heads*a.HeadDim || dst.cols != q.cols || layer < 0 || layer >= s.Layers || dst == q || a.Window < 0 {
 		b.shapeErr("Attention: %+v on q %d cols, cache %+v, layer %d", a, q.cols, s, layer)
 		return
 	}
@@ -109,7 +113,7 @@ func (b *Backend) encodeAttention(at *node, store value) {
 		d := map[string]shaders.Const{
 			"HEADS": shaders.U32(a.Heads), "KVHEADS": shaders.U32(a.KVHeads), "QPG": shaders.U32(qpg), "D": shaders.U32(a.HeadDim),
 			"KVD": shaders.U32(kvd), "QROWS": shaders.U32(rows), "LAYER_OFF": shaders.U32(off),
-			"SCALE": shaders.F32(a.Scale), "WG": shaders.U32(wg)}
+			"SCALE": shaders.F32(a.Scale), "WIN": shaders.U32(a.Window), "WG": shaders.U32(wg)}
 		if tile > 0 {
 			d["TILE"] = shaders.U32(tile)
 		} else {
@@ -244,7 +248,7 @@ func (b *Backend) attnQK(n *node, p value) {
 		return map[string]shaders.Const{
 			"HEADS": shaders.U32(a.Heads), "KVHEADS": shaders.U32(a.KVHeads), "QPG": shaders.U32(qpg), "D": shaders.U32(a.HeadDim),
 			"KVD": shaders.U32(kvd), "QROWS": shaders.U32(1), "LAYER_OFF": shaders.U32(off),
-			"SCALE": shaders.F32(a.Scale), "WG": shaders.U32(wg), "RT": shaders.U32(1), "RDN": shaders.U32(attnRDN(qpg, wg)), "SCTX": shaders.U32(s.Context)}
+			"SCALE": shaders.F32(a.Scale), "WIN": shaders.U32(a.Window), "WG": shaders.U32(wg), "RT": shaders.U32(1), "RDN": shaders.U32(attnRDN(qpg, wg)), "SCTX": shaders.U32(s.Context)}
 	}
 	k1 := b.prepared(opKey{kind: "attnqk", a: q, b: k, c: v, d: p.w, e: p.kw, g: a, i: p.layer, f: p.eps}, func() (*kernel, []binding, error) {
 		d := defs()

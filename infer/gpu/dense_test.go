@@ -13,8 +13,9 @@ import (
 	"github.com/bonsai-chat/bonsai/infer/synth"
 )
 
-// loadSynth loads synth's tiny model of arch (vocab cut to 1024) in typ on
-// backend.
+// loadSynth loads synth's tiny model of arch (vocab cut to 1024; gemma3's
+// sliding window cut to 8, so that the tests' prompts outgrow it) in typ
+// on backend.
 func loadSynth(t *testing.T, arch, backend string, typ gguf.Type) *infer.Model {
 	t.Helper()
 	s, err := synth.ArchShape(arch, "tiny")
@@ -22,6 +23,9 @@ func loadSynth(t *testing.T, arch, backend string, typ gguf.Type) *infer.Model {
 		t.Fatal(err)
 	}
 	s.Vocab = 1024
+	if s.Window > 0 {
+		s.Window = 8
+	}
 	path := filepath.Join(t.TempDir(), arch+".gguf")
 	if err := synth.Write(path, synth.Options{Shape: s, Type: typ, Seed: 3}); err != nil {
 		t.Fatal(err)
@@ -44,7 +48,7 @@ func loadSynth(t *testing.T, arch, backend string, typ gguf.Type) *infer.Model {
 
 // llama (RoPE on adjacent pairs, Llama 3's frequency factors, GQA),
 // qwen2 (q/k/v biases, no q/k norms) and gemma3 (scaled embeddings,
-// post-norms, GELU, local layers' own RoPE) decode on the GPU as on the CPU: a
+// post-norms, GELU, local layers' own RoPE and window) decode on the GPU as on the CPU: a
 // 12-token prompt in one pass, then one token a pass. In F32 nothing is
 // rounded between the ops but K, V and attention's f16s: the logits agree
 // to ~2e-6 of the largest until a K or V value that the two sides' f32

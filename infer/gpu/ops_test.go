@@ -275,20 +275,21 @@ func TestNormRopeElementwise(t *testing.T) {
 
 // TestAttentionMatchesReference covers grouped-query attention with a
 // power-of-two group (2 query heads per kv head) and an odd one (3, as in
-// bonsai-tiny).
+// bonsai-tiny), without a window and with sliding windows (Attn.Window)
+// shorter than the prompt, the decode's splits and the one-pass decode.
 func TestAttentionMatchesReference(t *testing.T) {
-	for _, g := range []struct{ heads, kvHeads int }{{4, 2}, {6, 2}} {
-		t.Run(fmt.Sprintf("%d-per-kv-head", g.heads/g.kvHeads), func(t *testing.T) {
-			attentionMatchesReference(t, g.heads, g.kvHeads)
+	for _, g := range []struct{ heads, kvHeads, window int }{{4, 2, 0}, {6, 2, 0}, {4, 2, 100}, {6, 2, 7}} {
+		t.Run(fmt.Sprintf("%d-per-kv-head-window%d", g.heads/g.kvHeads, g.window), func(t *testing.T) {
+			attentionMatchesReference(t, g.heads, g.kvHeads, g.window)
 		})
 	}
 }
 
-func attentionMatchesReference(t *testing.T, heads, kvHeads int) {
+func attentionMatchesReference(t *testing.T, heads, kvHeads, window int) {
 	b := newTestBackend(t)
 	r := rand.New(rand.NewPCG(5, 6))
 	const hd, ctx = 32, 1024
-	a := infer.Attn{Heads: heads, KVHeads: kvHeads, HeadDim: hd, Scale: float32(1 / math.Sqrt(hd))}
+	a := infer.Attn{Heads: heads, KVHeads: kvHeads, HeadDim: hd, Scale: float32(1 / math.Sqrt(hd)), Window: window}
 	kvd := kvHeads * hd
 	if err := b.NewKVCache(infer.KVSpec{Layers: 2, Context: ctx, KVHeads: kvHeads, HeadDim: hd}); err != nil {
 		t.Fatal(err)
@@ -338,6 +339,10 @@ func attentionMatchesReference(t *testing.T, heads, kvHeads int) {
 			s := make([]float64, p+1)
 			mx := math.Inf(-1)
 			for tt := 0; tt <= p; tt++ {
+				if window > 0 && p-tt >= window { // llama.cpp's mask
+					s[tt] = math.Inf(-1)
+					continue
+				}
 				var d float64
 				for j := 0; j < hd; j++ {
 					d += float64(f16(qvals[p*heads*hd+h*hd+j])) * float64(f16(kvals[tt*kvd+g*hd+j]))
@@ -714,7 +719,7 @@ func TestAttnQKMatchesUnfused(t *testing.T) {
 		{8, 2, 64, 64, 256, 100}, {8, 2, 64, 64, 256, 20}, {8, 2, 64, 64, 256, 63}, {6, 2, 64, 32, 256, 100},
 		{6, 3, 64, 64, 251, 200}, {6, 3, 64, 64, 251, 31}, {6, 3, 64, 64, 251, 12}, {32, 8, 128, 128, 256, 150}} {
 		t.Run(fmt.Sprintf("%d-%d-%d-%d-%d", c.heads, c.kvHeads, c.hd, c.dims, c.pre), func(t *testing.T) {
-			attnQKMatchesUnfused(t, c.heads, c.kvHeads, c.hd, c.dims, c.ctx, c.pre, func(b *Backend) { b.latMax = 0 }, 1e-6, want(c.pre))
+			attnQKMatchesUnfused(t, c.heads, c.kvHeads, c.hd, c.dims, c.ctx, c.pre, 0, func(b *Backend) { b.latMax = 0 }, 1e-6, want(c.pre))
 		})
 	}
 }
@@ -742,14 +747,28 @@ func TestAttnLatMatchesUnfused(t *testing.T) {
 			want = 3
 		}
 		t.Run(fmt.Sprintf("%d-%d-%d-%d-%d/%d", c.heads, c.kvHeads, c.hd, c.dims, c.pre, c.max), func(t *testing.T) {
-			attnQKMatchesUnfused(t, c.heads, c.kvHeads, c.hd, c.dims, c.ctx, c.pre, func(b *Backend) { b.latMax = c.max }, 1e-4, want)
+			attnQKMatchesUnfused(t, c.heads, c.kvHeads, c.hd, c.dims, c.ctx, c.pre, 0, func(b *Backend) { b.latMax = c.max }, 1e-4, want)
 		})
 	}
 }
 
-func attnQKMatchesUnfused(t *testing.T, heads, kvHeads, hd, dims, ctx, pre int, set func(*Backend), tol float64, wantDispatches int) {
+// TestAttnWindowMatchesUnfused covers the fused decode paths with a
+// sliding window (Attn.Window): attn_lat while the sequence fits the
+// window (one dispatch), and past it attn_qk over several splits (3) or,
+// over one split, the prologue and attn_one (2), which
+// TestAttentionMatchesReference checks against a reference.
+func TestAttnWindowMatchesUnfused(t *testing.T) {
+	for _, c := range []struct{ heads, kvHeads, hd, ctx, pre, window, dispatches int }{
+		{8, 2, 64, 256, 30, 100, 1}, {8, 2, 64, 256, 100, 40, 3}, {6, 3, 64, 251, 200, 64, 3}, {8, 2, 64, 256, 20, 8, 2}} {
+		t.Run(fmt.Sprintf("%d-%d-%d-%d-w%d", c.heads, c.kvHeads, c.hd, c.pre, c.window), func(t *testing.T) {
+			attnQKMatchesUnfused(t, c.heads, c.kvHeads, c.hd, c.hd, c.ctx, c.pre, c.window, func(*Backend) {}, 1e-4, c.dispatches)
+		})
+	}
+}
+
+func attnQKMatchesUnfused(t *testing.T, heads, kvHeads, hd, dims, ctx, pre, window int, set func(*Backend), tol float64, wantDispatches int) {
 	r := rand.New(rand.NewPCG(13, uint64(heads)))
-	a := infer.Attn{Heads: heads, KVHeads: kvHeads, HeadDim: hd, Scale: float32(1 / math.Sqrt(float64(hd)))}
+	a := infer.Attn{Heads: heads, KVHeads: kvHeads, HeadDim: hd, Scale: float32(1 / math.Sqrt(float64(hd))), Window: window}
 	rope := infer.Rope{HeadDim: hd, Dims: dims, Base: 10000, FreqScale: 1, AttnFactor: 1, BetaFast: 32, BetaSlow: 1}
 	kvd, qd := kvHeads*hd, heads*hd
 	qn, kn := randFloats(r, hd, 1), randFloats(r, hd, 1)

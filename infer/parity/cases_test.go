@@ -102,7 +102,7 @@ var modelCases = []modelCase{
 	{name: "qwen2-q8_0-untied", arch: "qwen2", typ: gguf.Q8_0, vocab: 4096, untied: true, prompts: []string{"Roses are red, violets are blue", promptProse}},
 	// gemma3: synth's tiny (six layers, five local with their own RoPE
 	// base, one global; scaled embeddings, post-norms, GELU FFN), its
-	// prompts within the sliding window.
+	// prompts within the sliding window (swa_test.go runs past one).
 	{name: "gemma3-f16", arch: "gemma3", typ: gguf.F16, vocab: 4096, prompts: []string{"To be, or not to be: that is", promptDates}},
 	{name: "gemma3-q8_0", arch: "gemma3", typ: gguf.Q8_0, vocab: 4096, prompts: []string{promptProse, promptCode}},
 	{name: "gemma3-q4_k", arch: "gemma3", typ: gguf.Q4_K, vocab: 4096, prompts: []string{"SELECT name FROM users WHERE id = 42;", promptDates}},
@@ -181,7 +181,7 @@ func modelFile(t *testing.T, o synth.Options) (path, sum string) {
 	t.Helper()
 	models.Lock()
 	defer models.Unlock()
-	key := fmt.Sprintf("%s%s-%s-v%d-l%d-t%v-s%d", o.Shape.Arch, o.Shape.Name, strings.ToLower(o.Type.String()), o.Shape.Vocab, o.Shape.Layers, o.Shape.Tied, o.Seed)
+	key := fmt.Sprintf("%s%s-%s-v%d-l%d-t%v-w%d-s%d", o.Shape.Arch, o.Shape.Name, strings.ToLower(o.Type.String()), o.Shape.Vocab, o.Shape.Layers, o.Shape.Tied, o.Shape.Window, o.Seed)
 	if p, ok := models.paths[key]; ok {
 		return p, models.paths[key+"#sha"]
 	}
