@@ -206,6 +206,7 @@ type Stats struct {
 	DecodeSeconds       float64 // pass time spent on decode rows (drafts included)
 	Passes              int64
 	Drafted, Accepted   int64 // speculative drafts verified, and confirmed
+	Chained             int64 // decode steps that ran chained (chain.go)
 }
 
 // Scheduler runs requests on a model's slots. Its methods are safe for
@@ -299,6 +300,11 @@ type slot struct {
 	drafts    []int32
 	draft     drafting
 	lookupCtx []int32
+
+	// chain runs the slot's steps chained (chain.go); noChain: the model
+	// cannot chain this request's steps.
+	chain   *infer.Chain
+	noChain bool
 }
 
 // New starts a scheduler on opts.Model. The caller keeps the model and
@@ -423,7 +429,10 @@ func (s *Scheduler) run() {
 			continue
 		}
 		if s.generating() > 0 {
-			s.step()
+			if sl := s.chainSlot(); sl == nil || !s.chainStep(sl) {
+				s.stopChains()
+				s.step()
+			}
 		}
 		s.embedStep()
 	}
@@ -762,9 +771,6 @@ func (s *Scheduler) sample(sl *slot, logits []float32) {
 			return
 		}
 	}
-	sl.sampler.Accept(id)
-	sl.counts[id]++
-	sl.generated++
 	tok := Token{ID: id}
 	if r.Logprobs || r.TopLogprobs > 0 {
 		lse := logSumExp(logits)
@@ -776,6 +782,16 @@ func (s *Scheduler) sample(sl *slot, logits []float32) {
 			}
 		}
 	}
+	s.emit(sl, tok)
+}
+
+// emit hands a sampled token to its stream and decides whether the
+// generation goes on.
+func (s *Scheduler) emit(sl *slot, tok Token) {
+	r, id := &sl.job.req, tok.ID
+	sl.sampler.Accept(id)
+	sl.counts[id]++
+	sl.generated++
 	if sl.generated == 1 {
 		sl.first = time.Now()
 	}
@@ -783,7 +799,7 @@ func (s *Scheduler) sample(sl *slot, logits []float32) {
 	switch {
 	case r.End != nil && r.End(id):
 		s.end(sl, "stop", nil)
-	case r.MaxTokens > 0 && sl.generated >= r.MaxTokens, len(sl.tokens) >= s.slotCtx:
+	case r.MaxTokens > 0 && sl.generated >= r.MaxTokens, sl.held() >= s.slotCtx:
 		s.end(sl, "length", nil)
 	default:
 		sl.next, sl.decoding = id, true
@@ -800,6 +816,9 @@ func (s *Scheduler) constraintEnds(r *Request) bool {
 // tokens run so far for a later prompt that starts with them.
 func (s *Scheduler) end(sl *slot, reason string, err error) {
 	j := sl.job
+	if cerr := s.stopChain(sl); cerr != nil && err == nil {
+		reason, err = "error", cerr
+	}
 	res := Result{
 		Reason: reason, Err: err, PromptTokens: len(sl.prompt), CachedTokens: sl.cached, Resumed: sl.resumed,
 		CompletionTokens: sl.generated, Queued: sl.started.Sub(j.submitted), Slot: sl.index,
