@@ -22,8 +22,8 @@ type Chain struct {
 	held  *[]int32
 	reset func()
 	cb    ChainedArgmax
-	n  chainNetwork
-	on bool // a chained pass is in flight
+	n     chainNetwork
+	on    bool // a chained pass is in flight
 	// ring holds the argmax destinations of the last two passes: pass j's
 	// is filled when pass j+1 is committed (or by Stop).
 	ring   [2][1]int32
