@@ -147,7 +147,7 @@ func LoadFile(f *gguf.File, o LoadOptions) (*Model, error) {
 			notes = append(notes, "speculation is off: a rejected draft would move this model's recurrent state on")
 			mode = spec.Off
 		default:
-			so.Lookup = spec.NewNgram()
+			so.Drafter = spec.LookupDrafter(spec.NewNgram())
 		}
 	case spec.Off:
 	default:

@@ -21,7 +21,7 @@ import "time"
 
 // chainSlot is the slot whose next step may run chained, or nil.
 func (s *Scheduler) chainSlot() *slot {
-	if s.lookup != nil {
+	if s.drafter != nil {
 		return nil // drafts are verified in rows passes
 	}
 	var one *slot

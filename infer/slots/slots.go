@@ -51,9 +51,11 @@ type Options struct {
 	Slots int
 	// Context is each slot's size in tokens.
 	Context int
-	// Lookup, if set, drafts tokens by prompt lookup (speculative
-	// decoding, spec.go); nil decodes one token per slot and pass.
-	Lookup *spec.Ngram
+	// Drafter, if set, drafts tokens to verify beside each decoding slot's
+	// next (speculative decoding, spec.go): prompt lookup
+	// (spec.LookupDrafter) or a draft model; nil decodes one token per
+	// slot and pass.
+	Drafter spec.Drafter
 	// MaxDraft caps the tokens drafted per slot and pass; 0:
 	// spec.DefaultMaxDraft.
 	MaxDraft int
@@ -216,9 +218,9 @@ type Scheduler struct {
 	slotCtx  int
 	batched  bool
 	vocab    int
-	lookup   *spec.Ngram
+	drafter  spec.Drafter
 	maxDraft int
-	cost     rowCost
+	cost     spec.PassCost
 
 	mu      sync.Mutex
 	queue   []*job
@@ -298,7 +300,7 @@ type slot struct {
 	// drafts the tokens drafted after next for this pass.
 	out       int
 	drafts    []int32
-	draft     drafting
+	draft     spec.Control
 	lookupCtx []int32
 
 	// chain runs the slot's steps chained (chain.go); noChain: the model
@@ -337,7 +339,7 @@ func New(opts Options) (*Scheduler, error) {
 	// Drafts ride along other rows only in a batched pass, and not on a
 	// recurrent network, whose state a rejected draft would have moved on.
 	if batched && !m.Recurrent() {
-		s.lookup = opts.Lookup
+		s.drafter = opts.Drafter
 	}
 	for i := range n {
 		s.slots = append(s.slots, &slot{index: i, base: i * opts.Context})
@@ -550,7 +552,7 @@ func (s *Scheduler) start(sl *slot, j *job, keep int) {
 	*sl = slot{
 		index: sl.index, base: sl.base, tokens: sl.tokens[:keep], job: j,
 		sampler: sampler, prompt: j.req.Prompt, done: keep, cached: keep, resumed: resumed, own: own,
-		counts: map[int32]int{}, started: time.Now(), draft: newDrafting(s.maxDraft),
+		counts: map[int32]int{}, started: time.Now(), draft: spec.NewControl(s.maxDraft),
 	}
 }
 
@@ -576,7 +578,11 @@ func (s *Scheduler) step() {
 			continue
 		}
 		sl.out = len(s.outs)
-		sl.drafts = s.draftFor(sl, budget-decoded-drafted)
+		var err error
+		if sl.drafts, err = s.draftFor(sl, budget-decoded-drafted); err != nil {
+			s.end(sl, "error", err)
+			continue
+		}
 		for i := range 1 + len(sl.drafts) { // next, then the drafts that follow it
 			id := sl.next
 			if i > 0 {
@@ -634,8 +640,7 @@ func (s *Scheduler) step() {
 		c.sl.tokens = append(c.sl.tokens, c.sl.prompt[c.from:c.to]...)
 		c.sl.done = c.to
 	}
-	s.cost.add(len(s.rows), took)
-	threshold := s.cost.threshold(decoded) // what a draft had to beat in this pass's batch
+	s.cost.Add(len(s.rows), took)
 	generated, accepted := 0, 0
 	for j, sl := range s.owners {
 		if j > 0 && s.owners[j-1] == sl {
@@ -646,7 +651,7 @@ func (s *Scheduler) step() {
 			generated++
 			continue
 		}
-		n, ok := s.sampleDrafted(sl, threshold)
+		n, ok := s.sampleDrafted(sl, decoded)
 		generated += n
 		accepted += ok
 	}
@@ -667,9 +672,9 @@ func (s *Scheduler) step() {
 // sampleDrafted samples a decoding slot's rows of the pass that ran: the
 // row of its next token, then, while each sampled token is the draft that
 // the following row ran, those rows too. It returns the tokens sampled and
-// how many drafts they confirmed; threshold is the confirmed share that
-// pays (spec.go).
-func (s *Scheduler) sampleDrafted(sl *slot, threshold float64) (sampled, accepted int) {
+// how many drafts they confirmed; decoded is how many slots decoded in the
+// pass (spec.go).
+func (s *Scheduler) sampleDrafted(sl *slot, decoded int) (sampled, accepted int) {
 	drafts, j := sl.drafts, sl.job
 	sl.drafts = nil
 	j.drafted += len(drafts) // counted before sample can end the generation
@@ -685,7 +690,7 @@ func (s *Scheduler) sampleDrafted(sl *slot, threshold float64) (sampled, accepte
 		j.accepted++
 	}
 	if len(drafts) > 0 {
-		sl.draft.verified(len(drafts), accepted, threshold)
+		sl.draft.Verified(len(drafts), accepted, s.cost.Gain(decoded, len(drafts), accepted))
 	}
 	// Rows past the last confirmed draft wrote cache positions beyond the
 	// slot's tokens: no row sees a position past its own, and the next
