@@ -140,8 +140,8 @@ func LoadFile(f *gguf.File, o LoadOptions) (*Model, error) {
 	switch mode {
 	case spec.NGram:
 		switch {
-		case n == 1 && !im.RowsSupported():
-			notes = append(notes, "speculation is off: this backend cannot verify drafts beside other rows for this model")
+		case !im.RowsSupported() && !im.CanVerify():
+			notes = append(notes, "speculation is off: this backend cannot verify drafts for this model")
 			mode = spec.Off
 		case im.Recurrent():
 			notes = append(notes, "speculation is off: a rejected draft would move this model's recurrent state on")

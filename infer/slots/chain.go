@@ -11,8 +11,8 @@ import "time"
 // say so, whatever the architecture): each pass's token stays on the
 // device as the next pass's, and the next pass is encoded while this one
 // runs, so the host is off the critical path. Anything else (a second
-// request, drafts, the end of the slot) stops the chain first and the
-// scheduler's rows pass takes over where plain decoding would be.
+// request, drafts to verify, the end of the slot) stops the chain first and
+// the scheduler's rows pass takes over where plain decoding would be.
 //
 // While a chained pass is in flight the slot's tokens hold the token it
 // runs, its next: one more than plain decoding holds. Stopping the chain
@@ -21,9 +21,6 @@ import "time"
 
 // chainSlot is the slot whose next step may run chained, or nil.
 func (s *Scheduler) chainSlot() *slot {
-	if s.drafter != nil {
-		return nil // drafts are verified in rows passes
-	}
 	var one *slot
 	for _, sl := range s.slots {
 		if sl.job == nil {
@@ -54,14 +51,26 @@ func (s *Scheduler) chainSlot() *slot {
 	return one
 }
 
-// chainStep runs sl's next step chained; false when the model cannot
-// chain it (the slot then steps plainly for the rest of its request).
+// chainStep runs sl's next step chained; false when the step has drafts
+// to verify (sl.drafts, for the rows pass) or the model cannot chain it
+// (the slot then steps plainly for the rest of its request).
 func (s *Scheduler) chainStep(sl *slot) bool {
 	if sl.chain == nil {
 		sl.chain = s.m.ChainOn(&sl.tokens, sl.sampler)
 		if sl.chain == nil {
 			sl.noChain = true
 			return false
+		}
+	}
+	if s.drafter != nil {
+		drafts, err := s.draftFor(sl, s.m.MaxBatch()-1)
+		if err != nil {
+			s.end(sl, "error", err)
+			return true
+		}
+		if len(drafts) > 0 {
+			sl.drafts, sl.drafted = drafts, true
+			return false // the rows pass verifies them
 		}
 	}
 	s.stepping = true

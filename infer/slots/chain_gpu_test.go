@@ -15,6 +15,7 @@ import (
 	"github.com/bonsai-chat/bonsai/infer/internal/tinymodel"
 	"github.com/bonsai-chat/bonsai/infer/sample"
 	"github.com/bonsai-chat/bonsai/infer/slots"
+	"github.com/bonsai-chat/bonsai/infer/spec"
 )
 
 // A lone generation on a model that chains runs its steps chained (the
@@ -23,7 +24,8 @@ import (
 // request gets when it asks for log-probabilities (which keeps it off the
 // chain); and the cache the chain leaves serves a follow-up as plain
 // decoding's would. A request that runs into the end of its slot stops
-// there, as plainly.
+// there, as plainly. With prompt lookup, drafts are verified between
+// chained steps, and the tokens are still plain decoding's.
 func TestSchedulerChainsALoneGeneration(t *testing.T) {
 	cfg := tinymodel.Small(gguf.Q1_0)
 	cfg.Tied = false
@@ -105,4 +107,27 @@ func TestSchedulerChainsALoneGeneration(t *testing.T) {
 	if res.Reason != "length" || !slices.Equal(got, full) {
 		t.Fatalf("to the end of the slot: %d tokens (%s), want %d\n%v\n%v", len(got), res.Reason, len(full), got, full)
 	}
+
+	// With prompt lookup, a step with drafts is verified in one pass of
+	// the slot's tokens (the GPU backend has no passes over rows) and the
+	// chain starts again after it: still plain decoding's tokens.
+	s.Close()
+	quote := slices.Concat(prompt, full[:30], prompt, full[:4])
+	wantQuote, err := m.Greedy(quote, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err = slots.New(slots.Options{Model: m, Slots: 1, Context: ctx, Drafter: spec.LookupDrafter(spec.NewNgram())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	got, res = gen(slots.Request{Prompt: quote, MaxTokens: 30})
+	if !slices.Equal(got, wantQuote) {
+		t.Fatalf("chained with prompt lookup\n%v\nwant\n%v", got, wantQuote)
+	}
+	if st := s.Stats(); st.Drafted == 0 || st.Accepted == 0 || st.Chained == 0 {
+		t.Fatalf("prompt lookup: %d of %d drafts confirmed, %d steps chained: the case does not mix them", st.Accepted, st.Drafted, st.Chained)
+	}
+	t.Logf("prompt lookup: %d of %d drafts confirmed in %d passes, %d steps chained", res.Accepted, res.Drafted, s.Stats().Passes, s.Stats().Chained)
 }

@@ -9,8 +9,9 @@
 // request whose prompt extends an earlier one (a conversation's next turn)
 // goes to that slot and prefills only what is new.
 //
-// With prompt lookup on (Options.Lookup), a decoding slot's row may bring
-// the tokens its n-gram lookup drafts as rows of the same pass (spec.go):
+// With a drafter (Options.Drafter: prompt lookup, a draft model), a
+// decoding slot's row may bring the tokens it drafts as rows of the same
+// pass (spec.go):
 // the sampled tokens are what plain decoding gives, more of them per pass
 // when the drafts were right.
 //
@@ -232,6 +233,7 @@ type Scheduler struct {
 	slots  []*slot
 	logits []float32
 	rows   []infer.Row
+	toks   []int32 // the rows' tokens, for a pass through Forward
 	outs   []int
 	owners []*slot // the slot each output row belongs to
 	work   []float32
@@ -304,9 +306,11 @@ type slot struct {
 	lookupCtx []int32
 
 	// chain runs the slot's steps chained (chain.go); noChain: the model
-	// cannot chain this request's steps.
+	// cannot chain this request's steps; drafted: drafts holds this
+	// pass's drafts already.
 	chain   *infer.Chain
 	noChain bool
+	drafted bool
 }
 
 // New starts a scheduler on opts.Model. The caller keeps the model and
@@ -336,9 +340,10 @@ func New(opts Options) (*Scheduler, error) {
 		wake:     make(chan struct{}, 1), stopped: make(chan struct{}),
 		logits: make([]float32, n*m.Hparams.Vocab), work: make([]float32, m.Hparams.Vocab),
 	}
-	// Drafts ride along other rows only in a batched pass, and not on a
-	// recurrent network, whose state a rejected draft would have moved on.
-	if batched && !m.Recurrent() {
+	// Drafts ride along other rows in a batched pass, or are verified in
+	// a pass of the one slot's tokens (ForwardAll); not on a recurrent
+	// network, whose state a rejected draft would have moved on.
+	if (batched || m.CanVerify()) && !m.Recurrent() {
 		s.drafter = opts.Drafter
 	}
 	for i := range n {
@@ -578,10 +583,14 @@ func (s *Scheduler) step() {
 			continue
 		}
 		sl.out = len(s.outs)
-		var err error
-		if sl.drafts, err = s.draftFor(sl, budget-decoded-drafted); err != nil {
-			s.end(sl, "error", err)
-			continue
+		if sl.drafted { // drafted already, by a chained step that then gave way
+			sl.drafted = false
+		} else {
+			var err error
+			if sl.drafts, err = s.draftFor(sl, budget-decoded-drafted); err != nil {
+				s.end(sl, "error", err)
+				continue
+			}
 		}
 		for i := range 1 + len(sl.drafts) { // next, then the drafts that follow it
 			id := sl.next
@@ -699,7 +708,8 @@ func (s *Scheduler) sampleDrafted(sl *slot, decoded int) (sampled, accepted int)
 }
 
 // forward runs the pass's rows: in one ForwardRows, or, on a backend that
-// cannot, as the one slot's contiguous tokens through Forward.
+// cannot, as the one slot's contiguous tokens through Forward (ForwardAll
+// when drafts want the logits of every row).
 func (s *Scheduler) forward() error {
 	if len(s.rows) == 0 {
 		return nil
@@ -708,17 +718,20 @@ func (s *Scheduler) forward() error {
 	if len(outs) == 0 {
 		outs = []int{len(s.rows) - 1} // logits nobody reads: ForwardRows wants one
 	}
+	if n := len(outs) * s.vocab; len(s.logits) < n { // drafts bring rows of their own
+		s.logits = make([]float32, n)
+	}
 	if s.batched {
-		if n := len(outs) * s.vocab; len(s.logits) < n { // drafts bring rows of their own
-			s.logits = make([]float32, n)
-		}
 		return s.m.ForwardRows(s.rows, outs, s.logits[:len(outs)*s.vocab])
 	}
-	toks := make([]int32, len(s.rows))
-	for i, r := range s.rows {
-		toks[i] = r.Token
+	s.toks = s.toks[:0]
+	for _, r := range s.rows {
+		s.toks = append(s.toks, r.Token)
 	}
-	if err := s.m.Forward(toks, s.rows[0].Pos); err != nil {
+	if len(outs) > 1 { // a decoding step and its drafts: every row is an output
+		return s.m.ForwardAll(s.toks, s.rows[0].Pos, s.logits[:len(s.toks)*s.vocab])
+	}
+	if err := s.m.Forward(s.toks, s.rows[0].Pos); err != nil {
 		return err
 	}
 	copy(s.logits, s.m.Logits())

@@ -33,8 +33,9 @@ func (s *Scheduler) draftFor(sl *slot, room int) ([]int32, error) {
 	if s.drafter == nil {
 		return nil, nil
 	}
+	held := sl.tokens[:sl.held()] // a chained pass in flight runs next
 	k := sl.draft.Len()
-	k = min(k, room, s.slotCtx-len(sl.tokens)-2) // next and the drafts must fit
+	k = min(k, room, s.slotCtx-len(held)-2) // next and the drafts must fit
 	if r := sl.job.req; r.MaxTokens > 0 {
 		k = min(k, r.MaxTokens-sl.generated-1)
 	}
@@ -42,7 +43,7 @@ func (s *Scheduler) draftFor(sl *slot, room int) ([]int32, error) {
 		sl.draft.Plain()
 		return nil, nil
 	}
-	ctx := append(append(sl.lookupCtx[:0], sl.tokens...), sl.next)
+	ctx := append(append(sl.lookupCtx[:0], held...), sl.next)
 	sl.lookupCtx = ctx
 	drafts, _, err := s.drafter.Draft(ctx, k)
 	if err != nil {
