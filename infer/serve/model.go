@@ -143,6 +143,11 @@ func LoadFile(f *gguf.File, o LoadOptions) (*Model, error) {
 		case !im.RowsSupported() && !im.CanVerify():
 			notes = append(notes, "speculation is off: this backend cannot verify drafts for this model")
 			mode = spec.Off
+		case o.Spec.Auto && im.Backend().Name() == "gpu":
+			// As in the chat (spec.Options.Auto): prompt lookup measured
+			// slower there, drafts breaking the chained steps.
+			notes = append(notes, "prompt lookup is off on the GPU unless asked for (--spec ngram)")
+			mode = spec.Off
 		case im.Recurrent():
 			notes = append(notes, "speculation is off: a rejected draft would move this model's recurrent state on")
 			mode = spec.Off
