@@ -588,6 +588,7 @@ func (s *Scheduler) step() {
 		} else {
 			var err error
 			if sl.drafts, err = s.draftFor(sl, budget-decoded-drafted); err != nil {
+				decoded--
 				s.end(sl, "error", err)
 				continue
 			}
