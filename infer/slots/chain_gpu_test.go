@@ -88,6 +88,36 @@ func TestSchedulerChainsALoneGeneration(t *testing.T) {
 	if res.CachedTokens != len(prompt)+19 || !slices.Equal(gotNext, wantNext) {
 		t.Fatalf("follow-up: %v with %d cached tokens, want %v with %d", gotNext, res.CachedTokens, wantNext, len(prompt)+19)
 	}
+	// Cancelled while chained: the slot keeps what plain decoding would
+	// have run, and a follow-up reuses it.
+	cctx, cancel := context.WithCancel(context.Background())
+	st, err := s.Submit(cctx, slots.Request{Prompt: prompt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cut []int32
+	for len(cut) < 8 {
+		toks, done := st.Next()
+		for _, tk := range toks {
+			cut = append(cut, tk.ID)
+		}
+		if done {
+			t.Fatal("the generation ended before the cancel")
+		}
+	}
+	cancel()
+	rest, res := drain(st)
+	cut = append(cut, rest...)
+	if res.Reason != "cancelled" || !slices.Equal(cut, full[:len(cut)]) {
+		t.Fatalf("cancelled: %s after %v, want a prefix of %v", res.Reason, cut, full)
+	}
+	again := slices.Concat(prompt, cut, []int32{7, 8})
+	got, res = gen(slots.Request{Prompt: again, MaxTokens: 4})
+	if res.CachedTokens != len(prompt)+len(cut)-1 {
+		t.Fatalf("after a cancel the follow-up reused %d tokens, want %d", res.CachedTokens, len(prompt)+len(cut)-1)
+	}
+	cancelled := got
+
 	sampled := slots.Request{Prompt: prompt, MaxTokens: 20, Params: sample.Params{Temperature: 0.9, TopK: 8, Seed: 5}}
 	before := s.Stats().Chained
 	got, _ = gen(sampled)
@@ -112,6 +142,13 @@ func TestSchedulerChainsALoneGeneration(t *testing.T) {
 	// the slot's tokens (the GPU backend has no passes over rows) and the
 	// chain starts again after it: still plain decoding's tokens.
 	s.Close()
+	wantCancelled, err := m.Greedy(again, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cancelled, wantCancelled) {
+		t.Fatalf("the follow-up of a cancelled generation: %v, want %v", cancelled, wantCancelled)
+	}
 	quote := slices.Concat(prompt, full[:30], prompt, full[:4])
 	wantQuote, err := m.Greedy(quote, 30)
 	if err != nil {
