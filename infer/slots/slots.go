@@ -9,9 +9,8 @@
 // request whose prompt extends an earlier one (a conversation's next turn)
 // goes to that slot and prefills only what is new.
 //
-// With a drafter (Options.Drafter: prompt lookup, a draft model), a
-// decoding slot's row may bring the tokens it drafts as rows of the same
-// pass (spec.go):
+// With a drafter (Options.Drafter: prompt lookup), a decoding slot's row
+// may bring the tokens it drafts as rows of the same pass (spec.go):
 // the sampled tokens are what plain decoding gives, more of them per pass
 // when the drafts were right.
 //
@@ -53,9 +52,12 @@ type Options struct {
 	// Context is each slot's size in tokens.
 	Context int
 	// Drafter, if set, drafts tokens to verify beside each decoding slot's
-	// next (speculative decoding, spec.go): prompt lookup
-	// (spec.LookupDrafter) or a draft model; nil decodes one token per
-	// slot and pass.
+	// next (speculative decoding, spec.go), such as prompt lookup
+	// (spec.LookupDrafter); nil decodes one token per slot and pass.
+	// Whether drafts pay is judged by the rows they add to a pass, not by
+	// the time the drafter takes to propose them: prompt lookup's is next
+	// to nothing, a draft model's is not (the chat's decoder, which times
+	// it, is the place for one).
 	Drafter spec.Drafter
 	// MaxDraft caps the tokens drafted per slot and pass; 0:
 	// spec.DefaultMaxDraft.
