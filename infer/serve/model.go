@@ -143,9 +143,9 @@ func LoadFile(f *gguf.File, o LoadOptions) (*Model, error) {
 		case !im.RowsSupported() && !im.CanVerify():
 			notes = append(notes, "speculation is off: this backend cannot verify drafts for this model")
 			mode = spec.Off
-		case o.Spec.Auto && im.Backend().Name() == "gpu":
-			// As in the chat (spec.Options.Auto): prompt lookup measured
-			// slower there, drafts breaking the chained steps.
+		case !o.Spec.LookupOn(im.Backend().Name()):
+			// As in the chat: prompt lookup measured slower there, drafts
+			// breaking the chained steps (spec.Options.Auto).
 			notes = append(notes, "prompt lookup is off on the GPU unless asked for (--spec ngram)")
 			mode = spec.Off
 		case im.Recurrent():
