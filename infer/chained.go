@@ -15,10 +15,15 @@ import (
 // flight: the cache holds the token Next returned, one more than plain
 // decoding holds, until Stop.
 type Chain struct {
-	s  *Sequence
-	cb ChainedArgmax
-	n  chainNetwork
-	on bool // a chained pass is in flight
+	m *Model
+	// held is what the cache region the chain decodes in holds, position
+	// by position (a Sequence's tokens, or a scheduler slot's); reset
+	// forgets it when a failed pass leaves the device's cache unknown.
+	held  *[]int32
+	reset func()
+	cb    ChainedArgmax
+	n     chainNetwork
+	on    bool // a chained pass is in flight
 	// ring holds the argmax destinations of the last two passes: pass j's
 	// is filled when pass j+1 is committed (or by Stop).
 	ring   [2][1]int32
@@ -36,17 +41,37 @@ type Chain struct {
 // each token from the pass's top-k exactly as smp.Sample would from its
 // logits (sample.Params.TopCandidates), or nil where that cannot be.
 func (s *Sequence) NewSampledChain(smp *sample.Sampler) *Chain {
-	sb, ok := s.m.backend.(ChainedSampler)
+	return s.m.sampledChain(s.NewChain(), smp)
+}
+
+// sampledChain makes c sample with smp, or returns nil where the backend
+// cannot draw smp's tokens from a chained top-k.
+func (m *Model) sampledChain(c *Chain, smp *sample.Sampler) *Chain {
+	sb, ok := m.backend.(ChainedSampler)
 	p := smp.Params()
-	if !ok || !p.TopCandidates(s.m.Hparams.Vocab, sb.MaxChainTopK()) {
-		return nil
-	}
-	c := s.NewChain()
-	if c == nil {
+	if c == nil || !ok || !p.TopCandidates(m.Hparams.Vocab, sb.MaxChainTopK()) {
 		return nil
 	}
 	c.sb, c.smp, c.k = sb, smp, p.TopK
 	return c
+}
+
+// ChainOn returns a chain that decodes in the cache region at position 0
+// whose tokens *held are (a scheduler's slot, which tracks what its region
+// holds itself), sampling as smp does: greedily when smp.Params().Argmax(),
+// else from a chained top-k (NewSampledChain). It returns nil where the
+// backend, the network or the sampler cannot chain. Next appends to *held
+// as it does to a Sequence's tokens; a failed pass empties it and drops
+// the model's snapshots.
+func (m *Model) ChainOn(held *[]int32, smp *sample.Sampler) *Chain {
+	c := m.newChain(held, func() {
+		*held = (*held)[:0]
+		m.Drop()
+	})
+	if smp == nil || smp.Params().Argmax() {
+		return c
+	}
+	return m.sampledChain(c, smp)
 }
 
 // pick draws the token of a sampled chain's pass from the previous pass's
@@ -79,14 +104,15 @@ type chainNetwork interface {
 // layers cannot yet: stopping a chain takes back the pass in flight
 // (Decoder.UseChain rewinds one token), and its state has no way back one
 // token short of a host snapshot of the whole state.
-func (s *Sequence) NewChain() *Chain {
-	m := s.m
+func (s *Sequence) NewChain() *Chain { return s.m.newChain(&s.tokens, s.Reset) }
+
+func (m *Model) newChain(held *[]int32, reset func()) *Chain {
 	cb, ok := m.backend.(ChainedArgmax)
 	n, ok2 := m.net.(chainNetwork)
 	if !ok || !ok2 || m.Recurrent() || !cb.ChainEmbeds(n.embedding()) {
 		return nil
 	}
-	return &Chain{s: s, cb: cb, n: n}
+	return &Chain{m: m, held: held, reset: reset, cb: cb, n: n}
 }
 
 // InFlight reports whether a chained pass is running (the cache then
@@ -100,7 +126,7 @@ func (c *Chain) Room() bool {
 	if !c.on {
 		need = 2
 	}
-	return c.s.Len()+need <= c.s.m.context
+	return len(*c.held)+need <= c.m.context
 }
 
 // Next returns the greedy token after last: the token the caller drew
@@ -108,9 +134,8 @@ func (c *Chain) Room() bool {
 // after that the token Next returned (in flight). On an error the sequence
 // is reset (what the device's cache holds is then unknown).
 func (c *Chain) Next(last int32) (int32, error) {
-	s := c.s
 	if !c.Room() {
-		return 0, fmt.Errorf("%w: chained decoding at position %d of %d", ErrContextFull, s.Len(), s.m.context)
+		return 0, fmt.Errorf("%w: chained decoding at position %d of %d", ErrContextFull, len(*c.held), c.m.context)
 	}
 	if !c.on {
 		if err := c.start(last); err != nil {
@@ -131,15 +156,14 @@ func (c *Chain) Next(last int32) (int32, error) {
 	if c.sb != nil {
 		tok = c.picked
 	}
-	s.tokens = append(s.tokens, tok)
+	*c.held = append(*c.held, tok)
 	return tok, nil
 }
 
 // start turns chained mode on and submits the pass that runs last.
 func (c *Chain) start(last int32) error {
-	s := c.s
 	c.tok[0] = last
-	if err := s.m.checkIDs(c.tok[:]); err != nil {
+	if err := c.m.checkIDs(c.tok[:]); err != nil {
 		return err
 	}
 	if err := c.cb.SetChained(true); err != nil {
@@ -149,7 +173,7 @@ func (c *Chain) start(last int32) error {
 	if err := c.pass(); err != nil {
 		return c.fail(err)
 	}
-	s.tokens = append(s.tokens, last)
+	*c.held = append(*c.held, last)
 	return nil
 }
 
@@ -160,9 +184,9 @@ func (c *Chain) pass() error {
 	dst := c.ring[c.passes%2][:]
 	c.passes++
 	if c.sb != nil {
-		return c.n.forwardTopK(Batch{Tokens: c.tok[:], Pos: c.s.Len()}, c.sb, c.k)
+		return c.n.forwardTopK(Batch{Tokens: c.tok[:], Pos: len(*c.held)}, c.sb, c.k)
 	}
-	return c.n.forwardArgmax(Batch{Tokens: c.tok[:], Pos: c.s.Len()}, dst)
+	return c.n.forwardArgmax(Batch{Tokens: c.tok[:], Pos: len(*c.held)}, dst)
 }
 
 // Stop ends chained mode, waiting for the pass in flight, and returns its
@@ -176,7 +200,7 @@ func (c *Chain) Stop() (next int32, ok bool, err error) {
 	}
 	c.on = false
 	if err := c.cb.SetChained(false); err != nil {
-		c.s.Reset()
+		c.reset()
 		return 0, false, fmt.Errorf("chained decoding: %w", err)
 	}
 	if c.sb != nil {
@@ -190,7 +214,7 @@ func (c *Chain) fail(err error) error {
 		c.on = false
 		c.cb.SetChained(false) //nolint:errcheck // the first error is the one to report
 	}
-	c.s.Reset()
+	c.reset()
 	return fmt.Errorf("chained decoding: %w", err)
 }
 

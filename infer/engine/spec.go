@@ -99,8 +99,8 @@ func (e *Engine) closeDraft() {
 func (e *Engine) drafter(p sample.Params) spec.Drafter {
 	switch e.opts.Spec.Mode {
 	case spec.NGram:
-		if e.opts.Spec.Auto && e.cur.model != nil && e.cur.model.Backend().Name() == "gpu" {
-			return nil // slower there (spec.Options.Auto)
+		if e.cur.model == nil || !e.opts.Spec.LookupOn(e.cur.model.Backend().Name()) {
+			return nil
 		}
 		return spec.LookupDrafter(spec.NewNgram())
 	case spec.Draft:

@@ -140,14 +140,19 @@ func LoadFile(f *gguf.File, o LoadOptions) (*Model, error) {
 	switch mode {
 	case spec.NGram:
 		switch {
-		case n == 1 && !im.RowsSupported():
-			notes = append(notes, "speculation is off: this backend cannot verify drafts beside other rows for this model")
+		case !im.RowsSupported() && !im.CanVerify():
+			notes = append(notes, "speculation is off: this backend cannot verify drafts for this model")
+			mode = spec.Off
+		case !o.Spec.LookupOn(im.Backend().Name()):
+			// As in the chat: prompt lookup measured slower there, drafts
+			// breaking the chained steps (spec.Options.Auto).
+			notes = append(notes, "prompt lookup is off on the GPU unless asked for (--spec ngram)")
 			mode = spec.Off
 		case im.Recurrent():
 			notes = append(notes, "speculation is off: a rejected draft would move this model's recurrent state on")
 			mode = spec.Off
 		default:
-			so.Lookup = spec.NewNgram()
+			so.Drafter = spec.LookupDrafter(spec.NewNgram())
 		}
 	case spec.Off:
 	default:

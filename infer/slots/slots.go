@@ -9,8 +9,8 @@
 // request whose prompt extends an earlier one (a conversation's next turn)
 // goes to that slot and prefills only what is new.
 //
-// With prompt lookup on (Options.Lookup), a decoding slot's row may bring
-// the tokens its n-gram lookup drafts as rows of the same pass (spec.go):
+// With a drafter (Options.Drafter: prompt lookup), a decoding slot's row
+// may bring the tokens it drafts as rows of the same pass (spec.go):
 // the sampled tokens are what plain decoding gives, more of them per pass
 // when the drafts were right.
 //
@@ -51,9 +51,14 @@ type Options struct {
 	Slots int
 	// Context is each slot's size in tokens.
 	Context int
-	// Lookup, if set, drafts tokens by prompt lookup (speculative
-	// decoding, spec.go); nil decodes one token per slot and pass.
-	Lookup *spec.Ngram
+	// Drafter, if set, drafts tokens to verify beside each decoding slot's
+	// next (speculative decoding, spec.go), such as prompt lookup
+	// (spec.LookupDrafter); nil decodes one token per slot and pass.
+	// Whether drafts pay is judged by the rows they add to a pass, not by
+	// the time the drafter takes to propose them: prompt lookup's is next
+	// to nothing, a draft model's is not (the chat's decoder, which times
+	// it, is the place for one).
+	Drafter spec.Drafter
 	// MaxDraft caps the tokens drafted per slot and pass; 0:
 	// spec.DefaultMaxDraft.
 	MaxDraft int
@@ -206,6 +211,7 @@ type Stats struct {
 	DecodeSeconds       float64 // pass time spent on decode rows (drafts included)
 	Passes              int64
 	Drafted, Accepted   int64 // speculative drafts verified, and confirmed
+	Chained             int64 // decode steps that ran chained (chain.go)
 }
 
 // Scheduler runs requests on a model's slots. Its methods are safe for
@@ -215,9 +221,9 @@ type Scheduler struct {
 	slotCtx  int
 	batched  bool
 	vocab    int
-	lookup   *spec.Ngram
+	drafter  spec.Drafter
 	maxDraft int
-	cost     rowCost
+	cost     spec.PassCost
 
 	mu      sync.Mutex
 	queue   []*job
@@ -229,6 +235,7 @@ type Scheduler struct {
 	slots  []*slot
 	logits []float32
 	rows   []infer.Row
+	toks   []int32 // the rows' tokens, for a pass through Forward
 	outs   []int
 	owners []*slot // the slot each output row belongs to
 	work   []float32
@@ -297,8 +304,15 @@ type slot struct {
 	// drafts the tokens drafted after next for this pass.
 	out       int
 	drafts    []int32
-	draft     drafting
+	draft     spec.Control
 	lookupCtx []int32
+
+	// chain runs the slot's steps chained (chain.go); noChain: the model
+	// cannot chain this request's steps; drafted: drafts holds this
+	// pass's drafts already.
+	chain   *infer.Chain
+	noChain bool
+	drafted bool
 }
 
 // New starts a scheduler on opts.Model. The caller keeps the model and
@@ -328,10 +342,11 @@ func New(opts Options) (*Scheduler, error) {
 		wake:     make(chan struct{}, 1), stopped: make(chan struct{}),
 		logits: make([]float32, n*m.Hparams.Vocab), work: make([]float32, m.Hparams.Vocab),
 	}
-	// Drafts ride along other rows only in a batched pass, and not on a
-	// recurrent network, whose state a rejected draft would have moved on.
-	if batched && !m.Recurrent() {
-		s.lookup = opts.Lookup
+	// Drafts ride along other rows in a batched pass, or are verified in
+	// a pass of the one slot's tokens (ForwardAll); not on a recurrent
+	// network, whose state a rejected draft would have moved on.
+	if (batched || m.CanVerify()) && !m.Recurrent() {
+		s.drafter = opts.Drafter
 	}
 	for i := range n {
 		s.slots = append(s.slots, &slot{index: i, base: i * opts.Context})
@@ -423,7 +438,10 @@ func (s *Scheduler) run() {
 			continue
 		}
 		if s.generating() > 0 {
-			s.step()
+			if sl := s.chainSlot(); sl == nil || !s.chainStep(sl) {
+				s.stopChains()
+				s.step()
+			}
 		}
 		s.embedStep()
 	}
@@ -541,7 +559,7 @@ func (s *Scheduler) start(sl *slot, j *job, keep int) {
 	*sl = slot{
 		index: sl.index, base: sl.base, tokens: sl.tokens[:keep], job: j,
 		sampler: sampler, prompt: j.req.Prompt, done: keep, cached: keep, resumed: resumed, own: own,
-		counts: map[int32]int{}, started: time.Now(), draft: newDrafting(s.maxDraft),
+		counts: map[int32]int{}, started: time.Now(), draft: spec.NewControl(s.maxDraft),
 	}
 }
 
@@ -567,7 +585,16 @@ func (s *Scheduler) step() {
 			continue
 		}
 		sl.out = len(s.outs)
-		sl.drafts = s.draftFor(sl, budget-decoded-drafted)
+		if sl.drafted { // drafted already, by a chained step that then gave way
+			sl.drafted = false
+		} else {
+			var err error
+			if sl.drafts, err = s.draftFor(sl, budget-decoded-drafted); err != nil {
+				decoded--
+				s.end(sl, "error", err)
+				continue
+			}
+		}
 		for i := range 1 + len(sl.drafts) { // next, then the drafts that follow it
 			id := sl.next
 			if i > 0 {
@@ -625,8 +652,7 @@ func (s *Scheduler) step() {
 		c.sl.tokens = append(c.sl.tokens, c.sl.prompt[c.from:c.to]...)
 		c.sl.done = c.to
 	}
-	s.cost.add(len(s.rows), took)
-	threshold := s.cost.threshold(decoded) // what a draft had to beat in this pass's batch
+	s.cost.Add(len(s.rows), took)
 	generated, accepted := 0, 0
 	for j, sl := range s.owners {
 		if j > 0 && s.owners[j-1] == sl {
@@ -637,7 +663,7 @@ func (s *Scheduler) step() {
 			generated++
 			continue
 		}
-		n, ok := s.sampleDrafted(sl, threshold)
+		n, ok := s.sampleDrafted(sl, decoded)
 		generated += n
 		accepted += ok
 	}
@@ -658,9 +684,9 @@ func (s *Scheduler) step() {
 // sampleDrafted samples a decoding slot's rows of the pass that ran: the
 // row of its next token, then, while each sampled token is the draft that
 // the following row ran, those rows too. It returns the tokens sampled and
-// how many drafts they confirmed; threshold is the confirmed share that
-// pays (spec.go).
-func (s *Scheduler) sampleDrafted(sl *slot, threshold float64) (sampled, accepted int) {
+// how many drafts they confirmed; decoded is how many slots decoded in the
+// pass (spec.go).
+func (s *Scheduler) sampleDrafted(sl *slot, decoded int) (sampled, accepted int) {
 	drafts, j := sl.drafts, sl.job
 	sl.drafts = nil
 	j.drafted += len(drafts) // counted before sample can end the generation
@@ -676,7 +702,7 @@ func (s *Scheduler) sampleDrafted(sl *slot, threshold float64) (sampled, accepte
 		j.accepted++
 	}
 	if len(drafts) > 0 {
-		sl.draft.verified(len(drafts), accepted, threshold)
+		sl.draft.Verified(len(drafts), accepted, s.cost.Gain(decoded, len(drafts), accepted))
 	}
 	// Rows past the last confirmed draft wrote cache positions beyond the
 	// slot's tokens: no row sees a position past its own, and the next
@@ -685,7 +711,8 @@ func (s *Scheduler) sampleDrafted(sl *slot, threshold float64) (sampled, accepte
 }
 
 // forward runs the pass's rows: in one ForwardRows, or, on a backend that
-// cannot, as the one slot's contiguous tokens through Forward.
+// cannot, as the one slot's contiguous tokens through Forward (ForwardAll
+// when drafts want the logits of every row).
 func (s *Scheduler) forward() error {
 	if len(s.rows) == 0 {
 		return nil
@@ -694,17 +721,20 @@ func (s *Scheduler) forward() error {
 	if len(outs) == 0 {
 		outs = []int{len(s.rows) - 1} // logits nobody reads: ForwardRows wants one
 	}
+	if n := len(outs) * s.vocab; len(s.logits) < n { // drafts bring rows of their own
+		s.logits = make([]float32, n)
+	}
 	if s.batched {
-		if n := len(outs) * s.vocab; len(s.logits) < n { // drafts bring rows of their own
-			s.logits = make([]float32, n)
-		}
 		return s.m.ForwardRows(s.rows, outs, s.logits[:len(outs)*s.vocab])
 	}
-	toks := make([]int32, len(s.rows))
-	for i, r := range s.rows {
-		toks[i] = r.Token
+	s.toks = s.toks[:0]
+	for _, r := range s.rows {
+		s.toks = append(s.toks, r.Token)
 	}
-	if err := s.m.Forward(toks, s.rows[0].Pos); err != nil {
+	if len(outs) > 1 { // a decoding step and its drafts: every row is an output
+		return s.m.ForwardAll(s.toks, s.rows[0].Pos, s.logits[:len(s.toks)*s.vocab])
+	}
+	if err := s.m.Forward(s.toks, s.rows[0].Pos); err != nil {
 		return err
 	}
 	copy(s.logits, s.m.Logits())
@@ -762,9 +792,6 @@ func (s *Scheduler) sample(sl *slot, logits []float32) {
 			return
 		}
 	}
-	sl.sampler.Accept(id)
-	sl.counts[id]++
-	sl.generated++
 	tok := Token{ID: id}
 	if r.Logprobs || r.TopLogprobs > 0 {
 		lse := logSumExp(logits)
@@ -776,6 +803,16 @@ func (s *Scheduler) sample(sl *slot, logits []float32) {
 			}
 		}
 	}
+	s.emit(sl, tok)
+}
+
+// emit hands a sampled token to its stream and decides whether the
+// generation goes on.
+func (s *Scheduler) emit(sl *slot, tok Token) {
+	r, id := &sl.job.req, tok.ID
+	sl.sampler.Accept(id)
+	sl.counts[id]++
+	sl.generated++
 	if sl.generated == 1 {
 		sl.first = time.Now()
 	}
@@ -783,7 +820,7 @@ func (s *Scheduler) sample(sl *slot, logits []float32) {
 	switch {
 	case r.End != nil && r.End(id):
 		s.end(sl, "stop", nil)
-	case r.MaxTokens > 0 && sl.generated >= r.MaxTokens, len(sl.tokens) >= s.slotCtx:
+	case r.MaxTokens > 0 && sl.generated >= r.MaxTokens, sl.held() >= s.slotCtx:
 		s.end(sl, "length", nil)
 	default:
 		sl.next, sl.decoding = id, true
@@ -800,6 +837,9 @@ func (s *Scheduler) constraintEnds(r *Request) bool {
 // tokens run so far for a later prompt that starts with them.
 func (s *Scheduler) end(sl *slot, reason string, err error) {
 	j := sl.job
+	if cerr := s.stopChain(sl); cerr != nil && err == nil {
+		reason, err = "error", cerr
+	}
 	res := Result{
 		Reason: reason, Err: err, PromptTokens: len(sl.prompt), CachedTokens: sl.cached, Resumed: sl.resumed,
 		CompletionTokens: sl.generated, Queued: sl.started.Sub(j.submitted), Slot: sl.index,

@@ -77,7 +77,7 @@ func TestSchedulerSpeculationKeepsTokens(t *testing.T) {
 	}
 	plain, d0, _ := run(slots.Options{Slots: 3})
 	for _, maxDraft := range []int{1, 3, 8} {
-		got, drafted, accepted := run(slots.Options{Slots: 3, Lookup: spec.NewNgram(), MaxDraft: maxDraft})
+		got, drafted, accepted := run(slots.Options{Slots: 3, Drafter: spec.LookupDrafter(spec.NewNgram()), MaxDraft: maxDraft})
 		for i := range plain {
 			if !slices.Equal(got[i], plain[i]) {
 				t.Errorf("max draft %d, request %d: %v, plain %v", maxDraft, i, got[i], plain[i])

@@ -1,22 +1,27 @@
 package spec
 
-import "time"
-
-// controller adapts the draft length and decides when drafting pays. A
-// verify pass of n tokens costs more than one plain step (on the CPU the
-// output head's product grows with n), so a draft pays only when enough of
-// it is accepted. The controller measures both: the plain step's time, and
-// for each verify pass the tokens it produced against the plain steps they
-// would have taken. While that gain stays below one it stops drafting for
-// a while (doubling each time it is found not to pay), then tries again:
-// what a reply quotes changes as it goes.
-type controller struct {
+// Control adapts the draft length and decides when drafting pays. It is
+// the one controller of speculation, whoever verifies the drafts: the
+// one-sequence decoder (Decoder) and the scheduler's batched passes
+// (infer/slots) both ask it how much to draft and tell it how each verify
+// went.
+//
+// The length doubles while whole drafts are accepted (up to the longest),
+// and after a partial acceptance becomes one more than what was accepted
+// (at least two). Whether drafting pays is the verify pass's gain, which
+// the caller measures: the tokens the pass produced against what plain
+// passes would have produced in its time (Decoder times both; a batched
+// pass's is PassCost.Gain). A verify costs more than a plain pass (on the
+// CPU the output head's product grows with its rows), so a draft pays only
+// when enough of it is accepted. While the gain stays below one, drafting
+// stops for a while (8 plain passes, doubling to 256 while drafts keep not
+// paying), then tries again: what a reply quotes changes as it goes.
+type Control struct {
 	k, maxK int
-	step    float64 // EMA of a plain step, seconds; 0: not measured yet
-	gain    float64 // EMA of a pass's tokens × step / its time; 0: none yet
-	pause   int     // plain steps to take before drafting again
+	gain    float64 // EMA of the verify passes' gains; 0: none yet
+	pause   int     // plain passes to take before drafting again
 	backoff int
-	samples int // passes measured since drafting last resumed
+	samples int // gains measured since drafting last resumed
 }
 
 const (
@@ -25,16 +30,24 @@ const (
 	maxBackoff = 256
 )
 
-func newController(maxK int) controller {
-	return controller{k: min(2, max(maxK, 0)), maxK: max(maxK, 0), backoff: minBackoff}
+// NewControl drafts at most maxK tokens per pass (0: never).
+func NewControl(maxK int) Control {
+	return Control{k: min(2, max(maxK, 0)), maxK: max(maxK, 0), backoff: minBackoff}
 }
 
-// draftLen is how many tokens to draft now; 0 means take a plain step.
-func (c *controller) draftLen() int {
-	if c.maxK == 0 || c.step == 0 || c.pause > 0 {
+// Len is how many tokens to draft for the next pass; 0 means a plain one.
+func (c *Control) Len() int {
+	if c.maxK == 0 || c.pause > 0 {
 		return 0
 	}
 	return c.k
+}
+
+// Plain records a pass that verified no draft.
+func (c *Control) Plain() {
+	if c.pause > 0 {
+		c.pause--
+	}
 }
 
 func ema(old, x float64) float64 {
@@ -44,35 +57,83 @@ func ema(old, x float64) float64 {
 	return old + emaWeight*(x-old)
 }
 
-// plainStep records a step that ran one token.
-func (c *controller) plainStep(d time.Duration) {
-	c.step = ema(c.step, d.Seconds())
-	if c.pause > 0 {
-		c.pause--
-	}
-}
-
-// verified records a verify pass of drafted tokens of which accepted were.
-func (c *controller) verified(drafted, accepted int, d time.Duration) {
+// Verified records a verify pass of drafted tokens of which accepted were,
+// and its gain (above one: the pass beat plain decoding); a gain ≤ 0 is
+// not measured: the length adapts, the verdict waits.
+func (c *Control) Verified(drafted, accepted int, gain float64) {
 	if accepted == drafted {
 		c.k = min(2*c.k, c.maxK)
 	} else {
-		c.k = max(accepted+1, 2)
-		c.k = min(c.k, c.maxK)
+		c.k = min(max(accepted+1, 2), c.maxK)
 	}
-	if d <= 0 || c.step == 0 {
+	if gain <= 0 {
 		return
 	}
-	c.gain = ema(c.gain, float64(accepted+1)*c.step/d.Seconds())
+	c.gain = ema(c.gain, gain)
 	c.samples++
 	// One slow pass (a page fault, another process) is not a verdict: it
 	// takes two, unless the pass lost more than half.
-	if c.gain < 1 && (c.samples >= 2 || c.gain < 0.5) {
+	switch {
+	case c.gain < 1 && (c.samples >= 2 || c.gain < 0.5):
 		c.samples = 0
 		c.pause = c.backoff
 		c.backoff = min(2*c.backoff, maxBackoff)
 		c.gain = 0 // the next probe starts afresh
-	} else {
+	case c.gain >= 1:
 		c.backoff = minBackoff
 	}
+}
+
+// PassCost fits a pass's time as a + c·rows over the recent passes
+// (exponentially weighted least squares): a is what every pass pays (the
+// weights read once, on a CPU), c each row's arithmetic.
+type PassCost struct {
+	w, x, y, xx, xy float64
+}
+
+// costDecay weighs the passes: about the last 50 count.
+const costDecay = 0.98
+
+// Add records a pass of rows that took seconds.
+func (r *PassCost) Add(rows int, seconds float64) {
+	x := float64(rows)
+	r.w = costDecay*r.w + 1
+	r.x = costDecay*r.x + x
+	r.y = costDecay*r.y + seconds
+	r.xx = costDecay*r.xx + x*x
+	r.xy = costDecay*r.xy + x*seconds
+}
+
+// defaultRowShare is c/(a+c) until the passes tell: a row's arithmetic as
+// a share of a one-row pass, a middle guess between a GPU (rows nearly
+// free) and a CPU whose 1-bit products are bound by arithmetic.
+const defaultRowShare = 0.6
+
+// rowShare is c/(a+c) as fitted, or the default while the passes have not
+// varied enough to tell.
+func (r *PassCost) rowShare() float64 {
+	share := defaultRowShare
+	if r.w > 4 {
+		mx, my := r.x/r.w, r.y/r.w
+		if v := r.xx/r.w - mx*mx; v > 0.25 { // the row counts varied enough to fit
+			c := (r.xy/r.w - mx*my) / v
+			a := my - c*mx
+			if c > 0 && a+c > 0 {
+				share = min(1, max(0, c/(a+c)))
+			}
+		}
+	}
+	return share
+}
+
+// Gain is what drafting gave a pass in which n sequences decode and one
+// of them verified drafted tokens, accepted of them: n+accepted tokens in
+// a + c·(n+drafted) against n in a + c·n. It is above one exactly when
+// accepted/drafted > n·c/(a + c·n), the share of confirmed drafts that
+// pays with n sequences decoding.
+func (r *PassCost) Gain(n, drafted, accepted int) float64 {
+	n = max(n, 1)
+	s := r.rowShare() // with a + c = 1: a = 1 − s, c = s
+	fn, fd := float64(n), float64(drafted)
+	return (fn + float64(accepted)) * (1 - s + s*fn) / (fn * (1 - s + s*(fn+fd)))
 }

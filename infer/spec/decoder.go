@@ -40,7 +40,8 @@ type Decoder struct {
 	seq     *infer.Sequence
 	smp     *sample.Sampler
 	drafter Drafter // nil: plain decoding
-	ctl     controller
+	ctl     Control
+	step    float64 // EMA of a plain step, seconds; 0: not measured yet (no drafting before)
 	stats   Stats
 
 	last    int32     // the last token returned, not yet in the cache; −1: none yet
@@ -79,7 +80,7 @@ func NewDecoder(seq *infer.Sequence, smp *sample.Sampler, drafter Drafter, maxDr
 		drafter = nil
 	}
 	return &Decoder{seq: seq, smp: smp, drafter: drafter, last: -1, plain: seq.Len(),
-		ctl: newController(min(maxDraft, seq.Model().MaxBatch()-1)), qmap: map[int32]float32{}}
+		ctl: NewControl(min(maxDraft, seq.Model().MaxBatch()-1)), qmap: map[int32]float32{}}
 }
 
 // Stats are the speculation counts so far.
@@ -111,7 +112,10 @@ func (d *Decoder) Next(limit int) (int32, error) {
 		held--
 	}
 	room := m.Context() - held - len(d.behind) - 1
-	k := d.ctl.draftLen()
+	k := 0
+	if d.step > 0 {
+		k = d.ctl.Len()
+	}
 	if limit > 0 {
 		k = min(k, limit-1)
 	}
@@ -142,7 +146,7 @@ func (d *Decoder) Next(limit int) (int32, error) {
 			d.plain++
 			d.smp.Accept(id)
 			d.last, d.logits = id, nil
-			d.ctl.plainStep(time.Since(start))
+			d.plainStep(time.Since(start))
 			return id, nil
 		}
 		if err := d.UseChain(false); err != nil {
@@ -153,7 +157,7 @@ func (d *Decoder) Next(limit int) (int32, error) {
 		}
 		d.plain++
 		id := d.take(m.Logits())
-		d.ctl.plainStep(time.Since(start))
+		d.plainStep(time.Since(start))
 		return id, nil
 	}
 	return d.verify(drafts, dists, start)
@@ -222,13 +226,21 @@ func (d *Decoder) verify(drafts []int32, dists [][]sample.Prob, start time.Time)
 	d.stats.Drafted += len(drafts)
 	d.stats.Accepted += accepted
 	d.stats.Passes++
-	took := time.Since(start)
-	if !timed {
-		took = 0 // the controller adapts the length but does not judge the speed-up
+	// The gain: the tokens the pass produced against the plain steps
+	// its time would have taken; not judged on an untimed pass.
+	gain := 0.0
+	if took := time.Since(start); timed && took > 0 && d.step > 0 {
+		gain = float64(accepted+1) * d.step / took.Seconds()
 	}
-	d.ctl.verified(len(drafts), accepted, took)
+	d.ctl.Verified(len(drafts), accepted, gain)
 	d.plain++ // last is in
 	return d.pop(), nil
+}
+
+// plainStep records a step that ran one token in t.
+func (d *Decoder) plainStep(t time.Duration) {
+	d.step = ema(d.step, t.Seconds())
+	d.ctl.Plain()
 }
 
 // pop returns the next queued token.

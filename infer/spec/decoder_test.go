@@ -86,8 +86,7 @@ func specDecode(t *testing.T, m *infer.Model, prompt []int32, p sample.Params, n
 		smp.Accept(id)
 	}
 	d := NewDecoder(seq, smp, drafter, maxDraft)
-	d.ctl.step = 1 // draft from the first step on: the test is about exactness, not speed
-	d.ctl.gain = 0
+	d.step = 1 // draft from the first step on: the test is about exactness, not speed
 	var out []int32
 	for len(out) < n {
 		id, err := d.Next(n - len(out))

@@ -83,7 +83,7 @@ func TestDraftSamplingKeepsDistribution(t *testing.T) {
 			t.Fatal(err)
 		}
 		d := NewDecoder(seq, smp, md, 2)
-		d.ctl.step = 1
+		d.step = 1
 		var got seq3
 		for i := range got {
 			if got[i], err = d.Next(3 - i); err != nil {

@@ -71,6 +71,13 @@ type Options struct {
 	Auto bool
 }
 
+// LookupOn says prompt lookup runs on the named backend: where it was
+// asked for, and as the default's choice (Auto) anywhere but the GPU. The
+// chat and the server both ask it.
+func (o Options) LookupOn(backend string) bool {
+	return o.Mode == NGram && !(o.Auto && backend == "gpu")
+}
+
 // Sentinel errors.
 var (
 	// ErrMode: an unknown speculation mode.
