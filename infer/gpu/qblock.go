@@ -2,6 +2,8 @@ package gpu
 
 import (
 	"fmt"
+	"sort"
+	"strings"
 
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/shaders"
@@ -159,4 +161,30 @@ func blockGemm(b *Backend, mm matmul) bool {
 	}
 	b.readRounded(x)
 	return true
+}
+
+// weightSummary is the device bytes of ws by file type, marking the types
+// held as f32: "weights on the device: 4367 MiB (q4_K 3744 MiB, q6_K 622
+// MiB, f32 1 MiB)".
+func weightSummary(ws map[string]*weight) string {
+	by := map[string]int64{}
+	var total int64
+	for _, w := range ws {
+		name := w.typ.String()
+		if len(w.chunks) > 0 && w.typ != gguf.F32 {
+			name += " as f32"
+		}
+		by[name] += w.bytes
+		total += w.bytes
+	}
+	names := make([]string, 0, len(by))
+	for n := range by {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %.1f MiB", n, float64(by[n])/(1<<20))
+	}
+	return fmt.Sprintf("weights on the device: %.1f MiB (%s)", float64(total)/(1<<20), strings.Join(parts, ", "))
 }
