@@ -6,7 +6,8 @@
 // dequantized in registers once per row and used for every token, a tree
 // reduction. The weight may be one chunk of rows starting at row ROW0.
 // Constants: K, M, ROW0, BLOCKS (=K/values a block), DOFF, RPW, TT, WG,
-// XROWS, ACC (=RPW·TT), RED (=WG·ACC); one type flag.
+// XROWS, ACC (=RPW·TT), RED (=WG·ACC); one type flag; DECODE for one
+// token (TT 1), whose x values are loaded once for all RPW rows.
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> wq: array<u32>;
@@ -44,6 +45,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		acc[i] = 0.0;
 	}
 	for (var u = lid; u < UNITS; u += WG) {
+//#if DECODE
+		// one token: its 32 values loaded once for every row
+		var xv: array<vec4<f32>, 8>;
+		for (var k = 0u; k < 8u; k++) {
+			xv[k] = x[u * 8u + k];
+		}
+		for (var r = 0u; r < RPW; r++) {
+			let blk = (row0 + r) * BLOCKS + u / UPB;
+			let j = u % UPB;
+			var s = 0.0;
+			for (var k = 0u; k < 8u; k++) {
+				s += dot(dq(blk, j, k), xv[k]);
+			}
+			acc[r] += s;
+		}
+//#else
 		for (var r = 0u; r < RPW; r++) {
 			let blk = (row0 + r) * BLOCKS + u / UPB;
 			let j = u % UPB;
@@ -64,6 +81,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 				acc[r * TT + t] += s;
 			}
 		}
+//#endif
 	}
 	for (var i = 0u; i < RPW * TT; i++) {
 		red[i * WG + lid] = acc[i];

@@ -127,6 +127,7 @@ func blockMatMul(b *Backend, mm matmul) bool {
 			defs := blockDefs(w, c, rows)
 			defs["RPW"], defs["TT"], defs["WG"] = shaders.U32(crpw), shaders.U32(tt), shaders.U32(64)
 			defs["ACC"], defs["RED"] = shaders.U32(crpw*tt), shaders.U32(64*crpw*tt)
+			defs["DECODE"] = shaders.Flag(decode)
 			k, err := b.d.kernel("qblock_matmul", defs)
 			return k, []binding{whole(b.batchBuf), whole(c.buf), whole(xin), whole(dst.buf)}, err
 		})
