@@ -5,7 +5,8 @@
 // thread dequantizes 8 values of one row into workgroup memory and stages
 // 8 activations of one token (already rounded to the type's vec-dot type),
 // both transposed, [k][row] and [k][token]: 16 KiB, the least any WebGPU
-// device grants. Rows past the chunk's and tokens past n are computed from
+// device grants; the next slice is loaded and dequantized into registers
+// while the current one is multiplied. Rows past the chunk's and tokens past n are computed from
 // clamped or zero loads and never stored. The weight may be one chunk of
 // ROWS rows starting at row ROW0.
 // Constants: K, M, ROW0, ROWS, BLOCKS, DOFF, XROWS; one type flag.
@@ -53,17 +54,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	var c1 = vec4<f32>(0.0);
 	var c2 = vec4<f32>(0.0);
 	var c3 = vec4<f32>(0.0);
+	var w0 = dq(arow * BLOCKS, 0u, lk);
+	var w1 = dq(arow * BLOCKS, 0u, lk + 1u);
+	var x0 = vec4<f32>(0.0);
+	var x1 = vec4<f32>(0.0);
+	if (live) {
+		x0 = x[xrow];
+		x1 = x[xrow + 1u];
+	}
 	for (var u = 0u; u < K / 32u; u++) {
-		let blk = arow * BLOCKS + u / UPB;
-		let j = u % UPB;
-		let w0 = dq(blk, j, lk);
-		let w1 = dq(blk, j, lk + 1u);
-		var x0 = vec4<f32>(0.0);
-		var x1 = vec4<f32>(0.0);
-		if (live) {
-			x0 = x[xrow + u * 8u];
-			x1 = x[xrow + u * 8u + 1u];
-		}
 		let kb = lk * 4u;
 		let a = lr / 4u;
 		let e = lr % 4u;
@@ -84,6 +83,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		Bs[(kb + 6u) * 16u + a][e] = x1.z;
 		Bs[(kb + 7u) * 16u + a][e] = x1.w;
 		workgroupBarrier();
+		let v = u + 1u;
+		if (v < K / 32u) {
+			let blk = arow * BLOCKS + v / UPB;
+			w0 = dq(blk, v % UPB, lk);
+			w1 = dq(blk, v % UPB, lk + 1u);
+			if (live) {
+				x0 = x[xrow + v * 8u];
+				x1 = x[xrow + v * 8u + 1u];
+			}
+		}
 		for (var k = 0u; k < 32u; k++) {
 			let av = As[k * 16u + ty];
 			let bv = Bs[k * 16u + tx];
