@@ -36,8 +36,8 @@ var blockFormats = map[gguf.Type]blockFormat{
 func hasBlockFormat(t gguf.Type) bool { _, ok := blockFormats[t]; return ok }
 
 // blockChunk is a range of rows of a block-quantized matrix in one
-// buffer: the blocks' words, then (dOff > 0 or a type with dAt ≥ 0) the
-// halves from word dOff.
+// buffer: the blocks' words, then, for a type whose scale moves (dAt ≥ 0),
+// the halves from word dOff.
 type blockChunk struct {
 	buf        *wgpu.Buffer
 	row0, rows int
@@ -55,8 +55,8 @@ func blockWords(t gguf.Type) int {
 }
 
 // loadBlocks places a block-quantized matrix in row chunks that each fit
-// one storage binding; a vector (no matvec reads one as a matrix: norms
-// and biases are read as f32) is dequantized.
+// one storage binding. A single row is dequantized instead: the ops that
+// take vectors (norm weights, biases) read f32.
 func (w *weight) loadBlocks(d *Device, rowBytes int) error {
 	if w.m == 1 {
 		return w.dequantize(d, rowBytes)
