@@ -256,7 +256,8 @@ func (b *Backend) Info() infer.BackendInfo {
 			fmt.Sprintf("max storage binding %d MiB, max buffer %d MiB", l.MaxStorageBufferBindingSize>>20, l.MaxBufferSize>>20),
 			fmt.Sprintf("workgroup storage %d KiB, %d invocations", l.MaxComputeWorkgroupStorageSize>>10, l.MaxComputeInvocationsPerWorkgroup),
 			fmt.Sprintf("timestamp queries: %v", b.d.Timestamps),
-			"Q1_0 native (repacked sign words); Q2_0, PQ2_0, PTQ1_0 native (2-bit codes); other types dequantized to f32 at load",
+			"Q1_0 native (repacked sign words); Q2_0, PQ2_0, PTQ1_0 native (2-bit codes); Q8_0, Q4_0, Q4_K, Q5_K, Q6_K native (blocks as stored); other types dequantized to f32 at load",
+			weightSummary(b.weights),
 		},
 	}
 }

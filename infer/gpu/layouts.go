@@ -44,6 +44,14 @@ var layouts = []*layout{
 		prompt: []matmulKernel{{"q2_matmul", q2MatMul}},
 	},
 	{
+		name:   "Q8_0, Q4_0, Q4_K, Q5_K, Q6_K blocks as stored",
+		has:    hasBlockFormat,
+		load:   (*weight).loadBlocks,
+		row:    quant.DequantizeRow,
+		decode: []matmulKernel{{"qblock_matmul", blockMatMul}, {"f32_matmul", f32MatMul}},
+		prompt: []matmulKernel{{"qblock_gemm", blockGemm}, {"qblock_matmul", blockMatMul}, {"f32_matmul", f32MatMul}},
+	},
+	{
 		name:   "f32 (every other type, dequantized at load)",
 		has:    quant.Supported,
 		load:   (*weight).dequantize,

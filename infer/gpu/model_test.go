@@ -158,7 +158,7 @@ func TestOneLayerLogitsMatchCPU(t *testing.T) {
 		}
 		defer quant.SetFeatures(quant.FeaturesAll)
 	}
-	types := []gguf.Type{gguf.Q1_0, gguf.Q2_0, gguf.Q4_0, gguf.Q8_0, gguf.Q4_K, gguf.Q6_K, gguf.F16, gguf.BF16, gguf.F32}
+	types := []gguf.Type{gguf.Q1_0, gguf.Q2_0, gguf.Q4_0, gguf.Q8_0, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K, gguf.F16, gguf.BF16, gguf.F32}
 	for _, typ := range types {
 		t.Run(typ.String(), func(t *testing.T) {
 			tol := 2e-4

@@ -11,9 +11,10 @@ import (
 )
 
 // weight is a model tensor on the device. Q1_0 matrices are repacked into
-// sign words and f32 scales; every other type is dequantized to f32 at load
-// (a first version for the less common types: 32/bits times the memory),
-// split into row chunks that each fit one storage binding.
+// sign words and f32 scales, the 2-bit family into codes, Q8_0, Q4_0 and
+// Q4_K–Q6_K matrices keep the file's blocks (qblock.go); every other type
+// (and a vector of those) is dequantized to f32 at load (32/bits times the
+// memory), split into row chunks that each fit one storage binding.
 type weight struct {
 	name  string
 	typ   gguf.Type
@@ -32,6 +33,8 @@ type weight struct {
 	interleaved bool
 	// the ternary family: 2-bit codes and f32 scales, chunked (twobit.go)
 	twoBit []twoBitChunk
+	// Q8_0, Q4_0, Q4_K, Q5_K, Q6_K matrices: the file's blocks, chunked
+	blocks []blockChunk
 	// everything else: dense f32 rows, chunked
 	chunks []f32Chunk
 
@@ -67,6 +70,9 @@ func (w *weight) release() {
 	for _, c := range w.twoBit {
 		c.codes.Release()
 		c.scales.Release()
+	}
+	for _, c := range w.blocks {
+		c.buf.Release()
 	}
 }
 
