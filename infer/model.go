@@ -259,6 +259,9 @@ func (m *Model) warm(positions []int) error {
 		// The chain runs at the end of the sequence; what the cache holds
 		// before p does not matter here.
 		s.tokens = make([]int32, p)
+		if m.Recurrent() {
+			m.statePos = p // junk, as the cache is: forgotten below
+		}
 		for range 2 {
 			if _, err := c.Next(0); err != nil {
 				return err
@@ -425,6 +428,9 @@ func (m *Model) Restore(pos int) error {
 	}
 	if pos == 0 {
 		m.statePos = 0
+		return nil
+	}
+	if m.stepBack(pos) { // a chained pass taken back
 		return nil
 	}
 	s, ok := m.snapshot(pos)
