@@ -103,6 +103,8 @@ type chainNetwork interface {
 // as on any other (the callers rewind one token: Sequence.Rewind, or the
 // next Forward one position short).
 type ChainedRecurrent interface {
+	// CanStepBack reports whether StepBack would succeed.
+	CanStepBack() bool
 	// StepBack returns the recurrent state to what it was before the
 	// last pass, which was a chained one-token pass; ErrStateMismatch,
 	// changing nothing, where it was not.
@@ -125,11 +127,20 @@ func (m *Model) newChain(held *[]int32, reset func()) *Chain {
 	return &Chain{m: m, held: held, reset: reset, cb: cb, n: n}
 }
 
+// backPos is the position the recurrent state can be taken back to on the
+// device (StatePos−1, after a chained pass), or −1.
+func (m *Model) backPos() int {
+	cr, ok := m.backend.(ChainedRecurrent)
+	if !ok || !m.Recurrent() || m.statePos < 1 || !cr.CanStepBack() {
+		return -1
+	}
+	return m.statePos - 1
+}
+
 // stepBack takes the recurrent state back one chained pass, to pos (one
 // short of StatePos), and reports whether it could.
 func (m *Model) stepBack(pos int) bool {
-	cr, ok := m.backend.(ChainedRecurrent)
-	if !ok || !m.Recurrent() || pos < 0 || pos != m.statePos-1 || cr.StepBack() != nil {
+	if pos < 0 || pos != m.backPos() || m.backend.(ChainedRecurrent).StepBack() != nil {
 		return false
 	}
 	m.statePos = pos

@@ -352,9 +352,10 @@ func (m *Model) Snapshots() []int {
 }
 
 // CanResume says Forward may start at pos: 0, StatePos, a snapshot's
-// position, or any position for a network without recurrent layers.
+// position, the one before StatePos after a chained pass (taken back on
+// the device), or any position for a network without recurrent layers.
 func (m *Model) CanResume(pos int) bool {
-	if !m.Recurrent() || pos == 0 || pos == m.statePos {
+	if !m.Recurrent() || pos == 0 || pos == m.statePos || pos == m.backPos() {
 		return true
 	}
 	_, ok := m.snapshot(pos)
@@ -370,6 +371,8 @@ func (m *Model) ResumePoint(limit int) int {
 	best := 0
 	if m.statePos <= limit {
 		best = max(m.statePos, 0)
+	} else if b := m.backPos(); b >= 0 && b <= limit {
+		best = b
 	}
 	for _, s := range m.snaps {
 		if s.pos <= limit && s.pos > best {

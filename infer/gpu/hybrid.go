@@ -91,6 +91,17 @@ func (b *Backend) step(state, prev []*wgpu.Buffer, back []bool, layer int) (in, 
 
 var _ infer.ChainedRecurrent = (*Backend)(nil)
 
+// CanStepBack reports whether every layer's last step was a chained one,
+// its twin holding the state before it.
+func (b *Backend) CanStepBack() bool {
+	r := b.rec
+	ok := r != nil && r.convPrev != nil
+	for l := 0; ok && l < len(r.conv); l++ {
+		ok = r.convBack[l] && r.deltaBack[l]
+	}
+	return ok
+}
+
 // StepBack returns the recurrent state to what it was before the last
 // chained step, the pass in flight when the chain stopped; it fails with
 // infer.ErrStateMismatch, changing nothing, where a layer's last step was
@@ -99,14 +110,10 @@ func (b *Backend) StepBack() error {
 	if b.enc != nil {
 		return errInPass
 	}
-	r := b.rec
-	ok := r != nil && r.convPrev != nil
-	for l := 0; ok && l < len(r.conv); l++ {
-		ok = r.convBack[l] && r.deltaBack[l]
-	}
-	if !ok {
+	if !b.CanStepBack() {
 		return fmt.Errorf("gpu: no chained step to take back: %w", infer.ErrStateMismatch)
 	}
+	r := b.rec
 	for l := range r.conv {
 		r.conv[l], r.convPrev[l] = r.convPrev[l], r.conv[l]
 		r.delta[l], r.deltaPrev[l] = r.deltaPrev[l], r.delta[l]
