@@ -13,7 +13,11 @@ import (
 // encoded and submitted while pass t runs, its token read back meanwhile.
 // So Next returns a token while the pass that runs it is already in
 // flight: the cache holds the token Next returned, one more than plain
-// decoding holds, until Stop.
+// decoding holds, until Stop. A caller that goes on plainly gives that
+// position back (Sequence.Rewind one token, or its next Forward one
+// position short), on a network with recurrent layers too: there the
+// backend keeps the state one token back across a chained pass
+// (ChainedRecurrent) and the rewind takes the pass back on the device.
 type Chain struct {
 	m *Model
 	// held is what the cache region the chain decodes in holds, position
@@ -242,7 +246,8 @@ func (c *Chain) pass() error {
 
 // Stop ends chained mode, waiting for the pass in flight, and returns its
 // argmax: the greedy token after the last one Next returned, which the
-// cache holds now (ok false when nothing was in flight). A sampled chain
+// cache (and a recurrent state: StatePos) holds now (ok false when nothing
+// was in flight). A sampled chain
 // returns -1: drawing the token would take a draw from the sampler's
 // stream that plain decoding may never take.
 func (c *Chain) Stop() (next int32, ok bool, err error) {
