@@ -127,12 +127,13 @@ func gpuArgmax(row []float32) int32 {
 // spec.Decoder's chained steps on qwen35, greedy and sampled, give plain
 // decoding's tokens with the chain always on, turned off midway (a stop
 // and a one-token rewind) and toggled every few steps, and leave the cache
-// as plain decoding does: the next reply in the same sequence is the
-// first's.
+// and the state as plain decoding does: a second turn that extends the
+// first reuses all of it (no token run again) and gets plain decoding's
+// tokens, and the same first prompt again gets the first reply.
 func TestQwen35DecoderChainsSteps(t *testing.T) {
 	m := loadQwen35(t, "gpu", gguf.Q1_0)
 	prompt := qwen35Prompt()
-	reply := func(seq *infer.Sequence, p sample.Params, chain func(i int) bool, n int) ([]int32, int) {
+	reply := func(seq *infer.Sequence, prompt []int32, p sample.Params, chain func(i int) bool, n int) ([]int32, int) {
 		t.Helper()
 		if _, err := seq.Prefill(prompt, nil); err != nil {
 			t.Fatal(err)
@@ -158,10 +159,14 @@ func TestQwen35DecoderChainsSteps(t *testing.T) {
 		{"hot", sample.Params{Temperature: 1.5, TopK: 64, Seed: 3}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			want, n := reply(infer.NewSequence(m), c.p, off, 20)
+			// plain decoding's two turns, the second on the first's cache
+			plain := infer.NewSequence(m)
+			want, n := reply(plain, prompt, c.p, off, 20)
 			if n != 0 {
 				t.Fatalf("%d steps chained with the chain off", n)
 			}
+			turn2 := slices.Concat(prompt, want[:19], []int32{7, 8})
+			want2, _ := reply(plain, turn2, c.p, off, 8)
 			for _, mode := range []struct {
 				name  string
 				chain func(int) bool
@@ -171,16 +176,23 @@ func TestQwen35DecoderChainsSteps(t *testing.T) {
 				{"toggled", func(i int) bool { return i%5 < 3 }},
 			} {
 				seq := infer.NewSequence(m)
-				got, n := reply(seq, c.p, mode.chain, 20)
+				got, n := reply(seq, prompt, c.p, mode.chain, 20)
 				if !slices.Equal(got, want) {
 					t.Fatalf("%s: chained tokens\n%v\nwant\n%v", mode.name, got, want)
 				}
 				if n < 8 {
 					t.Fatalf("%s: %d of 20 steps chained", mode.name, n)
 				}
-				again, _ := reply(seq, c.p, func(int) bool { return true }, 8)
+				if r := seq.Plan(turn2); r.Kept != len(prompt)+19 {
+					t.Fatalf("%s: the second turn keeps %d tokens, want %d", mode.name, r.Kept, len(prompt)+19)
+				}
+				got2, _ := reply(seq, turn2, c.p, mode.chain, 8)
+				if !slices.Equal(got2, want2) {
+					t.Fatalf("%s: second turn %v, want %v", mode.name, got2, want2)
+				}
+				again, _ := reply(seq, prompt, c.p, func(int) bool { return true }, 8)
 				if !slices.Equal(again, want[:8]) {
-					t.Fatalf("%s: the next reply %v, want %v", mode.name, again, want[:8])
+					t.Fatalf("%s: the first prompt again %v, want %v", mode.name, again, want[:8])
 				}
 			}
 		})
