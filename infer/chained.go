@@ -13,7 +13,11 @@ import (
 // encoded and submitted while pass t runs, its token read back meanwhile.
 // So Next returns a token while the pass that runs it is already in
 // flight: the cache holds the token Next returned, one more than plain
-// decoding holds, until Stop.
+// decoding holds, until Stop. A caller that goes on plainly gives that
+// position back (Sequence.Rewind one token, or its next Forward one
+// position short), on a network with recurrent layers too: there the
+// backend keeps the state one token back across a chained pass
+// (ChainedRecurrent) and the rewind takes the pass back on the device.
 type Chain struct {
 	m *Model
 	// held is what the cache region the chain decodes in holds, position
@@ -87,32 +91,64 @@ func (c *Chain) pick(top []sample.Logit, row []float32) (int32, error) {
 
 // chainNetwork is a network whose one-token pass can end on the device:
 // the token looked up in its embedding there (ChainEmbeds), its logits'
-// argmax or top-k left there.
+// argmax or top-k left there (the chain ends the pass: pass).
 type chainNetwork interface {
 	// embedding is the matrix the pass looks its token up in.
 	embedding() Weight
-	// forwardArgmax is Forward ending with the logits' argmax in best
-	// instead of the logits.
-	forwardArgmax(batch Batch, best []int32) error
-	// forwardTopK is Forward ending with the logits' k best for a chained
-	// pick (ChainedSampler).
-	forwardTopK(batch Batch, cb ChainedSampler, k int) error
+	// encode begins a pass over the batch and encodes it up to the
+	// logits of its last row, in logitsTensor.
+	encode(batch Batch)
+	logitsTensor() Tensor
+}
+
+// ChainedRecurrent is a ChainedArgmax backend that keeps a network's
+// recurrent state one token back across a chained pass, so that the pass
+// in flight when a chain stops can be taken back on a recurrent network
+// as on any other (the callers rewind one token: Sequence.Rewind, or the
+// next Forward one position short).
+type ChainedRecurrent interface {
+	// CanStepBack reports whether StepBack would succeed.
+	CanStepBack() bool
+	// StepBack returns the recurrent state to what it was before the
+	// last pass, which was a chained one-token pass; ErrStateMismatch,
+	// changing nothing, where it was not.
+	StepBack() error
 }
 
 // NewChain returns a chain on s, or nil where its backend or network
-// cannot chain (plain decoding is then the way). A network with recurrent
-// layers cannot yet: stopping a chain takes back the pass in flight
-// (Decoder.UseChain rewinds one token), and its state has no way back one
-// token short of a host snapshot of the whole state.
+// cannot chain (plain decoding is then the way).
 func (s *Sequence) NewChain() *Chain { return s.m.newChain(&s.tokens, s.Reset) }
 
 func (m *Model) newChain(held *[]int32, reset func()) *Chain {
 	cb, ok := m.backend.(ChainedArgmax)
 	n, ok2 := m.net.(chainNetwork)
-	if !ok || !ok2 || m.Recurrent() || !cb.ChainEmbeds(n.embedding()) {
+	if !ok || !ok2 || !cb.ChainEmbeds(n.embedding()) {
 		return nil
 	}
+	if _, back := m.backend.(ChainedRecurrent); m.Recurrent() && (!back || m.seqs > 1) {
+		return nil // the pass in flight could not be taken back
+	}
 	return &Chain{m: m, held: held, reset: reset, cb: cb, n: n}
+}
+
+// backPos is the position the recurrent state can be taken back to on the
+// device (StatePos−1, after a chained pass), or −1.
+func (m *Model) backPos() int {
+	cr, ok := m.backend.(ChainedRecurrent)
+	if !ok || !m.Recurrent() || m.statePos < 1 || !cr.CanStepBack() {
+		return -1
+	}
+	return m.statePos - 1
+}
+
+// stepBack takes the recurrent state back one chained pass, to pos (one
+// short of StatePos), and reports whether it could.
+func (m *Model) stepBack(pos int) bool {
+	if pos < 0 || pos != m.backPos() || m.backend.(ChainedRecurrent).StepBack() != nil {
+		return false
+	}
+	m.statePos = pos
+	return true
 }
 
 // InFlight reports whether a chained pass is running (the cache then
@@ -166,6 +202,14 @@ func (c *Chain) start(last int32) error {
 	if err := c.m.checkIDs(c.tok[:]); err != nil {
 		return err
 	}
+	if c.m.Recurrent() {
+		// the state must be the held tokens' (as Forward's at that position)
+		pos := len(*c.held)
+		if err := c.m.Restore(pos); err != nil {
+			return fmt.Errorf("chained decoding: %w", err)
+		}
+		c.m.DropAfter(pos)
+	}
 	if err := c.cb.SetChained(true); err != nil {
 		return c.fail(err)
 	}
@@ -183,15 +227,27 @@ func (c *Chain) start(last int32) error {
 func (c *Chain) pass() error {
 	dst := c.ring[c.passes%2][:]
 	c.passes++
+	pos := len(*c.held)
+	c.n.encode(Batch{Tokens: c.tok[:], Pos: pos})
 	if c.sb != nil {
-		return c.n.forwardTopK(Batch{Tokens: c.tok[:], Pos: len(*c.held)}, c.sb, c.k)
+		c.sb.ChainTopK(c.n.logitsTensor(), c.k)
+	} else {
+		// the argmax lands in dst at the next pass's Commit (or Stop's)
+		c.m.backend.Argmax(c.n.logitsTensor(), dst)
 	}
-	return c.n.forwardArgmax(Batch{Tokens: c.tok[:], Pos: len(*c.held)}, dst)
+	if err := c.m.backend.Commit(); err != nil {
+		return err
+	}
+	if c.m.Recurrent() {
+		c.m.statePos = pos + 1
+	}
+	return nil
 }
 
 // Stop ends chained mode, waiting for the pass in flight, and returns its
 // argmax: the greedy token after the last one Next returned, which the
-// cache holds now (ok false when nothing was in flight). A sampled chain
+// cache (and a recurrent state: StatePos) holds now (ok false when nothing
+// was in flight). A sampled chain
 // returns -1: drawing the token would take a draw from the sampler's
 // stream that plain decoding may never take.
 func (c *Chain) Stop() (next int32, ok bool, err error) {
@@ -210,6 +266,9 @@ func (c *Chain) Stop() (next int32, ok bool, err error) {
 }
 
 func (c *Chain) fail(err error) error {
+	if c.m.Recurrent() {
+		c.m.statePos = -1 // a failed pass may have advanced part of the state
+	}
 	if c.on {
 		c.on = false
 		c.cb.SetChained(false) //nolint:errcheck // the first error is the one to report

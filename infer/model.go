@@ -259,6 +259,9 @@ func (m *Model) warm(positions []int) error {
 		// The chain runs at the end of the sequence; what the cache holds
 		// before p does not matter here.
 		s.tokens = make([]int32, p)
+		if m.Recurrent() {
+			m.statePos = p // junk, as the cache is: forgotten below
+		}
 		for range 2 {
 			if _, err := c.Next(0); err != nil {
 				return err
@@ -349,9 +352,10 @@ func (m *Model) Snapshots() []int {
 }
 
 // CanResume says Forward may start at pos: 0, StatePos, a snapshot's
-// position, or any position for a network without recurrent layers.
+// position, the one before StatePos after a chained pass (taken back on
+// the device), or any position for a network without recurrent layers.
 func (m *Model) CanResume(pos int) bool {
-	if !m.Recurrent() || pos == 0 || pos == m.statePos {
+	if !m.Recurrent() || pos == 0 || pos == m.statePos || pos == m.backPos() {
 		return true
 	}
 	_, ok := m.snapshot(pos)
@@ -367,6 +371,8 @@ func (m *Model) ResumePoint(limit int) int {
 	best := 0
 	if m.statePos <= limit {
 		best = max(m.statePos, 0)
+	} else if b := m.backPos(); b >= 0 && b <= limit {
+		best = b
 	}
 	for _, s := range m.snaps {
 		if s.pos <= limit && s.pos > best {
@@ -425,6 +431,9 @@ func (m *Model) Restore(pos int) error {
 	}
 	if pos == 0 {
 		m.statePos = 0
+		return nil
+	}
+	if m.stepBack(pos) { // a chained pass taken back
 		return nil
 	}
 	s, ok := m.snapshot(pos)

@@ -268,23 +268,8 @@ func (n *qwen3) Forward(batch Batch, logits []float32) error {
 }
 
 // The chained passes (chainNetwork).
-func (n *qwen3) embedding() Weight { return n.embd }
-
-// forwardArgmax is Forward leaving only the logits' argmax in best[0] (at
-// Commit; one pass late in a backend's chained mode).
-func (n *qwen3) forwardArgmax(batch Batch, best []int32) error {
-	n.encode(batch)
-	n.b.Argmax(n.logits, best)
-	return n.b.Commit()
-}
-
-// forwardTopK is Forward ending with the logits' k best for a chained
-// pick (ChainedSampler).
-func (n *qwen3) forwardTopK(batch Batch, cb ChainedSampler, k int) error {
-	n.encode(batch)
-	cb.ChainTopK(n.logits, k)
-	return n.b.Commit()
-}
+func (n *qwen3) embedding() Weight    { return n.embd }
+func (n *qwen3) logitsTensor() Tensor { return n.logits }
 
 // encode begins a pass over batch and encodes it up to the logits.
 func (n *qwen3) encode(batch Batch) {

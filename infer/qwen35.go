@@ -428,6 +428,10 @@ func (n *qwen35) Forward(batch Batch, logits []float32) error {
 	return n.b.Commit()
 }
 
+// The chained passes (chainNetwork).
+func (n *qwen35) embedding() Weight    { return n.embd }
+func (n *qwen35) logitsTensor() Tensor { return n.logits }
+
 // encode begins a pass over batch and encodes it up to the logits.
 func (n *qwen35) encode(batch Batch) {
 	b, eps := n.b, n.p.RMSEps

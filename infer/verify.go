@@ -178,7 +178,8 @@ func (s *Sequence) Verify(tokens []int32) ([]float32, error) {
 // state goes back to the mark's snapshot and runs the kept tokens after the
 // mark again, since a state cannot be truncated; Model().Logits() then
 // follows token n−1 (on a network without recurrent layers it is left as
-// it was).
+// it was). The one exception: a chained pass in flight when its chain
+// stopped is taken back on the device (ChainedRecurrent), Logits left.
 func (s *Sequence) Rewind(n int) error {
 	if n == len(s.tokens) {
 		return nil
@@ -186,7 +187,7 @@ func (s *Sequence) Rewind(n int) error {
 	if n < s.markPos || n > len(s.tokens) || s.markPos < 0 {
 		return fmt.Errorf("%w: rewinding %d tokens to %d, the mark is at %d", ErrBadShape, len(s.tokens), n, s.markPos)
 	}
-	if !s.m.Recurrent() {
+	if !s.m.Recurrent() || n == len(s.tokens)-1 && s.m.stepBack(n) { // a chained pass taken back
 		s.tokens = s.tokens[:n]
 		return nil
 	}

@@ -3,8 +3,10 @@
 // the last W inputs in registers, so the state (W−1 rows of CH values,
 // oldest first) is read once and written once. A pass at position 0 starts
 // from zeros. dst may be x (ALIAS: x read through dst, each value before
-// it is overwritten).
-// Constants: CH, W, XROWS; flag ALIAS.
+// it is overwritten). With PINGPONG the state is read from prev and
+// written to state, so prev keeps the state one step back (a chained
+// decoding pass, which may be taken back).
+// Constants: CH, W, XROWS; flags ALIAS, PINGPONG.
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 //#if ALIAS
@@ -16,6 +18,12 @@ fn getx(i: u32) -> f32 { return x[i]; }
 @group(0) @binding(2) var<storage, read> w: array<f32>; // [c][t]
 @group(0) @binding(3) var<storage, read_write> state: array<f32>;
 @group(0) @binding(4) var<storage, read_write> dst: array<f32>;
+//#if PINGPONG
+@group(0) @binding(5) var<storage, read> prev: array<f32>;
+fn old(i: u32) -> f32 { return prev[i]; }
+//#else
+fn old(i: u32) -> f32 { return state[i]; }
+//#endif
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -32,7 +40,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 	}
 	if (batch.pos != 0u) {
 		for (var t = 0u; t + 1u < W; t++) {
-			win[t] = state[t * CH + c];
+			win[t] = old(t * CH + c);
 		}
 	}
 	for (var i = 0u; i < n; i++) {

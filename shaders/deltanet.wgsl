@@ -16,6 +16,14 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(5) var<storage, read> beta: array<f32>;
 @group(0) @binding(6) var<storage, read_write> state: array<f32>;
 @group(0) @binding(7) var<storage, read_write> dst: array<f32>;
+// PINGPONG: the state is read from prev, which keeps it (a chained pass
+// may be taken back), and written to state.
+//#if PINGPONG
+@group(0) @binding(8) var<storage, read> prev: array<f32>;
+fn old(i: u32) -> f32 { return prev[i]; }
+//#else
+fn old(i: u32) -> f32 { return state[i]; }
+//#endif
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -33,7 +41,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	}
 	if (batch.pos != 0u) {
 		for (var i = 0u; i < D; i++) {
-			s[i] = state[sbase + i];
+			s[i] = old(sbase + i);
 		}
 	}
 	for (var t = 0u; t < n; t++) {

@@ -27,6 +27,13 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(8) var<storage, read_write> alpha: array<f32>; // in place: the decay
 @group(0) @binding(9) var<storage, read> bias: array<f32>;
 @group(0) @binding(10) var<storage, read> a: array<f32>;
+//#if PINGPONG
+// the conv state before the step, which stays (conv.wgsl's PINGPONG)
+@group(0) @binding(14) var<storage, read> prev: array<f32>;
+fn old(i: u32) -> f32 { return prev[i]; }
+//#else
+fn old(i: u32) -> f32 { return state[i]; }
+//#endif
 //#if PROJ
 @group(0) @binding(11) var<storage, read> xg: array<vec4<f32>>; // the gates' input
 @group(0) @binding(12) var<storage, read> wb: array<vec4<f32>>; // β's rows
@@ -96,7 +103,7 @@ fn conv(c: u32) -> f32 {
 	}
 	if (batch.pos != 0u) {
 		for (var t = 0u; t + 1u < W; t++) {
-			win[t] = state[t * CH + c];
+			win[t] = old(t * CH + c);
 		}
 	}
 	win[W - 1u] = x[c];

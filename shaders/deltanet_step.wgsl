@@ -10,7 +10,9 @@
 //	out_j = Σ_i S[i][j] q_i · SCALE
 // State as llama.cpp keeps it: M[j·D + i] = S[i][j]; zero at position 0.
 // Constants: D (a multiple of 4), KHEADS, VHEADS, SCALE (1/√D), L (=D/4), LP
-// (L rounded up to a power of two), CPW (=256/LP).
+// (L rounded up to a power of two), CPW (=256/LP). Flag PINGPONG: the
+// state is read from prev, which keeps it (a chained pass may be taken
+// back), and written to state.
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
@@ -20,6 +22,12 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(5) var<storage, read> beta: array<f32>;
 @group(0) @binding(6) var<storage, read_write> state: array<vec4<f32>>;
 @group(0) @binding(7) var<storage, read_write> dst: array<f32>;
+//#if PINGPONG
+@group(0) @binding(8) var<storage, read> prev: array<vec4<f32>>;
+fn old(i: u32) -> vec4<f32> { return prev[i]; }
+//#else
+fn old(i: u32) -> vec4<f32> { return state[i]; }
+//#endif
 
 var<workgroup> red: array<f32, 256>;
 
@@ -51,7 +59,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	let ki = kh * L + min(lane, L - 1u);
 	var s = vec4<f32>(0.0);
 	if (live && batch.pos != 0u) {
-		s = state[si];
+		s = old(si);
 	}
 	let kv = k[ki];
 	let qv = q[ki];

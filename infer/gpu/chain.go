@@ -64,6 +64,11 @@ func (b *Backend) SetChained(on bool) error {
 				b.chain.stage[i] = s
 			}
 		}
+		// a recurrent state steps by ping-pong in chained passes
+		// (hybrid.go's recurrent), so the pass in flight can be taken back
+		if err := b.twins(); err != nil {
+			return err
+		}
 		b.chain.on = true
 		return nil
 	}

@@ -19,15 +19,107 @@ import (
 // matrices of HeadDim², each transposed as llama.cpp keeps it: element
 // j·HeadDim + i is S[i][j]). Separate buffers keep every binding small (a
 // 27B layer's delta state is 3 MiB; all 48 exceed lavapipe's 128 MiB).
+//
+// Chained passes (chain.go) ping-pong: each layer's buffer has a twin
+// (prev), and a chained step reads the state from one and writes it to the
+// other, which then becomes the state; the twin keeps the state one token
+// back, so the pass in flight when a chain stops can be taken back
+// (StepBack) by swapping the pairs again. A step moves the same bytes as
+// in place; the twins double the state's memory (a 27B's 150 MiB), made
+// when chained mode first starts.
 type recurrent struct {
 	spec        infer.RecurrentSpec
 	conv, delta []*wgpu.Buffer
+	// the twins, and per layer whether the twin holds the state before
+	// the last step (a chained one)
+	convPrev, deltaPrev []*wgpu.Buffer
+	convBack, deltaBack []bool
+}
+
+func (r *recurrent) buffers() []*wgpu.Buffer {
+	return append(append(append(append([]*wgpu.Buffer(nil), r.conv...), r.delta...), r.convPrev...), r.deltaPrev...)
 }
 
 func (r *recurrent) release() {
-	for _, buf := range append(append([]*wgpu.Buffer(nil), r.conv...), r.delta...) {
+	for _, buf := range r.buffers() {
 		buf.Release()
 	}
+}
+
+// twins makes the ping-pong twins of every layer's state, once.
+func (b *Backend) twins() error {
+	r := b.rec
+	if r == nil || r.convPrev != nil {
+		return nil
+	}
+	var conv, delta []*wgpu.Buffer
+	for l := range r.conv {
+		c, err := b.d.newBuffer(fmt.Sprintf("conv state %d'", l), r.conv[l].GetSize(), storageUsage)
+		if err == nil {
+			conv = append(conv, c)
+			var d *wgpu.Buffer
+			if d, err = b.d.newBuffer(fmt.Sprintf("delta state %d'", l), r.delta[l].GetSize(), storageUsage); err == nil {
+				delta = append(delta, d)
+			}
+		}
+		if err != nil {
+			for _, buf := range append(conv, delta...) {
+				buf.Release()
+			}
+			return err
+		}
+	}
+	r.convPrev, r.deltaPrev = conv, delta
+	r.convBack, r.deltaBack = make([]bool, len(conv)), make([]bool, len(delta))
+	return nil
+}
+
+// step returns the buffers layer's state is read from and written to by
+// the op being encoded: twins in a chained one-token pass, after which
+// they swap roles; the same buffer elsewhere.
+func (b *Backend) step(state, prev []*wgpu.Buffer, back []bool, layer int) (in, out *wgpu.Buffer) {
+	if !b.chain.on || b.n != 1 || prev == nil {
+		if back != nil {
+			back[layer] = false
+		}
+		return state[layer], state[layer]
+	}
+	in, out = state[layer], prev[layer]
+	state[layer], prev[layer], back[layer] = out, in, true
+	return in, out
+}
+
+var _ infer.ChainedRecurrent = (*Backend)(nil)
+
+// CanStepBack reports whether every layer's last step was a chained one,
+// its twin holding the state before it.
+func (b *Backend) CanStepBack() bool {
+	r := b.rec
+	ok := r != nil && r.convPrev != nil
+	for l := 0; ok && l < len(r.conv); l++ {
+		ok = r.convBack[l] && r.deltaBack[l]
+	}
+	return ok
+}
+
+// StepBack returns the recurrent state to what it was before the last
+// chained step, the pass in flight when the chain stopped; it fails with
+// infer.ErrStateMismatch, changing nothing, where a layer's last step was
+// not a chained one.
+func (b *Backend) StepBack() error {
+	if b.enc != nil {
+		return errInPass
+	}
+	if !b.CanStepBack() {
+		return fmt.Errorf("gpu: no chained step to take back: %w", infer.ErrStateMismatch)
+	}
+	r := b.rec
+	for l := range r.conv {
+		r.conv[l], r.convPrev[l] = r.convPrev[l], r.conv[l]
+		r.delta[l], r.deltaPrev[l] = r.deltaPrev[l], r.delta[l]
+		r.convBack[l], r.deltaBack[l] = false, false
+	}
+	return nil
 }
 
 func (r *recurrent) convFloats() int { return max(r.spec.ConvWidth-1, 0) * r.spec.Channels }
@@ -37,7 +129,7 @@ func (r *recurrent) deltaFloats() int {
 
 func (b *Backend) NewRecurrentState(spec infer.RecurrentSpec) error {
 	if b.rec != nil {
-		b.dropOps(append(append([]*wgpu.Buffer(nil), b.rec.conv...), b.rec.delta...)...)
+		b.dropOps(b.rec.buffers()...)
 		b.rec.release()
 		b.rec = nil
 	}
@@ -159,6 +251,9 @@ func (b *Backend) WriteRecurrentState(src []float32) error {
 			}
 			off += p.floats
 		}
+	}
+	for l := range b.rec.convBack {
+		b.rec.convBack[l], b.rec.deltaBack[l] = false, false
 	}
 	// Later passes read it in queue order; waiting here only makes the
 	// write complete before returning, as the interface promises.
@@ -388,15 +483,21 @@ func (b *Backend) CausalConv(dstT, xT infer.Tensor, wI infer.Weight, layer int) 
 	}
 	rows := min(dst.rows, x.rows)
 	alias := dst == x
-	state := b.rec.conv[layer]
-	o := b.prepared(opKey{kind: "conv", a: dst, b: x, c: w, i: layer}, func() (*kernel, []binding, error) {
+	prev, state := b.step(b.rec.conv, b.rec.convPrev, b.rec.convBack, layer)
+	o := b.prepared(opKey{kind: "conv", a: dst, b: x, c: w, d: prev, e: state, i: layer}, func() (*kernel, []binding, error) {
+		pp := prev != state
 		k, err := b.d.kernel("conv", map[string]shaders.Const{
-			"CH": shaders.U32(s.Channels), "W": shaders.U32(s.ConvWidth), "XROWS": shaders.U32(rows), "ALIAS": shaders.Flag(alias)})
+			"CH": shaders.U32(s.Channels), "W": shaders.U32(s.ConvWidth), "XROWS": shaders.U32(rows), "ALIAS": shaders.Flag(alias),
+			"PINGPONG": shaders.Flag(pp)})
 		bufs := []binding{whole(b.batchBuf)}
 		if !alias {
 			bufs = append(bufs, at(1, whole(x.buf)))
 		}
-		return k, append(bufs, at(2, whole(w.chunks[0].buf)), at(3, whole(state)), at(4, whole(dst.buf))), err
+		bufs = append(bufs, at(2, whole(w.chunks[0].buf)), at(3, whole(state)), at(4, whole(dst.buf)))
+		if pp {
+			bufs = append(bufs, at(5, whole(prev)))
+		}
+		return k, bufs, err
 	})
 	b.dispatch(o, ceilDiv(s.Channels, 64), 1, 1)
 }
@@ -439,11 +540,12 @@ func (b *Backend) FuseDeltaNetInputs(in infer.DeltaNetInputs) bool {
 		return true
 	}
 	wg := normThreads(d.HeadDim)
-	state := b.rec.conv[in.Layer]
-	// the gates and, with projections, their input and weights
+	// the gates and, with projections, their input and weights; the conv
+	// state read and written
 	gates := struct {
 		beta, alpha, x *tensor
 		proj           gateProjections
+		prev, state    *wgpu.Buffer
 	}{beta: beta, alpha: alpha, proj: proj}
 	groups := 2*d.KHeads + d.VHeads + 1
 	if in.X != nil {
@@ -452,6 +554,8 @@ func (b *Backend) FuseDeltaNetInputs(in infer.DeltaNetInputs) bool {
 		}
 		groups = 2*d.KHeads + 3*d.VHeads
 	}
+	gates.prev, gates.state = b.step(b.rec.conv, b.rec.convPrev, b.rec.convBack, in.Layer)
+	state := gates.state
 	o := b.prepared(opKey{kind: "deltanet_in", a: q, b: k, c: v, d: x, e: w, g: gates, i: in.Layer, f: in.Eps}, func() (*kernel, []binding, error) {
 		defs := map[string]shaders.Const{
 			"S": shaders.U32(d.HeadDim), "KHEADS": shaders.U32(d.KHeads), "VHEADS": shaders.U32(d.VHeads), "CH": shaders.U32(s.Channels),
@@ -463,6 +567,10 @@ func (b *Backend) FuseDeltaNetInputs(in infer.DeltaNetInputs) bool {
 			defs["PROJ"], defs["XK4"] = shaders.Flag(true), shaders.U32(gates.x.cols/4)
 			defs["XBF16"], defs["XF16"] = shaders.Flag(proj.mode == "BF16"), shaders.Flag(proj.mode == "F16")
 			bufs = append(bufs, whole(gates.x.buf), whole(proj.wb.chunks[0].buf), whole(proj.wa.chunks[0].buf))
+		}
+		if gates.prev != state {
+			defs["PINGPONG"] = shaders.Flag(true)
+			bufs = append(bufs, at(14, whole(gates.prev)))
 		}
 		kern, err := b.d.kernel("deltanet_in", defs)
 		return kern, bufs, err
@@ -528,33 +636,49 @@ func (b *Backend) DeltaNet(dstT, qT, kT, vT, gT, betaT infer.Tensor, layer int, 
 		}
 	}
 	rows := min(dst.rows, q.rows, k.rows, v.rows, g.rows, beta.rows)
-	state := b.rec.delta[layer]
 	if min(rows, b.n) >= b.deltaChunkMin {
+		state, _ := b.step(b.rec.delta, nil, b.rec.deltaBack, layer)
 		b.deltaNetChunked(dst, q, k, v, g, beta, state, rows, layer, d)
 		return
 	}
+	prev, state := b.step(b.rec.delta, b.rec.deltaPrev, b.rec.deltaBack, layer)
+	// the state's buffers are part of the key: they change roles
+	bs := struct {
+		beta        *tensor
+		prev, state *wgpu.Buffer
+	}{beta, prev, state}
 	if lp := deltaStepLanes(d.HeadDim); min(rows, b.n) == 1 && lp > 0 {
 		cpw := 256 / lp
-		o := b.prepared(opKey{kind: "deltanet_step", a: dst, b: q, c: k, d: v, e: g, g: beta, i: layer}, func() (*kernel, []binding, error) {
+		o := b.prepared(opKey{kind: "deltanet_step", a: dst, b: q, c: k, d: v, e: g, g: bs, i: layer}, func() (*kernel, []binding, error) {
 			kern, err := b.d.kernel("deltanet_step", map[string]shaders.Const{
 				"D": shaders.U32(d.HeadDim), "KHEADS": shaders.U32(d.KHeads), "VHEADS": shaders.U32(d.VHeads),
 				"SCALE": shaders.F32(float32(1 / math.Sqrt(float64(d.HeadDim)))), "L": shaders.U32(d.HeadDim / 4),
-				"LP": shaders.U32(lp), "CPW": shaders.U32(cpw)})
-			return kern, []binding{whole(b.batchBuf), whole(q.buf), whole(k.buf), whole(v.buf), whole(g.buf), whole(beta.buf),
-				whole(state), whole(dst.buf)}, err
+				"LP": shaders.U32(lp), "CPW": shaders.U32(cpw), "PINGPONG": shaders.Flag(prev != state)})
+			return kern, stateBindings([]binding{whole(b.batchBuf), whole(q.buf), whole(k.buf), whole(v.buf), whole(g.buf), whole(beta.buf),
+				whole(state), whole(dst.buf)}, prev, state), err
 		})
 		b.dispatch(o, ceilDiv(d.HeadDim, cpw), d.VHeads, 1)
 		return
 	}
 	wg := deltaNetThreads(d.HeadDim)
-	o := b.prepared(opKey{kind: "deltanet", a: dst, b: q, c: k, d: v, e: g, g: beta, i: layer}, func() (*kernel, []binding, error) {
+	o := b.prepared(opKey{kind: "deltanet", a: dst, b: q, c: k, d: v, e: g, g: bs, i: layer}, func() (*kernel, []binding, error) {
 		kern, err := b.d.kernel("deltanet", map[string]shaders.Const{
 			"D": shaders.U32(d.HeadDim), "KHEADS": shaders.U32(d.KHeads), "VHEADS": shaders.U32(d.VHeads),
-			"XROWS": shaders.U32(rows), "SCALE": shaders.F32(float32(1 / math.Sqrt(float64(d.HeadDim)))), "WG": shaders.U32(wg)})
-		return kern, []binding{whole(b.batchBuf), whole(q.buf), whole(k.buf), whole(v.buf), whole(g.buf), whole(beta.buf),
-			whole(state), whole(dst.buf)}, err
+			"XROWS": shaders.U32(rows), "SCALE": shaders.F32(float32(1 / math.Sqrt(float64(d.HeadDim)))), "WG": shaders.U32(wg),
+			"PINGPONG": shaders.Flag(prev != state)})
+		return kern, stateBindings([]binding{whole(b.batchBuf), whole(q.buf), whole(k.buf), whole(v.buf), whole(g.buf), whole(beta.buf),
+			whole(state), whole(dst.buf)}, prev, state), err
 	})
 	b.dispatch(o, ceilDiv(d.HeadDim, wg), d.VHeads, 1)
+}
+
+// stateBindings adds the state read (binding 8) to a DeltaNet step's
+// bindings where it is not the one written (ping-pong).
+func stateBindings(bufs []binding, prev, state *wgpu.Buffer) []binding {
+	if prev != state {
+		bufs = append(bufs, at(8, whole(prev)))
+	}
+	return bufs
 }
 
 // deltaStepLanes is deltanet_step.wgsl's threads per state column for
@@ -611,12 +735,19 @@ func (b *Backend) deltaNetChunked(dst, q, k, v, g, beta *tensor, state *wgpu.Buf
 		return kern, []binding{whole(b.batchBuf), whole(q.buf), whole(k.buf), whole(g.buf), whole(beta.buf), whole(dst.prep)}, err
 	})
 	b.dispatch(prep, ceilDiv(min(rows, b.n), deltaChunk), d.VHeads, 1)
-	o := b.prepared(opKey{kind: "deltachunk", a: dst, b: q, c: k, d: v, e: beta, g: d, i: layer}, func() (*kernel, []binding, error) {
+	o := b.prepared(opKey{kind: "deltachunk", a: dst, b: q, c: k, d: v, e: beta, g: chunkKey{d, state}, i: layer}, func() (*kernel, []binding, error) {
 		kern, err := b.d.kernel("deltanet_chunk", defs())
 		return kern, []binding{whole(b.batchBuf), whole(q.buf), whole(k.buf), whole(v.buf), whole(beta.buf), whole(dst.prep),
 			whole(state), whole(dst.buf)}, err
 	})
 	b.dispatch(o, ceilDiv(d.HeadDim, deltaChunkCols), d.VHeads, 1)
+}
+
+// chunkKey keys a chunked DeltaNet op by its spec and the state buffer,
+// which ping-pong (step) moves between a layer's pair.
+type chunkKey struct {
+	d     infer.DeltaNetSpec
+	state *wgpu.Buffer
 }
 
 // maxHadamardBlock bounds the FWHT block held in workgroup memory (16 KiB).

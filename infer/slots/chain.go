@@ -16,8 +16,8 @@ import "time"
 //
 // While a chained pass is in flight the slot's tokens hold the token it
 // runs, its next: one more than plain decoding holds. Stopping the chain
-// gives that position back, which the next pass writes over (a chain never
-// runs on a network with recurrent state, where that would not hold).
+// gives that position back, which the next pass writes over (a recurrent
+// state is taken back a token on the device there: infer.ChainedRecurrent).
 
 // chainSlot is the slot whose next step may run chained, or nil.
 func (s *Scheduler) chainSlot() *slot {

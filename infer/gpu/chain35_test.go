@@ -1,0 +1,200 @@
+package gpu_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/gpu"
+	"github.com/bonsai-chat/bonsai/infer/sample"
+	"github.com/bonsai-chat/bonsai/infer/spec"
+)
+
+// qwen35Prompt is a prompt for the tiny qwen35 model: long enough that
+// its prefill runs the chunked delta rule, as TestQwen35GreedyMatchesCPU's.
+func qwen35Prompt() []int32 {
+	p := make([]int32, 40)
+	for i := range p {
+		p[i] = int32(1 + 7*i%1000)
+	}
+	return p
+}
+
+// The hybrid qwen35 network chains on the GPU: its DeltaNet and conv
+// states ping-pong between buffer pairs in chained passes, so the pass in
+// flight when a chain stops is taken back by swapping them. Greedy tokens
+// through Model.GreedyChained are Greedy's, with the DeltaNet input stage
+// fused (deltanet_in.wgsl) and as its ops (conv.wgsl).
+func TestQwen35GreedyChainedMatchesGreedy(t *testing.T) {
+	for _, unfused := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fused", true: "unfused"}[unfused], func(t *testing.T) {
+			plain, chained := loadQwen35(t, "gpu", gguf.Q1_0), loadQwen35(t, "gpu", gguf.Q1_0)
+			if unfused {
+				gpu.Unfuse(plain.Backend().(*gpu.Backend))
+				gpu.Unfuse(chained.Backend().(*gpu.Backend))
+			}
+			if infer.NewSequence(chained).NewChain() == nil {
+				t.Fatal("no chain on a Q1_0 qwen35 model on the GPU")
+			}
+			prompt := qwen35Prompt()
+			want, err := plain.Greedy(prompt, 24)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := chained.GreedyChained(prompt, 24)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("chained greedy tokens\n%v\nwant\n%v", got, want)
+			}
+			if pos := chained.StatePos(); pos != len(prompt)+24-1 {
+				t.Fatalf("after the chain the state is at %d, want %d (the last pass in flight)", pos, len(prompt)+24-1)
+			}
+		})
+	}
+}
+
+// A chain on qwen35 stopped mid-reply and rewound one token (the pass in
+// flight taken back on the device, not from a host snapshot) continues as
+// if it had never chained, with the DeltaNet input stage fused and not;
+// taking back a second time has nothing to take.
+func TestQwen35ChainStopsAndRewinds(t *testing.T) {
+	for _, unfused := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fused", true: "unfused"}[unfused], func(t *testing.T) {
+			m := loadQwen35(t, "gpu", gguf.Q1_0)
+			if unfused {
+				gpu.Unfuse(m.Backend().(*gpu.Backend))
+			}
+			prompt := qwen35Prompt()
+			want, err := m.Greedy(prompt, 16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := infer.NewSequence(m)
+			if _, err := s.Prefill(prompt, nil); err != nil {
+				t.Fatal(err)
+			}
+			got := []int32{gpuArgmax(m.Logits())}
+			c := s.NewChain()
+			for len(got) < 6 {
+				tok, err := c.Next(got[len(got)-1])
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, tok)
+			}
+			if _, inFlight, err := c.Stop(); err != nil || !inFlight {
+				t.Fatalf("Stop: in flight %v, %v", inFlight, err)
+			}
+			// the cache holds the last token; plain decoding runs it next
+			logits := slices.Clone(m.Logits())
+			if err := s.Rewind(s.Len() - 1); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(m.Logits(), logits) {
+				t.Fatal("Rewind ran tokens again: the pass in flight was not taken back on the device")
+			}
+			if err := m.Backend().(infer.ChainedRecurrent).StepBack(); !errors.Is(err, infer.ErrStateMismatch) {
+				t.Fatalf("a second step back: %v, want ErrStateMismatch (Rewind did not take the pass back on the device)", err)
+			}
+			for len(got) < len(want) {
+				if err := s.Append(got[len(got)-1]); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, gpuArgmax(m.Logits()))
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("tokens with a chain stopped at 6\n%v\nwant\n%v", got, want)
+			}
+		})
+	}
+}
+
+// gpuArgmax is the first largest logit's index.
+func gpuArgmax(row []float32) int32 {
+	best := 0
+	for i, v := range row {
+		if v > row[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+// spec.Decoder's chained steps on qwen35, greedy and sampled, give plain
+// decoding's tokens with the chain always on, turned off midway (a stop
+// and a one-token rewind) and toggled every few steps, and leave the cache
+// and the state as plain decoding does: a second turn that extends the
+// first reuses all of it (no token run again) and gets plain decoding's
+// tokens, and the same first prompt again gets the first reply.
+func TestQwen35DecoderChainsSteps(t *testing.T) {
+	m := loadQwen35(t, "gpu", gguf.Q1_0)
+	prompt := qwen35Prompt()
+	reply := func(seq *infer.Sequence, prompt []int32, p sample.Params, chain func(i int) bool, n int) ([]int32, int) {
+		t.Helper()
+		if _, err := seq.Prefill(prompt, nil); err != nil {
+			t.Fatal(err)
+		}
+		smp, err := sample.New(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := spec.NewDecoder(seq, smp, nil, 0)
+		out, chained := decodeSteps(t, d, n, chain)
+		if seq.Len() != len(prompt)+n-1 || m.StatePos() != seq.Len() {
+			t.Fatalf("after Finish the cache holds %d tokens and the state %d, plain decoding %d", seq.Len(), m.StatePos(), len(prompt)+n-1)
+		}
+		return out, chained
+	}
+	off := func(int) bool { return false }
+	for _, c := range []struct {
+		name string
+		p    sample.Params
+	}{
+		{"greedy", sample.Params{}},
+		{"bonsai", sample.Bonsai(7)},
+		{"hot", sample.Params{Temperature: 1.5, TopK: 64, Seed: 3}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// plain decoding's two turns, the second on the first's cache
+			plain := infer.NewSequence(m)
+			want, n := reply(plain, prompt, c.p, off, 20)
+			if n != 0 {
+				t.Fatalf("%d steps chained with the chain off", n)
+			}
+			turn2 := slices.Concat(prompt, want[:19], []int32{7, 8})
+			want2, _ := reply(plain, turn2, c.p, off, 8)
+			for _, mode := range []struct {
+				name  string
+				chain func(int) bool
+			}{
+				{"always", func(int) bool { return true }},
+				{"off midway", func(i int) bool { return i < 6 || i > 11 }},
+				{"toggled", func(i int) bool { return i%5 < 3 }},
+			} {
+				seq := infer.NewSequence(m)
+				got, n := reply(seq, prompt, c.p, mode.chain, 20)
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s: chained tokens\n%v\nwant\n%v", mode.name, got, want)
+				}
+				if n < 8 {
+					t.Fatalf("%s: %d of 20 steps chained", mode.name, n)
+				}
+				if r := seq.Plan(turn2); r.Kept != len(prompt)+19 {
+					t.Fatalf("%s: the second turn keeps %d tokens, want %d", mode.name, r.Kept, len(prompt)+19)
+				}
+				got2, _ := reply(seq, turn2, c.p, mode.chain, 8)
+				if !slices.Equal(got2, want2) {
+					t.Fatalf("%s: second turn %v, want %v", mode.name, got2, want2)
+				}
+				again, _ := reply(seq, prompt, c.p, func(int) bool { return true }, 8)
+				if !slices.Equal(again, want[:8]) {
+					t.Fatalf("%s: the first prompt again %v, want %v", mode.name, again, want[:8])
+				}
+			}
+		})
+	}
+}
