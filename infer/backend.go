@@ -405,4 +405,8 @@ type BackendMemory struct {
 	Activations int64
 	// KV: the allocated KV cache (KVSpec.Bytes).
 	KV int64
+	// Recurrent: the recurrent layers' state as the backend holds it, 0
+	// where it holds RecurrentSpec.Bytes: more on a GPU whose chained
+	// passes keep a twin of each layer's state (to take a step back).
+	Recurrent int64
 }

@@ -107,6 +107,9 @@ func (m *Model) Memory(used int) Memory {
 		mem.Activations = bm.Activations
 		mem.Repacked = bm.Repacked
 		mem.KVAlloc = bm.KV
+		if bm.Recurrent > 0 {
+			mem.Recurrent = bm.Recurrent
+		}
 	}
 	return mem
 }

@@ -649,6 +649,11 @@ func (b *Backend) Memory() infer.BackendMemory {
 	if b.kv != nil {
 		m.KV = b.kv.spec.Bytes()
 	}
+	if b.rec != nil {
+		for _, buf := range b.rec.buffers() {
+			m.Recurrent += int64(buf.GetSize())
+		}
+	}
 	return m
 }
 
