@@ -28,6 +28,9 @@ type x16Kernel = func(w *byte, blocks int, qs, negq, dk *byte, y *float32, ldy i
 //	negq [N/32 blocks][8 tokens] int32    −Σq of each 32-block
 //	dk   [N/32 blocks][8 tokens] float32  the block's d (from its f16)
 //
+// For Q8_1 activations (Q4_1 and Q5_1 weights, whose codes need no
+// offset) negq holds instead the block's s as a float32 (from its f16).
+//
 // or, for activations quantized for Q1_0 weights, the Q1_0 kernels'
 // lookup tables (q1_0_amd64.go) instead: q1tab holds 16·N bytes per token.
 // The Q1_0 kernels read nothing else, and laying out the other planes too
@@ -39,7 +42,7 @@ type planes struct {
 }
 
 func (a *Activations) preparePlanes(wt gguf.Type) {
-	if !(haveVNNI && a.Type == gguf.Q8_K || (haveVNNI || haveAVX2) && a.Type == gguf.Q8_0) {
+	if !(haveVNNI && a.Type == gguf.Q8_K || (haveVNNI || haveAVX2) && (a.Type == gguf.Q8_0 || a.Type == gguf.Q8_1)) {
 		a.planes = nil
 		return
 	}
@@ -94,16 +97,24 @@ func (a *Activations) fillPlanes(t, c0, c1 int) {
 	qs := p.qs[tile*tileTokens*a.N:]
 	negq := p.negq[tile*tileTokens*a.N/8:]
 	dk := p.dk[tile*tileTokens*a.N/8:]
+	bb, q0 := q8_0Bytes, 2
+	if a.Type == gguf.Q8_1 {
+		bb, q0 = q8_1Bytes, 4
+	}
 	for b := c0 / qk8_0; b < c1/qk8_0; b++ {
-		blk := (*[q8_0Bytes]byte)(src[b*q8_0Bytes:])
+		blk := src[b*bb : (b+1)*bb]
 		var sum int32
 		for g := 0; g < 8; g++ {
-			word := binary.LittleEndian.Uint32(blk[2+4*g:])
+			word := binary.LittleEndian.Uint32(blk[q0+4*g:])
 			binary.LittleEndian.PutUint32(qs[4*((8*b+g)*tileTokens+lane):], word)
 			sum += int32(int8(word)) + int32(int8(word>>8)) + int32(int8(word>>16)) + int32(int8(word>>24))
 		}
-		binary.LittleEndian.PutUint32(negq[4*(b*tileTokens+lane):], uint32(-sum))
-		binary.LittleEndian.PutUint32(dk[4*(b*tileTokens+lane):], math.Float32bits(f16at(blk[:], 0)))
+		off := uint32(-sum)
+		if a.Type == gguf.Q8_1 {
+			off = math.Float32bits(f16at(blk, 2))
+		}
+		binary.LittleEndian.PutUint32(negq[4*(b*tileTokens+lane):], off)
+		binary.LittleEndian.PutUint32(dk[4*(b*tileTokens+lane):], math.Float32bits(f16at(blk, 0)))
 	}
 }
 
