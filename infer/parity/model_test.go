@@ -63,7 +63,7 @@ func logitTol(t gguf.Type, v float64) float64 {
 
 func activationStep(t gguf.Type) float64 {
 	switch quant.VecDotType(t) {
-	case gguf.Q8_0, gguf.Q8_K:
+	case gguf.Q8_0, gguf.Q8_1, gguf.Q8_K:
 		return 1.0 / 128
 	case gguf.BF16:
 		return 1.0 / 256

@@ -47,3 +47,100 @@ func legacyLayout(qsAt, hAt, blockBytes, scales, mAt int) *packedLayout {
 		}
 	}}
 }
+
+// legacyKernels is one legacy type's kernels (asm/legacy.go): AVX-512 VNNI
+// over 16 rows × 1 or 2 tokens, AVX2 over 8 rows × 1 token; eight lane
+// accumulators per row and token (ggml's order) leave room for no more.
+type legacyKernels struct {
+	layout *packedLayout
+	t1, t2 x16Kernel
+	avx2   legacyAVX2Kernel
+	// groupSums: the kernels' off is the planes' gsum (Q5_0), else negq
+	// (the Q8_1 activations' s).
+	groupSums bool
+}
+
+type legacyAVX2Kernel = func(w, sc *byte, blocks int, qs, off, dk *byte, y *float32)
+
+var (
+	q4_1Kernels = &legacyKernels{layout: layoutQ4_1, t1: q4_1x16t1, t2: q4_1x16t2, avx2: q4_1x8avx2t1}
+	q5_0Kernels = &legacyKernels{layout: layoutQ5_0, t1: q5_0x16t1, t2: q5_0x16t2, avx2: q5_0x8avx2t1, groupSums: true}
+	q5_1Kernels = &legacyKernels{layout: layoutQ5_1, t1: q5_1x16t1, t2: q5_1x16t2, avx2: q5_1x8avx2t1}
+)
+
+// isa is the kernels' row of isaTable.
+func (ks *legacyKernels) isa() isaKernels {
+	repackTo := func(m *Matrix) []byte { return repack(m, ks.layout) }
+	return isaKernels{
+		vnni: cpuKernel{product: func(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
+			ks.product(m, a, r0, r1, t0, t1, y)
+		}, repack: repackTo},
+		avx2: withF16C(cpuKernel{product: func(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
+			ks.productAVX2(m, a, r0, r1, t0, t1, y)
+		}, repack: repackTo}),
+	}
+}
+
+// planes returns token t's pointers into a's planes: quants, offsets
+// (gsum or negq) and scales.
+func (ks *legacyKernels) planes(a *Activations, t int) (qs, off, dk *byte) {
+	p := a.planes
+	tile, lane := t/tileTokens, t%tileTokens
+	qs = &p.qs[tile*tileTokens*a.N+4*lane]
+	dk = &p.dk[tile*tileTokens*a.N/8+4*lane]
+	if ks.groupSums {
+		return qs, &p.gsum[tile*tileTokens*a.N+4*lane], dk
+	}
+	return qs, &p.negq[tile*tileTokens*a.N/8+4*lane], dk
+}
+
+// product runs the AVX-512 kernels over rows [r0, r1) (r0 a multiple of
+// 16) and tokens [t0, t1): pairs of tokens within a tile, single ones
+// otherwise.
+func (ks *legacyKernels) product(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
+	blocks := m.Cols / ks.layout.cols
+	groupBytes := blocks * ks.layout.blockBytes
+	for g0 := r0; g0 < r1; g0 += packRows {
+		w := &m.packed[g0/packRows*groupBytes]
+		rowMask := uint16(1<<min(packRows, m.Rows-g0) - 1)
+		for t := t0; t < t1; {
+			qs, off, dk := ks.planes(a, t)
+			if t%2 == 0 && t1-t >= 2 {
+				ks.t2(w, blocks, qs, off, dk, &y[t*m.Rows+g0], 4*m.Rows, rowMask)
+				t += 2
+				continue
+			}
+			ks.t1(w, blocks, qs, off, dk, &y[t*m.Rows+g0], 4*m.Rows, rowMask)
+			t++
+		}
+	}
+}
+
+// productAVX2 is product with the AVX2 kernel, half a group and one token
+// a call; a half of fewer than 8 rows goes through scratch (the kernel
+// stores 8).
+func (ks *legacyKernels) productAVX2(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
+	l := ks.layout
+	blocks := m.Cols / l.cols
+	groupBytes := blocks * l.blockBytes
+	var scratch [8]float32
+	for g0 := r0; g0 < r1; g0 += packRows {
+		base := g0 / packRows * groupBytes
+		rows := min(packRows, m.Rows-g0)
+		for t := t0; t < t1; t++ {
+			qs, off, dk := ks.planes(a, t)
+			for half := 0; half < 2 && 8*half < rows; half++ {
+				out := y[t*m.Rows+g0+8*half:]
+				n := min(8, rows-8*half)
+				dst := &scratch[0]
+				if n == 8 {
+					dst = &out[0]
+				}
+				ks.avx2(&m.packed[base+32*half], &m.packed[base+l.scales+16*half], blocks, qs, off, dk, dst)
+				if n < 8 {
+					copy(out[:n], scratch[:n])
+				}
+			}
+		}
+	}
+}

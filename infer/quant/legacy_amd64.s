@@ -88,575 +88,297 @@ DATA legacyones16<>+28(SB)/2, $0x0001
 DATA legacyones16<>+30(SB)/2, $0x0001
 GLOBL legacyones16<>(SB), RODATA|NOPTR, $32
 
-// func q4_1x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+// func q4_1x16t1(w *byte, blocks int, qs *byte, off *byte, dk *byte, y *float32, ldy int, rowMask uint16)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
 TEXT ·q4_1x16t1(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
 	MOVQ         qs+16(FP), DX
-	MOVQ         negq+24(FP), BX
+	MOVQ         off+24(FP), BX
 	MOVQ         dk+32(FP), SI
 	MOVL         $0x0f0f0f0f, DI
 	VPBROADCASTD DI, Z0
 	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
 
 block:
-	PREFETCHT0       5120(AX)
-	PREFETCHT0       5184(AX)
-	PREFETCHT0       5248(AX)
-	PREFETCHT0       5312(AX)
-	PREFETCHT0       5376(AX)
-	VPXORD           Z2, Z2, Z2
-	VMOVDQU64        (AX), Z3
-	VPANDD           Z0, Z3, Z4
-	VPSRLW           $0x04, Z3, Z3
-	VPANDD           Z0, Z3, Z3
-	VPDPBUSD.BCST    (DX), Z4, Z2
-	VPDPBUSD.BCST    32(DX), Z3, Z2
-	VMOVDQU64        64(AX), Z3
-	VPANDD           Z0, Z3, Z4
-	VPSRLW           $0x04, Z3, Z3
-	VPANDD           Z0, Z3, Z3
-	VPDPBUSD.BCST    64(DX), Z4, Z2
-	VPDPBUSD.BCST    96(DX), Z3, Z2
-	VMOVDQU64        128(AX), Z3
-	VPANDD           Z0, Z3, Z4
-	VPSRLW           $0x04, Z3, Z3
-	VPANDD           Z0, Z3, Z3
-	VPDPBUSD.BCST    128(DX), Z4, Z2
-	VPDPBUSD.BCST    160(DX), Z3, Z2
-	VMOVDQU64        192(AX), Z3
-	VPANDD           Z0, Z3, Z4
-	VPSRLW           $0x04, Z3, Z3
-	VPANDD           Z0, Z3, Z3
-	VPDPBUSD.BCST    192(DX), Z4, Z2
-	VPDPBUSD.BCST    224(DX), Z3, Z2
-	VCVTPH2PS        256(AX), Z3
-	VCVTDQ2PS        Z2, Z2
-	VMULPS.BCST      (SI), Z3, Z3
-	VFMADD231PS      Z2, Z3, Z1
-	VCVTPH2PS        288(AX), Z3
-	VFMADD231PS.BCST (BX), Z3, Z1
+	PREFETCHT0    5120(AX)
+	PREFETCHT0    5184(AX)
+	PREFETCHT0    5248(AX)
+	PREFETCHT0    5312(AX)
+	PREFETCHT0    5376(AX)
+	VCVTPH2PS     256(AX), Z10
+	VMULPS.BCST   (SI), Z10, Z10
+	VMOVDQU64     (AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VMOVDQA64     Z1, Z14
+	VPDPBUSD.BCST (DX), Z13, Z14
+	VCVTDQ2PS     Z14, Z14
+	VFMADD231PS   Z14, Z10, Z2
+	VPSRLW        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VMOVDQA64     Z1, Z13
+	VPDPBUSD.BCST 32(DX), Z12, Z13
+	VCVTDQ2PS     Z13, Z13
+	VFMADD231PS   Z13, Z10, Z3
+	VMOVDQU64     64(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VMOVDQA64     Z1, Z14
+	VPDPBUSD.BCST 64(DX), Z13, Z14
+	VCVTDQ2PS     Z14, Z14
+	VFMADD231PS   Z14, Z10, Z4
+	VPSRLW        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VMOVDQA64     Z1, Z13
+	VPDPBUSD.BCST 96(DX), Z12, Z13
+	VCVTDQ2PS     Z13, Z13
+	VFMADD231PS   Z13, Z10, Z5
+	VMOVDQU64     128(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VMOVDQA64     Z1, Z14
+	VPDPBUSD.BCST 128(DX), Z13, Z14
+	VCVTDQ2PS     Z14, Z14
+	VFMADD231PS   Z14, Z10, Z6
+	VPSRLW        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VMOVDQA64     Z1, Z13
+	VPDPBUSD.BCST 160(DX), Z12, Z13
+	VCVTDQ2PS     Z13, Z13
+	VFMADD231PS   Z13, Z10, Z7
+	VMOVDQU64     192(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VMOVDQA64     Z1, Z14
+	VPDPBUSD.BCST 192(DX), Z13, Z14
+	VCVTDQ2PS     Z14, Z14
+	VFMADD231PS   Z14, Z10, Z8
+	VPSRLW        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VMOVDQA64     Z1, Z13
+	VPDPBUSD.BCST 224(DX), Z12, Z13
+	VCVTDQ2PS     Z13, Z13
+	VFMADD231PS   Z13, Z10, Z9
+	ADDQ          $0x00000140, AX
+	ADDQ          $0x00000100, DX
+	ADDQ          $0x00000020, BX
+	ADDQ          $0x00000020, SI
+	DECQ          CX
+	JNZ           block
+	MOVQ          w+0(FP), AX
+	MOVQ          blocks+8(FP), CX
+	MOVQ          off+24(FP), BX
+	VPXORD        Z11, Z11, Z11
+
+mblock:
+	VCVTPH2PS        288(AX), Z0
+	VFMADD231PS.BCST (BX), Z0, Z11
 	ADDQ             $0x00000140, AX
-	ADDQ             $0x00000100, DX
 	ADDQ             $0x00000020, BX
-	ADDQ             $0x00000020, SI
 	DECQ             CX
-	JNZ              block
+	JNZ              mblock
+	VADDPS           Z6, Z2, Z2
+	VADDPS           Z8, Z4, Z4
+	VADDPS           Z4, Z2, Z2
+	VADDPS           Z7, Z3, Z3
+	VADDPS           Z9, Z5, Z5
+	VADDPS           Z5, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VADDPS           Z11, Z2, Z2
 	MOVQ             y+40(FP), AX
 	MOVQ             ldy+48(FP), CX
 	MOVWLZX          rowMask+56(FP), CX
 	KMOVW            CX, K1
-	VMOVUPS          Z1, K1, (AX)
+	VMOVUPS          Z2, K1, (AX)
 	VZEROUPPER
 	RET
 
-// func q4_1x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+// func q4_1x16t2(w *byte, blocks int, qs *byte, off *byte, dk *byte, y *float32, ldy int, rowMask uint16)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
 TEXT ·q4_1x16t2(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
 	MOVQ         qs+16(FP), DX
-	MOVQ         negq+24(FP), BX
+	MOVQ         off+24(FP), BX
 	MOVQ         dk+32(FP), SI
 	MOVL         $0x0f0f0f0f, DI
 	VPBROADCASTD DI, Z0
 	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
 	VPXORD       Z3, Z3, Z3
-
-block:
-	PREFETCHT0       5120(AX)
-	PREFETCHT0       5184(AX)
-	PREFETCHT0       5248(AX)
-	PREFETCHT0       5312(AX)
-	PREFETCHT0       5376(AX)
-	VPXORD           Z2, Z2, Z2
-	VPXORD           Z4, Z4, Z4
-	VMOVDQU64        (AX), Z5
-	VPANDD           Z0, Z5, Z6
-	VPSRLW           $0x04, Z5, Z5
-	VPANDD           Z0, Z5, Z5
-	VPDPBUSD.BCST    (DX), Z6, Z2
-	VPDPBUSD.BCST    4(DX), Z6, Z4
-	VPDPBUSD.BCST    32(DX), Z5, Z2
-	VPDPBUSD.BCST    36(DX), Z5, Z4
-	VMOVDQU64        64(AX), Z5
-	VPANDD           Z0, Z5, Z6
-	VPSRLW           $0x04, Z5, Z5
-	VPANDD           Z0, Z5, Z5
-	VPDPBUSD.BCST    64(DX), Z6, Z2
-	VPDPBUSD.BCST    68(DX), Z6, Z4
-	VPDPBUSD.BCST    96(DX), Z5, Z2
-	VPDPBUSD.BCST    100(DX), Z5, Z4
-	VMOVDQU64        128(AX), Z5
-	VPANDD           Z0, Z5, Z6
-	VPSRLW           $0x04, Z5, Z5
-	VPANDD           Z0, Z5, Z5
-	VPDPBUSD.BCST    128(DX), Z6, Z2
-	VPDPBUSD.BCST    132(DX), Z6, Z4
-	VPDPBUSD.BCST    160(DX), Z5, Z2
-	VPDPBUSD.BCST    164(DX), Z5, Z4
-	VMOVDQU64        192(AX), Z5
-	VPANDD           Z0, Z5, Z6
-	VPSRLW           $0x04, Z5, Z5
-	VPANDD           Z0, Z5, Z5
-	VPDPBUSD.BCST    192(DX), Z6, Z2
-	VPDPBUSD.BCST    196(DX), Z6, Z4
-	VPDPBUSD.BCST    224(DX), Z5, Z2
-	VPDPBUSD.BCST    228(DX), Z5, Z4
-	VCVTPH2PS        256(AX), Z5
-	VCVTDQ2PS        Z2, Z2
-	VMULPS.BCST      (SI), Z5, Z6
-	VFMADD231PS      Z2, Z6, Z1
-	VCVTDQ2PS        Z4, Z4
-	VMULPS.BCST      4(SI), Z5, Z5
-	VFMADD231PS      Z4, Z5, Z3
-	VCVTPH2PS        288(AX), Z5
-	VFMADD231PS.BCST (BX), Z5, Z1
-	VFMADD231PS.BCST 4(BX), Z5, Z3
-	ADDQ             $0x00000140, AX
-	ADDQ             $0x00000100, DX
-	ADDQ             $0x00000020, BX
-	ADDQ             $0x00000020, SI
-	DECQ             CX
-	JNZ              block
-	MOVQ             y+40(FP), AX
-	MOVQ             ldy+48(FP), CX
-	MOVWLZX          rowMask+56(FP), DX
-	KMOVW            DX, K1
-	VMOVUPS          Z1, K1, (AX)
-	ADDQ             CX, AX
-	VMOVUPS          Z3, K1, (AX)
-	VZEROUPPER
-	RET
-
-// func q4_1x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
-TEXT ·q4_1x16t4(SB), NOSPLIT, $0-58
-	MOVQ         w+0(FP), AX
-	MOVQ         blocks+8(FP), CX
-	MOVQ         qs+16(FP), DX
-	MOVQ         negq+24(FP), BX
-	MOVQ         dk+32(FP), SI
-	MOVL         $0x0f0f0f0f, DI
-	VPBROADCASTD DI, Z0
-	VPXORD       Z1, Z1, Z1
-	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
 	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
 	VPXORD       Z7, Z7, Z7
-
-block:
-	PREFETCHT0       5120(AX)
-	PREFETCHT0       5184(AX)
-	PREFETCHT0       5248(AX)
-	PREFETCHT0       5312(AX)
-	PREFETCHT0       5376(AX)
-	VPXORD           Z2, Z2, Z2
-	VPXORD           Z4, Z4, Z4
-	VPXORD           Z6, Z6, Z6
-	VPXORD           Z8, Z8, Z8
-	VMOVDQU64        (AX), Z9
-	VPANDD           Z0, Z9, Z10
-	VPSRLW           $0x04, Z9, Z9
-	VPANDD           Z0, Z9, Z9
-	VPDPBUSD.BCST    (DX), Z10, Z2
-	VPDPBUSD.BCST    4(DX), Z10, Z4
-	VPDPBUSD.BCST    8(DX), Z10, Z6
-	VPDPBUSD.BCST    12(DX), Z10, Z8
-	VPDPBUSD.BCST    32(DX), Z9, Z2
-	VPDPBUSD.BCST    36(DX), Z9, Z4
-	VPDPBUSD.BCST    40(DX), Z9, Z6
-	VPDPBUSD.BCST    44(DX), Z9, Z8
-	VMOVDQU64        64(AX), Z9
-	VPANDD           Z0, Z9, Z10
-	VPSRLW           $0x04, Z9, Z9
-	VPANDD           Z0, Z9, Z9
-	VPDPBUSD.BCST    64(DX), Z10, Z2
-	VPDPBUSD.BCST    68(DX), Z10, Z4
-	VPDPBUSD.BCST    72(DX), Z10, Z6
-	VPDPBUSD.BCST    76(DX), Z10, Z8
-	VPDPBUSD.BCST    96(DX), Z9, Z2
-	VPDPBUSD.BCST    100(DX), Z9, Z4
-	VPDPBUSD.BCST    104(DX), Z9, Z6
-	VPDPBUSD.BCST    108(DX), Z9, Z8
-	VMOVDQU64        128(AX), Z9
-	VPANDD           Z0, Z9, Z10
-	VPSRLW           $0x04, Z9, Z9
-	VPANDD           Z0, Z9, Z9
-	VPDPBUSD.BCST    128(DX), Z10, Z2
-	VPDPBUSD.BCST    132(DX), Z10, Z4
-	VPDPBUSD.BCST    136(DX), Z10, Z6
-	VPDPBUSD.BCST    140(DX), Z10, Z8
-	VPDPBUSD.BCST    160(DX), Z9, Z2
-	VPDPBUSD.BCST    164(DX), Z9, Z4
-	VPDPBUSD.BCST    168(DX), Z9, Z6
-	VPDPBUSD.BCST    172(DX), Z9, Z8
-	VMOVDQU64        192(AX), Z9
-	VPANDD           Z0, Z9, Z10
-	VPSRLW           $0x04, Z9, Z9
-	VPANDD           Z0, Z9, Z9
-	VPDPBUSD.BCST    192(DX), Z10, Z2
-	VPDPBUSD.BCST    196(DX), Z10, Z4
-	VPDPBUSD.BCST    200(DX), Z10, Z6
-	VPDPBUSD.BCST    204(DX), Z10, Z8
-	VPDPBUSD.BCST    224(DX), Z9, Z2
-	VPDPBUSD.BCST    228(DX), Z9, Z4
-	VPDPBUSD.BCST    232(DX), Z9, Z6
-	VPDPBUSD.BCST    236(DX), Z9, Z8
-	VCVTPH2PS        256(AX), Z9
-	VCVTDQ2PS        Z2, Z2
-	VMULPS.BCST      (SI), Z9, Z10
-	VFMADD231PS      Z2, Z10, Z1
-	VCVTDQ2PS        Z4, Z4
-	VMULPS.BCST      4(SI), Z9, Z10
-	VFMADD231PS      Z4, Z10, Z3
-	VCVTDQ2PS        Z6, Z6
-	VMULPS.BCST      8(SI), Z9, Z10
-	VFMADD231PS      Z6, Z10, Z5
-	VCVTDQ2PS        Z8, Z8
-	VMULPS.BCST      12(SI), Z9, Z9
-	VFMADD231PS      Z8, Z9, Z7
-	VCVTPH2PS        288(AX), Z9
-	VFMADD231PS.BCST (BX), Z9, Z1
-	VFMADD231PS.BCST 4(BX), Z9, Z3
-	VFMADD231PS.BCST 8(BX), Z9, Z5
-	VFMADD231PS.BCST 12(BX), Z9, Z7
-	ADDQ             $0x00000140, AX
-	ADDQ             $0x00000100, DX
-	ADDQ             $0x00000020, BX
-	ADDQ             $0x00000020, SI
-	DECQ             CX
-	JNZ              block
-	MOVQ             y+40(FP), AX
-	MOVQ             ldy+48(FP), CX
-	MOVWLZX          rowMask+56(FP), DX
-	KMOVW            DX, K1
-	VMOVUPS          Z1, K1, (AX)
-	ADDQ             CX, AX
-	VMOVUPS          Z3, K1, (AX)
-	ADDQ             CX, AX
-	VMOVUPS          Z5, K1, (AX)
-	ADDQ             CX, AX
-	VMOVUPS          Z7, K1, (AX)
-	VZEROUPPER
-	RET
-
-// func q4_1x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
-TEXT ·q4_1x16t8(SB), NOSPLIT, $0-58
-	MOVQ         w+0(FP), AX
-	MOVQ         blocks+8(FP), CX
-	MOVQ         qs+16(FP), DX
-	MOVQ         negq+24(FP), BX
-	MOVQ         dk+32(FP), SI
-	MOVL         $0x0f0f0f0f, DI
-	VPBROADCASTD DI, Z0
-	VPXORD       Z1, Z1, Z1
-	VPXORD       Z3, Z3, Z3
-	VPXORD       Z5, Z5, Z5
-	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
 	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
 	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
 	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
 	VPXORD       Z15, Z15, Z15
+	VPXORD       Z16, Z16, Z16
+	VPXORD       Z17, Z17, Z17
 
 block:
-	PREFETCHT0       5120(AX)
-	PREFETCHT0       5184(AX)
-	PREFETCHT0       5248(AX)
-	PREFETCHT0       5312(AX)
-	PREFETCHT0       5376(AX)
-	VPXORD           Z2, Z2, Z2
-	VPXORD           Z4, Z4, Z4
-	VPXORD           Z6, Z6, Z6
-	VPXORD           Z8, Z8, Z8
-	VPXORD           Z10, Z10, Z10
-	VPXORD           Z12, Z12, Z12
-	VPXORD           Z14, Z14, Z14
-	VPXORD           Z16, Z16, Z16
-	VMOVDQU64        (AX), Z17
-	VPANDD           Z0, Z17, Z18
-	VPSRLW           $0x04, Z17, Z17
-	VPANDD           Z0, Z17, Z17
-	VPDPBUSD.BCST    (DX), Z18, Z2
-	VPDPBUSD.BCST    4(DX), Z18, Z4
-	VPDPBUSD.BCST    8(DX), Z18, Z6
-	VPDPBUSD.BCST    12(DX), Z18, Z8
-	VPDPBUSD.BCST    16(DX), Z18, Z10
-	VPDPBUSD.BCST    20(DX), Z18, Z12
-	VPDPBUSD.BCST    24(DX), Z18, Z14
-	VPDPBUSD.BCST    28(DX), Z18, Z16
-	VPDPBUSD.BCST    32(DX), Z17, Z2
-	VPDPBUSD.BCST    36(DX), Z17, Z4
-	VPDPBUSD.BCST    40(DX), Z17, Z6
-	VPDPBUSD.BCST    44(DX), Z17, Z8
-	VPDPBUSD.BCST    48(DX), Z17, Z10
-	VPDPBUSD.BCST    52(DX), Z17, Z12
-	VPDPBUSD.BCST    56(DX), Z17, Z14
-	VPDPBUSD.BCST    60(DX), Z17, Z16
-	VMOVDQU64        64(AX), Z17
-	VPANDD           Z0, Z17, Z18
-	VPSRLW           $0x04, Z17, Z17
-	VPANDD           Z0, Z17, Z17
-	VPDPBUSD.BCST    64(DX), Z18, Z2
-	VPDPBUSD.BCST    68(DX), Z18, Z4
-	VPDPBUSD.BCST    72(DX), Z18, Z6
-	VPDPBUSD.BCST    76(DX), Z18, Z8
-	VPDPBUSD.BCST    80(DX), Z18, Z10
-	VPDPBUSD.BCST    84(DX), Z18, Z12
-	VPDPBUSD.BCST    88(DX), Z18, Z14
-	VPDPBUSD.BCST    92(DX), Z18, Z16
-	VPDPBUSD.BCST    96(DX), Z17, Z2
-	VPDPBUSD.BCST    100(DX), Z17, Z4
-	VPDPBUSD.BCST    104(DX), Z17, Z6
-	VPDPBUSD.BCST    108(DX), Z17, Z8
-	VPDPBUSD.BCST    112(DX), Z17, Z10
-	VPDPBUSD.BCST    116(DX), Z17, Z12
-	VPDPBUSD.BCST    120(DX), Z17, Z14
-	VPDPBUSD.BCST    124(DX), Z17, Z16
-	VMOVDQU64        128(AX), Z17
-	VPANDD           Z0, Z17, Z18
-	VPSRLW           $0x04, Z17, Z17
-	VPANDD           Z0, Z17, Z17
-	VPDPBUSD.BCST    128(DX), Z18, Z2
-	VPDPBUSD.BCST    132(DX), Z18, Z4
-	VPDPBUSD.BCST    136(DX), Z18, Z6
-	VPDPBUSD.BCST    140(DX), Z18, Z8
-	VPDPBUSD.BCST    144(DX), Z18, Z10
-	VPDPBUSD.BCST    148(DX), Z18, Z12
-	VPDPBUSD.BCST    152(DX), Z18, Z14
-	VPDPBUSD.BCST    156(DX), Z18, Z16
-	VPDPBUSD.BCST    160(DX), Z17, Z2
-	VPDPBUSD.BCST    164(DX), Z17, Z4
-	VPDPBUSD.BCST    168(DX), Z17, Z6
-	VPDPBUSD.BCST    172(DX), Z17, Z8
-	VPDPBUSD.BCST    176(DX), Z17, Z10
-	VPDPBUSD.BCST    180(DX), Z17, Z12
-	VPDPBUSD.BCST    184(DX), Z17, Z14
-	VPDPBUSD.BCST    188(DX), Z17, Z16
-	VMOVDQU64        192(AX), Z17
-	VPANDD           Z0, Z17, Z18
-	VPSRLW           $0x04, Z17, Z17
-	VPANDD           Z0, Z17, Z17
-	VPDPBUSD.BCST    192(DX), Z18, Z2
-	VPDPBUSD.BCST    196(DX), Z18, Z4
-	VPDPBUSD.BCST    200(DX), Z18, Z6
-	VPDPBUSD.BCST    204(DX), Z18, Z8
-	VPDPBUSD.BCST    208(DX), Z18, Z10
-	VPDPBUSD.BCST    212(DX), Z18, Z12
-	VPDPBUSD.BCST    216(DX), Z18, Z14
-	VPDPBUSD.BCST    220(DX), Z18, Z16
-	VPDPBUSD.BCST    224(DX), Z17, Z2
-	VPDPBUSD.BCST    228(DX), Z17, Z4
-	VPDPBUSD.BCST    232(DX), Z17, Z6
-	VPDPBUSD.BCST    236(DX), Z17, Z8
-	VPDPBUSD.BCST    240(DX), Z17, Z10
-	VPDPBUSD.BCST    244(DX), Z17, Z12
-	VPDPBUSD.BCST    248(DX), Z17, Z14
-	VPDPBUSD.BCST    252(DX), Z17, Z16
-	VCVTPH2PS        256(AX), Z17
-	VCVTDQ2PS        Z2, Z2
-	VMULPS.BCST      (SI), Z17, Z18
-	VFMADD231PS      Z2, Z18, Z1
-	VCVTDQ2PS        Z4, Z4
-	VMULPS.BCST      4(SI), Z17, Z18
-	VFMADD231PS      Z4, Z18, Z3
-	VCVTDQ2PS        Z6, Z6
-	VMULPS.BCST      8(SI), Z17, Z18
-	VFMADD231PS      Z6, Z18, Z5
-	VCVTDQ2PS        Z8, Z8
-	VMULPS.BCST      12(SI), Z17, Z18
-	VFMADD231PS      Z8, Z18, Z7
-	VCVTDQ2PS        Z10, Z10
-	VMULPS.BCST      16(SI), Z17, Z18
-	VFMADD231PS      Z10, Z18, Z9
-	VCVTDQ2PS        Z12, Z12
-	VMULPS.BCST      20(SI), Z17, Z18
-	VFMADD231PS      Z12, Z18, Z11
-	VCVTDQ2PS        Z14, Z14
-	VMULPS.BCST      24(SI), Z17, Z18
-	VFMADD231PS      Z14, Z18, Z13
-	VCVTDQ2PS        Z16, Z16
-	VMULPS.BCST      28(SI), Z17, Z17
-	VFMADD231PS      Z16, Z17, Z15
-	VCVTPH2PS        288(AX), Z17
-	VFMADD231PS.BCST (BX), Z17, Z1
-	VFMADD231PS.BCST 4(BX), Z17, Z3
-	VFMADD231PS.BCST 8(BX), Z17, Z5
-	VFMADD231PS.BCST 12(BX), Z17, Z7
-	VFMADD231PS.BCST 16(BX), Z17, Z9
-	VFMADD231PS.BCST 20(BX), Z17, Z11
-	VFMADD231PS.BCST 24(BX), Z17, Z13
-	VFMADD231PS.BCST 28(BX), Z17, Z15
+	PREFETCHT0    5120(AX)
+	PREFETCHT0    5184(AX)
+	PREFETCHT0    5248(AX)
+	PREFETCHT0    5312(AX)
+	PREFETCHT0    5376(AX)
+	VCVTPH2PS     256(AX), Z18
+	VMULPS.BCST   (SI), Z18, Z19
+	VMULPS.BCST   4(SI), Z18, Z18
+	VMOVDQU64     (AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VMOVDQA64     Z1, Z24
+	VPDPBUSD.BCST (DX), Z23, Z24
+	VCVTDQ2PS     Z24, Z24
+	VFMADD231PS   Z24, Z19, Z2
+	VMOVDQA64     Z1, Z24
+	VPDPBUSD.BCST 4(DX), Z23, Z24
+	VCVTDQ2PS     Z24, Z24
+	VFMADD231PS   Z24, Z18, Z10
+	VPSRLW        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VMOVDQA64     Z1, Z23
+	VPDPBUSD.BCST 32(DX), Z22, Z23
+	VCVTDQ2PS     Z23, Z23
+	VFMADD231PS   Z23, Z19, Z3
+	VMOVDQA64     Z1, Z23
+	VPDPBUSD.BCST 36(DX), Z22, Z23
+	VCVTDQ2PS     Z23, Z23
+	VFMADD231PS   Z23, Z18, Z11
+	VMOVDQU64     64(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VMOVDQA64     Z1, Z24
+	VPDPBUSD.BCST 64(DX), Z23, Z24
+	VCVTDQ2PS     Z24, Z24
+	VFMADD231PS   Z24, Z19, Z4
+	VMOVDQA64     Z1, Z24
+	VPDPBUSD.BCST 68(DX), Z23, Z24
+	VCVTDQ2PS     Z24, Z24
+	VFMADD231PS   Z24, Z18, Z12
+	VPSRLW        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VMOVDQA64     Z1, Z23
+	VPDPBUSD.BCST 96(DX), Z22, Z23
+	VCVTDQ2PS     Z23, Z23
+	VFMADD231PS   Z23, Z19, Z5
+	VMOVDQA64     Z1, Z23
+	VPDPBUSD.BCST 100(DX), Z22, Z23
+	VCVTDQ2PS     Z23, Z23
+	VFMADD231PS   Z23, Z18, Z13
+	VMOVDQU64     128(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VMOVDQA64     Z1, Z24
+	VPDPBUSD.BCST 128(DX), Z23, Z24
+	VCVTDQ2PS     Z24, Z24
+	VFMADD231PS   Z24, Z19, Z6
+	VMOVDQA64     Z1, Z24
+	VPDPBUSD.BCST 132(DX), Z23, Z24
+	VCVTDQ2PS     Z24, Z24
+	VFMADD231PS   Z24, Z18, Z14
+	VPSRLW        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VMOVDQA64     Z1, Z23
+	VPDPBUSD.BCST 160(DX), Z22, Z23
+	VCVTDQ2PS     Z23, Z23
+	VFMADD231PS   Z23, Z19, Z7
+	VMOVDQA64     Z1, Z23
+	VPDPBUSD.BCST 164(DX), Z22, Z23
+	VCVTDQ2PS     Z23, Z23
+	VFMADD231PS   Z23, Z18, Z15
+	VMOVDQU64     192(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VMOVDQA64     Z1, Z24
+	VPDPBUSD.BCST 192(DX), Z23, Z24
+	VCVTDQ2PS     Z24, Z24
+	VFMADD231PS   Z24, Z19, Z8
+	VMOVDQA64     Z1, Z24
+	VPDPBUSD.BCST 196(DX), Z23, Z24
+	VCVTDQ2PS     Z24, Z24
+	VFMADD231PS   Z24, Z18, Z16
+	VPSRLW        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VMOVDQA64     Z1, Z23
+	VPDPBUSD.BCST 224(DX), Z22, Z23
+	VCVTDQ2PS     Z23, Z23
+	VFMADD231PS   Z23, Z19, Z9
+	VMOVDQA64     Z1, Z19
+	VPDPBUSD.BCST 228(DX), Z22, Z19
+	VCVTDQ2PS     Z19, Z19
+	VFMADD231PS   Z19, Z18, Z17
+	ADDQ          $0x00000140, AX
+	ADDQ          $0x00000100, DX
+	ADDQ          $0x00000020, BX
+	ADDQ          $0x00000020, SI
+	DECQ          CX
+	JNZ           block
+	MOVQ          w+0(FP), AX
+	MOVQ          blocks+8(FP), CX
+	MOVQ          off+24(FP), BX
+	VPXORD        Z20, Z20, Z20
+	VPXORD        Z21, Z21, Z21
+
+mblock:
+	VCVTPH2PS        288(AX), Z0
+	VFMADD231PS.BCST (BX), Z0, Z20
+	VFMADD231PS.BCST 4(BX), Z0, Z21
 	ADDQ             $0x00000140, AX
-	ADDQ             $0x00000100, DX
 	ADDQ             $0x00000020, BX
-	ADDQ             $0x00000020, SI
 	DECQ             CX
-	JNZ              block
+	JNZ              mblock
+	VADDPS           Z6, Z2, Z2
+	VADDPS           Z8, Z4, Z4
+	VADDPS           Z4, Z2, Z2
+	VADDPS           Z7, Z3, Z3
+	VADDPS           Z9, Z5, Z5
+	VADDPS           Z5, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VADDPS           Z20, Z2, Z2
+	VADDPS           Z14, Z10, Z10
+	VADDPS           Z16, Z12, Z12
+	VADDPS           Z12, Z10, Z10
+	VADDPS           Z15, Z11, Z11
+	VADDPS           Z17, Z13, Z13
+	VADDPS           Z13, Z11, Z11
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z21, Z10, Z10
 	MOVQ             y+40(FP), AX
 	MOVQ             ldy+48(FP), CX
 	MOVWLZX          rowMask+56(FP), DX
 	KMOVW            DX, K1
-	VMOVUPS          Z1, K1, (AX)
+	VMOVUPS          Z2, K1, (AX)
 	ADDQ             CX, AX
-	VMOVUPS          Z3, K1, (AX)
-	ADDQ             CX, AX
-	VMOVUPS          Z5, K1, (AX)
-	ADDQ             CX, AX
-	VMOVUPS          Z7, K1, (AX)
-	ADDQ             CX, AX
-	VMOVUPS          Z9, K1, (AX)
-	ADDQ             CX, AX
-	VMOVUPS          Z11, K1, (AX)
-	ADDQ             CX, AX
-	VMOVUPS          Z13, K1, (AX)
-	ADDQ             CX, AX
-	VMOVUPS          Z15, K1, (AX)
+	VMOVUPS          Z10, K1, (AX)
 	VZEROUPPER
 	RET
 
-// func q4_1x16avx2t1(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+// func q4_1x8avx2t1(w *byte, sc *byte, blocks int, qs *byte, off *byte, dk *byte, y *float32)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·q4_1x16avx2t1(SB), NOSPLIT, $0-64
+TEXT ·q4_1x8avx2t1(SB), NOSPLIT, $0-56
 	MOVQ   w+0(FP), AX
 	MOVQ   sc+8(FP), CX
 	MOVQ   blocks+16(FP), DX
 	MOVQ   qs+24(FP), BX
-	MOVQ   negq+32(FP), SI
-	MOVQ   dk+40(FP), DI
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-
-block:
-	PREFETCHT0   5120(AX)
-	PREFETCHT0   5184(AX)
-	PREFETCHT0   5248(AX)
-	PREFETCHT0   5312(AX)
-	PREFETCHT0   5376(AX)
-	VMOVDQU      (AX), Y2
-	VPAND        legacynibble<>+0(SB), Y2, Y2
-	VMOVDQU      32(AX), Y3
-	VPAND        legacynibble<>+0(SB), Y3, Y3
-	VPBROADCASTD (BX), Y4
-	VPMADDUBSW   Y4, Y2, Y2
-	VPMADDUBSW   Y4, Y3, Y3
-	VMOVDQU      (AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        legacynibble<>+0(SB), Y4, Y4
-	VMOVDQU      32(AX), Y5
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        legacynibble<>+0(SB), Y5, Y5
-	VPBROADCASTD 32(BX), Y6
-	VPMADDUBSW   Y6, Y4, Y4
-	VPADDW       Y4, Y2, Y2
-	VPMADDUBSW   Y6, Y5, Y4
-	VPADDW       Y4, Y3, Y3
-	VMOVDQU      64(AX), Y4
-	VPAND        legacynibble<>+0(SB), Y4, Y4
-	VMOVDQU      96(AX), Y5
-	VPAND        legacynibble<>+0(SB), Y5, Y5
-	VPBROADCASTD 64(BX), Y6
-	VPMADDUBSW   Y6, Y4, Y4
-	VPADDW       Y4, Y2, Y2
-	VPMADDUBSW   Y6, Y5, Y4
-	VPADDW       Y4, Y3, Y3
-	VMOVDQU      64(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        legacynibble<>+0(SB), Y4, Y4
-	VMOVDQU      96(AX), Y5
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        legacynibble<>+0(SB), Y5, Y5
-	VPBROADCASTD 96(BX), Y6
-	VPMADDUBSW   Y6, Y4, Y4
-	VPADDW       Y4, Y2, Y2
-	VPMADDUBSW   Y6, Y5, Y4
-	VPADDW       Y4, Y3, Y3
-	VMOVDQU      128(AX), Y4
-	VPAND        legacynibble<>+0(SB), Y4, Y4
-	VMOVDQU      160(AX), Y5
-	VPAND        legacynibble<>+0(SB), Y5, Y5
-	VPBROADCASTD 128(BX), Y6
-	VPMADDUBSW   Y6, Y4, Y4
-	VPADDW       Y4, Y2, Y2
-	VPMADDUBSW   Y6, Y5, Y4
-	VPADDW       Y4, Y3, Y3
-	VMOVDQU      128(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        legacynibble<>+0(SB), Y4, Y4
-	VMOVDQU      160(AX), Y5
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        legacynibble<>+0(SB), Y5, Y5
-	VPBROADCASTD 160(BX), Y6
-	VPMADDUBSW   Y6, Y4, Y4
-	VPADDW       Y4, Y2, Y2
-	VPMADDUBSW   Y6, Y5, Y4
-	VPADDW       Y4, Y3, Y3
-	VMOVDQU      192(AX), Y4
-	VPAND        legacynibble<>+0(SB), Y4, Y4
-	VMOVDQU      224(AX), Y5
-	VPAND        legacynibble<>+0(SB), Y5, Y5
-	VPBROADCASTD 192(BX), Y6
-	VPMADDUBSW   Y6, Y4, Y4
-	VPADDW       Y4, Y2, Y2
-	VPMADDUBSW   Y6, Y5, Y4
-	VPADDW       Y4, Y3, Y3
-	VMOVDQU      192(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        legacynibble<>+0(SB), Y4, Y4
-	VMOVDQU      224(AX), Y5
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        legacynibble<>+0(SB), Y5, Y5
-	VPBROADCASTD 224(BX), Y6
-	VPMADDUBSW   Y6, Y4, Y4
-	VPADDW       Y4, Y2, Y2
-	VPMADDUBSW   Y6, Y5, Y4
-	VPADDW       Y4, Y3, Y3
-	VPMADDWD     legacyones16<>+0(SB), Y2, Y2
-	VPMADDWD     legacyones16<>+0(SB), Y3, Y3
-	VCVTPH2PS    (CX), Y4
-	VCVTDQ2PS    Y2, Y2
-	VBROADCASTSS (DI), Y5
-	VMULPS       Y5, Y4, Y5
-	VFMADD231PS  Y2, Y5, Y0
-	VCVTPH2PS    16(CX), Y2
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS (DI), Y4
-	VMULPS       Y4, Y2, Y4
-	VFMADD231PS  Y3, Y4, Y1
-	VCVTPH2PS    32(CX), Y2
-	VBROADCASTSS (SI), Y3
-	VFMADD231PS  Y3, Y2, Y0
-	VCVTPH2PS    48(CX), Y2
-	VBROADCASTSS (SI), Y3
-	VFMADD231PS  Y3, Y2, Y1
-	ADDQ         $0x00000140, AX
-	ADDQ         $0x00000140, CX
-	ADDQ         $0x00000100, BX
-	ADDQ         $0x00000020, SI
-	ADDQ         $0x00000020, DI
-	DECQ         DX
-	JNZ          block
-	MOVQ         y+48(FP), AX
-	MOVQ         ldy+56(FP), CX
-	VMOVUPS      Y0, (AX)
-	VMOVUPS      Y1, 32(AX)
-	VZEROUPPER
-	RET
-
-// func q4_1x8avx2t4(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
-// Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·q4_1x8avx2t4(SB), NOSPLIT, $0-64
-	MOVQ   w+0(FP), AX
-	MOVQ   sc+8(FP), CX
-	MOVQ   blocks+16(FP), DX
-	MOVQ   qs+24(FP), BX
-	MOVQ   negq+32(FP), SI
+	MOVQ   off+32(FP), SI
 	MOVQ   dk+40(FP), DI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
 
 block:
 	PREFETCHT0   5120(AX)
@@ -664,148 +386,72 @@ block:
 	PREFETCHT0   5248(AX)
 	PREFETCHT0   5312(AX)
 	PREFETCHT0   5376(AX)
-	VMOVDQU      (AX), Y4
-	VPAND        legacynibble<>+0(SB), Y4, Y4
-	VPBROADCASTD (BX), Y5
-	VPMADDUBSW   Y5, Y4, Y5
-	VPBROADCASTD 4(BX), Y6
-	VPMADDUBSW   Y6, Y4, Y6
-	VPBROADCASTD 8(BX), Y7
-	VPMADDUBSW   Y7, Y4, Y7
-	VPBROADCASTD 12(BX), Y8
-	VPMADDUBSW   Y8, Y4, Y4
-	VMOVDQU      (AX), Y8
-	VPSRLW       $0x04, Y8, Y8
-	VPAND        legacynibble<>+0(SB), Y8, Y8
-	VPBROADCASTD 32(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y5, Y5
-	VPBROADCASTD 36(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y6, Y6
-	VPBROADCASTD 40(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y7, Y7
-	VPBROADCASTD 44(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y8
-	VPADDW       Y8, Y4, Y4
-	VMOVDQU      64(AX), Y8
-	VPAND        legacynibble<>+0(SB), Y8, Y8
-	VPBROADCASTD 64(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y5, Y5
-	VPBROADCASTD 68(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y6, Y6
-	VPBROADCASTD 72(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y7, Y7
-	VPBROADCASTD 76(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y8
-	VPADDW       Y8, Y4, Y4
-	VMOVDQU      64(AX), Y8
-	VPSRLW       $0x04, Y8, Y8
-	VPAND        legacynibble<>+0(SB), Y8, Y8
-	VPBROADCASTD 96(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y5, Y5
-	VPBROADCASTD 100(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y6, Y6
-	VPBROADCASTD 104(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y7, Y7
-	VPBROADCASTD 108(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y8
-	VPADDW       Y8, Y4, Y4
-	VMOVDQU      128(AX), Y8
-	VPAND        legacynibble<>+0(SB), Y8, Y8
-	VPBROADCASTD 128(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y5, Y5
-	VPBROADCASTD 132(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y6, Y6
-	VPBROADCASTD 136(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y7, Y7
-	VPBROADCASTD 140(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y8
-	VPADDW       Y8, Y4, Y4
-	VMOVDQU      128(AX), Y8
-	VPSRLW       $0x04, Y8, Y8
-	VPAND        legacynibble<>+0(SB), Y8, Y8
-	VPBROADCASTD 160(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y5, Y5
-	VPBROADCASTD 164(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y6, Y6
-	VPBROADCASTD 168(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y7, Y7
-	VPBROADCASTD 172(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y8
-	VPADDW       Y8, Y4, Y4
-	VMOVDQU      192(AX), Y8
-	VPAND        legacynibble<>+0(SB), Y8, Y8
-	VPBROADCASTD 192(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y5, Y5
-	VPBROADCASTD 196(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y6, Y6
-	VPBROADCASTD 200(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y7, Y7
-	VPBROADCASTD 204(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y8
-	VPADDW       Y8, Y4, Y4
-	VMOVDQU      192(AX), Y8
-	VPSRLW       $0x04, Y8, Y8
-	VPAND        legacynibble<>+0(SB), Y8, Y8
-	VPBROADCASTD 224(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y5, Y5
-	VPBROADCASTD 228(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y6, Y6
-	VPBROADCASTD 232(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y7, Y7
-	VPBROADCASTD 236(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y8
-	VPADDW       Y8, Y4, Y4
-	VPMADDWD     legacyones16<>+0(SB), Y5, Y5
-	VPMADDWD     legacyones16<>+0(SB), Y6, Y6
-	VPMADDWD     legacyones16<>+0(SB), Y7, Y7
-	VPMADDWD     legacyones16<>+0(SB), Y4, Y4
-	VCVTPH2PS    (CX), Y8
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS (DI), Y9
-	VMULPS       Y9, Y8, Y9
-	VFMADD231PS  Y5, Y9, Y0
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 4(DI), Y5
-	VMULPS       Y5, Y8, Y5
-	VFMADD231PS  Y6, Y5, Y1
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 8(DI), Y5
-	VMULPS       Y5, Y8, Y5
-	VFMADD231PS  Y7, Y5, Y2
-	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 12(DI), Y5
-	VMULPS       Y5, Y8, Y5
-	VFMADD231PS  Y4, Y5, Y3
-	VCVTPH2PS    32(CX), Y4
-	VBROADCASTSS (SI), Y5
-	VFMADD231PS  Y5, Y4, Y0
-	VBROADCASTSS 4(SI), Y5
-	VFMADD231PS  Y5, Y4, Y1
-	VBROADCASTSS 8(SI), Y5
-	VFMADD231PS  Y5, Y4, Y2
-	VBROADCASTSS 12(SI), Y5
-	VFMADD231PS  Y5, Y4, Y3
+	VCVTPH2PS    (CX), Y9
+	VBROADCASTSS (DI), Y10
+	VMULPS       Y10, Y9, Y9
+	VMOVDQU      (AX), Y10
+	VPAND        legacynibble<>+0(SB), Y10, Y10
+	VPBROADCASTD (BX), Y11
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     legacyones16<>+0(SB), Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y9, Y0
+	VMOVDQU      (AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        legacynibble<>+0(SB), Y10, Y10
+	VPBROADCASTD 32(BX), Y11
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     legacyones16<>+0(SB), Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      64(AX), Y10
+	VPAND        legacynibble<>+0(SB), Y10, Y10
+	VPBROADCASTD 64(BX), Y11
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     legacyones16<>+0(SB), Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      64(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        legacynibble<>+0(SB), Y10, Y10
+	VPBROADCASTD 96(BX), Y11
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     legacyones16<>+0(SB), Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      128(AX), Y10
+	VPAND        legacynibble<>+0(SB), Y10, Y10
+	VPBROADCASTD 128(BX), Y11
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     legacyones16<>+0(SB), Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVDQU      128(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        legacynibble<>+0(SB), Y10, Y10
+	VPBROADCASTD 160(BX), Y11
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     legacyones16<>+0(SB), Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVDQU      192(AX), Y10
+	VPAND        legacynibble<>+0(SB), Y10, Y10
+	VPBROADCASTD 192(BX), Y11
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     legacyones16<>+0(SB), Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVDQU      192(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        legacynibble<>+0(SB), Y10, Y10
+	VPBROADCASTD 224(BX), Y11
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     legacyones16<>+0(SB), Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y9, Y7
+	VCVTPH2PS    32(CX), Y9
+	VBROADCASTSS (SI), Y10
+	VFMADD231PS  Y10, Y9, Y8
 	ADDQ         $0x00000140, AX
 	ADDQ         $0x00000140, CX
 	ADDQ         $0x00000100, BX
@@ -813,31 +459,40 @@ block:
 	ADDQ         $0x00000020, DI
 	DECQ         DX
 	JNZ          block
+	VADDPS       Y4, Y0, Y0
+	VADDPS       Y6, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y5, Y1, Y1
+	VADDPS       Y7, Y3, Y3
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
 	MOVQ         y+48(FP), AX
-	MOVQ         ldy+56(FP), CX
 	VMOVUPS      Y0, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y2, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y3, (AX)
 	VZEROUPPER
 	RET
 
-// func q5_0x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+// func q5_0x16t1(w *byte, blocks int, qs *byte, off *byte, dk *byte, y *float32, ldy int, rowMask uint16)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
 TEXT ·q5_0x16t1(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
 	MOVQ         qs+16(FP), DX
-	MOVQ         negq+24(FP), BX
+	MOVQ         off+24(FP), BX
 	MOVQ         dk+32(FP), SI
 	MOVL         $0x0f0f0f0f, DI
 	VPBROADCASTD DI, Z0
 	MOVL         $0x10101010, DI
 	VPBROADCASTD DI, Z1
 	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
 
 block:
 	PREFETCHT0    5632(AX)
@@ -846,312 +501,130 @@ block:
 	PREFETCHT0    5824(AX)
 	PREFETCHT0    5888(AX)
 	PREFETCHT0    5952(AX)
-	VPBROADCASTD  (BX), Z3
-	VPSLLD        $0x04, Z3, Z3
-	VMOVDQU64     256(AX), Z4
-	VMOVDQU64     (AX), Z5
-	VPANDD        Z0, Z5, Z6
-	VPSRLW        $0x04, Z5, Z5
-	VPANDD        Z0, Z5, Z5
-	VPSLLW        $0x04, Z4, Z7
-	VPTERNLOGD    $0xf8, Z1, Z7, Z6
-	VPDPBUSD.BCST (DX), Z6, Z3
-	VPSLLW        $0x03, Z4, Z6
-	VPTERNLOGD    $0xf8, Z1, Z6, Z5
-	VPDPBUSD.BCST 32(DX), Z5, Z3
-	VMOVDQU64     64(AX), Z5
-	VPANDD        Z0, Z5, Z6
-	VPSRLW        $0x04, Z5, Z5
-	VPANDD        Z0, Z5, Z5
-	VPSLLW        $0x02, Z4, Z7
-	VPTERNLOGD    $0xf8, Z1, Z7, Z6
-	VPDPBUSD.BCST 64(DX), Z6, Z3
-	VPSLLW        $0x01, Z4, Z6
-	VPTERNLOGD    $0xf8, Z1, Z6, Z5
-	VPDPBUSD.BCST 96(DX), Z5, Z3
-	VMOVDQU64     128(AX), Z5
-	VPANDD        Z0, Z5, Z6
-	VPSRLW        $0x04, Z5, Z5
-	VPANDD        Z0, Z5, Z5
-	VPTERNLOGD    $0xf8, Z1, Z4, Z6
-	VPDPBUSD.BCST 128(DX), Z6, Z3
-	VPSRLW        $0x01, Z4, Z6
-	VPTERNLOGD    $0xf8, Z1, Z6, Z5
-	VPDPBUSD.BCST 160(DX), Z5, Z3
-	VMOVDQU64     192(AX), Z5
-	VPANDD        Z0, Z5, Z6
-	VPSRLW        $0x04, Z5, Z5
-	VPANDD        Z0, Z5, Z5
-	VPSRLW        $0x02, Z4, Z7
-	VPTERNLOGD    $0xf8, Z1, Z7, Z6
-	VPDPBUSD.BCST 192(DX), Z6, Z3
-	VPSRLW        $0x03, Z4, Z4
-	VPTERNLOGD    $0xf8, Z1, Z4, Z5
-	VPDPBUSD.BCST 224(DX), Z5, Z3
-	VCVTPH2PS     320(AX), Z4
-	VCVTDQ2PS     Z3, Z3
-	VMULPS.BCST   (SI), Z4, Z4
-	VFMADD231PS   Z3, Z4, Z2
+	VCVTPH2PS     320(AX), Z2
+	VMULPS.BCST   (SI), Z2, Z2
+	VMOVDQU64     256(AX), Z11
+	VMOVDQU64     (AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSLLW        $0x04, Z11, Z14
+	VPTERNLOGD    $0xf8, Z1, Z14, Z13
+	VPBROADCASTD  (BX), Z14
+	VPSLLD        $0x04, Z14, Z14
+	VPDPBUSD.BCST (DX), Z13, Z14
+	VCVTDQ2PS     Z14, Z14
+	VFMADD231PS   Z14, Z2, Z3
+	VPSRLW        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPSLLW        $0x03, Z11, Z13
+	VPTERNLOGD    $0xf8, Z1, Z13, Z12
+	VPBROADCASTD  32(BX), Z13
+	VPSLLD        $0x04, Z13, Z13
+	VPDPBUSD.BCST 32(DX), Z12, Z13
+	VCVTDQ2PS     Z13, Z13
+	VFMADD231PS   Z13, Z2, Z4
+	VMOVDQU64     64(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSLLW        $0x02, Z11, Z14
+	VPTERNLOGD    $0xf8, Z1, Z14, Z13
+	VPBROADCASTD  64(BX), Z14
+	VPSLLD        $0x04, Z14, Z14
+	VPDPBUSD.BCST 64(DX), Z13, Z14
+	VCVTDQ2PS     Z14, Z14
+	VFMADD231PS   Z14, Z2, Z5
+	VPSRLW        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPSLLW        $0x01, Z11, Z13
+	VPTERNLOGD    $0xf8, Z1, Z13, Z12
+	VPBROADCASTD  96(BX), Z13
+	VPSLLD        $0x04, Z13, Z13
+	VPDPBUSD.BCST 96(DX), Z12, Z13
+	VCVTDQ2PS     Z13, Z13
+	VFMADD231PS   Z13, Z2, Z6
+	VMOVDQU64     128(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPTERNLOGD    $0xf8, Z1, Z11, Z13
+	VPBROADCASTD  128(BX), Z14
+	VPSLLD        $0x04, Z14, Z14
+	VPDPBUSD.BCST 128(DX), Z13, Z14
+	VCVTDQ2PS     Z14, Z14
+	VFMADD231PS   Z14, Z2, Z7
+	VPSRLW        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPSRLW        $0x01, Z11, Z13
+	VPTERNLOGD    $0xf8, Z1, Z13, Z12
+	VPBROADCASTD  160(BX), Z13
+	VPSLLD        $0x04, Z13, Z13
+	VPDPBUSD.BCST 160(DX), Z12, Z13
+	VCVTDQ2PS     Z13, Z13
+	VFMADD231PS   Z13, Z2, Z8
+	VMOVDQU64     192(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLW        $0x02, Z11, Z14
+	VPTERNLOGD    $0xf8, Z1, Z14, Z13
+	VPBROADCASTD  192(BX), Z14
+	VPSLLD        $0x04, Z14, Z14
+	VPDPBUSD.BCST 192(DX), Z13, Z14
+	VCVTDQ2PS     Z14, Z14
+	VFMADD231PS   Z14, Z2, Z9
+	VPSRLW        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPSRLW        $0x03, Z11, Z11
+	VPTERNLOGD    $0xf8, Z1, Z11, Z12
+	VPBROADCASTD  224(BX), Z11
+	VPSLLD        $0x04, Z11, Z11
+	VPDPBUSD.BCST 224(DX), Z12, Z11
+	VCVTDQ2PS     Z11, Z11
+	VFMADD231PS   Z11, Z2, Z10
 	ADDQ          $0x00000160, AX
 	ADDQ          $0x00000100, DX
-	ADDQ          $0x00000020, BX
+	ADDQ          $0x00000100, BX
 	ADDQ          $0x00000020, SI
 	DECQ          CX
 	JNZ           block
+	VADDPS        Z7, Z3, Z3
+	VADDPS        Z9, Z5, Z5
+	VADDPS        Z5, Z3, Z3
+	VADDPS        Z8, Z4, Z4
+	VADDPS        Z10, Z6, Z6
+	VADDPS        Z6, Z4, Z4
+	VADDPS        Z4, Z3, Z3
 	MOVQ          y+40(FP), AX
 	MOVQ          ldy+48(FP), CX
 	MOVWLZX       rowMask+56(FP), CX
 	KMOVW         CX, K1
-	VMOVUPS       Z2, K1, (AX)
+	VMOVUPS       Z3, K1, (AX)
 	VZEROUPPER
 	RET
 
-// func q5_0x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+// func q5_0x16t2(w *byte, blocks int, qs *byte, off *byte, dk *byte, y *float32, ldy int, rowMask uint16)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
 TEXT ·q5_0x16t2(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
 	MOVQ         qs+16(FP), DX
-	MOVQ         negq+24(FP), BX
+	MOVQ         off+24(FP), BX
 	MOVQ         dk+32(FP), SI
 	MOVL         $0x0f0f0f0f, DI
 	VPBROADCASTD DI, Z0
 	MOVL         $0x10101010, DI
 	VPBROADCASTD DI, Z1
 	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
 	VPXORD       Z4, Z4, Z4
-
-block:
-	PREFETCHT0    5632(AX)
-	PREFETCHT0    5696(AX)
-	PREFETCHT0    5760(AX)
-	PREFETCHT0    5824(AX)
-	PREFETCHT0    5888(AX)
-	PREFETCHT0    5952(AX)
-	VPBROADCASTD  (BX), Z3
-	VPSLLD        $0x04, Z3, Z3
-	VPBROADCASTD  4(BX), Z5
-	VPSLLD        $0x04, Z5, Z5
-	VMOVDQU64     256(AX), Z6
-	VMOVDQU64     (AX), Z7
-	VPANDD        Z0, Z7, Z8
-	VPSRLW        $0x04, Z7, Z7
-	VPANDD        Z0, Z7, Z7
-	VPSLLW        $0x04, Z6, Z9
-	VPTERNLOGD    $0xf8, Z1, Z9, Z8
-	VPDPBUSD.BCST (DX), Z8, Z3
-	VPDPBUSD.BCST 4(DX), Z8, Z5
-	VPSLLW        $0x03, Z6, Z8
-	VPTERNLOGD    $0xf8, Z1, Z8, Z7
-	VPDPBUSD.BCST 32(DX), Z7, Z3
-	VPDPBUSD.BCST 36(DX), Z7, Z5
-	VMOVDQU64     64(AX), Z7
-	VPANDD        Z0, Z7, Z8
-	VPSRLW        $0x04, Z7, Z7
-	VPANDD        Z0, Z7, Z7
-	VPSLLW        $0x02, Z6, Z9
-	VPTERNLOGD    $0xf8, Z1, Z9, Z8
-	VPDPBUSD.BCST 64(DX), Z8, Z3
-	VPDPBUSD.BCST 68(DX), Z8, Z5
-	VPSLLW        $0x01, Z6, Z8
-	VPTERNLOGD    $0xf8, Z1, Z8, Z7
-	VPDPBUSD.BCST 96(DX), Z7, Z3
-	VPDPBUSD.BCST 100(DX), Z7, Z5
-	VMOVDQU64     128(AX), Z7
-	VPANDD        Z0, Z7, Z8
-	VPSRLW        $0x04, Z7, Z7
-	VPANDD        Z0, Z7, Z7
-	VPTERNLOGD    $0xf8, Z1, Z6, Z8
-	VPDPBUSD.BCST 128(DX), Z8, Z3
-	VPDPBUSD.BCST 132(DX), Z8, Z5
-	VPSRLW        $0x01, Z6, Z8
-	VPTERNLOGD    $0xf8, Z1, Z8, Z7
-	VPDPBUSD.BCST 160(DX), Z7, Z3
-	VPDPBUSD.BCST 164(DX), Z7, Z5
-	VMOVDQU64     192(AX), Z7
-	VPANDD        Z0, Z7, Z8
-	VPSRLW        $0x04, Z7, Z7
-	VPANDD        Z0, Z7, Z7
-	VPSRLW        $0x02, Z6, Z9
-	VPTERNLOGD    $0xf8, Z1, Z9, Z8
-	VPDPBUSD.BCST 192(DX), Z8, Z3
-	VPDPBUSD.BCST 196(DX), Z8, Z5
-	VPSRLW        $0x03, Z6, Z6
-	VPTERNLOGD    $0xf8, Z1, Z6, Z7
-	VPDPBUSD.BCST 224(DX), Z7, Z3
-	VPDPBUSD.BCST 228(DX), Z7, Z5
-	VCVTPH2PS     320(AX), Z6
-	VCVTDQ2PS     Z3, Z3
-	VMULPS.BCST   (SI), Z6, Z7
-	VFMADD231PS   Z3, Z7, Z2
-	VCVTDQ2PS     Z5, Z5
-	VMULPS.BCST   4(SI), Z6, Z3
-	VFMADD231PS   Z5, Z3, Z4
-	ADDQ          $0x00000160, AX
-	ADDQ          $0x00000100, DX
-	ADDQ          $0x00000020, BX
-	ADDQ          $0x00000020, SI
-	DECQ          CX
-	JNZ           block
-	MOVQ          y+40(FP), AX
-	MOVQ          ldy+48(FP), CX
-	MOVWLZX       rowMask+56(FP), DX
-	KMOVW         DX, K1
-	VMOVUPS       Z2, K1, (AX)
-	ADDQ          CX, AX
-	VMOVUPS       Z4, K1, (AX)
-	VZEROUPPER
-	RET
-
-// func q5_0x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
-TEXT ·q5_0x16t4(SB), NOSPLIT, $0-58
-	MOVQ         w+0(FP), AX
-	MOVQ         blocks+8(FP), CX
-	MOVQ         qs+16(FP), DX
-	MOVQ         negq+24(FP), BX
-	MOVQ         dk+32(FP), SI
-	MOVL         $0x0f0f0f0f, DI
-	VPBROADCASTD DI, Z0
-	MOVL         $0x10101010, DI
-	VPBROADCASTD DI, Z1
-	VPXORD       Z2, Z2, Z2
-	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
 	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
 	VPXORD       Z8, Z8, Z8
-
-block:
-	PREFETCHT0    5632(AX)
-	PREFETCHT0    5696(AX)
-	PREFETCHT0    5760(AX)
-	PREFETCHT0    5824(AX)
-	PREFETCHT0    5888(AX)
-	PREFETCHT0    5952(AX)
-	VPBROADCASTD  (BX), Z3
-	VPSLLD        $0x04, Z3, Z3
-	VPBROADCASTD  4(BX), Z5
-	VPSLLD        $0x04, Z5, Z5
-	VPBROADCASTD  8(BX), Z7
-	VPSLLD        $0x04, Z7, Z7
-	VPBROADCASTD  12(BX), Z9
-	VPSLLD        $0x04, Z9, Z9
-	VMOVDQU64     256(AX), Z10
-	VMOVDQU64     (AX), Z11
-	VPANDD        Z0, Z11, Z12
-	VPSRLW        $0x04, Z11, Z11
-	VPANDD        Z0, Z11, Z11
-	VPSLLW        $0x04, Z10, Z13
-	VPTERNLOGD    $0xf8, Z1, Z13, Z12
-	VPDPBUSD.BCST (DX), Z12, Z3
-	VPDPBUSD.BCST 4(DX), Z12, Z5
-	VPDPBUSD.BCST 8(DX), Z12, Z7
-	VPDPBUSD.BCST 12(DX), Z12, Z9
-	VPSLLW        $0x03, Z10, Z12
-	VPTERNLOGD    $0xf8, Z1, Z12, Z11
-	VPDPBUSD.BCST 32(DX), Z11, Z3
-	VPDPBUSD.BCST 36(DX), Z11, Z5
-	VPDPBUSD.BCST 40(DX), Z11, Z7
-	VPDPBUSD.BCST 44(DX), Z11, Z9
-	VMOVDQU64     64(AX), Z11
-	VPANDD        Z0, Z11, Z12
-	VPSRLW        $0x04, Z11, Z11
-	VPANDD        Z0, Z11, Z11
-	VPSLLW        $0x02, Z10, Z13
-	VPTERNLOGD    $0xf8, Z1, Z13, Z12
-	VPDPBUSD.BCST 64(DX), Z12, Z3
-	VPDPBUSD.BCST 68(DX), Z12, Z5
-	VPDPBUSD.BCST 72(DX), Z12, Z7
-	VPDPBUSD.BCST 76(DX), Z12, Z9
-	VPSLLW        $0x01, Z10, Z12
-	VPTERNLOGD    $0xf8, Z1, Z12, Z11
-	VPDPBUSD.BCST 96(DX), Z11, Z3
-	VPDPBUSD.BCST 100(DX), Z11, Z5
-	VPDPBUSD.BCST 104(DX), Z11, Z7
-	VPDPBUSD.BCST 108(DX), Z11, Z9
-	VMOVDQU64     128(AX), Z11
-	VPANDD        Z0, Z11, Z12
-	VPSRLW        $0x04, Z11, Z11
-	VPANDD        Z0, Z11, Z11
-	VPTERNLOGD    $0xf8, Z1, Z10, Z12
-	VPDPBUSD.BCST 128(DX), Z12, Z3
-	VPDPBUSD.BCST 132(DX), Z12, Z5
-	VPDPBUSD.BCST 136(DX), Z12, Z7
-	VPDPBUSD.BCST 140(DX), Z12, Z9
-	VPSRLW        $0x01, Z10, Z12
-	VPTERNLOGD    $0xf8, Z1, Z12, Z11
-	VPDPBUSD.BCST 160(DX), Z11, Z3
-	VPDPBUSD.BCST 164(DX), Z11, Z5
-	VPDPBUSD.BCST 168(DX), Z11, Z7
-	VPDPBUSD.BCST 172(DX), Z11, Z9
-	VMOVDQU64     192(AX), Z11
-	VPANDD        Z0, Z11, Z12
-	VPSRLW        $0x04, Z11, Z11
-	VPANDD        Z0, Z11, Z11
-	VPSRLW        $0x02, Z10, Z13
-	VPTERNLOGD    $0xf8, Z1, Z13, Z12
-	VPDPBUSD.BCST 192(DX), Z12, Z3
-	VPDPBUSD.BCST 196(DX), Z12, Z5
-	VPDPBUSD.BCST 200(DX), Z12, Z7
-	VPDPBUSD.BCST 204(DX), Z12, Z9
-	VPSRLW        $0x03, Z10, Z10
-	VPTERNLOGD    $0xf8, Z1, Z10, Z11
-	VPDPBUSD.BCST 224(DX), Z11, Z3
-	VPDPBUSD.BCST 228(DX), Z11, Z5
-	VPDPBUSD.BCST 232(DX), Z11, Z7
-	VPDPBUSD.BCST 236(DX), Z11, Z9
-	VCVTPH2PS     320(AX), Z10
-	VCVTDQ2PS     Z3, Z3
-	VMULPS.BCST   (SI), Z10, Z11
-	VFMADD231PS   Z3, Z11, Z2
-	VCVTDQ2PS     Z5, Z5
-	VMULPS.BCST   4(SI), Z10, Z3
-	VFMADD231PS   Z5, Z3, Z4
-	VCVTDQ2PS     Z7, Z7
-	VMULPS.BCST   8(SI), Z10, Z3
-	VFMADD231PS   Z7, Z3, Z6
-	VCVTDQ2PS     Z9, Z9
-	VMULPS.BCST   12(SI), Z10, Z3
-	VFMADD231PS   Z9, Z3, Z8
-	ADDQ          $0x00000160, AX
-	ADDQ          $0x00000100, DX
-	ADDQ          $0x00000020, BX
-	ADDQ          $0x00000020, SI
-	DECQ          CX
-	JNZ           block
-	MOVQ          y+40(FP), AX
-	MOVQ          ldy+48(FP), CX
-	MOVWLZX       rowMask+56(FP), DX
-	KMOVW         DX, K1
-	VMOVUPS       Z2, K1, (AX)
-	ADDQ          CX, AX
-	VMOVUPS       Z4, K1, (AX)
-	ADDQ          CX, AX
-	VMOVUPS       Z6, K1, (AX)
-	ADDQ          CX, AX
-	VMOVUPS       Z8, K1, (AX)
-	VZEROUPPER
-	RET
-
-// func q5_0x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
-TEXT ·q5_0x16t8(SB), NOSPLIT, $0-58
-	MOVQ         w+0(FP), AX
-	MOVQ         blocks+8(FP), CX
-	MOVQ         qs+16(FP), DX
-	MOVQ         negq+24(FP), BX
-	MOVQ         dk+32(FP), SI
-	MOVL         $0x0f0f0f0f, DI
-	VPBROADCASTD DI, Z0
-	MOVL         $0x10101010, DI
-	VPBROADCASTD DI, Z1
-	VPXORD       Z2, Z2, Z2
-	VPXORD       Z4, Z4, Z4
-	VPXORD       Z6, Z6, Z6
-	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
 	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
 	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
 	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
 	VPXORD       Z16, Z16, Z16
+	VPXORD       Z17, Z17, Z17
+	VPXORD       Z18, Z18, Z18
 
 block:
 	PREFETCHT0    5632(AX)
@@ -1160,375 +633,168 @@ block:
 	PREFETCHT0    5824(AX)
 	PREFETCHT0    5888(AX)
 	PREFETCHT0    5952(AX)
-	VPBROADCASTD  (BX), Z3
-	VPSLLD        $0x04, Z3, Z3
-	VPBROADCASTD  4(BX), Z5
-	VPSLLD        $0x04, Z5, Z5
-	VPBROADCASTD  8(BX), Z7
-	VPSLLD        $0x04, Z7, Z7
-	VPBROADCASTD  12(BX), Z9
-	VPSLLD        $0x04, Z9, Z9
-	VPBROADCASTD  16(BX), Z11
-	VPSLLD        $0x04, Z11, Z11
-	VPBROADCASTD  20(BX), Z13
-	VPSLLD        $0x04, Z13, Z13
-	VPBROADCASTD  24(BX), Z15
-	VPSLLD        $0x04, Z15, Z15
-	VPBROADCASTD  28(BX), Z17
-	VPSLLD        $0x04, Z17, Z17
-	VMOVDQU64     256(AX), Z18
-	VMOVDQU64     (AX), Z19
-	VPANDD        Z0, Z19, Z20
-	VPSRLW        $0x04, Z19, Z19
-	VPANDD        Z0, Z19, Z19
-	VPSLLW        $0x04, Z18, Z21
-	VPTERNLOGD    $0xf8, Z1, Z21, Z20
-	VPDPBUSD.BCST (DX), Z20, Z3
-	VPDPBUSD.BCST 4(DX), Z20, Z5
-	VPDPBUSD.BCST 8(DX), Z20, Z7
-	VPDPBUSD.BCST 12(DX), Z20, Z9
-	VPDPBUSD.BCST 16(DX), Z20, Z11
-	VPDPBUSD.BCST 20(DX), Z20, Z13
-	VPDPBUSD.BCST 24(DX), Z20, Z15
-	VPDPBUSD.BCST 28(DX), Z20, Z17
-	VPSLLW        $0x03, Z18, Z20
-	VPTERNLOGD    $0xf8, Z1, Z20, Z19
-	VPDPBUSD.BCST 32(DX), Z19, Z3
-	VPDPBUSD.BCST 36(DX), Z19, Z5
-	VPDPBUSD.BCST 40(DX), Z19, Z7
-	VPDPBUSD.BCST 44(DX), Z19, Z9
-	VPDPBUSD.BCST 48(DX), Z19, Z11
-	VPDPBUSD.BCST 52(DX), Z19, Z13
-	VPDPBUSD.BCST 56(DX), Z19, Z15
-	VPDPBUSD.BCST 60(DX), Z19, Z17
-	VMOVDQU64     64(AX), Z19
-	VPANDD        Z0, Z19, Z20
-	VPSRLW        $0x04, Z19, Z19
-	VPANDD        Z0, Z19, Z19
-	VPSLLW        $0x02, Z18, Z21
-	VPTERNLOGD    $0xf8, Z1, Z21, Z20
-	VPDPBUSD.BCST 64(DX), Z20, Z3
-	VPDPBUSD.BCST 68(DX), Z20, Z5
-	VPDPBUSD.BCST 72(DX), Z20, Z7
-	VPDPBUSD.BCST 76(DX), Z20, Z9
-	VPDPBUSD.BCST 80(DX), Z20, Z11
-	VPDPBUSD.BCST 84(DX), Z20, Z13
-	VPDPBUSD.BCST 88(DX), Z20, Z15
-	VPDPBUSD.BCST 92(DX), Z20, Z17
-	VPSLLW        $0x01, Z18, Z20
-	VPTERNLOGD    $0xf8, Z1, Z20, Z19
-	VPDPBUSD.BCST 96(DX), Z19, Z3
-	VPDPBUSD.BCST 100(DX), Z19, Z5
-	VPDPBUSD.BCST 104(DX), Z19, Z7
-	VPDPBUSD.BCST 108(DX), Z19, Z9
-	VPDPBUSD.BCST 112(DX), Z19, Z11
-	VPDPBUSD.BCST 116(DX), Z19, Z13
-	VPDPBUSD.BCST 120(DX), Z19, Z15
-	VPDPBUSD.BCST 124(DX), Z19, Z17
-	VMOVDQU64     128(AX), Z19
-	VPANDD        Z0, Z19, Z20
-	VPSRLW        $0x04, Z19, Z19
-	VPANDD        Z0, Z19, Z19
-	VPTERNLOGD    $0xf8, Z1, Z18, Z20
-	VPDPBUSD.BCST 128(DX), Z20, Z3
-	VPDPBUSD.BCST 132(DX), Z20, Z5
-	VPDPBUSD.BCST 136(DX), Z20, Z7
-	VPDPBUSD.BCST 140(DX), Z20, Z9
-	VPDPBUSD.BCST 144(DX), Z20, Z11
-	VPDPBUSD.BCST 148(DX), Z20, Z13
-	VPDPBUSD.BCST 152(DX), Z20, Z15
-	VPDPBUSD.BCST 156(DX), Z20, Z17
-	VPSRLW        $0x01, Z18, Z20
-	VPTERNLOGD    $0xf8, Z1, Z20, Z19
-	VPDPBUSD.BCST 160(DX), Z19, Z3
-	VPDPBUSD.BCST 164(DX), Z19, Z5
-	VPDPBUSD.BCST 168(DX), Z19, Z7
-	VPDPBUSD.BCST 172(DX), Z19, Z9
-	VPDPBUSD.BCST 176(DX), Z19, Z11
-	VPDPBUSD.BCST 180(DX), Z19, Z13
-	VPDPBUSD.BCST 184(DX), Z19, Z15
-	VPDPBUSD.BCST 188(DX), Z19, Z17
-	VMOVDQU64     192(AX), Z19
-	VPANDD        Z0, Z19, Z20
-	VPSRLW        $0x04, Z19, Z19
-	VPANDD        Z0, Z19, Z19
-	VPSRLW        $0x02, Z18, Z21
-	VPTERNLOGD    $0xf8, Z1, Z21, Z20
-	VPDPBUSD.BCST 192(DX), Z20, Z3
-	VPDPBUSD.BCST 196(DX), Z20, Z5
-	VPDPBUSD.BCST 200(DX), Z20, Z7
-	VPDPBUSD.BCST 204(DX), Z20, Z9
-	VPDPBUSD.BCST 208(DX), Z20, Z11
-	VPDPBUSD.BCST 212(DX), Z20, Z13
-	VPDPBUSD.BCST 216(DX), Z20, Z15
-	VPDPBUSD.BCST 220(DX), Z20, Z17
-	VPSRLW        $0x03, Z18, Z18
-	VPTERNLOGD    $0xf8, Z1, Z18, Z19
-	VPDPBUSD.BCST 224(DX), Z19, Z3
-	VPDPBUSD.BCST 228(DX), Z19, Z5
-	VPDPBUSD.BCST 232(DX), Z19, Z7
-	VPDPBUSD.BCST 236(DX), Z19, Z9
-	VPDPBUSD.BCST 240(DX), Z19, Z11
-	VPDPBUSD.BCST 244(DX), Z19, Z13
-	VPDPBUSD.BCST 248(DX), Z19, Z15
-	VPDPBUSD.BCST 252(DX), Z19, Z17
-	VCVTPH2PS     320(AX), Z18
-	VCVTDQ2PS     Z3, Z3
-	VMULPS.BCST   (SI), Z18, Z19
-	VFMADD231PS   Z3, Z19, Z2
-	VCVTDQ2PS     Z5, Z5
-	VMULPS.BCST   4(SI), Z18, Z3
-	VFMADD231PS   Z5, Z3, Z4
-	VCVTDQ2PS     Z7, Z7
-	VMULPS.BCST   8(SI), Z18, Z3
-	VFMADD231PS   Z7, Z3, Z6
-	VCVTDQ2PS     Z9, Z9
-	VMULPS.BCST   12(SI), Z18, Z3
-	VFMADD231PS   Z9, Z3, Z8
-	VCVTDQ2PS     Z11, Z11
-	VMULPS.BCST   16(SI), Z18, Z3
-	VFMADD231PS   Z11, Z3, Z10
-	VCVTDQ2PS     Z13, Z13
-	VMULPS.BCST   20(SI), Z18, Z3
-	VFMADD231PS   Z13, Z3, Z12
-	VCVTDQ2PS     Z15, Z15
-	VMULPS.BCST   24(SI), Z18, Z3
-	VFMADD231PS   Z15, Z3, Z14
-	VCVTDQ2PS     Z17, Z17
-	VMULPS.BCST   28(SI), Z18, Z3
-	VFMADD231PS   Z17, Z3, Z16
+	VCVTPH2PS     320(AX), Z2
+	VMULPS.BCST   (SI), Z2, Z19
+	VMULPS.BCST   4(SI), Z2, Z2
+	VMOVDQU64     256(AX), Z20
+	VMOVDQU64     (AX), Z21
+	VPANDD        Z0, Z21, Z22
+	VPSLLW        $0x04, Z20, Z23
+	VPTERNLOGD    $0xf8, Z1, Z23, Z22
+	VPBROADCASTD  (BX), Z23
+	VPSLLD        $0x04, Z23, Z23
+	VPDPBUSD.BCST (DX), Z22, Z23
+	VCVTDQ2PS     Z23, Z23
+	VFMADD231PS   Z23, Z19, Z3
+	VPBROADCASTD  4(BX), Z23
+	VPSLLD        $0x04, Z23, Z23
+	VPDPBUSD.BCST 4(DX), Z22, Z23
+	VCVTDQ2PS     Z23, Z23
+	VFMADD231PS   Z23, Z2, Z11
+	VPSRLW        $0x04, Z21, Z21
+	VPANDD        Z0, Z21, Z21
+	VPSLLW        $0x03, Z20, Z22
+	VPTERNLOGD    $0xf8, Z1, Z22, Z21
+	VPBROADCASTD  32(BX), Z22
+	VPSLLD        $0x04, Z22, Z22
+	VPDPBUSD.BCST 32(DX), Z21, Z22
+	VCVTDQ2PS     Z22, Z22
+	VFMADD231PS   Z22, Z19, Z4
+	VPBROADCASTD  36(BX), Z22
+	VPSLLD        $0x04, Z22, Z22
+	VPDPBUSD.BCST 36(DX), Z21, Z22
+	VCVTDQ2PS     Z22, Z22
+	VFMADD231PS   Z22, Z2, Z12
+	VMOVDQU64     64(AX), Z21
+	VPANDD        Z0, Z21, Z22
+	VPSLLW        $0x02, Z20, Z23
+	VPTERNLOGD    $0xf8, Z1, Z23, Z22
+	VPBROADCASTD  64(BX), Z23
+	VPSLLD        $0x04, Z23, Z23
+	VPDPBUSD.BCST 64(DX), Z22, Z23
+	VCVTDQ2PS     Z23, Z23
+	VFMADD231PS   Z23, Z19, Z5
+	VPBROADCASTD  68(BX), Z23
+	VPSLLD        $0x04, Z23, Z23
+	VPDPBUSD.BCST 68(DX), Z22, Z23
+	VCVTDQ2PS     Z23, Z23
+	VFMADD231PS   Z23, Z2, Z13
+	VPSRLW        $0x04, Z21, Z21
+	VPANDD        Z0, Z21, Z21
+	VPSLLW        $0x01, Z20, Z22
+	VPTERNLOGD    $0xf8, Z1, Z22, Z21
+	VPBROADCASTD  96(BX), Z22
+	VPSLLD        $0x04, Z22, Z22
+	VPDPBUSD.BCST 96(DX), Z21, Z22
+	VCVTDQ2PS     Z22, Z22
+	VFMADD231PS   Z22, Z19, Z6
+	VPBROADCASTD  100(BX), Z22
+	VPSLLD        $0x04, Z22, Z22
+	VPDPBUSD.BCST 100(DX), Z21, Z22
+	VCVTDQ2PS     Z22, Z22
+	VFMADD231PS   Z22, Z2, Z14
+	VMOVDQU64     128(AX), Z21
+	VPANDD        Z0, Z21, Z22
+	VPTERNLOGD    $0xf8, Z1, Z20, Z22
+	VPBROADCASTD  128(BX), Z23
+	VPSLLD        $0x04, Z23, Z23
+	VPDPBUSD.BCST 128(DX), Z22, Z23
+	VCVTDQ2PS     Z23, Z23
+	VFMADD231PS   Z23, Z19, Z7
+	VPBROADCASTD  132(BX), Z23
+	VPSLLD        $0x04, Z23, Z23
+	VPDPBUSD.BCST 132(DX), Z22, Z23
+	VCVTDQ2PS     Z23, Z23
+	VFMADD231PS   Z23, Z2, Z15
+	VPSRLW        $0x04, Z21, Z21
+	VPANDD        Z0, Z21, Z21
+	VPSRLW        $0x01, Z20, Z22
+	VPTERNLOGD    $0xf8, Z1, Z22, Z21
+	VPBROADCASTD  160(BX), Z22
+	VPSLLD        $0x04, Z22, Z22
+	VPDPBUSD.BCST 160(DX), Z21, Z22
+	VCVTDQ2PS     Z22, Z22
+	VFMADD231PS   Z22, Z19, Z8
+	VPBROADCASTD  164(BX), Z22
+	VPSLLD        $0x04, Z22, Z22
+	VPDPBUSD.BCST 164(DX), Z21, Z22
+	VCVTDQ2PS     Z22, Z22
+	VFMADD231PS   Z22, Z2, Z16
+	VMOVDQU64     192(AX), Z21
+	VPANDD        Z0, Z21, Z22
+	VPSRLW        $0x02, Z20, Z23
+	VPTERNLOGD    $0xf8, Z1, Z23, Z22
+	VPBROADCASTD  192(BX), Z23
+	VPSLLD        $0x04, Z23, Z23
+	VPDPBUSD.BCST 192(DX), Z22, Z23
+	VCVTDQ2PS     Z23, Z23
+	VFMADD231PS   Z23, Z19, Z9
+	VPBROADCASTD  196(BX), Z23
+	VPSLLD        $0x04, Z23, Z23
+	VPDPBUSD.BCST 196(DX), Z22, Z23
+	VCVTDQ2PS     Z23, Z23
+	VFMADD231PS   Z23, Z2, Z17
+	VPSRLW        $0x04, Z21, Z21
+	VPANDD        Z0, Z21, Z21
+	VPSRLW        $0x03, Z20, Z20
+	VPTERNLOGD    $0xf8, Z1, Z20, Z21
+	VPBROADCASTD  224(BX), Z20
+	VPSLLD        $0x04, Z20, Z20
+	VPDPBUSD.BCST 224(DX), Z21, Z20
+	VCVTDQ2PS     Z20, Z20
+	VFMADD231PS   Z20, Z19, Z10
+	VPBROADCASTD  228(BX), Z19
+	VPSLLD        $0x04, Z19, Z19
+	VPDPBUSD.BCST 228(DX), Z21, Z19
+	VCVTDQ2PS     Z19, Z19
+	VFMADD231PS   Z19, Z2, Z18
 	ADDQ          $0x00000160, AX
 	ADDQ          $0x00000100, DX
-	ADDQ          $0x00000020, BX
+	ADDQ          $0x00000100, BX
 	ADDQ          $0x00000020, SI
 	DECQ          CX
 	JNZ           block
+	VADDPS        Z7, Z3, Z3
+	VADDPS        Z9, Z5, Z5
+	VADDPS        Z5, Z3, Z3
+	VADDPS        Z8, Z4, Z4
+	VADDPS        Z10, Z6, Z6
+	VADDPS        Z6, Z4, Z4
+	VADDPS        Z4, Z3, Z3
+	VADDPS        Z15, Z11, Z11
+	VADDPS        Z17, Z13, Z13
+	VADDPS        Z13, Z11, Z11
+	VADDPS        Z16, Z12, Z12
+	VADDPS        Z18, Z14, Z14
+	VADDPS        Z14, Z12, Z12
+	VADDPS        Z12, Z11, Z11
 	MOVQ          y+40(FP), AX
 	MOVQ          ldy+48(FP), CX
 	MOVWLZX       rowMask+56(FP), DX
 	KMOVW         DX, K1
-	VMOVUPS       Z2, K1, (AX)
+	VMOVUPS       Z3, K1, (AX)
 	ADDQ          CX, AX
-	VMOVUPS       Z4, K1, (AX)
-	ADDQ          CX, AX
-	VMOVUPS       Z6, K1, (AX)
-	ADDQ          CX, AX
-	VMOVUPS       Z8, K1, (AX)
-	ADDQ          CX, AX
-	VMOVUPS       Z10, K1, (AX)
-	ADDQ          CX, AX
-	VMOVUPS       Z12, K1, (AX)
-	ADDQ          CX, AX
-	VMOVUPS       Z14, K1, (AX)
-	ADDQ          CX, AX
-	VMOVUPS       Z16, K1, (AX)
+	VMOVUPS       Z11, K1, (AX)
 	VZEROUPPER
 	RET
 
-// func q5_0x16avx2t1(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+// func q5_0x8avx2t1(w *byte, sc *byte, blocks int, qs *byte, off *byte, dk *byte, y *float32)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·q5_0x16avx2t1(SB), NOSPLIT, $0-64
+TEXT ·q5_0x8avx2t1(SB), NOSPLIT, $0-56
 	MOVQ   w+0(FP), AX
 	MOVQ   sc+8(FP), CX
 	MOVQ   blocks+16(FP), DX
 	MOVQ   qs+24(FP), BX
-	MOVQ   negq+32(FP), SI
-	MOVQ   dk+40(FP), DI
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-
-block:
-	PREFETCHT0   5632(AX)
-	PREFETCHT0   5696(AX)
-	PREFETCHT0   5760(AX)
-	PREFETCHT0   5824(AX)
-	PREFETCHT0   5888(AX)
-	PREFETCHT0   5952(AX)
-	VMOVDQU      (AX), Y2
-	VPAND        legacynibble<>+0(SB), Y2, Y2
-	VMOVDQU      256(AX), Y3
-	VPSLLW       $0x04, Y3, Y3
-	VPAND        legacybit4<>+0(SB), Y3, Y3
-	VPOR         Y3, Y2, Y2
-	VMOVDQU      32(AX), Y3
-	VPAND        legacynibble<>+0(SB), Y3, Y3
-	VMOVDQU      288(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        legacybit4<>+0(SB), Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPBROADCASTD (BX), Y4
-	VPMADDUBSW   Y4, Y2, Y2
-	VPMADDUBSW   Y4, Y3, Y3
-	VMOVDQU      (AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        legacynibble<>+0(SB), Y4, Y4
-	VMOVDQU      256(AX), Y5
-	VPSLLW       $0x03, Y5, Y5
-	VPAND        legacybit4<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      32(AX), Y5
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        legacynibble<>+0(SB), Y5, Y5
-	VMOVDQU      288(AX), Y6
-	VPSLLW       $0x03, Y6, Y6
-	VPAND        legacybit4<>+0(SB), Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPBROADCASTD 32(BX), Y6
-	VPMADDUBSW   Y6, Y4, Y4
-	VPADDW       Y4, Y2, Y2
-	VPMADDUBSW   Y6, Y5, Y4
-	VPADDW       Y4, Y3, Y3
-	VMOVDQU      64(AX), Y4
-	VPAND        legacynibble<>+0(SB), Y4, Y4
-	VMOVDQU      256(AX), Y5
-	VPSLLW       $0x02, Y5, Y5
-	VPAND        legacybit4<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      96(AX), Y5
-	VPAND        legacynibble<>+0(SB), Y5, Y5
-	VMOVDQU      288(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        legacybit4<>+0(SB), Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPBROADCASTD 64(BX), Y6
-	VPMADDUBSW   Y6, Y4, Y4
-	VPADDW       Y4, Y2, Y2
-	VPMADDUBSW   Y6, Y5, Y4
-	VPADDW       Y4, Y3, Y3
-	VMOVDQU      64(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        legacynibble<>+0(SB), Y4, Y4
-	VMOVDQU      256(AX), Y5
-	VPSLLW       $0x01, Y5, Y5
-	VPAND        legacybit4<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      96(AX), Y5
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        legacynibble<>+0(SB), Y5, Y5
-	VMOVDQU      288(AX), Y6
-	VPSLLW       $0x01, Y6, Y6
-	VPAND        legacybit4<>+0(SB), Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPBROADCASTD 96(BX), Y6
-	VPMADDUBSW   Y6, Y4, Y4
-	VPADDW       Y4, Y2, Y2
-	VPMADDUBSW   Y6, Y5, Y4
-	VPADDW       Y4, Y3, Y3
-	VPMADDWD     legacyones16<>+0(SB), Y2, Y2
-	VPMADDWD     legacyones16<>+0(SB), Y3, Y3
-	VMOVDQU      128(AX), Y4
-	VPAND        legacynibble<>+0(SB), Y4, Y4
-	VMOVDQU      256(AX), Y5
-	VPAND        legacybit4<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      160(AX), Y5
-	VPAND        legacynibble<>+0(SB), Y5, Y5
-	VMOVDQU      288(AX), Y6
-	VPAND        legacybit4<>+0(SB), Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPBROADCASTD 128(BX), Y6
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDUBSW   Y6, Y5, Y5
-	VMOVDQU      128(AX), Y6
-	VPSRLW       $0x04, Y6, Y6
-	VPAND        legacynibble<>+0(SB), Y6, Y6
-	VMOVDQU      256(AX), Y7
-	VPSRLW       $0x01, Y7, Y7
-	VPAND        legacybit4<>+0(SB), Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VMOVDQU      160(AX), Y7
-	VPSRLW       $0x04, Y7, Y7
-	VPAND        legacynibble<>+0(SB), Y7, Y7
-	VMOVDQU      288(AX), Y8
-	VPSRLW       $0x01, Y8, Y8
-	VPAND        legacybit4<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPBROADCASTD 160(BX), Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPADDW       Y6, Y4, Y4
-	VPMADDUBSW   Y8, Y7, Y6
-	VPADDW       Y6, Y5, Y5
-	VMOVDQU      192(AX), Y6
-	VPAND        legacynibble<>+0(SB), Y6, Y6
-	VMOVDQU      256(AX), Y7
-	VPSRLW       $0x02, Y7, Y7
-	VPAND        legacybit4<>+0(SB), Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VMOVDQU      224(AX), Y7
-	VPAND        legacynibble<>+0(SB), Y7, Y7
-	VMOVDQU      288(AX), Y8
-	VPSRLW       $0x02, Y8, Y8
-	VPAND        legacybit4<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPBROADCASTD 192(BX), Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPADDW       Y6, Y4, Y4
-	VPMADDUBSW   Y8, Y7, Y6
-	VPADDW       Y6, Y5, Y5
-	VMOVDQU      192(AX), Y6
-	VPSRLW       $0x04, Y6, Y6
-	VPAND        legacynibble<>+0(SB), Y6, Y6
-	VMOVDQU      256(AX), Y7
-	VPSRLW       $0x03, Y7, Y7
-	VPAND        legacybit4<>+0(SB), Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VMOVDQU      224(AX), Y7
-	VPSRLW       $0x04, Y7, Y7
-	VPAND        legacynibble<>+0(SB), Y7, Y7
-	VMOVDQU      288(AX), Y8
-	VPSRLW       $0x03, Y8, Y8
-	VPAND        legacybit4<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPBROADCASTD 224(BX), Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPADDW       Y6, Y4, Y4
-	VPMADDUBSW   Y8, Y7, Y6
-	VPADDW       Y6, Y5, Y5
-	VPMADDWD     legacyones16<>+0(SB), Y4, Y4
-	VPADDD       Y4, Y2, Y2
-	VPMADDWD     legacyones16<>+0(SB), Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPBROADCASTD (SI), Y4
-	VPSLLD       $0x04, Y4, Y4
-	VPADDD       Y4, Y2, Y2
-	VPADDD       Y4, Y3, Y3
-	VCVTPH2PS    (CX), Y4
-	VCVTDQ2PS    Y2, Y2
-	VBROADCASTSS (DI), Y5
-	VMULPS       Y5, Y4, Y5
-	VFMADD231PS  Y2, Y5, Y0
-	VCVTPH2PS    16(CX), Y2
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS (DI), Y4
-	VMULPS       Y4, Y2, Y4
-	VFMADD231PS  Y3, Y4, Y1
-	ADDQ         $0x00000160, AX
-	ADDQ         $0x00000160, CX
-	ADDQ         $0x00000100, BX
-	ADDQ         $0x00000020, SI
-	ADDQ         $0x00000020, DI
-	DECQ         DX
-	JNZ          block
-	MOVQ         y+48(FP), AX
-	MOVQ         ldy+56(FP), CX
-	VMOVUPS      Y0, (AX)
-	VMOVUPS      Y1, 32(AX)
-	VZEROUPPER
-	RET
-
-// func q5_0x8avx2t4(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
-// Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·q5_0x8avx2t4(SB), NOSPLIT, $0-64
-	MOVQ   w+0(FP), AX
-	MOVQ   sc+8(FP), CX
-	MOVQ   blocks+16(FP), DX
-	MOVQ   qs+24(FP), BX
-	MOVQ   negq+32(FP), SI
+	MOVQ   off+32(FP), SI
 	MOVQ   dk+40(FP), DI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
 
 block:
 	PREFETCHT0   5632(AX)
@@ -1537,915 +803,472 @@ block:
 	PREFETCHT0   5824(AX)
 	PREFETCHT0   5888(AX)
 	PREFETCHT0   5952(AX)
-	VMOVDQU      (AX), Y4
-	VPAND        legacynibble<>+0(SB), Y4, Y4
-	VMOVDQU      256(AX), Y5
-	VPSLLW       $0x04, Y5, Y5
-	VPAND        legacybit4<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPBROADCASTD (BX), Y5
-	VPMADDUBSW   Y5, Y4, Y5
-	VPBROADCASTD 4(BX), Y6
-	VPMADDUBSW   Y6, Y4, Y6
-	VPBROADCASTD 8(BX), Y7
-	VPMADDUBSW   Y7, Y4, Y7
-	VPBROADCASTD 12(BX), Y8
-	VPMADDUBSW   Y8, Y4, Y4
-	VMOVDQU      (AX), Y8
-	VPSRLW       $0x04, Y8, Y8
-	VPAND        legacynibble<>+0(SB), Y8, Y8
-	VMOVDQU      256(AX), Y9
-	VPSLLW       $0x03, Y9, Y9
-	VPAND        legacybit4<>+0(SB), Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPBROADCASTD 32(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y5, Y5
-	VPBROADCASTD 36(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y6, Y6
-	VPBROADCASTD 40(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y7, Y7
-	VPBROADCASTD 44(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y8
-	VPADDW       Y8, Y4, Y4
-	VMOVDQU      64(AX), Y8
-	VPAND        legacynibble<>+0(SB), Y8, Y8
-	VMOVDQU      256(AX), Y9
-	VPSLLW       $0x02, Y9, Y9
-	VPAND        legacybit4<>+0(SB), Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPBROADCASTD 64(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y5, Y5
-	VPBROADCASTD 68(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y6, Y6
-	VPBROADCASTD 72(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y7, Y7
-	VPBROADCASTD 76(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y8
-	VPADDW       Y8, Y4, Y4
-	VMOVDQU      64(AX), Y8
-	VPSRLW       $0x04, Y8, Y8
-	VPAND        legacynibble<>+0(SB), Y8, Y8
-	VMOVDQU      256(AX), Y9
-	VPSLLW       $0x01, Y9, Y9
-	VPAND        legacybit4<>+0(SB), Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPBROADCASTD 96(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y5, Y5
-	VPBROADCASTD 100(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y6, Y6
-	VPBROADCASTD 104(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y7, Y7
-	VPBROADCASTD 108(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y8
-	VPADDW       Y8, Y4, Y4
-	VPMADDWD     legacyones16<>+0(SB), Y5, Y5
-	VPMADDWD     legacyones16<>+0(SB), Y6, Y6
-	VPMADDWD     legacyones16<>+0(SB), Y7, Y7
-	VPMADDWD     legacyones16<>+0(SB), Y4, Y4
-	VMOVDQU      128(AX), Y8
-	VPAND        legacynibble<>+0(SB), Y8, Y8
-	VMOVDQU      256(AX), Y9
-	VPAND        legacybit4<>+0(SB), Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPBROADCASTD 128(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPBROADCASTD 132(BX), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPBROADCASTD 136(BX), Y11
-	VPMADDUBSW   Y11, Y8, Y11
-	VPBROADCASTD 140(BX), Y12
-	VPMADDUBSW   Y12, Y8, Y8
-	VMOVDQU      128(AX), Y12
-	VPSRLW       $0x04, Y12, Y12
-	VPAND        legacynibble<>+0(SB), Y12, Y12
-	VMOVDQU      256(AX), Y13
-	VPSRLW       $0x01, Y13, Y13
-	VPAND        legacybit4<>+0(SB), Y13, Y13
-	VPOR         Y13, Y12, Y12
-	VPBROADCASTD 160(BX), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPADDW       Y13, Y9, Y9
-	VPBROADCASTD 164(BX), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPADDW       Y13, Y10, Y10
-	VPBROADCASTD 168(BX), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPADDW       Y13, Y11, Y11
-	VPBROADCASTD 172(BX), Y13
-	VPMADDUBSW   Y13, Y12, Y12
-	VPADDW       Y12, Y8, Y8
-	VMOVDQU      192(AX), Y12
-	VPAND        legacynibble<>+0(SB), Y12, Y12
-	VMOVDQU      256(AX), Y13
-	VPSRLW       $0x02, Y13, Y13
-	VPAND        legacybit4<>+0(SB), Y13, Y13
-	VPOR         Y13, Y12, Y12
-	VPBROADCASTD 192(BX), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPADDW       Y13, Y9, Y9
-	VPBROADCASTD 196(BX), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPADDW       Y13, Y10, Y10
-	VPBROADCASTD 200(BX), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPADDW       Y13, Y11, Y11
-	VPBROADCASTD 204(BX), Y13
-	VPMADDUBSW   Y13, Y12, Y12
-	VPADDW       Y12, Y8, Y8
-	VMOVDQU      192(AX), Y12
-	VPSRLW       $0x04, Y12, Y12
-	VPAND        legacynibble<>+0(SB), Y12, Y12
-	VMOVDQU      256(AX), Y13
-	VPSRLW       $0x03, Y13, Y13
-	VPAND        legacybit4<>+0(SB), Y13, Y13
-	VPOR         Y13, Y12, Y12
-	VPBROADCASTD 224(BX), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPADDW       Y13, Y9, Y9
-	VPBROADCASTD 228(BX), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPADDW       Y13, Y10, Y10
-	VPBROADCASTD 232(BX), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPADDW       Y13, Y11, Y11
-	VPBROADCASTD 236(BX), Y13
-	VPMADDUBSW   Y13, Y12, Y12
-	VPADDW       Y12, Y8, Y8
-	VPMADDWD     legacyones16<>+0(SB), Y9, Y9
-	VPADDD       Y9, Y5, Y5
-	VPMADDWD     legacyones16<>+0(SB), Y10, Y10
-	VPADDD       Y10, Y6, Y6
-	VPMADDWD     legacyones16<>+0(SB), Y11, Y11
-	VPADDD       Y11, Y7, Y7
-	VPMADDWD     legacyones16<>+0(SB), Y8, Y8
-	VPADDD       Y8, Y4, Y4
-	VPBROADCASTD (SI), Y8
-	VPSLLD       $0x04, Y8, Y8
-	VPADDD       Y8, Y5, Y5
-	VPBROADCASTD 4(SI), Y8
-	VPSLLD       $0x04, Y8, Y8
-	VPADDD       Y8, Y6, Y6
-	VPBROADCASTD 8(SI), Y8
-	VPSLLD       $0x04, Y8, Y8
-	VPADDD       Y8, Y7, Y7
-	VPBROADCASTD 12(SI), Y8
-	VPSLLD       $0x04, Y8, Y8
-	VPADDD       Y8, Y4, Y4
 	VCVTPH2PS    (CX), Y8
-	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS (DI), Y9
-	VMULPS       Y9, Y8, Y9
-	VFMADD231PS  Y5, Y9, Y0
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 4(DI), Y5
-	VMULPS       Y5, Y8, Y5
-	VFMADD231PS  Y6, Y5, Y1
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 8(DI), Y5
-	VMULPS       Y5, Y8, Y5
-	VFMADD231PS  Y7, Y5, Y2
-	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 12(DI), Y5
-	VMULPS       Y5, Y8, Y5
-	VFMADD231PS  Y4, Y5, Y3
+	VMULPS       Y9, Y8, Y8
+	VMOVDQU      (AX), Y9
+	VPAND        legacynibble<>+0(SB), Y9, Y9
+	VMOVDQU      256(AX), Y10
+	VPSLLW       $0x04, Y10, Y10
+	VPAND        legacybit4<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPBROADCASTD (BX), Y10
+	VPMADDUBSW   Y10, Y9, Y9
+	VPMADDWD     legacyones16<>+0(SB), Y9, Y9
+	VPBROADCASTD (SI), Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VMOVDQU      (AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        legacynibble<>+0(SB), Y9, Y9
+	VMOVDQU      256(AX), Y10
+	VPSLLW       $0x03, Y10, Y10
+	VPAND        legacybit4<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPBROADCASTD 32(BX), Y10
+	VPMADDUBSW   Y10, Y9, Y9
+	VPMADDWD     legacyones16<>+0(SB), Y9, Y9
+	VPBROADCASTD 32(SI), Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VMOVDQU      64(AX), Y9
+	VPAND        legacynibble<>+0(SB), Y9, Y9
+	VMOVDQU      256(AX), Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPAND        legacybit4<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPBROADCASTD 64(BX), Y10
+	VPMADDUBSW   Y10, Y9, Y9
+	VPMADDWD     legacyones16<>+0(SB), Y9, Y9
+	VPBROADCASTD 64(SI), Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVDQU      64(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        legacynibble<>+0(SB), Y9, Y9
+	VMOVDQU      256(AX), Y10
+	VPSLLW       $0x01, Y10, Y10
+	VPAND        legacybit4<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPBROADCASTD 96(BX), Y10
+	VPMADDUBSW   Y10, Y9, Y9
+	VPMADDWD     legacyones16<>+0(SB), Y9, Y9
+	VPBROADCASTD 96(SI), Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVDQU      128(AX), Y9
+	VPAND        legacynibble<>+0(SB), Y9, Y9
+	VMOVDQU      256(AX), Y10
+	VPAND        legacybit4<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPBROADCASTD 128(BX), Y10
+	VPMADDUBSW   Y10, Y9, Y9
+	VPMADDWD     legacyones16<>+0(SB), Y9, Y9
+	VPBROADCASTD 128(SI), Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VMOVDQU      128(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        legacynibble<>+0(SB), Y9, Y9
+	VMOVDQU      256(AX), Y10
+	VPSRLW       $0x01, Y10, Y10
+	VPAND        legacybit4<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPBROADCASTD 160(BX), Y10
+	VPMADDUBSW   Y10, Y9, Y9
+	VPMADDWD     legacyones16<>+0(SB), Y9, Y9
+	VPBROADCASTD 160(SI), Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VMOVDQU      192(AX), Y9
+	VPAND        legacynibble<>+0(SB), Y9, Y9
+	VMOVDQU      256(AX), Y10
+	VPSRLW       $0x02, Y10, Y10
+	VPAND        legacybit4<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPBROADCASTD 192(BX), Y10
+	VPMADDUBSW   Y10, Y9, Y9
+	VPMADDWD     legacyones16<>+0(SB), Y9, Y9
+	VPBROADCASTD 192(SI), Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VMOVDQU      192(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        legacynibble<>+0(SB), Y9, Y9
+	VMOVDQU      256(AX), Y10
+	VPSRLW       $0x03, Y10, Y10
+	VPAND        legacybit4<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPBROADCASTD 224(BX), Y10
+	VPMADDUBSW   Y10, Y9, Y9
+	VPMADDWD     legacyones16<>+0(SB), Y9, Y9
+	VPBROADCASTD 224(SI), Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y7
 	ADDQ         $0x00000160, AX
 	ADDQ         $0x00000160, CX
 	ADDQ         $0x00000100, BX
-	ADDQ         $0x00000020, SI
+	ADDQ         $0x00000100, SI
 	ADDQ         $0x00000020, DI
 	DECQ         DX
 	JNZ          block
+	VADDPS       Y4, Y0, Y0
+	VADDPS       Y6, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y5, Y1, Y1
+	VADDPS       Y7, Y3, Y3
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y1, Y0, Y0
 	MOVQ         y+48(FP), AX
-	MOVQ         ldy+56(FP), CX
 	VMOVUPS      Y0, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y2, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y3, (AX)
 	VZEROUPPER
 	RET
 
-// func q5_1x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+// func q5_1x16t1(w *byte, blocks int, qs *byte, off *byte, dk *byte, y *float32, ldy int, rowMask uint16)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
 TEXT ·q5_1x16t1(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
 	MOVQ         qs+16(FP), DX
-	MOVQ         negq+24(FP), BX
+	MOVQ         off+24(FP), BX
 	MOVQ         dk+32(FP), SI
 	MOVL         $0x0f0f0f0f, DI
 	VPBROADCASTD DI, Z0
 	MOVL         $0x10101010, DI
 	VPBROADCASTD DI, Z1
 	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
 
 block:
-	PREFETCHT0       6144(AX)
-	PREFETCHT0       6208(AX)
-	PREFETCHT0       6272(AX)
-	PREFETCHT0       6336(AX)
-	PREFETCHT0       6400(AX)
-	PREFETCHT0       6464(AX)
-	VPXORD           Z3, Z3, Z3
-	VMOVDQU64        256(AX), Z4
-	VMOVDQU64        (AX), Z5
-	VPANDD           Z0, Z5, Z6
-	VPSRLW           $0x04, Z5, Z5
-	VPANDD           Z0, Z5, Z5
-	VPSLLW           $0x04, Z4, Z7
-	VPTERNLOGD       $0xf8, Z1, Z7, Z6
-	VPDPBUSD.BCST    (DX), Z6, Z3
-	VPSLLW           $0x03, Z4, Z6
-	VPTERNLOGD       $0xf8, Z1, Z6, Z5
-	VPDPBUSD.BCST    32(DX), Z5, Z3
-	VMOVDQU64        64(AX), Z5
-	VPANDD           Z0, Z5, Z6
-	VPSRLW           $0x04, Z5, Z5
-	VPANDD           Z0, Z5, Z5
-	VPSLLW           $0x02, Z4, Z7
-	VPTERNLOGD       $0xf8, Z1, Z7, Z6
-	VPDPBUSD.BCST    64(DX), Z6, Z3
-	VPSLLW           $0x01, Z4, Z6
-	VPTERNLOGD       $0xf8, Z1, Z6, Z5
-	VPDPBUSD.BCST    96(DX), Z5, Z3
-	VMOVDQU64        128(AX), Z5
-	VPANDD           Z0, Z5, Z6
-	VPSRLW           $0x04, Z5, Z5
-	VPANDD           Z0, Z5, Z5
-	VPTERNLOGD       $0xf8, Z1, Z4, Z6
-	VPDPBUSD.BCST    128(DX), Z6, Z3
-	VPSRLW           $0x01, Z4, Z6
-	VPTERNLOGD       $0xf8, Z1, Z6, Z5
-	VPDPBUSD.BCST    160(DX), Z5, Z3
-	VMOVDQU64        192(AX), Z5
-	VPANDD           Z0, Z5, Z6
-	VPSRLW           $0x04, Z5, Z5
-	VPANDD           Z0, Z5, Z5
-	VPSRLW           $0x02, Z4, Z7
-	VPTERNLOGD       $0xf8, Z1, Z7, Z6
-	VPDPBUSD.BCST    192(DX), Z6, Z3
-	VPSRLW           $0x03, Z4, Z4
-	VPTERNLOGD       $0xf8, Z1, Z4, Z5
-	VPDPBUSD.BCST    224(DX), Z5, Z3
-	VCVTPH2PS        320(AX), Z4
-	VCVTDQ2PS        Z3, Z3
-	VMULPS.BCST      (SI), Z4, Z4
-	VFMADD231PS      Z3, Z4, Z2
-	VCVTPH2PS        352(AX), Z4
-	VFMADD231PS.BCST (BX), Z4, Z2
+	PREFETCHT0    6144(AX)
+	PREFETCHT0    6208(AX)
+	PREFETCHT0    6272(AX)
+	PREFETCHT0    6336(AX)
+	PREFETCHT0    6400(AX)
+	PREFETCHT0    6464(AX)
+	VCVTPH2PS     320(AX), Z11
+	VMULPS.BCST   (SI), Z11, Z11
+	VMOVDQU64     256(AX), Z13
+	VMOVDQU64     (AX), Z14
+	VPANDD        Z0, Z14, Z15
+	VPSLLW        $0x04, Z13, Z16
+	VPTERNLOGD    $0xf8, Z1, Z16, Z15
+	VMOVDQA64     Z2, Z16
+	VPDPBUSD.BCST (DX), Z15, Z16
+	VCVTDQ2PS     Z16, Z16
+	VFMADD231PS   Z16, Z11, Z3
+	VPSRLW        $0x04, Z14, Z14
+	VPANDD        Z0, Z14, Z14
+	VPSLLW        $0x03, Z13, Z15
+	VPTERNLOGD    $0xf8, Z1, Z15, Z14
+	VMOVDQA64     Z2, Z15
+	VPDPBUSD.BCST 32(DX), Z14, Z15
+	VCVTDQ2PS     Z15, Z15
+	VFMADD231PS   Z15, Z11, Z4
+	VMOVDQU64     64(AX), Z14
+	VPANDD        Z0, Z14, Z15
+	VPSLLW        $0x02, Z13, Z16
+	VPTERNLOGD    $0xf8, Z1, Z16, Z15
+	VMOVDQA64     Z2, Z16
+	VPDPBUSD.BCST 64(DX), Z15, Z16
+	VCVTDQ2PS     Z16, Z16
+	VFMADD231PS   Z16, Z11, Z5
+	VPSRLW        $0x04, Z14, Z14
+	VPANDD        Z0, Z14, Z14
+	VPSLLW        $0x01, Z13, Z15
+	VPTERNLOGD    $0xf8, Z1, Z15, Z14
+	VMOVDQA64     Z2, Z15
+	VPDPBUSD.BCST 96(DX), Z14, Z15
+	VCVTDQ2PS     Z15, Z15
+	VFMADD231PS   Z15, Z11, Z6
+	VMOVDQU64     128(AX), Z14
+	VPANDD        Z0, Z14, Z15
+	VPTERNLOGD    $0xf8, Z1, Z13, Z15
+	VMOVDQA64     Z2, Z16
+	VPDPBUSD.BCST 128(DX), Z15, Z16
+	VCVTDQ2PS     Z16, Z16
+	VFMADD231PS   Z16, Z11, Z7
+	VPSRLW        $0x04, Z14, Z14
+	VPANDD        Z0, Z14, Z14
+	VPSRLW        $0x01, Z13, Z15
+	VPTERNLOGD    $0xf8, Z1, Z15, Z14
+	VMOVDQA64     Z2, Z15
+	VPDPBUSD.BCST 160(DX), Z14, Z15
+	VCVTDQ2PS     Z15, Z15
+	VFMADD231PS   Z15, Z11, Z8
+	VMOVDQU64     192(AX), Z14
+	VPANDD        Z0, Z14, Z15
+	VPSRLW        $0x02, Z13, Z16
+	VPTERNLOGD    $0xf8, Z1, Z16, Z15
+	VMOVDQA64     Z2, Z16
+	VPDPBUSD.BCST 192(DX), Z15, Z16
+	VCVTDQ2PS     Z16, Z16
+	VFMADD231PS   Z16, Z11, Z9
+	VPSRLW        $0x04, Z14, Z14
+	VPANDD        Z0, Z14, Z14
+	VPSRLW        $0x03, Z13, Z13
+	VPTERNLOGD    $0xf8, Z1, Z13, Z14
+	VMOVDQA64     Z2, Z13
+	VPDPBUSD.BCST 224(DX), Z14, Z13
+	VCVTDQ2PS     Z13, Z13
+	VFMADD231PS   Z13, Z11, Z10
+	ADDQ          $0x00000180, AX
+	ADDQ          $0x00000100, DX
+	ADDQ          $0x00000020, BX
+	ADDQ          $0x00000020, SI
+	DECQ          CX
+	JNZ           block
+	MOVQ          w+0(FP), AX
+	MOVQ          blocks+8(FP), CX
+	MOVQ          off+24(FP), BX
+	VPXORD        Z12, Z12, Z12
+
+mblock:
+	VCVTPH2PS        352(AX), Z0
+	VFMADD231PS.BCST (BX), Z0, Z12
 	ADDQ             $0x00000180, AX
-	ADDQ             $0x00000100, DX
 	ADDQ             $0x00000020, BX
-	ADDQ             $0x00000020, SI
 	DECQ             CX
-	JNZ              block
+	JNZ              mblock
+	VADDPS           Z7, Z3, Z3
+	VADDPS           Z9, Z5, Z5
+	VADDPS           Z5, Z3, Z3
+	VADDPS           Z8, Z4, Z4
+	VADDPS           Z10, Z6, Z6
+	VADDPS           Z6, Z4, Z4
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z12, Z3, Z3
 	MOVQ             y+40(FP), AX
 	MOVQ             ldy+48(FP), CX
 	MOVWLZX          rowMask+56(FP), CX
 	KMOVW            CX, K1
-	VMOVUPS          Z2, K1, (AX)
+	VMOVUPS          Z3, K1, (AX)
 	VZEROUPPER
 	RET
 
-// func q5_1x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+// func q5_1x16t2(w *byte, blocks int, qs *byte, off *byte, dk *byte, y *float32, ldy int, rowMask uint16)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
 TEXT ·q5_1x16t2(SB), NOSPLIT, $0-58
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
 	MOVQ         qs+16(FP), DX
-	MOVQ         negq+24(FP), BX
+	MOVQ         off+24(FP), BX
 	MOVQ         dk+32(FP), SI
 	MOVL         $0x0f0f0f0f, DI
 	VPBROADCASTD DI, Z0
 	MOVL         $0x10101010, DI
 	VPBROADCASTD DI, Z1
 	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
 	VPXORD       Z4, Z4, Z4
-
-block:
-	PREFETCHT0       6144(AX)
-	PREFETCHT0       6208(AX)
-	PREFETCHT0       6272(AX)
-	PREFETCHT0       6336(AX)
-	PREFETCHT0       6400(AX)
-	PREFETCHT0       6464(AX)
-	VPXORD           Z3, Z3, Z3
-	VPXORD           Z5, Z5, Z5
-	VMOVDQU64        256(AX), Z6
-	VMOVDQU64        (AX), Z7
-	VPANDD           Z0, Z7, Z8
-	VPSRLW           $0x04, Z7, Z7
-	VPANDD           Z0, Z7, Z7
-	VPSLLW           $0x04, Z6, Z9
-	VPTERNLOGD       $0xf8, Z1, Z9, Z8
-	VPDPBUSD.BCST    (DX), Z8, Z3
-	VPDPBUSD.BCST    4(DX), Z8, Z5
-	VPSLLW           $0x03, Z6, Z8
-	VPTERNLOGD       $0xf8, Z1, Z8, Z7
-	VPDPBUSD.BCST    32(DX), Z7, Z3
-	VPDPBUSD.BCST    36(DX), Z7, Z5
-	VMOVDQU64        64(AX), Z7
-	VPANDD           Z0, Z7, Z8
-	VPSRLW           $0x04, Z7, Z7
-	VPANDD           Z0, Z7, Z7
-	VPSLLW           $0x02, Z6, Z9
-	VPTERNLOGD       $0xf8, Z1, Z9, Z8
-	VPDPBUSD.BCST    64(DX), Z8, Z3
-	VPDPBUSD.BCST    68(DX), Z8, Z5
-	VPSLLW           $0x01, Z6, Z8
-	VPTERNLOGD       $0xf8, Z1, Z8, Z7
-	VPDPBUSD.BCST    96(DX), Z7, Z3
-	VPDPBUSD.BCST    100(DX), Z7, Z5
-	VMOVDQU64        128(AX), Z7
-	VPANDD           Z0, Z7, Z8
-	VPSRLW           $0x04, Z7, Z7
-	VPANDD           Z0, Z7, Z7
-	VPTERNLOGD       $0xf8, Z1, Z6, Z8
-	VPDPBUSD.BCST    128(DX), Z8, Z3
-	VPDPBUSD.BCST    132(DX), Z8, Z5
-	VPSRLW           $0x01, Z6, Z8
-	VPTERNLOGD       $0xf8, Z1, Z8, Z7
-	VPDPBUSD.BCST    160(DX), Z7, Z3
-	VPDPBUSD.BCST    164(DX), Z7, Z5
-	VMOVDQU64        192(AX), Z7
-	VPANDD           Z0, Z7, Z8
-	VPSRLW           $0x04, Z7, Z7
-	VPANDD           Z0, Z7, Z7
-	VPSRLW           $0x02, Z6, Z9
-	VPTERNLOGD       $0xf8, Z1, Z9, Z8
-	VPDPBUSD.BCST    192(DX), Z8, Z3
-	VPDPBUSD.BCST    196(DX), Z8, Z5
-	VPSRLW           $0x03, Z6, Z6
-	VPTERNLOGD       $0xf8, Z1, Z6, Z7
-	VPDPBUSD.BCST    224(DX), Z7, Z3
-	VPDPBUSD.BCST    228(DX), Z7, Z5
-	VCVTPH2PS        320(AX), Z6
-	VCVTDQ2PS        Z3, Z3
-	VMULPS.BCST      (SI), Z6, Z7
-	VFMADD231PS      Z3, Z7, Z2
-	VCVTDQ2PS        Z5, Z5
-	VMULPS.BCST      4(SI), Z6, Z6
-	VFMADD231PS      Z5, Z6, Z4
-	VCVTPH2PS        352(AX), Z6
-	VFMADD231PS.BCST (BX), Z6, Z2
-	VFMADD231PS.BCST 4(BX), Z6, Z4
-	ADDQ             $0x00000180, AX
-	ADDQ             $0x00000100, DX
-	ADDQ             $0x00000020, BX
-	ADDQ             $0x00000020, SI
-	DECQ             CX
-	JNZ              block
-	MOVQ             y+40(FP), AX
-	MOVQ             ldy+48(FP), CX
-	MOVWLZX          rowMask+56(FP), DX
-	KMOVW            DX, K1
-	VMOVUPS          Z2, K1, (AX)
-	ADDQ             CX, AX
-	VMOVUPS          Z4, K1, (AX)
-	VZEROUPPER
-	RET
-
-// func q5_1x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
-TEXT ·q5_1x16t4(SB), NOSPLIT, $0-58
-	MOVQ         w+0(FP), AX
-	MOVQ         blocks+8(FP), CX
-	MOVQ         qs+16(FP), DX
-	MOVQ         negq+24(FP), BX
-	MOVQ         dk+32(FP), SI
-	MOVL         $0x0f0f0f0f, DI
-	VPBROADCASTD DI, Z0
-	MOVL         $0x10101010, DI
-	VPBROADCASTD DI, Z1
-	VPXORD       Z2, Z2, Z2
-	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
 	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
 	VPXORD       Z8, Z8, Z8
-
-block:
-	PREFETCHT0       6144(AX)
-	PREFETCHT0       6208(AX)
-	PREFETCHT0       6272(AX)
-	PREFETCHT0       6336(AX)
-	PREFETCHT0       6400(AX)
-	PREFETCHT0       6464(AX)
-	VPXORD           Z3, Z3, Z3
-	VPXORD           Z5, Z5, Z5
-	VPXORD           Z7, Z7, Z7
-	VPXORD           Z9, Z9, Z9
-	VMOVDQU64        256(AX), Z10
-	VMOVDQU64        (AX), Z11
-	VPANDD           Z0, Z11, Z12
-	VPSRLW           $0x04, Z11, Z11
-	VPANDD           Z0, Z11, Z11
-	VPSLLW           $0x04, Z10, Z13
-	VPTERNLOGD       $0xf8, Z1, Z13, Z12
-	VPDPBUSD.BCST    (DX), Z12, Z3
-	VPDPBUSD.BCST    4(DX), Z12, Z5
-	VPDPBUSD.BCST    8(DX), Z12, Z7
-	VPDPBUSD.BCST    12(DX), Z12, Z9
-	VPSLLW           $0x03, Z10, Z12
-	VPTERNLOGD       $0xf8, Z1, Z12, Z11
-	VPDPBUSD.BCST    32(DX), Z11, Z3
-	VPDPBUSD.BCST    36(DX), Z11, Z5
-	VPDPBUSD.BCST    40(DX), Z11, Z7
-	VPDPBUSD.BCST    44(DX), Z11, Z9
-	VMOVDQU64        64(AX), Z11
-	VPANDD           Z0, Z11, Z12
-	VPSRLW           $0x04, Z11, Z11
-	VPANDD           Z0, Z11, Z11
-	VPSLLW           $0x02, Z10, Z13
-	VPTERNLOGD       $0xf8, Z1, Z13, Z12
-	VPDPBUSD.BCST    64(DX), Z12, Z3
-	VPDPBUSD.BCST    68(DX), Z12, Z5
-	VPDPBUSD.BCST    72(DX), Z12, Z7
-	VPDPBUSD.BCST    76(DX), Z12, Z9
-	VPSLLW           $0x01, Z10, Z12
-	VPTERNLOGD       $0xf8, Z1, Z12, Z11
-	VPDPBUSD.BCST    96(DX), Z11, Z3
-	VPDPBUSD.BCST    100(DX), Z11, Z5
-	VPDPBUSD.BCST    104(DX), Z11, Z7
-	VPDPBUSD.BCST    108(DX), Z11, Z9
-	VMOVDQU64        128(AX), Z11
-	VPANDD           Z0, Z11, Z12
-	VPSRLW           $0x04, Z11, Z11
-	VPANDD           Z0, Z11, Z11
-	VPTERNLOGD       $0xf8, Z1, Z10, Z12
-	VPDPBUSD.BCST    128(DX), Z12, Z3
-	VPDPBUSD.BCST    132(DX), Z12, Z5
-	VPDPBUSD.BCST    136(DX), Z12, Z7
-	VPDPBUSD.BCST    140(DX), Z12, Z9
-	VPSRLW           $0x01, Z10, Z12
-	VPTERNLOGD       $0xf8, Z1, Z12, Z11
-	VPDPBUSD.BCST    160(DX), Z11, Z3
-	VPDPBUSD.BCST    164(DX), Z11, Z5
-	VPDPBUSD.BCST    168(DX), Z11, Z7
-	VPDPBUSD.BCST    172(DX), Z11, Z9
-	VMOVDQU64        192(AX), Z11
-	VPANDD           Z0, Z11, Z12
-	VPSRLW           $0x04, Z11, Z11
-	VPANDD           Z0, Z11, Z11
-	VPSRLW           $0x02, Z10, Z13
-	VPTERNLOGD       $0xf8, Z1, Z13, Z12
-	VPDPBUSD.BCST    192(DX), Z12, Z3
-	VPDPBUSD.BCST    196(DX), Z12, Z5
-	VPDPBUSD.BCST    200(DX), Z12, Z7
-	VPDPBUSD.BCST    204(DX), Z12, Z9
-	VPSRLW           $0x03, Z10, Z10
-	VPTERNLOGD       $0xf8, Z1, Z10, Z11
-	VPDPBUSD.BCST    224(DX), Z11, Z3
-	VPDPBUSD.BCST    228(DX), Z11, Z5
-	VPDPBUSD.BCST    232(DX), Z11, Z7
-	VPDPBUSD.BCST    236(DX), Z11, Z9
-	VCVTPH2PS        320(AX), Z10
-	VCVTDQ2PS        Z3, Z3
-	VMULPS.BCST      (SI), Z10, Z11
-	VFMADD231PS      Z3, Z11, Z2
-	VCVTDQ2PS        Z5, Z5
-	VMULPS.BCST      4(SI), Z10, Z11
-	VFMADD231PS      Z5, Z11, Z4
-	VCVTDQ2PS        Z7, Z7
-	VMULPS.BCST      8(SI), Z10, Z11
-	VFMADD231PS      Z7, Z11, Z6
-	VCVTDQ2PS        Z9, Z9
-	VMULPS.BCST      12(SI), Z10, Z10
-	VFMADD231PS      Z9, Z10, Z8
-	VCVTPH2PS        352(AX), Z10
-	VFMADD231PS.BCST (BX), Z10, Z2
-	VFMADD231PS.BCST 4(BX), Z10, Z4
-	VFMADD231PS.BCST 8(BX), Z10, Z6
-	VFMADD231PS.BCST 12(BX), Z10, Z8
-	ADDQ             $0x00000180, AX
-	ADDQ             $0x00000100, DX
-	ADDQ             $0x00000020, BX
-	ADDQ             $0x00000020, SI
-	DECQ             CX
-	JNZ              block
-	MOVQ             y+40(FP), AX
-	MOVQ             ldy+48(FP), CX
-	MOVWLZX          rowMask+56(FP), DX
-	KMOVW            DX, K1
-	VMOVUPS          Z2, K1, (AX)
-	ADDQ             CX, AX
-	VMOVUPS          Z4, K1, (AX)
-	ADDQ             CX, AX
-	VMOVUPS          Z6, K1, (AX)
-	ADDQ             CX, AX
-	VMOVUPS          Z8, K1, (AX)
-	VZEROUPPER
-	RET
-
-// func q5_1x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
-TEXT ·q5_1x16t8(SB), NOSPLIT, $0-58
-	MOVQ         w+0(FP), AX
-	MOVQ         blocks+8(FP), CX
-	MOVQ         qs+16(FP), DX
-	MOVQ         negq+24(FP), BX
-	MOVQ         dk+32(FP), SI
-	MOVL         $0x0f0f0f0f, DI
-	VPBROADCASTD DI, Z0
-	MOVL         $0x10101010, DI
-	VPBROADCASTD DI, Z1
-	VPXORD       Z2, Z2, Z2
-	VPXORD       Z4, Z4, Z4
-	VPXORD       Z6, Z6, Z6
-	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
 	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
 	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
 	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
 	VPXORD       Z16, Z16, Z16
+	VPXORD       Z17, Z17, Z17
+	VPXORD       Z18, Z18, Z18
 
 block:
-	PREFETCHT0       6144(AX)
-	PREFETCHT0       6208(AX)
-	PREFETCHT0       6272(AX)
-	PREFETCHT0       6336(AX)
-	PREFETCHT0       6400(AX)
-	PREFETCHT0       6464(AX)
-	VPXORD           Z3, Z3, Z3
-	VPXORD           Z5, Z5, Z5
-	VPXORD           Z7, Z7, Z7
-	VPXORD           Z9, Z9, Z9
-	VPXORD           Z11, Z11, Z11
-	VPXORD           Z13, Z13, Z13
-	VPXORD           Z15, Z15, Z15
-	VPXORD           Z17, Z17, Z17
-	VMOVDQU64        256(AX), Z18
-	VMOVDQU64        (AX), Z19
-	VPANDD           Z0, Z19, Z20
-	VPSRLW           $0x04, Z19, Z19
-	VPANDD           Z0, Z19, Z19
-	VPSLLW           $0x04, Z18, Z21
-	VPTERNLOGD       $0xf8, Z1, Z21, Z20
-	VPDPBUSD.BCST    (DX), Z20, Z3
-	VPDPBUSD.BCST    4(DX), Z20, Z5
-	VPDPBUSD.BCST    8(DX), Z20, Z7
-	VPDPBUSD.BCST    12(DX), Z20, Z9
-	VPDPBUSD.BCST    16(DX), Z20, Z11
-	VPDPBUSD.BCST    20(DX), Z20, Z13
-	VPDPBUSD.BCST    24(DX), Z20, Z15
-	VPDPBUSD.BCST    28(DX), Z20, Z17
-	VPSLLW           $0x03, Z18, Z20
-	VPTERNLOGD       $0xf8, Z1, Z20, Z19
-	VPDPBUSD.BCST    32(DX), Z19, Z3
-	VPDPBUSD.BCST    36(DX), Z19, Z5
-	VPDPBUSD.BCST    40(DX), Z19, Z7
-	VPDPBUSD.BCST    44(DX), Z19, Z9
-	VPDPBUSD.BCST    48(DX), Z19, Z11
-	VPDPBUSD.BCST    52(DX), Z19, Z13
-	VPDPBUSD.BCST    56(DX), Z19, Z15
-	VPDPBUSD.BCST    60(DX), Z19, Z17
-	VMOVDQU64        64(AX), Z19
-	VPANDD           Z0, Z19, Z20
-	VPSRLW           $0x04, Z19, Z19
-	VPANDD           Z0, Z19, Z19
-	VPSLLW           $0x02, Z18, Z21
-	VPTERNLOGD       $0xf8, Z1, Z21, Z20
-	VPDPBUSD.BCST    64(DX), Z20, Z3
-	VPDPBUSD.BCST    68(DX), Z20, Z5
-	VPDPBUSD.BCST    72(DX), Z20, Z7
-	VPDPBUSD.BCST    76(DX), Z20, Z9
-	VPDPBUSD.BCST    80(DX), Z20, Z11
-	VPDPBUSD.BCST    84(DX), Z20, Z13
-	VPDPBUSD.BCST    88(DX), Z20, Z15
-	VPDPBUSD.BCST    92(DX), Z20, Z17
-	VPSLLW           $0x01, Z18, Z20
-	VPTERNLOGD       $0xf8, Z1, Z20, Z19
-	VPDPBUSD.BCST    96(DX), Z19, Z3
-	VPDPBUSD.BCST    100(DX), Z19, Z5
-	VPDPBUSD.BCST    104(DX), Z19, Z7
-	VPDPBUSD.BCST    108(DX), Z19, Z9
-	VPDPBUSD.BCST    112(DX), Z19, Z11
-	VPDPBUSD.BCST    116(DX), Z19, Z13
-	VPDPBUSD.BCST    120(DX), Z19, Z15
-	VPDPBUSD.BCST    124(DX), Z19, Z17
-	VMOVDQU64        128(AX), Z19
-	VPANDD           Z0, Z19, Z20
-	VPSRLW           $0x04, Z19, Z19
-	VPANDD           Z0, Z19, Z19
-	VPTERNLOGD       $0xf8, Z1, Z18, Z20
-	VPDPBUSD.BCST    128(DX), Z20, Z3
-	VPDPBUSD.BCST    132(DX), Z20, Z5
-	VPDPBUSD.BCST    136(DX), Z20, Z7
-	VPDPBUSD.BCST    140(DX), Z20, Z9
-	VPDPBUSD.BCST    144(DX), Z20, Z11
-	VPDPBUSD.BCST    148(DX), Z20, Z13
-	VPDPBUSD.BCST    152(DX), Z20, Z15
-	VPDPBUSD.BCST    156(DX), Z20, Z17
-	VPSRLW           $0x01, Z18, Z20
-	VPTERNLOGD       $0xf8, Z1, Z20, Z19
-	VPDPBUSD.BCST    160(DX), Z19, Z3
-	VPDPBUSD.BCST    164(DX), Z19, Z5
-	VPDPBUSD.BCST    168(DX), Z19, Z7
-	VPDPBUSD.BCST    172(DX), Z19, Z9
-	VPDPBUSD.BCST    176(DX), Z19, Z11
-	VPDPBUSD.BCST    180(DX), Z19, Z13
-	VPDPBUSD.BCST    184(DX), Z19, Z15
-	VPDPBUSD.BCST    188(DX), Z19, Z17
-	VMOVDQU64        192(AX), Z19
-	VPANDD           Z0, Z19, Z20
-	VPSRLW           $0x04, Z19, Z19
-	VPANDD           Z0, Z19, Z19
-	VPSRLW           $0x02, Z18, Z21
-	VPTERNLOGD       $0xf8, Z1, Z21, Z20
-	VPDPBUSD.BCST    192(DX), Z20, Z3
-	VPDPBUSD.BCST    196(DX), Z20, Z5
-	VPDPBUSD.BCST    200(DX), Z20, Z7
-	VPDPBUSD.BCST    204(DX), Z20, Z9
-	VPDPBUSD.BCST    208(DX), Z20, Z11
-	VPDPBUSD.BCST    212(DX), Z20, Z13
-	VPDPBUSD.BCST    216(DX), Z20, Z15
-	VPDPBUSD.BCST    220(DX), Z20, Z17
-	VPSRLW           $0x03, Z18, Z18
-	VPTERNLOGD       $0xf8, Z1, Z18, Z19
-	VPDPBUSD.BCST    224(DX), Z19, Z3
-	VPDPBUSD.BCST    228(DX), Z19, Z5
-	VPDPBUSD.BCST    232(DX), Z19, Z7
-	VPDPBUSD.BCST    236(DX), Z19, Z9
-	VPDPBUSD.BCST    240(DX), Z19, Z11
-	VPDPBUSD.BCST    244(DX), Z19, Z13
-	VPDPBUSD.BCST    248(DX), Z19, Z15
-	VPDPBUSD.BCST    252(DX), Z19, Z17
-	VCVTPH2PS        320(AX), Z18
-	VCVTDQ2PS        Z3, Z3
-	VMULPS.BCST      (SI), Z18, Z19
-	VFMADD231PS      Z3, Z19, Z2
-	VCVTDQ2PS        Z5, Z5
-	VMULPS.BCST      4(SI), Z18, Z19
-	VFMADD231PS      Z5, Z19, Z4
-	VCVTDQ2PS        Z7, Z7
-	VMULPS.BCST      8(SI), Z18, Z19
-	VFMADD231PS      Z7, Z19, Z6
-	VCVTDQ2PS        Z9, Z9
-	VMULPS.BCST      12(SI), Z18, Z19
-	VFMADD231PS      Z9, Z19, Z8
-	VCVTDQ2PS        Z11, Z11
-	VMULPS.BCST      16(SI), Z18, Z19
-	VFMADD231PS      Z11, Z19, Z10
-	VCVTDQ2PS        Z13, Z13
-	VMULPS.BCST      20(SI), Z18, Z19
-	VFMADD231PS      Z13, Z19, Z12
-	VCVTDQ2PS        Z15, Z15
-	VMULPS.BCST      24(SI), Z18, Z19
-	VFMADD231PS      Z15, Z19, Z14
-	VCVTDQ2PS        Z17, Z17
-	VMULPS.BCST      28(SI), Z18, Z18
-	VFMADD231PS      Z17, Z18, Z16
-	VCVTPH2PS        352(AX), Z18
-	VFMADD231PS.BCST (BX), Z18, Z2
-	VFMADD231PS.BCST 4(BX), Z18, Z4
-	VFMADD231PS.BCST 8(BX), Z18, Z6
-	VFMADD231PS.BCST 12(BX), Z18, Z8
-	VFMADD231PS.BCST 16(BX), Z18, Z10
-	VFMADD231PS.BCST 20(BX), Z18, Z12
-	VFMADD231PS.BCST 24(BX), Z18, Z14
-	VFMADD231PS.BCST 28(BX), Z18, Z16
+	PREFETCHT0    6144(AX)
+	PREFETCHT0    6208(AX)
+	PREFETCHT0    6272(AX)
+	PREFETCHT0    6336(AX)
+	PREFETCHT0    6400(AX)
+	PREFETCHT0    6464(AX)
+	VCVTPH2PS     320(AX), Z19
+	VMULPS.BCST   (SI), Z19, Z20
+	VMULPS.BCST   4(SI), Z19, Z19
+	VMOVDQU64     256(AX), Z23
+	VMOVDQU64     (AX), Z24
+	VPANDD        Z0, Z24, Z25
+	VPSLLW        $0x04, Z23, Z26
+	VPTERNLOGD    $0xf8, Z1, Z26, Z25
+	VMOVDQA64     Z2, Z26
+	VPDPBUSD.BCST (DX), Z25, Z26
+	VCVTDQ2PS     Z26, Z26
+	VFMADD231PS   Z26, Z20, Z3
+	VMOVDQA64     Z2, Z26
+	VPDPBUSD.BCST 4(DX), Z25, Z26
+	VCVTDQ2PS     Z26, Z26
+	VFMADD231PS   Z26, Z19, Z11
+	VPSRLW        $0x04, Z24, Z24
+	VPANDD        Z0, Z24, Z24
+	VPSLLW        $0x03, Z23, Z25
+	VPTERNLOGD    $0xf8, Z1, Z25, Z24
+	VMOVDQA64     Z2, Z25
+	VPDPBUSD.BCST 32(DX), Z24, Z25
+	VCVTDQ2PS     Z25, Z25
+	VFMADD231PS   Z25, Z20, Z4
+	VMOVDQA64     Z2, Z25
+	VPDPBUSD.BCST 36(DX), Z24, Z25
+	VCVTDQ2PS     Z25, Z25
+	VFMADD231PS   Z25, Z19, Z12
+	VMOVDQU64     64(AX), Z24
+	VPANDD        Z0, Z24, Z25
+	VPSLLW        $0x02, Z23, Z26
+	VPTERNLOGD    $0xf8, Z1, Z26, Z25
+	VMOVDQA64     Z2, Z26
+	VPDPBUSD.BCST 64(DX), Z25, Z26
+	VCVTDQ2PS     Z26, Z26
+	VFMADD231PS   Z26, Z20, Z5
+	VMOVDQA64     Z2, Z26
+	VPDPBUSD.BCST 68(DX), Z25, Z26
+	VCVTDQ2PS     Z26, Z26
+	VFMADD231PS   Z26, Z19, Z13
+	VPSRLW        $0x04, Z24, Z24
+	VPANDD        Z0, Z24, Z24
+	VPSLLW        $0x01, Z23, Z25
+	VPTERNLOGD    $0xf8, Z1, Z25, Z24
+	VMOVDQA64     Z2, Z25
+	VPDPBUSD.BCST 96(DX), Z24, Z25
+	VCVTDQ2PS     Z25, Z25
+	VFMADD231PS   Z25, Z20, Z6
+	VMOVDQA64     Z2, Z25
+	VPDPBUSD.BCST 100(DX), Z24, Z25
+	VCVTDQ2PS     Z25, Z25
+	VFMADD231PS   Z25, Z19, Z14
+	VMOVDQU64     128(AX), Z24
+	VPANDD        Z0, Z24, Z25
+	VPTERNLOGD    $0xf8, Z1, Z23, Z25
+	VMOVDQA64     Z2, Z26
+	VPDPBUSD.BCST 128(DX), Z25, Z26
+	VCVTDQ2PS     Z26, Z26
+	VFMADD231PS   Z26, Z20, Z7
+	VMOVDQA64     Z2, Z26
+	VPDPBUSD.BCST 132(DX), Z25, Z26
+	VCVTDQ2PS     Z26, Z26
+	VFMADD231PS   Z26, Z19, Z15
+	VPSRLW        $0x04, Z24, Z24
+	VPANDD        Z0, Z24, Z24
+	VPSRLW        $0x01, Z23, Z25
+	VPTERNLOGD    $0xf8, Z1, Z25, Z24
+	VMOVDQA64     Z2, Z25
+	VPDPBUSD.BCST 160(DX), Z24, Z25
+	VCVTDQ2PS     Z25, Z25
+	VFMADD231PS   Z25, Z20, Z8
+	VMOVDQA64     Z2, Z25
+	VPDPBUSD.BCST 164(DX), Z24, Z25
+	VCVTDQ2PS     Z25, Z25
+	VFMADD231PS   Z25, Z19, Z16
+	VMOVDQU64     192(AX), Z24
+	VPANDD        Z0, Z24, Z25
+	VPSRLW        $0x02, Z23, Z26
+	VPTERNLOGD    $0xf8, Z1, Z26, Z25
+	VMOVDQA64     Z2, Z26
+	VPDPBUSD.BCST 192(DX), Z25, Z26
+	VCVTDQ2PS     Z26, Z26
+	VFMADD231PS   Z26, Z20, Z9
+	VMOVDQA64     Z2, Z26
+	VPDPBUSD.BCST 196(DX), Z25, Z26
+	VCVTDQ2PS     Z26, Z26
+	VFMADD231PS   Z26, Z19, Z17
+	VPSRLW        $0x04, Z24, Z24
+	VPANDD        Z0, Z24, Z24
+	VPSRLW        $0x03, Z23, Z23
+	VPTERNLOGD    $0xf8, Z1, Z23, Z24
+	VMOVDQA64     Z2, Z23
+	VPDPBUSD.BCST 224(DX), Z24, Z23
+	VCVTDQ2PS     Z23, Z23
+	VFMADD231PS   Z23, Z20, Z10
+	VMOVDQA64     Z2, Z20
+	VPDPBUSD.BCST 228(DX), Z24, Z20
+	VCVTDQ2PS     Z20, Z20
+	VFMADD231PS   Z20, Z19, Z18
+	ADDQ          $0x00000180, AX
+	ADDQ          $0x00000100, DX
+	ADDQ          $0x00000020, BX
+	ADDQ          $0x00000020, SI
+	DECQ          CX
+	JNZ           block
+	MOVQ          w+0(FP), AX
+	MOVQ          blocks+8(FP), CX
+	MOVQ          off+24(FP), BX
+	VPXORD        Z21, Z21, Z21
+	VPXORD        Z22, Z22, Z22
+
+mblock:
+	VCVTPH2PS        352(AX), Z0
+	VFMADD231PS.BCST (BX), Z0, Z21
+	VFMADD231PS.BCST 4(BX), Z0, Z22
 	ADDQ             $0x00000180, AX
-	ADDQ             $0x00000100, DX
 	ADDQ             $0x00000020, BX
-	ADDQ             $0x00000020, SI
 	DECQ             CX
-	JNZ              block
+	JNZ              mblock
+	VADDPS           Z7, Z3, Z3
+	VADDPS           Z9, Z5, Z5
+	VADDPS           Z5, Z3, Z3
+	VADDPS           Z8, Z4, Z4
+	VADDPS           Z10, Z6, Z6
+	VADDPS           Z6, Z4, Z4
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z21, Z3, Z3
+	VADDPS           Z15, Z11, Z11
+	VADDPS           Z17, Z13, Z13
+	VADDPS           Z13, Z11, Z11
+	VADDPS           Z16, Z12, Z12
+	VADDPS           Z18, Z14, Z14
+	VADDPS           Z14, Z12, Z12
+	VADDPS           Z12, Z11, Z11
+	VADDPS           Z22, Z11, Z11
 	MOVQ             y+40(FP), AX
 	MOVQ             ldy+48(FP), CX
 	MOVWLZX          rowMask+56(FP), DX
 	KMOVW            DX, K1
-	VMOVUPS          Z2, K1, (AX)
+	VMOVUPS          Z3, K1, (AX)
 	ADDQ             CX, AX
-	VMOVUPS          Z4, K1, (AX)
-	ADDQ             CX, AX
-	VMOVUPS          Z6, K1, (AX)
-	ADDQ             CX, AX
-	VMOVUPS          Z8, K1, (AX)
-	ADDQ             CX, AX
-	VMOVUPS          Z10, K1, (AX)
-	ADDQ             CX, AX
-	VMOVUPS          Z12, K1, (AX)
-	ADDQ             CX, AX
-	VMOVUPS          Z14, K1, (AX)
-	ADDQ             CX, AX
-	VMOVUPS          Z16, K1, (AX)
+	VMOVUPS          Z11, K1, (AX)
 	VZEROUPPER
 	RET
 
-// func q5_1x16avx2t1(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+// func q5_1x8avx2t1(w *byte, sc *byte, blocks int, qs *byte, off *byte, dk *byte, y *float32)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·q5_1x16avx2t1(SB), NOSPLIT, $0-64
+TEXT ·q5_1x8avx2t1(SB), NOSPLIT, $0-56
 	MOVQ   w+0(FP), AX
 	MOVQ   sc+8(FP), CX
 	MOVQ   blocks+16(FP), DX
 	MOVQ   qs+24(FP), BX
-	MOVQ   negq+32(FP), SI
-	MOVQ   dk+40(FP), DI
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-
-block:
-	PREFETCHT0   6144(AX)
-	PREFETCHT0   6208(AX)
-	PREFETCHT0   6272(AX)
-	PREFETCHT0   6336(AX)
-	PREFETCHT0   6400(AX)
-	PREFETCHT0   6464(AX)
-	VMOVDQU      (AX), Y2
-	VPAND        legacynibble<>+0(SB), Y2, Y2
-	VMOVDQU      256(AX), Y3
-	VPSLLW       $0x04, Y3, Y3
-	VPAND        legacybit4<>+0(SB), Y3, Y3
-	VPOR         Y3, Y2, Y2
-	VMOVDQU      32(AX), Y3
-	VPAND        legacynibble<>+0(SB), Y3, Y3
-	VMOVDQU      288(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        legacybit4<>+0(SB), Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPBROADCASTD (BX), Y4
-	VPMADDUBSW   Y4, Y2, Y2
-	VPMADDUBSW   Y4, Y3, Y3
-	VMOVDQU      (AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        legacynibble<>+0(SB), Y4, Y4
-	VMOVDQU      256(AX), Y5
-	VPSLLW       $0x03, Y5, Y5
-	VPAND        legacybit4<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      32(AX), Y5
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        legacynibble<>+0(SB), Y5, Y5
-	VMOVDQU      288(AX), Y6
-	VPSLLW       $0x03, Y6, Y6
-	VPAND        legacybit4<>+0(SB), Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPBROADCASTD 32(BX), Y6
-	VPMADDUBSW   Y6, Y4, Y4
-	VPADDW       Y4, Y2, Y2
-	VPMADDUBSW   Y6, Y5, Y4
-	VPADDW       Y4, Y3, Y3
-	VMOVDQU      64(AX), Y4
-	VPAND        legacynibble<>+0(SB), Y4, Y4
-	VMOVDQU      256(AX), Y5
-	VPSLLW       $0x02, Y5, Y5
-	VPAND        legacybit4<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      96(AX), Y5
-	VPAND        legacynibble<>+0(SB), Y5, Y5
-	VMOVDQU      288(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        legacybit4<>+0(SB), Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPBROADCASTD 64(BX), Y6
-	VPMADDUBSW   Y6, Y4, Y4
-	VPADDW       Y4, Y2, Y2
-	VPMADDUBSW   Y6, Y5, Y4
-	VPADDW       Y4, Y3, Y3
-	VMOVDQU      64(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        legacynibble<>+0(SB), Y4, Y4
-	VMOVDQU      256(AX), Y5
-	VPSLLW       $0x01, Y5, Y5
-	VPAND        legacybit4<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      96(AX), Y5
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        legacynibble<>+0(SB), Y5, Y5
-	VMOVDQU      288(AX), Y6
-	VPSLLW       $0x01, Y6, Y6
-	VPAND        legacybit4<>+0(SB), Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPBROADCASTD 96(BX), Y6
-	VPMADDUBSW   Y6, Y4, Y4
-	VPADDW       Y4, Y2, Y2
-	VPMADDUBSW   Y6, Y5, Y4
-	VPADDW       Y4, Y3, Y3
-	VPMADDWD     legacyones16<>+0(SB), Y2, Y2
-	VPMADDWD     legacyones16<>+0(SB), Y3, Y3
-	VMOVDQU      128(AX), Y4
-	VPAND        legacynibble<>+0(SB), Y4, Y4
-	VMOVDQU      256(AX), Y5
-	VPAND        legacybit4<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      160(AX), Y5
-	VPAND        legacynibble<>+0(SB), Y5, Y5
-	VMOVDQU      288(AX), Y6
-	VPAND        legacybit4<>+0(SB), Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPBROADCASTD 128(BX), Y6
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDUBSW   Y6, Y5, Y5
-	VMOVDQU      128(AX), Y6
-	VPSRLW       $0x04, Y6, Y6
-	VPAND        legacynibble<>+0(SB), Y6, Y6
-	VMOVDQU      256(AX), Y7
-	VPSRLW       $0x01, Y7, Y7
-	VPAND        legacybit4<>+0(SB), Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VMOVDQU      160(AX), Y7
-	VPSRLW       $0x04, Y7, Y7
-	VPAND        legacynibble<>+0(SB), Y7, Y7
-	VMOVDQU      288(AX), Y8
-	VPSRLW       $0x01, Y8, Y8
-	VPAND        legacybit4<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPBROADCASTD 160(BX), Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPADDW       Y6, Y4, Y4
-	VPMADDUBSW   Y8, Y7, Y6
-	VPADDW       Y6, Y5, Y5
-	VMOVDQU      192(AX), Y6
-	VPAND        legacynibble<>+0(SB), Y6, Y6
-	VMOVDQU      256(AX), Y7
-	VPSRLW       $0x02, Y7, Y7
-	VPAND        legacybit4<>+0(SB), Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VMOVDQU      224(AX), Y7
-	VPAND        legacynibble<>+0(SB), Y7, Y7
-	VMOVDQU      288(AX), Y8
-	VPSRLW       $0x02, Y8, Y8
-	VPAND        legacybit4<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPBROADCASTD 192(BX), Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPADDW       Y6, Y4, Y4
-	VPMADDUBSW   Y8, Y7, Y6
-	VPADDW       Y6, Y5, Y5
-	VMOVDQU      192(AX), Y6
-	VPSRLW       $0x04, Y6, Y6
-	VPAND        legacynibble<>+0(SB), Y6, Y6
-	VMOVDQU      256(AX), Y7
-	VPSRLW       $0x03, Y7, Y7
-	VPAND        legacybit4<>+0(SB), Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VMOVDQU      224(AX), Y7
-	VPSRLW       $0x04, Y7, Y7
-	VPAND        legacynibble<>+0(SB), Y7, Y7
-	VMOVDQU      288(AX), Y8
-	VPSRLW       $0x03, Y8, Y8
-	VPAND        legacybit4<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPBROADCASTD 224(BX), Y8
-	VPMADDUBSW   Y8, Y6, Y6
-	VPADDW       Y6, Y4, Y4
-	VPMADDUBSW   Y8, Y7, Y6
-	VPADDW       Y6, Y5, Y5
-	VPMADDWD     legacyones16<>+0(SB), Y4, Y4
-	VPADDD       Y4, Y2, Y2
-	VPMADDWD     legacyones16<>+0(SB), Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VCVTPH2PS    (CX), Y4
-	VCVTDQ2PS    Y2, Y2
-	VBROADCASTSS (DI), Y5
-	VMULPS       Y5, Y4, Y5
-	VFMADD231PS  Y2, Y5, Y0
-	VCVTPH2PS    16(CX), Y2
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS (DI), Y4
-	VMULPS       Y4, Y2, Y4
-	VFMADD231PS  Y3, Y4, Y1
-	VCVTPH2PS    32(CX), Y2
-	VBROADCASTSS (SI), Y3
-	VFMADD231PS  Y3, Y2, Y0
-	VCVTPH2PS    48(CX), Y2
-	VBROADCASTSS (SI), Y3
-	VFMADD231PS  Y3, Y2, Y1
-	ADDQ         $0x00000180, AX
-	ADDQ         $0x00000180, CX
-	ADDQ         $0x00000100, BX
-	ADDQ         $0x00000020, SI
-	ADDQ         $0x00000020, DI
-	DECQ         DX
-	JNZ          block
-	MOVQ         y+48(FP), AX
-	MOVQ         ldy+56(FP), CX
-	VMOVUPS      Y0, (AX)
-	VMOVUPS      Y1, 32(AX)
-	VZEROUPPER
-	RET
-
-// func q5_1x8avx2t4(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
-// Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·q5_1x8avx2t4(SB), NOSPLIT, $0-64
-	MOVQ   w+0(FP), AX
-	MOVQ   sc+8(FP), CX
-	MOVQ   blocks+16(FP), DX
-	MOVQ   qs+24(FP), BX
-	MOVQ   negq+32(FP), SI
+	MOVQ   off+32(FP), SI
 	MOVQ   dk+40(FP), DI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
 
 block:
 	PREFETCHT0   6144(AX)
@@ -2454,183 +1277,103 @@ block:
 	PREFETCHT0   6336(AX)
 	PREFETCHT0   6400(AX)
 	PREFETCHT0   6464(AX)
-	VMOVDQU      (AX), Y4
-	VPAND        legacynibble<>+0(SB), Y4, Y4
-	VMOVDQU      256(AX), Y5
-	VPSLLW       $0x04, Y5, Y5
-	VPAND        legacybit4<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPBROADCASTD (BX), Y5
-	VPMADDUBSW   Y5, Y4, Y5
-	VPBROADCASTD 4(BX), Y6
-	VPMADDUBSW   Y6, Y4, Y6
-	VPBROADCASTD 8(BX), Y7
-	VPMADDUBSW   Y7, Y4, Y7
-	VPBROADCASTD 12(BX), Y8
-	VPMADDUBSW   Y8, Y4, Y4
-	VMOVDQU      (AX), Y8
-	VPSRLW       $0x04, Y8, Y8
-	VPAND        legacynibble<>+0(SB), Y8, Y8
-	VMOVDQU      256(AX), Y9
-	VPSLLW       $0x03, Y9, Y9
-	VPAND        legacybit4<>+0(SB), Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPBROADCASTD 32(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y5, Y5
-	VPBROADCASTD 36(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y6, Y6
-	VPBROADCASTD 40(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y7, Y7
-	VPBROADCASTD 44(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y8
-	VPADDW       Y8, Y4, Y4
-	VMOVDQU      64(AX), Y8
-	VPAND        legacynibble<>+0(SB), Y8, Y8
-	VMOVDQU      256(AX), Y9
-	VPSLLW       $0x02, Y9, Y9
-	VPAND        legacybit4<>+0(SB), Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPBROADCASTD 64(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y5, Y5
-	VPBROADCASTD 68(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y6, Y6
-	VPBROADCASTD 72(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y7, Y7
-	VPBROADCASTD 76(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y8
-	VPADDW       Y8, Y4, Y4
-	VMOVDQU      64(AX), Y8
-	VPSRLW       $0x04, Y8, Y8
-	VPAND        legacynibble<>+0(SB), Y8, Y8
-	VMOVDQU      256(AX), Y9
-	VPSLLW       $0x01, Y9, Y9
-	VPAND        legacybit4<>+0(SB), Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPBROADCASTD 96(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y5, Y5
-	VPBROADCASTD 100(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y6, Y6
-	VPBROADCASTD 104(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPADDW       Y9, Y7, Y7
-	VPBROADCASTD 108(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y8
-	VPADDW       Y8, Y4, Y4
-	VPMADDWD     legacyones16<>+0(SB), Y5, Y5
-	VPMADDWD     legacyones16<>+0(SB), Y6, Y6
-	VPMADDWD     legacyones16<>+0(SB), Y7, Y7
-	VPMADDWD     legacyones16<>+0(SB), Y4, Y4
-	VMOVDQU      128(AX), Y8
-	VPAND        legacynibble<>+0(SB), Y8, Y8
-	VMOVDQU      256(AX), Y9
-	VPAND        legacybit4<>+0(SB), Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPBROADCASTD 128(BX), Y9
-	VPMADDUBSW   Y9, Y8, Y9
-	VPBROADCASTD 132(BX), Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPBROADCASTD 136(BX), Y11
-	VPMADDUBSW   Y11, Y8, Y11
-	VPBROADCASTD 140(BX), Y12
-	VPMADDUBSW   Y12, Y8, Y8
-	VMOVDQU      128(AX), Y12
-	VPSRLW       $0x04, Y12, Y12
-	VPAND        legacynibble<>+0(SB), Y12, Y12
-	VMOVDQU      256(AX), Y13
-	VPSRLW       $0x01, Y13, Y13
-	VPAND        legacybit4<>+0(SB), Y13, Y13
-	VPOR         Y13, Y12, Y12
-	VPBROADCASTD 160(BX), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPADDW       Y13, Y9, Y9
-	VPBROADCASTD 164(BX), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPADDW       Y13, Y10, Y10
-	VPBROADCASTD 168(BX), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPADDW       Y13, Y11, Y11
-	VPBROADCASTD 172(BX), Y13
-	VPMADDUBSW   Y13, Y12, Y12
-	VPADDW       Y12, Y8, Y8
-	VMOVDQU      192(AX), Y12
-	VPAND        legacynibble<>+0(SB), Y12, Y12
-	VMOVDQU      256(AX), Y13
-	VPSRLW       $0x02, Y13, Y13
-	VPAND        legacybit4<>+0(SB), Y13, Y13
-	VPOR         Y13, Y12, Y12
-	VPBROADCASTD 192(BX), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPADDW       Y13, Y9, Y9
-	VPBROADCASTD 196(BX), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPADDW       Y13, Y10, Y10
-	VPBROADCASTD 200(BX), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPADDW       Y13, Y11, Y11
-	VPBROADCASTD 204(BX), Y13
-	VPMADDUBSW   Y13, Y12, Y12
-	VPADDW       Y12, Y8, Y8
-	VMOVDQU      192(AX), Y12
-	VPSRLW       $0x04, Y12, Y12
-	VPAND        legacynibble<>+0(SB), Y12, Y12
-	VMOVDQU      256(AX), Y13
-	VPSRLW       $0x03, Y13, Y13
-	VPAND        legacybit4<>+0(SB), Y13, Y13
-	VPOR         Y13, Y12, Y12
-	VPBROADCASTD 224(BX), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPADDW       Y13, Y9, Y9
-	VPBROADCASTD 228(BX), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPADDW       Y13, Y10, Y10
-	VPBROADCASTD 232(BX), Y13
-	VPMADDUBSW   Y13, Y12, Y13
-	VPADDW       Y13, Y11, Y11
-	VPBROADCASTD 236(BX), Y13
-	VPMADDUBSW   Y13, Y12, Y12
-	VPADDW       Y12, Y8, Y8
-	VPMADDWD     legacyones16<>+0(SB), Y9, Y9
-	VPADDD       Y9, Y5, Y5
+	VCVTPH2PS    (CX), Y9
+	VBROADCASTSS (DI), Y10
+	VMULPS       Y10, Y9, Y9
+	VMOVDQU      (AX), Y10
+	VPAND        legacynibble<>+0(SB), Y10, Y10
+	VMOVDQU      256(AX), Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPAND        legacybit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTD (BX), Y11
+	VPMADDUBSW   Y11, Y10, Y10
 	VPMADDWD     legacyones16<>+0(SB), Y10, Y10
-	VPADDD       Y10, Y6, Y6
-	VPMADDWD     legacyones16<>+0(SB), Y11, Y11
-	VPADDD       Y11, Y7, Y7
-	VPMADDWD     legacyones16<>+0(SB), Y8, Y8
-	VPADDD       Y8, Y4, Y4
-	VCVTPH2PS    (CX), Y8
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS (DI), Y9
-	VMULPS       Y9, Y8, Y9
-	VFMADD231PS  Y5, Y9, Y0
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 4(DI), Y5
-	VMULPS       Y5, Y8, Y5
-	VFMADD231PS  Y6, Y5, Y1
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 8(DI), Y5
-	VMULPS       Y5, Y8, Y5
-	VFMADD231PS  Y7, Y5, Y2
-	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 12(DI), Y5
-	VMULPS       Y5, Y8, Y5
-	VFMADD231PS  Y4, Y5, Y3
-	VCVTPH2PS    32(CX), Y4
-	VBROADCASTSS (SI), Y5
-	VFMADD231PS  Y5, Y4, Y0
-	VBROADCASTSS 4(SI), Y5
-	VFMADD231PS  Y5, Y4, Y1
-	VBROADCASTSS 8(SI), Y5
-	VFMADD231PS  Y5, Y4, Y2
-	VBROADCASTSS 12(SI), Y5
-	VFMADD231PS  Y5, Y4, Y3
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y9, Y0
+	VMOVDQU      (AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        legacynibble<>+0(SB), Y10, Y10
+	VMOVDQU      256(AX), Y11
+	VPSLLW       $0x03, Y11, Y11
+	VPAND        legacybit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTD 32(BX), Y11
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     legacyones16<>+0(SB), Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      64(AX), Y10
+	VPAND        legacynibble<>+0(SB), Y10, Y10
+	VMOVDQU      256(AX), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        legacybit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTD 64(BX), Y11
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     legacyones16<>+0(SB), Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      64(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        legacynibble<>+0(SB), Y10, Y10
+	VMOVDQU      256(AX), Y11
+	VPSLLW       $0x01, Y11, Y11
+	VPAND        legacybit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTD 96(BX), Y11
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     legacyones16<>+0(SB), Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      128(AX), Y10
+	VPAND        legacynibble<>+0(SB), Y10, Y10
+	VMOVDQU      256(AX), Y11
+	VPAND        legacybit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTD 128(BX), Y11
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     legacyones16<>+0(SB), Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVDQU      128(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        legacynibble<>+0(SB), Y10, Y10
+	VMOVDQU      256(AX), Y11
+	VPSRLW       $0x01, Y11, Y11
+	VPAND        legacybit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTD 160(BX), Y11
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     legacyones16<>+0(SB), Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVDQU      192(AX), Y10
+	VPAND        legacynibble<>+0(SB), Y10, Y10
+	VMOVDQU      256(AX), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        legacybit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTD 192(BX), Y11
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     legacyones16<>+0(SB), Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVDQU      192(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        legacynibble<>+0(SB), Y10, Y10
+	VMOVDQU      256(AX), Y11
+	VPSRLW       $0x03, Y11, Y11
+	VPAND        legacybit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTD 224(BX), Y11
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDWD     legacyones16<>+0(SB), Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y9, Y7
+	VCVTPH2PS    32(CX), Y9
+	VBROADCASTSS (SI), Y10
+	VFMADD231PS  Y10, Y9, Y8
 	ADDQ         $0x00000180, AX
 	ADDQ         $0x00000180, CX
 	ADDQ         $0x00000100, BX
@@ -2638,14 +1381,15 @@ block:
 	ADDQ         $0x00000020, DI
 	DECQ         DX
 	JNZ          block
+	VADDPS       Y4, Y0, Y0
+	VADDPS       Y6, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y5, Y1, Y1
+	VADDPS       Y7, Y3, Y3
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
 	MOVQ         y+48(FP), AX
-	MOVQ         ldy+56(FP), CX
 	VMOVUPS      Y0, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y2, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y3, (AX)
 	VZEROUPPER
 	RET

@@ -5,89 +5,44 @@ package quant
 // q4_1x16t1 computes 16 rows × 1 tokens of a q4_1 product.
 //
 //go:noescape
-func q4_1x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+func q4_1x16t1(w *byte, blocks int, qs *byte, off *byte, dk *byte, y *float32, ldy int, rowMask uint16)
 
 // q4_1x16t2 computes 16 rows × 2 tokens of a q4_1 product.
 //
 //go:noescape
-func q4_1x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+func q4_1x16t2(w *byte, blocks int, qs *byte, off *byte, dk *byte, y *float32, ldy int, rowMask uint16)
 
-// q4_1x16t4 computes 16 rows × 4 tokens of a q4_1 product.
+// q4_1x8avx2t1 computes 8 rows × 1 token of a q4_1 product with AVX2.
 //
 //go:noescape
-func q4_1x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-
-// q4_1x16t8 computes 16 rows × 8 tokens of a q4_1 product.
-//
-//go:noescape
-func q4_1x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-
-// q4_1x16avx2t1 computes 16 rows × 1 tokens of a q4_1 product with AVX2.
-//
-//go:noescape
-func q4_1x16avx2t1(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
-
-// q4_1x8avx2t4 computes 8 rows × 4 tokens of a q4_1 product with AVX2.
-//
-//go:noescape
-func q4_1x8avx2t4(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+func q4_1x8avx2t1(w *byte, sc *byte, blocks int, qs *byte, off *byte, dk *byte, y *float32)
 
 // q5_0x16t1 computes 16 rows × 1 tokens of a q5_0 product.
 //
 //go:noescape
-func q5_0x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+func q5_0x16t1(w *byte, blocks int, qs *byte, off *byte, dk *byte, y *float32, ldy int, rowMask uint16)
 
 // q5_0x16t2 computes 16 rows × 2 tokens of a q5_0 product.
 //
 //go:noescape
-func q5_0x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+func q5_0x16t2(w *byte, blocks int, qs *byte, off *byte, dk *byte, y *float32, ldy int, rowMask uint16)
 
-// q5_0x16t4 computes 16 rows × 4 tokens of a q5_0 product.
+// q5_0x8avx2t1 computes 8 rows × 1 token of a q5_0 product with AVX2.
 //
 //go:noescape
-func q5_0x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-
-// q5_0x16t8 computes 16 rows × 8 tokens of a q5_0 product.
-//
-//go:noescape
-func q5_0x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-
-// q5_0x16avx2t1 computes 16 rows × 1 tokens of a q5_0 product with AVX2.
-//
-//go:noescape
-func q5_0x16avx2t1(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
-
-// q5_0x8avx2t4 computes 8 rows × 4 tokens of a q5_0 product with AVX2.
-//
-//go:noescape
-func q5_0x8avx2t4(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+func q5_0x8avx2t1(w *byte, sc *byte, blocks int, qs *byte, off *byte, dk *byte, y *float32)
 
 // q5_1x16t1 computes 16 rows × 1 tokens of a q5_1 product.
 //
 //go:noescape
-func q5_1x16t1(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+func q5_1x16t1(w *byte, blocks int, qs *byte, off *byte, dk *byte, y *float32, ldy int, rowMask uint16)
 
 // q5_1x16t2 computes 16 rows × 2 tokens of a q5_1 product.
 //
 //go:noescape
-func q5_1x16t2(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
+func q5_1x16t2(w *byte, blocks int, qs *byte, off *byte, dk *byte, y *float32, ldy int, rowMask uint16)
 
-// q5_1x16t4 computes 16 rows × 4 tokens of a q5_1 product.
+// q5_1x8avx2t1 computes 8 rows × 1 token of a q5_1 product with AVX2.
 //
 //go:noescape
-func q5_1x16t4(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-
-// q5_1x16t8 computes 16 rows × 8 tokens of a q5_1 product.
-//
-//go:noescape
-func q5_1x16t8(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)
-
-// q5_1x16avx2t1 computes 16 rows × 1 tokens of a q5_1 product with AVX2.
-//
-//go:noescape
-func q5_1x16avx2t1(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
-
-// q5_1x8avx2t4 computes 8 rows × 4 tokens of a q5_1 product with AVX2.
-//
-//go:noescape
-func q5_1x8avx2t4(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)
+func q5_1x8avx2t1(w *byte, sc *byte, blocks int, qs *byte, off *byte, dk *byte, y *float32)

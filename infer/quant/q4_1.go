@@ -56,18 +56,21 @@ func quantizeQ4_1(src []float32, dst []byte) {
 	}
 }
 
-// dotQ4_1 is ggml_vec_dot_q4_1_q8_1's order: per block the exact integer
-// sum, then (d_w·d_x)·sumi + m_w·s_x.
+// dotQ4_1 is ggml_vec_dot_q4_1_q8_1's AVX2 order, as dotQ5_1's.
 func dotQ4_1(n int, w, x []byte) float32 {
-	var sumf float32
+	var acc [8]float32
+	var summs float32
 	for b := 0; b < n/32; b++ {
 		wb, xb := w[b*q4_1Bytes:], x[b*q8_1Bytes:]
-		var sumi int32
-		for j := 0; j < 16; j++ {
-			sumi += int32(wb[4+j]&0xf) * int32(int8(xb[4+j]))
-			sumi += int32(wb[4+j]>>4) * int32(int8(xb[4+j+16]))
+		summs = fma32(f16at(wb, 2), f16at(xb, 2), summs)
+		d := f16at(wb, 0) * f16at(xb, 0)
+		for l := 0; l < 8; l++ {
+			var s int32
+			for j := 4 * l; j < 4*l+4; j++ {
+				s += int32(q4Code(wb[2:], j)) * int32(int8(xb[4+j]))
+			}
+			acc[l] = fma32(d, float32(s), acc[l])
 		}
-		sumf += float32(sumi)*(f16at(wb, 0)*f16at(xb, 0)) + f16at(wb, 2)*f16at(xb, 2)
 	}
-	return sumf
+	return sumLanes8(&acc) + summs
 }

@@ -65,17 +65,22 @@ func quantizeQ5_0(src []float32, dst []byte) {
 	}
 }
 
-// dotQ5_0 is ggml_vec_dot_q5_0_q8_0's order: the exact integer sum per
-// block, then sumi·(d_w·d_x).
+// dotQ5_0 is ggml_vec_dot_q5_0_q8_0's AVX2 order, which tinyBLAS's
+// prompt products share: eight f32 lanes, lane l holding elements 4l…4l+3
+// of each block; acc[l] = fma(d_w·d_x, float(lane sum), acc[l]); the lanes
+// reduce as hsum_float_8 (sumLanes8).
 func dotQ5_0(n int, w, x []byte) float32 {
-	var sumf float32
+	var acc [8]float32
 	for b := 0; b < n/32; b++ {
 		wb, xb := w[b*q5_0Bytes:], x[b*q8_0Bytes:]
-		var sumi int32
-		for j := 0; j < 32; j++ {
-			sumi += (int32(q5Code(wb, 2, j)) - 16) * int32(int8(xb[2+j]))
+		d := f16at(wb, 0) * f16at(xb, 0)
+		for l := 0; l < 8; l++ {
+			var s int32
+			for j := 4 * l; j < 4*l+4; j++ {
+				s += (int32(q5Code(wb, 2, j)) - 16) * int32(int8(xb[2+j]))
+			}
+			acc[l] = fma32(d, float32(s), acc[l])
 		}
-		sumf += float32(sumi) * (f16at(wb, 0) * f16at(xb, 0))
 	}
-	return sumf
+	return sumLanes8(&acc)
 }

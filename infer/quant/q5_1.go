@@ -38,17 +38,24 @@ func quantizeQ5_1(src []float32, dst []byte) {
 	}
 }
 
-// dotQ5_1 is ggml_vec_dot_q5_1_q8_1's order: per block the exact integer
-// sum, then (d_w·d_x)·sumi + m_w·s_x.
+// dotQ5_1 is ggml_vec_dot_q5_1_q8_1's AVX2 order: dotQ5_0's eight lanes of
+// fma(d_w·d_x, float(lane sum), acc[l]), and beside them summs =
+// fma(m_w, s_x, summs) (GCC contracts ggml's summs += m·s); the result is
+// sumLanes8(acc) + summs.
 func dotQ5_1(n int, w, x []byte) float32 {
-	var sumf float32
+	var acc [8]float32
+	var summs float32
 	for b := 0; b < n/32; b++ {
 		wb, xb := w[b*q5_1Bytes:], x[b*q8_1Bytes:]
-		var sumi int32
-		for j := 0; j < 32; j++ {
-			sumi += int32(q5Code(wb, 4, j)) * int32(int8(xb[4+j]))
+		summs = fma32(f16at(wb, 2), f16at(xb, 2), summs)
+		d := f16at(wb, 0) * f16at(xb, 0)
+		for l := 0; l < 8; l++ {
+			var s int32
+			for j := 4 * l; j < 4*l+4; j++ {
+				s += int32(q5Code(wb, 4, j)) * int32(int8(xb[4+j]))
+			}
+			acc[l] = fma32(d, float32(s), acc[l])
 		}
-		sumf += float32(sumi)*(f16at(wb, 0)*f16at(xb, 0)) + f16at(wb, 2)*f16at(xb, 2)
 	}
-	return sumf
+	return sumLanes8(&acc) + summs
 }

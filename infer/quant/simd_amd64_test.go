@@ -150,5 +150,5 @@ func samePlanes(a, b *planes) bool {
 		return a == b
 	}
 	return a.q1 == b.q1 && string(a.q1tab) == string(b.q1tab) && string(a.qs) == string(b.qs) &&
-		string(a.negq) == string(b.negq) && string(a.dk) == string(b.dk)
+		string(a.negq) == string(b.negq) && string(a.dk) == string(b.dk) && string(a.gsum) == string(b.gsum)
 }

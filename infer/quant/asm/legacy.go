@@ -20,16 +20,20 @@ import (
 //	[256, 320) Q5: byte 4r+e bit g = fifth bit of row r, column 4g+e
 //	then 16 f16 d, then (Q4_1, Q5_1) 16 f16 m
 //
-// The code u is unsigned (0..15 or 0..31); Q5_0's value is u − 16, so its
-// sums start at −16·Σq (the negq plane) as Q4_0's at −8·Σq; Q4_1 and Q5_1
-// need no offset, and their negq plane holds the Q8_1 activations' s. Per
-// block and row:
+// ggml's dot products of these types (and tinyBLAS's Q5_0 gemm) keep
+// eight f32 lanes per row, lane l the exact integer sum of columns
+// 4l…4l+3 of each block, which is what one VPDPBUSD of group l yields:
 //
-//	acc += float(sumi)·(d_w·d_x)        (all three)
-//	acc += m_w·s_x                      (Q4_1, Q5_1; one more FMA)
+//	acc[l] = fma(d_w·d_x, float(sum_l), acc[l])     per block, l = 0…7
+//	ms     = fma(m_w, s_x, ms)                       Q4_1, Q5_1
+//	y      = ((acc4+acc0) + (acc6+acc2)) + ((acc5+acc1) + (acc7+acc3)) (+ ms)
 //
-// The AVX2 kernels take the same float steps in the same order, so they
-// are bit-identical to the AVX-512 ones.
+// Eight accumulators per row and token leave room for 2 tokens in the
+// AVX-512 kernels (16 rows each) and one in the AVX2 ones (8 rows). Q5_0's
+// value is u − 16 for the code u, so its lane sums start at −16·Σ of the
+// group's 4 activations (the planes' gsum); Q4_1 and Q5_1 need no offset,
+// and their off plane holds the Q8_1 activations' s. The AVX2 kernels take
+// the same float steps, so they are bit-identical to the AVX-512 ones.
 type legacySpec struct {
 	name       string
 	blockBytes int
@@ -48,49 +52,53 @@ var legacySpecs = []legacySpec{
 func legacyMain() {
 	legacyData()
 	for _, s := range legacySpecs {
-		for _, t := range []int{1, 2, 4, 8} {
-			legacyKernel(s, t)
-		}
-		legacyAVX2(s, 2, 1)
-		legacyAVX2(s, 1, 4)
+		legacyKernel(s, 1)
+		legacyKernel(s, 2)
+		legacyAVX2(s)
 	}
 	Generate()
 }
 
 // legacyKernel generates <name>x16t<T>, the AVX-512 VNNI kernel of 16 rows
-// × T tokens (main.go's kernel with the fifth bit and the m term).
+// × T tokens.
 func legacyKernel(s legacySpec, T int) {
 	name := fmt.Sprintf("%sx16t%d", s.name, T)
-	TEXT(name, NOSPLIT, "func(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)")
+	TEXT(name, NOSPLIT, "func(w *byte, blocks int, qs *byte, off *byte, dk *byte, y *float32, ldy int, rowMask uint16)")
 	Doc(fmt.Sprintf("%s computes 16 rows × %d tokens of a %s product.", name, T, s.name))
 	Pragma("noescape")
 	w := Load(Param("w"), GP64())
 	blocks := Load(Param("blocks"), GP64())
 	qs := Load(Param("qs"), GP64())
-	negq := Load(Param("negq"), GP64())
+	off := Load(Param("off"), GP64())
 	dk := Load(Param("dk"), GP64())
 	nib := broadcastByte(0x0f)
 	var bit4 reg.VecVirtual
 	if s.hbits {
 		bit4 = broadcastByte(0x10)
 	}
-	acc, sum := make([]reg.VecVirtual, T), make([]reg.VecVirtual, T)
+	// A fresh register zeroed by VPXORD would count as live from the
+	// start for avo's allocator (the XOR reads it): the lane sums copy
+	// this one.
+	zero := ZMM()
+	VPXORD(zero, zero, zero)
+	acc := make([][8]reg.VecVirtual, T)
 	for t := range acc {
-		acc[t], sum[t] = ZMM(), ZMM()
-		VPXORD(acc[t], acc[t], acc[t])
+		for l := range acc[t] {
+			acc[t][l] = ZMM()
+			VPXORD(acc[t][l], acc[t][l], acc[t][l])
+		}
 	}
 
 	Label("block")
-	for off := 0; off < s.blockBytes; off += 64 {
-		PREFETCHT0(Mem{Base: w, Disp: prefetchBlocks*s.blockBytes + off})
+	for o := 0; o < s.blockBytes; o += 64 {
+		PREFETCHT0(Mem{Base: w, Disp: prefetchBlocks*s.blockBytes + o})
 	}
-	for t := 0; t < T; t++ {
-		if s.shift == 0 {
-			VPXORD(sum[t], sum[t], sum[t])
-			continue
-		}
-		VPBROADCASTD(Mem{Base: negq, Disp: 4 * t}, sum[t])
-		VPSLLD(U8(s.shift), sum[t], sum[t])
+	dw := ZMM()
+	VCVTPH2PS(Mem{Base: w, Disp: s.scales}, dw)
+	d := make([]reg.VecVirtual, T)
+	for t := range d {
+		d[t] = ZMM()
+		VMULPS_BCST(Mem{Base: dk, Disp: 4 * t}, dw, d[t])
 	}
 	var h reg.VecVirtual
 	if s.hbits {
@@ -98,13 +106,17 @@ func legacyKernel(s legacySpec, T int) {
 		VMOVDQU64(Mem{Base: w, Disp: 256}, h)
 	}
 	for p := 0; p < 4; p++ {
-		v, lo, hi := ZMM(), ZMM(), ZMM()
+		v := ZMM()
 		VMOVDQU64(Mem{Base: w, Disp: 64 * p}, v)
-		VPANDD(nib, v, lo)
-		VPSRLW(U8(4), v, hi)
-		VPANDD(nib, hi, hi)
-		for j, u := range []reg.VecVirtual{lo, hi} {
+		for j := 0; j < 2; j++ {
 			g := 2*p + j
+			u := ZMM()
+			if j == 0 {
+				VPANDD(nib, v, u)
+			} else {
+				VPSRLW(U8(4), v, u)
+				VPANDD(nib, u, u)
+			}
 			if s.hbits {
 				// Bit g of each byte to bit 4 (word shifts: the mask
 				// drops what crosses bytes), or'ed in: u |= hb & 0x10.
@@ -120,39 +132,81 @@ func legacyKernel(s legacySpec, T int) {
 				VPTERNLOGD(U8(0xf8), bit4, hb, u)
 			}
 			for t := 0; t < T; t++ {
-				vpdpbusdBcst(Mem{Base: qs, Disp: 32*g + 4*t}, u, sum[t])
+				sum := ZMM()
+				if s.shift == 0 {
+					VMOVDQA64(zero, sum)
+				} else {
+					VPBROADCASTD(Mem{Base: off, Disp: 32*g + 4*t}, sum)
+					VPSLLD(U8(s.shift), sum, sum)
+				}
+				vpdpbusdBcst(Mem{Base: qs, Disp: 32*g + 4*t}, u, sum)
+				VCVTDQ2PS(sum, sum)
+				VFMADD231PS(sum, d[t], acc[t][g])
 			}
-		}
-	}
-	dw := ZMM()
-	VCVTPH2PS(Mem{Base: w, Disp: s.scales}, dw)
-	for t := 0; t < T; t++ {
-		VCVTDQ2PS(sum[t], sum[t])
-		d := ZMM()
-		VMULPS_BCST(Mem{Base: dk, Disp: 4 * t}, dw, d)
-		VFMADD231PS(sum[t], d, acc[t])
-	}
-	if s.m != 0 {
-		mw := ZMM()
-		VCVTPH2PS(Mem{Base: w, Disp: s.m}, mw)
-		for t := 0; t < T; t++ {
-			VFMADD231PS_BCST(Mem{Base: negq, Disp: 4 * t}, mw, acc[t])
 		}
 	}
 	ADDQ(U32(s.blockBytes), w)
 	ADDQ(U32(8*32), qs)
-	ADDQ(U32(32), negq)
+	if s.shift == 0 {
+		ADDQ(U32(32), off) // s per block
+	} else {
+		ADDQ(U32(8*32), off) // −Σ per group
+	}
 	ADDQ(U32(32), dk)
 	DECQ(blocks)
 	JNZ(LabelRef("block"))
 
-	storeRows(acc)
+	// The m·s terms in a second pass over the blocks (reading only the
+	// m): their own accumulators beside the lanes' would not fit the
+	// registers.
+	ms := make([]reg.VecVirtual, T)
+	if s.m != 0 {
+		Load(Param("w"), w)
+		Load(Param("blocks"), blocks)
+		Load(Param("off"), off)
+		for t := range ms {
+			ms[t] = ZMM()
+			VPXORD(ms[t], ms[t], ms[t])
+		}
+		Label("mblock")
+		mw := ZMM()
+		VCVTPH2PS(Mem{Base: w, Disp: s.m}, mw)
+		for t := 0; t < T; t++ {
+			VFMADD231PS_BCST(Mem{Base: off, Disp: 4 * t}, mw, ms[t])
+		}
+		ADDQ(U32(s.blockBytes), w)
+		ADDQ(U32(32), off)
+		DECQ(blocks)
+		JNZ(LabelRef("mblock"))
+	}
+	out := make([]reg.VecVirtual, T)
+	for t := range out {
+		out[t] = sumLanes(acc[t], ms[t], VADDPS)
+	}
+	storeRows(out)
+}
+
+// sumLanes emits hsum_float_8's order over the lane registers a:
+// ((a4+a0) + (a6+a2)) + ((a5+a1) + (a7+a3)), plus ms if it is set, and
+// returns the register holding it (a[0]).
+func sumLanes(a [8]reg.VecVirtual, ms reg.VecVirtual, add func(ops ...Op)) reg.VecVirtual {
+	add(a[4], a[0], a[0])
+	add(a[6], a[2], a[2])
+	add(a[2], a[0], a[0])
+	add(a[5], a[1], a[1])
+	add(a[7], a[3], a[3])
+	add(a[3], a[1], a[1])
+	add(a[1], a[0], a[0])
+	if ms != nil {
+		add(ms, a[0], a[0])
+	}
+	return a[0]
 }
 
 var legacyNibble, legacyBit4, legacyOnes16 Mem
 
 // legacyData emits the AVX2 kernels' constants, which they read as memory
-// operands: 16 YMM registers barely hold 4 tokens' sums.
+// operands: eight accumulators leave few YMM registers.
 func legacyData() {
 	legacyNibble = GLOBL("legacynibble", attr.RODATA|attr.NOPTR)
 	for i := 0; i < 32; i++ {
@@ -168,99 +222,87 @@ func legacyData() {
 	}
 }
 
-// legacyAVX2 generates <name>x<8H>avx2t<T>: 8H rows (one or both halves of
-// a group) × T tokens, as q4_0AVX2. VPMADDUBSW's int16 pairs hold
-// 2·31·127 = 7874 at most, so the 5-bit codes' sums are widened after
-// every 4 groups (4·7874 < 2¹⁵), the 4-bit ones after all 8.
-func legacyAVX2(s legacySpec, H, T int) {
-	name := fmt.Sprintf("%sx%davx2t%d", s.name, 8*H, T)
-	TEXT(name, NOSPLIT, "func(w *byte, sc *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int)")
-	Doc(fmt.Sprintf("%s computes %d rows × %d tokens of a %s product with AVX2.", name, 8*H, T, s.name))
+// legacyAVX2 generates <name>x8avx2t1: one 8-row half of a group (w and sc
+// point at it: rows 8–15 sit 32 bytes into each chunk, their scales 16
+// bytes on) × one token. A group of 4 codes times 4 activations stays
+// within VPMADDUBSW's int16 pairs (2·31·127), and VPMADDWD widens it.
+func legacyAVX2(s legacySpec) {
+	name := fmt.Sprintf("%sx8avx2t1", s.name)
+	TEXT(name, NOSPLIT, "func(w *byte, sc *byte, blocks int, qs *byte, off *byte, dk *byte, y *float32)")
+	Doc(fmt.Sprintf("%s computes 8 rows × 1 token of a %s product with AVX2.", name, s.name))
 	Pragma("noescape")
 	w := Load(Param("w"), GP64())
 	sc := Load(Param("sc"), GP64())
 	blocks := Load(Param("blocks"), GP64())
 	qs := Load(Param("qs"), GP64())
-	negq := Load(Param("negq"), GP64())
+	off := Load(Param("off"), GP64())
 	dk := Load(Param("dk"), GP64())
-	acc := zeroed(H * T)
+	var acc [8]reg.VecVirtual
+	copy(acc[:], zeroed(8))
+	var ms reg.VecVirtual
+	if s.m != 0 {
+		ms = zeroed(1)[0]
+	}
 	Label("block")
 	avx2Prefetch(w, s.blockBytes)
-	sum := make([]reg.VecVirtual, H*T)
-	run := 8
-	if s.hbits {
-		run = 4
-	}
-	for g0 := 0; g0 < 8; g0 += run {
-		part := make([]reg.VecVirtual, H*T)
-		for g := g0; g < g0+run; g++ {
-			u := make([]reg.VecVirtual, H)
-			for h := 0; h < H; h++ {
-				u[h] = YMM()
-				VMOVDQU(Mem{Base: w, Disp: 64*(g/2) + 32*h}, u[h])
-				if g%2 == 1 {
-					VPSRLW(U8(4), u[h], u[h])
-				}
-				VPAND(legacyNibble, u[h], u[h])
-				if s.hbits {
-					hb := YMM()
-					VMOVDQU(Mem{Base: w, Disp: 256 + 32*h}, hb)
-					switch {
-					case g < 4:
-						VPSLLW(U8(4-g), hb, hb)
-					case g > 4:
-						VPSRLW(U8(g-4), hb, hb)
-					}
-					VPAND(legacyBit4, hb, hb)
-					VPOR(hb, u[h], u[h])
-				}
-			}
-			for t := 0; t < T; t++ {
-				x := YMM()
-				VPBROADCASTD(Mem{Base: qs, Disp: 32*g + 4*t}, x)
-				for h := 0; h < H; h++ {
-					i := h*T + t
-					if g == g0 {
-						part[i] = YMM()
-						VPMADDUBSW(x, u[h], part[i])
-					} else {
-						prod := YMM()
-						VPMADDUBSW(x, u[h], prod)
-						VPADDW(prod, part[i], part[i])
-					}
-				}
-			}
+	d := YMM()
+	VCVTPH2PS(Mem{Base: sc}, d)
+	dx := YMM()
+	VBROADCASTSS(Mem{Base: dk}, dx)
+	VMULPS(dx, d, d)
+	for g := 0; g < 8; g++ {
+		u := YMM()
+		VMOVDQU(Mem{Base: w, Disp: 64 * (g / 2)}, u)
+		if g%2 == 1 {
+			VPSRLW(U8(4), u, u)
 		}
-		for i := range part {
-			VPMADDWD(legacyOnes16, part[i], part[i])
-			if g0 == 0 {
-				sum[i] = part[i]
-			} else {
-				VPADDD(part[i], sum[i], sum[i])
+		VPAND(legacyNibble, u, u)
+		if s.hbits {
+			hb := YMM()
+			VMOVDQU(Mem{Base: w, Disp: 256}, hb)
+			switch {
+			case g < 4:
+				VPSLLW(U8(4-g), hb, hb)
+			case g > 4:
+				VPSRLW(U8(g-4), hb, hb)
 			}
+			VPAND(legacyBit4, hb, hb)
+			VPOR(hb, u, u)
 		}
-	}
-	if s.shift != 0 {
-		for t := 0; t < T; t++ {
-			off := YMM()
-			VPBROADCASTD(Mem{Base: negq, Disp: 4 * t}, off)
-			VPSLLD(U8(s.shift), off, off)
-			for h := 0; h < H; h++ {
-				VPADDD(off, sum[h*T+t], sum[h*T+t])
-			}
+		x := YMM()
+		VPBROADCASTD(Mem{Base: qs, Disp: 32 * g}, x)
+		VPMADDUBSW(x, u, u)
+		VPMADDWD(legacyOnes16, u, u)
+		if s.shift != 0 {
+			o := YMM()
+			VPBROADCASTD(Mem{Base: off, Disp: 32 * g}, o)
+			VPSLLD(U8(s.shift), o, o)
+			VPADDD(o, u, u)
 		}
+		VCVTDQ2PS(u, u)
+		VFMADD231PS(u, d, acc[g])
 	}
-	avx2Scale(sc, dk, H, T, sum, acc)
 	if s.m != 0 {
-		for h := 0; h < H; h++ {
-			mw := YMM()
-			VCVTPH2PS(Mem{Base: sc, Disp: s.m - s.scales + 16*h}, mw)
-			for t := 0; t < T; t++ {
-				sx := YMM()
-				VBROADCASTSS(Mem{Base: negq, Disp: 4 * t}, sx)
-				VFMADD231PS(sx, mw, acc[h*T+t])
-			}
-		}
+		mw, sx := YMM(), YMM()
+		VCVTPH2PS(Mem{Base: sc, Disp: s.m - s.scales}, mw)
+		VBROADCASTSS(Mem{Base: off}, sx)
+		VFMADD231PS(sx, mw, ms)
 	}
-	avx2Tail(s.blockBytes, w, sc, blocks, qs, negq, dk, H, T, acc)
+	ADDQ(U32(s.blockBytes), w)
+	ADDQ(U32(s.blockBytes), sc)
+	ADDQ(U32(8*32), qs)
+	if s.shift == 0 {
+		ADDQ(U32(32), off)
+	} else {
+		ADDQ(U32(8*32), off)
+	}
+	ADDQ(U32(32), dk)
+	DECQ(blocks)
+	JNZ(LabelRef("block"))
+
+	r := sumLanes(acc, ms, VADDPS)
+	y := Load(Param("y"), GP64())
+	VMOVUPS(r, Mem{Base: y})
+	VZEROUPPER()
+	RET()
 }
