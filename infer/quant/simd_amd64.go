@@ -32,10 +32,10 @@ type x16Kernel = func(w *byte, blocks int, qs, negq, dk *byte, y *float32, ldy i
 // offset) negq holds instead the block's s as a float32 (from its f16).
 // Q8_0 activations also get
 //
-//	gsum [N/4 groups][8 tokens] int32    −Σq of each 4-byte group
+//	gsum [N/4 groups][8 tokens] int32    −16·Σq of each 4-byte group
 //
-// for Q5_0's kernels, whose lane sums (ggml's order) need the offset per
-// group of 4 columns, not per block.
+// for Q5_0's kernels, whose lane sums (ggml's order) need the offset of
+// its codes (16) per group of 4 columns, not per block.
 //
 // or, for activations quantized for Q1_0 weights, the Q1_0 kernels'
 // lookup tables (q1_0_amd64.go) instead: q1tab holds 16·N bytes per token.
@@ -124,7 +124,7 @@ func (a *Activations) fillPlanes(t, c0, c1 int) {
 			binary.LittleEndian.PutUint32(qs[at:], word)
 			gs := int32(int8(word)) + int32(int8(word>>8)) + int32(int8(word>>16)) + int32(int8(word>>24))
 			if gsum != nil {
-				binary.LittleEndian.PutUint32(gsum[at:], uint32(-gs))
+				binary.LittleEndian.PutUint32(gsum[at:], uint32(-16*gs))
 			}
 			sum += gs
 		}

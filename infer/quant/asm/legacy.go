@@ -31,21 +31,21 @@ import (
 // Eight accumulators per row and token leave room for 2 tokens in the
 // AVX-512 kernels (16 rows each) and one in the AVX2 ones (8 rows). Q5_0's
 // value is u − 16 for the code u, so its lane sums start at −16·Σ of the
-// group's 4 activations (the planes' gsum); Q4_1 and Q5_1 need no offset,
+// group's 4 activations (the planes' gsum, so scaled); Q4_1 and Q5_1 need no offset,
 // and their off plane holds the Q8_1 activations' s. The AVX2 kernels take
 // the same float steps, so they are bit-identical to the AVX-512 ones.
 type legacySpec struct {
 	name       string
 	blockBytes int
 	hbits      bool // a plane of fifth bits at 256
-	shift      int  // sums start at −(1<<shift)·Σq; 0: at 0
+	offset     bool // lane sums start at the gsum plane's −16·Σq (Q5_0), else at 0
 	scales     int
 	m          int // offset of the f16 m, 0 if none
 }
 
 var legacySpecs = []legacySpec{
 	{name: "q4_1", blockBytes: 320, scales: 256, m: 288},
-	{name: "q5_0", blockBytes: 352, hbits: true, shift: 4, scales: 320},
+	{name: "q5_0", blockBytes: 352, hbits: true, offset: true, scales: 320},
 	{name: "q5_1", blockBytes: 384, hbits: true, scales: 320, m: 352},
 }
 
@@ -133,11 +133,10 @@ func legacyKernel(s legacySpec, T int) {
 			}
 			for t := 0; t < T; t++ {
 				sum := ZMM()
-				if s.shift == 0 {
+				if !s.offset {
 					VMOVDQA64(zero, sum)
 				} else {
 					VPBROADCASTD(Mem{Base: off, Disp: 32*g + 4*t}, sum)
-					VPSLLD(U8(s.shift), sum, sum)
 				}
 				vpdpbusdBcst(Mem{Base: qs, Disp: 32*g + 4*t}, u, sum)
 				VCVTDQ2PS(sum, sum)
@@ -147,7 +146,7 @@ func legacyKernel(s legacySpec, T int) {
 	}
 	ADDQ(U32(s.blockBytes), w)
 	ADDQ(U32(8*32), qs)
-	if s.shift == 0 {
+	if !s.offset {
 		ADDQ(U32(32), off) // s per block
 	} else {
 		ADDQ(U32(8*32), off) // −Σ per group
@@ -273,10 +272,9 @@ func legacyAVX2(s legacySpec) {
 		VPBROADCASTD(Mem{Base: qs, Disp: 32 * g}, x)
 		VPMADDUBSW(x, u, u)
 		VPMADDWD(legacyOnes16, u, u)
-		if s.shift != 0 {
+		if s.offset {
 			o := YMM()
 			VPBROADCASTD(Mem{Base: off, Disp: 32 * g}, o)
-			VPSLLD(U8(s.shift), o, o)
 			VPADDD(o, u, u)
 		}
 		VCVTDQ2PS(u, u)
@@ -291,7 +289,7 @@ func legacyAVX2(s legacySpec) {
 	ADDQ(U32(s.blockBytes), w)
 	ADDQ(U32(s.blockBytes), sc)
 	ADDQ(U32(8*32), qs)
-	if s.shift == 0 {
+	if !s.offset {
 		ADDQ(U32(32), off)
 	} else {
 		ADDQ(U32(8*32), off)
