@@ -11,8 +11,10 @@ func dequantizeQ4_1(src []byte, dst []float32) {
 		blk := src[b*q4_1Bytes:]
 		d, m := f16at(blk, 0), f16at(blk, 2)
 		for j := 0; j < 16; j++ {
-			dst[b*32+j] = float32(blk[4+j]&0xf)*d + m
-			dst[b*32+j+16] = float32(blk[4+j]>>4)*d + m
+			// Rounded products, as ggml-base (no FMA) computes them, on
+			// every architecture.
+			dst[b*32+j] = float32(float32(blk[4+j]&0xf)*d) + m
+			dst[b*32+j+16] = float32(float32(blk[4+j]>>4)*d) + m
 		}
 	}
 }

@@ -11,7 +11,7 @@ func dequantizeQ5_1(src []byte, dst []float32) {
 		blk := src[b*q5_1Bytes:]
 		d, m := f16at(blk, 0), f16at(blk, 2)
 		for j := 0; j < 32; j++ {
-			dst[b*32+j] = float32(q5Code(blk, 4, j))*d + m
+			dst[b*32+j] = float32(float32(q5Code(blk, 4, j))*d) + m // as dequantizeQ4_1
 		}
 	}
 }
