@@ -8,35 +8,30 @@ package quant
 // the 16 f16 d and for the _1 types the 16 f16 m. Bits per weight stay the
 // file's.
 var (
-	layoutQ4_1 = legacyLayout(4, -1, 320, 256, 288)
-	layoutQ5_0 = legacyLayout(6, 2, 352, 320, 0)
-	layoutQ5_1 = legacyLayout(8, 4, 384, 320, 352)
+	layoutQ4_1 = legacyLayout(func(blk []byte, j int) byte { return q4Code(blk[2:], j) }, false, 320, 256, 288)
+	layoutQ5_0 = legacyLayout(func(blk []byte, j int) byte { return q5Code(blk, 2, j) }, true, 352, 320, 0)
+	layoutQ5_1 = legacyLayout(func(blk []byte, j int) byte { return q5Code(blk, 4, j) }, true, 384, 320, 352)
 )
 
-// legacyLayout: the file's block has its nibbles at qsAt, its fifth bits
-// (if hAt ≥ 0) at hAt and its m (if mAt > 0 in the packed block) at 2.
-func legacyLayout(qsAt, hAt, blockBytes, scales, mAt int) *packedLayout {
+// legacyLayout packs a type whose element j of a file block is code(blk,
+// j), with a plane of fifth bits if hbits, and its m (from bytes 2–3 of the
+// file's block) at mAt if mAt > 0. Padding rows stay zero: d = 0.
+func legacyLayout(code func(blk []byte, j int) byte, hbits bool, blockBytes, scales, mAt int) *packedLayout {
 	return &packedLayout{cols: 32, blockBytes: blockBytes, scales: scales, pack: func(rows *[packRows][]byte, dst []byte) {
 		for r, blk := range rows {
 			if blk == nil {
 				continue
 			}
-			code := func(j int) byte {
-				if hAt >= 0 {
-					return q5Code(blk, hAt, j)
-				}
-				return q4Code(blk[qsAt-2:], j)
-			}
 			for p := 0; p < 4; p++ {
 				for e := 0; e < 4; e++ {
-					dst[64*p+4*r+e] = code(8*p+e)&0xf | (code(8*p+4+e)&0xf)<<4
+					dst[64*p+4*r+e] = code(blk, 8*p+e)&0xf | (code(blk, 8*p+4+e)&0xf)<<4
 				}
 			}
-			if hAt >= 0 {
+			if hbits {
 				for e := 0; e < 4; e++ {
 					var b byte
 					for g := 0; g < 8; g++ {
-						b |= code(4*g+e) >> 4 << g
+						b |= code(blk, 4*g+e) >> 4 << g
 					}
 					dst[256+4*r+e] = b
 				}
