@@ -218,7 +218,7 @@ func assertClose(t *testing.T, what string, got []float32, want []float64) {
 
 // Batching must not change results: every row is computed on its own.
 func TestPrefillEqualsTokenByToken(t *testing.T) {
-	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q4_0, gguf.Q8_0, gguf.Q4_K} {
+	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q4_0, gguf.Q5_0, gguf.Q5_1, gguf.Q8_0, gguf.Q4_K} {
 		t.Run(typ.String(), func(t *testing.T) {
 			cfg := tinymodel.Small(typ)
 			// 40 tokens in passes of 32 and 8 against single tokens from

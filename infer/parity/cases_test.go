@@ -60,6 +60,13 @@ var modelCases = []modelCase{
 	{name: "q1_0-untied", typ: gguf.Q1_0, vocab: 4096, untied: true, prompts: []string{"Bonsai runs 1-bit models locally.", promptCode, promptDates}},
 	{name: "q2_0", typ: gguf.Q2_0, vocab: 4096, prompts: []string{promptCode, promptDates, promptProse}},
 	{name: "q4_0", typ: gguf.Q4_0, vocab: 4096, prompts: []string{promptDates, promptCode, promptProse}},
+	// The legacy types llama.cpp's K-quant mixes fall back to on rows that
+	// are not whole super-blocks (Q5_0, Q8_0 for Gemma 3's and Qwen2.5's
+	// widths) and older files use throughout; Q4_1 and Q5_1 meet Q8_1
+	// activations.
+	{name: "q4_1", typ: gguf.Q4_1, vocab: 4096, prompts: []string{"Once upon a time, in a land far away,", promptCode, promptProse}},
+	{name: "q5_0", typ: gguf.Q5_0, vocab: 4096, prompts: []string{"To be, or not to be: that is", promptCode, promptDates}},
+	{name: "q5_1", typ: gguf.Q5_1, vocab: 4096, prompts: []string{"Hello, world! Hello, bonsai!", promptCode, promptProse}},
 	{name: "q8_0", typ: gguf.Q8_0, vocab: 4096, prompts: []string{promptProse, promptCode, promptDates}},
 	{name: "q4_k", typ: gguf.Q4_K, vocab: 4096, prompts: []string{"SELECT name FROM users WHERE id = 42;", promptCode, promptProse}},
 	{name: "q5_k", typ: gguf.Q5_K, vocab: 4096, prompts: []string{"The mitochondria is the powerhouse", promptCode, promptDates}},

@@ -54,7 +54,11 @@ import (
 // the qwen35-q4_k case matches to the bit at every step (2026-12-02). Q8_0 at one token: per block
 // d = d_x·d_w, acc[l] = fma(d, Σ of lane l's 4 products, acc[l]), the same
 // final sum (prompts go through tinyBLAS, not yet derived). Q5_K and Q6_K
-// follow ggml's AVX2 order (infer/quant/kquants.go).
+// follow ggml's AVX2 order (infer/quant/kquants.go). Q4_1, Q5_0 and Q5_1
+// sum in ggml_vec_dot's eight lanes (tinyBLAS's Q5_0 gemm has the same
+// order; Q4_1 and Q5_1 have no gemm), the _1 types' m·s in a separate
+// contracted sum, and match to the bit, AVX-512, AVX2 and portable
+// kernels alike (2026-12-07).
 const tolFactor = 8
 
 func logitTol(t gguf.Type, v float64) float64 {
@@ -63,7 +67,7 @@ func logitTol(t gguf.Type, v float64) float64 {
 
 func activationStep(t gguf.Type) float64 {
 	switch quant.VecDotType(t) {
-	case gguf.Q8_0, gguf.Q8_K:
+	case gguf.Q8_0, gguf.Q8_1, gguf.Q8_K:
 		return 1.0 / 128
 	case gguf.BF16:
 		return 1.0 / 256

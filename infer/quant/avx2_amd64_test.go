@@ -26,7 +26,7 @@ func TestAVX2MatchesPortable(t *testing.T) {
 		t.Skip("no AVX2")
 	}
 	r := rand.New(rand.NewPCG(19, 20))
-	for _, typ := range []gguf.Type{gguf.Q4_0, gguf.Q8_0, gguf.Q2_0, gguf.Q2_0G128} {
+	for _, typ := range []gguf.Type{gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q8_0, gguf.Q2_0, gguf.Q2_0G128} {
 		for _, rows := range []int{16, 5, 37, 64, 27} {
 			for _, cols := range []int{32, 256, 2048} {
 				if cols%typ.BlockSize() != 0 {
@@ -54,7 +54,7 @@ func TestAVX2Routing(t *testing.T) {
 	defer func(v bool) { haveVNNI = v }(haveVNNI)
 	haveVNNI = false
 	r := rand.New(rand.NewPCG(21, 22))
-	for _, typ := range []gguf.Type{gguf.Q4_0, gguf.Q8_0, gguf.Q2_0, gguf.Q2_0G128, gguf.PQ2_0, gguf.PTQ1_0} {
+	for _, typ := range []gguf.Type{gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q8_0, gguf.Q2_0, gguf.Q2_0G128, gguf.PQ2_0, gguf.PTQ1_0} {
 		m := randMatrix(t, r, typ, 40, 512)
 		if !sameKernel(m.kernel, isaTable[typ].avx2.product) {
 			t.Fatalf("%s: NewMatrix did not pick the AVX2 kernel", typ)

@@ -4,10 +4,11 @@
 //
 // # Types
 //
-// F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q1_0, Q2_0 (ggml id 42,
+// F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q1_0,
+// Q2_0 (ggml id 42,
 // group 64), the legacy Prism Q2_0G128 layout, and the Prism fork's PQ2_0
 // (the same codec under id 142) and PTQ1_0 (id 143, trits five to a byte).
-// Q8_K is an activation type only. Supported reports whether a type has
+// Q8_K and Q8_1 are activation types only. Supported reports whether a type has
 // kernels here. Stock llama.cpp has no Prism types; their dot products
 // (with Q8_0 activations) follow the float order stated in prism.go, which
 // every kernel matches bit for bit.
@@ -16,7 +17,7 @@
 //
 //	DequantizeRow(t, src, dst) error     // blocks → float32
 //	QuantizeRow(t, src, dst) error       // float32 → blocks, quantize_row_*_ref
-//	VecDotType(t) gguf.Type              // Q8_0 for Q1_0/Q2_0/Q4_0/Q8_0 and the Prism types, Q8_K for K-quants, F16/BF16/F32 for themselves
+//	VecDotType(t) gguf.Type              // Q8_0 for Q1_0/Q2_0/Q4_0/Q5_0/Q8_0 and the Prism types, Q8_1 for Q4_1/Q5_1, Q8_K for K-quants, F16/BF16/F32 for themselves
 //	ActivationBytes(t, n) (int, error)   // size of n activations quantized for weight type t
 //	QuantizeActivations(t, x, dst)       // exactly as llama.cpp's x86 build (Q8_0: 127/amax, round half to even)
 //	Dot(t, n, w, xq) float32             // one row · quantized activations, llama.cpp's arithmetic order
@@ -94,8 +95,8 @@
 // (golang.org/x/sys/cpu): AVX-512 VNNI assembly generated with avo
 // (infer/quant/asm, its own module; see the go:generate lines in
 // simd_amd64.go, kquants_amd64.go and q1_0_amd64.go) for Q1_0, Q2_0, Q2_0G128, PQ2_0,
-// PTQ1_0, Q4_0, Q8_0, Q4_K, Q5_K and Q6_K, AVX2+FMA kernels for Q1_0, Q2_0,
-// Q2_0G128, PQ2_0, PTQ1_0, Q4_0 and Q8_0 on CPUs without AVX-512 (and AVX2 kernels of
+// PTQ1_0, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K, AVX2+FMA kernels for Q1_0, Q2_0,
+// Q2_0G128, PQ2_0, PTQ1_0, Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 on CPUs without AVX-512 (and AVX2 kernels of
 // integer sums for Q4_K, Q5_K and Q6_K, asm/avx2k), AVX-512
 // or AVX2 kernels for F32, F16 and BF16 (reading the file's rows); on
 // arm64, NEON kernels (with SDOT where the CPU has the dot-product
@@ -116,7 +117,10 @@
 // −Σq and the scale per 32 (planes in simd_amd64.go). Q1_0's kernels
 // instead look each 4-column group's partial product up in per-token
 // tables (q1_0_amd64.go), which keeps ggml's eight-lane order at full
-// speed (the AVX2 ones read half of each table, the patterns' complements
+// speed; Q4_1, Q5_0 and Q5_1 keep that order too (ggml_vec_dot_q5_0_q8_0
+// and its kin, and tinyBLAS's Q5_0 gemm), one accumulator per 4-column
+// group, so their kernels (legacy_amd64.go) take 16 rows × 2 tokens at
+// most and give the portable dot products' bits (the AVX2 ones read half of each table, the patterns' complements
 // being their negations). SetFeatures caps the
 // kernels at AVX2 (AVX-512 off) or at the portable ones, for comparisons;
 // it is an explicit call, never read from the environment. Tests compare every SIMD kernel with

@@ -10,7 +10,7 @@ import (
 	"github.com/bonsai-chat/bonsai/gguf"
 )
 
-var weightTypes = []gguf.Type{gguf.F32, gguf.F16, gguf.BF16, gguf.Q8_0, gguf.Q4_0, gguf.Q1_0, gguf.Q2_0, gguf.Q2_0G128, gguf.PQ2_0, gguf.PTQ1_0, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K}
+var weightTypes = []gguf.Type{gguf.F32, gguf.F16, gguf.BF16, gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q1_0, gguf.Q2_0, gguf.Q2_0G128, gguf.PQ2_0, gguf.PTQ1_0, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K}
 
 func half(f float32) []byte { return binary.LittleEndian.AppendUint16(nil, F32ToF16(f)) }
 
@@ -135,7 +135,7 @@ func quantizeTo(t *testing.T, typ gguf.Type, x []float32) []byte {
 // error step/√12 ≈ 0.7%); a broken packer is off by far more.
 func TestRoundTripError(t *testing.T) {
 	bounds := map[gguf.Type]float64{
-		gguf.F32: 0, gguf.F16: 1e-3, gguf.BF16: 4e-3, gguf.Q8_0: 0.01, gguf.Q4_0: 0.13,
+		gguf.F32: 0, gguf.F16: 1e-3, gguf.BF16: 4e-3, gguf.Q8_0: 0.01, gguf.Q4_0: 0.13, gguf.Q4_1: 0.11, gguf.Q5_0: 0.065, gguf.Q5_1: 0.055, gguf.Q8_1: 0.01,
 		gguf.Q4_K: 0.11, gguf.Q5_K: 0.055, gguf.Q6_K: 0.03, gguf.Q8_K: 0.01,
 		// 1-bit codes of Gaussian data: sign·mean|x| leaves √(1 − 2/π) ≈
 		// 0.60 of the RMS. Ternary codes with d = max|x| (≈ 2.5σ) zero
@@ -143,7 +143,7 @@ func TestRoundTripError(t *testing.T) {
 		gguf.Q1_0: 0.61, gguf.Q2_0: 0.9, gguf.Q2_0G128: 0.9, gguf.PQ2_0: 0.9, gguf.PTQ1_0: 0.9,
 	}
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, typ := range append(weightTypes, gguf.Q8_K) {
+	for _, typ := range append(weightTypes, gguf.Q8_K, gguf.Q8_1) {
 		bound := bounds[typ]
 		x := randVec(r, 1024)
 		y := dequant(t, typ, quantizeTo(t, typ, x), len(x))
@@ -233,6 +233,12 @@ func TestDotMatchesDequantized(t *testing.T) {
 			QuantizeActivations(act, x, xq)
 			wd, xd := dequant(t, typ, w, n), dequant(t, act, xq, n)
 			var want, mag float64
+			if act == gguf.Q8_1 {
+				// Q8_1's s is Σq·d rounded to f16, as llama.cpp's dot
+				// products read it: the weights' m meets s, their d·q the
+				// quants (d·q is exact in float32 with m zeroed).
+				wd, want, mag = offsetTerms(t, typ, w, xq, n)
+			}
 			for i := range wd {
 				want += float64(wd[i]) * float64(xd[i])
 				mag += math.Abs(float64(wd[i]) * float64(xd[i]))
@@ -244,6 +250,23 @@ func TestDotMatchesDequantized(t *testing.T) {
 			}
 		}
 	}
+}
+
+// offsetTerms splits a row of a type with an offset m per block (Q4_1,
+// Q5_1) against Q8_1 activations xq: it returns the row dequantized with m
+// zeroed, and Σ m·s over the blocks and its magnitude.
+func offsetTerms(t *testing.T, typ gguf.Type, w, xq []byte, n int) (wd []float32, sum, mag float64) {
+	t.Helper()
+	w = append([]byte(nil), w...)
+	bb := typ.BlockBytes()
+	for b := 0; b < n/32; b++ {
+		m := float64(F16ToF32(binary.LittleEndian.Uint16(w[b*bb+2:])))
+		s := float64(F16ToF32(binary.LittleEndian.Uint16(xq[b*q8_1Bytes+2:])))
+		sum += m * s
+		mag += math.Abs(m * s)
+		w[b*bb+2], w[b*bb+3] = 0, 0
+	}
+	return dequant(t, typ, w, n), sum, mag
 }
 
 func mustRowBytes(t *testing.T, typ gguf.Type, n int) int {

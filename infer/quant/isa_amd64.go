@@ -31,6 +31,9 @@ var isaTable = map[gguf.Type]isaKernels{
 		vnni: x16(layoutQ4_0, q4_0x16t1, q4_0x16t2, q4_0x16t4, q4_0x16t8),
 		avx2: avx2x16(layoutQ4_0, q4_0x16avx2t1, q4_0x8avx2t4, q4_0x8avx2t4),
 	},
+	gguf.Q4_1: q4_1Kernels.isa(),
+	gguf.Q5_0: q5_0Kernels.isa(),
+	gguf.Q5_1: q5_1Kernels.isa(),
 	gguf.Q8_0: {
 		vnni: x16(layoutQ8_0, q8_0x16t1, q8_0x16t2, q8_0x16t4, q8_0x16t8),
 		avx2: avx2x16(layoutQ8_0, q8_0x16avx2t1, q8_0x8avx2t4, q8_0x8avx2t4),

@@ -186,10 +186,12 @@ func (a *Activations) quantizeTokens(x []float32, t0, t1 int) {
 	}
 }
 
-// quantizeCols quantizes columns [c0, c1) of token t of x, for Q8_0
-// (multiples of its 32-column blocks, which are quantized independently).
+// quantizeCols quantizes columns [c0, c1) of token t of x, for Q8_0 or
+// Q8_1 (multiples of their 32-column blocks, which are quantized
+// independently).
 func (a *Activations) quantizeCols(x []float32, t, c0, c1 int) {
-	a.quantize(x[t*a.N+c0:t*a.N+c1], a.Token(t)[c0/qk8_0*q8_0Bytes:c1/qk8_0*q8_0Bytes])
+	bb := a.Type.BlockBytes()
+	a.quantize(x[t*a.N+c0:t*a.N+c1], a.Token(t)[c0/qk8_0*bb:c1/qk8_0*bb])
 	a.fillPlanes(t, c0, c1)
 }
 
@@ -216,7 +218,7 @@ func (p *Pool) Quantize(a *Activations, wt gguf.Type, x []float32, n, tokens int
 	}
 	if tokens < 4 {
 		parts := min(2*p.threads, n/quantizeSplit)
-		if a.Type != gguf.Q8_0 || parts < 2 {
+		if a.Type != gguf.Q8_0 && a.Type != gguf.Q8_1 || parts < 2 {
 			a.quantizeTokens(x, 0, tokens)
 			return nil
 		}

@@ -28,18 +28,28 @@ type x16Kernel = func(w *byte, blocks int, qs, negq, dk *byte, y *float32, ldy i
 //	negq [N/32 blocks][8 tokens] int32    −Σq of each 32-block
 //	dk   [N/32 blocks][8 tokens] float32  the block's d (from its f16)
 //
+// For Q8_1 activations (Q4_1 and Q5_1 weights, whose codes need no
+// offset) negq holds instead the block's s as a float32 (from its f16).
+// Q8_0 activations also get
+//
+//	gsum [N/4 groups][8 tokens] int32    −16·Σq of each 4-byte group
+//
+// for Q5_0's kernels, whose lane sums (ggml's order) need the offset of
+// its codes (16) per group of 4 columns, not per block.
+//
 // or, for activations quantized for Q1_0 weights, the Q1_0 kernels'
 // lookup tables (q1_0_amd64.go) instead: q1tab holds 16·N bytes per token.
 // The Q1_0 kernels read nothing else, and laying out the other planes too
 // cost a decoding step as much again, on the one thread that quantizes it.
 type planes struct {
 	qs, negq, dk []byte
+	gsum         []byte // Q8_0 only
 	q1tab        []byte
 	q1           bool // q1tab is filled, qs, negq and dk are not
 }
 
 func (a *Activations) preparePlanes(wt gguf.Type) {
-	if !(haveVNNI && a.Type == gguf.Q8_K || (haveVNNI || haveAVX2) && a.Type == gguf.Q8_0) {
+	if !(haveVNNI && a.Type == gguf.Q8_K || (haveVNNI || haveAVX2) && (a.Type == gguf.Q8_0 || a.Type == gguf.Q8_1)) {
 		a.planes = nil
 		return
 	}
@@ -56,6 +66,9 @@ func (a *Activations) preparePlanes(wt gguf.Type) {
 	p.qs = grow(p.qs, tiles*tileTokens*a.N)
 	p.negq = grow(p.negq, tiles*tileTokens*a.N/8) // 4 bytes per 32 activations
 	p.dk = grow(p.dk, tiles*tileTokens*a.N/8)
+	if a.Type == gguf.Q8_0 {
+		p.gsum = grow(p.gsum, tiles*tileTokens*a.N)
+	}
 }
 
 // planesFor reports whether the planes serve weights of type wt: those
@@ -94,16 +107,33 @@ func (a *Activations) fillPlanes(t, c0, c1 int) {
 	qs := p.qs[tile*tileTokens*a.N:]
 	negq := p.negq[tile*tileTokens*a.N/8:]
 	dk := p.dk[tile*tileTokens*a.N/8:]
+	bb, q0 := q8_0Bytes, 2
+	if a.Type == gguf.Q8_1 {
+		bb, q0 = q8_1Bytes, 4
+	}
+	var gsum []byte
+	if a.Type == gguf.Q8_0 {
+		gsum = p.gsum[tile*tileTokens*a.N:]
+	}
 	for b := c0 / qk8_0; b < c1/qk8_0; b++ {
-		blk := (*[q8_0Bytes]byte)(src[b*q8_0Bytes:])
+		blk := src[b*bb : (b+1)*bb]
 		var sum int32
 		for g := 0; g < 8; g++ {
-			word := binary.LittleEndian.Uint32(blk[2+4*g:])
-			binary.LittleEndian.PutUint32(qs[4*((8*b+g)*tileTokens+lane):], word)
-			sum += int32(int8(word)) + int32(int8(word>>8)) + int32(int8(word>>16)) + int32(int8(word>>24))
+			word := binary.LittleEndian.Uint32(blk[q0+4*g:])
+			at := 4 * ((8*b+g)*tileTokens + lane)
+			binary.LittleEndian.PutUint32(qs[at:], word)
+			gs := int32(int8(word)) + int32(int8(word>>8)) + int32(int8(word>>16)) + int32(int8(word>>24))
+			if gsum != nil {
+				binary.LittleEndian.PutUint32(gsum[at:], uint32(-16*gs))
+			}
+			sum += gs
 		}
-		binary.LittleEndian.PutUint32(negq[4*(b*tileTokens+lane):], uint32(-sum))
-		binary.LittleEndian.PutUint32(dk[4*(b*tileTokens+lane):], math.Float32bits(f16at(blk[:], 0)))
+		off := uint32(-sum)
+		if a.Type == gguf.Q8_1 {
+			off = math.Float32bits(f16at(blk, 2))
+		}
+		binary.LittleEndian.PutUint32(negq[4*(b*tileTokens+lane):], off)
+		binary.LittleEndian.PutUint32(dk[4*(b*tileTokens+lane):], math.Float32bits(f16at(blk, 0)))
 	}
 }
 

@@ -16,7 +16,7 @@ func TestSIMDMatchesPortable(t *testing.T) {
 		t.Skip("no AVX-512 VNNI on this CPU")
 	}
 	r := rand.New(rand.NewPCG(13, 14))
-	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q2_0, gguf.Q2_0G128, gguf.PQ2_0, gguf.PTQ1_0, gguf.Q4_0, gguf.Q8_0} {
+	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q2_0, gguf.Q2_0G128, gguf.PQ2_0, gguf.PTQ1_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q8_0} {
 		for _, shape := range []struct{ rows, cols, tokens int }{
 			{16, 128, 1}, {5, 256, 3}, {33, 384, 1}, {100, 1024, 13}, {48, 2048, 70},
 		} {
@@ -81,7 +81,7 @@ func TestQuantizeQ8_0SIMD(t *testing.T) {
 // activation type's weights and lengths that do and do not split evenly.
 func TestQuantizeSplitsFewTokensByColumns(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
-	for _, wt := range []gguf.Type{gguf.Q1_0, gguf.Q4_0, gguf.Q8_0, gguf.Q4_K} {
+	for _, wt := range []gguf.Type{gguf.Q1_0, gguf.Q4_0, gguf.Q4_1, gguf.Q8_0, gguf.Q4_K} {
 		for _, n := range []int{1024, 2048 + 256, 4096, 12288} {
 			for tokens := 1; tokens <= 3; tokens++ {
 				x := make([]float32, n*tokens)
@@ -150,5 +150,5 @@ func samePlanes(a, b *planes) bool {
 		return a == b
 	}
 	return a.q1 == b.q1 && string(a.q1tab) == string(b.q1tab) && string(a.qs) == string(b.qs) &&
-		string(a.negq) == string(b.negq) && string(a.dk) == string(b.dk)
+		string(a.negq) == string(b.negq) && string(a.dk) == string(b.dk) && string(a.gsum) == string(b.gsum)
 }

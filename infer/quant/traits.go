@@ -52,6 +52,9 @@ var table = map[gguf.Type]*traits{
 	gguf.BF16:     {vecDot: gguf.BF16, dequantize: dequantizeBF16, quantize: quantizeBF16, dot: dotBF16, batchDot: &gemmDot{32, gemmBF16}},
 	gguf.Q8_0:     {vecDot: gguf.Q8_0, dequantize: dequantizeQ8_0, quantize: quantizeQ8_0Ref, dot: dotQ8_0},
 	gguf.Q4_0:     {vecDot: gguf.Q8_0, dequantize: dequantizeQ4_0, quantize: quantizeQ4_0, dot: dotQ4_0},
+	gguf.Q4_1:     {vecDot: gguf.Q8_1, dequantize: dequantizeQ4_1, quantize: quantizeQ4_1, dot: dotQ4_1},
+	gguf.Q5_0:     {vecDot: gguf.Q8_0, dequantize: dequantizeQ5_0, quantize: quantizeQ5_0, dot: dotQ5_0},
+	gguf.Q5_1:     {vecDot: gguf.Q8_1, dequantize: dequantizeQ5_1, quantize: quantizeQ5_1, dot: dotQ5_1},
 	gguf.Q1_0:     {vecDot: gguf.Q8_0, dequantize: dequantizeQ1_0, quantize: quantizeQ1_0, dot: dotQ1_0},
 	gguf.Q2_0:     {vecDot: gguf.Q8_0, dequantize: dequantizeQ2_0, quantize: quantizeQ2_0, dot: dotQ2_0},
 	gguf.Q2_0G128: {vecDot: gguf.Q8_0, dequantize: dequantizeQ2_0G128, quantize: quantizeQ2_0G128, dot: dotQ2_0G128},
@@ -61,6 +64,7 @@ var table = map[gguf.Type]*traits{
 	gguf.Q5_K:     {vecDot: gguf.Q8_K, dequantize: dequantizeQ5_K, quantize: quantizeQ5_K, dot: dotQ5_K},
 	gguf.Q6_K:     {vecDot: gguf.Q8_K, dequantize: dequantizeQ6_K, quantize: quantizeQ6_K, dot: dotQ6_K},
 	gguf.Q8_K:     {vecDot: gguf.Q8_K, dequantize: dequantizeQ8_K, quantize: quantizeQ8_K},
+	gguf.Q8_1:     {vecDot: gguf.Q8_1, dequantize: dequantizeQ8_1, quantize: quantizeQ8_1Ref},
 }
 
 // activationQuantizers quantize activations exactly as llama.cpp's x86 CPU
@@ -71,6 +75,7 @@ var activationQuantizers = map[gguf.Type]func(x []float32, dst []byte){
 	gguf.BF16: quantizeBF16,
 	gguf.Q8_0: quantizeQ8_0X86,
 	gguf.Q8_K: quantizeQ8_K,
+	gguf.Q8_1: quantizeQ8_1X86,
 }
 
 // Supported reports whether t has kernels here (dequantize, quantize and,
@@ -137,8 +142,9 @@ func QuantizeRow(t gguf.Type, src []float32, dst []byte) error {
 
 // VecDotType is the type activations are quantized to before they meet a
 // row of type t, as in llama.cpp's CPU backend: Q8_0 for Q1_0, Q2_0,
-// Q2_0G128, Q4_0 and Q8_0 (and for the Prism types PQ2_0 and PTQ1_0); Q8_K for the K-quants; F16, BF16 and F32 for
-// themselves. It returns t itself for an unsupported type.
+// Q2_0G128, Q4_0, Q5_0 and Q8_0 (and for the Prism types PQ2_0 and PTQ1_0);
+// Q8_1 (with s = d·Σq) for Q4_1 and Q5_1; Q8_K for the K-quants; F16, BF16
+// and F32 for themselves. It returns t itself for an unsupported type.
 func VecDotType(t gguf.Type) gguf.Type {
 	if f, ok := table[t]; ok {
 		return f.vecDot
@@ -156,8 +162,8 @@ func ActivationBytes(t gguf.Type, n int) (int, error) {
 }
 
 // QuantizeActivations quantizes x to the activation type t exactly as
-// llama.cpp's x86 CPU build does; t may be an activation type (Q8_0, Q8_K,
-// F16, BF16, F32) or a weight type, which stands for its VecDotType. For
+// llama.cpp's x86 CPU build does; t may be an activation type (Q8_0, Q8_1,
+// Q8_K, F16, BF16, F32) or a weight type, which stands for its VecDotType. For
 // Q8_0 that is the AVX path: id = 127/amax, round half to even — not the
 // reference quantizer's 1/d and roundf. dst must be exactly the quantized
 // size (ActivationBytes). Wrong lengths or types are programming errors and
