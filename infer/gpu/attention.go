@@ -35,7 +35,7 @@ func (b *Backend) Attention(dstT, qT infer.Tensor, layer int, a infer.Attn) {
 // rounding: attn_lat or (over several splits) attn_qk, where the device,
 // the pass and the shapes allow (0: none).
 func (b *Backend) attnFused(dst, q *tensor, layer int, a infer.Attn) (attnKind, bool) {
-	if b.kv == nil || b.n != 1 || b.noFuse {
+	if b.kv == nil || b.n != 1 || b.noFuse || b.kv.spec.Quantized() {
 		return 0, false
 	}
 	s := b.kv.spec
@@ -115,7 +115,7 @@ func (b *Backend) encodeAttention(at *node, store value) {
 		} else {
 			d["RT"], d["RDN"] = shaders.U32(1), shaders.U32(attnRDN(qpg, wg))
 		}
-		return d
+		return b.kvDefs(d, layer)
 	}
 	// With one split (decode over ≤ 32 positions) attn_one does exactly
 	// the work of attn_stats and attn_pv on the same workgroups, without
@@ -276,9 +276,12 @@ func (b *Backend) attnSum(dst, q *tensor, a infer.Attn, rows int) {
 			return
 		}
 	}
-	sum := b.prepared(opKey{kind: "attnsum", a: q, b: dst, c: a, i: boolInt(q8)}, func() (*kernel, []binding, error) {
+	// a Q8_0 V is rotated by blocks of 64, one workgroup's (kvRotation)
+	vrot := kvRotation(b.kv.spec.V, a.HeadDim, false)
+	sum := b.prepared(opKey{kind: "attnsum", a: q, b: dst, c: a, i: boolInt(q8) | vrot<<1}, func() (*kernel, []binding, error) {
 		defs := map[string]shaders.Const{
-			"HEADS": shaders.U32(a.Heads), "D": shaders.U32(a.HeadDim), "QROWS": shaders.U32(rows), "WG": shaders.U32(64), "Q8": shaders.Flag(q8)}
+			"HEADS": shaders.U32(a.Heads), "D": shaders.U32(a.HeadDim), "QROWS": shaders.U32(rows), "WG": shaders.U32(64), "Q8": shaders.Flag(q8),
+			"VROTATE": shaders.Flag(vrot > 0), "VRS": shaders.F32(rotScale(vrot))}
 		bufs := []binding{whole(b.batchBuf), whole(q.part), whole(dst.buf)}
 		if q8 {
 			bufs = b.tabOut(dst, 5, defs, append(bufs, whole(dst.xq), whole(dst.xqSum)))
