@@ -35,7 +35,7 @@ func (b *Backend) Attention(dstT, qT infer.Tensor, layer int, a infer.Attn) {
 // rounding: attn_lat or (over several splits) attn_qk, where the device,
 // the pass and the shapes allow (0: none).
 func (b *Backend) attnFused(dst, q *tensor, layer int, a infer.Attn) (attnKind, bool) {
-	if b.kv == nil || b.n != 1 || b.noFuse || b.kv.spec.Quantized() {
+	if b.kv == nil || b.n != 1 || b.noFuse {
 		return 0, false
 	}
 	s := b.kv.spec
@@ -250,8 +250,12 @@ func (b *Backend) attnQK(n *node, p value) {
 		d := defs()
 		d["DIMS"], d["QEPS"], d["KEPS"], d["NRWG"] = shaders.U32(r.Dims), shaders.F32(p.eps), shaders.F32(p.keps), shaders.U32(nrwg)
 		d["VH"], d["CTX"], d["SCORES"] = shaders.U32((qpg+1)*nrwg), shaders.U32(s.Context), shaders.Flag(true)
-		d["K4"] = shaders.Flag(off%4 == 0)
-		kern, err := b.d.kernel("attn_qk", d)
+		kOff := off
+		if s.K == infer.KVQ8_0 {
+			kOff = b.kvQ8Off(p.layer)
+		}
+		d["K4"] = shaders.Flag(kOff%4 == 0)
+		kern, err := b.d.kernel("attn_qk", b.kvDefs(d, p.layer))
 		return kern, []binding{whole(b.batchBuf), whole(p.w.chunks[0].buf), whole(p.kw.chunks[0].buf), whole(p.table),
 			whole(q.buf), whole(k.buf), whole(v.buf), kc, vc, whole(q.stats), whole(q.scores)}, err
 	})
@@ -259,7 +263,7 @@ func (b *Backend) attnQK(n *node, p value) {
 	pv := b.prepared(opKey{kind: "attnpv+scored", a: q, b: a, i: p.layer}, func() (*kernel, []binding, error) {
 		d := defs()
 		d["SCORED"] = shaders.Flag(true)
-		kern, err := b.d.kernel("attn_pv", d)
+		kern, err := b.d.kernel("attn_pv", b.kvDefs(d, p.layer))
 		return kern, []binding{whole(b.batchBuf), at(3, vc), at(4, whole(q.stats)), at(5, whole(q.part)), at(6, whole(q.scores))}, err
 	})
 	b.dispatch(pv, a.KVHeads, 1, b.splits)

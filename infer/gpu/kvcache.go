@@ -65,12 +65,17 @@ func (b *Backend) kvDefs(d map[string]shaders.Const, layer int) map[string]shade
 	d["KVQ"], d["KQ8"], d["VQ8"] = shaders.Flag(true), shaders.Flag(s.K == infer.KVQ8_0), shaders.Flag(s.V == infer.KVQ8_0)
 	d["VROTATE"] = shaders.Flag(vr > 0)
 	d["KROT"], d["KRS"], d["VROT"], d["VRS"] = shaders.U32(kr), shaders.F32(rotScale(kr)), shaders.U32(vr), shaders.F32(rotScale(vr))
-	off := 0
-	if !b.kvPerLayer() {
-		off = layer * layerWords(s, infer.KVQ8_0)
-	}
-	d["Q8_OFF"], d["SOFF"] = shaders.U32(off), shaders.U32(s.Context*s.KVHeads*s.HeadDim/4)
+	d["Q8_OFF"], d["SOFF"] = shaders.U32(b.kvQ8Off(layer)), shaders.U32(s.Context*s.KVHeads*s.HeadDim/4)
 	return d
+}
+
+// kvQ8Off is the first u32 word of layer's rows in a Q8_0 side's binding
+// (kvBind): 0 where it binds the layer at an offset.
+func (b *Backend) kvQ8Off(layer int) int {
+	if b.kvPerLayer() {
+		return 0
+	}
+	return layer * layerWords(b.kv.spec, infer.KVQ8_0)
 }
 
 func (b *Backend) NewKVCache(spec infer.KVSpec) error {
