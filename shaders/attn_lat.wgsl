@@ -137,6 +137,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	// the cache words of all rounds, before anything waits
 	var kr: array<vec4<u32>, RW>;
 	var vr: array<vec4<u32>, RW>;
+//#if KVQ
 	// with a Q8_0 side: round r's int8 words in its kr[r] or vr[r], the
 	// block's scale in kd[r] or vd[r]
 	var kd: array<f32, R>;
@@ -167,6 +168,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#endif
 		}
 	}
+//#else
+	for (var r = 0u; r < R; r++) {
+		let tp = t + 32u * r;
+		for (var i = 0u; i < NW; i++) {
+			if (tp < batch.pos) {
+				let o = OFF + tp * ROW + g * (D / 8u) + s * NW + i;
+				kr[r * NW + i] = kc[o];
+				vr[r * NW + i] = vc[o];
+			}
+		}
+	}
+//#endif
 	qk_norm_rope(lid, h, g);
 	let pos = batch.pos;
 	workgroupBarrier();
@@ -234,6 +247,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	for (var r = 0u; r < R; r++) {
 		let tp = t + 32u * r;
 		var acc = 0.0;
+//#if KVQ
 		if (tp == pos) {
 			for (var j = 0u; j < KW; j++) {
 //#if KQ8
@@ -250,6 +264,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 			vd[r] = vsc[sb];
 //#endif
 		}
+//#endif
 //#if KQ8
 		acc = dot_q8(s, kr[r], kd[r]);
 //#endif
@@ -348,8 +363,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		for (var i = 0u; i < GR; i++) {
 			val += pvs[i * (32u / GR) * (D / 4u) + lid / 4u][lid % 4u];
 		}
-	}
 //#if VROTATE
+	}
 	// a Q8_0 V's rows were rotated by blocks of VROT: the output is
 	// rotated back (pd is free: its trees are read)
 	if (lid < D) {
@@ -368,9 +383,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	}
 	if (lid < D) {
 		val = pd[lid];
-	}
 //#endif
-	if (lid < D) {
 		dst[h * D + lid] = val;
 	}
 //#if Q8
