@@ -769,6 +769,11 @@ func TestQ8AttnMatchesUnfused(t *testing.T) {
 			})
 		}
 	}
+	// attn_lat's most workgroup memory: 8 rounds of heads of 128, both
+	// sides quantized
+	t.Run("8-rounds", func(t *testing.T) {
+		attnQKMatchesUnfused(t, 32, 8, 128, 128, 512, 200, infer.KVTypes{K: q8, V: q8}, func(b *Backend) { b.latMax = latLongMaxPos }, 1e-4, 1)
+	})
 }
 
 func attnQKMatchesUnfused(t *testing.T, heads, kvHeads, hd, dims, ctx, pre int, kvTypes infer.KVTypes, set func(*Backend), tol float64, wantDispatches int) {
