@@ -11,6 +11,17 @@ import (
 )
 
 // The KV cache, RoPE and the stores into the cache.
+//
+// K and V are each f16 or Q8_0 (infer.KVTypes). A Q8_0 side follows
+// llama.cpp's flash attention over a quantized cache, as infer/cpu does:
+// rows rotated by a Walsh–Hadamard block before they are quantized, the
+// query rotated alike and quantized to Q8_0 for integer dots with a Q8_0
+// K, softmax weights meeting a Q8_0 V in f32 and the output rotated back.
+// The kernels read the int8 words and scales straight from the cache
+// (kv_q8.wgsli), the same dispatches as with f16. Its online softmax and
+// f16 accumulation are not followed: the GPU keeps its split passes'
+// softmax, so it agrees with the CPU within the GPU's usual tolerance
+// (TestQ8KVMatchesCPU), not bit for bit.
 
 type kvCache struct {
 	spec infer.KVSpec
