@@ -44,10 +44,10 @@ var settings = []setting{
 			// bound only catches what no model has.
 			return between(float64(c.ContextSize), 16, maxContext)
 		}},
-	{key: "cache_type_k", env: "BONSAI_CACHE_TYPE_K", flag: "cache-type-k", usage: "KV cache type for K: f16 or q8_0 (q8_0 runs on the CPU backend)",
+	{key: "cache_type_k", env: "BONSAI_CACHE_TYPE_K", flag: "cache-type-k", usage: "KV cache type for K: f16 or q8_0",
 		field: func(c *Config) any { return &c.CacheTypeK },
 		check: func(c *Config) error { return oneOf(c.CacheTypeK, infer.KVTypeNames...) }},
-	{key: "cache_type_v", env: "BONSAI_CACHE_TYPE_V", flag: "cache-type-v", usage: "KV cache type for V: f16 or q8_0 (q8_0 runs on the CPU backend)",
+	{key: "cache_type_v", env: "BONSAI_CACHE_TYPE_V", flag: "cache-type-v", usage: "KV cache type for V: f16 or q8_0",
 		field: func(c *Config) any { return &c.CacheTypeV },
 		check: func(c *Config) error { return oneOf(c.CacheTypeV, infer.KVTypeNames...) }},
 	{key: "think", env: "BONSAI_THINK", flag: "think", usage: "let the model think before answering",

@@ -15,9 +15,17 @@
 // prologue is qk_rope_store's arithmetic and order (qk_norm_rope), and the
 // new position's k and v come from this workgroup's own copy, not the cache,
 // which a sibling may not have written yet.
+// With a Q8_0 K or V (KVQ, kv_q8) every workgroup rotates and quantizes
+// the new k and v (store_q8's q8_heads) and reads the new position from
+// those words; a thread's D/8 dims of a position are D/32 int8 words in
+// one block, with its scale. With KQ8 q is rotated and quantized to Q8_0
+// as K (attn_blk's load_q), each slice's integer dot times both scales;
+// with VQ8 the weights meet V in f32 and the output is rotated back
+// (VROTATE), as llama.cpp's flash attention does.
 // Constants: HEADS, QPG, D (64 or 128), KVD, LAYER_OFF (a multiple of 4),
-// SCALE, DIMS, QEPS, KEPS, NRWG, CTX, R (rounds of 32 positions); flags Q8,
-// TAB (with Q8, also the output's lookup table, q8_tab).
+// SCALE, DIMS, QEPS, KEPS, NRWG, CTX, R (rounds of 32 positions), kv_q8's
+// with KVQ; flags Q8, TAB (with Q8, also the output's lookup table,
+// q8_tab), LAT (always: store_q8 leaves out its store).
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> qw: array<f32>;
@@ -26,10 +34,22 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(4) var<storage, read> q: array<f32>;
 @group(0) @binding(5) var<storage, read> k: array<f32>;
 @group(0) @binding(6) var<storage, read> v: array<vec2<f32>>;
+//#if KQ8
+@group(0) @binding(7) var<storage, read_write> kc: array<u32>;
+//#else
 @group(0) @binding(7) var<storage, read_write> kc: array<vec4<u32>>;
+//#endif
+//#if VQ8
+@group(0) @binding(8) var<storage, read_write> vc: array<u32>;
+//#else
 @group(0) @binding(8) var<storage, read_write> vc: array<vec4<u32>>;
+//#endif
 @group(0) @binding(9) var<storage, read_write> dst: array<f32>;
 //#include cpu_math
+//#if KVQ
+//#include kv_q8
+//#include store_q8
+//#endif
 //#if Q8
 @group(0) @binding(10) var<storage, read_write> xq: array<f32>;
 @group(0) @binding(11) var<storage, read_write> xsum: array<f32>;
@@ -55,7 +75,13 @@ const GR: u32 = WG / (D / 4u); // row groups of the final sum: 8 for D = 128, 16
 
 var<workgroup> nred: array<f32, VH>;
 var<workgroup> qh: array<f32, D>; // the rotated q head, f16-rounded
+//#if KVQ
+//#else
 var<workgroup> kh: array<f32, D>; // the rotated k head
+//#endif
+//#if KQ8
+var<workgroup> qsd: array<f32, NB>; // with KQ8 q's block scales
+//#endif
 var<workgroup> pd: array<f32, PD>; // per (position, slice) partial dots, then the softmax trees
 var<workgroup> ex: array<f32, P>; // exp(s − M)
 var<workgroup> pvs: array<vec4<f32>, PVS>; // per (position mod 32, dims) Σ p·V
@@ -85,6 +111,23 @@ fn dot8(w: u32, k4: vec4<u32>) -> f32 {
 
 //#include qk_norm_rope
 
+// A thread's int8 words of a Q8_0 position (its D/8 dims) and the block
+// they lie in.
+const KW: u32 = D / 32u;
+
+//#if KQ8
+// dot_q8 is q's slice s (quantized) against K's int8 words k4 (KW of
+// them) of the block with scale kd.
+fn dot_q8(s: u32, k4: vec4<u32>, kd: f32) -> f32 {
+	var acc = 0.0;
+	for (var j = 0u; j < KW; j++) {
+		let o = 4u * (s * KW + j);
+		acc += dot(vec4<f32>(qh[o], qh[o + 1u], qh[o + 2u], qh[o + 3u]), i8x4(k4[j]));
+	}
+	return acc * (qsd[s * KW / 8u] * kd);
+}
+//#endif
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
 	let h = wid.x;
@@ -94,6 +137,38 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	// the cache words of all rounds, before anything waits
 	var kr: array<vec4<u32>, RW>;
 	var vr: array<vec4<u32>, RW>;
+//#if KVQ
+	// with a Q8_0 side: round r's int8 words in its kr[r] or vr[r], the
+	// block's scale in kd[r] or vd[r]
+	var kd: array<f32, R>;
+	var vd: array<f32, R>;
+	let sb = s * KW / 8u;
+	for (var r = 0u; r < R; r++) {
+		let tp = t + 32u * r;
+		if (tp < batch.pos) {
+//#if KQ8
+			for (var j = 0u; j < KW; j++) {
+				kr[r][j] = kc[q8_qi(tp, g, s * KW + j)];
+			}
+			kd[r] = q8_scale(kc[q8_si(tp, g, sb)], sb);
+//#else
+			for (var i = 0u; i < NW; i++) {
+				kr[r * NW + i] = kc[OFF + tp * ROW + g * (D / 8u) + s * NW + i];
+			}
+//#endif
+//#if VQ8
+			for (var j = 0u; j < KW; j++) {
+				vr[r][j] = vc[q8_qi(tp, g, s * KW + j)];
+			}
+			vd[r] = q8_scale(vc[q8_si(tp, g, sb)], sb);
+//#else
+			for (var i = 0u; i < NW; i++) {
+				vr[r * NW + i] = vc[OFF + tp * ROW + g * (D / 8u) + s * NW + i];
+			}
+//#endif
+		}
+	}
+//#else
 	for (var r = 0u; r < R; r++) {
 		let tp = t + 32u * r;
 		for (var i = 0u; i < NW; i++) {
@@ -104,28 +179,111 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 			}
 		}
 	}
+//#endif
 	qk_norm_rope(lid, h, g);
 	let pos = batch.pos;
 	workgroupBarrier();
 	let seq = pos + 1u;
+//#if KVQ
+	for (var j = lid; j < D; j += WG) {
+		kh[j] *= KRS;
+		vh[j] = v[(g * D + j) / 2u][j % 2u] * VRS;
+	}
+	q8_heads(lid);
+//#if KQ8
+	// q as attn_blk's q8_query quantizes it
+	for (var hb = 1u; hb < KROT; hb <<= 1u) {
+		if (lid < D / 2u) {
+			let j = lid / hb * 2u * hb + lid % hb;
+			let a = qh[j];
+			let b = qh[j + hb];
+			qh[j] = a + b;
+			qh[j + hb] = a - b;
+		}
+		workgroupBarrier();
+	}
+	if (lid < NB) {
+		var amax = 0.0;
+		for (var j = 0u; j < 32u; j++) {
+			amax = max(amax, abs(qh[32u * lid + j]));
+		}
+		let p = q8_params(amax);
+		qsd[lid] = p.x;
+		for (var j = 0u; j < 32u; j++) {
+			qh[32u * lid + j] = round(qh[32u * lid + j] * p.y);
+		}
+	}
+	workgroupBarrier();
+//#endif
+//#endif
 	if (h % QPG == 0u && pos < CTX) {
 		for (var w = lid; w < D / 8u; w += WG) {
 			let o = OFF + pos * ROW + g * (D / 8u) + w;
+//#if KQ8
+			kc[q8_qi(pos, g, 2u * w)] = kqw[2u * w];
+			kc[q8_qi(pos, g, 2u * w + 1u)] = kqw[2u * w + 1u];
+//#else
 			kc[o] = kpack(w);
+//#endif
+//#if VQ8
+			vc[q8_qi(pos, g, 2u * w)] = vqw[2u * w];
+			vc[q8_qi(pos, g, 2u * w + 1u)] = vqw[2u * w + 1u];
+//#else
 			vc[o] = vpack(g, w);
+//#endif
 		}
+//#if KQ8
+		for (var w = lid; w < SH; w += WG) {
+			kc[q8_si(pos, g, 2u * w)] = ksword(w);
+		}
+//#endif
+//#if VQ8
+		for (var w = lid; w < SH; w += WG) {
+			vc[q8_si(pos, g, 2u * w)] = vsword(w);
+		}
+//#endif
 	}
 	// scores of the thread's slice, the new position's from kh and v
 	for (var r = 0u; r < R; r++) {
 		let tp = t + 32u * r;
 		var acc = 0.0;
+//#if KVQ
+		if (tp == pos) {
+			for (var j = 0u; j < KW; j++) {
+//#if KQ8
+				kr[r][j] = kqw[s * KW + j];
+//#endif
+//#if VQ8
+				vr[r][j] = vqw[s * KW + j];
+//#endif
+			}
+//#if KQ8
+			kd[r] = ksc[sb];
+//#endif
+//#if VQ8
+			vd[r] = vsc[sb];
+//#endif
+		}
+//#endif
+//#if KQ8
+		acc = dot_q8(s, kr[r], kd[r]);
+//#endif
 		for (var i = 0u; i < NW; i++) {
 			let w = s * NW + i;
 			if (tp == pos) {
+//#if KQ8
+//#else
 				kr[r * NW + i] = kpack(w);
+//#endif
+//#if VQ8
+//#else
 				vr[r * NW + i] = vpack(g, w);
+//#endif
 			}
+//#if KQ8
+//#else
 			acc += dot8(w, kr[r * NW + i]);
+//#endif
 		}
 		pd[tp * 8u + s] = acc;
 	}
@@ -170,12 +328,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	var acc: array<vec4<f32>, AW>;
 	for (var r = 0u; r < R; r++) {
 		let tp = t + 32u * r;
+//#if VQ8
+		// a Q8_0 V meets the weights in f32 (llama.cpp's flash attention)
+		let p = select(0.0, ex[tp] * il, tp < seq);
+		for (var j = 0u; j < KW; j++) {
+			acc[j] += (p * vd[r]) * i8x4(vr[r][j]);
+		}
+//#else
 		let p = select(0.0, f16_round(ex[tp] * il), tp < seq);
 		for (var i = 0u; i < NW; i++) {
 			let vw = vr[r * NW + i];
 			acc[2u * i] += p * vec4<f32>(unpack2x16float(vw.x), unpack2x16float(vw.y));
 			acc[2u * i + 1u] += p * vec4<f32>(unpack2x16float(vw.z), unpack2x16float(vw.w));
 		}
+//#endif
 	}
 	for (var i = 0u; i < 2u * NW; i++) {
 		pvs[t * (D / 4u) + s * 2u * NW + i] = acc[i];
@@ -197,6 +363,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		for (var i = 0u; i < GR; i++) {
 			val += pvs[i * (32u / GR) * (D / 4u) + lid / 4u][lid % 4u];
 		}
+//#if VROTATE
+	}
+	// a Q8_0 V's rows were rotated by blocks of VROT: the output is
+	// rotated back (pd is free: its trees are read)
+	if (lid < D) {
+		pd[lid] = val * VRS;
+	}
+	workgroupBarrier();
+	for (var hb = 1u; hb < VROT; hb <<= 1u) {
+		if (lid < D / 2u) {
+			let j = lid / hb * 2u * hb + lid % hb;
+			let a = pd[j];
+			let b = pd[j + hb];
+			pd[j] = a + b;
+			pd[j + hb] = a - b;
+		}
+		workgroupBarrier();
+	}
+	if (lid < D) {
+		val = pd[lid];
+//#endif
 		dst[h * D + lid] = val;
 	}
 //#if Q8

@@ -12,10 +12,17 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> kc: array<u32>;
+//#if VQ8
+@group(0) @binding(3) var<storage, read> vc: array<u32>;
+//#else
 @group(0) @binding(3) var<storage, read> vc: array<vec2<u32>>;
+//#endif
 @group(0) @binding(4) var<storage, read_write> dst: array<vec4<f32>>;
 
 //#include cpu_math
+//#if KVQ
+//#include kv_q8
+//#endif
 //#include attn_blk
 //#include attn_blk_pv
 
@@ -29,13 +36,27 @@ fn kword4(t: u32, g: u32, i: u32) -> vec4<u32> {
 }
 
 fn vword(t: u32, g: u32, d4: u32) -> vec4<f32> {
+//#if VQ8
+	return i8x4(vc[q8_qi(t, g, d4)]) * q8_scale(vc[q8_si(t, g, d4 / 8u)], d4 / 8u);
+//#else
 	let w = vc[(LAYER_OFF + t * (KVD / 2u) + g * (D / 2u)) / 2u + d4];
 	return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
+//#endif
 }
 
+//#if VROTATE
+// a Q8_0 V's output, rotated back (VROT, VRS) before it goes to dst
+const OBN: u32 = QPG * D4;
+var<workgroup> ob: array<vec4<f32>, OBN>;
+
+fn put_out(h: u32, d4: u32, o: vec4<f32>) {
+	ob[h * D4 + d4] = o;
+}
+//#else
 fn put_out(h: u32, d4: u32, o: vec4<f32>) {
 	dst[(prow * HEADS + pg * QPG + h) * D4 + d4] = o;
 }
+//#endif
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -61,4 +82,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	workgroupBarrier();
 	// pass 2 (attn_pv)
 	blk_pv(lid, g, t0, seq, seq);
+//#if VROTATE
+	workgroupBarrier();
+	for (var h = 1u; h < VROT; h <<= 1u) {
+		for (var i = lid; i < QPG * D / 2u; i += WG) {
+			let j = i / h * 2u * h + i % h;
+			let a = ob[j / 4u][j % 4u];
+			let b = ob[(j + h) / 4u][(j + h) % 4u];
+			ob[j / 4u][j % 4u] = a + b;
+			ob[(j + h) / 4u][(j + h) % 4u] = a - b;
+		}
+		workgroupBarrier();
+	}
+	for (var i = lid; i < QPG * D4; i += WG) {
+		dst[(row * HEADS + g * QPG) * D4 + i] = ob[i] * VRS;
+	}
+//#endif
 }

@@ -10,7 +10,11 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> kc: array<u32>;
+//#if VQ8
+@group(0) @binding(3) var<storage, read> vc: array<u32>;
+//#else
 @group(0) @binding(3) var<storage, read> vc: array<vec2<u32>>;
+//#endif
 @group(0) @binding(4) var<storage, read> stats: array<vec2<f32>>;
 @group(0) @binding(5) var<storage, read_write> part: array<vec4<f32>>;
 //#if SCORED
@@ -18,6 +22,9 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 //#endif
 
 //#include cpu_math
+//#if KVQ
+//#include kv_q8
+//#endif
 //#include attn_blk
 //#include attn_blk_pv
 
@@ -33,8 +40,12 @@ fn kword4(t: u32, g: u32, i: u32) -> vec4<u32> {
 }
 
 fn vword(t: u32, g: u32, d4: u32) -> vec4<f32> {
+//#if VQ8
+	return i8x4(vc[q8_qi(t, g, d4)]) * q8_scale(vc[q8_si(t, g, d4 / 8u)], d4 / 8u);
+//#else
 	let w = vc[(LAYER_OFF + t * (KVD / 2u) + g * (D / 2u)) / 2u + d4];
 	return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
+//#endif
 }
 
 fn put_out(h: u32, d4: u32, o: vec4<f32>) {

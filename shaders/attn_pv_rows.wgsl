@@ -12,11 +12,18 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> kc: array<u32>;
+//#if VQ8
+@group(0) @binding(3) var<storage, read> vc: array<u32>;
+//#else
 @group(0) @binding(3) var<storage, read> vc: array<vec2<u32>>;
+//#endif
 @group(0) @binding(4) var<storage, read> stats: array<vec2<f32>>;
 @group(0) @binding(5) var<storage, read_write> part: array<vec4<f32>>;
 
 //#include cpu_math
+//#if KVQ
+//#include kv_q8
+//#endif
 //#include attn_tile
 //#include attn_pv_tile
 

@@ -11,9 +11,12 @@
 // written in 16-byte words. q and k themselves
 // are left as they came (other splits still read them); the host rotates
 // them in place only if something else reads them.
+// With KVQ (a Q8_0 K or V) the store is store_q8's and, with KQ8, the
+// query is quantized as attn_blk's load_q quantizes it.
 // Constants: HEADS, KVHEADS, QPG, D, KVD, QROWS, LAYER_OFF, SCALE, WIN, WG, RT (1), RDN
-// (as attn_stats), DIMS, QEPS, KEPS, NRWG, VH (=(QPG+1)·NRWG), CTX, SCTX;
-// flag K4.
+// (as attn_stats), DIMS, QEPS, KEPS, NRWG, VH (=(QPG+1)·NRWG), CTX, SCTX,
+// kv_q8's with KVQ; flag K4 (the layer's K words, f16 or Q8_0, start on a
+// 16-byte word).
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> qw: array<f32>;
@@ -32,6 +35,10 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(10) var<storage, read_write> sc: array<f32>;
 
 //#include cpu_math
+//#if KVQ
+//#include kv_q8
+//#include store_q8
+//#endif
 //#include attn_blk
 
 fn kword4(t: u32, g: u32, i: u32) -> vec4<u32> {
@@ -50,7 +57,10 @@ fn kpack(w: u32) -> vec4<u32> {
 }
 
 var<workgroup> nred: array<f32, VH>;
+//#if KVQ
+//#else
 var<workgroup> kh: array<f32, D>; // the rotated k head
+//#endif
 
 // head h < QPG is query head g·QPG + h, head QPG is k's head g
 fn nload(g: u32, h: u32, j: u32) -> f32 {
@@ -69,7 +79,11 @@ fn nweight(h: u32, j: u32) -> f32 {
 
 fn put(h: u32, j: u32, val: f32) {
 	if (h < QPG) {
+//#if KQ8
+		qs[(h * D + j) / 4u][j % 4u] = val * KRS;
+//#else
 		qs[(h * D + j) / 4u][j % 4u] = f16_round(val);
+//#endif
 	} else {
 		kh[j] = val;
 	}
@@ -127,6 +141,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	}
 	workgroupBarrier();
 	let seq = pos + 1u;
+//#if KQ8
+	q8_query(lid);
+//#endif
+//#if KVQ
+	if (c == batch.splits - 1u && pos < CTX) {
+		for (var j = lid; j < D; j += WG) {
+			kh[j] *= KRS;
+			vh[j] = v[(g * D + j) / 2u][j % 2u] * VRS;
+		}
+		store_heads(lid, pos, g);
+	}
+//#else
 	if (c == batch.splits - 1u && pos < CTX) {
 		for (var p = lid; p < D / 2u; p += WG) {
 			let o = LAYER_OFF + pos * (KVD / 2u) + g * (D / 2u) + p;
@@ -140,6 +166,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 			vc[o] = f16_pack(v[g * (D / 2u) + p]);
 		}
 	}
+//#endif
 	// the new k must be visible to this workgroup's tile loads
 	storageBarrier();
 	let span = split_span(seq, c);

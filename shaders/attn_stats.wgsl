@@ -13,6 +13,9 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(3) var<storage, read_write> stats: array<vec2<f32>>;
 
 //#include cpu_math
+//#if KVQ
+//#include kv_q8
+//#endif
 //#include attn_blk
 
 fn kword4(t: u32, g: u32, i: u32) -> vec4<u32> {

@@ -16,6 +16,9 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(3) var<storage, read_write> stats: array<vec2<f32>>;
 
 //#include cpu_math
+//#if KVQ
+//#include kv_q8
+//#endif
 //#include attn_tile
 
 @compute @workgroup_size(WG)

@@ -3,7 +3,10 @@
 // plain sum of the splits' Σ p·V. One thread per output value. With Q8
 // (decode, HEADS·D a multiple of WG) also the output's Q8_0 rounding
 // (q8_group) for the output projection's q1_xq, with TAB its lookup table.
-// Constants: HEADS, D, QROWS, WG (=64); flags Q8, TAB.
+// With VROTATE (a Q8_0 V, rotated by llama.cpp's blocks of VROT = WG) the
+// sum is rotated back: HEADS·D is then a multiple of WG, as with Q8.
+// Constants: HEADS, D, QROWS, WG (=64), VRS (with VROTATE); flags Q8, TAB,
+// VROTATE.
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> part: array<f32>;
@@ -19,16 +22,24 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 //#include q8_group
 //#endif
 
+//#if VROTATE
+var<workgroup> ob: array<f32, WG>;
+//#endif
+
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 	let i = gid.x; // head·D + d
 	let row = gid.y;
+//#if VROTATE
+	let lid = i % WG;
+//#else
 //#if Q8
 	let lid = i % WG;
 //#else
 	if (i >= HEADS * D || row >= min(batch.n, QROWS)) {
 		return;
 	}
+//#endif
 //#endif
 	let h = i / D;
 	let d = i % D;
@@ -49,6 +60,23 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 	for (; c < batch.splits; c++) {
 		a += part[first + c * D];
 	}
+//#if VROTATE
+	// a Q8_0 V's rows were rotated by blocks of WG = VROT: the output is
+	// rotated back
+	ob[lid] = a * VRS;
+	workgroupBarrier();
+	for (var hb = 1u; hb < WG; hb <<= 1u) {
+		if (lid < WG / 2u) {
+			let j = lid / hb * 2u * hb + lid % hb;
+			let x = ob[j];
+			let y = ob[j + hb];
+			ob[j] = x + y;
+			ob[j + hb] = x - y;
+		}
+		workgroupBarrier();
+	}
+	a = ob[lid];
+//#endif
 	dst[row * HEADS * D + i] = a;
 //#if Q8
 	let r = q8_round(lid, a);

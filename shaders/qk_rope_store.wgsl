@@ -7,8 +7,13 @@
 // workgroup also stores its head of k and v. Same arithmetic and summation
 // order as the separate kernels.
 // Constants: QCOLS, KVD, HEAD_DIM, DIMS, QEPS, KEPS, WG, XROWS, CTX,
-// QHEADS, LAYER_OFF (u32 words).
+// QHEADS, LAYER_OFF (u32 words); with KVQ (a Q8_0 K or V) store_q8's
+// constants and flags.
 //#include cpu_math
+//#if KVQ
+//#include kv_q8
+//#include store_q8
+//#endif
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> qw: array<f32>;
@@ -94,10 +99,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	if (isq || pos >= CTX) {
 		return;
 	}
+//#if KVQ
+	let g = wid.x - QHEADS;
+	for (var j = lid; j < D; j += WG) {
+		kh[j] = head[j] * KRS;
+		vh[j] = v[(row * KVD + g * D + j) / 2u][j % 2u] * VRS;
+	}
+	store_heads(lid, pos, g);
+//#else
 	let kh = wid.x - QHEADS;
 	for (var p = lid; p < HEAD_DIM / 2u; p += WG) {
 		let o = LAYER_OFF + pos * (KVD / 2u) + kh * (HEAD_DIM / 2u) + p;
 		kc[o] = f16_pack(vec2<f32>(head[2u * p], head[2u * p + 1u]));
 		vc[o] = f16_pack(v[row * (KVD / 2u) + kh * (HEAD_DIM / 2u) + p]);
 	}
+//#endif
 }

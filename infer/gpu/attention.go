@@ -119,7 +119,7 @@ func (b *Backend) encodeAttention(at *node, store value) {
 		} else {
 			d["RT"], d["RDN"] = shaders.U32(1), shaders.U32(attnRDN(qpg, wg))
 		}
-		return d
+		return b.kvDefs(d, layer)
 	}
 	// With one split (decode over ≤ 32 positions) attn_one does exactly
 	// the work of attn_stats and attn_pv on the same workgroups, without
@@ -254,8 +254,12 @@ func (b *Backend) attnQK(n *node, p value) {
 		d := defs()
 		d["DIMS"], d["QEPS"], d["KEPS"], d["NRWG"] = shaders.U32(r.Dims), shaders.F32(p.eps), shaders.F32(p.keps), shaders.U32(nrwg)
 		d["VH"], d["CTX"], d["SCORES"] = shaders.U32((qpg+1)*nrwg), shaders.U32(s.Context), shaders.Flag(true)
-		d["K4"] = shaders.Flag(off%4 == 0)
-		kern, err := b.d.kernel("attn_qk", d)
+		kOff := off
+		if s.K == infer.KVQ8_0 {
+			kOff = b.kvQ8Off(p.layer)
+		}
+		d["K4"] = shaders.Flag(kOff%4 == 0)
+		kern, err := b.d.kernel("attn_qk", b.kvDefs(d, p.layer))
 		return kern, []binding{whole(b.batchBuf), whole(p.w.chunks[0].buf), whole(p.kw.chunks[0].buf), whole(p.table),
 			whole(q.buf), whole(k.buf), whole(v.buf), kc, vc, whole(q.stats), whole(q.scores)}, err
 	})
@@ -263,7 +267,7 @@ func (b *Backend) attnQK(n *node, p value) {
 	pv := b.prepared(opKey{kind: "attnpv+scored", a: q, b: a, i: p.layer}, func() (*kernel, []binding, error) {
 		d := defs()
 		d["SCORED"] = shaders.Flag(true)
-		kern, err := b.d.kernel("attn_pv", d)
+		kern, err := b.d.kernel("attn_pv", b.kvDefs(d, p.layer))
 		return kern, []binding{whole(b.batchBuf), at(3, vc), at(4, whole(q.stats)), at(5, whole(q.part)), at(6, whole(q.scores))}, err
 	})
 	b.dispatch(pv, a.KVHeads, 1, b.splits)
@@ -280,9 +284,12 @@ func (b *Backend) attnSum(dst, q *tensor, a infer.Attn, rows int) {
 			return
 		}
 	}
-	sum := b.prepared(opKey{kind: "attnsum", a: q, b: dst, c: a, i: boolInt(q8)}, func() (*kernel, []binding, error) {
+	// a Q8_0 V is rotated by blocks of 64, one workgroup's (kvRotation)
+	vrot := kvRotation(b.kv.spec.V, a.HeadDim, false)
+	sum := b.prepared(opKey{kind: "attnsum", a: q, b: dst, c: a, i: boolInt(q8) | vrot<<1}, func() (*kernel, []binding, error) {
 		defs := map[string]shaders.Const{
-			"HEADS": shaders.U32(a.Heads), "D": shaders.U32(a.HeadDim), "QROWS": shaders.U32(rows), "WG": shaders.U32(64), "Q8": shaders.Flag(q8)}
+			"HEADS": shaders.U32(a.Heads), "D": shaders.U32(a.HeadDim), "QROWS": shaders.U32(rows), "WG": shaders.U32(64), "Q8": shaders.Flag(q8),
+			"VROTATE": shaders.Flag(vrot > 0), "VRS": shaders.F32(rotScale(vrot))}
 		bufs := []binding{whole(b.batchBuf), whole(q.part), whole(dst.buf)}
 		if q8 {
 			bufs = b.tabOut(dst, 5, defs, append(bufs, whole(dst.xq), whole(dst.xqSum)))

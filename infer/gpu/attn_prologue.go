@@ -49,9 +49,11 @@ func (b *Backend) dispatchPrologue(pr prologue, name, kind string, i int, own fu
 			"HEADS": shaders.U32(a.Heads), "QPG": shaders.U32(a.Heads / a.KVHeads), "D": shaders.U32(a.HeadDim),
 			"KVD": shaders.U32(s.KVHeads * s.HeadDim), "LAYER_OFF": shaders.U32(pr.off), "SCALE": shaders.F32(a.Scale),
 			"DIMS": shaders.U32(p.rope.Dims), "QEPS": shaders.F32(p.eps), "KEPS": shaders.F32(p.keps),
-			"NRWG": shaders.U32(normRopeThreads(a.HeadDim)), "CTX": shaders.U32(s.Context), "Q8": shaders.Flag(pr.q8)} {
+			"NRWG": shaders.U32(normRopeThreads(a.HeadDim)), "CTX": shaders.U32(s.Context), "Q8": shaders.Flag(pr.q8),
+			"LAT": shaders.Flag(true)} {
 			defs[n] = c
 		}
+		b.kvDefs(defs, p.layer)
 		bufs := []binding{whole(b.batchBuf), whole(p.w.chunks[0].buf), whole(p.kw.chunks[0].buf), whole(p.table),
 			whole(q.buf), whole(k.buf), whole(v.buf), pr.kc, pr.vc, whole(dst.buf)}
 		if pr.q8 {

@@ -647,7 +647,7 @@ func (b *Backend) Memory() infer.BackendMemory {
 		m.Activations += int64(t.rows * t.cols * 4)
 	}
 	if b.kv != nil {
-		m.KV = b.kv.spec.Bytes()
+		m.KV = int64(b.kv.k.GetSize() + b.kv.v.GetSize())
 	}
 	if b.rec != nil {
 		for _, buf := range b.rec.buffers() {

@@ -3,6 +3,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/shaders"
@@ -10,18 +11,90 @@ import (
 )
 
 // The KV cache, RoPE and the stores into the cache.
+//
+// K and V are each f16 or Q8_0 (infer.KVTypes). A Q8_0 side follows
+// llama.cpp's flash attention over a quantized cache, as infer/cpu does:
+// rows rotated by a Walsh–Hadamard block before they are quantized, the
+// query rotated alike and quantized to Q8_0 for integer dots with a Q8_0
+// K, softmax weights meeting a Q8_0 V in f32 and the output rotated back.
+// The kernels read the int8 words and scales straight from the cache
+// (kv_q8.wgsli), the same dispatches as with f16. Its online softmax and
+// f16 accumulation are not followed: the GPU keeps its split passes'
+// softmax, so it agrees with the CPU within the GPU's usual tolerance
+// (TestQ8KVMatchesCPU), not bit for bit.
 
 type kvCache struct {
 	spec infer.KVSpec
 	k, v *wgpu.Buffer
 }
 
+// layerWords is the u32 words a layer of a cache of type t takes: f16
+// values two to a word, or Q8_0 as kv_q8.wgsli lays it out (int8 values
+// four to a word, then each head's ⌈D/64⌉ words of f16 block scales).
+func layerWords(s infer.KVSpec, t infer.KVType) int {
+	kvd := s.KVHeads * s.HeadDim
+	if t == infer.KVQ8_0 {
+		return s.Context * (kvd/4 + s.KVHeads*((s.HeadDim+63)/64))
+	}
+	return s.Context * kvd / 2
+}
+
+// kvRotation is the Walsh–Hadamard block llama.cpp rotates a Q8_0 K (k)
+// or V (v) of head size dim by (0: none), as infer/cpu does: with a head
+// size a multiple of 64, K by the largest power of two dividing it, V by
+// 64.
+func kvRotation(t infer.KVType, dim int, k bool) int {
+	if t != infer.KVQ8_0 || dim%64 != 0 {
+		return 0
+	}
+	if !k {
+		return 64
+	}
+	n := 64
+	for dim%(2*n) == 0 {
+		n *= 2
+	}
+	return n
+}
+
+// rotScale is 1/√n as llama.cpp's FWHT scales a block of n (1 for none).
+func rotScale(n int) float32 {
+	if n == 0 {
+		return 1
+	}
+	return 1 / float32(math.Sqrt(float64(n)))
+}
+
+// kvDefs adds to d the constants and flags of kv_q8.wgsli for layer's
+// binding (kvBind), where K or V is Q8_0; d must hold D and KVD.
+func (b *Backend) kvDefs(d map[string]shaders.Const, layer int) map[string]shaders.Const {
+	s := b.kv.spec
+	if !s.Quantized() {
+		return d
+	}
+	kr, vr := kvRotation(s.K, s.HeadDim, true), kvRotation(s.V, s.HeadDim, false)
+	d["KVQ"], d["KQ8"], d["VQ8"] = shaders.Flag(true), shaders.Flag(s.K == infer.KVQ8_0), shaders.Flag(s.V == infer.KVQ8_0)
+	d["VROTATE"] = shaders.Flag(vr > 0)
+	d["KROT"], d["KRS"], d["VROT"], d["VRS"] = shaders.U32(kr), shaders.F32(rotScale(kr)), shaders.U32(vr), shaders.F32(rotScale(vr))
+	d["Q8_OFF"], d["SOFF"] = shaders.U32(b.kvQ8Off(layer)), shaders.U32(s.Context*s.KVHeads*s.HeadDim/4)
+	return d
+}
+
+// kvQ8Off is the first u32 word of layer's rows in a Q8_0 side's binding
+// (kvBind): 0 where it binds the layer at an offset.
+func (b *Backend) kvQ8Off(layer int) int {
+	if b.kvPerLayer() {
+		return 0
+	}
+	return layer * layerWords(b.kv.spec, infer.KVQ8_0)
+}
+
 func (b *Backend) NewKVCache(spec infer.KVSpec) error {
 	if spec.Layers <= 0 || spec.Context <= 0 || spec.KVHeads <= 0 || spec.HeadDim <= 0 || spec.HeadDim%2 != 0 {
 		return fmt.Errorf("gpu: KV cache %+v: %w", spec, infer.ErrBadShape)
 	}
-	if spec.KVTypes != (infer.KVTypes{}) {
-		return fmt.Errorf("%w: the GPU backend keeps K and V as f16; a %s KV cache runs on the CPU backend (--backend cpu)", infer.ErrUnsupportedType, spec.KVTypes)
+	if err := spec.Check(); err != nil {
+		return fmt.Errorf("gpu: %w", err)
 	}
 	if b.kv != nil {
 		// Every op binding the old cache is stale. For a cache of
@@ -41,16 +114,17 @@ func (b *Backend) NewKVCache(spec infer.KVSpec) error {
 		b.kv.v.Release()
 		b.kv = nil
 	}
-	half := uint64(spec.Bytes() / 2)
-	if half > b.d.Limits.MaxStorageBufferBindingSize {
+	kBytes := 4 * uint64(spec.Layers) * uint64(layerWords(spec, spec.K))
+	vBytes := 4 * uint64(spec.Layers) * uint64(layerWords(spec, spec.V))
+	if max(kBytes, vBytes) > b.d.Limits.MaxStorageBufferBindingSize {
 		return fmt.Errorf("gpu: KV cache of %d MiB per K/V exceeds the %d MiB storage binding: %w",
-			half>>20, b.d.Limits.MaxStorageBufferBindingSize>>20, ErrOutOfMemory)
+			max(kBytes, vBytes)>>20, b.d.Limits.MaxStorageBufferBindingSize>>20, ErrOutOfMemory)
 	}
-	k, err := b.d.newBuffer("kcache", half, storageUsage)
+	k, err := b.d.newBuffer("kcache", kBytes, storageUsage)
 	if err != nil {
 		return err
 	}
-	v, err := b.d.newBuffer("vcache", half, storageUsage)
+	v, err := b.d.newBuffer("vcache", vBytes, storageUsage)
 	if err != nil {
 		k.Release()
 		return err
@@ -88,11 +162,11 @@ func (b *Backend) qkRopeStore(p value) {
 	kvd := s.KVHeads * s.HeadDim
 	kc, vc, off := b.kvBind(layer)
 	o := b.prepared(opKey{kind: "qkropestore", a: q, b: k, c: v, d: p.w, e: p.kw, g: r, i: layer, f: p.eps}, func() (*kernel, []binding, error) {
-		kern, err := b.d.kernel("qk_rope_store", map[string]shaders.Const{
+		kern, err := b.d.kernel("qk_rope_store", b.kvDefs(map[string]shaders.Const{
 			"QCOLS": shaders.U32(q.cols), "KVD": shaders.U32(kvd), "HEAD_DIM": shaders.U32(r.HeadDim), "DIMS": shaders.U32(r.Dims),
 			"QEPS": shaders.F32(p.eps), "KEPS": shaders.F32(p.keps), "WG": shaders.U32(normRopeThreads(r.HeadDim)),
 			"XROWS": shaders.U32(q.rows), "CTX": shaders.U32(s.Context), "QHEADS": shaders.U32(q.cols / r.HeadDim),
-			"LAYER_OFF": shaders.U32(off)})
+			"LAYER_OFF": shaders.U32(off), "D": shaders.U32(s.HeadDim)}, layer))
 		return kern, []binding{whole(b.batchBuf), whole(p.w.chunks[0].buf), whole(p.kw.chunks[0].buf), whole(p.table),
 			whole(q.buf), whole(k.buf), whole(v.buf), kc, vc}, err
 	})
@@ -195,6 +269,16 @@ func (b *Backend) storeKV(layer int, k, v *tensor) {
 	rows := min(k.rows, v.rows)
 	n := min(rows, b.n)
 	kc, vc, off := b.kvBind(layer)
+	if s.Quantized() {
+		o := b.prepared(opKey{kind: "storekvq8", a: k, b: v, i: layer}, func() (*kernel, []binding, error) {
+			kern, err := b.d.kernel("store_kv_q8", b.kvDefs(map[string]shaders.Const{
+				"D": shaders.U32(s.HeadDim), "KVD": shaders.U32(kvd), "XROWS": shaders.U32(rows), "CTX": shaders.U32(s.Context),
+				"LAYER_OFF": shaders.U32(off), "WG": shaders.U32(64)}, layer))
+			return kern, []binding{whole(b.batchBuf), whole(k.buf), whole(v.buf), kc, vc}, err
+		})
+		b.dispatch(o, s.KVHeads, n, 1)
+		return
+	}
 	o := b.prepared(opKey{kind: "storekv", a: k, b: v, i: layer}, func() (*kernel, []binding, error) {
 		kern, err := b.d.kernel("store_kv", map[string]shaders.Const{
 			"KVD": shaders.U32(kvd), "XROWS": shaders.U32(rows), "CTX": shaders.U32(s.Context),
@@ -210,13 +294,23 @@ func (b *Backend) storeKV(layer int, k, v *tensor) {
 // once per layer, all of them on the first decode past one split), else
 // the whole buffers with the layer's first u32 word as the constant
 // LAYER_OFF (returned).
+//
+// With a Q8_0 K or V the layer's first word of a Q8_0 side is kvDefs's
+// Q8_OFF (an f16 side's stays LAYER_OFF); both are bound at an offset only
+// where both layers' bytes allow it.
 func (b *Backend) kvBind(layer int) (k, v binding, off int) {
 	s := b.kv.spec
 	kvd := s.KVHeads * s.HeadDim
-	bytes := uint64(s.Context * kvd * 2)
-	if align := uint64(max(256, b.d.Limits.MinStorageBufferOffsetAlignment)); bytes%align == 0 {
-		o := uint64(layer) * bytes
-		return binding{buf: b.kv.k, offset: o, size: bytes}, binding{buf: b.kv.v, offset: o, size: bytes}, 0
+	if b.kvPerLayer() {
+		kb, vb := 4*uint64(layerWords(s, s.K)), 4*uint64(layerWords(s, s.V))
+		return binding{buf: b.kv.k, offset: uint64(layer) * kb, size: kb}, binding{buf: b.kv.v, offset: uint64(layer) * vb, size: vb}, 0
 	}
 	return whole(b.kv.k), whole(b.kv.v), layer * s.Context * kvd / 2
+}
+
+// kvPerLayer says kvBind binds a layer's K and V at an offset.
+func (b *Backend) kvPerLayer() bool {
+	s := b.kv.spec
+	align := uint64(max(256, b.d.Limits.MinStorageBufferOffsetAlignment))
+	return uint64(4*layerWords(s, s.K))%align == 0 && uint64(4*layerWords(s, s.V))%align == 0
 }

@@ -11,9 +11,23 @@ import (
 )
 
 // A KV cache saved and restored on the GPU continues as the sequence that
-// was saved: the next token's logits are the same, bit for bit.
+// was saved: the next token's logits are the same, bit for bit, with each
+// cache type (a Q8_0 side saves its int8 and its scale words).
 func TestKVStateRoundTrip(t *testing.T) {
-	m := loadOn(t, "gpu", tinymodel.Small(gguf.Q8_0))
+	q8 := infer.KVQ8_0
+	for _, kv := range []infer.KVTypes{{}, {K: q8, V: q8}, {V: q8}} {
+		t.Run(kv.String(), func(t *testing.T) {
+			f, err := tinymodel.Open(tinymodel.Small(gguf.Q8_0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.Close() })
+			kvRoundTrip(t, loadKV(t, "gpu", f, kv))
+		})
+	}
+}
+
+func kvRoundTrip(t *testing.T, m *infer.Model) {
 	ids := []int32{1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41, 45, 49, 53}
 	next := append(slices.Clone(ids), 7)
 	fp := m.StateFingerprint("test")

@@ -719,7 +719,7 @@ func TestAttnQKMatchesUnfused(t *testing.T) {
 		{8, 2, 64, 64, 256, 100}, {8, 2, 64, 64, 256, 20}, {8, 2, 64, 64, 256, 63}, {6, 2, 64, 32, 256, 100},
 		{6, 3, 64, 64, 251, 200}, {6, 3, 64, 64, 251, 31}, {6, 3, 64, 64, 251, 12}, {32, 8, 128, 128, 256, 150}} {
 		t.Run(fmt.Sprintf("%d-%d-%d-%d-%d", c.heads, c.kvHeads, c.hd, c.dims, c.pre), func(t *testing.T) {
-			attnQKMatchesUnfused(t, c.heads, c.kvHeads, c.hd, c.dims, c.ctx, c.pre, 0, func(b *Backend) { b.latMax = 0 }, 1e-6, want(c.pre))
+			attnQKMatchesUnfused(t, c.heads, c.kvHeads, c.hd, c.dims, c.ctx, c.pre, 0, infer.KVTypes{}, func(b *Backend) { b.latMax = 0 }, 1e-6, want(c.pre))
 		})
 	}
 }
@@ -747,7 +747,7 @@ func TestAttnLatMatchesUnfused(t *testing.T) {
 			want = 3
 		}
 		t.Run(fmt.Sprintf("%d-%d-%d-%d-%d/%d", c.heads, c.kvHeads, c.hd, c.dims, c.pre, c.max), func(t *testing.T) {
-			attnQKMatchesUnfused(t, c.heads, c.kvHeads, c.hd, c.dims, c.ctx, c.pre, 0, func(b *Backend) { b.latMax = c.max }, 1e-4, want)
+			attnQKMatchesUnfused(t, c.heads, c.kvHeads, c.hd, c.dims, c.ctx, c.pre, 0, infer.KVTypes{}, func(b *Backend) { b.latMax = c.max }, 1e-4, want)
 		})
 	}
 }
@@ -761,12 +761,41 @@ func TestAttnWindowMatchesUnfused(t *testing.T) {
 	for _, c := range []struct{ heads, kvHeads, hd, ctx, pre, window, dispatches int }{
 		{8, 2, 64, 256, 30, 100, 1}, {8, 2, 64, 256, 100, 40, 3}, {6, 3, 64, 251, 200, 64, 3}, {8, 2, 64, 256, 20, 8, 2}} {
 		t.Run(fmt.Sprintf("%d-%d-%d-%d-w%d", c.heads, c.kvHeads, c.hd, c.pre, c.window), func(t *testing.T) {
-			attnQKMatchesUnfused(t, c.heads, c.kvHeads, c.hd, c.hd, c.ctx, c.pre, c.window, func(*Backend) {}, 1e-4, c.dispatches)
+			attnQKMatchesUnfused(t, c.heads, c.kvHeads, c.hd, c.hd, c.ctx, c.pre, c.window, infer.KVTypes{}, func(*Backend) {}, 1e-4, c.dispatches)
 		})
 	}
 }
 
-func attnQKMatchesUnfused(t *testing.T, heads, kvHeads, hd, dims, ctx, pre, window int, set func(*Backend), tol float64, wantDispatches int) {
+// TestQ8AttnMatchesUnfused is TestAttnQKMatchesUnfused and
+// TestAttnLatMatchesUnfused with a Q8_0 K, V or both: the fused kernels
+// (qk_rope_store, attn_qk, attn_lat) quantize k and v as store_kv_q8 and q
+// as the split passes do, in as many dispatches as with f16.
+func TestQ8AttnMatchesUnfused(t *testing.T) {
+	q8 := infer.KVQ8_0
+	for _, kv := range []infer.KVTypes{{K: q8}, {V: q8}, {K: q8, V: q8}} {
+		for _, c := range []struct{ heads, kvHeads, hd, dims, ctx, pre, max int }{
+			{8, 2, 64, 64, 256, 100, 0}, {6, 3, 64, 64, 251, 12, 0}, {32, 8, 128, 128, 256, 150, 0},
+			{8, 2, 64, 64, 256, 16, 128}, {16, 2, 128, 64, 256, 63, 128}, {6, 3, 64, 64, 251, 31, 128}, {8, 2, 64, 64, 512, 299, 128}} {
+			want, tol := 1, 1e-4
+			switch {
+			case c.max == 0 && c.pre+1 <= 32:
+				want, tol = 2, 1e-6
+			case c.max == 0 || c.pre+1 > c.max:
+				want, tol = 3, 1e-6
+			}
+			t.Run(fmt.Sprintf("%s/%d-%d-%d-%d-%d/%d", kv, c.heads, c.kvHeads, c.hd, c.dims, c.pre, c.max), func(t *testing.T) {
+				attnQKMatchesUnfused(t, c.heads, c.kvHeads, c.hd, c.dims, c.ctx, c.pre, 0, kv, func(b *Backend) { b.latMax = c.max }, tol, want)
+			})
+		}
+	}
+	// attn_lat's most workgroup memory: 8 rounds of heads of 128, both
+	// sides quantized
+	t.Run("8-rounds", func(t *testing.T) {
+		attnQKMatchesUnfused(t, 32, 8, 128, 128, 512, 200, 0, infer.KVTypes{K: q8, V: q8}, func(b *Backend) { b.latMax = latLongMaxPos }, 1e-4, 1)
+	})
+}
+
+func attnQKMatchesUnfused(t *testing.T, heads, kvHeads, hd, dims, ctx, pre, window int, kvTypes infer.KVTypes, set func(*Backend), tol float64, wantDispatches int) {
 	r := rand.New(rand.NewPCG(13, uint64(heads)))
 	a := infer.Attn{Heads: heads, KVHeads: kvHeads, HeadDim: hd, Scale: float32(1 / math.Sqrt(float64(hd))), Window: window}
 	rope := infer.Rope{HeadDim: hd, Dims: dims, Base: 10000, FreqScale: 1, AttnFactor: 1, BetaFast: 32, BetaSlow: 1}
@@ -775,7 +804,7 @@ func attnQKMatchesUnfused(t *testing.T, heads, kvHeads, hd, dims, ctx, pre, wind
 	qv, kv, vv := randFloats(r, (pre+1)*qd, 1), randFloats(r, (pre+1)*kvd, 1), randFloats(r, (pre+1)*kvd, 1)
 	run := func(b *Backend) (out, q1, k1 []float32, dispatches int) {
 		t.Helper()
-		if err := b.NewKVCache(infer.KVSpec{Layers: 2, Context: ctx, KVHeads: kvHeads, HeadDim: hd}); err != nil {
+		if err := b.NewKVCache(infer.KVSpec{Layers: 2, Context: ctx, KVHeads: kvHeads, HeadDim: hd, KVTypes: kvTypes}); err != nil {
 			t.Fatal(err)
 		}
 		load := func(name string, vals []float32) infer.Weight {
