@@ -55,3 +55,11 @@ func (b *Backend) WarmPositions() []int {
 	}
 	return ps
 }
+
+// WarmBatches are the prompt batches at which the prompt kernels change:
+// DeltaNet runs per token below deltaChunkMin and chunked from it (the
+// other prompt kernels are specialised on the largest batch, not on the
+// batch's size).
+func (b *Backend) WarmBatches() []int {
+	return []int{2, b.deltaChunkMin}
+}
