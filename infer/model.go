@@ -239,8 +239,9 @@ func (m *Model) build(arch Architecture, name string, bopts BackendOptions, prog
 	return nil
 }
 
-// warm runs prompt passes of batches tokens and one-token passes at
-// positions (those inside the context and the batch) and, where the model
+// warm runs prompt passes of batches tokens (those the largest batch and
+// the context take), one-token passes at positions (those inside the
+// context) and, where the model
 // chains, a short greedy chain at each position and a short sampled one
 // (with sample.Bonsai's top-k, bonsai's default: another k compiles its
 // own top-k on first use), creating what prompts and decoding will use.
@@ -264,7 +265,7 @@ func (m *Model) warm(batches, positions []int) error {
 		if err := m.net.Forward(Batch{Tokens: []int32{0}, Pos: p}, m.logits); err != nil {
 			return err
 		}
-		if err := warmChain(s, s.NewChain(), p); err != nil {
+		if err := warmChain(s, s.NewChain(), p, 2); err != nil {
 			return err
 		}
 	}
@@ -273,7 +274,8 @@ func (m *Model) warm(batches, positions []int) error {
 		if err != nil {
 			return err
 		}
-		if err := warmChain(s, s.NewSampledChain(smp), 1); err != nil {
+		// two passes: the first's top-k, the second's pick from it
+		if err := warmChain(s, s.NewSampledChain(smp), 1, 1); err != nil {
 			return err
 		}
 	}
@@ -282,15 +284,16 @@ func (m *Model) warm(batches, positions []int) error {
 	return nil
 }
 
-// warmChain runs chain c (nil: none) for three passes from position p.
-func warmChain(s *Sequence, c *Chain, p int) error {
+// warmChain runs chain c (nil: none) from position p for steps Next
+// calls (steps+1 passes).
+func warmChain(s *Sequence, c *Chain, p, steps int) error {
 	if c == nil {
 		return nil
 	}
 	// The chain runs at the end of the sequence; what the cache holds
 	// before p does not matter here.
 	s.tokens = make([]int32, p)
-	for range 2 {
+	for range steps {
 		if _, err := c.Next(0); err != nil {
 			return err
 		}
