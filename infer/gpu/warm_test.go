@@ -70,6 +70,8 @@ func reply(t *testing.T, m *infer.Model, prompt []int32, n int, sampled, chained
 // on one long enough for several passes, chunked DeltaNet and the longer
 // attention classes, creates no pipeline (~0.2 s each on an H100), bind
 // group or buffer: the first reply of a fresh process runs as the second.
+// The bench case loads as `bonsai bench -p 0 -n 128 --first` does (the
+// context the test's 128 tokens, passes of one token).
 func TestFirstReplyCreatesNothing(t *testing.T) {
 	short := []int32{1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41}
 	long := make([]int32, 150)
@@ -80,13 +82,16 @@ func TestFirstReplyCreatesNothing(t *testing.T) {
 		model            string
 		sampled, chained bool
 		prompt           []int32
+		bench            bool
 	}{
-		{"qwen3", false, true, short},
-		{"qwen3", true, true, short},
-		{"qwen3", false, false, long},
-		{"qwen3", true, true, long},
-		{"qwen35", false, false, short},
-		{"qwen35", true, false, long},
+		{"qwen3", false, true, short, false},
+		{"qwen3", true, true, short, false},
+		{"qwen3", false, false, long, false},
+		{"qwen3", true, true, long, false},
+		{"qwen3", false, true, []int32{1}, true},
+		{"qwen3", true, true, []int32{1}, true},
+		{"qwen35", false, false, short, false},
+		{"qwen35", true, false, long, false},
 	} {
 		name := tc.model
 		for _, on := range []struct {
@@ -100,19 +105,27 @@ func TestFirstReplyCreatesNothing(t *testing.T) {
 		if len(tc.prompt) > 64 {
 			name += "/long"
 		}
+		if tc.bench {
+			name += "/bench"
+		}
 		t.Run(name, func(t *testing.T) {
 			var m *infer.Model
+			n := 40
 			if tc.model == "qwen3" {
 				cfg := tinymodel.Small(gguf.Q1_0)
 				cfg.Tied = false // a Q1_0 embedding: the chain looks its tokens up on the device
-				m = loadOn(t, "gpu", cfg)
+				batch := 64
+				if tc.bench {
+					cfg.Context, batch, n = 128, 1, 126
+				}
+				m = loadBatch(t, "gpu", cfg, batch)
 			} else {
 				m = loadQwen35(t, "gpu", gguf.Q1_0)
 			}
 			b := m.Backend().(*gpu.Backend)
 			before := gpu.CreatedBy(b)
 			gpu.TraceCreated(b)
-			reply(t, m, tc.prompt, 40, tc.sampled, tc.chained)
+			reply(t, m, tc.prompt, n, tc.sampled, tc.chained)
 			after := gpu.CreatedBy(b)
 			if after.Pipelines != before.Pipelines || after.BindGroups != before.BindGroups || after.Buffers != before.Buffers {
 				t.Errorf("the first reply created %d pipelines, %d bind groups and %d buffers (%d bytes):\n%s",
