@@ -26,12 +26,6 @@ func Unround(b *Backend) { b.noRounded = true }
 // ForceMatVec makes b try the decode matvec kernel name first.
 func ForceMatVec(b *Backend, name string) { b.forceMatVec = name }
 
-// CreatedBy is what b's device has made so far; TraceCreated makes it
-// collect the labels of what it makes from now on.
-func CreatedBy(b *Backend) Created {
-	c := b.d.created
-	c.Labels = append([]string(nil), c.Labels...)
-	return c
-}
-
+// TraceCreated makes b's Created collect the labels of what its device
+// makes from now on.
 func TraceCreated(b *Backend) { b.d.created.Labels = []string{} }

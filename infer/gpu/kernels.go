@@ -143,7 +143,9 @@ func (d *Device) newBuffer(label string, size uint64, usage wgpu.BufferUsage) (*
 	}
 	d.created.Buffers++
 	d.created.BufferBytes += size
-	d.created.note("buffer", fmt.Sprintf("%s (%d bytes)", label, size))
+	if d.created.Labels != nil {
+		d.created.note("buffer", fmt.Sprintf("%s (%d bytes)", label, size))
+	}
 	return b, nil
 }
 

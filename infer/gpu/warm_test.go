@@ -123,10 +123,10 @@ func TestFirstReplyCreatesNothing(t *testing.T) {
 				m = loadQwen35(t, "gpu", gguf.Q1_0)
 			}
 			b := m.Backend().(*gpu.Backend)
-			before := gpu.CreatedBy(b)
+			before := b.Created()
 			gpu.TraceCreated(b)
 			reply(t, m, tc.prompt, n, tc.sampled, tc.chained)
-			after := gpu.CreatedBy(b)
+			after := b.Created()
 			if after.Pipelines != before.Pipelines || after.BindGroups != before.BindGroups || after.Buffers != before.Buffers {
 				t.Errorf("the first reply created %d pipelines, %d bind groups and %d buffers (%d bytes):\n%s",
 					after.Pipelines-before.Pipelines, after.BindGroups-before.BindGroups, after.Buffers-before.Buffers,
