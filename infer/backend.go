@@ -337,13 +337,16 @@ type GPUOptions struct {
 }
 
 // Warming is implemented by a backend that compiles its kernels on first
-// use (the GPU: a pipeline takes ~0.2 s): Load then runs one-token passes
-// at WarmPositions (where its decode kernels change with the sequence's
-// length) and a chained greedy pass or two, so that the first reply does
-// not wait on compiles. On an H100 the first reply of a fresh process
-// decoded at 120 tok/s, later ones at 375.
+// use (the GPU: a pipeline takes ~0.2 s): Load then runs prompt passes of
+// WarmBatches tokens (where its prompt kernels change with the batch),
+// one-token passes at WarmPositions (where its decode kernels change with
+// the sequence's length), a chained greedy pass or two at each and a
+// chained sampled pass or two, so that the first reply does not wait on
+// compiles. On an H100 the first reply of a fresh process decoded at 120
+// tok/s, later ones at 375.
 type Warming interface {
 	WarmPositions() []int
+	WarmBatches() []int
 }
 
 // ChainedArgmax is implemented by a backend that can decode greedily with

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer/sample"
 )
 
 // ContextFor is the context a model loads with when asked for ctx tokens:
@@ -226,7 +227,7 @@ func (m *Model) build(arch Architecture, name string, bopts BackendOptions, prog
 		m.maxSnaps = snapshotLimit(m.rspec, m.wantSnaps)
 	}
 	if w, ok := b.(Warming); ok {
-		if err := m.warm(w.WarmPositions()); err != nil {
+		if err := m.warm(w.WarmBatches(), w.WarmPositions()); err != nil {
 			m.backend, m.net = nil, nil
 			b.Close()
 			return fmt.Errorf("%s backend: warm-up: %w", name, err)
@@ -238,12 +239,24 @@ func (m *Model) build(arch Architecture, name string, bopts BackendOptions, prog
 	return nil
 }
 
-// warm runs one-token passes at positions (those inside the context) and,
-// where the model chains, a short greedy chain at each of them, compiling
-// what decoding will use. Like the trial pass it leaves nothing behind:
-// the cache is written from position 0 by the first real pass, and a
-// recurrent state restarts there (statePos stays -1).
-func (m *Model) warm(positions []int) error {
+// warm runs prompt passes of batches tokens (those the largest batch and
+// the context take), one-token passes at positions (those inside the
+// context) and, where the model
+// chains, a short greedy chain at each position and a short sampled one
+// (with sample.Bonsai's top-k, bonsai's default: another k compiles its
+// own top-k on first use), creating what prompts and decoding will use.
+// Like the trial pass it leaves nothing behind: the cache is written from
+// position 0 by the first real pass, and a recurrent state restarts there
+// (statePos stays -1).
+func (m *Model) warm(batches, positions []int) error {
+	for _, n := range batches {
+		if n < 2 || n > m.maxBatch || n > m.context {
+			continue
+		}
+		if err := m.net.Forward(Batch{Tokens: make([]int32, n), Pos: 0}, m.logits); err != nil {
+			return err
+		}
+	}
 	s := NewSequence(m)
 	for _, p := range append([]int{1}, positions...) {
 		if p <= 0 || p+3 > m.context {
@@ -252,28 +265,44 @@ func (m *Model) warm(positions []int) error {
 		if err := m.net.Forward(Batch{Tokens: []int32{0}, Pos: p}, m.logits); err != nil {
 			return err
 		}
-		c := s.NewChain()
-		if c == nil {
-			continue
+		if err := warmChain(s, s.NewChain(), p, 2); err != nil {
+			return err
 		}
-		// The chain runs at the end of the sequence; what the cache holds
-		// before p does not matter here.
-		s.tokens = make([]int32, p)
-		if m.Recurrent() {
-			m.statePos = p // junk, as the cache is: forgotten below
+	}
+	if m.context >= 4 {
+		smp, err := sample.New(sample.Bonsai(0))
+		if err != nil {
+			return err
 		}
-		for range 2 {
-			if _, err := c.Next(0); err != nil {
-				return err
-			}
-		}
-		if _, _, err := c.Stop(); err != nil {
+		// two passes: the first's top-k, the second's pick from it
+		if err := warmChain(s, s.NewSampledChain(smp), 1, 1); err != nil {
 			return err
 		}
 	}
 	m.statePos = -1
 	m.snaps = nil
 	return nil
+}
+
+// warmChain runs chain c (nil: none) from position p for steps Next
+// calls (steps+1 passes).
+func warmChain(s *Sequence, c *Chain, p, steps int) error {
+	if c == nil {
+		return nil
+	}
+	// The chain runs at the end of the sequence; what the cache holds
+	// before p does not matter here.
+	s.tokens = make([]int32, p)
+	if s.m.Recurrent() {
+		s.m.statePos = p // junk, as the cache is: warm forgets it
+	}
+	for range steps {
+		if _, err := c.Next(0); err != nil {
+			return err
+		}
+	}
+	_, _, err := c.Stop()
+	return err
 }
 
 // Forward runs tokens at positions pos, pos+1, … through the model (in

@@ -26,6 +26,18 @@ type Device struct {
 	Timestamps bool        // timestamp queries available
 
 	kernels map[string]*kernel
+	// created counts what the device made (kernels.go), so that tests can
+	// pin that decoding after the load's warm-up creates nothing
+	created Created
+}
+
+// Created counts the pipelines, bind groups and buffers a Device made.
+type Created struct {
+	Pipelines, BindGroups, Buffers int
+	BufferBytes                    uint64
+	// Labels, when not nil, collects "kind label" of each (tests turn it
+	// on to tell what was made)
+	Labels []string
 }
 
 // DeviceOptions choose and size the device.

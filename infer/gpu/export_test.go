@@ -25,3 +25,7 @@ func Unround(b *Backend) { b.noRounded = true }
 
 // ForceMatVec makes b try the decode matvec kernel name first.
 func ForceMatVec(b *Backend, name string) { b.forceMatVec = name }
+
+// TraceCreated makes b's Created collect the labels of what its device
+// makes from now on.
+func TraceCreated(b *Backend) { b.d.created.Labels = []string{} }

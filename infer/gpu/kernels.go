@@ -50,6 +50,8 @@ func (d *Device) kernel(name string, defs map[string]shaders.Const) (*kernel, er
 	}
 	k := &kernel{name: name, pipe: pipe, layout: pipe.GetBindGroupLayout(0), context: contextOf(defs)}
 	d.kernels[key] = k
+	d.created.Pipelines++
+	d.created.note("pipeline", key)
 	return k, nil
 }
 
@@ -63,6 +65,12 @@ func contextOf(defs map[string]shaders.Const) int {
 		}
 	}
 	return 0
+}
+
+func (c *Created) note(kind, label string) {
+	if c.Labels != nil {
+		c.Labels = append(c.Labels, kind+" "+label)
+	}
 }
 
 func kernelKey(name string, defs map[string]shaders.Const) string {
@@ -111,6 +119,8 @@ func (d *Device) bindGroup(k *kernel, bufs ...binding) (*wgpu.BindGroup, error) 
 	if err != nil {
 		return nil, fmt.Errorf("gpu: binding %s: %w", k.name, err)
 	}
+	d.created.BindGroups++
+	d.created.note("bindgroup", k.name)
 	return bg, nil
 }
 
@@ -130,6 +140,11 @@ func (d *Device) newBuffer(label string, size uint64, usage wgpu.BufferUsage) (*
 	b, err := d.dev.CreateBuffer(&wgpu.BufferDescriptor{Label: label, Size: size, Usage: usage})
 	if err != nil {
 		return nil, fmt.Errorf("gpu: allocating %s (%d bytes): %v: %w", label, size, err, ErrOutOfMemory)
+	}
+	d.created.Buffers++
+	d.created.BufferBytes += size
+	if d.created.Labels != nil {
+		d.created.note("buffer", fmt.Sprintf("%s (%d bytes)", label, size))
 	}
 	return b, nil
 }
