@@ -31,6 +31,8 @@ var isaTable = map[gguf.Type]isaKernels{
 		vnni: x16(layoutQ4_0, q4_0x16t1, q4_0x16t2, q4_0x16t4, q4_0x16t8),
 		avx2: avx2x16(layoutQ4_0, q4_0x16avx2t1, q4_0x8avx2t4, q4_0x8avx2t4),
 	},
+	// Q5_0 has AVX-512 kernels only: on AVX2 it runs the portable dot.
+	gguf.Q5_0: {vnni: x16(layoutQ5_0, q5_0x16t1, q5_0x16t2, q5_0x16t4, q5_0x16t8)},
 	gguf.Q8_0: {
 		vnni: x16(layoutQ8_0, q8_0x16t1, q8_0x16t2, q8_0x16t4, q8_0x16t8),
 		avx2: avx2x16(layoutQ8_0, q8_0x16avx2t1, q8_0x8avx2t4, q8_0x8avx2t4),

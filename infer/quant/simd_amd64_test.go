@@ -16,7 +16,7 @@ func TestSIMDMatchesPortable(t *testing.T) {
 		t.Skip("no AVX-512 VNNI on this CPU")
 	}
 	r := rand.New(rand.NewPCG(13, 14))
-	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q2_0, gguf.Q2_0G128, gguf.PQ2_0, gguf.PTQ1_0, gguf.Q4_0, gguf.Q8_0} {
+	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q2_0, gguf.Q2_0G128, gguf.PQ2_0, gguf.PTQ1_0, gguf.Q4_0, gguf.Q5_0, gguf.Q8_0} {
 		for _, shape := range []struct{ rows, cols, tokens int }{
 			{16, 128, 1}, {5, 256, 3}, {33, 384, 1}, {100, 1024, 13}, {48, 2048, 70},
 		} {

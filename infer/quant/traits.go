@@ -52,6 +52,7 @@ var table = map[gguf.Type]*traits{
 	gguf.BF16:     {vecDot: gguf.BF16, dequantize: dequantizeBF16, quantize: quantizeBF16, dot: dotBF16, batchDot: &gemmDot{32, gemmBF16}},
 	gguf.Q8_0:     {vecDot: gguf.Q8_0, dequantize: dequantizeQ8_0, quantize: quantizeQ8_0Ref, dot: dotQ8_0},
 	gguf.Q4_0:     {vecDot: gguf.Q8_0, dequantize: dequantizeQ4_0, quantize: quantizeQ4_0, dot: dotQ4_0},
+	gguf.Q5_0:     {vecDot: gguf.Q8_0, dequantize: dequantizeQ5_0, quantize: quantizeQ5_0, dot: dotQ5_0},
 	gguf.Q1_0:     {vecDot: gguf.Q8_0, dequantize: dequantizeQ1_0, quantize: quantizeQ1_0, dot: dotQ1_0},
 	gguf.Q2_0:     {vecDot: gguf.Q8_0, dequantize: dequantizeQ2_0, quantize: quantizeQ2_0, dot: dotQ2_0},
 	gguf.Q2_0G128: {vecDot: gguf.Q8_0, dequantize: dequantizeQ2_0G128, quantize: quantizeQ2_0G128, dot: dotQ2_0G128},

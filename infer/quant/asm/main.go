@@ -136,6 +136,9 @@ func main() {
 	case "q1_0":
 		q1_0Main()
 		return
+	case "q5_0":
+		q5_0Main()
+		return
 	}
 	for _, s := range specs {
 		for _, t := range []int{1, 2, 4, 8} {
