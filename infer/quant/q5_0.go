@@ -78,4 +78,3 @@ func dotQ5_0(n int, w, x []byte) float32 {
 	}
 	return sumLanes8(&acc)
 }
-
