@@ -23,7 +23,7 @@ import (
 // weight bytes per CPU-second (decode is bandwidth-bound once two threads
 // together exceed the memory's ~18.5 GB/s).
 func BenchmarkKernel(b *testing.B) {
-	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q2_0, gguf.Q4_0, gguf.Q8_0, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
+	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q2_0, gguf.Q4_0, gguf.Q5_0, gguf.Q8_0, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
 		for _, shape := range []struct{ rows, tokens int }{{256, 1}, {6144, 1}, {151936, 1}, {6144, 8}, {6144, 64}} {
 			b.Run(fmt.Sprintf("%s/%dx2048/tokens=%d", typ, shape.rows, shape.tokens), func(b *testing.B) {
 				benchProduct(b, typ, shape.rows, 2048, shape.tokens)

@@ -32,7 +32,7 @@ var isaTable = map[gguf.Type]isaKernels{
 		avx2: avx2x16(layoutQ4_0, q4_0x16avx2t1, q4_0x8avx2t4, q4_0x8avx2t4),
 	},
 	// Q5_0 has AVX-512 kernels only: on AVX2 it runs the portable dot.
-	gguf.Q5_0: {vnni: x16(layoutQ5_0, q5_0x16t1, q5_0x16t2, q5_0x16t4, q5_0x16t8)},
+	gguf.Q5_0: {vnni: x16n(layoutQ5_0, q5_0x16t1, q5_0x16t2, q5_0x16t4, q5_0x16t8)},
 	gguf.Q8_0: {
 		vnni: x16(layoutQ8_0, q8_0x16t1, q8_0x16t2, q8_0x16t4, q8_0x16t8),
 		avx2: avx2x16(layoutQ8_0, q8_0x16avx2t1, q8_0x8avx2t4, q8_0x8avx2t4),
@@ -104,6 +104,17 @@ func withF16C(k cpuKernel) cpuKernel {
 // rows × 1, 2, 4 or 8 tokens.
 func x16(l *packedLayout, t1, t2, t4, t8 x16Kernel) cpuKernel {
 	return x16g(l, [4]x16Kernel{t1, t2, t4, t8}, [4]x16Kernel{})
+}
+
+// x16n is x16 for kernels that read the neg16 plane (Q5_0's).
+func x16n(l *packedLayout, t1, t2, t4, t8 x16Kernel) cpuKernel {
+	ks := &kernelSet{layout: l, neg16: true, t: [4]x16Kernel{t1, t2, t4, t8}}
+	return cpuKernel{
+		product: func(m *Matrix, a *Activations, r0, r1, t0, t1 int, y []float32) {
+			simdProduct(ks, m, a, r0, r1, t0, t1, y)
+		},
+		repack: func(m *Matrix) []byte { return repack(m, l) },
+	}
 }
 
 // x16g is x16 with other kernels g for the tokens that llama.cpp's

@@ -13,6 +13,8 @@ import (
 // over the packed layout.
 type kernelSet struct {
 	layout *packedLayout
+	// neg16: the kernels read the neg16 plane in place of negq.
+	neg16 bool
 	t      [4]x16Kernel // 1, 2, 4, 8 tokens
 	// g is the same for the tokens that llama.cpp's repacked gemm computes
 	// (Matrix.gemmTokens), for the types where it rounds otherwise than t.
@@ -34,6 +36,9 @@ type x16Kernel = func(w *byte, blocks int, qs, negq, dk *byte, y *float32, ldy i
 // cost a decoding step as much again, on the one thread that quantizes it.
 type planes struct {
 	qs, negq, dk []byte
+	// neg16 is laid out as qs, a dword per 4-byte group: −16·Σq of the
+	// group, where the Q5_0 kernels start each lane's integer sum.
+	neg16 []byte
 	q1tab        []byte
 	q1           bool // q1tab is filled, qs, negq and dk are not
 }
@@ -54,6 +59,7 @@ func (a *Activations) preparePlanes(wt gguf.Type) {
 	}
 	tiles := (a.Tokens + tileTokens - 1) / tileTokens
 	p.qs = grow(p.qs, tiles*tileTokens*a.N)
+	p.neg16 = grow(p.neg16, tiles*tileTokens*a.N)
 	p.negq = grow(p.negq, tiles*tileTokens*a.N/8) // 4 bytes per 32 activations
 	p.dk = grow(p.dk, tiles*tileTokens*a.N/8)
 }
@@ -92,6 +98,7 @@ func (a *Activations) fillPlanes(t, c0, c1 int) {
 	}
 	tile, lane := t/tileTokens, t%tileTokens
 	qs := p.qs[tile*tileTokens*a.N:]
+	neg16 := p.neg16[tile*tileTokens*a.N:]
 	negq := p.negq[tile*tileTokens*a.N/8:]
 	dk := p.dk[tile*tileTokens*a.N/8:]
 	for b := c0 / qk8_0; b < c1/qk8_0; b++ {
@@ -100,7 +107,9 @@ func (a *Activations) fillPlanes(t, c0, c1 int) {
 		for g := 0; g < 8; g++ {
 			word := binary.LittleEndian.Uint32(blk[2+4*g:])
 			binary.LittleEndian.PutUint32(qs[4*((8*b+g)*tileTokens+lane):], word)
-			sum += int32(int8(word)) + int32(int8(word>>8)) + int32(int8(word>>16)) + int32(int8(word>>24))
+			gs := int32(int8(word)) + int32(int8(word>>8)) + int32(int8(word>>16)) + int32(int8(word>>24))
+			binary.LittleEndian.PutUint32(neg16[4*((8*b+g)*tileTokens+lane):], uint32(-16*gs))
+			sum += gs
 		}
 		binary.LittleEndian.PutUint32(negq[4*(b*tileTokens+lane):], uint32(-sum))
 		binary.LittleEndian.PutUint32(dk[4*(b*tileTokens+lane):], math.Float32bits(f16at(blk[:], 0)))
@@ -126,6 +135,9 @@ func simdProduct(ks *kernelSet, m *Matrix, a *Activations, r0, r1, t0, t1 int, y
 			n, kern := kernelTokens(lane, end-t)
 			qs := &p.qs[tile*tileTokens*a.N+4*lane]
 			negq := &p.negq[tile*tileTokens*a.N/8+4*lane]
+			if ks.neg16 {
+				negq = &p.neg16[tile*tileTokens*a.N+4*lane]
+			}
 			dk := &p.dk[tile*tileTokens*a.N/8+4*lane]
 			kernels[kern](w, blocks, qs, negq, dk, &y[t*m.Rows+g0], 4*m.Rows, rowMask)
 			t += n

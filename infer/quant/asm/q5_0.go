@@ -16,7 +16,7 @@ package main
 // gemm) keep eight f32 lanes per row and token, lane g the exact sum over
 // the block's group g of four columns:
 //
-//	s_g   = Σ u·q − 16·Σq          exact (two VPDPBUSD: u, then 16)
+//	s_g   = −16·Σq + Σ u·q          exact (from the neg16 plane, VPDPBUSD)
 //	acc_g = fma(float(s_g), d_w·d_x, acc_g)
 //
 // and hsum_float_8 at the end (storeLaneSums), which is dotQ5_0's
@@ -50,40 +50,40 @@ func q5_0Main() {
 	Generate()
 }
 
-// q5_0Kernel generates q5_0x16t<T>. One token keeps its eight lanes in
-// registers; more keep them in the frame, as the Q6_K kernels do.
+// q5_0Kernel generates q5_0x16t<T>. Up to two tokens keep their eight
+// lanes in registers; more keep them in the frame, as the Q6_K kernels do.
+// Each lane's integer sum starts at −16·Σq of its group (the neg16 plane,
+// passed as negq), so one VPDPBUSD per group and token finishes it.
 func q5_0Kernel(T int) {
 	name := fmt.Sprintf("q5_0x16t%d", T)
-	inRegs := T == 1
-	frameBytes := T * 8 * 64
+	inRegs := T <= 2
 	var flags attr.Attribute
 	if inRegs {
-		frameBytes, flags = 0, NOSPLIT
+		flags = NOSPLIT
 	}
 	TEXT(name, flags, "func(w *byte, blocks int, qs *byte, negq *byte, dk *byte, y *float32, ldy int, rowMask uint16)")
 	Doc(fmt.Sprintf("%s computes 16 rows × %d tokens of a q5_0 · Q8_0 product.", name, T))
 	Pragma("noescape")
 	var frame Mem
-	if frameBytes > 0 {
-		frame = AllocLocal(frameBytes)
+	if !inRegs {
+		frame = AllocLocal(T * 8 * 64)
 	}
 	lane := func(t, l int) Mem { return frame.Offset(512*t + 64*l) }
 	w := Load(Param("w"), GP64())
 	blocks := Load(Param("blocks"), GP64())
 	qs := Load(Param("qs"), GP64())
+	neg := Load(Param("negq"), GP64())
 	dk := Load(Param("dk"), GP64())
 	m0f, m10 := broadcastByte(0x0f), broadcastByte(0x10)
 	zero := ZMM()
 	VPXORD(zero, zero, zero)
-	var regs [8]reg.VecVirtual
-	if inRegs {
-		for l := range regs {
-			regs[l] = ZMM()
-			VPXORD(zero, zero, regs[l])
-		}
-	} else {
-		for t := 0; t < T; t++ {
-			for l := 0; l < 8; l++ {
+	regs := make([][8]reg.VecVirtual, T)
+	for t := 0; t < T; t++ {
+		for l := 0; l < 8; l++ {
+			if inRegs {
+				regs[t][l] = ZMM()
+				VPXORD(zero, zero, regs[t][l])
+			} else {
 				VMOVUPS(zero, lane(t, l))
 			}
 		}
@@ -93,37 +93,34 @@ func q5_0Kernel(T int) {
 	for off := 0; off < q5_0BlockBytes; off += 64 {
 		PREFETCHT0(Mem{Base: w, Disp: q5_0Prefetch*q5_0BlockBytes + off})
 	}
-	var u [8]reg.VecVirtual
-	for g := range u {
-		u[g] = q5_0Expand(w, g, m0f, m10)
-	}
 	dw := ZMM()
 	VCVTPH2PS(Mem{Base: w, Disp: q5_0D}, dw)
-	for t := 0; t < T; t++ {
-		d := ZMM()
-		VMULPS_BCST(Mem{Base: dk, Disp: 4 * t}, dw, d)
-		for g := 0; g < 8; g++ {
-			q := Mem{Base: qs, Disp: 32*g + 4*t}
-			s, c := ZMM(), ZMM()
-			VPXORD(zero, zero, s)
-			VPXORD(zero, zero, c)
-			vpdpbusdBcst(q, u[g], s)
-			vpdpbusdBcst(q, m10, c)
-			VPSUBD(c, s, s)
+	d := make([]reg.VecVirtual, T)
+	for t := range d {
+		d[t] = ZMM()
+		VMULPS_BCST(Mem{Base: dk, Disp: 4 * t}, dw, d[t])
+	}
+	for g := 0; g < 8; g++ {
+		u := q5_0Expand(w, g, m0f, m10)
+		for t := 0; t < T; t++ {
+			s := ZMM()
+			VPBROADCASTD(Mem{Base: neg, Disp: 32*g + 4*t}, s)
+			vpdpbusdBcst(Mem{Base: qs, Disp: 32*g + 4*t}, u, s)
 			VCVTDQ2PS(s, s)
 			if inRegs {
-				VFMADD231PS(s, d, regs[g])
+				VFMADD231PS(s, d[t], regs[t][g])
 				continue
 			}
 			a := ZMM()
 			VMOVUPS(lane(t, g), a)
-			VFMADD231PS(s, d, a)
+			VFMADD231PS(s, d[t], a)
 			VMOVUPS(a, lane(t, g))
 		}
 	}
 	ADDQ(U32(q5_0BlockBytes), w)
-	ADDQ(U32(8*32), qs) // 8 groups × 8 tokens × 4 bytes
-	ADDQ(U32(32), dk)   // 8 tokens × 4 bytes
+	ADDQ(U32(8*32), qs)  // 8 groups × 8 tokens × 4 bytes
+	ADDQ(U32(8*32), neg) // as qs
+	ADDQ(U32(32), dk)    // 8 tokens × 4 bytes
 	DECQ(blocks)
 	JNZ(LabelRef("block"))
 
@@ -132,19 +129,25 @@ func q5_0Kernel(T int) {
 		return
 	}
 	// storeLaneSums' tree, on the registers.
-	a := regs
-	VADDPS(a[0], a[4], a[4])
-	VADDPS(a[2], a[6], a[6])
-	VADDPS(a[1], a[5], a[5])
-	VADDPS(a[3], a[7], a[7])
-	VADDPS(a[6], a[4], a[4])
-	VADDPS(a[7], a[5], a[5])
-	VADDPS(a[5], a[4], a[4])
 	y := Load(Param("y"), GP64())
+	ldy := Load(Param("ldy"), GP64())
 	mask := Load(Param("rowMask"), GP32())
 	kstore := K()
 	KMOVW(mask, kstore)
-	VMOVUPS(a[4], kstore, Mem{Base: y})
+	for t := 0; t < T; t++ {
+		a := regs[t]
+		VADDPS(a[0], a[4], a[4])
+		VADDPS(a[2], a[6], a[6])
+		VADDPS(a[1], a[5], a[5])
+		VADDPS(a[3], a[7], a[7])
+		VADDPS(a[6], a[4], a[4])
+		VADDPS(a[7], a[5], a[5])
+		VADDPS(a[5], a[4], a[4])
+		VMOVUPS(a[4], kstore, Mem{Base: y})
+		if t+1 < T {
+			ADDQ(ldy, y)
+		}
+	}
 	VZEROUPPER()
 	RET()
 }
