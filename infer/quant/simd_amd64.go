@@ -15,7 +15,7 @@ type kernelSet struct {
 	layout *packedLayout
 	// neg16: the kernels read the neg16 plane in place of negq.
 	neg16 bool
-	t      [4]x16Kernel // 1, 2, 4, 8 tokens
+	t     [4]x16Kernel // 1, 2, 4, 8 tokens
 	// g is the same for the tokens that llama.cpp's repacked gemm computes
 	// (Matrix.gemmTokens), for the types where it rounds otherwise than t.
 	g [4]x16Kernel
@@ -39,8 +39,8 @@ type planes struct {
 	// neg16 is laid out as qs, a dword per 4-byte group: −16·Σq of the
 	// group, where the Q5_0 kernels start each lane's integer sum.
 	neg16 []byte
-	q1tab        []byte
-	q1           bool // q1tab is filled, qs, negq and dk are not
+	q1tab []byte
+	q1    bool // q1tab is filled, qs, negq and dk are not
 }
 
 func (a *Activations) preparePlanes(wt gguf.Type) {
