@@ -24,7 +24,7 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	arch := fs.String("arch", "qwen3", "architecture: qwen3 (Bonsai 1.x), qwen35 (Bonsai 27B, Bonsai 2), qwen2 (Qwen2.5), llama (Llama 2/3.x, TinyLlama, Mistral) or gemma3 (Gemma 3)")
 	shapeName := fs.String("shape", "tiny", "model shape: tiny, 1.7b, 4b or 8b (qwen3); tiny or 27b (qwen35); tiny, 0.5b, 1.5b or 7b (qwen2); tiny, 1b, 3b, 8b, tinyllama-1.1b, llama2-7b or mistral-7b (llama); tiny or 1b (gemma3)")
-	typeName := fs.String("type", "q1_0", "type of every 2-D weight: q1_0, q2_0, q2_0_g128, pq2_0, ptq1_0, q4_0, q8_0, q4_k, q5_k, q6_k, f16, bf16, f32; or q4_k_m, llama-quantize's Q4_K/Q6_K mix")
+	typeName := fs.String("type", "q1_0", "type of every 2-D weight: q1_0, q2_0, q2_0_g128, pq2_0, ptq1_0, q4_0, q5_0, q8_0, q4_k, q5_k, q6_k, f16, bf16, f32; or q4_k_m, llama-quantize's Q4_K/Q6_K mix")
 	seed := fs.Uint64("seed", 1, "random seed (the same seed writes the same file)")
 	layers := fs.Int("layers", 0, "number of layers (0: the shape's)")
 	vocab := fs.Int("vocab", 0, "vocabulary size (0: the shape's; smaller keeps the first Qwen (llama: Llama 3) tokens, larger pads)")

@@ -61,6 +61,10 @@ var modelCases = []modelCase{
 	{name: "q2_0", typ: gguf.Q2_0, vocab: 4096, prompts: []string{promptCode, promptDates, promptProse}},
 	{name: "q4_0", typ: gguf.Q4_0, vocab: 4096, prompts: []string{promptDates, promptCode, promptProse}},
 	{name: "q8_0", typ: gguf.Q8_0, vocab: 4096, prompts: []string{promptProse, promptCode, promptDates}},
+	// Q5_0: what llama-quantize's Q4_K_M makes of Q4_K rows no 256-block
+	// fits (Gemma 3 1B's); ggml's AVX2 dot and tinyBLAS sum it in the
+	// same eight lanes (dotQ5_0).
+	{name: "q5_0", typ: gguf.Q5_0, vocab: 4096, prompts: []string{"The quick brown fox jumps over the lazy dog.", promptCode, promptDates}},
 	{name: "q4_k", typ: gguf.Q4_K, vocab: 4096, prompts: []string{"SELECT name FROM users WHERE id = 42;", promptCode, promptProse}},
 	{name: "q5_k", typ: gguf.Q5_K, vocab: 4096, prompts: []string{"The mitochondria is the powerhouse", promptCode, promptDates}},
 	{name: "q6_k", typ: gguf.Q6_K, vocab: 4096, prompts: []string{"Roses are red, violets are blue", promptCode, promptDates}},
@@ -105,6 +109,7 @@ var modelCases = []modelCase{
 	// prompts within the sliding window.
 	{name: "gemma3-f16", arch: "gemma3", typ: gguf.F16, vocab: 4096, prompts: []string{"To be, or not to be: that is", promptDates}},
 	{name: "gemma3-q8_0", arch: "gemma3", typ: gguf.Q8_0, vocab: 4096, prompts: []string{promptProse, promptCode}},
+	{name: "gemma3-q5_0", arch: "gemma3", typ: gguf.Q5_0, vocab: 4096, prompts: []string{promptProse, promptDates}},
 	{name: "gemma3-q4_k", arch: "gemma3", typ: gguf.Q4_K, vocab: 4096, prompts: []string{"SELECT name FROM users WHERE id = 42;", promptDates}},
 }
 

@@ -16,7 +16,7 @@ var ErrUnsupportedType = errors.New("unsupported weight type")
 // refuses, and PQ2_0 and PTQ1_0 exist only in PrismML's fork, so those
 // three have no oracle.
 var WeightTypes = []gguf.Type{
-	gguf.Q1_0, gguf.Q2_0, gguf.Q2_0G128, gguf.PQ2_0, gguf.PTQ1_0, gguf.Q4_0, gguf.Q8_0,
+	gguf.Q1_0, gguf.Q2_0, gguf.Q2_0G128, gguf.PQ2_0, gguf.PTQ1_0, gguf.Q4_0, gguf.Q5_0, gguf.Q8_0,
 	gguf.Q4_K, gguf.Q5_K, gguf.Q6_K, gguf.F16, gguf.BF16, gguf.F32,
 }
 
