@@ -24,7 +24,7 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	arch := fs.String("arch", "qwen3", "architecture: qwen3 (Bonsai 1.x), qwen35 (Bonsai 27B, Bonsai 2), qwen2 (Qwen2.5), llama (Llama 2/3.x, TinyLlama, Mistral) or gemma3 (Gemma 3)")
 	shapeName := fs.String("shape", "tiny", "model shape: tiny, 1.7b, 4b or 8b (qwen3); tiny or 27b (qwen35); tiny, 0.5b, 1.5b or 7b (qwen2); tiny, 1b, 3b, 8b, tinyllama-1.1b, llama2-7b or mistral-7b (llama); tiny or 1b (gemma3)")
-	typeName := fs.String("type", "q1_0", "type of every 2-D weight: q1_0, q2_0, q2_0_g128, pq2_0, ptq1_0, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k, f16, bf16, f32")
+	typeName := fs.String("type", "q1_0", "type of every 2-D weight: q1_0, q2_0, q2_0_g128, pq2_0, ptq1_0, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k, f16, bf16, f32; or q4_k_m, llama-quantize's Q4_K/Q6_K mix")
 	seed := fs.Uint64("seed", 1, "random seed (the same seed writes the same file)")
 	layers := fs.Int("layers", 0, "number of layers (0: the shape's)")
 	window := fs.Int("window", 0, "gemma3's sliding window, attention.sliding_window (0: the shape's)")
@@ -55,9 +55,11 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	typ, err := synth.ParseType(*typeName)
-	if err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
+	mix, typ, isMix := synth.ParseMix(*typeName)
+	if !isMix {
+		if typ, err = synth.ParseType(*typeName); err != nil {
+			return fmt.Errorf("%w: %w", errUsage, err)
+		}
 	}
 	if *layers < 0 || *vocab < 0 || *window < 0 {
 		return fmt.Errorf("%w: synth: --layers, --vocab and --window must not be negative", errUsage)
@@ -93,7 +95,7 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 		// the output is a matrix of its own, as in Bonsai 2.
 		shape.Tied = false
 	}
-	opts := synth.Options{Shape: shape, Type: typ, Seed: *seed, LogitStd: *logitStd}
+	opts := synth.Options{Shape: shape, Type: typ, Mix: mix, Seed: *seed, LogitStd: *logitStd}
 	size, err := opts.Size()
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
@@ -104,7 +106,7 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 		kind = ", Hadamard-rotated"
 	}
 	fmt.Fprintf(stderr, "writing %s: %s %s %s%s, %d layers, vocab %d, seed %d, ~%.1f MiB\n",
-		*out, *arch, shape.Name, typ, kind, shape.Layers, shape.Vocab, *seed, float64(size)/(1<<20))
+		*out, *arch, shape.Name, typeLabel(typ, mix), kind, shape.Layers, shape.Vocab, *seed, float64(size)/(1<<20))
 	if rotate {
 		err = synth.WriteRotated(*out, *twin, synth.RotatedOptions{Options: opts, Block: *block})
 		if errors.Is(err, synth.ErrRotatedShape) {
@@ -121,4 +123,12 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "%s (its unrotated F32 twin)\n", *twin)
 	}
 	return nil
+}
+
+// typeLabel names a file's weight type: the mix, where there is one.
+func typeLabel(t gguf.Type, m synth.Mix) string {
+	if m != synth.MixNone {
+		return m.String()
+	}
+	return t.String()
 }

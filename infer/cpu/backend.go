@@ -59,6 +59,7 @@ type Backend struct {
 	actOf     *tensor           // whose values act holds, until another op runs
 	attn      attnJob           // the job value handed to the pool
 	swiglu    swigluJob
+	geglu     gegluJob
 	norm      normJob
 	rope      ropeJob
 	store     storeJob

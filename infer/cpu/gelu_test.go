@@ -2,7 +2,10 @@ package cpu
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
+
+	"github.com/bonsai-chat/bonsai/infer"
 )
 
 // gelu is ggml's table GELU: exact at its cut-offs, and elsewhere the tanh
@@ -31,6 +34,29 @@ func TestGELU(t *testing.T) {
 		}
 		if d := math.Abs(float64(got - tc.want)); d > tol {
 			t.Errorf("gelu(%v) = %v, want %v within %.3g", tc.x, got, tc.want, tol)
+		}
+	}
+}
+
+// TestGateGELUThreads: Gate with GELU splits the rows' elements across the
+// threads; every split must give x·gelu(g) element by element, the gate
+// overwritten in place included (as Gemma's FFN calls it).
+func TestGateGELUThreads(t *testing.T) {
+	for _, threads := range []int{1, 2, 3} {
+		b := newTestBackend(t, threads)
+		rng := rand.New(rand.NewPCG(7, uint64(threads)))
+		// 3 rows of 5000: shares of addBlock end mid-row.
+		x := randTensor(t, b, rng, "x", 3, 5000, 4)
+		g := randTensor(t, b, rng, "g", 3, 5000, 4)
+		want := make([]float32, len(x.data))
+		for i := range want {
+			want[i] = x.data[i] * gelu(g.data[i])
+		}
+		pass(t, b, 3, 0, func() { b.Gate(g, x, g, infer.ActGELU) })
+		for i := range want {
+			if math.Float32bits(g.data[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%d threads: element %d = %v, want %v", threads, i, g.data[i], want[i])
+			}
 		}
 	}
 }

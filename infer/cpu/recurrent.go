@@ -231,14 +231,32 @@ var geluTable = sync.OnceValue(func() []uint16 {
 })
 
 // gelu is ggml_vec_gelu_f32 with GGML_GELU_FP16 (ggml's default).
-func gelu(x float32) float32 {
+func gelu(x float32) float32 { return geluWith(geluTable(), x) }
+
+// geluWith is gelu with the table in hand.
+func geluWith(t []uint16, x float32) float32 {
 	switch {
 	case x <= -10:
 		return 0
 	case x >= 10:
 		return x
 	}
-	return quant.F16ToF32(geluTable()[quant.F32ToF16(x)])
+	return quant.F16ToF32(t[quant.F32ToF16(x)])
+}
+
+// gegluJob computes x·gelu(gate) over shares [lo, hi) of addBlock
+// elements, as ggml_mul(x, ggml_gelu(gate)).
+type gegluJob struct {
+	x, gate, dst []float32
+	table        []uint16
+}
+
+func (j *gegluJob) run(lo, hi, _ int) {
+	lo, hi = lo*addBlock, min(hi*addBlock, len(j.dst))
+	x, g, d := j.x[lo:hi], j.gate[lo:hi], j.dst[lo:hi]
+	for i := range d {
+		d[i] = x[i] * geluWith(j.table, g[i])
+	}
 }
 
 // Unary applies f to each active row; SiLU's blocks of 16 start at each
@@ -274,6 +292,15 @@ func (b *Backend) Gate(dst, x, g infer.Tensor, f infer.Act) {
 	}
 	if !validAct(f) || d.cols != cx.cols || cg.cols != cx.cols || b.active(d) != b.active(cx) || b.active(cg) != b.active(cx) {
 		b.fail(fmt.Errorf("%w: Gate %v of %s by %s into %s", infer.ErrBadShape, f, cx.name, cg.name, d.name))
+		return
+	}
+	if f == infer.ActGELU {
+		// Elementwise, so any split rounds as ggml's: shared out
+		// across the threads (Gemma's FFN runs it over 6912·tokens).
+		n := b.active(cx) * cx.cols
+		b.geglu = gegluJob{x: cx.data[:n], gate: cg.data[:n], dst: d.data[:n], table: geluTable()}
+		b.parallel((n+addBlock-1)/addBlock, rowGrain, &b.geglu)
+		b.geglu = gegluJob{}
 		return
 	}
 	for r := range b.active(cx) {

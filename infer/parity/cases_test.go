@@ -112,6 +112,7 @@ var modelCases = []modelCase{
 	// prompts within the sliding window (swa_test.go runs past one).
 	{name: "gemma3-f16", arch: "gemma3", typ: gguf.F16, vocab: 4096, prompts: []string{"To be, or not to be: that is", promptDates}},
 	{name: "gemma3-q8_0", arch: "gemma3", typ: gguf.Q8_0, vocab: 4096, prompts: []string{promptProse, promptCode}},
+	{name: "gemma3-q5_0", arch: "gemma3", typ: gguf.Q5_0, vocab: 4096, prompts: []string{promptProse, promptDates}},
 	{name: "gemma3-q4_k", arch: "gemma3", typ: gguf.Q4_K, vocab: 4096, prompts: []string{"SELECT name FROM users WHERE id = 42;", promptDates}},
 }
 

@@ -63,9 +63,9 @@ func q5High(blk []byte, c int) byte { return blk[16+c] }
 
 // layoutQ6_K packs 16 rows × one super-block as asm/kquants.go reads it,
 // in the file's 6.56 bits per weight: with u = q+32 and group G columns
-// 4G…4G+3, 32 chunks of low nibbles (chunk 2i+m, byte 4r+e: group 4i+m low,
-// 4i+m+2 high), 16 chunks of high 2-bit pairs (chunk i, byte 4r+e: groups
-// 4i…4i+3 from bit 0 up), the scales [16][16] and d [16].
+// 4G…4G+3, 48 chunks (chunk 3i+k, byte 4r+e: group 4i+k's u in bits 0-5,
+// bits 2k and 2k+1 of group 4i+3's in bits 6-7), the scales [16][16] and d
+// [16].
 var layoutQ6_K = &packedLayout{cols: qkK, blockBytes: 3360, scales: 3328, pack: func(rows *[packRows][]byte, dst []byte) {
 	for r, blk := range rows {
 		if blk == nil {
@@ -75,14 +75,9 @@ var layoutQ6_K = &packedLayout{cols: qkK, blockBytes: 3360, scales: 3328, pack: 
 		u := func(G, e int) byte { return byte(q6Value(ql, qh, 4*G+e) + 32) }
 		for i := 0; i < 16; i++ {
 			for e := 0; e < 4; e++ {
-				for m := 0; m < 2; m++ {
-					dst[64*(2*i+m)+4*r+e] = u(4*i+m, e)&0xf | u(4*i+m+2, e)<<4
+				for k := 0; k < 3; k++ {
+					dst[64*(3*i+k)+4*r+e] = u(4*i+k, e) | u(4*i+3, e)>>(2*k)<<6
 				}
-				var h byte
-				for m := 0; m < 4; m++ {
-					h |= u(4*i+m, e) >> 4 << (2 * m)
-				}
-				dst[2048+64*i+4*r+e] = h
 			}
 			dst[3072+16*i+r] = blk[192+i]
 		}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 
 	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer/quant"
 )
 
 // DefaultLogitStd is the spread of a synthetic model's logits.
@@ -39,6 +40,9 @@ type Options struct {
 	// long-context fine-tunes are); the context becomes Linear times the
 	// shape's.
 	Linear float64
+	// Mix, if set, stores the weights in a llama-quantize mix (Type is
+	// then its base type, Q4_K for MixQ4_K_M).
+	Mix Mix
 }
 
 // YaRN is a YaRN RoPE scaling: the frequencies of a model trained on
@@ -55,10 +59,12 @@ func (o Options) validate() error {
 	if !supported(o.Type) {
 		return fmt.Errorf("synth: %w: %s", ErrUnsupportedType, o.Type)
 	}
-	bs := int64(o.Type.BlockSize())
-	for _, t := range plan(o.Shape, o.Type, 1) {
-		if t.typ == o.Type && t.shape[0]%bs != 0 {
+	for _, t := range o.plan(1) {
+		if bs := int64(t.typ.BlockSize()); t.typ == o.Type && t.shape[0]%bs != 0 {
 			return fmt.Errorf("synth: shape %s: %s's width %d is not a multiple of the %s block size %d", o.Shape.Name, t.name, t.shape[0], o.Type, bs)
+		}
+		if !quant.Supported(t.typ) {
+			return fmt.Errorf("synth: %w: %s (%s of the %s mix)", ErrUnsupportedType, t.typ, t.name, o.Mix)
 		}
 	}
 	if o.Linear != 0 && (!(o.Linear > 1) || o.YaRN != nil) {
@@ -79,7 +85,7 @@ func (o Options) Size() (int64, error) {
 		return 0, err
 	}
 	var n int64
-	for _, t := range plan(o.Shape, o.Type, 1) {
+	for _, t := range o.plan(1) {
 		b, err := t.bytes()
 		if err != nil {
 			return 0, err
@@ -104,7 +110,7 @@ func Write(path string, o Options) error {
 	if err != nil {
 		return err
 	}
-	tensors := plan(o.Shape, o.Type, o.LogitStd)
+	tensors := o.plan(o.LogitStd)
 
 	scratch, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".data*")
 	if err != nil {
@@ -147,6 +153,11 @@ func Write(path string, o Options) error {
 	return nil
 }
 
+// plan is the options' tensors, retyped by the mix.
+func (o Options) plan(logitStd float64) []tensor {
+	return applyMix(plan(o.Shape, o.Type, logitStd), o.Shape, o.Mix)
+}
+
 // setMetadata writes the keys llama.cpp's loader and tokenizer read for the
 // shape's architecture.
 func setMetadata(w *gguf.Writer, o Options, v vocab) {
@@ -157,7 +168,10 @@ func setMetadata(w *gguf.Writer, o Options, v vocab) {
 	if s.hybrid() {
 		label = a + " " + s.Name
 	}
-	w.Set("general.name", fmt.Sprintf("bonsai-synth %s %s seed %d", label, o.Type, o.Seed))
+	w.Set("general.name", fmt.Sprintf("bonsai-synth %s %s seed %d", label, o.typeName(), o.Seed))
+	if o.Mix == MixQ4_K_M {
+		w.Set("general.file_type", uint32(fileTypeQ4_K_M))
+	}
 	w.Set("general.alignment", uint32(32))
 	w.Set(a+".block_count", uint32(s.Layers))
 	ctx := uint32(s.Context)

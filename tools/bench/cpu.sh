@@ -18,6 +18,9 @@
 #            Q1_0, Q4_0, Q8_0 and Q4_K
 #   portable bonsai's pure-Go kernels (--cpu-features portable), 1.7B Q4_0
 #            and Q1_0 tg, beside native llama-bench (what an unknown CPU gets)
+#   q4km     Llama-3.2-1B- and Gemma-3-1B-shaped files in llama-quantize's
+#            Q4_K_M mix (synth --type q4_k_m), tg128 and pp512 (not in the
+#            default SECTIONS)
 # LLAMA_DIR (default /tmp/llama-cpubw) is llama.cpp's source tree, cloned
 # from tools/oracle's bundle when missing; its build (native) and
 # build-avx2 folders are made when missing. TESTS (default "tg pp"), REPS
@@ -59,9 +62,11 @@ if [[ " $sections " == *" avx2 "* ]]; then
 		-DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF
 fi
 
-model() { # model SHAPE TYPE: the file, synthesized once
+model() { # model SHAPE TYPE [ARCH]: the file, synthesized once
+	local arch=${3:-qwen3}
 	local f=$dir/$1-$2.gguf
-	[[ -f $f ]] || "$dir/bonsai" synth --shape "$1" --type "$2" -o "$f" >/dev/null
+	[[ $arch == qwen3 ]] || f=$dir/$arch-$1-$2.gguf
+	[[ -f $f ]] || "$dir/bonsai" synth --arch "$arch" --shape "$1" --type "$2" -o "$f" >/dev/null
 	echo "$f"
 }
 
@@ -115,6 +120,11 @@ for s in $sections; do
 	portable)
 		for ty in q1_0 q4_0; do
 			pair "1.7b $ty bonsai-portable" "$(model 1.7b "$ty")" tg portable build
+		done ;;
+	q4km)
+		for arch in llama gemma3; do
+			f=$(model 1b q4_k_m "$arch")
+			for t in $tests; do pair "$arch 1b Q4_K_M" "$f" "$t" all build; done
 		done ;;
 	*) echo "cpu.sh: unknown section $s" >&2; exit 2 ;;
 	esac

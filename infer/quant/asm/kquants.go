@@ -214,17 +214,16 @@ func q4kKernel(T int, gemm bool) {
 // the file's, built by layoutQ6_K), u the 6-bit code q + 32 and group G
 // columns 4G…4G+3 of sub-block i = G/4:
 //
-//	   0  32 × 64 B  chunk 2i+m (m < 2): byte 4r+e = low 4 bits of u for row
-//	                 r, column e of group 4i+m (low nibble) and 4i+m+2 (high)
-//	2048  16 × 64 B  chunk i: byte 4r+e = high 2 bits of u for groups
-//	                 4i…4i+3 at bits 0-1, 2-3, 4-5, 6-7
+//	   0  48 × 64 B  chunk 3i+k (k < 3): byte 4r+e = u of row r, column e
+//	                 of group 4i+k in bits 0-5, and bits 2k, 2k+1 of group
+//	                 4i+3's u in bits 6-7
 //	3072  [16][16]i8 sub-block scales of each row
 //	3328  [16]f16    d
 //
-// A group's u is lo | (hi shifted to bits 4-5 & 0x30), the OR and AND in one
-// VPTERNLOGD; decode streams weights from memory, so the 13 shifts and
-// logic ops per sub-block (shared by the tokens, on the port VNNI leaves
-// idle) cost less than the 2 bits per weight a byte layout would add.
+// Three groups of a sub-block are one AND each, the fourth six ops (see
+// q6kExpand): 9 per sub-block, where nibble and 2-bit planes took 13, the
+// bulk of the one-token kernel's work (decode runs it near the memory's
+// speed, so the bytes stay the file's 6.56 bits per weight).
 //
 // The sum follows dotQ6_K (ggml's AVX2 order, which infer/parity relies on
 // to match llama.cpp to the bit): per super-block eight integer lanes per
@@ -240,7 +239,6 @@ func q4kKernel(T int, gemm bool) {
 // frame and tokens go through the integer part two at a time.
 const (
 	q6kBlockBytes = 3360
-	q6kHigh       = 2048
 	q6kScales     = 3072
 	q6kD          = 3328
 	q6kPrefetch   = 3
@@ -268,7 +266,7 @@ func q6kKernel(T int) {
 	qs := Load(Param("qs"), GP64())
 	bs := Load(Param("negq"), GP64())
 	dk := Load(Param("dk"), GP64())
-	m0f, m30 := broadcastByte(0x0f), broadcastByte(0x30)
+	c := q6kConsts()
 	// avo takes VPXORD x, x, x for a read of x, which would keep every
 	// lane register live around the loop: zeroing goes through one
 	// register instead.
@@ -285,8 +283,10 @@ func q6kKernel(T int) {
 		PREFETCHT0(Mem{Base: w, Disp: q6kPrefetch*q6kBlockBytes + off})
 	}
 	if expandOnce {
-		for G := 0; G < 64; G++ {
-			VMOVDQU64(q6kExpand(w, G/4, G%4, m0f, m30), expanded.Offset(64*G))
+		for i := 0; i < 16; i++ {
+			for m, u := range q6kExpand(w, i, c) {
+				VMOVDQU64(u, expanded.Offset(64*(4*i+m)))
+			}
 		}
 	}
 	dw := ZMM()
@@ -312,14 +312,16 @@ func q6kKernel(T int) {
 			} else {
 				VPSLLD(U8(21), sc, off)
 			}
+			var us [4]reg.VecVirtual
+			if !expandOnce {
+				us = q6kExpand(w, i, c)
+			}
 			for m := 0; m < 4; m++ {
 				G, l := 4*i+m, 4*(i%2)+m
-				var u reg.VecVirtual
+				u := us[m]
 				if expandOnce {
 					u = ZMM()
 					VMOVDQU64(expanded.Offset(64*G), u)
-				} else {
-					u = q6kExpand(w, i, m, m0f, m30)
 				}
 				for t := 0; t < toks; t++ {
 					s := ZMM()
@@ -365,31 +367,30 @@ func vpdpwssd(b, a, acc reg.VecVirtual) {
 	})
 }
 
-// q6kExpand emits the expansion of group 4i+m to 16 rows × 4 bytes of u.
-func q6kExpand(w reg.Register, i, m int, m0f, m30 reg.VecVirtual) reg.VecVirtual {
-	lo := Mem{Base: w, Disp: 64 * (2*i + m%2)}
-	hi := Mem{Base: w, Disp: q6kHigh + 64*i}
-	u := ZMM()
-	if m < 2 {
-		VPANDD(lo, m0f, u)
-	} else {
-		VPSRLW(U8(4), lo, u)
-		VPANDD(u, m0f, u)
+// q6kConsts are the byte masks q6kExpand uses: 0x3f, 0x03, 0x0c, 0x30.
+func q6kConsts() [4]reg.VecVirtual {
+	return [4]reg.VecVirtual{broadcastByte(0x3f), broadcastByte(0x03), broadcastByte(0x0c), broadcastByte(0x30)}
+}
+
+// q6kExpand emits the expansion of sub-block i's groups 4i…4i+3 to 16 rows
+// × 4 bytes of u each: groups 0-2 are their chunk's low six bits (one AND
+// each); group 3 gathers its bit pairs from the chunks' top bits (three
+// shifts, an AND and two AND-ORs in VPTERNLOGD, imm 0xf8: a | b&c).
+func q6kExpand(w reg.Register, i int, c [4]reg.VecVirtual) [4]reg.VecVirtual {
+	var u [4]reg.VecVirtual
+	chunk := func(k int) Mem { return Mem{Base: w, Disp: 64 * (3*i + k)} }
+	for k := 0; k < 3; k++ {
+		u[k] = ZMM()
+		VPANDD(chunk(k), c[0], u[k])
 	}
-	// u |= x & 0x30 (imm 0xf8: a | b&c), x the high bits moved to 4-5.
-	switch m {
-	case 2:
-		VPTERNLOGD(U8(0xf8), hi, m30, u)
-		return u
-	case 3:
-		x := ZMM()
-		VPSRLW(U8(2), hi, x)
-		VPTERNLOGD(U8(0xf8), m30, x, u)
-		return u
-	}
-	x := ZMM()
-	VPSLLW(U8(4-2*m), hi, x)
-	VPTERNLOGD(U8(0xf8), m30, x, u)
+	x, y := ZMM(), ZMM()
+	VPSRLW(U8(6), chunk(0), x)
+	VPANDD(x, c[1], x)
+	VPSRLW(U8(4), chunk(1), y)
+	VPTERNLOGD(U8(0xf8), y, c[2], x)
+	VPSRLW(U8(2), chunk(2), y)
+	VPTERNLOGD(U8(0xf8), y, c[3], x)
+	u[3] = x
 	return u
 }
 
