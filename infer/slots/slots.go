@@ -62,7 +62,16 @@ type Options struct {
 	// MaxDraft caps the tokens drafted per slot and pass; 0:
 	// spec.DefaultMaxDraft.
 	MaxDraft int
+	// Forward runs one slot (Slots is then 1) through Model.Forward, as a
+	// chat does, instead of passes over rows: the model's own recurrent
+	// state is then the slot's, so a request's Marks snapshot it and State
+	// can save and restore it. One sequence needs no rows.
+	Forward bool
 }
+
+// ErrNoState: State was asked of a scheduler whose slots run in passes over
+// rows, where the model's state is no one slot's (Options.Forward).
+var ErrNoState = errors.New("slots: the model's state is one slot's only where passes run through Forward")
 
 // Constraint restricts the tokens a request may sample (constrained
 // decoding, infer/grammar). Allowed and Mask must agree.
@@ -105,6 +114,49 @@ type Request struct {
 	// 0: all of Prompt. A later request is told of its cache hit
 	// (Result.Resumed) only when its prompt repeats all of them.
 	Own int
+
+	// Prefill, if set, is told how the prompt's reading goes: once when
+	// the request gets its slot (Done 0) and after each pass that read a
+	// chunk of it. It runs on the scheduler's goroutine, between passes,
+	// where a one-sequence client may use the model (its backend's
+	// profiling); it must not wait on the stream's reader.
+	Prefill func(Prefill)
+	// Chunk, when positive, sizes the prompt's chunks to take about that
+	// long each (their speed measured as they run), so that a front end's
+	// progress moves and cancelling the request stops the reading within
+	// about that time; 0: as much of the prompt as a pass takes.
+	Chunk time.Duration
+	// Marks are positions in Prompt (a chat's turn boundaries) where a
+	// recurrent model's state is snapshotted as the reading passes them,
+	// so that a later prompt that shares the tokens up to one (a
+	// regenerated or edited turn) resumes there (infer.Model.Checkpoint);
+	// chunks are split at them. Only where the passes run through Forward
+	// (Options.Forward); elsewhere they change nothing.
+	Marks []int
+	// TopLogits > 0 reports that many of the most likely tokens with each
+	// token, with their raw logits (Token.Logits): the model's, before
+	// penalties, bias and bans.
+	TopLogits int
+	// Chain, if set, is asked before each decoding step whether the step
+	// may run chained (chain.go); false stops a chain in flight first.
+	// Step, if set, is called before each decoding step that runs
+	// plainly, with no chained pass in flight. Both run on the scheduler's
+	// goroutine: a one-sequence client turns its backend's profiling on
+	// or off and takes its profile there, chaining off while it profiles.
+	Chain func() bool
+	Step  func(m *infer.Model)
+}
+
+// Prefill is how the reading of a request's prompt goes.
+type Prefill struct {
+	// Shared is how many of the prompt's first tokens the slot's cache
+	// held; Kept how many of them were not read again: Shared, or on a
+	// recurrent model the latest position ≤ Shared its state could resume
+	// from, 0 when there was none (Shared > 0 == Kept: the conversation is
+	// read again from the start).
+	Shared, Kept int
+	// Done of Total tokens (the prompt less Kept) are read.
+	Done, Total int
 }
 
 // Token is one sampled token.
@@ -112,6 +164,12 @@ type Token struct {
 	ID      int32
 	Logprob float32        // log-probability under the model (set with Request.Logprobs)
 	Top     []sample.Logit // the most likely tokens with their log-probabilities, most likely first
+	// Logits are the most likely tokens with their raw logits, most likely
+	// first (Request.TopLogits).
+	Logits []sample.Logit
+	// Sampling is the time the host took to sample it (0 when the device
+	// drew it: a chained step).
+	Sampling time.Duration
 }
 
 // Result ends a Stream.
@@ -136,6 +194,8 @@ type Result struct {
 	// Drafted and Accepted count the speculative drafts verified for this
 	// generation and those that the sampled tokens confirmed.
 	Drafted, Accepted int
+	// Sampling is the host's time sampling the generation's tokens.
+	Sampling time.Duration
 }
 
 // Stream is a submitted request's output: read tokens with Next until it
@@ -278,6 +338,9 @@ type job struct {
 
 	drafted, accepted int
 	embed             *embedding // an Embed job, not a generation
+	// state is a State call's work, done its result.
+	state func(*infer.Sequence) error
+	done  chan error
 }
 
 // slot is a region of the KV cache and the request using it.
@@ -299,6 +362,14 @@ type slot struct {
 	own       int // the Own tokens of the request whose tokens the region holds
 	started   time.Time
 	first     time.Time
+	sampling  time.Duration
+
+	// shared is the prompt's tokens the cache held (Prefill.Shared);
+	// chunk the prompt tokens the next pass reads (Request.Chunk); marks
+	// the positions to snapshot the state at (Request.Marks).
+	shared int
+	chunk  int
+	marks  []int
 
 	// out is the index in the pass's outputs of the slot's first row;
 	// drafts the tokens drafted after next for this pass.
@@ -323,7 +394,7 @@ func New(opts Options) (*Scheduler, error) {
 		return nil, fmt.Errorf("%w: slots: %d slots of %d tokens", infer.ErrBadShape, opts.Slots, opts.Context)
 	}
 	n := opts.Slots
-	batched := m.RowsSupported()
+	batched := m.RowsSupported() && !opts.Forward
 	if batched {
 		// a recurrent network keeps a state per slot (Row.Seq = index)
 		if err := m.UseSequences(n); err != nil {
@@ -440,10 +511,21 @@ func (s *Scheduler) run() {
 		if s.generating() > 0 {
 			if sl := s.chainSlot(); sl == nil || !s.chainStep(sl) {
 				s.stopChains()
+				s.stepHooks()
 				s.step()
 			}
 		}
 		s.embedStep()
+	}
+}
+
+// stepHooks calls the Step hooks of the decoding slots' requests before a
+// plain pass.
+func (s *Scheduler) stepHooks() {
+	for _, sl := range s.slots {
+		if sl.job != nil && sl.decoding && sl.job.req.Step != nil {
+			sl.job.req.Step(s.m)
+		}
 	}
 }
 
@@ -468,7 +550,7 @@ func (s *Scheduler) reap() {
 	s.mu.Lock()
 	var gone []*job
 	s.queue = slices.DeleteFunc(s.queue, func(j *job) bool {
-		if j.st.ctx.Err() != nil {
+		if j.st != nil && j.st.ctx.Err() != nil {
 			gone = append(gone, j)
 			return true
 		}
@@ -502,34 +584,47 @@ func (s *Scheduler) assign() {
 		j := s.queue[0]
 		s.queue = s.queue[1:]
 		s.stats.Queued = len(s.queue)
-		s.stats.Busy = s.busy() + 1
+		if j.state == nil {
+			s.stats.Busy = s.busy() + 1
+		}
 		s.mu.Unlock()
 
+		if j.state != nil { // Options.Forward: the one slot is free
+			s.runState(free[0], j)
+			continue
+		}
 		if j.embed != nil {
 			// The slot whose cache holds least: an embedding reuses none
 			// of it (every token's hidden state is wanted).
 			s.startEmbed(slices.MinFunc(free, func(a, b *slot) int { return len(a.tokens) - len(b.tokens) }), j)
 			continue
 		}
-		best, shared := free[0], -1
+		best, kept := free[0], -1
 		for _, sl := range free {
-			if n := s.reusable(sl, j.req.Prompt); n > shared {
-				best, shared = sl, n
+			if n := s.reusable(sl, j.req.Prompt); n > kept {
+				best, kept = sl, n
 			}
 		}
-		s.start(best, j, shared)
+		s.start(best, j, kept)
 	}
 }
 
-// reusable is how many of prompt's first tokens the slot's cache holds and
-// may keep: never the last prompt token, whose logits are needed; on a
-// model whose recurrent state cannot go back, only where it can resume:
-// a slot's own state is after all of its tokens, so there or nowhere.
-func (s *Scheduler) reusable(sl *slot, prompt []int32) int {
+// shared is how many of prompt's first tokens the slot's cache holds,
+// never the last prompt token, whose logits are needed.
+func shared(sl *slot, prompt []int32) int {
 	n := 0
 	for n < len(sl.tokens) && n < len(prompt)-1 && sl.tokens[n] == prompt[n] {
 		n++
 	}
+	return n
+}
+
+// reusable is how many of prompt's first tokens the slot's cache holds and
+// may keep (shared); on a model whose recurrent state cannot go back, only
+// where it can resume: a slot's own state is after all of its tokens, so
+// there or nowhere.
+func (s *Scheduler) reusable(sl *slot, prompt []int32) int {
+	n := shared(sl, prompt)
 	switch {
 	case !s.batched:
 		n = s.m.ResumePoint(n)
@@ -556,11 +651,50 @@ func (s *Scheduler) start(sl *slot, j *job, keep int) {
 	if own <= 0 || own > len(j.req.Prompt) {
 		own = len(j.req.Prompt)
 	}
+	held := shared(sl, j.req.Prompt)
 	*sl = slot{
 		index: sl.index, base: sl.base, tokens: sl.tokens[:keep], job: j,
 		sampler: sampler, prompt: j.req.Prompt, done: keep, cached: keep, resumed: resumed, own: own,
 		counts: map[int32]int{}, started: time.Now(), draft: spec.NewControl(s.maxDraft),
+		shared: held, chunk: min(prefillFirstChunk, s.m.MaxBatch()),
 	}
+	if !s.batched && s.m.Recurrent() {
+		sl.marks = j.req.Marks
+	}
+	if p := j.req.Prefill; p != nil {
+		p(Prefill{Shared: held, Kept: keep, Total: len(j.req.Prompt) - keep})
+	}
+	if err := s.checkpoint(sl); err != nil {
+		s.end(sl, "error", err)
+	}
+}
+
+// Prefill chunks (Request.Chunk): the first is small, as nothing is
+// measured yet; the smallest keeps a slow machine's passes from shrinking
+// to single tokens.
+const (
+	prefillFirstChunk = 16
+	prefillMinChunk   = 8
+)
+
+// nextChunk is how many prompt tokens the next pass reads, given that the
+// last one read n in d: about target's worth, between prefillMinChunk and
+// the model's largest batch.
+func nextChunk(n int, d, target time.Duration, maxChunk int) int {
+	if n <= 0 || d <= 0 {
+		return maxChunk
+	}
+	want := int(float64(n) * float64(target) / float64(d))
+	return max(min(want, maxChunk), min(prefillMinChunk, maxChunk))
+}
+
+// checkpoint snapshots the recurrent state where sl's reading stands, if
+// that is one of its marks and the state is there.
+func (s *Scheduler) checkpoint(sl *slot) error {
+	if sl.job == nil || !slices.Contains(sl.marks, sl.done) || s.m.StatePos() != sl.done {
+		return nil
+	}
+	return s.m.Checkpoint()
 }
 
 // prefillWhileDecoding is the most prompt tokens a pass takes beside
@@ -625,6 +759,14 @@ func (s *Scheduler) step() {
 			break
 		}
 		to := min(len(sl.prompt), sl.done+budget-len(s.rows))
+		if sl.job.req.Chunk > 0 {
+			to = min(to, sl.done+sl.chunk)
+		}
+		for _, mk := range sl.marks {
+			if mk > sl.done && mk < to {
+				to = mk
+			}
+		}
 		for i := sl.done; i < to; i++ {
 			s.rows = append(s.rows, infer.Row{Token: sl.prompt[i], Pos: i, Base: sl.base, Seq: sl.index})
 		}
@@ -649,14 +791,24 @@ func (s *Scheduler) step() {
 		return
 	}
 	for _, c := range chunks {
-		c.sl.tokens = append(c.sl.tokens, c.sl.prompt[c.from:c.to]...)
-		c.sl.done = c.to
+		sl, r := c.sl, &c.sl.job.req
+		sl.tokens = append(sl.tokens, sl.prompt[c.from:c.to]...)
+		sl.done = c.to
+		if r.Chunk > 0 {
+			sl.chunk = nextChunk(c.to-c.from, time.Duration(took*float64(time.Second)), r.Chunk, s.m.MaxBatch())
+		}
+		if r.Prefill != nil {
+			r.Prefill(Prefill{Shared: sl.shared, Kept: sl.cached, Done: c.to - sl.cached, Total: len(sl.prompt) - sl.cached})
+		}
+		if err := s.checkpoint(sl); err != nil {
+			s.end(sl, "error", err)
+		}
 	}
 	s.cost.Add(len(s.rows), took)
 	generated, accepted := 0, 0
 	for j, sl := range s.owners {
-		if j > 0 && s.owners[j-1] == sl {
-			continue // a draft row: its slot's first row took it
+		if j > 0 && s.owners[j-1] == sl || sl.job == nil {
+			continue // a draft row (its slot's first row took it), or a slot that ended
 		}
 		if !sl.decoding { // the last chunk of a prompt
 			s.sample(sl, s.logits[j*s.vocab:(j+1)*s.vocab])
@@ -745,6 +897,7 @@ func (s *Scheduler) forward() error {
 // generation goes on.
 func (s *Scheduler) sample(sl *slot, logits []float32) {
 	r := &sl.job.req
+	t0 := time.Now()
 	pick := logits
 	if (r.Presence != 0 || r.Frequency != 0) && len(sl.counts) > 0 || len(r.Ban) > 0 || len(r.Bias) > 0 {
 		copy(s.work, logits)
@@ -793,6 +946,9 @@ func (s *Scheduler) sample(sl *slot, logits []float32) {
 		}
 	}
 	tok := Token{ID: id}
+	if r.TopLogits > 0 {
+		tok.Logits = sample.Top(logits, r.TopLogits, nil)
+	}
 	if r.Logprobs || r.TopLogprobs > 0 {
 		lse := logSumExp(logits)
 		tok.Logprob = logits[id] - lse
@@ -803,6 +959,8 @@ func (s *Scheduler) sample(sl *slot, logits []float32) {
 			}
 		}
 	}
+	tok.Sampling = time.Since(t0)
+	sl.sampling += tok.Sampling
 	s.emit(sl, tok)
 }
 
@@ -843,7 +1001,7 @@ func (s *Scheduler) end(sl *slot, reason string, err error) {
 	res := Result{
 		Reason: reason, Err: err, PromptTokens: len(sl.prompt), CachedTokens: sl.cached, Resumed: sl.resumed,
 		CompletionTokens: sl.generated, Queued: sl.started.Sub(j.submitted), Slot: sl.index,
-		Drafted: j.drafted, Accepted: j.accepted,
+		Drafted: j.drafted, Accepted: j.accepted, Sampling: sl.sampling,
 	}
 	if !sl.first.IsZero() {
 		res.TTFT = sl.first.Sub(j.submitted)
