@@ -53,11 +53,10 @@ type Options struct {
 	Context int
 	// Drafter, if set, drafts tokens to verify beside each decoding slot's
 	// next (speculative decoding, spec.go), such as prompt lookup
-	// (spec.LookupDrafter); nil decodes one token per slot and pass.
-	// Whether drafts pay is judged by the rows they add to a pass, not by
-	// the time the drafter takes to propose them: prompt lookup's is next
-	// to nothing, a draft model's is not (the chat's decoder, which times
-	// it, is the place for one).
+	// (spec.LookupDrafter) or a draft model (spec.ModelDrafter); nil
+	// decodes one token per slot and pass. Whether drafts pay is judged by
+	// the rows they add to a pass and the time the drafter took to propose
+	// them: prompt lookup's is next to nothing, a draft model's is not.
 	Drafter spec.Drafter
 	// MaxDraft caps the tokens drafted per slot and pass; 0:
 	// spec.DefaultMaxDraft.
@@ -300,6 +299,7 @@ type Scheduler struct {
 	owners []*slot // the slot each output row belongs to
 	work   []float32
 	hidden []float32 // an Embed pass's hidden rows
+	rej    spec.Rejection
 	// stepping holds back the ends of the generations a step finishes
 	// (ended) until the step's counters are in the stats: a client that
 	// reads /metrics as soon as its reply ends finds its tokens counted.
@@ -377,6 +377,16 @@ type slot struct {
 	drafts    []int32
 	draft     spec.Control
 	lookupCtx []int32
+	// dists are the drafts' distributions, for rejection sampling (nil:
+	// point masses); draftTime what drafting them took; q and x the
+	// distribution and draft that the token being sampled decides; the
+	// buffers are the slot's copies of the drafter's slices (spec.go).
+	dists     [][]sample.Prob
+	draftTime time.Duration
+	q         []sample.Prob
+	x         int32
+	draftBuf  []int32
+	distBuf   [][]sample.Prob
 
 	// chain runs the slot's steps chained (chain.go); noChain: the model
 	// cannot chain this request's steps; drafted: drafts holds this
@@ -845,7 +855,11 @@ func (s *Scheduler) sampleDrafted(sl *slot, decoded int) (sampled, accepted int)
 	for i := 0; ; i++ {
 		sl.tokens = append(sl.tokens, sl.next) // row i ran it
 		r := sl.out + i
+		if sl.q = nil; i < len(drafts) && i < len(sl.dists) {
+			sl.q, sl.x = sl.dists[i], drafts[i]
+		}
 		s.sample(sl, s.logits[r*s.vocab:(r+1)*s.vocab])
+		sl.q = nil
 		sampled++
 		if i == len(drafts) || sl.job == nil || sl.next != drafts[i] {
 			break
@@ -854,7 +868,7 @@ func (s *Scheduler) sampleDrafted(sl *slot, decoded int) (sampled, accepted int)
 		j.accepted++
 	}
 	if len(drafts) > 0 {
-		sl.draft.Verified(len(drafts), accepted, s.cost.Gain(decoded, len(drafts), accepted))
+		sl.draft.Verified(len(drafts), accepted, s.cost.GainTimed(decoded, len(drafts), accepted, sl.draftTime.Seconds()))
 	}
 	// Rows past the last confirmed draft wrote cache positions beyond the
 	// slot's tokens: no row sees a position past its own, and the next
@@ -918,7 +932,12 @@ func (s *Scheduler) sample(sl *slot, logits []float32) {
 		}
 		pick = s.work
 	}
-	id := sl.sampler.Sample(pick)
+	var id int32
+	if sl.q != nil { // a draft model's token to decide (spec.go)
+		id, _ = s.rej.Decide(sl.sampler, pick, sl.x, sl.q)
+	} else {
+		id = sl.sampler.Sample(pick)
+	}
 	if c := r.Constraint; c != nil && !c.Allowed(id) {
 		// As llama.cpp does: the unconstrained pick usually fits, and the
 		// whole vocabulary is masked only when it does not.

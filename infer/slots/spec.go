@@ -1,6 +1,9 @@
 package slots
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Speculation in a batched pass. A decoding slot's drafts are extra rows
 // of the pass that runs its next token; sampling then goes row by row as
@@ -20,16 +23,20 @@ import "fmt"
 // (spec.PassCost.Gain). The draft length and the verdict are spec.Control's,
 // the one controller the chat's decoder uses too.
 //
-// Any drafter's tokens are verified as point masses: the token sampled
-// from a row is plain decoding's draw, and a draft is confirmed when it is
-// that token, so the output is exact whatever proposed the draft (a draft
-// model's distributions, which rejection sampling would accept more
-// often, are not used).
+// A drafter that proposes tokens for sure (prompt lookup) is verified as
+// point masses: the token sampled from a row is plain decoding's draw, and
+// a draft is confirmed when it is that token, so the output is plain
+// decoding's. A draft model's tokens come with the distributions they were
+// drawn from, and a sampled request decides them by rejection sampling
+// (spec.Rejection), which accepts more of them and keeps the target's
+// distribution (not its draws). Their time counts against their gain
+// (spec.PassCost.GainTimed): a draft model's passes are not free.
 
 // draftFor is what sl drafts this pass: up to its draft length of the
 // drafter's proposal, within room rows, the slot's context and the
 // request's token limit.
 func (s *Scheduler) draftFor(sl *slot, room int) ([]int32, error) {
+	sl.dists, sl.draftTime = nil, 0
 	if s.drafter == nil {
 		return nil, nil
 	}
@@ -45,7 +52,9 @@ func (s *Scheduler) draftFor(sl *slot, room int) ([]int32, error) {
 	}
 	ctx := append(append(sl.lookupCtx[:0], held...), sl.next)
 	sl.lookupCtx = ctx
-	drafts, _, err := s.drafter.Draft(ctx, k)
+	t0 := time.Now()
+	drafts, dists, err := s.drafter.Draft(ctx, k)
+	sl.draftTime = time.Since(t0)
 	if err != nil {
 		return nil, fmt.Errorf("drafting: %w", err)
 	}
@@ -53,5 +62,18 @@ func (s *Scheduler) draftFor(sl *slot, room int) ([]int32, error) {
 	if len(drafts) == 0 {
 		sl.draft.Plain()
 	}
-	return drafts, nil
+	// The drafter's slices are its own until its next call, which may be
+	// another slot's.
+	sl.dists = nil
+	if dists != nil && !sl.sampler.Params().Argmax() && sl.job.req.Constraint == nil {
+		for i := range drafts {
+			if i == len(sl.distBuf) {
+				sl.distBuf = append(sl.distBuf, nil)
+			}
+			sl.distBuf[i] = append(sl.distBuf[i][:0], dists[i]...)
+		}
+		sl.dists = sl.distBuf[:len(drafts)]
+	}
+	sl.draftBuf = append(sl.draftBuf[:0], drafts...)
+	return sl.draftBuf, nil
 }
