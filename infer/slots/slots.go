@@ -387,6 +387,10 @@ type slot struct {
 	x         int32
 	draftBuf  []int32
 	distBuf   [][]sample.Prob
+	// verify is the sequence a recurrent model's drafts are verified on
+	// (spec.go), verified set while its pass's rows are sampled.
+	verify   *infer.Sequence
+	verified bool
 
 	// chain runs the slot's steps chained (chain.go); noChain: the model
 	// cannot chain this request's steps; drafted: drafts holds this
@@ -423,10 +427,11 @@ func New(opts Options) (*Scheduler, error) {
 		wake:     make(chan struct{}, 1), stopped: make(chan struct{}),
 		logits: make([]float32, n*m.Hparams.Vocab), work: make([]float32, m.Hparams.Vocab),
 	}
-	// Drafts ride along other rows in a batched pass, or are verified in
-	// a pass of the one slot's tokens (ForwardAll); not on a recurrent
-	// network, whose state a rejected draft would have moved on.
-	if (batched || m.CanVerify()) && !m.Recurrent() {
+	// Drafts ride along other rows in a batched pass, but not on a
+	// recurrent network, whose slot states a rejected draft would have
+	// moved on; or they are verified in a pass of the one slot's tokens
+	// (ForwardAll), where a recurrent state is taken back (spec.go).
+	if batched && !m.Recurrent() || !batched && m.CanVerify() {
 		s.drafter = opts.Drafter
 	}
 	for i := range n {
@@ -867,8 +872,14 @@ func (s *Scheduler) sampleDrafted(sl *slot, decoded int) (sampled, accepted int)
 		accepted++
 		j.accepted++
 	}
+	extra := sl.draftTime
+	if sl.verified {
+		t0 := time.Now()
+		s.rewind(sl)
+		extra += time.Since(t0)
+	}
 	if len(drafts) > 0 {
-		sl.draft.Verified(len(drafts), accepted, s.cost.GainTimed(decoded, len(drafts), accepted, sl.draftTime.Seconds()))
+		sl.draft.Verified(len(drafts), accepted, s.cost.GainTimed(decoded, len(drafts), accepted, extra.Seconds()))
 	}
 	// Rows past the last confirmed draft wrote cache positions beyond the
 	// slot's tokens: no row sees a position past its own, and the next
@@ -898,6 +909,9 @@ func (s *Scheduler) forward() error {
 		s.toks = append(s.toks, r.Token)
 	}
 	if len(outs) > 1 { // a decoding step and its drafts: every row is an output
+		if s.m.Recurrent() {
+			return s.verifyRecurrent(s.owners[0])
+		}
 		return s.m.ForwardAll(s.toks, s.rows[0].Pos, s.logits[:len(s.toks)*s.vocab])
 	}
 	if err := s.m.Forward(s.toks, s.rows[0].Pos); err != nil {

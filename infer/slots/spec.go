@@ -3,6 +3,8 @@ package slots
 import (
 	"fmt"
 	"time"
+
+	"github.com/bonsai-chat/bonsai/infer"
 )
 
 // Speculation in a batched pass. A decoding slot's drafts are extra rows
@@ -31,6 +33,13 @@ import (
 // (spec.Rejection), which accepts more of them and keeps the target's
 // distribution (not its draws). Their time counts against their gain
 // (spec.PassCost.GainTimed): a draft model's passes are not free.
+//
+// A recurrent state cannot be truncated: where one slot runs through
+// Forward, its drafts are verified on an infer.Sequence (Verify keeps the
+// state before the pass on the host, Rewind puts it back and runs the
+// confirmed tokens again), and the rewind's time counts against the gain
+// too. Passes over rows keep one state per slot on the device, which no
+// rewind reaches: there a recurrent model does not draft.
 
 // draftFor is what sl drafts this pass: up to its draft length of the
 // drafter's proposal, within room rows, the slot's context and the
@@ -76,4 +85,41 @@ func (s *Scheduler) draftFor(sl *slot, room int) ([]int32, error) {
 	}
 	sl.draftBuf = append(sl.draftBuf[:0], drafts...)
 	return sl.draftBuf, nil
+}
+
+// verifyRecurrent runs the one slot's next token and drafts (s.toks) on a
+// recurrent model, keeping the state before them for rewind.
+func (s *Scheduler) verifyRecurrent(sl *slot) error {
+	if sl.verify == nil {
+		sl.verify = infer.NewSequence(s.m)
+	}
+	seq := sl.verify
+	// A chained pass stopped in flight leaves the state a token on, taken
+	// back here (infer.ChainedRecurrent).
+	if err := s.m.Restore(len(sl.tokens)); err != nil {
+		return err
+	}
+	if err := seq.Hold(sl.tokens); err != nil {
+		return err
+	}
+	rows, err := seq.Verify(s.toks)
+	if err != nil {
+		return err
+	}
+	copy(s.logits, rows)
+	sl.verified = true
+	return nil
+}
+
+// rewind takes a verified slot's recurrent state back to its tokens: the
+// confirmed ones, which the pass's sampling appended.
+func (s *Scheduler) rewind(sl *slot) {
+	sl.verified = false
+	if err := sl.verify.Rewind(len(sl.tokens)); err != nil {
+		sl.tokens = sl.tokens[:0] // the state belongs to none of them
+		s.m.Drop()
+		if sl.job != nil {
+			s.end(sl, "error", err)
+		}
+	}
 }
