@@ -63,7 +63,7 @@ func (s *Scheduler) chainStep(sl *slot) bool {
 			return false
 		}
 	}
-	if s.drafter != nil {
+	if s.drafterFor(sl) != nil {
 		drafts, err := s.draftFor(sl, s.m.MaxBatch()-1)
 		if err != nil {
 			s.end(sl, "error", err)

@@ -57,14 +57,14 @@ func TestSchedulerRecurrentSpeculation(t *testing.T) {
 	}
 	params := []sample.Params{{}, {Temperature: 0.8, TopK: 20, Seed: 7}}
 	var plain [][]int32
-	run := func(drafter *knowing) (out [][]int32, drafted, accepted int) {
+	run := func(drafter *knowing, perRequest bool) (out [][]int32, drafted, accepted int) {
 		m, err := infer.Load(f, infer.Options{Backend: "cpu", Threads: 2, Context: 256, Batch: 16})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer m.Close()
 		o := slots.Options{Model: m, Slots: 1, Context: 256, Forward: true, MaxDraft: 4}
-		if drafter != nil {
+		if drafter != nil && !perRequest {
 			o.Drafter = drafter
 		}
 		s, err := slots.New(o)
@@ -77,7 +77,11 @@ func TestSchedulerRecurrentSpeculation(t *testing.T) {
 				if drafter != nil {
 					drafter.prompt, drafter.reply = len(p), plain[len(out)]
 				}
-				st, err := s.Submit(context.Background(), slots.Request{Prompt: p, MaxTokens: 24, Params: pa})
+				r := slots.Request{Prompt: p, MaxTokens: 24, Params: pa}
+				if perRequest {
+					r.Drafter = drafter
+				}
+				st, err := s.Submit(context.Background(), r)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -86,21 +90,26 @@ func TestSchedulerRecurrentSpeculation(t *testing.T) {
 					t.Fatal(res.Err)
 				}
 				out = append(out, ids)
+				if res.Verifies > res.Drafted || (res.Verifies == 0) != (res.Drafted == 0) {
+					t.Errorf("%d drafts in %d verify passes", res.Drafted, res.Verifies)
+				}
 				drafted += res.Drafted
 				accepted += res.Accepted
 			}
 		}
 		return out, drafted, accepted
 	}
-	plain, _, _ = run(nil)
-	got, drafted, accepted := run(&knowing{})
-	for i := range plain {
-		if !slices.Equal(got[i], plain[i]) {
-			t.Errorf("request %d: %v, plain %v", i, got[i], plain[i])
+	plain, _, _ = run(nil, false)
+	for _, perRequest := range []bool{false, true} {
+		got, drafted, accepted := run(&knowing{}, perRequest)
+		for i := range plain {
+			if !slices.Equal(got[i], plain[i]) {
+				t.Errorf("the request's own drafter %v, request %d: %v, plain %v", perRequest, i, got[i], plain[i])
+			}
 		}
-	}
-	t.Logf("%d of %d drafts confirmed", accepted, drafted)
-	if accepted == 0 || accepted == drafted {
-		t.Errorf("%d of %d drafts confirmed: the test needs both outcomes", accepted, drafted)
+		t.Logf("the request's own drafter %v: %d of %d drafts confirmed", perRequest, accepted, drafted)
+		if accepted == 0 || accepted == drafted {
+			t.Errorf("the request's own drafter %v: %d of %d drafts confirmed: the test needs both outcomes", perRequest, accepted, drafted)
+		}
 	}
 }

@@ -17,6 +17,14 @@
 // One goroutine owns the model. Submit never blocks on inference: tokens
 // pile up in the request's Stream until its reader takes them, so a slow
 // client slows nobody else.
+//
+// A chat is the one-sequence client (Options.Forward): one slot run
+// through Model.Forward, whose prompt is read in time-sized chunks that
+// report their progress and stop on cancel (Request.Prefill, Chunk),
+// whose recurrent state is snapshotted at turn boundaries (Request.Marks)
+// and whose cache is saved, restored and reset between requests (State);
+// hooks on the scheduler's goroutine let it profile the passes
+// (Request.Chain, Step).
 package slots
 
 import (
@@ -144,6 +152,12 @@ type Request struct {
 	// or off and takes its profile there, chaining off while it profiles.
 	Chain func() bool
 	Step  func(m *infer.Model)
+	// Drafter, if set, drafts this request's tokens instead of
+	// Options.Drafter (a chat's draft model, set to the request's
+	// sampling: spec.ModelDrafter.SetSampling); it is called on the
+	// scheduler's goroutine, and not at all where the model cannot verify
+	// drafts.
+	Drafter spec.Drafter
 }
 
 // Prefill is how the reading of a request's prompt goes.
@@ -191,8 +205,9 @@ type Result struct {
 	Decode           time.Duration // from the first token to the last
 	Slot             int
 	// Drafted and Accepted count the speculative drafts verified for this
-	// generation and those that the sampled tokens confirmed.
-	Drafted, Accepted int
+	// generation and those that the sampled tokens confirmed; Verifies
+	// the passes that verified them.
+	Drafted, Accepted, Verifies int
 	// Sampling is the host's time sampling the generation's tokens.
 	Sampling time.Duration
 }
@@ -281,6 +296,7 @@ type Scheduler struct {
 	batched  bool
 	vocab    int
 	drafter  spec.Drafter
+	canDraft bool // drafts can be verified on this model and backend
 	maxDraft int
 	cost     spec.PassCost
 
@@ -336,8 +352,8 @@ type job struct {
 	st        *Stream
 	submitted time.Time
 
-	drafted, accepted int
-	embed             *embedding // an Embed job, not a generation
+	drafted, accepted, verifies int
+	embed                       *embedding // an Embed job, not a generation
 	// state is a State call's work, done its result.
 	state func(*infer.Sequence) error
 	done  chan error
@@ -432,7 +448,7 @@ func New(opts Options) (*Scheduler, error) {
 	// moved on; or they are verified in a pass of the one slot's tokens
 	// (ForwardAll), where a recurrent state is taken back (spec.go).
 	if batched && !m.Recurrent() || !batched && m.CanVerify() {
-		s.drafter = opts.Drafter
+		s.drafter, s.canDraft = opts.Drafter, true
 	}
 	for i := range n {
 		s.slots = append(s.slots, &slot{index: i, base: i * opts.Context})
@@ -857,6 +873,9 @@ func (s *Scheduler) sampleDrafted(sl *slot, decoded int) (sampled, accepted int)
 	drafts, j := sl.drafts, sl.job
 	sl.drafts = nil
 	j.drafted += len(drafts) // counted before sample can end the generation
+	if len(drafts) > 0 {
+		j.verifies++
+	}
 	for i := 0; ; i++ {
 		sl.tokens = append(sl.tokens, sl.next) // row i ran it
 		r := sl.out + i
@@ -1034,7 +1053,7 @@ func (s *Scheduler) end(sl *slot, reason string, err error) {
 	res := Result{
 		Reason: reason, Err: err, PromptTokens: len(sl.prompt), CachedTokens: sl.cached, Resumed: sl.resumed,
 		CompletionTokens: sl.generated, Queued: sl.started.Sub(j.submitted), Slot: sl.index,
-		Drafted: j.drafted, Accepted: j.accepted, Sampling: sl.sampling,
+		Drafted: j.drafted, Accepted: j.accepted, Verifies: j.verifies, Sampling: sl.sampling,
 	}
 	if !sl.first.IsZero() {
 		res.TTFT = sl.first.Sub(j.submitted)

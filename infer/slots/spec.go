@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/spec"
 )
 
 // Speculation in a batched pass. A decoding slot's drafts are extra rows
@@ -46,7 +47,8 @@ import (
 // request's token limit.
 func (s *Scheduler) draftFor(sl *slot, room int) ([]int32, error) {
 	sl.dists, sl.draftTime = nil, 0
-	if s.drafter == nil {
+	drafter := s.drafterFor(sl)
+	if drafter == nil {
 		return nil, nil
 	}
 	held := sl.tokens[:sl.held()] // a chained pass in flight runs next
@@ -62,7 +64,7 @@ func (s *Scheduler) draftFor(sl *slot, room int) ([]int32, error) {
 	ctx := append(append(sl.lookupCtx[:0], held...), sl.next)
 	sl.lookupCtx = ctx
 	t0 := time.Now()
-	drafts, dists, err := s.drafter.Draft(ctx, k)
+	drafts, dists, err := drafter.Draft(ctx, k)
 	sl.draftTime = time.Since(t0)
 	if err != nil {
 		return nil, fmt.Errorf("drafting: %w", err)
@@ -85,6 +87,18 @@ func (s *Scheduler) draftFor(sl *slot, room int) ([]int32, error) {
 	}
 	sl.draftBuf = append(sl.draftBuf[:0], drafts...)
 	return sl.draftBuf, nil
+}
+
+// drafterFor is the drafter of sl's request: its own, else the
+// scheduler's; nil where the model cannot verify drafts here.
+func (s *Scheduler) drafterFor(sl *slot) spec.Drafter {
+	if !s.canDraft {
+		return nil
+	}
+	if d := sl.job.req.Drafter; d != nil {
+		return d
+	}
+	return s.drafter
 }
 
 // verifyRecurrent runs the one slot's next token and drafts (s.toks) on a
