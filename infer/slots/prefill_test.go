@@ -330,3 +330,84 @@ func TestSchedulerTokenDetails(t *testing.T) {
 		}
 	}
 }
+
+// A Lockstep request's next step waits for its reader: each Next brings
+// one token, and stopped after k of them, the slot holds no token past the
+// k the reader saw; a reader that leaves without reading wakes the
+// scheduler too. Alone or beside a request that does not wait, the tokens
+// are plain decoding's.
+func TestSchedulerLockstep(t *testing.T) {
+	prompt := seqIDs(20, 8)
+	other := seqIDs(25, 9)
+	for _, c := range []struct {
+		name  string
+		slots int
+	}{{"alone, through Forward", 0}, {"beside another, over rows", 2}} {
+		t.Run(c.name, func(t *testing.T) {
+			m := loadModel(t, false, 256)
+			want, err := m.Greedy(prompt, 12)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantOther, err := m.Greedy(other, 30)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s *slots.Scheduler
+			if c.slots == 0 {
+				s = forwardOn(t, m)
+			} else {
+				if s, err = slots.New(slots.Options{Model: m, Slots: c.slots, Context: 128}); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(s.Close)
+			}
+			var busy *slots.Stream
+			if c.slots > 1 {
+				if busy, err = s.Submit(context.Background(), slots.Request{Prompt: other, MaxTokens: 30}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			st, err := s.Submit(ctx, slots.Request{Prompt: prompt, MaxTokens: 40, Lockstep: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int32
+			for len(got) < 12 {
+				toks, done := st.Next()
+				if len(toks) != 1 || done {
+					t.Fatalf("after %d tokens: %d more, done %v", len(got), len(toks), done)
+				}
+				got = append(got, toks[0].ID)
+			}
+			cancel()
+			rest, res := drain(st)
+			if !slices.Equal(got, want) || res.Reason != "cancelled" || len(rest) > 1 || res.CompletionTokens > 13 {
+				t.Errorf("%v then %v, %+v; plain decoding %v", got, rest, res, want)
+			}
+			if busy != nil {
+				if ids, _ := drain(busy); !slices.Equal(ids, wantOther) {
+					t.Errorf("beside it: %v, plain decoding %v", ids, wantOther)
+				}
+				return
+			}
+			var held int
+			s.State(func(seq *infer.Sequence) error { held = seq.Len(); return nil })
+			if held > len(prompt)+12 {
+				t.Errorf("the slot holds %d tokens, the reader saw %d after the prompt's %d", held, len(got), len(prompt))
+			}
+			// Never read: cancelling wakes the waiting scheduler.
+			ctx, cancel = context.WithCancel(context.Background())
+			st, err = s.Submit(ctx, slots.Request{Prompt: prompt, MaxTokens: 40, Lockstep: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond)
+			cancel()
+			if ids, res := drain(st); res.Reason != "cancelled" || len(ids) > 1 {
+				t.Errorf("unread: %v, %+v", ids, res)
+			}
+		})
+	}
+}

@@ -152,6 +152,12 @@ type Request struct {
 	// or off and takes its profile there, chaining off while it profiles.
 	Chain func() bool
 	Step  func(m *infer.Model)
+	// Lockstep holds the request's next step until its reader has taken
+	// the tokens sampled so far (Stream.Next): a chat that stops between
+	// tokens then leaves the slot's cache holding only tokens its reader
+	// saw (a recurrent state cannot go back to where the reader stopped),
+	// at the cost of the next step waiting on the reader.
+	Lockstep bool
 	// Drafter, if set, drafts this request's tokens instead of
 	// Options.Drafter (a chat's draft model, set to the request's
 	// sampling: spec.ModelDrafter.SetSampling); it is called on the
@@ -215,6 +221,7 @@ type Result struct {
 // Stream is a submitted request's output: read tokens with Next until it
 // reports the end, then Result.
 type Stream struct {
+	wake   func() // Request.Lockstep: the scheduler waits on the reader
 	ctx    context.Context
 	cancel context.CancelFunc
 	mu     sync.Mutex
@@ -256,6 +263,9 @@ func (st *Stream) Next() (toks []Token, done bool) {
 		st.toks = nil
 		st.mu.Unlock()
 		if len(toks) > 0 || done {
+			if st.wake != nil && len(toks) > 0 {
+				st.wake()
+			}
 			return toks, done
 		}
 		<-st.notify
@@ -486,6 +496,12 @@ func (s *Scheduler) Submit(ctx context.Context, r Request) (*Stream, error) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	st := &Stream{ctx: cctx, cancel: cancel, notify: make(chan struct{}, 1)}
+	if r.Lockstep {
+		// The scheduler may wait on this stream's reader: a reader that
+		// leaves instead must wake it too.
+		st.wake = s.poke
+		context.AfterFunc(cctx, s.poke)
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -539,6 +555,10 @@ func (s *Scheduler) run() {
 			<-s.wake
 			continue
 		}
+		if s.generating() == 0 && !s.embedding() {
+			<-s.wake // the generations wait on their readers (Lockstep)
+			continue
+		}
 		if s.generating() > 0 {
 			if sl := s.chainSlot(); sl == nil || !s.chainStep(sl) {
 				s.stopChains()
@@ -550,11 +570,27 @@ func (s *Scheduler) run() {
 	}
 }
 
+// waiting says sl's request waits for its reader (Request.Lockstep).
+func (sl *slot) waiting() bool {
+	if sl.job == nil || !sl.decoding || !sl.job.req.Lockstep {
+		return false
+	}
+	st := sl.job.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.toks) > 0
+}
+
+// embedding says an Embed job holds a slot.
+func (s *Scheduler) embedding() bool {
+	return slices.ContainsFunc(s.slots, func(sl *slot) bool { return sl.job != nil && sl.job.embed != nil })
+}
+
 // stepHooks calls the Step hooks of the decoding slots' requests before a
 // plain pass.
 func (s *Scheduler) stepHooks() {
 	for _, sl := range s.slots {
-		if sl.job != nil && sl.decoding && sl.job.req.Step != nil {
+		if sl.job != nil && sl.decoding && sl.job.req.Step != nil && !sl.waiting() {
 			sl.job.req.Step(s.m)
 		}
 	}
@@ -741,12 +777,12 @@ func (s *Scheduler) step() {
 	budget := s.m.MaxBatch()
 	prompted, decoded, drafted := 0, 0, 0
 	for _, sl := range s.slots {
-		if sl.job != nil && sl.decoding {
+		if sl.job != nil && sl.decoding && !sl.waiting() {
 			decoded++
 		}
 	}
 	for _, sl := range s.slots {
-		if sl.job == nil || !sl.decoding {
+		if sl.job == nil || !sl.decoding || sl.waiting() {
 			continue
 		}
 		sl.out = len(s.outs)
