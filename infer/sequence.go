@@ -32,6 +32,19 @@ func (s *Sequence) Len() int { return len(s.tokens) }
 // Tokens are the cached tokens; the slice is the sequence's own.
 func (s *Sequence) Tokens() []int32 { return s.tokens }
 
+// Hold makes the sequence hold tokens, which the model's cache holds from
+// position 0 and, on a recurrent network, its state follows as Forward
+// left it: another owner of the model ran them (a scheduler's one slot,
+// infer/slots), and what the sequence caches next builds on them.
+func (s *Sequence) Hold(tokens []int32) error {
+	if len(tokens) > s.m.Context() {
+		return fmt.Errorf("%w: %d tokens, the context %d", ErrContextFull, len(tokens), s.m.Context())
+	}
+	s.tokens = append(s.tokens[:0], tokens...)
+	s.markPos, s.markState = 0, nil
+	return nil
+}
+
 // Reset forgets the cache's contents (and a recurrent model's snapshots,
 // which belong to them).
 func (s *Sequence) Reset() {

@@ -53,3 +53,47 @@ func TestSequencePrefill(t *testing.T) {
 		t.Errorf("over-long prompt: %v, want ErrContextFull", err)
 	}
 }
+
+// A sequence handed tokens another owner of the model ran (Hold) reuses
+// them as its own; more than the context fail.
+func TestSequenceHold(t *testing.T) {
+	m, err := infer.Load(open(t, tinymodel.Small(gguf.Q8_0)), infer.Options{Backend: "cpu", Context: 32, Batch: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	prompt := []int32{1, 2, 3, 4, 5, 6, 7}
+	if err := m.Forward(prompt[:5], 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		held     []int32
+		err      error
+		reused   int
+		logitsOf []int32
+	}{
+		{make([]int32, 33), infer.ErrContextFull, 0, nil},
+		{prompt[:5], nil, 5, prompt},
+	} {
+		s := infer.NewSequence(m)
+		if err := s.Hold(c.held); !errors.Is(err, c.err) {
+			t.Fatalf("holding %d tokens: %v, want %v", len(c.held), err, c.err)
+		}
+		if c.err != nil {
+			continue
+		}
+		reused, err := s.Prefill(prompt, nil)
+		if err != nil || reused != c.reused {
+			t.Fatalf("prefill after holding %d: reused %d, err %v; want %d", len(c.held), reused, err, c.reused)
+		}
+		got := append([]float32(nil), m.Logits()...)
+		if err := m.Forward(c.logitsOf, 0); err != nil {
+			t.Fatal(err)
+		}
+		for i, l := range m.Logits() {
+			if l != got[i] {
+				t.Fatalf("logit %d: %v after holding, %v after the whole prompt", i, got[i], l)
+			}
+		}
+	}
+}

@@ -5,8 +5,9 @@ import "time"
 // Chained steps: the fast path of a batch of one. While one generation is
 // all the scheduler runs, its slot sits at the start of the cache and its
 // request wants nothing of a step but the token (no constraint, penalty,
-// bias, ban or log-probabilities, and a sampler whose draw the device can
-// make: greedy, or top-k without penalties), its steps run chained where
+// bias, ban, log-probabilities or logits, no objection from its Chain
+// hook, and a sampler whose draw the device can make: greedy, or top-k
+// without penalties), its steps run chained where
 // the model can chain them (infer.Model.ChainOn: the backend and network
 // say so, whatever the architecture): each pass's token stays on the
 // device as the next pass's, and the next pass is encoded while this one
@@ -36,7 +37,7 @@ func (s *Scheduler) chainSlot() *slot {
 	}
 	r := &one.job.req
 	if r.Constraint != nil || r.Presence != 0 || r.Frequency != 0 || len(r.Ban) > 0 || len(r.Bias) > 0 ||
-		r.Logprobs || r.TopLogprobs > 0 {
+		r.Logprobs || r.TopLogprobs > 0 || r.TopLogits > 0 || r.Chain != nil && !r.Chain() {
 		return nil
 	}
 	// A pass at the end of the slot's tokens, two when the chain starts
@@ -62,7 +63,7 @@ func (s *Scheduler) chainStep(sl *slot) bool {
 			return false
 		}
 	}
-	if s.drafter != nil {
+	if s.drafterFor(sl) != nil {
 		drafts, err := s.draftFor(sl, s.m.MaxBatch()-1)
 		if err != nil {
 			s.end(sl, "error", err)

@@ -133,6 +133,24 @@ func TestSchedulerChainsALoneGeneration(t *testing.T) {
 	if !slices.Equal(got, plain) {
 		t.Fatalf("chained top-k sampling\n%v\nplain\n%v", got, plain)
 	}
+	// A client that allows chaining every other step (profiling between
+	// them): each decoding step either ran chained or was announced to
+	// Step, and the tokens are the same. Raw logits are not chained.
+	sampled.Logprobs = false
+	asked, steps := 0, 0
+	sampled.Chain = func() bool { asked++; return asked%2 == 0 }
+	sampled.Step = func(*infer.Model) { steps++ }
+	before = s.Stats().Chained
+	alternate, _ := gen(sampled)
+	chained := int(s.Stats().Chained - before)
+	if !slices.Equal(alternate, plain) || chained == 0 || steps == 0 || chained+steps != 19 {
+		t.Fatalf("every other step chained: %d chained, %d announced of 19\n%v\nplain\n%v", chained, steps, alternate, plain)
+	}
+	sampled.Chain, sampled.Step, sampled.TopLogits = nil, nil, 4
+	before = s.Stats().Chained
+	if withLogits, _ := gen(sampled); s.Stats().Chained != before || !slices.Equal(withLogits, plain) {
+		t.Fatalf("a request for raw logits: chained %d steps\n%v\nplain\n%v", s.Stats().Chained-before, withLogits, plain)
+	}
 	got, res = gen(slots.Request{Prompt: prompt})
 	if res.Reason != "length" || !slices.Equal(got, full) {
 		t.Fatalf("to the end of the slot: %d tokens (%s), want %d\n%v\n%v", len(got), res.Reason, len(full), got, full)

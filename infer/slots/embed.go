@@ -74,7 +74,7 @@ func (s *Scheduler) startEmbed(sl *slot, j *job) {
 func (s *Scheduler) generating() int {
 	n := 0
 	for _, sl := range s.slots {
-		if sl.job != nil && sl.job.embed == nil {
+		if sl.job != nil && sl.job.embed == nil && !sl.waiting() {
 			n++
 		}
 	}

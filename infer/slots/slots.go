@@ -17,6 +17,14 @@
 // One goroutine owns the model. Submit never blocks on inference: tokens
 // pile up in the request's Stream until its reader takes them, so a slow
 // client slows nobody else.
+//
+// A chat is the one-sequence client (Options.Forward): one slot run
+// through Model.Forward, whose prompt is read in time-sized chunks that
+// report their progress and stop on cancel (Request.Prefill, Chunk),
+// whose recurrent state is snapshotted at turn boundaries (Request.Marks)
+// and whose cache is saved, restored and reset between requests (State);
+// hooks on the scheduler's goroutine let it profile the passes
+// (Request.Chain, Step).
 package slots
 
 import (
@@ -53,16 +61,24 @@ type Options struct {
 	Context int
 	// Drafter, if set, drafts tokens to verify beside each decoding slot's
 	// next (speculative decoding, spec.go), such as prompt lookup
-	// (spec.LookupDrafter); nil decodes one token per slot and pass.
-	// Whether drafts pay is judged by the rows they add to a pass, not by
-	// the time the drafter takes to propose them: prompt lookup's is next
-	// to nothing, a draft model's is not (the chat's decoder, which times
-	// it, is the place for one).
+	// (spec.LookupDrafter) or a draft model (spec.ModelDrafter); nil
+	// decodes one token per slot and pass. Whether drafts pay is judged by
+	// the rows they add to a pass and the time the drafter took to propose
+	// them: prompt lookup's is next to nothing, a draft model's is not.
 	Drafter spec.Drafter
 	// MaxDraft caps the tokens drafted per slot and pass; 0:
 	// spec.DefaultMaxDraft.
 	MaxDraft int
+	// Forward runs one slot (Slots is then 1) through Model.Forward, as a
+	// chat does, instead of passes over rows: the model's own recurrent
+	// state is then the slot's, so a request's Marks snapshot it and State
+	// can save and restore it. One sequence needs no rows.
+	Forward bool
 }
+
+// ErrNoState: State was asked of a scheduler whose slots run in passes over
+// rows, where the model's state is no one slot's (Options.Forward).
+var ErrNoState = errors.New("slots: the model's state is one slot's only where passes run through Forward")
 
 // Constraint restricts the tokens a request may sample (constrained
 // decoding, infer/grammar). Allowed and Mask must agree.
@@ -105,6 +121,61 @@ type Request struct {
 	// 0: all of Prompt. A later request is told of its cache hit
 	// (Result.Resumed) only when its prompt repeats all of them.
 	Own int
+
+	// Prefill, if set, is told how the prompt's reading goes: once when
+	// the request gets its slot (Done 0) and after each pass that read a
+	// chunk of it. It runs on the scheduler's goroutine, between passes,
+	// where a one-sequence client may use the model (its backend's
+	// profiling); it must not wait on the stream's reader.
+	Prefill func(Prefill)
+	// Chunk, when positive, sizes the prompt's chunks to take about that
+	// long each (their speed measured as they run), so that a front end's
+	// progress moves and cancelling the request stops the reading within
+	// about that time; 0: as much of the prompt as a pass takes.
+	Chunk time.Duration
+	// Marks are positions in Prompt (a chat's turn boundaries) where a
+	// recurrent model's state is snapshotted as the reading passes them,
+	// so that a later prompt that shares the tokens up to one (a
+	// regenerated or edited turn) resumes there (infer.Model.Checkpoint);
+	// chunks are split at them. Only where the passes run through Forward
+	// (Options.Forward); elsewhere they change nothing.
+	Marks []int
+	// TopLogits > 0 reports that many of the most likely tokens with each
+	// token, with their raw logits (Token.Logits): the model's, before
+	// penalties, bias and bans.
+	TopLogits int
+	// Chain, if set, is asked before each decoding step whether the step
+	// may run chained (chain.go); false stops a chain in flight first.
+	// Step, if set, is called before each decoding step that runs
+	// plainly, with no chained pass in flight. Both run on the scheduler's
+	// goroutine: a one-sequence client turns its backend's profiling on
+	// or off and takes its profile there, chaining off while it profiles.
+	Chain func() bool
+	Step  func(m *infer.Model)
+	// Lockstep holds the request's next step until its reader has taken
+	// the tokens sampled so far (Stream.Next): a chat that stops between
+	// tokens then leaves the slot's cache holding only tokens its reader
+	// saw (a recurrent state cannot go back to where the reader stopped),
+	// at the cost of the next step waiting on the reader.
+	Lockstep bool
+	// Drafter, if set, drafts this request's tokens instead of
+	// Options.Drafter (a chat's draft model, set to the request's
+	// sampling: spec.ModelDrafter.SetSampling); it is called on the
+	// scheduler's goroutine, and not at all where the model cannot verify
+	// drafts.
+	Drafter spec.Drafter
+}
+
+// Prefill is how the reading of a request's prompt goes.
+type Prefill struct {
+	// Shared is how many of the prompt's first tokens the slot's cache
+	// held; Kept how many of them were not read again: Shared, or on a
+	// recurrent model the latest position ≤ Shared its state could resume
+	// from, 0 when there was none (Shared > 0 == Kept: the conversation is
+	// read again from the start).
+	Shared, Kept int
+	// Done of Total tokens (the prompt less Kept) are read.
+	Done, Total int
 }
 
 // Token is one sampled token.
@@ -112,6 +183,12 @@ type Token struct {
 	ID      int32
 	Logprob float32        // log-probability under the model (set with Request.Logprobs)
 	Top     []sample.Logit // the most likely tokens with their log-probabilities, most likely first
+	// Logits are the most likely tokens with their raw logits, most likely
+	// first (Request.TopLogits).
+	Logits []sample.Logit
+	// Sampling is the time the host took to sample it (0 when the device
+	// drew it: a chained step).
+	Sampling time.Duration
 }
 
 // Result ends a Stream.
@@ -134,13 +211,17 @@ type Result struct {
 	Decode           time.Duration // from the first token to the last
 	Slot             int
 	// Drafted and Accepted count the speculative drafts verified for this
-	// generation and those that the sampled tokens confirmed.
-	Drafted, Accepted int
+	// generation and those that the sampled tokens confirmed; Verifies
+	// the passes that verified them.
+	Drafted, Accepted, Verifies int
+	// Sampling is the host's time sampling the generation's tokens.
+	Sampling time.Duration
 }
 
 // Stream is a submitted request's output: read tokens with Next until it
 // reports the end, then Result.
 type Stream struct {
+	wake   func() // Request.Lockstep: the scheduler waits on the reader
 	ctx    context.Context
 	cancel context.CancelFunc
 	mu     sync.Mutex
@@ -182,6 +263,9 @@ func (st *Stream) Next() (toks []Token, done bool) {
 		st.toks = nil
 		st.mu.Unlock()
 		if len(toks) > 0 || done {
+			if st.wake != nil && len(toks) > 0 {
+				st.wake()
+			}
 			return toks, done
 		}
 		<-st.notify
@@ -222,6 +306,7 @@ type Scheduler struct {
 	batched  bool
 	vocab    int
 	drafter  spec.Drafter
+	canDraft bool // drafts can be verified on this model and backend
 	maxDraft int
 	cost     spec.PassCost
 
@@ -240,6 +325,7 @@ type Scheduler struct {
 	owners []*slot // the slot each output row belongs to
 	work   []float32
 	hidden []float32 // an Embed pass's hidden rows
+	rej    spec.Rejection
 	// stepping holds back the ends of the generations a step finishes
 	// (ended) until the step's counters are in the stats: a client that
 	// reads /metrics as soon as its reply ends finds its tokens counted.
@@ -276,8 +362,11 @@ type job struct {
 	st        *Stream
 	submitted time.Time
 
-	drafted, accepted int
-	embed             *embedding // an Embed job, not a generation
+	drafted, accepted, verifies int
+	embed                       *embedding // an Embed job, not a generation
+	// state is a State call's work, done its result.
+	state func(*infer.Sequence) error
+	done  chan error
 }
 
 // slot is a region of the KV cache and the request using it.
@@ -299,6 +388,14 @@ type slot struct {
 	own       int // the Own tokens of the request whose tokens the region holds
 	started   time.Time
 	first     time.Time
+	sampling  time.Duration
+
+	// shared is the prompt's tokens the cache held (Prefill.Shared);
+	// chunk the prompt tokens the next pass reads (Request.Chunk); marks
+	// the positions to snapshot the state at (Request.Marks).
+	shared int
+	chunk  int
+	marks  []int
 
 	// out is the index in the pass's outputs of the slot's first row;
 	// drafts the tokens drafted after next for this pass.
@@ -306,6 +403,20 @@ type slot struct {
 	drafts    []int32
 	draft     spec.Control
 	lookupCtx []int32
+	// dists are the drafts' distributions, for rejection sampling (nil:
+	// point masses); draftTime what drafting them took; q and x the
+	// distribution and draft that the token being sampled decides; the
+	// buffers are the slot's copies of the drafter's slices (spec.go).
+	dists     [][]sample.Prob
+	draftTime time.Duration
+	q         []sample.Prob
+	x         int32
+	draftBuf  []int32
+	distBuf   [][]sample.Prob
+	// verify is the sequence a recurrent model's drafts are verified on
+	// (spec.go), verified set while its pass's rows are sampled.
+	verify   *infer.Sequence
+	verified bool
 
 	// chain runs the slot's steps chained (chain.go); noChain: the model
 	// cannot chain this request's steps; drafted: drafts holds this
@@ -323,7 +434,7 @@ func New(opts Options) (*Scheduler, error) {
 		return nil, fmt.Errorf("%w: slots: %d slots of %d tokens", infer.ErrBadShape, opts.Slots, opts.Context)
 	}
 	n := opts.Slots
-	batched := m.RowsSupported()
+	batched := m.RowsSupported() && !opts.Forward
 	if batched {
 		// a recurrent network keeps a state per slot (Row.Seq = index)
 		if err := m.UseSequences(n); err != nil {
@@ -342,11 +453,12 @@ func New(opts Options) (*Scheduler, error) {
 		wake:     make(chan struct{}, 1), stopped: make(chan struct{}),
 		logits: make([]float32, n*m.Hparams.Vocab), work: make([]float32, m.Hparams.Vocab),
 	}
-	// Drafts ride along other rows in a batched pass, or are verified in
-	// a pass of the one slot's tokens (ForwardAll); not on a recurrent
-	// network, whose state a rejected draft would have moved on.
-	if (batched || m.CanVerify()) && !m.Recurrent() {
-		s.drafter = opts.Drafter
+	// Drafts ride along other rows in a batched pass, but not on a
+	// recurrent network, whose slot states a rejected draft would have
+	// moved on; or they are verified in a pass of the one slot's tokens
+	// (ForwardAll), where a recurrent state is taken back (spec.go).
+	if batched && !m.Recurrent() || !batched && m.CanVerify() {
+		s.drafter, s.canDraft = opts.Drafter, true
 	}
 	for i := range n {
 		s.slots = append(s.slots, &slot{index: i, base: i * opts.Context})
@@ -384,6 +496,12 @@ func (s *Scheduler) Submit(ctx context.Context, r Request) (*Stream, error) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	st := &Stream{ctx: cctx, cancel: cancel, notify: make(chan struct{}, 1)}
+	if r.Lockstep {
+		// The scheduler may wait on this stream's reader: a reader that
+		// leaves instead must wake it too.
+		st.wake = s.poke
+		context.AfterFunc(cctx, s.poke)
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -437,13 +555,44 @@ func (s *Scheduler) run() {
 			<-s.wake
 			continue
 		}
+		if s.generating() == 0 && !s.embedding() {
+			<-s.wake // the generations wait on their readers (Lockstep)
+			continue
+		}
 		if s.generating() > 0 {
 			if sl := s.chainSlot(); sl == nil || !s.chainStep(sl) {
 				s.stopChains()
+				s.stepHooks()
 				s.step()
 			}
 		}
 		s.embedStep()
+	}
+}
+
+// waiting says sl's request waits for its reader (Request.Lockstep).
+func (sl *slot) waiting() bool {
+	if sl.job == nil || !sl.decoding || !sl.job.req.Lockstep {
+		return false
+	}
+	st := sl.job.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.toks) > 0
+}
+
+// embedding says an Embed job holds a slot.
+func (s *Scheduler) embedding() bool {
+	return slices.ContainsFunc(s.slots, func(sl *slot) bool { return sl.job != nil && sl.job.embed != nil })
+}
+
+// stepHooks calls the Step hooks of the decoding slots' requests before a
+// plain pass.
+func (s *Scheduler) stepHooks() {
+	for _, sl := range s.slots {
+		if sl.job != nil && sl.decoding && sl.job.req.Step != nil && !sl.waiting() {
+			sl.job.req.Step(s.m)
+		}
 	}
 }
 
@@ -468,7 +617,7 @@ func (s *Scheduler) reap() {
 	s.mu.Lock()
 	var gone []*job
 	s.queue = slices.DeleteFunc(s.queue, func(j *job) bool {
-		if j.st.ctx.Err() != nil {
+		if j.st != nil && j.st.ctx.Err() != nil {
 			gone = append(gone, j)
 			return true
 		}
@@ -502,34 +651,47 @@ func (s *Scheduler) assign() {
 		j := s.queue[0]
 		s.queue = s.queue[1:]
 		s.stats.Queued = len(s.queue)
-		s.stats.Busy = s.busy() + 1
+		if j.state == nil {
+			s.stats.Busy = s.busy() + 1
+		}
 		s.mu.Unlock()
 
+		if j.state != nil { // Options.Forward: the one slot is free
+			s.runState(free[0], j)
+			continue
+		}
 		if j.embed != nil {
 			// The slot whose cache holds least: an embedding reuses none
 			// of it (every token's hidden state is wanted).
 			s.startEmbed(slices.MinFunc(free, func(a, b *slot) int { return len(a.tokens) - len(b.tokens) }), j)
 			continue
 		}
-		best, shared := free[0], -1
+		best, kept := free[0], -1
 		for _, sl := range free {
-			if n := s.reusable(sl, j.req.Prompt); n > shared {
-				best, shared = sl, n
+			if n := s.reusable(sl, j.req.Prompt); n > kept {
+				best, kept = sl, n
 			}
 		}
-		s.start(best, j, shared)
+		s.start(best, j, kept)
 	}
 }
 
-// reusable is how many of prompt's first tokens the slot's cache holds and
-// may keep: never the last prompt token, whose logits are needed; on a
-// model whose recurrent state cannot go back, only where it can resume:
-// a slot's own state is after all of its tokens, so there or nowhere.
-func (s *Scheduler) reusable(sl *slot, prompt []int32) int {
+// shared is how many of prompt's first tokens the slot's cache holds,
+// never the last prompt token, whose logits are needed.
+func shared(sl *slot, prompt []int32) int {
 	n := 0
 	for n < len(sl.tokens) && n < len(prompt)-1 && sl.tokens[n] == prompt[n] {
 		n++
 	}
+	return n
+}
+
+// reusable is how many of prompt's first tokens the slot's cache holds and
+// may keep (shared); on a model whose recurrent state cannot go back, only
+// where it can resume: a slot's own state is after all of its tokens, so
+// there or nowhere.
+func (s *Scheduler) reusable(sl *slot, prompt []int32) int {
+	n := shared(sl, prompt)
 	switch {
 	case !s.batched:
 		n = s.m.ResumePoint(n)
@@ -556,11 +718,50 @@ func (s *Scheduler) start(sl *slot, j *job, keep int) {
 	if own <= 0 || own > len(j.req.Prompt) {
 		own = len(j.req.Prompt)
 	}
+	held := shared(sl, j.req.Prompt)
 	*sl = slot{
 		index: sl.index, base: sl.base, tokens: sl.tokens[:keep], job: j,
 		sampler: sampler, prompt: j.req.Prompt, done: keep, cached: keep, resumed: resumed, own: own,
 		counts: map[int32]int{}, started: time.Now(), draft: spec.NewControl(s.maxDraft),
+		shared: held, chunk: min(prefillFirstChunk, s.m.MaxBatch()),
 	}
+	if !s.batched && s.m.Recurrent() {
+		sl.marks = j.req.Marks
+	}
+	if p := j.req.Prefill; p != nil {
+		p(Prefill{Shared: held, Kept: keep, Total: len(j.req.Prompt) - keep})
+	}
+	if err := s.checkpoint(sl); err != nil {
+		s.end(sl, "error", err)
+	}
+}
+
+// Prefill chunks (Request.Chunk): the first is small, as nothing is
+// measured yet; the smallest keeps a slow machine's passes from shrinking
+// to single tokens.
+const (
+	prefillFirstChunk = 16
+	prefillMinChunk   = 8
+)
+
+// nextChunk is how many prompt tokens the next pass reads, given that the
+// last one read n in d: about target's worth, between prefillMinChunk and
+// the model's largest batch.
+func nextChunk(n int, d, target time.Duration, maxChunk int) int {
+	if n <= 0 || d <= 0 {
+		return maxChunk
+	}
+	want := int(float64(n) * float64(target) / float64(d))
+	return max(min(want, maxChunk), min(prefillMinChunk, maxChunk))
+}
+
+// checkpoint snapshots the recurrent state where sl's reading stands, if
+// that is one of its marks and the state is there.
+func (s *Scheduler) checkpoint(sl *slot) error {
+	if sl.job == nil || !slices.Contains(sl.marks, sl.done) || s.m.StatePos() != sl.done {
+		return nil
+	}
+	return s.m.Checkpoint()
 }
 
 // prefillWhileDecoding is the most prompt tokens a pass takes beside
@@ -576,12 +777,12 @@ func (s *Scheduler) step() {
 	budget := s.m.MaxBatch()
 	prompted, decoded, drafted := 0, 0, 0
 	for _, sl := range s.slots {
-		if sl.job != nil && sl.decoding {
+		if sl.job != nil && sl.decoding && !sl.waiting() {
 			decoded++
 		}
 	}
 	for _, sl := range s.slots {
-		if sl.job == nil || !sl.decoding {
+		if sl.job == nil || !sl.decoding || sl.waiting() {
 			continue
 		}
 		sl.out = len(s.outs)
@@ -625,6 +826,14 @@ func (s *Scheduler) step() {
 			break
 		}
 		to := min(len(sl.prompt), sl.done+budget-len(s.rows))
+		if sl.job.req.Chunk > 0 {
+			to = min(to, sl.done+sl.chunk)
+		}
+		for _, mk := range sl.marks {
+			if mk > sl.done && mk < to {
+				to = mk
+			}
+		}
 		for i := sl.done; i < to; i++ {
 			s.rows = append(s.rows, infer.Row{Token: sl.prompt[i], Pos: i, Base: sl.base, Seq: sl.index})
 		}
@@ -649,14 +858,24 @@ func (s *Scheduler) step() {
 		return
 	}
 	for _, c := range chunks {
-		c.sl.tokens = append(c.sl.tokens, c.sl.prompt[c.from:c.to]...)
-		c.sl.done = c.to
+		sl, r := c.sl, &c.sl.job.req
+		sl.tokens = append(sl.tokens, sl.prompt[c.from:c.to]...)
+		sl.done = c.to
+		if r.Chunk > 0 {
+			sl.chunk = nextChunk(c.to-c.from, time.Duration(took*float64(time.Second)), r.Chunk, s.m.MaxBatch())
+		}
+		if r.Prefill != nil {
+			r.Prefill(Prefill{Shared: sl.shared, Kept: sl.cached, Done: c.to - sl.cached, Total: len(sl.prompt) - sl.cached})
+		}
+		if err := s.checkpoint(sl); err != nil {
+			s.end(sl, "error", err)
+		}
 	}
 	s.cost.Add(len(s.rows), took)
 	generated, accepted := 0, 0
 	for j, sl := range s.owners {
-		if j > 0 && s.owners[j-1] == sl {
-			continue // a draft row: its slot's first row took it
+		if j > 0 && s.owners[j-1] == sl || sl.job == nil {
+			continue // a draft row (its slot's first row took it), or a slot that ended
 		}
 		if !sl.decoding { // the last chunk of a prompt
 			s.sample(sl, s.logits[j*s.vocab:(j+1)*s.vocab])
@@ -690,10 +909,17 @@ func (s *Scheduler) sampleDrafted(sl *slot, decoded int) (sampled, accepted int)
 	drafts, j := sl.drafts, sl.job
 	sl.drafts = nil
 	j.drafted += len(drafts) // counted before sample can end the generation
+	if len(drafts) > 0 {
+		j.verifies++
+	}
 	for i := 0; ; i++ {
 		sl.tokens = append(sl.tokens, sl.next) // row i ran it
 		r := sl.out + i
+		if sl.q = nil; i < len(drafts) && i < len(sl.dists) {
+			sl.q, sl.x = sl.dists[i], drafts[i]
+		}
 		s.sample(sl, s.logits[r*s.vocab:(r+1)*s.vocab])
+		sl.q = nil
 		sampled++
 		if i == len(drafts) || sl.job == nil || sl.next != drafts[i] {
 			break
@@ -701,8 +927,14 @@ func (s *Scheduler) sampleDrafted(sl *slot, decoded int) (sampled, accepted int)
 		accepted++
 		j.accepted++
 	}
+	extra := sl.draftTime
+	if sl.verified {
+		t0 := time.Now()
+		s.rewind(sl)
+		extra += time.Since(t0)
+	}
 	if len(drafts) > 0 {
-		sl.draft.Verified(len(drafts), accepted, s.cost.Gain(decoded, len(drafts), accepted))
+		sl.draft.Verified(len(drafts), accepted, s.cost.GainTimed(decoded, len(drafts), accepted, extra.Seconds()))
 	}
 	// Rows past the last confirmed draft wrote cache positions beyond the
 	// slot's tokens: no row sees a position past its own, and the next
@@ -732,6 +964,9 @@ func (s *Scheduler) forward() error {
 		s.toks = append(s.toks, r.Token)
 	}
 	if len(outs) > 1 { // a decoding step and its drafts: every row is an output
+		if s.m.Recurrent() {
+			return s.verifyRecurrent(s.owners[0])
+		}
 		return s.m.ForwardAll(s.toks, s.rows[0].Pos, s.logits[:len(s.toks)*s.vocab])
 	}
 	if err := s.m.Forward(s.toks, s.rows[0].Pos); err != nil {
@@ -745,6 +980,7 @@ func (s *Scheduler) forward() error {
 // generation goes on.
 func (s *Scheduler) sample(sl *slot, logits []float32) {
 	r := &sl.job.req
+	t0 := time.Now()
 	pick := logits
 	if (r.Presence != 0 || r.Frequency != 0) && len(sl.counts) > 0 || len(r.Ban) > 0 || len(r.Bias) > 0 {
 		copy(s.work, logits)
@@ -765,7 +1001,12 @@ func (s *Scheduler) sample(sl *slot, logits []float32) {
 		}
 		pick = s.work
 	}
-	id := sl.sampler.Sample(pick)
+	var id int32
+	if sl.q != nil { // a draft model's token to decide (spec.go)
+		id, _ = s.rej.Decide(sl.sampler, pick, sl.x, sl.q)
+	} else {
+		id = sl.sampler.Sample(pick)
+	}
 	if c := r.Constraint; c != nil && !c.Allowed(id) {
 		// As llama.cpp does: the unconstrained pick usually fits, and the
 		// whole vocabulary is masked only when it does not.
@@ -793,6 +1034,9 @@ func (s *Scheduler) sample(sl *slot, logits []float32) {
 		}
 	}
 	tok := Token{ID: id}
+	if r.TopLogits > 0 {
+		tok.Logits = sample.Top(logits, r.TopLogits, nil)
+	}
 	if r.Logprobs || r.TopLogprobs > 0 {
 		lse := logSumExp(logits)
 		tok.Logprob = logits[id] - lse
@@ -803,6 +1047,8 @@ func (s *Scheduler) sample(sl *slot, logits []float32) {
 			}
 		}
 	}
+	tok.Sampling = time.Since(t0)
+	sl.sampling += tok.Sampling
 	s.emit(sl, tok)
 }
 
@@ -843,7 +1089,7 @@ func (s *Scheduler) end(sl *slot, reason string, err error) {
 	res := Result{
 		Reason: reason, Err: err, PromptTokens: len(sl.prompt), CachedTokens: sl.cached, Resumed: sl.resumed,
 		CompletionTokens: sl.generated, Queued: sl.started.Sub(j.submitted), Slot: sl.index,
-		Drafted: j.drafted, Accepted: j.accepted,
+		Drafted: j.drafted, Accepted: j.accepted, Verifies: j.verifies, Sampling: sl.sampling,
 	}
 	if !sl.first.IsZero() {
 		res.TTFT = sl.first.Sub(j.submitted)

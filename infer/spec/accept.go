@@ -56,3 +56,26 @@ func probOf(d []sample.Prob, id int32) float32 {
 	}
 	return 0
 }
+
+// Rejection decides drafted tokens that come with the distributions they
+// were drawn from (a draft model's) by the rule above; its buffers are
+// reused from one call to the next. The zero value is ready.
+type Rejection struct {
+	dist, resid []sample.Prob
+	q           map[int32]float32
+}
+
+// Decide is the token that follows when x, drafted from q, is put to the
+// target's logits as smp samples them (smp's random stream draws; it
+// accepts nothing): x, true when accepted, else a token from the residual.
+func (r *Rejection) Decide(smp *sample.Sampler, logits []float32, x int32, q []sample.Prob) (int32, bool) {
+	r.dist = smp.Dist(logits, r.dist)
+	if r.q == nil {
+		r.q = map[int32]float32{}
+	}
+	clear(r.q)
+	for _, t := range q {
+		r.q[t.ID] = t.P
+	}
+	return acceptDraft(r.dist, r.q, x, smp.Float64(), smp.Float64(), r.resid)
+}

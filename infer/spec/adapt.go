@@ -137,3 +137,22 @@ func (r *PassCost) Gain(n, drafted, accepted int) float64 {
 	fn, fd := float64(n), float64(drafted)
 	return (fn + float64(accepted)) * (1 - s + s*fn) / (fn * (1 - s + s*(fn+fd)))
 }
+
+// GainTimed is Gain where the drafts also took extra seconds to make
+// outside the pass (a draft model's passes): n+accepted tokens in
+// a + c·(n+drafted) + extra against n in a + c·n, a and c in seconds as
+// the passes measured them. Before any pass is measured it is Gain.
+func (r *PassCost) GainTimed(n, drafted, accepted int, extra float64) float64 {
+	if r.w == 0 || extra <= 0 {
+		return r.Gain(n, drafted, accepted)
+	}
+	n = max(n, 1)
+	s := r.rowShare()
+	// a + c in seconds: the mean pass, my = a + c·mx, with a = (1−s)(a+c)
+	// and c = s(a+c).
+	mx, my := r.x/r.w, r.y/r.w
+	unit := my / (1 - s + s*mx)
+	fn, fd := float64(n), float64(drafted)
+	plain := unit * (1 - s + s*fn) / fn // seconds per token, plain
+	return (fn + float64(accepted)) * plain / (unit*(1-s+s*(fn+fd)) + extra)
+}

@@ -94,3 +94,39 @@ func TestControl(t *testing.T) {
 		t.Fatal("a controller of no draft drafts")
 	}
 }
+
+// With the drafts' own time, the gain is the tokens per second of the
+// pass and the drafting against plain passes', in the fitted seconds; no
+// extra time is Gain, and so is every gain before a pass is measured.
+func TestPassCostGainTimed(t *testing.T) {
+	const a, c = 0.02, 0.005
+	var fitted, none PassCost
+	for i := range 100 {
+		rows := 1 + i%9
+		fitted.Add(rows, a+c*float64(rows))
+	}
+	for _, k := range []struct {
+		n, drafted, accepted int
+		extra                float64
+	}{
+		{1, 4, 4, 0}, {1, 4, 4, 0.01}, {1, 4, 2, 0.05}, {3, 2, 1, 0.002}, {2, 8, 0, 0.1},
+	} {
+		fn := float64(k.n)
+		want := (fn + float64(k.accepted)) / (a + c*(fn+float64(k.drafted)) + k.extra) / (fn / (a + c*fn))
+		if g := fitted.GainTimed(k.n, k.drafted, k.accepted, k.extra); math.Abs(g-want) > 1e-9 {
+			t.Errorf("%+v: gain %.6f, want %.6f", k, g, want)
+		}
+		if k.extra == 0 {
+			if g, want := fitted.GainTimed(k.n, k.drafted, k.accepted, 0), fitted.Gain(k.n, k.drafted, k.accepted); g != want {
+				t.Errorf("%+v: %v without extra time, Gain %v", k, g, want)
+			}
+		}
+		if g, want := none.GainTimed(k.n, k.drafted, k.accepted, k.extra), none.Gain(k.n, k.drafted, k.accepted); g != want {
+			t.Errorf("%+v before any pass: %v, Gain %v", k, g, want)
+		}
+	}
+	// Drafting that takes as long as the pass it saves does not pay.
+	if g := fitted.GainTimed(1, 4, 4, 1); g >= 1 {
+		t.Errorf("a second of drafting for four tokens: gain %.3f", g)
+	}
+}

@@ -52,9 +52,7 @@ type Decoder struct {
 	rows    []float32
 	plain   int // the cache length plain decoding would have now
 	batch   []int32
-	dist    []sample.Prob
-	resid   []sample.Prob
-	qmap    map[int32]float32
+	rej     Rejection
 	sampled time.Duration // time spent sampling, for the profile
 	// behind are tokens the cache holds in name that a recurrent state has
 	// not absorbed: after a partial acceptance the state goes back to the
@@ -80,7 +78,7 @@ func NewDecoder(seq *infer.Sequence, smp *sample.Sampler, drafter Drafter, maxDr
 		drafter = nil
 	}
 	return &Decoder{seq: seq, smp: smp, drafter: drafter, last: -1, plain: seq.Len(),
-		ctl: NewControl(min(maxDraft, seq.Model().MaxBatch()-1)), qmap: map[int32]float32{}}
+		ctl: NewControl(min(maxDraft, seq.Model().MaxBatch()-1))}
 }
 
 // Stats are the speculation counts so far.
@@ -191,12 +189,7 @@ func (d *Decoder) verify(drafts []int32, dists [][]sample.Prob, start time.Time)
 			y = d.smp.Sample(row)
 			ok = y == x
 		} else {
-			d.dist = d.smp.Dist(row, d.dist)
-			clear(d.qmap)
-			for _, t := range dists[i] {
-				d.qmap[t.ID] = t.P
-			}
-			y, ok = acceptDraft(d.dist, d.qmap, x, d.smp.Float64(), d.smp.Float64(), d.resid)
+			y, ok = d.rej.Decide(d.smp, row, x, dists[i])
 		}
 		d.smp.Accept(y)
 		d.queue, d.rowOf = append(d.queue, y), append(d.rowOf, o+i)
