@@ -11,6 +11,7 @@ import (
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/gpu"
+	"github.com/bonsai-chat/bonsai/infer/synth"
 )
 
 // Long prompts: attention over 1,500–2,000 positions, with each KV cache
@@ -174,8 +175,17 @@ func compareGPU(t *testing.T, path string, g golden, kv infer.KVTypes, rel float
 // case's cache types.
 func longGolden(t *testing.T, c longCase, mc modelCase) golden {
 	t.Helper()
+	return oneRunGolden(t, c.name, mc, longSteps, mc.options, c.oracleFlags())
+}
+
+// oneRunGolden reads golden name, or under -update writes it: of
+// seedTries seeds for the model options makes, the one whose oracle run
+// of mc's one prompt for n steps (llama.cpp given flags) has the widest
+// smallest gap between its top logits.
+func oneRunGolden(t *testing.T, name string, mc modelCase, n int, options func(*testing.T, uint64) synth.Options, flags []string) golden {
+	t.Helper()
 	if !*update {
-		g, err := readGolden(c.name)
+		g, err := readGolden(name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,11 +195,11 @@ func longGolden(t *testing.T, c longCase, mc modelCase) golden {
 	var best golden
 	bestScore := math.Inf(-1)
 	for seed := uint64(1); seed <= seedTries; seed++ {
-		o := mc.options(t, seed)
+		o := options(t, seed)
 		path, sum := modelFile(t, o)
 		g := golden{Arch: mc.arch, Shape: o.Shape.Name, Type: o.Type.String(), Vocab: o.Shape.Vocab, Layers: o.Shape.Layers,
 			Tied: o.Shape.Tied, Seed: seed, ModelSHA256: sum}
-		run, err := oracleGenerate(path, mc.prompts[0], longSteps, topLogs, c.oracleFlags()...)
+		run, err := oracleGenerate(path, mc.prompts[0], n, topLogs, flags...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +210,7 @@ func longGolden(t *testing.T, c longCase, mc modelCase) golden {
 			best, bestScore = g, score
 		}
 	}
-	if err := writeGolden(c.name, best); err != nil {
+	if err := writeGolden(name, best); err != nil {
 		t.Fatal(err)
 	}
 	return best

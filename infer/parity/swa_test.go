@@ -107,37 +107,7 @@ func TestSlidingWindowMatters(t *testing.T) {
 // swaGolden is longGolden for a sliding-window case.
 func swaGolden(t *testing.T, c swaCase) golden {
 	t.Helper()
-	if !*update {
-		g, err := readGolden(c.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return g
-	}
-	requireOracle(t)
-	mc := c.model()
-	var best golden
-	bestScore := math.Inf(-1)
-	for seed := uint64(1); seed <= seedTries; seed++ {
-		o := c.options(t, seed)
-		path, sum := modelFile(t, o)
-		g := golden{Arch: mc.arch, Shape: o.Shape.Name, Type: o.Type.String(), Vocab: o.Shape.Vocab, Layers: o.Shape.Layers,
-			Tied: o.Shape.Tied, Seed: seed, ModelSHA256: sum}
-		run, err := oracleGenerate(path, mc.prompts[0], steps, topLogs, c.oracleFlags()...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g.Runs = append(g.Runs, promptRun{Prompt: mc.prompts[0], oracleRun: run})
-		score := minMarginRuns(mc.typ, g.Runs)
-		t.Logf("seed %d: %d prompt tokens, smallest gap %.2f·ε·(|logit|+1)", seed, len(run.PromptTokens), score)
-		if score > bestScore {
-			best, bestScore = g, score
-		}
-	}
-	if err := writeGolden(c.name, best); err != nil {
-		t.Fatal(err)
-	}
-	return best
+	return oneRunGolden(t, c.name, c.model(), steps, c.options, c.oracleFlags())
 }
 
 // loadModel loads the model file at path with opts, closed with the test.
