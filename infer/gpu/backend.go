@@ -101,8 +101,12 @@ type Backend struct {
 	forceMatVec string
 	// deltaChunkMin is the batch from which DeltaNet runs chunked
 	deltaChunkMin int
-	ropes         map[infer.Rope]*wgpu.Buffer
-	ops           map[opKey]*op
+	// kvBase is the cache position the pass's sequence starts at (a pass
+	// over rows: rows.go), where kvBind binds the cache; BeginRows sets
+	// nextBase for the Begin it calls
+	kvBase, nextBase int
+	ropes            map[infer.Rope]*wgpu.Buffer
+	ops              map[opKey]*op
 
 	batchBuf  *wgpu.Buffer // uniform {n, pos, splits, chunk}
 	tokensBuf *wgpu.Buffer
@@ -172,6 +176,11 @@ func (o *op) binds(buf *wgpu.Buffer) bool {
 	return false
 }
 
+// bindsKV reports whether o's bind group holds the KV cache.
+func (b *Backend) bindsKV(o *op) bool {
+	return b.kv != nil && (o.binds(b.kv.k) || o.binds(b.kv.v))
+}
+
 // dropOps forgets the prepared ops that bind any of bufs, before those
 // buffers are released or replaced.
 func (b *Backend) dropOps(bufs ...*wgpu.Buffer) {
@@ -203,6 +212,8 @@ type opKey struct {
 	i                int
 	f                float32
 	v                keyVariant
+	// base is the kvBase of an op that binds the KV cache (prepared)
+	base int
 }
 
 // keyVariant tells a matvec group's variants apart in its opKey (flags,
@@ -313,6 +324,7 @@ func (b *Backend) Begin(batch infer.Batch) {
 	b.census = b.census[:0]
 	b.batch = batch
 	b.n = len(batch.Tokens)
+	b.kvBase, b.nextBase = b.nextBase, 0
 	b.phase = profile.Embed
 	switch {
 	case b.n == 0:
@@ -499,10 +511,18 @@ func (b *Backend) Phase(p profile.Phase) {
 // active is the number of rows an op acts on for a tensor.
 func (b *Backend) active(t *tensor) int { return min(t.rows, b.n) }
 
-// prepared returns the op for key, creating it with make on first use.
+// prepared returns the op for key, creating it with make on first use. An
+// op that binds the KV cache binds it at the pass's kvBase, and is kept
+// under that base.
 func (b *Backend) prepared(key opKey, make func() (*kernel, []binding, error)) *op {
-	if o, ok := b.ops[key]; ok {
+	if o, ok := b.ops[key]; ok && (b.kvBase == 0 || !b.bindsKV(o)) {
 		return o
+	}
+	if b.kvBase != 0 {
+		key.base = b.kvBase
+		if o, ok := b.ops[key]; ok {
+			return o
+		}
 	}
 	k, bufs, err := make()
 	if err != nil {
@@ -517,6 +537,9 @@ func (b *Backend) prepared(key opKey, make func() (*kernel, []binding, error)) *
 	o := &op{k: k, bg: bg}
 	for _, bb := range bufs {
 		o.bufs = append(o.bufs, bb.buf)
+	}
+	if !b.bindsKV(o) {
+		key.base = 0
 	}
 	b.ops[key] = o
 	return o
