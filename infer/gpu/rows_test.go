@@ -129,4 +129,3 @@ func firstDiff(a, b []float32) int {
 	}
 	return -1
 }
-
