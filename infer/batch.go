@@ -299,6 +299,14 @@ func (n *qwen3) forwardRun(rb RowBackend, run []Row, logits []float32) error {
 	return n.b.Commit()
 }
 
+func (n *qwen35) forwardRun(rb RowBackend, run []Row, logits []float32) error {
+	rb.BeginRows(run)
+	n.blocks()
+	n.head()
+	n.b.Read(n.logits, logits)
+	return n.b.Commit()
+}
+
 func (n *qwen35) forwardRows(rb RowBackend, rows []Row, outs []int, logits []float32) error {
 	n.rowOuts.b, n.rowOuts.rot, n.rowOuts.embed, n.rowOuts.vocab = n.b, n.rot, n.p.Embed, n.p.Vocab
 	return n.rowOuts.pass(rb, rows, outs, logits, n.blocks, n.x, n.outNorm, n.output, n.p.RMSEps)

@@ -105,8 +105,10 @@ type Backend struct {
 	// over rows: rows.go), where kvBind binds the cache; BeginRows sets
 	// nextBase for the Begin it calls
 	kvBase, nextBase int
-	ropes            map[infer.Rope]*wgpu.Buffer
-	ops              map[opKey]*op
+	// nextSeq is the recurrent state slot BeginRows gives its Begin
+	nextSeq int
+	ropes   map[infer.Rope]*wgpu.Buffer
+	ops     map[opKey]*op
 
 	batchBuf  *wgpu.Buffer // uniform {n, pos, splits, chunk}
 	tokensBuf *wgpu.Buffer
@@ -325,6 +327,8 @@ func (b *Backend) Begin(batch infer.Batch) {
 	b.batch = batch
 	b.n = len(batch.Tokens)
 	b.kvBase, b.nextBase = b.nextBase, 0
+	b.useSeq(b.nextSeq)
+	b.nextSeq = 0
 	b.phase = profile.Embed
 	switch {
 	case b.n == 0:

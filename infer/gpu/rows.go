@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/cogentcore/webgpu/wgpu"
 )
 
 // Passes over rows of several sequences (infer.RowBackend, infer.RowPasses).
@@ -27,13 +28,25 @@ func (b *Backend) BeginRows(rows []infer.Row) {
 		base = rows[0].Base
 	}
 	b.nextBase = base
+	var seqErr error
+	if b.rec != nil && len(rows) > 0 {
+		if seq, kept := rows[0].Seq, max(1, len(b.rec.seqConv)); seq >= 0 && seq < kept {
+			b.nextSeq = seq
+		} else {
+			seqErr = fmt.Errorf("gpu: row of sequence state %d, %d kept: %w", seq, kept, infer.ErrBadShape)
+		}
+	}
 	b.chain.fromDevice = false
 	b.Begin(infer.Batch{Tokens: toks, Pos: rowPos(rows), Steps: len(rows) == 1 && rows[0].Step})
 	if b.err != nil {
 		return
 	}
+	if seqErr != nil {
+		b.fail(seqErr)
+		return
+	}
 	for i, r := range rows {
-		if r.Base != base || r.Pos != rows[0].Pos+i || r.Pos < 0 || r.Base < 0 {
+		if r.Base != base || r.Seq != rows[0].Seq || r.Pos != rows[0].Pos+i || r.Pos < 0 || r.Base < 0 {
 			b.fail(fmt.Errorf("gpu: a pass over rows of several sequences or positions out of order (row %d at %d of the sequence at %d): %w", i, r.Pos, r.Base, infer.ErrUnsupportedOp))
 			return
 		}
@@ -109,7 +122,74 @@ func (b *Backend) GatherRows(dstT, srcT infer.Tensor, idx []int) {
 	b.beginPass()
 }
 
+// NewSeqStates keeps n recurrent states (infer.SeqStates): slot 0 the
+// present one, the others zero. A pass runs on its rows' slot: BeginRows
+// puts that slot's buffers in place of the state's (no copy; the ops bind
+// the state's buffers, so each slot's have their own), Begin slot 0's.
+func (b *Backend) NewSeqStates(n int) error {
+	if b.enc != nil {
+		return errInPass
+	}
+	if n < 1 {
+		return fmt.Errorf("gpu: %d sequence states: %w", n, infer.ErrBadShape)
+	}
+	r := b.rec
+	if r == nil {
+		return nil
+	}
+	b.useSeq(0)
+	var old []*wgpu.Buffer
+	for s := range r.seqConv {
+		old = append(append(old, r.seqConv[s]...), r.seqDelta[s]...)
+	}
+	b.dropOps(old...)
+	for _, buf := range old {
+		buf.Release()
+	}
+	r.seqConv, r.seqDelta = make([][]*wgpu.Buffer, n), make([][]*wgpu.Buffer, n)
+	for s := 1; s < n; s++ {
+		for l := range r.conv {
+			c, err := b.d.newBuffer(fmt.Sprintf("conv state %d of sequence %d", l, s), r.conv[l].GetSize(), storageUsage)
+			if err == nil {
+				r.seqConv[s] = append(r.seqConv[s], c)
+				var d *wgpu.Buffer
+				if d, err = b.d.newBuffer(fmt.Sprintf("delta state %d of sequence %d", l, s), r.delta[l].GetSize(), storageUsage); err == nil {
+					r.seqDelta[s] = append(r.seqDelta[s], d)
+				}
+			}
+			if err != nil {
+				for t := range r.seqConv {
+					for _, buf := range append(r.seqConv[t], r.seqDelta[t]...) {
+						buf.Release()
+					}
+				}
+				r.seqConv, r.seqDelta = nil, nil
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// useSeq puts slot s's state in place (between passes): the buffers of
+// the slot in place go back to it.
+func (b *Backend) useSeq(s int) {
+	r := b.rec
+	if r == nil || s == r.cur || s >= len(r.seqConv) {
+		return
+	}
+	r.seqConv[r.cur], r.seqDelta[r.cur] = r.conv, r.delta
+	r.conv, r.delta = r.seqConv[s], r.seqDelta[s]
+	r.seqConv[s], r.seqDelta[s] = nil, nil
+	r.cur = s
+	// the twins hold no earlier step of this slot
+	for l := range r.convBack {
+		r.convBack[l], r.deltaBack[l] = false, false
+	}
+}
+
 var (
 	_ infer.RowBackend = (*Backend)(nil)
 	_ infer.RowPasses  = (*Backend)(nil)
+	_ infer.SeqStates  = (*Backend)(nil)
 )

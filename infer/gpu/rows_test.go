@@ -38,71 +38,91 @@ func loadCtx(t *testing.T, cfg tinymodel.Config, ctx int, kv infer.KVTypes) *inf
 // through Forward: every logit after a prompt and after every step must be
 // the bits the sequence alone gives.
 func TestForwardRowsMatchesForward(t *testing.T) {
+	const region = 128
 	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q4_K} {
 		t.Run(typ.String(), func(t *testing.T) {
-			cfg := tinymodel.Small(typ)
-			const region = 128
-			m := loadCtx(t, cfg, 3*region, infer.KVTypes{})
-			if !m.RowsSupported() {
-				t.Fatal("passes over rows unsupported on the GPU")
-			}
-			V := m.Hparams.Vocab
-			prompts := [][]int32{{1, 5, 9, 13, 17}, {2, 4, 6}, {3, 7, 11, 19, 23, 29, 31}}
-			fed := make([][]int32, len(prompts))     // the tokens each sequence has run
-			got := make([][][]float32, len(prompts)) // the logits after each run
-			// pass runs the rows of sequences seqs: a prompt for one not
-			// yet started, else a step of the argmax of its last logits.
-			pass := func(seqs ...int) {
-				t.Helper()
-				var rows []infer.Row
-				var outs []int
-				for _, s := range seqs {
-					if len(fed[s]) == 0 {
-						for i, id := range prompts[s] {
-							rows = append(rows, infer.Row{Token: id, Pos: i, Base: s * region, Seq: s})
-						}
-						fed[s] = append(fed[s], prompts[s]...)
-					} else {
-						id := gpuArgmax(got[s][len(got[s])-1])
-						rows = append(rows, infer.Row{Token: id, Pos: len(fed[s]), Base: s * region, Step: true, Seq: s})
-						fed[s] = append(fed[s], id)
-					}
-					outs = append(outs, len(rows)-1)
-				}
-				logits := make([]float32, len(outs)*V)
-				if err := m.ForwardRows(rows, outs, logits); err != nil {
-					t.Fatal(err)
-				}
-				for j, s := range seqs {
-					got[s] = append(got[s], logits[j*V:(j+1)*V])
-				}
-			}
-			pass(0, 1)
-			pass(1, 2, 0)
-			for _, order := range [][]int{{0, 1, 2}, {2, 0, 1}, {1, 2, 0}, {0, 2, 1}} {
-				pass(order...)
-			}
-			for s, p := range prompts {
-				if err := m.Forward(p, 0); err != nil {
-					t.Fatal(err)
-				}
-				want := [][]float32{slices.Clone(m.Logits())}
-				for i, id := range fed[s][len(p):] {
-					if err := m.Forward([]int32{id}, len(p)+i); err != nil {
-						t.Fatal(err)
-					}
-					want = append(want, slices.Clone(m.Logits()))
-				}
-				if len(want) != len(got[s]) {
-					t.Fatalf("sequence %d: %d passes alone, %d over rows", s, len(want), len(got[s]))
-				}
-				for i := range want {
-					if k := firstDiff(want[i], got[s][i]); k >= 0 {
-						t.Errorf("sequence %d after %d tokens: logit %d over rows %v, alone %v", s, len(p)+i, k, got[s][i][k], want[i][k])
-					}
-				}
-			}
+			rowsMatchForward(t, loadCtx(t, tinymodel.Small(typ), 3*region, infer.KVTypes{}), region)
 		})
+	}
+	// the hybrid qwen35: each sequence on a recurrent state of its own
+	t.Run("qwen35", func(t *testing.T) {
+		m, err := infer.Load(gpu.OpenQwen35Tiny(t, gguf.Q1_0), infer.Options{Backend: "gpu", Batch: 64, Context: 3 * region, GPU: softwareOK})
+		if err != nil {
+			if errors.Is(err, gpu.ErrNoAdapter) && os.Getenv("CI") != "true" {
+				t.Skipf("no GPU adapter: %v", err)
+			}
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		if err := m.UseSequences(3); err != nil {
+			t.Fatal(err)
+		}
+		rowsMatchForward(t, m, region)
+	})
+}
+
+// rowsMatchForward is TestForwardRowsMatchesForward on m, whose cache holds
+// three regions of region positions.
+func rowsMatchForward(t *testing.T, m *infer.Model, region int) {
+	t.Helper()
+	if !m.RowsSupported() {
+		t.Fatal("passes over rows unsupported on the GPU")
+	}
+	V := m.Hparams.Vocab
+	prompts := [][]int32{{1, 5, 9, 13, 17}, {2, 4, 6}, {3, 7, 11, 19, 23, 29, 31}}
+	fed := make([][]int32, len(prompts))     // the tokens each sequence has run
+	got := make([][][]float32, len(prompts)) // the logits after each run
+	// pass runs the rows of sequences seqs: a prompt for one not yet
+	// started, else a step of the argmax of its last logits.
+	pass := func(seqs ...int) {
+		t.Helper()
+		var rows []infer.Row
+		var outs []int
+		for _, s := range seqs {
+			if len(fed[s]) == 0 {
+				for i, id := range prompts[s] {
+					rows = append(rows, infer.Row{Token: id, Pos: i, Base: s * region, Seq: s})
+				}
+				fed[s] = append(fed[s], prompts[s]...)
+			} else {
+				id := gpuArgmax(got[s][len(got[s])-1])
+				rows = append(rows, infer.Row{Token: id, Pos: len(fed[s]), Base: s * region, Step: true, Seq: s})
+				fed[s] = append(fed[s], id)
+			}
+			outs = append(outs, len(rows)-1)
+		}
+		logits := make([]float32, len(outs)*V)
+		if err := m.ForwardRows(rows, outs, logits); err != nil {
+			t.Fatal(err)
+		}
+		for j, s := range seqs {
+			got[s] = append(got[s], logits[j*V:(j+1)*V])
+		}
+	}
+	pass(0, 1)
+	pass(1, 2, 0)
+	for _, order := range [][]int{{0, 1, 2}, {2, 0, 1}, {1, 2, 0}, {0, 2, 1}} {
+		pass(order...)
+	}
+	for s, p := range prompts {
+		if err := m.Forward(p, 0); err != nil {
+			t.Fatal(err)
+		}
+		want := [][]float32{slices.Clone(m.Logits())}
+		for i, id := range fed[s][len(p):] {
+			if err := m.Forward([]int32{id}, len(p)+i); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, slices.Clone(m.Logits()))
+		}
+		if len(want) != len(got[s]) {
+			t.Fatalf("sequence %d: %d passes alone, %d over rows", s, len(want), len(got[s]))
+		}
+		for i := range want {
+			if k := firstDiff(want[i], got[s][i]); k >= 0 {
+				t.Errorf("sequence %d after %d tokens: logit %d over rows %v, alone %v", s, len(p)+i, k, got[s][i][k], want[i][k])
+			}
+		}
 	}
 }
 
