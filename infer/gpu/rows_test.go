@@ -44,6 +44,18 @@ func TestForwardRowsMatchesForward(t *testing.T) {
 			rowsMatchForward(t, loadCtx(t, tinymodel.Small(typ), 3*region, infer.KVTypes{}), region)
 		})
 	}
+	// the decode attention paths and the unfused ops bind the cache too
+	for _, path := range []string{"split", "unfused"} {
+		t.Run(path, func(t *testing.T) {
+			m := loadCtx(t, tinymodel.Small(gguf.Q1_0), 3*region, infer.KVTypes{})
+			if b := m.Backend().(*gpu.Backend); path == "unfused" {
+				gpu.Unfuse(b)
+			} else {
+				gpu.UseAttnPath(b, path)
+			}
+			rowsMatchForward(t, m, region)
+		})
+	}
 	// the hybrid qwen35: each sequence on a recurrent state of its own
 	t.Run("qwen35", func(t *testing.T) {
 		m, err := infer.Load(gpu.OpenQwen35Tiny(t, gguf.Q1_0), infer.Options{Backend: "gpu", Batch: 64, Context: 3 * region, GPU: softwareOK})
@@ -122,6 +134,51 @@ func rowsMatchForward(t *testing.T, m *infer.Model, region int) {
 			if k := firstDiff(want[i], got[s][i]); k >= 0 {
 				t.Errorf("sequence %d after %d tokens: logit %d over rows %v, alone %v", s, len(p)+i, k, got[s][i][k], want[i][k])
 			}
+		}
+	}
+}
+
+// TestForwardRowsOutputsMatchCPU asks for the logits of rows that are not
+// their run's last (the GPU then runs the run's head on every output row,
+// GatherRows) in runs of two sequences: each must agree with the CPU's, as
+// decoding does (TestGreedyMatchesCPU's tolerance).
+func TestForwardRowsOutputsMatchCPU(t *testing.T) {
+	cfg := tinymodel.Small(gguf.Q8_0)
+	m := loadCtx(t, cfg, 256, infer.KVTypes{})
+	f, err := tinymodel.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	cpu, err := infer.Load(f, infer.Options{Backend: "cpu", Batch: 64, Context: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cpu.Close() })
+	var rows []infer.Row
+	for i, id := range []int32{1, 5, 9, 13} {
+		rows = append(rows, infer.Row{Token: id, Pos: i, Base: 128, Seq: 1})
+	}
+	for i, id := range []int32{2, 4, 6} {
+		rows = append(rows, infer.Row{Token: id, Pos: i})
+	}
+	outs := []int{5, 1, 3, 4}
+	V := m.Hparams.Vocab
+	got, want := make([]float32, len(outs)*V), make([]float32, len(outs)*V)
+	if err := m.ForwardRows(rows, outs, got); err != nil {
+		t.Fatal(err)
+	}
+	if err := cpu.ForwardRows(rows, outs, want); err != nil {
+		t.Fatal(err)
+	}
+	for j, o := range outs {
+		var maxAbs, maxDiff float64
+		for i := j * V; i < (j+1)*V; i++ {
+			maxAbs = math.Max(maxAbs, math.Abs(float64(want[i])))
+			maxDiff = math.Max(maxDiff, math.Abs(float64(got[i]-want[i])))
+		}
+		if maxDiff > 3e-2*maxAbs || maxAbs == 0 {
+			t.Errorf("output %d (row %d): logits differ from the CPU's by %.3g (largest %.3g)", j, o, maxDiff, maxAbs)
 		}
 	}
 }

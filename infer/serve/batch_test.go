@@ -63,12 +63,12 @@ func TestParallelMatchesRun(t *testing.T) {
 
 // TestParallelMatchesRunGPU is TestParallelMatchesRun on the GPU (lavapipe
 // where there is no other), against the engine on the GPU: a reply's
-// tokens do not depend on what else the batch holds. The recurrent qwen35
-// keeps one slot there (no state per sequence on the GPU yet).
+// tokens do not depend on what else the batch holds.
 func TestParallelMatchesRunGPU(t *testing.T) {
 	parallelMatchesRun(t, "gpu", []parallelModel{
 		{"qwen3", func(t *testing.T) *gguf.File { return testFile(t) }},
 		{"qwen3-rotated", func(t *testing.T) *gguf.File { return synthFile(t, "qwen3", true) }},
+		{"qwen35", func(t *testing.T) *gguf.File { return synthFile(t, "qwen35", false) }},
 	})
 }
 
