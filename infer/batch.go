@@ -35,7 +35,7 @@ type RowBackend interface {
 	// rows[i] (see Row for what Rope, StoreKV, Attention and the recurrent
 	// ops do with it). Every Base+Pos must fit the KV cache; on a backend
 	// with recurrent state every Seq must be a slot of SeqStates, else the
-	// recurrent ops fail.
+	// recurrent ops fail. A RowPasses backend takes one run (rowRuns).
 	BeginRows(rows []Row)
 	// GatherRows copies row idx[j] of src into row j of dst for each j:
 	// the rows whose logits a pass needs. dst has src's columns and
