@@ -123,6 +123,11 @@ type RowPasses interface {
 	// RowPassesOK says passes over rows can run on the backend's cache as
 	// it is now.
 	RowPassesOK() bool
+	// BeginRuns and EndRuns bracket the passes of one ForwardRows: the
+	// backend may complete their reads (Read) only at EndRuns, which
+	// waits for them.
+	BeginRuns()
+	EndRuns() error
 }
 
 // runNetwork is a rowNetwork that runs a run of rows (rowRuns) with the
@@ -148,8 +153,21 @@ func rowRuns(rows []Row) []int {
 
 // forwardRuns runs ForwardRows on a RowPasses backend: a pass per run of
 // rows, with Forward's graph where the run's only output is its last row.
-func (m *Model) forwardRuns(rb RowBackend, rn rowNetwork, rows []Row, outs []int, logits []float32) error {
+func (m *Model) forwardRuns(rb RowBackend, rn rowNetwork, rows []Row, outs []int, logits []float32) (err error) {
 	V := m.Hparams.Vocab
+	rp := rb.(RowPasses)
+	rp.BeginRuns()
+	var after []func() // copies of logits read at EndRuns
+	defer func() {
+		if e := rp.EndRuns(); err == nil {
+			err = e
+		}
+		if err == nil {
+			for _, f := range after {
+				f()
+			}
+		}
+	}()
 	start := 0
 	for _, end := range rowRuns(rows) {
 		run := rows[start:end]
@@ -164,21 +182,23 @@ func (m *Model) forwardRuns(rb RowBackend, rn rowNetwork, rows []Row, outs []int
 		for _, o := range ro {
 			lastOnly = lastOnly && o == len(run)-1
 		}
-		var err error
 		switch {
 		case lastOnly && len(js) > 0:
-			err = fr.forwardRun(rb, run, logits[js[0]*V:(js[0]+1)*V])
+			first := logits[js[0]*V : (js[0]+1)*V]
+			err = fr.forwardRun(rb, run, first)
 			for _, j := range js[1:] {
-				copy(logits[j*V:(j+1)*V], logits[js[0]*V:(js[0]+1)*V])
+				after = append(after, func() { copy(logits[j*V:(j+1)*V], first) })
 			}
 		case lastOnly:
 			err = fr.forwardRun(rb, run, make([]float32, V))
 		default:
 			tmp := make([]float32, len(ro)*V)
 			err = rn.forwardRows(rb, run, ro, tmp)
-			for k, j := range js {
-				copy(logits[j*V:(j+1)*V], tmp[k*V:(k+1)*V])
-			}
+			after = append(after, func() {
+				for k, j := range js {
+					copy(logits[j*V:(j+1)*V], tmp[k*V:(k+1)*V])
+				}
+			})
 		}
 		if err != nil {
 			return err

@@ -107,8 +107,12 @@ type Backend struct {
 	kvBase, nextBase int
 	// nextSeq is the recurrent state slot BeginRows gives its Begin
 	nextSeq int
-	ropes   map[infer.Rope]*wgpu.Buffer
-	ops     map[opKey]*op
+	// runs: between BeginRuns and EndRuns, whose wait the passes' reads
+	// (heldReads) leave for
+	runs      bool
+	heldReads []pendingRead
+	ropes     map[infer.Rope]*wgpu.Buffer
+	ops       map[opKey]*op
 
 	batchBuf  *wgpu.Buffer // uniform {n, pos, splits, chunk}
 	tokensBuf *wgpu.Buffer
@@ -313,10 +317,13 @@ func (b *Backend) fail(err error) {
 func (b *Backend) Begin(batch infer.Batch) {
 	b.err = nil
 	b.reads = b.reads[:0]
-	for _, t := range b.touched {
-		t.passReads = 0
+	if len(b.heldReads) == 0 {
+		// (held reads keep their staging buffers until EndRuns)
+		for _, t := range b.touched {
+			t.passReads = 0
+		}
+		b.touched = b.touched[:0]
 	}
-	b.touched = b.touched[:0]
 	b.opList, b.live = b.opList[:0], b.live[:0]
 	b.dispatches, b.unsubmitted, b.submits = 0, 0, 0
 	b.rounded.x = nil
@@ -459,6 +466,11 @@ func (b *Backend) Commit() error {
 	start := time.Now()
 	b.d.queue.Submit(cmd)
 	cmd.Release()
+	if b.runs && b.chain.pass == nil && !b.prof.active() {
+		// a run of ForwardRows: its reads wait for EndRuns (rows.go)
+		b.heldReads = append(b.heldReads, b.reads...)
+		return nil
+	}
 	if b.chain.submittedCandidates() && len(b.reads) == 0 && !b.prof.active() {
 		return nil
 	}
@@ -479,8 +491,21 @@ func (b *Backend) Commit() error {
 	if err := waitIdle(b.d.dev); err != nil {
 		return err
 	}
+	if err := b.mapReads(b.reads); err != nil {
+		return err
+	}
+	if err := b.prof.collect(b, time.Since(start)); err != nil {
+		return err
+	}
+	// a chained pass that had to wait anyway
+	return b.chainDrain()
+}
+
+// mapReads copies the staging buffers of reads, whose passes have run,
+// into their destinations.
+func (b *Backend) mapReads(reads []pendingRead) error {
 	var scratch []byte
-	for _, r := range b.reads {
+	for _, r := range reads {
 		if cap(scratch) < r.bytes {
 			scratch = make([]byte, r.bytes)
 		}
@@ -496,11 +521,7 @@ func (b *Backend) Commit() error {
 			}
 		}
 	}
-	if err := b.prof.collect(b, time.Since(start)); err != nil {
-		return err
-	}
-	// a chained pass that had to wait anyway
-	return b.chainDrain()
+	return nil
 }
 
 func (b *Backend) Phase(p profile.Phase) {

@@ -63,6 +63,30 @@ func (b *Backend) BeginRows(rows []infer.Row) {
 	}
 }
 
+// BeginRuns starts the passes of one ForwardRows: each submits without
+// waiting, so the GPU runs one while the host encodes the next, and their
+// reads complete at EndRuns.
+func (b *Backend) BeginRuns() { b.runs = true }
+
+// EndRuns waits for the passes since BeginRuns and completes their reads.
+func (b *Backend) EndRuns() error {
+	b.runs = false
+	if len(b.heldReads) == 0 {
+		return nil
+	}
+	defer func() {
+		b.heldReads = b.heldReads[:0]
+		for _, t := range b.touched {
+			t.passReads = 0
+		}
+		b.touched = b.touched[:0]
+	}()
+	if err := waitIdle(b.d.dev); err != nil {
+		return err
+	}
+	return b.mapReads(b.heldReads)
+}
+
 // rowPos is the first row's position (0 for none: Begin fails on it).
 func rowPos(rows []infer.Row) int {
 	if len(rows) == 0 {
