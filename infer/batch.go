@@ -35,7 +35,7 @@ type RowBackend interface {
 	// rows[i] (see Row for what Rope, StoreKV, Attention and the recurrent
 	// ops do with it). Every Base+Pos must fit the KV cache; on a backend
 	// with recurrent state every Seq must be a slot of SeqStates, else the
-	// recurrent ops fail.
+	// recurrent ops fail. A RowPasses backend takes one run (rowRuns).
 	BeginRows(rows []Row)
 	// GatherRows copies row idx[j] of src into row j of dst for each j:
 	// the rows whose logits a pass needs. dst has src's columns and
@@ -66,7 +66,7 @@ type rowNetwork interface {
 func (m *Model) ForwardRows(rows []Row, outs []int, logits []float32) error {
 	rb, ok := m.backend.(RowBackend)
 	rn, ok2 := m.net.(rowNetwork)
-	if !ok || !ok2 || !m.seqStatesOK() {
+	if !ok || !ok2 || !m.seqStatesOK() || !m.rowPassesOK() {
 		return fmt.Errorf("%w: passes over rows of several sequences on %s (%s)", ErrUnsupportedOp, m.backend.Name(), m.Hparams.Arch)
 	}
 	if len(rows) == 0 || len(rows) > m.maxBatch {
@@ -108,7 +108,110 @@ func (m *Model) ForwardRows(rows []Row, outs []int, logits []float32) error {
 			return fmt.Errorf("%w: output row %d of %d", ErrBadShape, o, len(rows))
 		}
 	}
+	if _, ok := rb.(RowPasses); ok {
+		return m.forwardRuns(rb, rn, rows, outs, logits)
+	}
 	return rn.forwardRows(rb, rows, outs, logits)
+}
+
+// RowPasses is implemented by a RowBackend whose kernels take, in one
+// pass, the rows of one sequence at consecutive positions (the GPU's):
+// ForwardRows then runs each run of rows (rowRuns) as a pass of its own, a
+// step row alone, through the graph Forward gives a pass of that sequence,
+// so that each row rounds as a pass of its sequence alone rounds it.
+type RowPasses interface {
+	// RowPassesOK says passes over rows can run on the backend's cache as
+	// it is now.
+	RowPassesOK() bool
+	// BeginRuns and EndRuns bracket the passes of one ForwardRows: the
+	// backend may complete their reads (Read) only at EndRuns, which
+	// waits for them.
+	BeginRuns()
+	EndRuns() error
+}
+
+// runNetwork is a rowNetwork that runs a run of rows (rowRuns) with the
+// graph Forward gives the same tokens of one sequence: the logits after
+// the run's last row into logits.
+type runNetwork interface {
+	forwardRun(rb RowBackend, run []Row, logits []float32) error
+}
+
+// rowRuns splits rows into the runs a RowPasses backend takes in one pass:
+// rows of one sequence (Base, Seq) at consecutive positions, each step row
+// a run of its own. It returns each run's end.
+func rowRuns(rows []Row) []int {
+	var ends []int
+	for i := 1; i < len(rows); i++ {
+		p, r := rows[i-1], rows[i]
+		if r.Base != p.Base || r.Seq != p.Seq || r.Pos != p.Pos+1 || r.Step || p.Step {
+			ends = append(ends, i)
+		}
+	}
+	return append(ends, len(rows))
+}
+
+// forwardRuns runs ForwardRows on a RowPasses backend: a pass per run of
+// rows, with Forward's graph where the run's only output is its last row.
+func (m *Model) forwardRuns(rb RowBackend, rn rowNetwork, rows []Row, outs []int, logits []float32) (err error) {
+	V := m.Hparams.Vocab
+	rp := rb.(RowPasses)
+	rp.BeginRuns()
+	var after []func() // copies of logits read at EndRuns
+	defer func() {
+		if e := rp.EndRuns(); err == nil {
+			err = e
+		}
+		if err == nil {
+			for _, f := range after {
+				f()
+			}
+		}
+	}()
+	start := 0
+	for _, end := range rowRuns(rows) {
+		run := rows[start:end]
+		var js, ro []int // the outputs in the run: their j, their row in the run
+		for j, o := range outs {
+			if o >= start && o < end {
+				js, ro = append(js, j), append(ro, o-start)
+			}
+		}
+		fr, ok := m.net.(runNetwork)
+		lastOnly := ok
+		for _, o := range ro {
+			lastOnly = lastOnly && o == len(run)-1
+		}
+		switch {
+		case lastOnly && len(js) > 0:
+			first := logits[js[0]*V : (js[0]+1)*V]
+			err = fr.forwardRun(rb, run, first)
+			for _, j := range js[1:] {
+				after = append(after, func() { copy(logits[j*V:(j+1)*V], first) })
+			}
+		case lastOnly:
+			err = fr.forwardRun(rb, run, make([]float32, V))
+		default:
+			tmp := make([]float32, len(ro)*V)
+			err = rn.forwardRows(rb, run, ro, tmp)
+			after = append(after, func() {
+				for k, j := range js {
+					copy(logits[j*V:(j+1)*V], tmp[k*V:(k+1)*V])
+				}
+			})
+		}
+		if err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+// rowPassesOK says a RowPasses backend can run passes over rows now.
+func (m *Model) rowPassesOK() bool {
+	rp, ok := m.backend.(RowPasses)
+	return !ok || rp.RowPassesOK()
 }
 
 // RowsSupported says ForwardRows can run on this model and backend.
@@ -116,7 +219,7 @@ func (m *Model) RowsSupported() bool {
 	_, ok := m.backend.(RowBackend)
 	_, ok2 := m.net.(rowNetwork)
 	_, ok3 := m.backend.(SeqStates)
-	return ok && ok2 && (ok3 || !m.Recurrent())
+	return ok && ok2 && (ok3 || !m.Recurrent()) && m.rowPassesOK()
 }
 
 // UseSequences keeps n recurrent states, one per sequence that passes over
@@ -207,6 +310,21 @@ func (h *rowHeads) pass(rb RowBackend, rows []Row, outs []int, logits []float32,
 func (n *qwen3) forwardRows(rb RowBackend, rows []Row, outs []int, logits []float32) error {
 	n.rowOuts.b, n.rowOuts.rot, n.rowOuts.embed, n.rowOuts.vocab = n.b, n.rot, n.hp.Embed, n.hp.Vocab
 	return n.rowOuts.pass(rb, rows, outs, logits, func() { n.blocks(false) }, n.x, n.outNorm, n.output, n.hp.RMSEps)
+}
+
+func (n *qwen3) forwardRun(rb RowBackend, run []Row, logits []float32) error {
+	rb.BeginRows(run)
+	n.encodeBegun(len(run))
+	n.b.Read(n.logits, logits)
+	return n.b.Commit()
+}
+
+func (n *qwen35) forwardRun(rb RowBackend, run []Row, logits []float32) error {
+	rb.BeginRows(run)
+	n.blocks()
+	n.head()
+	n.b.Read(n.logits, logits)
+	return n.b.Commit()
 }
 
 func (n *qwen35) forwardRows(rb RowBackend, rows []Row, outs []int, logits []float32) error {

@@ -273,11 +273,16 @@ func (n *qwen3) logitsTensor() Tensor { return n.logits }
 
 // encode begins a pass over batch and encodes it up to the logits.
 func (n *qwen3) encode(batch Batch) {
+	n.b.Begin(batch)
+	n.encodeBegun(len(batch.Tokens))
+}
+
+// encodeBegun encodes a pass of n tokens begun, up to the logits.
+func (n *qwen3) encodeBegun(tokens int) {
 	b, eps := n.b, n.hp.RMSEps
-	b.Begin(batch)
 	// One token is its own last row: the pass keeps the graph whose
 	// fusions the GPU backend knows (LastRow after the layers).
-	lastOnly := len(batch.Tokens) > 1
+	lastOnly := tokens > 1
 	n.blocks(lastOnly)
 
 	b.Phase(profile.OutputHead)

@@ -434,8 +434,13 @@ func (n *qwen35) logitsTensor() Tensor { return n.logits }
 
 // encode begins a pass over batch and encodes it up to the logits.
 func (n *qwen35) encode(batch Batch) {
-	b, eps := n.b, n.p.RMSEps
 	n.trunk(batch)
+	n.head()
+}
+
+// head encodes the output head after the trunk: the last row's logits.
+func (n *qwen35) head() {
+	b, eps := n.b, n.p.RMSEps
 	b.Phase(profile.OutputHead)
 	b.LastRow(n.last, n.x)
 	b.RMSNorm(n.last, n.last, n.outNorm, eps)

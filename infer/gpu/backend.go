@@ -101,8 +101,18 @@ type Backend struct {
 	forceMatVec string
 	// deltaChunkMin is the batch from which DeltaNet runs chunked
 	deltaChunkMin int
-	ropes         map[infer.Rope]*wgpu.Buffer
-	ops           map[opKey]*op
+	// kvBase is the cache position the pass's sequence starts at (a pass
+	// over rows: rows.go), where kvBind binds the cache; BeginRows sets
+	// nextBase for the Begin it calls
+	kvBase, nextBase int
+	// nextSeq is the recurrent state slot BeginRows gives its Begin
+	nextSeq int
+	// runs: between BeginRuns and EndRuns, whose wait the passes' reads
+	// (heldReads) leave for
+	runs      bool
+	heldReads []pendingRead
+	ropes     map[infer.Rope]*wgpu.Buffer
+	ops       map[opKey]*op
 
 	batchBuf  *wgpu.Buffer // uniform {n, pos, splits, chunk}
 	tokensBuf *wgpu.Buffer
@@ -172,6 +182,11 @@ func (o *op) binds(buf *wgpu.Buffer) bool {
 	return false
 }
 
+// bindsKV reports whether o's bind group holds the KV cache.
+func (b *Backend) bindsKV(o *op) bool {
+	return b.kv != nil && (o.binds(b.kv.k) || o.binds(b.kv.v))
+}
+
 // dropOps forgets the prepared ops that bind any of bufs, before those
 // buffers are released or replaced.
 func (b *Backend) dropOps(bufs ...*wgpu.Buffer) {
@@ -203,6 +218,8 @@ type opKey struct {
 	i                int
 	f                float32
 	v                keyVariant
+	// base is the kvBase of an op that binds the KV cache (prepared)
+	base int
 }
 
 // keyVariant tells a matvec group's variants apart in its opKey (flags,
@@ -300,10 +317,13 @@ func (b *Backend) fail(err error) {
 func (b *Backend) Begin(batch infer.Batch) {
 	b.err = nil
 	b.reads = b.reads[:0]
-	for _, t := range b.touched {
-		t.passReads = 0
+	if len(b.heldReads) == 0 {
+		// (held reads keep their staging buffers until EndRuns)
+		for _, t := range b.touched {
+			t.passReads = 0
+		}
+		b.touched = b.touched[:0]
 	}
-	b.touched = b.touched[:0]
 	b.opList, b.live = b.opList[:0], b.live[:0]
 	b.dispatches, b.unsubmitted, b.submits = 0, 0, 0
 	b.rounded.x = nil
@@ -313,6 +333,9 @@ func (b *Backend) Begin(batch infer.Batch) {
 	b.census = b.census[:0]
 	b.batch = batch
 	b.n = len(batch.Tokens)
+	b.kvBase, b.nextBase = b.nextBase, 0
+	b.useSeq(b.nextSeq)
+	b.nextSeq = 0
 	b.phase = profile.Embed
 	switch {
 	case b.n == 0:
@@ -443,6 +466,11 @@ func (b *Backend) Commit() error {
 	start := time.Now()
 	b.d.queue.Submit(cmd)
 	cmd.Release()
+	if b.runs && b.chain.pass == nil && !b.prof.active() {
+		// a run of ForwardRows: its reads wait for EndRuns (rows.go)
+		b.heldReads = append(b.heldReads, b.reads...)
+		return nil
+	}
 	if b.chain.submittedCandidates() && len(b.reads) == 0 && !b.prof.active() {
 		return nil
 	}
@@ -463,8 +491,21 @@ func (b *Backend) Commit() error {
 	if err := waitIdle(b.d.dev); err != nil {
 		return err
 	}
+	if err := b.mapReads(b.reads); err != nil {
+		return err
+	}
+	if err := b.prof.collect(b, time.Since(start)); err != nil {
+		return err
+	}
+	// a chained pass that had to wait anyway
+	return b.chainDrain()
+}
+
+// mapReads copies the staging buffers of reads, whose passes have run,
+// into their destinations.
+func (b *Backend) mapReads(reads []pendingRead) error {
 	var scratch []byte
-	for _, r := range b.reads {
+	for _, r := range reads {
 		if cap(scratch) < r.bytes {
 			scratch = make([]byte, r.bytes)
 		}
@@ -480,11 +521,7 @@ func (b *Backend) Commit() error {
 			}
 		}
 	}
-	if err := b.prof.collect(b, time.Since(start)); err != nil {
-		return err
-	}
-	// a chained pass that had to wait anyway
-	return b.chainDrain()
+	return nil
 }
 
 func (b *Backend) Phase(p profile.Phase) {
@@ -499,10 +536,18 @@ func (b *Backend) Phase(p profile.Phase) {
 // active is the number of rows an op acts on for a tensor.
 func (b *Backend) active(t *tensor) int { return min(t.rows, b.n) }
 
-// prepared returns the op for key, creating it with make on first use.
+// prepared returns the op for key, creating it with make on first use. An
+// op that binds the KV cache binds it at the pass's kvBase, and is kept
+// under that base.
 func (b *Backend) prepared(key opKey, make func() (*kernel, []binding, error)) *op {
-	if o, ok := b.ops[key]; ok {
+	if o, ok := b.ops[key]; ok && (b.kvBase == 0 || !b.bindsKV(o)) {
 		return o
+	}
+	if b.kvBase != 0 {
+		key.base = b.kvBase
+		if o, ok := b.ops[key]; ok {
+			return o
+		}
 	}
 	k, bufs, err := make()
 	if err != nil {
@@ -517,6 +562,9 @@ func (b *Backend) prepared(key opKey, make func() (*kernel, []binding, error)) *
 	o := &op{k: k, bg: bg}
 	for _, bb := range bufs {
 		o.bufs = append(o.bufs, bb.buf)
+	}
+	if !b.bindsKV(o) {
+		key.base = 0
 	}
 	b.ops[key] = o
 	return o

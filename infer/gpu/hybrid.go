@@ -34,10 +34,18 @@ type recurrent struct {
 	// the last step (a chained one)
 	convPrev, deltaPrev []*wgpu.Buffer
 	convBack, deltaBack []bool
+	// the sequence states (infer.SeqStates, rows.go): per slot its
+	// layers' buffers, nil for the slot cur, whose are conv and delta
+	seqConv, seqDelta [][]*wgpu.Buffer
+	cur               int
 }
 
 func (r *recurrent) buffers() []*wgpu.Buffer {
-	return append(append(append(append([]*wgpu.Buffer(nil), r.conv...), r.delta...), r.convPrev...), r.deltaPrev...)
+	bufs := append(append(append(append([]*wgpu.Buffer(nil), r.conv...), r.delta...), r.convPrev...), r.deltaPrev...)
+	for s := range r.seqConv {
+		bufs = append(append(bufs, r.seqConv[s]...), r.seqDelta[s]...)
+	}
+	return bufs
 }
 
 func (r *recurrent) release() {
@@ -95,7 +103,7 @@ var _ infer.ChainedRecurrent = (*Backend)(nil)
 // its twin holding the state before it.
 func (b *Backend) CanStepBack() bool {
 	r := b.rec
-	ok := r != nil && r.convPrev != nil
+	ok := r != nil && r.convPrev != nil && r.cur == 0
 	for l := 0; ok && l < len(r.conv); l++ {
 		ok = r.convBack[l] && r.deltaBack[l]
 	}
@@ -170,6 +178,7 @@ func (b *Backend) ReadRecurrentState(dst []float32) error {
 	if b.enc != nil {
 		return errInPass
 	}
+	b.useSeq(0) // Forward's
 	if b.rec == nil {
 		if len(dst) == 0 {
 			return nil
@@ -227,6 +236,7 @@ func (b *Backend) WriteRecurrentState(src []float32) error {
 	if b.enc != nil {
 		return errInPass
 	}
+	b.useSeq(0) // Forward's
 	if b.rec == nil {
 		if len(src) == 0 {
 			return nil

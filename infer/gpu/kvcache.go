@@ -301,11 +301,19 @@ func (b *Backend) storeKV(layer int, k, v *tensor) {
 func (b *Backend) kvBind(layer int) (k, v binding, off int) {
 	s := b.kv.spec
 	kvd := s.KVHeads * s.HeadDim
+	// a pass over rows binds its sequence's region (BeginRows checked
+	// that the cache is f16 and the shift aligned)
+	shift := uint64(0)
+	if b.kvBase != 0 {
+		shift = b.kvShift(b.kvBase)
+	}
 	if b.kvPerLayer() {
 		kb, vb := 4*uint64(layerWords(s, s.K)), 4*uint64(layerWords(s, s.V))
-		return binding{buf: b.kv.k, offset: uint64(layer) * kb, size: kb}, binding{buf: b.kv.v, offset: uint64(layer) * vb, size: vb}, 0
+		return binding{buf: b.kv.k, offset: uint64(layer)*kb + shift, size: kb - shift}, binding{buf: b.kv.v, offset: uint64(layer)*vb + shift, size: vb - shift}, 0
 	}
-	return whole(b.kv.k), whole(b.kv.v), layer * s.Context * kvd / 2
+	k, v = whole(b.kv.k), whole(b.kv.v)
+	k.offset, k.size, v.offset, v.size = shift, k.size-shift, shift, v.size-shift
+	return k, v, layer * s.Context * kvd / 2
 }
 
 // kvPerLayer says kvBind binds a layer's K and V at an offset.

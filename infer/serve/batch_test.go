@@ -11,8 +11,10 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/chat"
 	"github.com/bonsai-chat/bonsai/infer/engine"
+	_ "github.com/bonsai-chat/bonsai/infer/gpu" // registers the "gpu" backend
 	"github.com/bonsai-chat/bonsai/infer/serve"
 	"github.com/bonsai-chat/bonsai/infer/synth"
 )
@@ -52,20 +54,37 @@ func synthFile(t *testing.T, arch string, rotated bool) *gguf.File {
 // behind the chat and `bonsai run` gives for the same messages and
 // sampling, greedy and seeded.
 func TestParallelMatchesRun(t *testing.T) {
-	models := []struct {
-		name string
-		file func(t *testing.T) *gguf.File
-	}{
+	parallelMatchesRun(t, "cpu", []parallelModel{
 		{"qwen3", func(t *testing.T) *gguf.File { return testFile(t) }},
 		{"qwen3-rotated", func(t *testing.T) *gguf.File { return synthFile(t, "qwen3", true) }},
 		{"qwen35", func(t *testing.T) *gguf.File { return synthFile(t, "qwen35", false) }},
-	}
+	})
+}
+
+// TestParallelMatchesRunGPU is TestParallelMatchesRun on the GPU (lavapipe
+// where there is no other), against the engine on the GPU: a reply's
+// tokens do not depend on what else the batch holds.
+func TestParallelMatchesRunGPU(t *testing.T) {
+	parallelMatchesRun(t, "gpu", []parallelModel{
+		{"qwen3", func(t *testing.T) *gguf.File { return testFile(t) }},
+		{"qwen3-rotated", func(t *testing.T) *gguf.File { return synthFile(t, "qwen3", true) }},
+		{"qwen35", func(t *testing.T) *gguf.File { return synthFile(t, "qwen35", false) }},
+	})
+}
+
+// parallelModel is a model TestParallelMatchesRun serves.
+type parallelModel struct {
+	name string
+	file func(t *testing.T) *gguf.File
+}
+
+func parallelMatchesRun(t *testing.T, backend string, models []parallelModel) {
 	prompts := []string{"One", "Two words", "A longer prompt of several words", "Four"}
 	const maxTokens = 16
 	for _, mc := range models {
 		t.Run(mc.name, func(t *testing.T) {
 			f := mc.file(t)
-			s := startServerOn(t, f, serve.Options{}, serve.LoadOptions{ID: testModel, Slots: 4, Context: 384, Threads: 2, Batch: 64, Backend: "cpu"})
+			s := startServerOn(t, f, serve.Options{}, serve.LoadOptions{ID: testModel, Slots: 4, Context: 384, Threads: 2, Batch: 64, Backend: backend, GPU: infer.GPUOptions{AllowSoftware: true}})
 			if notes := s.model.Notes; len(notes) > 0 {
 				t.Fatalf("notes: %q", notes)
 			}
@@ -102,7 +121,7 @@ func TestParallelMatchesRun(t *testing.T) {
 				if errs[i] != nil {
 					t.Fatalf("%q: %v", p, errs[i])
 				}
-				want := engineSampled(t, f, []chat.Message{{Role: "user", Content: p}}, maxTokens, sampling(i))
+				want := engineSampledOn(t, f, backend, []chat.Message{{Role: "user", Content: p}}, maxTokens, sampling(i))
 				if got[i] != want || want == "" {
 					t.Errorf("%q (%s): batched %q, run %q", p, fmt.Sprint(sampling(i)), got[i], want)
 				}

@@ -20,6 +20,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/chat"
 	"github.com/bonsai-chat/bonsai/infer/engine"
 	"github.com/bonsai-chat/bonsai/infer/internal/tinymodel"
@@ -124,7 +125,13 @@ func engineReply(t *testing.T, f *gguf.File, msgs []chat.Message, maxTokens int)
 // engineSampled is engineReply with the sampling given.
 func engineSampled(t *testing.T, f *gguf.File, msgs []chat.Message, maxTokens int, s engine.Sampling) string {
 	t.Helper()
-	e := engine.New(engine.Options{File: f, Backend: "cpu", Threads: 2, Context: 384})
+	return engineSampledOn(t, f, "cpu", msgs, maxTokens, s)
+}
+
+// engineSampledOn is engineSampled on backend (a software GPU admitted).
+func engineSampledOn(t *testing.T, f *gguf.File, backend string, msgs []chat.Message, maxTokens int, s engine.Sampling) string {
+	t.Helper()
+	e := engine.New(engine.Options{File: f, Backend: backend, GPU: infer.GPUOptions{AllowSoftware: true}, Threads: 2, Context: 384})
 	defer e.Close()
 	e.Generate(engine.GenerateRequest{Messages: msgs, MaxTokens: maxTokens, Sampling: &s})
 	var text strings.Builder

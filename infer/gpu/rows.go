@@ -1,0 +1,219 @@
+package gpu
+
+import (
+	"fmt"
+
+	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/cogentcore/webgpu/wgpu"
+)
+
+// Passes over rows of several sequences (infer.RowBackend, infer.RowPasses).
+// The kernels take one sequence's consecutive rows per pass, so ForwardRows
+// runs each run of rows as a pass of its own, the one a pass of that
+// sequence alone would be: the same kernels, so the same bits, with the K
+// and V cache bound at the sequence's region (kvBind). A sequence's region
+// then looks to every kernel as the cache from position 0 does, and its
+// positions, RoPE angles and sliding window are the sequence's own.
+
+// BeginRows starts a pass over rows of one sequence at consecutive
+// positions in its region of the cache (infer.RowPasses): the kernels see
+// the cache from rows[0].Base.
+func (b *Backend) BeginRows(rows []infer.Row) {
+	toks := make([]int32, len(rows))
+	for i, r := range rows {
+		toks[i] = r.Token
+	}
+	var base int
+	if len(rows) > 0 {
+		base = rows[0].Base
+	}
+	b.nextBase = base
+	var seqErr error
+	if b.rec != nil && len(rows) > 0 {
+		if seq, kept := rows[0].Seq, max(1, len(b.rec.seqConv)); seq >= 0 && seq < kept {
+			b.nextSeq = seq
+		} else {
+			seqErr = fmt.Errorf("gpu: row of sequence state %d, %d kept: %w", seq, kept, infer.ErrBadShape)
+		}
+	}
+	b.chain.fromDevice = false
+	b.Begin(infer.Batch{Tokens: toks, Pos: rowPos(rows), Steps: len(rows) == 1 && rows[0].Step})
+	if b.err != nil {
+		return
+	}
+	if seqErr != nil {
+		b.fail(seqErr)
+		return
+	}
+	for i, r := range rows {
+		if r.Base != base || r.Seq != rows[0].Seq || r.Pos != rows[0].Pos+i || r.Pos < 0 || r.Base < 0 {
+			b.fail(fmt.Errorf("gpu: a pass over rows of several sequences or positions out of order (row %d at %d of the sequence at %d): %w", i, r.Pos, r.Base, infer.ErrUnsupportedOp))
+			return
+		}
+	}
+	if b.kv == nil {
+		return
+	}
+	if last := rows[len(rows)-1]; last.Base+last.Pos >= b.kv.spec.Context {
+		b.fail(fmt.Errorf("gpu: row at cache position %d past the %d-token cache: %w", last.Base+last.Pos, b.kv.spec.Context, infer.ErrContextFull))
+		return
+	}
+	if !b.RowPassesOK() || b.kvShift(base)%b.kvAlign() != 0 {
+		b.fail(fmt.Errorf("gpu: a sequence at cache position %d: its region cannot be bound (%d-byte alignment, %s cache): %w", base, b.kvAlign(), b.kv.spec.K, infer.ErrUnsupportedOp))
+	}
+}
+
+// BeginRuns starts the passes of one ForwardRows: each submits without
+// waiting, so the GPU runs one while the host encodes the next, and their
+// reads complete at EndRuns.
+func (b *Backend) BeginRuns() { b.runs = true }
+
+// EndRuns waits for the passes since BeginRuns and completes their reads.
+func (b *Backend) EndRuns() error {
+	b.runs = false
+	if len(b.heldReads) == 0 {
+		return nil
+	}
+	defer func() {
+		b.heldReads = b.heldReads[:0]
+		for _, t := range b.touched {
+			t.passReads = 0
+		}
+		b.touched = b.touched[:0]
+	}()
+	if err := waitIdle(b.d.dev); err != nil {
+		return err
+	}
+	return b.mapReads(b.heldReads)
+}
+
+// rowPos is the first row's position (0 for none: Begin fails on it).
+func rowPos(rows []infer.Row) int {
+	if len(rows) == 0 {
+		return 0
+	}
+	return rows[0].Pos
+}
+
+// RowPassesOK says a sequence's region of the cache can be bound as a
+// cache of its own: where each position's K and V are contiguous (f16,
+// not Q8_0, whose block scales lie after every position's values).
+func (b *Backend) RowPassesOK() bool {
+	return b.kv != nil && !b.kv.spec.Quantized()
+}
+
+// kvShift is the bytes before position base in a layer's f16 K or V.
+func (b *Backend) kvShift(base int) uint64 {
+	s := b.kv.spec
+	return uint64(base) * uint64(s.KVHeads*s.HeadDim) * 2
+}
+
+// kvAlign is the alignment of a storage binding's offset.
+func (b *Backend) kvAlign() uint64 {
+	return uint64(max(256, b.d.Limits.MinStorageBufferOffsetAlignment))
+}
+
+// GatherRows copies rows idx of src into dst's first rows.
+func (b *Backend) GatherRows(dstT, srcT infer.Tensor, idx []int) {
+	if !b.ready() {
+		return
+	}
+	dst, src := b.tensorArg("GatherRows dst", dstT), b.tensorArg("GatherRows src", srcT)
+	if dst == nil || src == nil {
+		return
+	}
+	if dst.cols != src.cols || dst.rows < len(idx) || dst == src {
+		b.shapeErr("GatherRows of %d rows of %s (%d×%d) into %s (%d×%d)", len(idx), src.name, src.rows, src.cols, dst.name, dst.rows, dst.cols)
+		return
+	}
+	for _, i := range idx {
+		if i < 0 || i >= b.active(src) {
+			b.shapeErr("GatherRows of row %d of %s, %d active", i, src.name, b.active(src))
+			return
+		}
+	}
+	if b.rounded.x == dst {
+		b.rounded.x = nil
+	}
+	b.endPass()
+	row := uint64(4 * src.cols)
+	for j, i := range idx {
+		if err := b.enc.CopyBufferToBuffer(src.buf, uint64(i)*row, dst.buf, uint64(j)*row, row); err != nil {
+			b.fail(fmt.Errorf("gpu: gathering rows: %w", err))
+			break
+		}
+	}
+	b.beginPass()
+}
+
+// NewSeqStates keeps n recurrent states (infer.SeqStates): slot 0 the
+// present one, the others zero. A pass runs on its rows' slot: BeginRows
+// puts that slot's buffers in place of the state's (no copy; the ops bind
+// the state's buffers, so each slot's have their own), Begin slot 0's.
+func (b *Backend) NewSeqStates(n int) error {
+	if b.enc != nil {
+		return errInPass
+	}
+	if n < 1 {
+		return fmt.Errorf("gpu: %d sequence states: %w", n, infer.ErrBadShape)
+	}
+	r := b.rec
+	if r == nil {
+		return nil
+	}
+	b.useSeq(0)
+	var old []*wgpu.Buffer
+	for s := range r.seqConv {
+		old = append(append(old, r.seqConv[s]...), r.seqDelta[s]...)
+	}
+	b.dropOps(old...)
+	for _, buf := range old {
+		buf.Release()
+	}
+	r.seqConv, r.seqDelta = make([][]*wgpu.Buffer, n), make([][]*wgpu.Buffer, n)
+	for s := 1; s < n; s++ {
+		for l := range r.conv {
+			c, err := b.d.newBuffer(fmt.Sprintf("conv state %d of sequence %d", l, s), r.conv[l].GetSize(), storageUsage)
+			if err == nil {
+				r.seqConv[s] = append(r.seqConv[s], c)
+				var d *wgpu.Buffer
+				if d, err = b.d.newBuffer(fmt.Sprintf("delta state %d of sequence %d", l, s), r.delta[l].GetSize(), storageUsage); err == nil {
+					r.seqDelta[s] = append(r.seqDelta[s], d)
+				}
+			}
+			if err != nil {
+				for t := range r.seqConv {
+					for _, buf := range append(r.seqConv[t], r.seqDelta[t]...) {
+						buf.Release()
+					}
+				}
+				r.seqConv, r.seqDelta = nil, nil
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// useSeq puts slot s's state in place (between passes): the buffers of
+// the slot in place go back to it.
+func (b *Backend) useSeq(s int) {
+	r := b.rec
+	if r == nil || s == r.cur || s >= len(r.seqConv) {
+		return
+	}
+	r.seqConv[r.cur], r.seqDelta[r.cur] = r.conv, r.delta
+	r.conv, r.delta = r.seqConv[s], r.seqDelta[s]
+	r.seqConv[s], r.seqDelta[s] = nil, nil
+	r.cur = s
+	// the twins hold no earlier step of this slot
+	for l := range r.convBack {
+		r.convBack[l], r.deltaBack[l] = false, false
+	}
+}
+
+var (
+	_ infer.RowBackend = (*Backend)(nil)
+	_ infer.RowPasses  = (*Backend)(nil)
+	_ infer.SeqStates  = (*Backend)(nil)
+)

@@ -1,0 +1,208 @@
+package gpu_test
+
+import (
+	"errors"
+	"math"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/bonsai-chat/bonsai/gguf"
+	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/gpu"
+	"github.com/bonsai-chat/bonsai/infer/internal/tinymodel"
+)
+
+// loadCtx loads cfg on the GPU with a cache of ctx positions and KV types kv.
+func loadCtx(t *testing.T, cfg tinymodel.Config, ctx int, kv infer.KVTypes) *infer.Model {
+	t.Helper()
+	f, err := tinymodel.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	m, err := infer.Load(f, infer.Options{Backend: "gpu", Batch: 64, Context: ctx, KV: kv, GPU: softwareOK})
+	if err != nil {
+		if errors.Is(err, gpu.ErrNoAdapter) && os.Getenv("CI") != "true" {
+			t.Skipf("no GPU adapter: %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// TestForwardRowsMatchesForward runs three sequences in their own regions
+// of the cache through passes over rows that mix them (prompts with steps
+// of the others, steps in changing order), then each alone from position 0
+// through Forward: every logit after a prompt and after every step must be
+// the bits the sequence alone gives.
+func TestForwardRowsMatchesForward(t *testing.T) {
+	const region = 128
+	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q4_K} {
+		t.Run(typ.String(), func(t *testing.T) {
+			rowsMatchForward(t, loadCtx(t, tinymodel.Small(typ), 3*region, infer.KVTypes{}), region)
+		})
+	}
+	// the decode attention paths and the unfused ops bind the cache too
+	for _, path := range []string{"split", "unfused"} {
+		t.Run(path, func(t *testing.T) {
+			m := loadCtx(t, tinymodel.Small(gguf.Q1_0), 3*region, infer.KVTypes{})
+			if b := m.Backend().(*gpu.Backend); path == "unfused" {
+				gpu.Unfuse(b)
+			} else {
+				gpu.UseAttnPath(b, path)
+			}
+			rowsMatchForward(t, m, region)
+		})
+	}
+	// the hybrid qwen35: each sequence on a recurrent state of its own
+	t.Run("qwen35", func(t *testing.T) {
+		m, err := infer.Load(gpu.OpenQwen35Tiny(t, gguf.Q1_0), infer.Options{Backend: "gpu", Batch: 64, Context: 3 * region, GPU: softwareOK})
+		if err != nil {
+			if errors.Is(err, gpu.ErrNoAdapter) && os.Getenv("CI") != "true" {
+				t.Skipf("no GPU adapter: %v", err)
+			}
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		if err := m.UseSequences(3); err != nil {
+			t.Fatal(err)
+		}
+		rowsMatchForward(t, m, region)
+	})
+}
+
+// rowsMatchForward is TestForwardRowsMatchesForward on m, whose cache holds
+// three regions of region positions.
+func rowsMatchForward(t *testing.T, m *infer.Model, region int) {
+	t.Helper()
+	if !m.RowsSupported() {
+		t.Fatal("passes over rows unsupported on the GPU")
+	}
+	V := m.Hparams.Vocab
+	prompts := [][]int32{{1, 5, 9, 13, 17}, {2, 4, 6}, {3, 7, 11, 19, 23, 29, 31}}
+	fed := make([][]int32, len(prompts))     // the tokens each sequence has run
+	got := make([][][]float32, len(prompts)) // the logits after each run
+	// pass runs the rows of sequences seqs: a prompt for one not yet
+	// started, else a step of the argmax of its last logits.
+	pass := func(seqs ...int) {
+		t.Helper()
+		var rows []infer.Row
+		var outs []int
+		for _, s := range seqs {
+			if len(fed[s]) == 0 {
+				for i, id := range prompts[s] {
+					rows = append(rows, infer.Row{Token: id, Pos: i, Base: s * region, Seq: s})
+				}
+				fed[s] = append(fed[s], prompts[s]...)
+			} else {
+				id := gpuArgmax(got[s][len(got[s])-1])
+				rows = append(rows, infer.Row{Token: id, Pos: len(fed[s]), Base: s * region, Step: true, Seq: s})
+				fed[s] = append(fed[s], id)
+			}
+			outs = append(outs, len(rows)-1)
+		}
+		logits := make([]float32, len(outs)*V)
+		if err := m.ForwardRows(rows, outs, logits); err != nil {
+			t.Fatal(err)
+		}
+		for j, s := range seqs {
+			got[s] = append(got[s], logits[j*V:(j+1)*V])
+		}
+	}
+	pass(0, 1)
+	pass(1, 2, 0)
+	for _, order := range [][]int{{0, 1, 2}, {2, 0, 1}, {1, 2, 0}, {0, 2, 1}} {
+		pass(order...)
+	}
+	for s, p := range prompts {
+		if err := m.Forward(p, 0); err != nil {
+			t.Fatal(err)
+		}
+		want := [][]float32{slices.Clone(m.Logits())}
+		for i, id := range fed[s][len(p):] {
+			if err := m.Forward([]int32{id}, len(p)+i); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, slices.Clone(m.Logits()))
+		}
+		if len(want) != len(got[s]) {
+			t.Fatalf("sequence %d: %d passes alone, %d over rows", s, len(want), len(got[s]))
+		}
+		for i := range want {
+			if k := firstDiff(want[i], got[s][i]); k >= 0 {
+				t.Errorf("sequence %d after %d tokens: logit %d over rows %v, alone %v", s, len(p)+i, k, got[s][i][k], want[i][k])
+			}
+		}
+	}
+}
+
+// TestForwardRowsOutputsMatchCPU asks for the logits of rows that are not
+// their run's last (the GPU then runs the run's head on every output row,
+// GatherRows) in runs of two sequences: each must agree with the CPU's, as
+// decoding does (TestGreedyMatchesCPU's tolerance).
+func TestForwardRowsOutputsMatchCPU(t *testing.T) {
+	cfg := tinymodel.Small(gguf.Q8_0)
+	m := loadCtx(t, cfg, 256, infer.KVTypes{})
+	f, err := tinymodel.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	cpu, err := infer.Load(f, infer.Options{Backend: "cpu", Batch: 64, Context: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cpu.Close() })
+	var rows []infer.Row
+	for i, id := range []int32{1, 5, 9, 13} {
+		rows = append(rows, infer.Row{Token: id, Pos: i, Base: 128, Seq: 1})
+	}
+	for i, id := range []int32{2, 4, 6} {
+		rows = append(rows, infer.Row{Token: id, Pos: i})
+	}
+	outs := []int{5, 1, 3, 4}
+	V := m.Hparams.Vocab
+	got, want := make([]float32, len(outs)*V), make([]float32, len(outs)*V)
+	if err := m.ForwardRows(rows, outs, got); err != nil {
+		t.Fatal(err)
+	}
+	if err := cpu.ForwardRows(rows, outs, want); err != nil {
+		t.Fatal(err)
+	}
+	for j, o := range outs {
+		var maxAbs, maxDiff float64
+		for i := j * V; i < (j+1)*V; i++ {
+			maxAbs = math.Max(maxAbs, math.Abs(float64(want[i])))
+			maxDiff = math.Max(maxDiff, math.Abs(float64(got[i]-want[i])))
+		}
+		if maxDiff > 3e-2*maxAbs || maxAbs == 0 {
+			t.Errorf("output %d (row %d): logits differ from the CPU's by %.3g (largest %.3g)", j, o, maxDiff, maxAbs)
+		}
+	}
+}
+
+// TestRowsUnsupportedQ8KV: a Q8_0 cache keeps its block scales apart from
+// each position's values, so a sequence's region cannot be bound as a
+// cache: the model says so and ForwardRows runs nothing.
+func TestRowsUnsupportedQ8KV(t *testing.T) {
+	m := loadCtx(t, tinymodel.Small(gguf.Q1_0), 256, infer.KVTypes{K: infer.KVQ8_0, V: infer.KVQ8_0})
+	if m.RowsSupported() {
+		t.Fatal("passes over rows supported on a Q8_0 cache")
+	}
+	err := m.ForwardRows([]infer.Row{{Token: 1, Base: 128}}, []int{0}, make([]float32, m.Hparams.Vocab))
+	if !errors.Is(err, infer.ErrUnsupportedOp) {
+		t.Fatalf("ForwardRows on a Q8_0 cache: %v, want ErrUnsupportedOp", err)
+	}
+}
+
+// firstDiff is the first index where a and b differ in bits, or -1.
+func firstDiff(a, b []float32) int {
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return i
+		}
+	}
+	return -1
+}
