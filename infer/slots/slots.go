@@ -434,7 +434,11 @@ func New(opts Options) (*Scheduler, error) {
 		return nil, fmt.Errorf("%w: slots: %d slots of %d tokens", infer.ErrBadShape, opts.Slots, opts.Context)
 	}
 	n := opts.Slots
-	batched := m.RowsSupported() && !opts.Forward
+	// One slot gains nothing from passes over rows, and the model's own
+	// passes keep what rows do not have: a recurrent model's chained steps
+	// (its state is the model's, not a row slot's) and drafts verified in
+	// one pass.
+	batched := m.RowsSupported() && !opts.Forward && n > 1
 	if batched {
 		// a recurrent network keeps a state per slot (Row.Seq = index)
 		if err := m.UseSequences(n); err != nil {
