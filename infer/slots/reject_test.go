@@ -8,43 +8,10 @@ import (
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/internal/chisq"
 	"github.com/bonsai-chat/bonsai/infer/sample"
 	"github.com/bonsai-chat/bonsai/infer/slots"
 )
-
-// chiSquareBound is the χ² quantile at about 1e-6 for df degrees of
-// freedom (Wilson–Hilferty).
-func chiSquareBound(df int) float64 {
-	const z = 4.75
-	d := float64(df)
-	a := 2 / (9 * d)
-	return d * math.Pow(1-a+z*math.Sqrt(a), 3)
-}
-
-// chiSquare is Pearson's statistic of counts (n draws) against probs,
-// cells whose expected count is below 5 merged into one, and its degrees
-// of freedom.
-func chiSquare(counts []int, probs []float64, n int) (float64, int) {
-	var stat, restObs, restExp float64
-	cells := 0
-	for i, p := range probs {
-		e := p * float64(n)
-		if e < 5 {
-			restObs += float64(counts[i])
-			restExp += e
-			continue
-		}
-		d := float64(counts[i]) - e
-		stat += d * d / e
-		cells++
-	}
-	if restExp > 0 {
-		d := restObs - restExp
-		stat += d * d / max(restExp, 1e-9)
-		cells++
-	}
-	return stat, cells - 1
-}
 
 // fixedDrafter drafts one token after prompt+[a], drawn from q[a], and
 // says so: a draft model whose distribution is not the target's.
@@ -152,12 +119,12 @@ func TestSchedulerRejectionSampling(t *testing.T) {
 	for i, c := range cells {
 		obs[i], probs[i] = counts[c], want[c]
 	}
-	stat, df := chiSquare(obs, probs, runs)
+	stat, df := chisq.Pearson(obs, probs, runs)
 	rate := float64(accepted) / float64(drafted)
 	t.Logf("χ² = %.1f over %d dof (bound %.1f); %d of %d drafts accepted: %.3f, rejection sampling's %.3f, point masses' %.3f",
-		stat, df, chiSquareBound(df), accepted, drafted, rate, rejectRate, pointRate)
-	if stat > chiSquareBound(df) {
-		t.Errorf("χ² = %.1f over %d dof, above %.1f: the tokens are not distributed as plain sampling's", stat, df, chiSquareBound(df))
+		stat, df, chisq.Bound(df), accepted, drafted, rate, rejectRate, pointRate)
+	if stat > chisq.Bound(df) {
+		t.Errorf("χ² = %.1f over %d dof, above %.1f: the tokens are not distributed as plain sampling's", stat, df, chisq.Bound(df))
 	}
 	if drafted != runs || math.Abs(rate-rejectRate) > 5*sigma {
 		t.Errorf("%d of %d drafts accepted (%.3f), rejection sampling accepts %.3f", accepted, drafted, rate, rejectRate)

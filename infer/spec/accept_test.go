@@ -1,49 +1,12 @@
 package spec
 
 import (
-	"math"
 	"math/rand/v2"
 	"testing"
 
+	"github.com/bonsai-chat/bonsai/infer/internal/chisq"
 	"github.com/bonsai-chat/bonsai/infer/sample"
 )
-
-// chiSquareBound is the χ² value with df degrees of freedom that a correct
-// sampler exceeds with probability about 1e-6 (Wilson–Hilferty: χ²/df is
-// close to normal after a cube root; z = 4.75 is the normal's 1e-6 upper
-// tail), so the statistical tests fail spuriously about once in a million
-// runs.
-func chiSquareBound(df int) float64 {
-	const z = 4.75
-	d := float64(df)
-	a := 2 / (9 * d)
-	return d * math.Pow(1-a+z*math.Sqrt(a), 3)
-}
-
-// chiSquare is Pearson's statistic of counts (n draws) against probs,
-// cells whose expected count is below 5 merged into one, and its degrees
-// of freedom.
-func chiSquare(counts []int, probs []float64, n int) (float64, int) {
-	var stat, restObs, restExp float64
-	cells := 0
-	for i, p := range probs {
-		e := p * float64(n)
-		if e < 5 {
-			restObs += float64(counts[i])
-			restExp += e
-			continue
-		}
-		d := float64(counts[i]) - e
-		stat += d * d / e
-		cells++
-	}
-	if restExp > 0 {
-		d := restObs - restExp
-		stat += d * d / max(restExp, 1e-9)
-		cells++
-	}
-	return stat, cells - 1
-}
 
 // rule is an acceptance rule under test: acceptDraft, or a wrong one.
 type rule func(p []sample.Prob, q map[int32]float32, x int32, u, v float64) int32
@@ -115,16 +78,16 @@ func TestAcceptDraftKeepsTargetDistribution(t *testing.T) {
 		for _, x := range p {
 			want[x.ID] = float64(x.P)
 		}
-		stat, df := chiSquare(drawThrough(correct, p, q, vocab, n, uint64(c)), want, n)
-		if bound := chiSquareBound(df); stat > bound {
+		stat, df := chisq.Pearson(drawThrough(correct, p, q, vocab, n, uint64(c)), want, n)
+		if bound := chisq.Bound(df); stat > bound {
 			t.Errorf("case %d: χ² = %.1f over %d dof, above %.1f: the emitted tokens are not distributed as p", c, stat, df, bound)
 		}
 		if c == 3 {
 			continue // the wrong rules agree with the right one when q = p
 		}
 		for name, wrong := range map[string]rule{"residual p": fromP, "residual p without x": withoutX} {
-			stat, df := chiSquare(drawThrough(wrong, p, q, vocab, n, uint64(c)), want, n)
-			if bound := chiSquareBound(df); stat <= bound {
+			stat, df := chisq.Pearson(drawThrough(wrong, p, q, vocab, n, uint64(c)), want, n)
+			if bound := chisq.Bound(df); stat <= bound {
 				t.Errorf("case %d: the wrong rule %q passes (χ² = %.1f ≤ %.1f): the test lacks power", c, name, stat, bound)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/infer/internal/chisq"
 	"github.com/bonsai-chat/bonsai/infer/sample"
 )
 
@@ -29,7 +30,7 @@ func exactDist(t *testing.T, m *infer.Model, ctx []int32, p sample.Params) []sam
 // With sampling and a draft model, the tokens that come out are
 // distributed as plain sampling's: the joint law of the first three reply
 // tokens over many seeds, against the exact law computed from the
-// target's logits (χ² at the 1e-6 level, chiSquareBound). The second and
+// target's logits (χ² at the 1e-6 level, chisq.Bound). The second and
 // third tokens go through the rejection rule: drafted by a model whose
 // distribution differs from the target's.
 func TestDraftSamplingKeepsDistribution(t *testing.T) {
@@ -101,8 +102,8 @@ func TestDraftSamplingKeepsDistribution(t *testing.T) {
 	for i, c := range cells {
 		obs[i], probs[i] = counts[c], want[c]
 	}
-	stat, df := chiSquare(obs, probs, runs)
-	bound := chiSquareBound(df)
+	stat, df := chisq.Pearson(obs, probs, runs)
+	bound := chisq.Bound(df)
 	t.Logf("χ² = %.1f over %d dof (bound %.1f); drafted %d, accepted %d (%.0f%%)", stat, df, bound, st.Drafted, st.Accepted, 100*st.Rate())
 	if st.Accepted == 0 || st.Accepted == st.Drafted {
 		t.Errorf("accepted %d of %d drafts: the test needs both outcomes", st.Accepted, st.Drafted)
