@@ -43,9 +43,11 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 	promptWords := fs.Int("prompt-words", 24, "words of each stream's prompt (distinct per stream, so nothing is cached)")
 	reps := fs.Int("r", 1, "repetitions of each level (the best is reported)")
 	cpuProf := fs.String("cpuprofile", "", "write a Go CPU profile of the measured levels to this file")
+	backend := fs.String("backend", "cpu", "the in-process server's backend: cpu or gpu")
+	ctx := fs.Int("ctx", 512, "the in-process server's context per slot, in tokens")
 	specMode := fs.String("spec", "off", "the in-process server's speculation: off or ngram (prompt lookup)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: bonsai bench-serve [--model M | --url URL] [--threads N] [--streams 1,2,4,8] [--tokens 64] [-r N]")
+		fmt.Fprintln(stderr, "usage: bonsai bench-serve [--model M [--backend cpu|gpu] [--ctx N] | --url URL] [--threads N] [--streams 1,2,4,8] [--tokens 64] [-r N]")
 		fs.PrintDefaults()
 	}
 	pos, err := parseArgs(fs, args)
@@ -66,8 +68,11 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 		}
 		levels = append(levels, n)
 	}
-	if *tokens < 2 || *reps < 1 || *promptWords < 1 {
-		return fmt.Errorf("%w: --tokens must be ≥ 2, -r and --prompt-words ≥ 1", errUsage)
+	if *backend != "cpu" && *backend != "gpu" {
+		return fmt.Errorf("%w: bench-serve: --backend %q (want cpu or gpu)", errUsage, *backend)
+	}
+	if *tokens < 2 || *reps < 1 || *promptWords < 1 || *ctx < 64 {
+		return fmt.Errorf("%w: --tokens must be ≥ 2, -r and --prompt-words ≥ 1, --ctx ≥ 64", errUsage)
 	}
 	base := *url
 	if base == "" {
@@ -80,8 +85,8 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 		if err != nil || mode == spec.Draft {
 			return fmt.Errorf("%w: bench-serve: --spec %q (want off or ngram)", errUsage, *specMode)
 		}
-		m, err := serve.LoadFile(f, serve.LoadOptions{ID: "bench", Slots: slices.Max(levels), Context: 512, Threads: *threads, Backend: "cpu",
-			Spec: spec.Options{Mode: mode}})
+		m, err := serve.LoadFile(f, serve.LoadOptions{ID: "bench", Slots: slices.Max(levels), Context: *ctx, Threads: *threads, Backend: *backend,
+			GPU: gpuOptions(), Spec: spec.Options{Mode: mode}})
 		if err != nil {
 			return err
 		}
