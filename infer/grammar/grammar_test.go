@@ -200,3 +200,74 @@ func FuzzMachine(f *testing.F) {
 		}
 	})
 }
+
+// A control token is allowed where its text is the markup around the
+// value (Mistral's [TOOL_CALLS] before the calls), never inside the JSON,
+// whose strings would take its text; Mask agrees with Allowed.
+func TestControlTokenOnlyInMarkup(t *testing.T) {
+	pieces := []string{"[TOOL_CALLS]", "<|python_tag|>", "<end>"}
+	const tc, py, end = 0, 1, 2
+	for c := byte(' '); c <= '~'; c++ {
+		pieces = append(pieces, string(c))
+	}
+	control := func(id int32) bool { return id <= end }
+	v := NewVocab(len(pieces), func(id int32) string { return pieces[id] }, control, []int32{end})
+	args, err := Compile([]byte(`{"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	masked := func(c *Constraint, id int32) bool {
+		logits := make([]float32, len(pieces))
+		c.Mask(logits)
+		m := math.IsInf(float64(logits[id]), -1)
+		if m == c.Allowed(id) {
+			t.Fatalf("token %q: masked %v, Allowed %v", pieces[id], m, c.Allowed(id))
+		}
+		return m
+	}
+	c := NewConstraint(v, NewWrapped("[TOOL_CALLS][", CallKeyed("f", "arguments", args), "]"))
+	if masked(c, tc) || !masked(c, py) {
+		t.Fatal("at the start, [TOOL_CALLS] should be allowed and <|python_tag|> not")
+	}
+	ids := func(s string) []int32 {
+		var out []int32
+		for _, b := range []byte(s) {
+			out = append(out, int32(3+b-' '))
+		}
+		return out
+	}
+	if err := c.Accept(tc); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids(`[{"name": "f", "arguments": {"q": "`) {
+		if err := c.Accept(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !masked(c, tc) {
+		t.Error("[TOOL_CALLS] allowed inside a JSON string")
+	}
+	for _, id := range ids(`x"}}]`) {
+		if err := c.Accept(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !c.CanEnd() || masked(c, end) {
+		t.Error("the call is whole but cannot end")
+	}
+	// A wrap whose markup the control token does not spell refuses it.
+	c = NewConstraint(v, NewWrapped("<tool_call>\n", args, "\n</tool_call>"))
+	if !masked(c, tc) {
+		t.Error("[TOOL_CALLS] allowed before <tool_call>")
+	}
+	// Spelled out in plain characters, the markup is still accepted.
+	c = NewConstraint(v, NewWrapped("[TOOL_CALLS][", CallKeyed("f", "arguments", args), "]"))
+	for _, id := range ids(`[TOOL_CALLS][{"name": "f", "arguments": {"q": ""}}]`) {
+		if err := c.Accept(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !c.CanEnd() {
+		t.Error("the spelled-out call cannot end")
+	}
+}

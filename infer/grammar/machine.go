@@ -89,10 +89,13 @@ type frame struct {
 	utf   int8   // string: UTF-8 continuation bytes due
 	n     int    // object: the property being read (−1: an extra key); array: items; string: characters; number: digits of the part
 	seen  uint64 // object: the properties given
-	lits  []string
-	lo    int // literal: lits[lo:hi] match the bytes so far
-	hi    int
-	pos   int
+	// markup: a literal of the text around the value (NewWrapped's), which
+	// a control token may spell
+	markup bool
+	lits   []string
+	lo     int // literal: lits[lo:hi] match the bytes so far
+	hi     int
+	pos    int
 }
 
 // NewMachine recognizes a value of s.
@@ -106,13 +109,33 @@ func NewMachine(s *Schema) *Machine {
 func NewWrapped(prefix string, s *Schema, suffix string) *Machine {
 	var st []frame
 	if suffix != "" {
-		st = append(st, literal([]string{suffix}))
+		st = append(st, markup(suffix))
 	}
 	st = append(st, frame{kind: kValue, s: s, ws: wsDone})
 	if prefix != "" {
-		st = append(st, literal([]string{prefix}))
+		st = append(st, markup(prefix))
 	}
 	return &Machine{st: st, ends: []int{len(st)}}
+}
+
+func markup(s string) frame {
+	f := literal([]string{s})
+	f.markup = true
+	return f
+}
+
+// atMarkup says every reading of the text so far is inside the markup
+// around the value, where a control token ([TOOL_CALLS]) may come: never
+// inside the JSON, whose strings would otherwise take one as its text.
+func (m *Machine) atMarkup() bool {
+	b := 0
+	for _, e := range m.ends {
+		if e == b || m.st[e-1].kind != kLiteral || !m.st[e-1].markup {
+			return false
+		}
+		b = e
+	}
+	return len(m.ends) > 0
 }
 
 func literal(lits []string) frame { return frame{kind: kLiteral, lits: lits, hi: len(lits)} }

@@ -794,6 +794,13 @@ func CallKeyed(name, argsKey string, args *Schema) *Schema {
 	}}
 }
 
+// Keyed is an object of one property, key, whose value is v: the
+// {"tool_call": {…}} a template without tool tokens has the model write.
+func Keyed(key string, v *Schema) *Schema {
+	k, _ := json.Marshal(key)
+	return &Schema{types: tObject, maxItems: -1, maxLen: -1, required: 0b1, ordered: true, props: []prop{{key: string(k), schema: v}}}
+}
+
 // Kinds of JSON values, for disjoint.
 const (
 	kindObject = 1 << iota

@@ -23,18 +23,30 @@ type Vocab struct {
 	// without running the machine.
 	plain []bool
 	runes []int
+	// marks are the control tokens' texts ([TOOL_CALLS], <|python_tag|>):
+	// allowed only where the machine is in the markup around the value,
+	// as the family's own token for that markup.
+	marks map[int32]string
 }
 
 // NewVocab arranges n tokens: piece(id) is a token's bytes, control(id)
-// says it is a control token (never part of a text), ends are the tokens
-// that end a reply (allowed once the text is whole).
+// says it is a control token (never part of the JSON; allowed in the
+// markup around it that its text spells, as Mistral's [TOOL_CALLS] before
+// the calls), ends are the tokens that end a reply (allowed once the text
+// is whole).
 func NewVocab(n int, piece func(id int32) string, control func(id int32) bool, ends []int32) *Vocab {
-	v := &Vocab{pieces: make([]string, n), ends: map[int32]bool{}, plain: make([]bool, n), runes: make([]int, n)}
+	v := &Vocab{pieces: make([]string, n), ends: map[int32]bool{}, plain: make([]bool, n), runes: make([]int, n), marks: map[int32]string{}}
 	for _, id := range ends {
 		v.ends[id] = true
 	}
 	for id := range int32(n) {
-		if control(id) || v.ends[id] {
+		if v.ends[id] {
+			continue
+		}
+		if control(id) {
+			if p := piece(id); p != "" {
+				v.marks[id] = p
+			}
 			continue
 		}
 		if p := piece(id); p != "" {
@@ -81,6 +93,10 @@ func (c *Constraint) Allowed(id int32) bool {
 	if c.v.ends[id] {
 		return c.m.CanEnd()
 	}
+	if p, ok := c.v.marks[id]; ok {
+		c.try.CopyFrom(&c.m)
+		return c.m.atMarkup() && c.try.Feed(p)
+	}
 	if id < 0 || int(id) >= len(c.v.pieces) || c.v.pieces[id] == "" {
 		return false
 	}
@@ -97,7 +113,7 @@ func (c *Constraint) Accept(id int32) error {
 		return nil
 	}
 	if !c.Allowed(id) {
-		return fmt.Errorf("grammar: token %d (%q) does not continue the JSON", id, c.v.pieces[id])
+		return fmt.Errorf("grammar: token %d (%q) does not continue the JSON", id, c.v.piece(id))
 	}
 	c.m, c.try = c.try, c.m
 	return nil
@@ -152,7 +168,24 @@ func (c *Constraint) Mask(logits []float32) {
 		valid = d
 		allowed[id] = ok
 	}
+	if c.m.atMarkup() {
+		for id, p := range c.v.marks {
+			c.try.CopyFrom(&c.m)
+			allowed[id] = c.try.Feed(p)
+		}
+	}
 	c.apply(logits, allowed)
+}
+
+// piece is a token's text, a control token's included.
+func (v *Vocab) piece(id int32) string {
+	if p, ok := v.marks[id]; ok {
+		return p
+	}
+	if id < 0 || int(id) >= len(v.pieces) {
+		return ""
+	}
+	return v.pieces[id]
 }
 
 // maskPattern decides the tokens allowed inside a string an automaton
