@@ -233,6 +233,7 @@ func (c *chatCall) newOut() *chatOut {
 	}
 	if c.tools {
 		o.tools = c.tfmt.parser()
+		o.callID = c.tfmt.callID
 	}
 	return o
 }
@@ -318,7 +319,7 @@ func (s *Server) prepareChat(ctx context.Context, m *Model, req *openai.ChatRequ
 	}
 	if usesJinjaTools(m.Tmpl, req.Messages, tools) {
 		// The model's own template writes the tools and the calls.
-		tms, aerr := toolMessages(req.Messages)
+		tms, aerr := toolMessages(req.Messages, tfmt)
 		if aerr != nil {
 			return nil, aerr
 		}
@@ -336,7 +337,12 @@ func (s *Server) prepareChat(ctx context.Context, m *Model, req *openai.ChatRequ
 			return nil, aerr
 		}
 	} else {
-		msgs, aerr := convertMessages(req.Messages, tools, m.Tmpl.DefaultSystem)
+		convert := func() ([]chat.Message, *apiError) { return convertMessages(req.Messages, tools, m.Tmpl.DefaultSystem) }
+		if tfmt == genericTools {
+			// The template writes no tools: they go in the system prompt.
+			convert = func() ([]chat.Message, *apiError) { return genericMessages(req.Messages, tools) }
+		}
+		msgs, aerr := convert()
 		if aerr != nil {
 			return nil, aerr
 		}
@@ -695,6 +701,17 @@ type chatOut struct {
 	tools              callParser        // nil: no tools offered
 	content, reasoning strings.Builder
 	calls              []toolCall
+	callID             func() string // a new call's id, where the model wrote none
+}
+
+// add takes new calls, giving each its id.
+func (o *chatOut) add(calls []toolCall) {
+	for _, c := range calls {
+		if c.ID == "" && o.callID != nil {
+			c.ID = o.callID()
+		}
+		o.calls = append(o.calls, c)
+	}
 }
 
 // feed takes the next text (end: the generation is over) and returns the
@@ -719,13 +736,13 @@ func (o *chatOut) feed(text string, end bool) (reasoning, content string) {
 		if o.tools != nil {
 			var calls []toolCall
 			t, calls = o.tools.feed(t)
-			o.calls = append(o.calls, calls...)
+			o.add(calls)
 		}
 		cb.WriteString(t)
 	}
 	if end && o.tools != nil {
 		t, calls := o.tools.flush()
-		o.calls = append(o.calls, calls...)
+		o.add(calls)
 		cb.WriteString(t)
 	}
 	o.reasoning.WriteString(rb.String())
@@ -734,7 +751,7 @@ func (o *chatOut) feed(text string, end bool) (reasoning, content string) {
 }
 
 func wireCall(i int, c toolCall, indexed bool) openai.ToolCall {
-	tc := openai.ToolCall{ID: newID("call_"), Type: "function", Function: openai.FunctionCall{Name: c.Name, Arguments: c.Arguments}}
+	tc := openai.ToolCall{ID: c.ID, Type: "function", Function: openai.FunctionCall{Name: c.Name, Arguments: c.Arguments}}
 	if indexed {
 		tc.Index = &i
 	}

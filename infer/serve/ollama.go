@@ -373,7 +373,7 @@ func ollamaCalls(calls []toolCall, first int) []ollamaToolCall {
 	var out []ollamaToolCall
 	for i, c := range calls {
 		var tc ollamaToolCall
-		tc.ID = newID("call_")
+		tc.ID = c.ID
 		tc.Function.Index, tc.Function.Name, tc.Function.Arguments = first+i, c.Name, argsObject(c.Arguments)
 		out = append(out, tc)
 	}

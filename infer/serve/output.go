@@ -64,6 +64,9 @@ const (
 type toolCall struct {
 	Name      string
 	Arguments string // JSON text
+	// ID is the call's id where the model wrote one (Mistral Nemo's
+	// "id"), else the one the server gave it (chatOut.feed).
+	ID string
 }
 
 // toolParser takes the calls out of the reply: everything between
@@ -133,6 +136,8 @@ func parseToolCall(body string) (toolCall, bool) {
 		Arguments json.RawMessage `json:"arguments"`
 		// Parameters: Llama 3.x's key for the arguments.
 		Parameters json.RawMessage `json:"parameters"`
+		// ID: Mistral Nemo writes the call's id beside it.
+		ID any `json:"id"`
 	}
 	if err := json.Unmarshal([]byte(strings.TrimSpace(body)), &c); err != nil || c.Name == "" {
 		return toolCall{}, false
@@ -148,5 +153,6 @@ func parseToolCall(body string) (toolCall, bool) {
 	if args == "" || args == "null" {
 		args = "{}"
 	}
-	return toolCall{Name: c.Name, Arguments: args}, true
+	id, _ := c.ID.(string)
+	return toolCall{Name: c.Name, Arguments: args, ID: id}, true
 }

@@ -43,11 +43,11 @@ func TestToolParserAnySplit(t *testing.T) {
 		calls []toolCall
 	}{
 		{"plain text", "plain text", nil},
-		{"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>", "", []toolCall{{"f", `{"a": 1}`}}},
+		{"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>", "", []toolCall{{"f", `{"a": 1}`, ""}}},
 		{"Sure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": \"{\\\"x\\\":2}\"}\n</tool_call>\n<tool_call>{\"name\":\"g\"}</tool_call>",
-			"Sure.\n\n", []toolCall{{"f", `{"x":2}`}, {"g", "{}"}}},
+			"Sure.\n\n", []toolCall{{"f", `{"x":2}`, ""}, {"g", "{}", ""}}},
 		{"<tool_call>not json</tool_call> after", "<tool_call>not json</tool_call> after", nil},
-		{"<tool_call>{\"name\": \"cut\", \"arguments\": {}}", "", []toolCall{{"cut", "{}"}}}, // unclosed but whole
+		{"<tool_call>{\"name\": \"cut\", \"arguments\": {}}", "", []toolCall{{"cut", "{}", ""}}}, // unclosed but whole
 		{"<tool_call>{\"name\": \"cu", "<tool_call>{\"name\": \"cu", nil},
 		{"a <tool_ca", "a <tool_ca", nil},
 	} {

@@ -197,7 +197,7 @@ func messageItem(id, status string, text *string) responsesOut {
 
 func callItem(id, status string, c toolCall) responsesOut {
 	args := c.Arguments
-	return responsesOut{Type: "function_call", ID: id, Status: status, CallID: newID("call_"), Name: c.Name, Arguments: &args}
+	return responsesOut{Type: "function_call", ID: id, Status: status, CallID: c.ID, Name: c.Name, Arguments: &args}
 }
 
 func (s *Server) responses(w http.ResponseWriter, r *http.Request, m *Model) {

@@ -2,6 +2,8 @@ package serve
 
 import (
 	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -21,8 +23,16 @@ const (
 	// llama3Tools: one JSON object {"name": …, "parameters": {…}}, bare or
 	// after <|python_tag|> (Llama 3.1, 3.2, 3.3).
 	llama3Tools
-	// mistralTools: [TOOL_CALLS][{"name": …, "arguments": {…}}, …].
+	// mistralTools: [TOOL_CALLS][{"name": …, "arguments": {…}}, …]
+	// (Mistral 7B v0.3, Nemo, Small 3), tool results as [TOOL_RESULTS] with
+	// the call's id, which the template wants as 9 letters and digits.
 	mistralTools
+	// genericTools: a template that writes no tools (Gemma 3, Gemma 2,
+	// Llama 2, Mistral v0.1/v0.2, Phi-3): the tools are described in the
+	// system prompt and the model answers with one JSON object,
+	// {"tool_call": {"name": …, "arguments": {…}}}, {"tool_calls": […]} or
+	// {"response": "…"}, as llama.cpp's generic format has it.
+	genericTools
 )
 
 // Markers of the JSON-call families' replies.
@@ -42,6 +52,8 @@ func toolFormatOf(t *chat.Template) toolFormat {
 		return mistralTools
 	case strings.Contains(src, "<|start_header_id|>") && strings.Contains(src, "parameters"):
 		return llama3Tools
+	case !strings.Contains(src, "tool"):
+		return genericTools
 	}
 	return hermesTools
 }
@@ -63,6 +75,8 @@ func (f toolFormat) wrap(call *grammar.Schema) *grammar.Machine {
 		return grammar.NewWrapped("", call, "")
 	case mistralTools:
 		return grammar.NewWrapped(mistralTC+"[", call, "]")
+	case genericTools:
+		return grammar.NewWrapped("", grammar.Keyed("tool_call", call), "")
 	}
 	return grammar.NewWrapped(toolOpen+"\n", call, "\n"+toolClose)
 }
@@ -74,8 +88,48 @@ func (f toolFormat) parser() callParser {
 		return &jsonCallParser{marker: pythonTag}
 	case mistralTools:
 		return &jsonCallParser{marker: mistralTC}
+	case genericTools:
+		return &genericParser{}
 	}
 	return &toolParser{}
+}
+
+// callID is a new call's id: 9 letters and digits for Mistral, whose
+// templates refuse any other (llama.cpp gives them the same), else
+// OpenAI's "call_…".
+func (f toolFormat) callID() string {
+	if f == mistralTools {
+		return alnumID(9)
+	}
+	return newID("call_")
+}
+
+const alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+// alnumID is n random letters and digits.
+func alnumID(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	for i := range b {
+		b[i] = alnum[int(b[i])%len(alnum)]
+	}
+	return string(b)
+}
+
+// mistralID is the id a Mistral template is given for a call or result
+// id: the id itself where it is 9 letters and digits, else 9 taken from
+// its hash, so that a call and its result, written by a client that makes
+// its own ids (or by another API's "toolu_…"), still match.
+func mistralID(id string) string {
+	if len(id) == 9 && strings.Trim(id, alnum) == "" {
+		return id
+	}
+	h := sha256.Sum256([]byte(id))
+	b := make([]byte, 9)
+	for i := range b {
+		b[i] = alnum[int(h[i])%len(alnum)]
+	}
+	return string(b)
 }
 
 // callParser splits a reply into text and tool calls as it streams.
@@ -92,6 +146,17 @@ type jsonCallParser struct {
 	marker  string
 	decided bool // the reply is plain text
 	held    strings.Builder
+	lead    int // the held text's leading whitespace so far
+}
+
+// opening is the held text after its leading whitespace, each byte of
+// which is looked at once (a reply of blank lines cost each step all of
+// them).
+func opening(held *strings.Builder, lead *int) string {
+	t := held.String()[*lead:]
+	n := len(t) - len(strings.TrimLeft(t, " \n\t\r"))
+	*lead += n
+	return t[n:]
 }
 
 func (p *jsonCallParser) feed(s string) (string, []toolCall) {
@@ -99,7 +164,7 @@ func (p *jsonCallParser) feed(s string) (string, []toolCall) {
 		return s, nil
 	}
 	p.held.WriteString(s)
-	t := strings.TrimLeft(p.held.String(), " \n\t\r")
+	t := opening(&p.held, &p.lead)
 	switch {
 	case t == "" || strings.HasPrefix(p.marker, t):
 		return "", nil // undecided
@@ -161,7 +226,7 @@ func parseJSONCalls(s string) ([]toolCall, bool) {
 // toolMessages turns the API's messages into the template's own: tool
 // calls and results as fields, for a Jinja template to write as its family
 // does.
-func toolMessages(in []openai.Message) ([]chat.ToolMessage, *apiError) {
+func toolMessages(in []openai.Message, f toolFormat) ([]chat.ToolMessage, *apiError) {
 	if len(in) == 0 {
 		return nil, badRequest("messages", "messages must not be empty")
 	}
@@ -179,10 +244,17 @@ func toolMessages(in []openai.Message) ([]chat.ToolMessage, *apiError) {
 				if strings.TrimSpace(args) == "" {
 					args = "{}"
 				}
-				m.ToolCalls = append(m.ToolCalls, chat.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args})
+				id := tc.ID
+				if f == mistralTools {
+					id = mistralID(id)
+				}
+				m.ToolCalls = append(m.ToolCalls, chat.ToolCall{ID: id, Name: tc.Function.Name, Arguments: args})
 			}
 		case "tool":
 			m.ToolCallID, m.Name = msg.ToolCallID, msg.Name
+			if f == mistralTools {
+				m.ToolCallID = mistralID(m.ToolCallID)
+			}
 		default:
 			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), "role must be system, user, assistant or tool, not %q", msg.Role)
 		}

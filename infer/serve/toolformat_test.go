@@ -24,7 +24,12 @@ func TestToolFormatOfTemplates(t *testing.T) {
 		{"Qwen-Qwen2.5-7B-Instruct.jinja", hermesTools},
 		{"Qwen-Qwen3-0.6B.jinja", hermesTools},
 		{"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", hermesTools},
-		{"meta-llama-Llama-2-7b-chat.jinja", hermesTools},
+		// Templates that write no tools: the generic JSON format.
+		{"meta-llama-Llama-2-7b-chat.jinja", genericTools},
+		{"google-gemma-3-it.jinja", genericTools},
+		{"google-gemma-2-2b-it.jinja", genericTools},
+		{"mistralai-Mistral-7B-Instruct-v0.2.jinja", genericTools},
+		{"microsoft-Phi-3.5-mini-instruct.jinja", genericTools},
 	} {
 		src, err := os.ReadFile(filepath.Join("..", "chat", "testdata", "templates", c.file))
 		if err != nil {
@@ -32,7 +37,7 @@ func TestToolFormatOfTemplates(t *testing.T) {
 		}
 		tmpl := chat.FromSource(string(src))
 		if !tmpl.Recognized {
-			sp := chat.Specials{BOS: "<s>", EOS: "</s>", Markers: []string{"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "[TOOL_CALLS]"}}
+			sp := chat.Specials{BOS: "<s>", EOS: "</s>", Markers: []string{"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "[TOOL_CALLS]", "<start_of_turn>", "<end_of_turn>"}}
 			if tmpl, err = chat.FromJinja(string(src), sp); err != nil {
 				t.Fatalf("%s: %v", c.file, err)
 			}
@@ -53,15 +58,15 @@ func TestJSONCallParserAnySplit(t *testing.T) {
 		calls  []toolCall
 	}{
 		{pythonTag, "Hello there", "Hello there", nil},
-		{pythonTag, `{"name": "f", "parameters": {"a": 1}}`, "", []toolCall{{"f", `{"a": 1}`}}},
-		{pythonTag, "\n" + `<|python_tag|>{"name": "f", "parameters": {}}`, "", []toolCall{{"f", "{}"}}},
+		{pythonTag, `{"name": "f", "parameters": {"a": 1}}`, "", []toolCall{{"f", `{"a": 1}`, ""}}},
+		{pythonTag, "\n" + `<|python_tag|>{"name": "f", "parameters": {}}`, "", []toolCall{{"f", "{}", ""}}},
 		{pythonTag, `{"name": "f", "parameters": {"a": 1}}; {"name": "g", "arguments": {"b": "x"}}`, "",
-			[]toolCall{{"f", `{"a": 1}`}, {"g", `{"b": "x"}`}}},
+			[]toolCall{{"f", `{"a": 1}`, ""}, {"g", `{"b": "x"}`, ""}}},
 		{pythonTag, `{"a": 1}`, `{"a": 1}`, nil},                         // JSON, but no call
 		{pythonTag, `{"name": "f", "param`, `{"name": "f", "param`, nil}, // cut short
 		{pythonTag, "<|py", "<|py", nil},
 		{mistralTC, `[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}}, {"name": "g", "arguments": {}}]`, "",
-			[]toolCall{{"f", `{"a": 1}`}, {"g", "{}"}}},
+			[]toolCall{{"f", `{"a": 1}`, ""}, {"g", "{}", ""}}},
 		{mistralTC, "[1, 2] are numbers", "[1, 2] are numbers", nil},
 	} {
 		for cut := 0; cut <= len(c.text); cut++ {
