@@ -118,6 +118,20 @@ func NewWrapped(prefix string, s *Schema, suffix string) *Machine {
 	return &Machine{st: st, ends: []int{len(st)}}
 }
 
+// NewWrappedSpaced is NewWrapped with a space (or a newline and an
+// indentation) allowed between the prefix and the value: what a
+// SentencePiece model writes after a control token, whose text it starts
+// with its space ("[TOOL_CALLS] [{…}]").
+func NewWrappedSpaced(prefix string, s *Schema, suffix string) *Machine {
+	m := NewWrapped(prefix, s, suffix)
+	for i := range m.st {
+		if m.st[i].kind == kValue {
+			m.st[i].ws = 0
+		}
+	}
+	return m
+}
+
 func markup(s string) frame {
 	f := literal([]string{s})
 	f.markup = true

@@ -801,6 +801,11 @@ func Keyed(key string, v *Schema) *Schema {
 	return &Schema{types: tObject, maxItems: -1, maxLen: -1, required: 0b1, ordered: true, props: []prop{{key: string(k), schema: v}}}
 }
 
+// Items is an array of min to max values of item (max −1: no limit).
+func Items(item *Schema, min, max int) *Schema {
+	return &Schema{types: tArray, items: item, minItems: min, maxItems: max, maxLen: -1}
+}
+
 // Kinds of JSON values, for disjoint.
 const (
 	kindObject = 1 << iota

@@ -74,7 +74,7 @@ func (f toolFormat) wrap(call *grammar.Schema) *grammar.Machine {
 	case llama3Tools:
 		return grammar.NewWrapped("", call, "")
 	case mistralTools:
-		return grammar.NewWrapped(mistralTC+"[", call, "]")
+		return grammar.NewWrappedSpaced(mistralTC, grammar.Items(call, 1, 1), "")
 	case genericTools:
 		return grammar.NewWrapped("", grammar.Keyed("tool_call", call), "")
 	}

@@ -113,6 +113,9 @@ func TestToolMachinePerFamily(t *testing.T) {
 		{llama3Tools, `{"name": "g", "parameters": {"a": 1}}`, false},
 		{llama3Tools, `{"name": "f", "parameters": {"a": "x"}}`, false},
 		{mistralTools, `[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}}]`, true},
+		{mistralTools, `[TOOL_CALLS] [{"name": "f", "arguments": {"a": 1}}]`, true}, // SentencePiece's space
+		{mistralTools, `[TOOL_CALLS][]`, false},
+		{mistralTools, `[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}}, {"name": "f", "arguments": {"a": 1}}]`, false},
 		{mistralTools, `{"name": "f", "arguments": {"a": 1}}`, false},
 		{hermesTools, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>", true},
 		{hermesTools, `{"name": "f", "arguments": {"a": 1}}`, false},
