@@ -132,6 +132,25 @@ func NewWrappedSpaced(prefix string, s *Schema, suffix string) *Machine {
 	return m
 }
 
+// Union recognizes what any of ms recognizes: their readings side by side
+// (a call of one of several tools whose name is in the markup,
+// "[TOOL_CALLS]name[ARGS]{…}"), at most maxStacks of them.
+func Union(ms ...*Machine) *Machine {
+	u := &Machine{}
+	for _, m := range ms {
+		b := 0
+		for _, e := range m.ends {
+			if len(u.ends) == maxStacks {
+				return u
+			}
+			u.st = append(u.st, m.st[b:e]...)
+			u.ends = append(u.ends, len(u.st))
+			b = e
+		}
+	}
+	return u
+}
+
 func markup(s string) frame {
 	f := literal([]string{s})
 	f.markup = true

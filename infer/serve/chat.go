@@ -470,6 +470,7 @@ func toolChoice(tools []openai.Tool, raw json.RawMessage) (mode, forced string, 
 // recognizer cannot enforce is refused, naming the tool and the keyword.
 func toolMachine(tools []openai.Tool, forced string, f toolFormat) (*grammar.Machine, *apiError) {
 	var calls []*grammar.Schema
+	var named []*grammar.Machine
 	for i, t := range tools {
 		if forced != "" && t.Function.Name != forced {
 			continue
@@ -482,7 +483,15 @@ func toolMachine(tools []openai.Tool, forced string, f toolFormat) (*grammar.Mac
 				return nil, schemaError(param, fmt.Errorf("the tool %q: %w", t.Function.Name, err))
 			}
 		}
+		if f == mistralArgsTools {
+			// The name is markup: one reading per tool.
+			named = append(named, grammar.NewWrapped(mistralTC+t.Function.Name+mistralArgs, args, ""))
+			continue
+		}
 		calls = append(calls, grammar.CallKeyed(t.Function.Name, f.argsKey(), args))
+	}
+	if f == mistralArgsTools {
+		return grammar.Union(named...), nil
 	}
 	return f.wrap(grammar.AnyOf(calls...)), nil
 }

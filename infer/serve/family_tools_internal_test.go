@@ -23,6 +23,8 @@ var SPMFamilyFile = spmFamilyFile
 // family's control tokens added, and the family's own chat template.
 //   - "mistral": the llama architecture, Mistral Nemo's template with its
 //     [INST], [TOOL_CALLS], [AVAILABLE_TOOLS] and [TOOL_RESULTS] tokens.
+//   - "mistral-v11": the same with Mistral Small 3.2's template and the v11
+//     tokenizer's [TOOL_CALLS]name[CALL_ID]id[ARGS]{…} tokens.
 //   - "gemma3": the gemma3 architecture, Gemma 3's template (which writes
 //     no tools) with <start_of_turn> and <end_of_turn>, no space prefix.
 func spmFamilyFile(t testing.TB, family string) *gguf.File {
@@ -38,6 +40,12 @@ func spmFamilyFile(t testing.TB, family string) *gguf.File {
 	case "mistral":
 		shape, tmpl = synth.LlamaShapes["tiny"], "mistralai-Mistral-Nemo-Instruct-2407.jinja"
 		for _, tok := range []string{"[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]"} {
+			v.Add(tok, control)
+		}
+	case "mistral-v11":
+		shape, tmpl = synth.LlamaShapes["tiny"], "Mistral-Small-3.2-24B-Instruct-2506.jinja"
+		for _, tok := range []string{"[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[INST]", "[/INST]", "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]",
+			"[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[TOOL_CONTENT]", "[/TOOL_RESULTS]"} {
 			v.Add(tok, control)
 		}
 	case "gemma3":
@@ -131,27 +139,35 @@ func familyPrompt(t *testing.T, f *gguf.File, body string) (string, []int32, []i
 // "call_…" id is mapped to one, the same for the call and its result, and
 // the markers are the control tokens.
 func TestMistralToolPrompt(t *testing.T) {
-	f := spmFamilyFile(t, "mistral")
-	text, controls, ids := familyPrompt(t, f, `{"messages": `+weatherTurns+`, "tools": `+weatherTools+`}`)
 	id := mistralID("call_0123456789abcdef")
-	// The template rendered as llama.cpp renders it, given the id mapped.
-	msgs := strings.ReplaceAll(weatherTurns, "call_0123456789abcdef", id)
-	msgs = strings.ReplaceAll(msgs, `"arguments": "{\"city\": \"Paris\"}"`, `"arguments": {"city": "Paris"}`)
-	if want := templateIDs(t, f, msgs, weatherTools); !slices.Equal(ids, want) {
-		t.Errorf("server   %q\ntemplate %q", text, m2s(t, f, want))
-	}
-	for _, want := range []string{`"id": "` + id + `"}]</s>`, `"call_id": "` + id + `"}[/TOOL_RESULTS]`} {
-		if !strings.Contains(text, want) {
-			t.Errorf("the prompt lacks %q:\n%s", want, text)
+	for _, c := range []struct {
+		family   string
+		want     []string
+		controls []string
+	}{
+		{"mistral", []string{`"id": "` + id + `"}]</s>`, `"call_id": "` + id + `"}[/TOOL_RESULTS]`},
+			[]string{"[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[INST]", "[/INST]", "[TOOL_CALLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]"}},
+		{"mistral-v11", []string{`[TOOL_CALLS]get_weather[CALL_ID]` + id + `[ARGS]{"city": "Paris"}</s>`, `[TOOL_RESULTS]` + id + `[TOOL_CONTENT]`},
+			[]string{"[SYSTEM_PROMPT]", "[AVAILABLE_TOOLS]", "[INST]", "[TOOL_CALLS]", "[CALL_ID]", "[ARGS]", "[TOOL_RESULTS]", "[TOOL_CONTENT]"}},
+	} {
+		f := spmFamilyFile(t, c.family)
+		text, controls, ids := familyPrompt(t, f, `{"messages": `+weatherTurns+`, "tools": `+weatherTools+`}`)
+		// The template rendered as llama.cpp renders it, given the id mapped.
+		msgs := strings.ReplaceAll(weatherTurns, "call_0123456789abcdef", id)
+		msgs = strings.ReplaceAll(msgs, `"arguments": "{\"city\": \"Paris\"}"`, `"arguments": {"city": "Paris"}`)
+		if want := templateIDs(t, f, msgs, weatherTools); !slices.Equal(ids, want) {
+			t.Errorf("%s: server   %q\ntemplate %q", c.family, text, m2s(t, f, want))
 		}
-	}
-	tok := func(s string) int32 {
-		v, _ := f.KV.Strings("tokenizer.ggml.tokens")
-		return int32(slices.Index(v, s))
-	}
-	for _, s := range []string{"[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[INST]", "[/INST]", "[TOOL_CALLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]"} {
-		if !slices.Contains(controls, tok(s)) {
-			t.Errorf("%s is not a control token in the prompt", s)
+		for _, want := range c.want {
+			if !strings.Contains(strings.ReplaceAll(text, "] ", "]"), want) {
+				t.Errorf("%s: the prompt lacks %q:\n%s", c.family, want, text)
+			}
+		}
+		tokens, _ := f.KV.Strings("tokenizer.ggml.tokens")
+		for _, s := range c.controls {
+			if !slices.Contains(controls, int32(slices.Index(tokens, s))) {
+				t.Errorf("%s: %s is not a control token in the prompt", c.family, s)
+			}
 		}
 	}
 }

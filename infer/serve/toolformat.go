@@ -27,6 +27,10 @@ const (
 	// (Mistral 7B v0.3, Nemo, Small 3), tool results as [TOOL_RESULTS] with
 	// the call's id, which the template wants as 9 letters and digits.
 	mistralTools
+	// mistralArgsTools: [TOOL_CALLS]name[ARGS]{…} for each call, after any
+	// text (Mistral Small 3.2, Magistral, Ministral 3, Devstral: the v11
+	// tokenizer's templates), ids as mistralTools'.
+	mistralArgsTools
 	// genericTools: a template that writes no tools (Gemma 3, Gemma 2,
 	// Llama 2, Mistral v0.1/v0.2, Phi-3): the tools are described in the
 	// system prompt and the model answers with one JSON object,
@@ -37,8 +41,10 @@ const (
 
 // Markers of the JSON-call families' replies.
 const (
-	pythonTag = "<|python_tag|>"
-	mistralTC = "[TOOL_CALLS]"
+	pythonTag     = "<|python_tag|>"
+	mistralTC     = "[TOOL_CALLS]"
+	mistralArgs   = "[ARGS]"
+	mistralCallID = "[CALL_ID]"
 )
 
 // toolFormatOf reads the call format from the template's source, as
@@ -48,6 +54,8 @@ func toolFormatOf(t *chat.Template) toolFormat {
 	switch {
 	case t.Kind != chat.KindJinja || strings.Contains(src, toolOpen):
 		return hermesTools
+	case strings.Contains(src, mistralTC) && strings.Contains(src, mistralArgs):
+		return mistralArgsTools
 	case strings.Contains(src, mistralTC):
 		return mistralTools
 	case strings.Contains(src, "<|start_header_id|>") && strings.Contains(src, "parameters"):
@@ -88,6 +96,8 @@ func (f toolFormat) parser() callParser {
 		return &jsonCallParser{marker: pythonTag}
 	case mistralTools:
 		return &jsonCallParser{marker: mistralTC}
+	case mistralArgsTools:
+		return &argsCallParser{}
 	case genericTools:
 		return &genericParser{}
 	}
@@ -98,7 +108,7 @@ func (f toolFormat) parser() callParser {
 // templates refuse any other (llama.cpp gives them the same), else
 // OpenAI's "call_…".
 func (f toolFormat) callID() string {
-	if f == mistralTools {
+	if f.mistral() {
 		return alnumID(9)
 	}
 	return newID("call_")
@@ -115,6 +125,10 @@ func alnumID(n int) string {
 	}
 	return string(b)
 }
+
+// mistral says the format is one of Mistral's, whose templates want ids of
+// 9 letters and digits.
+func (f toolFormat) mistral() bool { return f == mistralTools || f == mistralArgsTools }
 
 // mistralID is the id a Mistral template is given for a call or result
 // id: the id itself where it is 9 letters and digits, else 9 taken from
@@ -223,6 +237,78 @@ func parseJSONCalls(s string) ([]toolCall, bool) {
 	}
 }
 
+// argsCallParser takes the calls of mistralArgsTools: the text before the
+// first [TOOL_CALLS] streams; from there the reply is held and read at the
+// end as calls, [TOOL_CALLS]name[CALL_ID]id[ARGS]{…} (the id optional), or
+// goes out as text where it is not.
+type argsCallParser struct {
+	inCalls bool
+	held    string // text that may begin [TOOL_CALLS]
+	calls   strings.Builder
+}
+
+func (p *argsCallParser) feed(s string) (string, []toolCall) {
+	if p.inCalls {
+		p.calls.WriteString(s)
+		return "", nil
+	}
+	t := p.held + s
+	if i := strings.Index(t, mistralTC); i >= 0 {
+		p.inCalls, p.held = true, ""
+		p.calls.WriteString(t[i:])
+		return t[:i], nil
+	}
+	keep := heldSuffix(t, []string{mistralTC})
+	p.held = t[len(t)-keep:]
+	return t[:len(t)-keep], nil
+}
+
+func (p *argsCallParser) flush() (string, []toolCall) {
+	if !p.inCalls {
+		held := p.held
+		p.held = ""
+		return held, nil
+	}
+	body := p.calls.String()
+	p.calls.Reset()
+	p.inCalls = false
+	if calls, ok := parseArgsCalls(body); ok {
+		return "", calls
+	}
+	return body, nil
+}
+
+// parseArgsCalls reads [TOOL_CALLS]name[CALL_ID]id[ARGS]{…}, repeated.
+func parseArgsCalls(s string) ([]toolCall, bool) {
+	var calls []toolCall
+	for {
+		s = strings.TrimLeft(s, " \n\t\r")
+		if s == "" {
+			return calls, len(calls) > 0
+		}
+		rest, ok := strings.CutPrefix(s, mistralTC)
+		if !ok {
+			return nil, false
+		}
+		head, args, ok := strings.Cut(rest, mistralArgs)
+		if !ok {
+			return nil, false
+		}
+		name, id, _ := strings.Cut(head, mistralCallID)
+		name, id = strings.TrimSpace(name), strings.TrimSpace(id)
+		if name == "" || strings.ContainsAny(name, "[]{}\"\n") {
+			return nil, false
+		}
+		dec := json.NewDecoder(strings.NewReader(args))
+		var raw json.RawMessage
+		if dec.Decode(&raw) != nil || !bytes.HasPrefix(bytes.TrimSpace(raw), []byte("{")) {
+			return nil, false
+		}
+		calls = append(calls, toolCall{Name: name, Arguments: string(bytes.TrimSpace(raw)), ID: id})
+		s = args[dec.InputOffset():]
+	}
+}
+
 // toolMessages turns the API's messages into the template's own: tool
 // calls and results as fields, for a Jinja template to write as its family
 // does.
@@ -245,14 +331,14 @@ func toolMessages(in []openai.Message, f toolFormat) ([]chat.ToolMessage, *apiEr
 					args = "{}"
 				}
 				id := tc.ID
-				if f == mistralTools {
+				if f.mistral() {
 					id = mistralID(id)
 				}
 				m.ToolCalls = append(m.ToolCalls, chat.ToolCall{ID: id, Name: tc.Function.Name, Arguments: args})
 			}
 		case "tool":
 			m.ToolCallID, m.Name = msg.ToolCallID, msg.Name
-			if f == mistralTools {
+			if f.mistral() {
 				m.ToolCallID = mistralID(m.ToolCallID)
 			}
 		default:

@@ -21,6 +21,8 @@ func TestToolFormatOfTemplates(t *testing.T) {
 		{"meta-llama-Llama-3.2-3B-Instruct.jinja", llama3Tools},
 		{"meta-llama-Llama-3.3-70B-Instruct.jinja", llama3Tools},
 		{"mistralai-Mistral-Nemo-Instruct-2407.jinja", mistralTools},
+		{"Mistral-Small-3.2-24B-Instruct-2506.jinja", mistralArgsTools},
+		{"mistralai-Ministral-3-14B-Reasoning-2512.jinja", mistralArgsTools},
 		{"Qwen-Qwen2.5-7B-Instruct.jinja", hermesTools},
 		{"Qwen-Qwen3-0.6B.jinja", hermesTools},
 		{"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", hermesTools},
@@ -37,7 +39,7 @@ func TestToolFormatOfTemplates(t *testing.T) {
 		}
 		tmpl := chat.FromSource(string(src))
 		if !tmpl.Recognized {
-			sp := chat.Specials{BOS: "<s>", EOS: "</s>", Markers: []string{"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "[TOOL_CALLS]", "<start_of_turn>", "<end_of_turn>"}}
+			sp := chat.Specials{BOS: "<s>", EOS: "</s>", Markers: []string{"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "<start_of_turn>", "<end_of_turn>"}}
 			if tmpl, err = chat.FromJinja(string(src), sp); err != nil {
 				t.Fatalf("%s: %v", c.file, err)
 			}
@@ -117,6 +119,10 @@ func TestToolMachinePerFamily(t *testing.T) {
 		{mistralTools, `[TOOL_CALLS][]`, false},
 		{mistralTools, `[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}}, {"name": "f", "arguments": {"a": 1}}]`, false},
 		{mistralTools, `{"name": "f", "arguments": {"a": 1}}`, false},
+		{mistralArgsTools, `[TOOL_CALLS]f[ARGS]{"a": 1}`, true},
+		{mistralArgsTools, `[TOOL_CALLS]g[ARGS]{"a": 1}`, false},
+		{mistralArgsTools, `[TOOL_CALLS]f[ARGS]{"a": "x"}`, false},
+		{mistralArgsTools, `[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}}]`, false},
 		{hermesTools, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>", true},
 		{hermesTools, `{"name": "f", "arguments": {"a": 1}}`, false},
 	} {

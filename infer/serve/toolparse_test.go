@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bonsai-chat/bonsai/infer/openai"
 )
 
 // parseAll feeds text to p cut at cut and flushes: the text out and the
@@ -96,9 +98,10 @@ func TestParsersLinearOnHostileReplies(t *testing.T) {
 		strings.Repeat("<tool_call>", n/11),
 		"<tool_call>" + strings.Repeat("</tool_cal", n/10),
 		"[TOOL_CALLS]" + strings.Repeat("[", n),
+		strings.Repeat("[TOOL_CALLS]f[ARGS]{}", n/20),
 		"```json\n" + strings.Repeat(" ", n),
 	} {
-		for _, f := range []toolFormat{hermesTools, llama3Tools, mistralTools, genericTools} {
+		for _, f := range []toolFormat{hermesTools, llama3Tools, mistralTools, mistralArgsTools, genericTools} {
 			p := f.parser()
 			start := time.Now()
 			for i := range len(text) {
@@ -158,4 +161,64 @@ func FuzzGenericParser(f *testing.F) {
 	f.Add("```json\n{\"response\": \"hi\"}\n```", 3)
 	f.Add(`{"tool_calls": [{"name": "f", "arguments": {}}], "content": "x"}`, 20)
 	f.Fuzz(func(t *testing.T, text string, cut int) { fuzzParser(t, genericTools, text, cut) })
+}
+
+// The v11 tokenizer's calls (Mistral Small 3.2, Magistral, Ministral 3):
+// text, then [TOOL_CALLS]name[ARGS]{…} for each call, an id optional.
+func TestArgsCallParserAnySplit(t *testing.T) {
+	for _, c := range []struct {
+		text  string
+		want  string
+		calls []toolCall
+	}{
+		{"Hello there", "Hello there", nil},
+		{`[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}`, "", []toolCall{{"get_weather", `{"city": "Paris"}`, ""}}},
+		{`Let me look.[TOOL_CALLS]f[ARGS]{"a": 1}[TOOL_CALLS]g[CALL_ID]a1B2c3D4e[ARGS]{}`, "Let me look.",
+			[]toolCall{{"f", `{"a": 1}`, ""}, {"g", "{}", "a1B2c3D4e"}}},
+		{`[TOOL_CALLS]f[ARGS]{"a": `, `[TOOL_CALLS]f[ARGS]{"a": `, nil}, // cut short
+		{`[TOOL_CALLS]f{"a": 1}`, `[TOOL_CALLS]f{"a": 1}`, nil},        // no [ARGS]
+		{`[TOOL_CALLS]f[ARGS][1]`, `[TOOL_CALLS]f[ARGS][1]`, nil},      // arguments not an object
+		{"a [TOOL_CA", "a [TOOL_CA", nil},
+	} {
+		for cut := 0; cut <= len(c.text); cut++ {
+			got, calls := parseAll(mistralArgsTools.parser(), c.text, cut)
+			if got != c.want || !sameCalls(calls, c.calls) {
+				t.Fatalf("%q cut at %d: text %q, calls %v; want %q, %v", c.text, cut, got, calls, c.want, c.calls)
+			}
+		}
+	}
+}
+
+// With several tools, a v11 required call's arguments follow the schema of
+// the tool its markup names.
+func TestArgsCallMachineTiesArgumentsToName(t *testing.T) {
+	tools := []openai.Tool{
+		{Type: "function", Function: openai.ToolFunction{Name: "f", Parameters: json.RawMessage(`{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}`)}},
+		{Type: "function", Function: openai.ToolFunction{Name: "g", Parameters: json.RawMessage(`{"type": "object", "properties": {"b": {"type": "string"}}, "required": ["b"]}`)}},
+	}
+	for _, c := range []struct {
+		forced, text string
+		ok           bool
+	}{
+		{"", `[TOOL_CALLS]f[ARGS]{"a": 1}`, true},
+		{"", `[TOOL_CALLS]g[ARGS]{"b": "x"}`, true},
+		{"", `[TOOL_CALLS]g[ARGS]{"a": 1}`, false},
+		{"", `[TOOL_CALLS]f[ARGS]{"b": "x"}`, false},
+		{"g", `[TOOL_CALLS]f[ARGS]{"a": 1}`, false},
+		{"g", `[TOOL_CALLS]g[ARGS]{"b": "x"}`, true},
+	} {
+		m, aerr := toolMachine(tools, c.forced, mistralArgsTools)
+		if aerr != nil {
+			t.Fatal(aerr.msg)
+		}
+		if got := m.Feed(c.text) && m.CanEnd(); got != c.ok {
+			t.Errorf("forced %q, %q: accepted %v, want %v", c.forced, c.text, got, c.ok)
+		}
+	}
+}
+
+func FuzzMistralArgsParser(f *testing.F) {
+	f.Add(`Text[TOOL_CALLS]f[ARGS]{"a": 1}[TOOL_CALLS]g[CALL_ID]abcdefghi[ARGS]{}`, 7)
+	f.Add(`[TOOL_CALLS]f[ARGS]{`, 1)
+	f.Fuzz(func(t *testing.T, text string, cut int) { fuzzParser(t, mistralArgsTools, text, cut) })
 }
