@@ -176,8 +176,8 @@ func TestArgsCallParserAnySplit(t *testing.T) {
 		{`Let me look.[TOOL_CALLS]f[ARGS]{"a": 1}[TOOL_CALLS]g[CALL_ID]a1B2c3D4e[ARGS]{}`, "Let me look.",
 			[]toolCall{{"f", `{"a": 1}`, ""}, {"g", "{}", "a1B2c3D4e"}}},
 		{`[TOOL_CALLS]f[ARGS]{"a": `, `[TOOL_CALLS]f[ARGS]{"a": `, nil}, // cut short
-		{`[TOOL_CALLS]f{"a": 1}`, `[TOOL_CALLS]f{"a": 1}`, nil},        // no [ARGS]
-		{`[TOOL_CALLS]f[ARGS][1]`, `[TOOL_CALLS]f[ARGS][1]`, nil},      // arguments not an object
+		{`[TOOL_CALLS]f{"a": 1}`, `[TOOL_CALLS]f{"a": 1}`, nil},         // no [ARGS]
+		{`[TOOL_CALLS]f[ARGS][1]`, `[TOOL_CALLS]f[ARGS][1]`, nil},       // arguments not an object
 		{"a [TOOL_CA", "a [TOOL_CA", nil},
 	} {
 		for cut := 0; cut <= len(c.text); cut++ {
