@@ -279,7 +279,8 @@ func TestFamilyToolCalls(t *testing.T) {
 		{Message: Message{Role: RoleUser, Content: "Thanks!"}},
 	}
 	for _, name := range []string{"meta-llama-Llama-3.1-8B-Instruct", "meta-llama-Llama-3.2-3B-Instruct", "meta-llama-Llama-3.3-70B-Instruct",
-		"Qwen-Qwen2.5-7B-Instruct", "Qwen-Qwen3-0.6B", "mistralai-Mistral-Nemo-Instruct-2407"} {
+		"Qwen-Qwen2.5-7B-Instruct", "Qwen-Qwen3-0.6B", "mistralai-Mistral-Nemo-Instruct-2407", "Mistral-Small-3.2-24B-Instruct-2506",
+		"mistralai-Ministral-3-14B-Reasoning-2512"} {
 		t.Run(name, func(t *testing.T) {
 			want, err := os.ReadFile("jinja/testdata/golden/" + name + ".tools.txt")
 			if err != nil {
