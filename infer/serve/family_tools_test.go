@@ -7,7 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	aopt "github.com/anthropics/anthropic-sdk-go/v2/option"
 	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -163,4 +166,89 @@ func TestMistralToolCallsControlToken(t *testing.T) {
 		t.Fatalf("tool calls %+v, content %q", ch.Message.ToolCalls, ch.Message.Content)
 	}
 	checkWeatherArgs(t, ch.Message.ToolCalls[0].Function.Arguments)
+}
+
+// Through the Anthropic and Responses clients, on the families whose
+// templates hold ids to a shape (Mistral's 9 letters and digits) or write
+// no tools (Gemma 3): a required call comes back as the API's own call
+// item, and its result, sent back under the API's id ("toolu_…",
+// Responses' call_id), goes through the template.
+func TestFamilyToolsOtherAPIs(t *testing.T) {
+	for _, family := range []string{"mistral", "mistral-v11", "gemma3"} {
+		t.Run(family, func(t *testing.T) {
+			f := familyToolFile(t, family)
+			s := startServerOn(t, f, serve.Options{}, serve.LoadOptions{ID: testModel, Slots: 1, Context: 2048, Threads: 2, Batch: 64, Backend: "cpu"})
+			ctx := context.Background()
+
+			tool := anthropic.ToolParam{Name: "get_weather", InputSchema: anthropic.ToolInputSchemaParam{
+				Properties: map[string]any{"city": map[string]any{"type": "string", "maxLength": 20}, "unit": map[string]any{"enum": []string{"C", "F"}}},
+				Required:   []string{"city", "unit"},
+			}}
+			params := anthropic.MessageNewParams{
+				Model: testModel, MaxTokens: 120,
+				Messages:   []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("What is the weather in Paris?"))},
+				Tools:      []anthropic.ToolUnionParam{{OfTool: &tool}},
+				ToolChoice: anthropic.ToolChoiceUnionParam{OfAny: &anthropic.ToolChoiceAnyParam{}},
+			}
+			ac := s.anthropic()
+			msg, err := ac.Messages.New(ctx, params, aopt.WithJSONSet("temperature", 0.7), aopt.WithJSONSet("seed", 2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var use *anthropic.ContentBlockUnion
+			for i := range msg.Content {
+				if msg.Content[i].Type == "tool_use" {
+					use = &msg.Content[i]
+				}
+			}
+			if use == nil || use.Name != "get_weather" {
+				t.Fatalf("stop %q, content %+v", msg.StopReason, msg.Content)
+			}
+			checkWeatherArgs(t, string(use.Input))
+			next := params
+			next.ToolChoice = anthropic.ToolChoiceUnionParam{OfAuto: &anthropic.ToolChoiceAutoParam{}}
+			next.MaxTokens = 8
+			next.Messages = append(next.Messages, msg.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock(use.ID, `{"temp": 21}`, false)))
+			if _, err := ac.Messages.New(ctx, next); err != nil {
+				t.Fatalf("Anthropic, the result's turn: %v", err)
+			}
+
+			rp := responses.ResponseNewParams{
+				Model: testModel, MaxOutputTokens: oai.Int(120), Temperature: oai.Float(0.7),
+				Input: responses.ResponseNewParamsInputUnion{OfString: oai.String("What is the weather in Paris?")},
+				Tools: []responses.ToolUnionParam{{OfFunction: &responses.FunctionToolParam{Name: "get_weather", Strict: oai.Bool(true),
+					Parameters: map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string", "maxLength": 20},
+						"unit": map[string]any{"enum": []string{"C", "F"}}}, "required": []string{"city", "unit"}}}}},
+				ToolChoice: responses.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: oai.Opt(responses.ToolChoiceOptionsRequired)},
+			}
+			oc := s.client()
+			resp, err := oc.Responses.New(ctx, rp, optionSeed(2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var call *responses.ResponseOutputItemUnion
+			for i := range resp.Output {
+				if resp.Output[i].Type == "function_call" {
+					call = &resp.Output[i]
+				}
+			}
+			if call == nil || call.Name != "get_weather" || call.CallID == "" {
+				t.Fatalf("output %+v", resp.Output)
+			}
+			checkWeatherArgs(t, call.Arguments.OfString)
+			output := responses.ResponseInputItemParamOfFunctionCallOutput(`{"temp": 21}`)
+			output.OfFunctionCallOutput.CallID = oai.String(call.CallID)
+			rnext := rp
+			rnext.ToolChoice = responses.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: oai.Opt(responses.ToolChoiceOptionsAuto)}
+			rnext.MaxOutputTokens = oai.Int(8)
+			rnext.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+				responses.ResponseInputItemParamOfMessage("What is the weather in Paris?", responses.EasyInputMessageRoleUser),
+				responses.ResponseInputItemParamOfFunctionCall(call.Arguments.OfString, call.CallID, call.Name),
+				output,
+			}}
+			if _, err := oc.Responses.New(ctx, rnext); err != nil {
+				t.Fatalf("Responses, the result's turn: %v", err)
+			}
+		})
+	}
 }
