@@ -75,8 +75,10 @@ func (f toolFormat) argsKey() string {
 }
 
 // wrap constrains a required call: the markup around the call object
-// (the JSON families' markers are spelled as text, which their parser
-// takes as the marker).
+// (a marker that is a control token, such as Mistral's [TOOL_CALLS], may
+// come as that token or spelled in text, which the parser takes alike).
+// mistralArgsTools names the tool in the markup: toolMachine makes one
+// reading per tool instead.
 func (f toolFormat) wrap(call *grammar.Schema) *grammar.Machine {
 	switch f {
 	case llama3Tools:

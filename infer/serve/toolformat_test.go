@@ -125,6 +125,10 @@ func TestToolMachinePerFamily(t *testing.T) {
 		{mistralArgsTools, `[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}}]`, false},
 		{hermesTools, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>", true},
 		{hermesTools, `{"name": "f", "arguments": {"a": 1}}`, false},
+		{genericTools, `{"tool_call": {"name": "f", "arguments": {"a": 1}}}`, true},
+		{genericTools, `{"tool_call": {"name": "f", "arguments": {"a": "x"}}}`, false},
+		{genericTools, `{"response": "hi"}`, false},
+		{genericTools, `{"name": "f", "arguments": {"a": 1}}`, false},
 	} {
 		m, aerr := toolMachine(tools, "", c.f)
 		if aerr != nil {
