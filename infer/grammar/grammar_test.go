@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -270,4 +271,34 @@ func TestControlTokenOnlyInMarkup(t *testing.T) {
 	if !c.CanEnd() {
 		t.Error("the spelled-out call cannot end")
 	}
+}
+
+// FuzzWrappedUnion: what a union of wrapped machines (the v11 Mistral
+// calls, one reading per tool) or a spaced wrap accepts as a whole text is
+// one of the prefixes, then JSON.
+func FuzzWrappedUnion(f *testing.F) {
+	f.Add(`[TOOL_CALLS]a[ARGS]{"name":"Al","age":3}`)
+	f.Add(`[TOOL_CALLS]b[ARGS]{}`)
+	f.Add(`[TOOL_CALLS] [{"x": 1}]`)
+	s, _ := Compile([]byte(personSchema))
+	f.Fuzz(func(t *testing.T, text string) {
+		u := Union(NewWrapped("[TOOL_CALLS]a[ARGS]", s, ""), NewWrapped("[TOOL_CALLS]b[ARGS]", AnyObject(), ""))
+		if u.Feed(text) && u.CanEnd() {
+			rest, ok := strings.CutPrefix(text, "[TOOL_CALLS]a[ARGS]")
+			if !ok {
+				rest, ok = strings.CutPrefix(text, "[TOOL_CALLS]b[ARGS]")
+			}
+			if !ok || !json.Valid([]byte(rest)) {
+				t.Fatalf("union accepted %q", text)
+			}
+		}
+		m := NewWrappedSpaced("[TOOL_CALLS]", Items(AnyObject(), 1, 1), "")
+		if m.Feed(text) && m.CanEnd() {
+			rest, ok := strings.CutPrefix(text, "[TOOL_CALLS]")
+			var items []map[string]any
+			if !ok || json.Unmarshal([]byte(rest), &items) != nil || len(items) != 1 {
+				t.Fatalf("spaced wrap accepted %q", text)
+			}
+		}
+	})
 }
