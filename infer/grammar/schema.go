@@ -794,6 +794,16 @@ func CallKeyed(name, argsKey string, args *Schema) *Schema {
 	}}
 }
 
+// WithProp is the call object c (CallKeyed's) with one more required
+// property after the others: Mistral Nemo's "id" of 9 letters and digits.
+func WithProp(c *Schema, key string, v *Schema) *Schema {
+	k, _ := json.Marshal(key)
+	out := *c
+	out.props = append(append([]prop(nil), c.props...), prop{key: string(k), schema: v})
+	out.required = c.required | 1<<len(c.props)
+	return &out
+}
+
 // Keyed is an object of one property, key, whose value is v: the
 // {"tool_call": {…}} a template without tool tokens has the model write.
 func Keyed(key string, v *Schema) *Schema {

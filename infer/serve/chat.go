@@ -488,7 +488,13 @@ func toolMachine(tools []openai.Tool, forced string, f toolFormat) (*grammar.Mac
 			named = append(named, grammar.NewWrapped(mistralTC+t.Function.Name+mistralArgs, args, ""))
 			continue
 		}
-		calls = append(calls, grammar.CallKeyed(t.Function.Name, f.argsKey(), args))
+		call := grammar.CallKeyed(t.Function.Name, f.argsKey(), args)
+		if f == mistralTools && mistralIDSchema != nil {
+			// Mistral's calls carry their id, which its templates write
+			// back (llama.cpp's grammar for them has it too).
+			call = grammar.WithProp(call, "id", mistralIDSchema)
+		}
+		calls = append(calls, call)
 	}
 	if f == mistralArgsTools {
 		return grammar.Union(named...), nil

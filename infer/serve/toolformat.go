@@ -128,6 +128,10 @@ func alnumID(n int) string {
 	return string(b)
 }
 
+// mistralIDSchema is a Mistral call id's: 9 letters and digits
+// (TestToolMachinePerFamily checks that it compiles).
+var mistralIDSchema, _ = grammar.Compile([]byte(`{"type": "string", "pattern": "^[a-zA-Z0-9]{9}$"}`))
+
 // mistral says the format is one of Mistral's, whose templates want ids of
 // 9 letters and digits.
 func (f toolFormat) mistral() bool { return f == mistralTools || f == mistralArgsTools }

@@ -114,10 +114,12 @@ func TestToolMachinePerFamily(t *testing.T) {
 		{llama3Tools, `{"name": "f", "arguments": {"a": 1}}`, false},
 		{llama3Tools, `{"name": "g", "parameters": {"a": 1}}`, false},
 		{llama3Tools, `{"name": "f", "parameters": {"a": "x"}}`, false},
-		{mistralTools, `[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}}]`, true},
-		{mistralTools, `[TOOL_CALLS] [{"name": "f", "arguments": {"a": 1}}]`, true}, // SentencePiece's space
+		{mistralTools, `[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}, "id": "a1B2c3D4e"}]`, true},
+		{mistralTools, `[TOOL_CALLS] [{"name": "f", "arguments": {"a": 1}, "id": "a1B2c3D4e"}]`, true}, // SentencePiece's space
+		{mistralTools, `[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}}]`, false},
+		{mistralTools, `[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}, "id": "call_1"}]`, false},
 		{mistralTools, `[TOOL_CALLS][]`, false},
-		{mistralTools, `[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}}, {"name": "f", "arguments": {"a": 1}}]`, false},
+		{mistralTools, `[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}, "id": "a1B2c3D4e"}, {"name": "f", "arguments": {"a": 1}, "id": "a1B2c3D4e"}]`, false},
 		{mistralTools, `{"name": "f", "arguments": {"a": 1}}`, false},
 		{mistralArgsTools, `[TOOL_CALLS]f[ARGS]{"a": 1}`, true},
 		{mistralArgsTools, `[TOOL_CALLS]g[ARGS]{"a": 1}`, false},
