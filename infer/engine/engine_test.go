@@ -78,6 +78,7 @@ type reply struct {
 	done   Done
 	errors []error
 	stats  int
+	live   Stats // the last Stats event before Done
 }
 
 func collect(t *testing.T, e *Engine) reply {
@@ -90,6 +91,7 @@ func collect(t *testing.T, e *Engine) reply {
 			r.text += ev.Text
 		case Stats:
 			r.stats++
+			r.live = ev
 		case Error:
 			r.errors = append(r.errors, ev.Err)
 		case Done:

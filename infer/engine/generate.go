@@ -117,8 +117,8 @@ func (e *Engine) generate(r generateRequest) {
 	// while this one waits for tokens: what they write is read here only
 	// after the tokens (or the end) they precede.
 	var read struct {
-		kept, done int
-		end        time.Time // the prompt was read
+		kept int
+		end  time.Time // the prompt was read
 	}
 	prefill := func(p slots.Prefill) {
 		if p.Done == 0 {
@@ -128,7 +128,6 @@ func (e *Engine) generate(r generateRequest) {
 					"this model's recurrent state cannot go back to where it changed", len(ids))})
 			}
 		}
-		read.done = p.Done
 		if p.Total >= prefillReportFrom {
 			e.emit(PrefillProgress{Done: p.Done, Total: p.Total})
 		}
@@ -259,10 +258,8 @@ func (e *Engine) generate(r generateRequest) {
 	}
 	res := st.Result()
 	stats.Drafted, stats.Accepted, stats.Verifies = res.Drafted, res.Accepted, res.Verifies
-	if n > 0 || res.Reason != "cancelled" {
+	if res.Slot >= 0 { // else it was stopped before it started: the cache is as it was
 		used = res.Held
-	} else {
-		used = read.kept + read.done // what was read before the stop
 	}
 	switch res.Reason {
 	case "stop", "length":
