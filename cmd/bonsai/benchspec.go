@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -8,13 +9,13 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/chat"
 	"github.com/bonsai-chat/bonsai/infer/engine"
 	"github.com/bonsai-chat/bonsai/infer/sample"
+	"github.com/bonsai-chat/bonsai/infer/slots"
 	"github.com/bonsai-chat/bonsai/infer/spec"
 	"github.com/bonsai-chat/bonsai/infer/tokenizer"
 )
@@ -263,7 +264,7 @@ func (r *replayDrafter) Draft(ctx []int32, k int) ([]int32, [][]sample.Prob, err
 	return r.buf, nil, nil
 }
 
-// replayBench measures the decoder itself on the model: plain greedy
+// replayBench measures the scheduler's decoding itself on the model: plain greedy
 // decoding of n tokens after the first task's prompt (past the end of the
 // turn, so that every run decodes n), then the same with drafts that are
 // that reply, alternated. It is the speed a reply that quotes its prompt
@@ -283,26 +284,38 @@ func replayBench(w io.Writer, f *gguf.File, backend string, threads, reps, n, ma
 		prompt = append([]int32{tok.BOS()}, prompt...)
 	}
 	n = min(n, m.Context()-len(prompt)-1)
+	// The scheduler's one slot, as the chat runs it: each run's prompt is
+	// the last one's, so only its last token is read again.
+	sched, err := slots.New(slots.Options{Model: m, Slots: 1, Context: m.Context(), Forward: true, MaxDraft: maxDraft})
+	if err != nil {
+		return err
+	}
+	defer sched.Close()
 	decode := func(d spec.Drafter) ([]int32, float64, spec.Stats, error) {
-		seq := infer.NewSequence(m)
-		if _, err := seq.Prefill(prompt, nil); err != nil {
-			return nil, 0, spec.Stats{}, err
-		}
-		smp, err := sample.New(sample.Params{})
+		st, err := sched.Submit(context.Background(), slots.Request{Prompt: prompt, MaxTokens: n, Drafter: d})
 		if err != nil {
 			return nil, 0, spec.Stats{}, err
 		}
-		dec := spec.NewDecoder(seq, smp, d, maxDraft)
-		start := time.Now()
 		var out []int32
-		for len(out) < n {
-			id, err := dec.Next(n - len(out))
-			if err != nil {
-				return nil, 0, spec.Stats{}, err
+		for {
+			toks, done := st.Next()
+			for _, t := range toks {
+				out = append(out, t.ID)
 			}
-			out = append(out, id)
+			if done {
+				break
+			}
 		}
-		return out, float64(n) / time.Since(start).Seconds(), dec.Stats(), nil
+		res := st.Result()
+		if res.Err != nil {
+			return nil, 0, spec.Stats{}, res.Err
+		}
+		if len(out) != n {
+			return nil, 0, spec.Stats{}, fmt.Errorf("replay: %d tokens decoded, want %d (%s)", len(out), n, res.Reason)
+		}
+		// The tokens after the first over the time from the first to the
+		// last: the decoding, not the prompt's reading.
+		return out, float64(n-1) / res.Decode.Seconds(), spec.Stats{Drafted: res.Drafted, Accepted: res.Accepted, Passes: res.Verifies}, nil
 	}
 	reply, _, _, err := decode(nil)
 	if err != nil {

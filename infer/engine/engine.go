@@ -9,6 +9,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,7 +17,6 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
@@ -50,8 +50,9 @@ type Options struct {
 	// Sampling used when a request brings none; nil: the model's
 	// recommendation (DefaultSampling).
 	Sampling *Sampling
-	// ProfileEvery is how many decoded tokens separate ProfileSample events
-	// (default 16); one also comes with every Done.
+	// ProfileEvery is how many decoding passes (a token each, unless
+	// speculation verified drafts) separate ProfileSample events (default
+	// 16); one also comes with every Done.
 	ProfileEvery int
 	// Spec is speculative decoding (infer/spec): the drafter, the draft
 	// model's path and the longest draft. The zero value decodes plainly.
@@ -82,26 +83,32 @@ type Engine struct {
 	closing  sync.Once
 	finished chan struct{}
 
-	mu     sync.Mutex
-	queue  []any // requests not yet served, oldest first
-	closed bool  // the loop has ended: requests are dropped
+	mu     sync.Mutex // guards queue, closed and cancel
+	queue  []any      // requests not yet served, oldest first
+	closed bool       // the loop has ended: requests are dropped
 	wake   chan struct{}
 
 	// Stop handling: Generate numbers requests; Stop marks every request
 	// numbered so far as stopped, so a Stop that races ahead of its
-	// Generate still counts.
+	// Generate still counts, and cancels the reply in progress.
 	generation atomic.Uint64
 	stopped    atomic.Uint64
 	profiling  atomic.Bool
 
 	// Owned by the engine goroutine.
-	cur          loaded        // the model in use
-	window       window        // where the last prompt started (turns left out of a full context)
-	backend      string        // the backend asked for by the last successful load
-	profilingOn  bool          // what the backend was last told (SetProfiling)
-	samplingTime time.Duration // sampler time since the last ProfileSample
-	spec         speculation   // the draft model, if Options.Spec has one
-	sess         sessionState  // the stored session the cache's conversation is
+	cur         loaded       // the model in use
+	window      window       // where the last prompt started (turns left out of a full context)
+	backend     string       // the backend asked for by the last successful load
+	profilingOn bool         // what the backend was last told (SetProfiling)
+	spec        speculation  // the draft model, if Options.Spec has one
+	sess        sessionState // the stored session the cache's conversation is
+
+	// samplingTime is the sampler's time since the last ProfileSample, in
+	// nanoseconds: added where a reply reads its tokens, taken where the
+	// scheduler's hooks profile.
+	samplingTime atomic.Int64
+	// cancel ends the reply in progress (Stop); nil between replies.
+	cancel context.CancelFunc
 
 	// started is closed once the first load has got past its checks (it
 	// reports the weights' progress) or has ended; startErr is then the
@@ -195,7 +202,14 @@ func (e *Engine) Generate(req GenerateRequest) {
 	e.send(generateRequest{req: req, id: e.generation.Add(1)})
 }
 
-func (e *Engine) Stop() { e.stopped.Store(e.generation.Load()) }
+func (e *Engine) Stop() {
+	e.stopped.Store(e.generation.Load())
+	e.mu.Lock()
+	if e.cancel != nil {
+		e.cancel()
+	}
+	e.mu.Unlock()
+}
 
 func (e *Engine) SwitchBackend(name string) { e.send(switchRequest{name}) }
 
@@ -393,9 +407,7 @@ func (e *Engine) serve(r any) {
 	case resetRequest:
 		e.persist()
 		e.sess = sessionState{}
-		if e.cur.seq != nil {
-			e.cur.seq.Reset()
-		}
+		e.forgetCache()
 		e.window = window{}
 		if e.spec.drafter != nil {
 			e.spec.drafter.Sequence().Reset()
@@ -426,7 +438,7 @@ func (e *Engine) applyProfilingTo(on bool) {
 	}
 	e.cur.model.Backend().SetProfiling(on)
 	e.profilingOn = on
-	e.samplingTime = 0
+	e.samplingTime.Store(0)
 }
 
 var _ Client = (*Engine)(nil)

@@ -78,6 +78,7 @@ type reply struct {
 	done   Done
 	errors []error
 	stats  int
+	live   Stats // the last Stats event before Done
 }
 
 func collect(t *testing.T, e *Engine) reply {
@@ -90,6 +91,7 @@ func collect(t *testing.T, e *Engine) reply {
 			r.text += ev.Text
 		case Stats:
 			r.stats++
+			r.live = ev
 		case Error:
 			r.errors = append(r.errors, ev.Err)
 		case Done:
@@ -546,27 +548,6 @@ func TestPrefillProgressFromTheStart(t *testing.T) {
 	for i := 1; i < len(progress); i++ {
 		if progress[i].Done <= progress[i-1].Done {
 			t.Errorf("progress went from %d to %d", progress[i-1].Done, progress[i].Done)
-		}
-	}
-}
-
-// Prefill chunks take about prefillTarget at the speed measured, within
-// the smallest chunk and the model's largest batch.
-func TestNextChunk(t *testing.T) {
-	for _, tc := range []struct {
-		n    int
-		d    time.Duration
-		max  int
-		want int
-	}{
-		{16, 320 * time.Millisecond, 512, 12},        // 50 tok/s: 12 tokens in 250ms
-		{16, 2 * time.Millisecond, 512, 512},         // a GPU: the whole batch
-		{16, 10 * time.Second, 512, prefillMinChunk}, // very slow: the smallest
-		{0, 0, 512, 512},
-		{16, time.Second, 4, 4}, // a batch smaller than the smallest chunk
-	} {
-		if got := nextChunk(tc.n, tc.d, tc.max); got != tc.want {
-			t.Errorf("nextChunk(%d, %v, %d) = %d, want %d", tc.n, tc.d, tc.max, got, tc.want)
 		}
 	}
 }

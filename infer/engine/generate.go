@@ -1,7 +1,7 @@
 package engine
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,32 +11,39 @@ import (
 	"github.com/bonsai-chat/bonsai/infer/chat"
 	"github.com/bonsai-chat/bonsai/infer/profile"
 	"github.com/bonsai-chat/bonsai/infer/sample"
-	"github.com/bonsai-chat/bonsai/infer/spec"
+	"github.com/bonsai-chat/bonsai/infer/slots"
 )
 
-// generate answers one request: render, prefill what the cache lacks,
-// then sample and stream until the end of the turn, the limit, the end of
-// the context or Stop.
+// generate answers one request: render, then hand the prompt to the
+// model's scheduler (infer/slots: the one decode loop, whose one slot is
+// the conversation's cache), which reads what the cache lacks and samples
+// until the end of the turn, the limit, the end of the context or Stop,
+// while this streams its tokens as text.
 func (e *Engine) generate(r generateRequest) {
 	stopped := func() bool { return e.stopped.Load() >= r.id }
 	cur := &e.cur
-	m, seq := cur.model, cur.seq
+	m := cur.model
 	start := time.Now()
 	kv := m.KVSpec()
 	recurrent := m.RecurrentSpec().Bytes()
 	// The KV cache as the backend allocated it (ModelInfo's figure), so
 	// that the total is the same whether a reply runs or not.
 	stats := Stats{ContextSize: m.Context(), KVAllocBytes: cur.info.KVAllocBytes}
-	measure := func() {
-		stats.ContextUsed = seq.Len()
-		kv.Context = seq.Len()
+	// The snapshots are read where nothing runs on the model: here, once
+	// the prompt is read (on the scheduler's goroutine) and at the end.
+	snapHeld, snapMost := m.SnapshotBytes()
+	measure := func(used int) {
+		stats.ContextUsed = used
+		kv.Context = used
 		stats.KVUsedBytes = kv.Bytes()
-		held, most := m.SnapshotBytes()
-		stats.StateBytes, stats.StateMaxBytes = recurrent+held, recurrent+most
+		stats.StateBytes, stats.StateMaxBytes = recurrent+snapHeld, recurrent+snapMost
 	}
-	measure()
+	used := e.cached()
+	measure(used)
 	finish := func(reason string) {
-		measure()
+		snapHeld, snapMost = m.SnapshotBytes()
+		measure(used)
+		e.applyProfiling() // asked for during the reply: its Done brings a sample
 		if e.profilingOn {
 			e.emit(e.profileSample(m))
 		}
@@ -46,8 +53,8 @@ func (e *Engine) generate(r generateRequest) {
 		finish("stopped")
 		return
 	}
-	sampler, err := sample.New(e.sampling(r.req.Sampling))
-	if err != nil {
+	params := e.sampling(r.req.Sampling)
+	if err := params.Validate(); err != nil {
 		e.emit(Error{Err: err})
 		return
 	}
@@ -67,6 +74,7 @@ func (e *Engine) generate(r generateRequest) {
 		ids = withBOS(cur.tok.Encode(prompt, true))
 	} else {
 		var dropped int
+		var err error
 		ids, dropped, err = e.window.fit(r.req.Messages, m.Context(), replyReserve(m.Context(), r.req.MaxTokens),
 			func(kept []chat.Message) []int32 { // fit encodes its final choice last
 				msgs = kept
@@ -94,9 +102,7 @@ func (e *Engine) generate(r generateRequest) {
 	}
 	if r.req.Raw == "" {
 		e.resume(r.req.Session, ids)
-	}
-	for _, id := range ids {
-		sampler.Accept(id)
+		used = e.cached()
 	}
 	e.applyProfiling()
 	if e.profilingOn {
@@ -106,29 +112,71 @@ func (e *Engine) generate(r generateRequest) {
 	if m.Recurrent() && r.req.Raw == "" {
 		marks = e.turnMarks(msgs, r.req.Think, ids)
 	}
-	if plan := seq.Plan(ids); plan.Kept == 0 && plan.Shared > 0 {
-		e.emit(Notice{Text: fmt.Sprintf("re-reading the conversation from the start (%d tokens): "+
-			"this model's recurrent state cannot go back to where it changed", len(ids))})
+
+	// The hooks run on the scheduler's goroutine, between its passes,
+	// while this one waits for tokens: what they write is read here only
+	// after the tokens (or the end) they precede.
+	var read struct {
+		kept int
+		end  time.Time // the prompt was read
 	}
-	reuse, err := e.prefill(seq, ids, marks, stopped)
-	if errors.Is(err, infer.ErrInterrupted) {
-		finish("stopped")
-		return
+	prefill := func(p slots.Prefill) {
+		if p.Done == 0 {
+			read.kept = p.Kept
+			if p.Kept == 0 && p.Shared > 0 {
+				e.emit(Notice{Text: fmt.Sprintf("re-reading the conversation from the start (%d tokens): "+
+					"this model's recurrent state cannot go back to where it changed", len(ids))})
+			}
+		}
+		if p.Total >= prefillReportFrom {
+			e.emit(PrefillProgress{Done: p.Done, Total: p.Total})
+		}
+		if p.Done < p.Total {
+			e.applyProfiling()
+			return
+		}
+		read.end = time.Now()
+		snapHeld, snapMost = m.SnapshotBytes()
+		if e.profilingOn {
+			// The prompt's passes apart from the decoding steps: their
+			// time per token differs many times over.
+			if ps := e.profileSample(m); ps.Sample.Tokens > 0 {
+				ps.Prompt = true
+				e.emit(ps)
+			}
+		}
 	}
+	passes := 0
+	step := func(*infer.Model) {
+		e.applyProfiling()
+		if passes++; e.profilingOn && passes%e.opts.ProfileEvery == 0 {
+			e.emit(e.profileSample(m))
+		}
+	}
+	// Greedy and top-k sampled steps without penalties run chained on a
+	// GPU that can chain them (infer.Chain: the host's encoding off the
+	// critical path), unless the logits are wanted (the scheduler sees
+	// TopLogits) or the passes are being profiled.
+	chain := func() bool { return !e.profiling.Load() && !e.profilingOn }
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e.setCancel(cancel)
+	defer e.setCancel(nil)
+	if stopped() { // a Stop between the first look and setCancel
+		cancel()
+	}
+	st, err := cur.sched.Submit(ctx, slots.Request{
+		Prompt: ids, Params: params, MaxTokens: r.req.MaxTokens,
+		End:     func(id int32) bool { return cur.tok.IsEOG(id) || cur.stopIDs[id] },
+		Prefill: prefill, Chunk: prefillTarget, Marks: marks,
+		TopLogits: r.req.TopLogits, Chain: chain, Step: step,
+		Lockstep: true, Drafter: e.drafter(params),
+	})
 	if err != nil {
 		e.emit(Error{Err: err})
-		seq.Reset()
+		finish("length")
 		return
-	}
-	stats.PrefillTokens = len(ids) - reuse.Kept
-	stats.PrefillTPS = rate(stats.PrefillTokens, time.Since(start))
-	if e.profilingOn {
-		// The prompt's passes apart from the decoding steps: their time
-		// per token differs many times over.
-		if ps := e.profileSample(m); ps.Sample.Tokens > 0 {
-			ps.Prompt = true
-			e.emit(ps)
-		}
 	}
 
 	dec := cur.tok.NewStreamDecoder()
@@ -137,7 +185,6 @@ func (e *Engine) generate(r generateRequest) {
 	if cur.tmpl.Thinks() {
 		think = chat.NewThinkParser(strings.HasSuffix(strings.TrimRight(prompt, "\n"), chat.ThinkOpen))
 	}
-	decodeStart := time.Now()
 	var top []sample.Logit
 	// out streams one sampled token's text: its Step if asked for, then
 	// its segments as Tokens.
@@ -159,151 +206,93 @@ func (e *Engine) generate(r generateRequest) {
 		}
 		return true
 	}
-	// The decoder samples as plain decoding does, running the tokens a
-	// drafter guesses through the model several at a time (infer/spec);
-	// without a drafter it is plain decoding.
-	sd := spec.NewDecoder(seq, sampler, e.drafter(sampler.Params()), e.opts.Spec.MaxDraft)
-	end := func(reason string) {
-		// The cache then holds what plain decoding leaves: every token
-		// before the last one returned.
-		if err := sd.Finish(); err != nil {
-			e.emit(Error{Err: err})
-			seq.Reset()
+	// closing: the engine is closing (an event could not be sent); the
+	// scheduler is let go of the request.
+	closing := func() {
+		cancel()
+		for _, done := st.Next(); !done; _, done = st.Next() {
 		}
-		st := sd.Stats()
-		stats.Drafted, stats.Accepted, stats.Verifies = st.Drafted, st.Accepted, st.Passes
-		finish(reason)
 	}
-	// Greedy and top-k sampled steps without penalties run chained on a
-	// GPU that can chain them (infer.Chain: the host's encoding off the
-	// critical path), unless
-	// the logits are wanted or the pass is being profiled.
-	chainable := r.req.TopLogits == 0
+	n := 0
 	for {
-		want := e.profiling.Load()
-		if err := sd.UseChain(chainable && !want && !e.profilingOn); err != nil {
-			e.emit(Error{Err: err})
-			end("length")
-			return
+		toks, done := st.Next()
+		for _, t := range toks {
+			n++
+			e.samplingTime.Add(int64(t.Sampling))
+			if n == 1 {
+				stats.TTFT = time.Since(start)
+				stats.PrefillTokens = len(ids) - read.kept
+				stats.PrefillTPS = rate(stats.PrefillTokens, read.end.Sub(start))
+			}
+			stats.DecodeTokens = n
+			stats.Drafted, stats.Accepted, stats.Verifies = t.Drafted, t.Accepted, t.Verifies
+			top = t.Logits
+			if cur.tok.IsEOG(t.ID) || cur.stopIDs[t.ID] { // the scheduler ends here
+				if !out(t.ID, dec.Flush(), true) {
+					closing()
+					return
+				}
+				continue
+			}
+			// The scheduler's own limits: the reply's length, and a cache
+			// that holds every token but this one.
+			last := r.req.MaxTokens > 0 && n >= r.req.MaxTokens || len(ids)+n-1 >= m.Context()
+			text := dec.Next(t.ID)
+			if last {
+				text += dec.Flush()
+			}
+			if !out(t.ID, text, last) {
+				closing()
+				return
+			}
+			if last {
+				continue
+			}
+			stats.DecodeTPS = rate(n, time.Since(read.end))
+			measure(len(ids) + n - 1)
+			e.emit(stats)
 		}
-		e.applyProfilingTo(want)
-		if stopped() {
+		if done {
+			break
+		}
+	}
+	res := st.Result()
+	stats.Drafted, stats.Accepted, stats.Verifies = res.Drafted, res.Accepted, res.Verifies
+	if res.Slot >= 0 { // else it was stopped before it started: the cache is as it was
+		used = res.Held
+	}
+	switch res.Reason {
+	case "stop", "length":
+		finish(res.Reason)
+	case "cancelled":
+		if n > 0 {
 			out(-1, dec.Flush(), true)
-			end("stopped")
-			return
 		}
-		limit := 0
-		if r.req.MaxTokens > 0 {
-			limit = r.req.MaxTokens - stats.DecodeTokens
-		}
-		id, err := sd.Next(limit)
-		if err != nil {
-			e.emit(Error{Err: err})
-			end("length")
-			return
-		}
-		e.samplingTime += sd.TakeSamplingTime()
-		if r.req.TopLogits > 0 {
-			top = sample.Top(sd.Logits(), r.req.TopLogits, top)
-		}
-		if stats.DecodeTokens == 0 {
-			stats.TTFT = time.Since(start)
-		}
-		stats.DecodeTokens++
-		if cur.tok.IsEOG(id) || cur.stopIDs[id] {
-			out(id, dec.Flush(), true)
-			end("stop")
-			return
-		}
-		full := sd.Len() >= m.Context()
-		last := full || (r.req.MaxTokens > 0 && stats.DecodeTokens >= r.req.MaxTokens)
-		text := dec.Next(id)
-		if last {
-			text += dec.Flush()
-		}
-		if !out(id, text, last) {
-			sd.Finish()
-			return
-		}
-		if last {
-			end("length")
-			return
-		}
-		stats.DecodeTPS = rate(stats.DecodeTokens, time.Since(decodeStart))
-		st := sd.Stats()
-		stats.Drafted, stats.Accepted, stats.Verifies = st.Drafted, st.Accepted, st.Passes
-		measure()
-		e.emit(stats)
-		if e.profilingOn && stats.DecodeTokens%e.opts.ProfileEvery == 0 {
-			e.emit(e.profileSample(m))
+		finish("stopped")
+	default:
+		e.emit(Error{Err: res.Err})
+		if n > 0 {
+			finish("length")
 		}
 	}
 }
 
-// Prefill chunks: a long prompt is read in chunks sized to take about
-// prefillTarget each (their speed measured as they run), so that the
-// progress a front end shows moves at least every half second: a whole
-// batch of 512 tokens took about 10 s on a 2-core machine with the 1.7B.
-// The first chunk is small, as nothing is measured yet; the smallest keeps
-// a slow machine's batches from shrinking to single tokens.
+// setCancel makes Stop cancel the reply in progress (nil: none).
+func (e *Engine) setCancel(c context.CancelFunc) {
+	e.mu.Lock()
+	e.cancel = c
+	e.mu.Unlock()
+}
+
+// Prefill: a long prompt is read in chunks sized to take about
+// prefillTarget each (slots.Request.Chunk), so that the progress a front
+// end shows moves at least every half second (a whole batch of 512 tokens
+// took about 10 s on a 2-core machine with the 1.7B) and Stop is prompt.
 const (
-	prefillTarget     = 250 * time.Millisecond
-	prefillFirstChunk = 16
-	prefillMinChunk   = 8
+	prefillTarget = 250 * time.Millisecond
 	// prefillReportFrom is the smallest prompt whose reading is reported.
 	prefillReportFrom = 64
 )
-
-// prefill makes seq hold ids, reading what the cache lacks in chunks
-// (prefillTarget) and reporting PrefillProgress from the start when the
-// part to read is long. Each chunk is a prefill of a longer prefix of ids,
-// which reuses the chunks before it.
-func (e *Engine) prefill(seq *infer.Sequence, ids []int32, marks []int, stopped func() bool) (infer.Reuse, error) {
-	plan := seq.Plan(ids)
-	total := len(ids) - plan.Kept
-	report := func(done int) {
-		if total >= prefillReportFrom {
-			e.emit(PrefillProgress{Done: done, Total: total})
-		}
-	}
-	report(0)
-	keepGoing := func(int, int) bool {
-		e.applyProfiling()
-		return !stopped()
-	}
-	maxChunk := max(seq.Model().MaxBatch(), 1)
-	chunk := min(prefillFirstChunk, maxChunk)
-	reuse := plan
-	for end := plan.Kept; end < len(ids); {
-		from := end
-		end = min(end+chunk, len(ids))
-		start := time.Now()
-		r, err := seq.PrefillMarked(ids[:end], marks, keepGoing)
-		if from == plan.Kept {
-			reuse.Kept = r.Kept
-		}
-		if err != nil {
-			return reuse, err
-		}
-		report(end - plan.Kept)
-		if end < len(ids) && stopped() {
-			return reuse, fmt.Errorf("%w after %d of %d prompt tokens", infer.ErrInterrupted, end, len(ids))
-		}
-		chunk = nextChunk(end-max(from, r.Kept), time.Since(start), maxChunk)
-	}
-	return reuse, nil
-}
-
-// nextChunk is how many tokens the next prefill chunk takes, given that
-// the last one ran n tokens in d: about prefillTarget's worth, between
-// prefillMinChunk and the model's largest batch.
-func nextChunk(n int, d time.Duration, maxChunk int) int {
-	if n <= 0 || d <= 0 {
-		return maxChunk
-	}
-	want := int(float64(n) * float64(prefillTarget) / float64(d))
-	return max(min(want, maxChunk), min(prefillMinChunk, maxChunk))
-}
 
 // turnMarks are the positions in ids (the tokens of msgs encoded for
 // generation) where the last few messages end: the turn boundaries that
@@ -346,8 +335,7 @@ func (e *Engine) turnMarks(msgs []chat.Message, think bool, ids []int32) []int {
 // starts over.
 func (e *Engine) profileSample(m *infer.Model) ProfileSample {
 	s := m.Backend().TakeProfile()
-	s.Add(profile.Sampling, e.samplingTime)
-	e.samplingTime = 0
+	s.Add(profile.Sampling, time.Duration(e.samplingTime.Swap(0)))
 	return ProfileSample{Sample: s}
 }
 

@@ -9,18 +9,21 @@ import (
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/chat"
+	"github.com/bonsai-chat/bonsai/infer/slots"
 	"github.com/bonsai-chat/bonsai/infer/tokenizer"
 )
 
 // loaded is everything the engine holds for one model file: the file, the
-// model on its backend with the conversation's cache, and the vocabulary
-// and template that turn messages into tokens. It is one value so that
-// SwitchModel can keep the old one aside and put it back whole.
+// model on its backend with the scheduler that runs it (infer/slots: one
+// slot, through the model's own passes, whose cache is the
+// conversation's), and the vocabulary and template that turn messages into
+// tokens. It is one value so that SwitchModel can keep the old one aside
+// and put it back whole.
 type loaded struct {
 	file     *gguf.File
 	ownsFile bool
 	model    *infer.Model
-	seq      *infer.Sequence
+	sched    *slots.Scheduler
 	tok      *tokenizer.Tokenizer
 	tmpl     *chat.Template
 	stopIDs  map[int32]bool
@@ -29,10 +32,7 @@ type loaded struct {
 
 // close releases the model and, if the engine opened it, the file.
 func (l *loaded) close() {
-	if l.model != nil {
-		l.model.Close()
-		l.model = nil
-	}
+	l.closeModel()
 	if l.ownsFile && l.file != nil {
 		l.file.Close()
 		l.file = nil
@@ -90,16 +90,16 @@ func (e *Engine) load(backend string) error {
 	if err != nil {
 		return withSoftwareHint(err)
 	}
-	if e.cur.model != nil {
-		e.cur.model.Close()
+	// One sequence, the chat's: run through Forward, so that the model's
+	// own recurrent state is the slot's (turn snapshots, saved states).
+	sched, err := slots.New(slots.Options{Model: m, Slots: 1, Context: m.Context(), Forward: true, MaxDraft: e.opts.Spec.MaxDraft})
+	if err != nil {
+		m.Close()
+		return err
 	}
-	e.cur.model, e.backend = m, backend
+	e.cur.closeModel()
+	e.cur.model, e.cur.sched, e.backend = m, sched, backend
 	e.profilingOn = e.profiling.Load()
-	if e.cur.seq == nil {
-		e.cur.seq = infer.NewSequence(m)
-	} else {
-		e.cur.seq.SetModel(m)
-	}
 	e.cur.info = modelInfo(e.cur.file, m)
 	e.emit(Loaded{Info: e.cur.info})
 	for _, n := range m.Notes {
@@ -135,6 +135,18 @@ func (e *Engine) switchModel(path string) error {
 	old.close()
 	e.vocab.Store(&vocabulary{tok: e.cur.tok, tmpl: e.cur.tmpl})
 	return nil
+}
+
+// closeModel releases the model and its scheduler.
+func (l *loaded) closeModel() {
+	if l.sched != nil {
+		l.sched.Close()
+		l.sched = nil
+	}
+	if l.model != nil {
+		l.model.Close()
+		l.model = nil
+	}
 }
 
 func orAuto(s string) string {
@@ -182,4 +194,31 @@ func withSoftwareHint(err error) error {
 func (e *Engine) release() {
 	e.closeDraft()
 	e.cur.close()
+}
+
+// cached is how many tokens the conversation's cache holds.
+func (e *Engine) cached() int {
+	n := 0
+	e.withCache(func(seq *infer.Sequence) error {
+		n = seq.Len()
+		return nil
+	})
+	return n
+}
+
+// forgetCache empties the conversation's cache.
+func (e *Engine) forgetCache() {
+	e.withCache(func(seq *infer.Sequence) error {
+		seq.Reset()
+		return nil
+	})
+}
+
+// withCache runs fn on the conversation's cache, between replies
+// (slots.Scheduler.State); without a model there is none.
+func (e *Engine) withCache(fn func(seq *infer.Sequence) error) error {
+	if e.cur.sched == nil {
+		return ErrNoModel
+	}
+	return e.cur.sched.State(fn)
 }

@@ -162,8 +162,8 @@ func (e *Engine) bind(id int64) {
 	}
 	if e.sess.id != 0 {
 		e.persist()
-		if e.cur.seq != nil {
-			e.cur.seq.Reset()
+		if e.cur.sched != nil {
+			e.forgetCache()
 		}
 		e.sess = sessionState{id: id}
 		return
@@ -176,7 +176,7 @@ func (e *Engine) bind(id int64) {
 // from the session's saved state when it fits (restore).
 func (e *Engine) resume(id int64, ids []int32) {
 	e.bind(id)
-	if id != 0 && e.opts.StateDir != "" && e.cur.seq.Len() == 0 {
+	if id != 0 && e.opts.StateDir != "" && e.cached() == 0 {
 		e.restore(id, ids)
 	}
 	e.sess.dirty = true // the reply about to run changes the cache
@@ -230,7 +230,7 @@ func (e *Engine) restore(id int64, ids []int32) {
 		rebuild("the conversation changed since its state was saved")
 		return
 	}
-	if err := st.Restore(e.cur.seq); err != nil {
+	if err := e.withCache(st.Restore); err != nil {
 		discard(err)
 		rebuild("its saved state is damaged")
 		return
@@ -246,7 +246,7 @@ func (e *Engine) restore(id int64, ids []int32) {
 // bounds. A failure (a full disk) leaves the previous file, logged: the
 // chat itself is in the session store.
 func (e *Engine) persist() {
-	if e.opts.StateDir == "" || e.sess.id == 0 || !e.sess.dirty || e.cur.model == nil || e.cur.seq == nil || e.cur.seq.Len() == 0 {
+	if e.opts.StateDir == "" || e.sess.id == 0 || !e.sess.dirty || e.cur.model == nil || e.cached() == 0 {
 		return
 	}
 	if _, ok := e.cur.model.Backend().(infer.KVStateIO); !ok {
@@ -259,7 +259,9 @@ func (e *Engine) persist() {
 	}
 	path := StatePath(e.opts.StateDir, e.sess.id)
 	fp := e.fingerprint()
-	err := atomicfile.Write(path, 0o600, func(w io.Writer) error { return e.cur.seq.WriteState(w, fp) })
+	err := atomicfile.Write(path, 0o600, func(w io.Writer) error {
+		return e.withCache(func(seq *infer.Sequence) error { return seq.WriteState(w, fp) })
+	})
 	if err != nil {
 		slog.Warn("saving the model state", "session", e.sess.id, "err", err)
 	}

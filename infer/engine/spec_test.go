@@ -38,7 +38,8 @@ func draftFile(t *testing.T, edit func(*tinymodel.Config)) string {
 }
 
 // With either drafter the engine's greedy reply is plain decoding's, token
-// for token, and the reply's stats count what was drafted.
+// for token, and the reply's stats count what was drafted, during the
+// reply too.
 func TestSpeculativeReplyMatchesPlain(t *testing.T) {
 	f := testFile(t)
 	msgs := ask("Repeat after me: the quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog.")
@@ -66,6 +67,10 @@ func TestSpeculativeReplyMatchesPlain(t *testing.T) {
 		st := got.done.Stats
 		if o.Mode == spec.Draft && (st.Drafted == 0 || st.Verifies == 0) {
 			t.Errorf("%s: stats %+v: nothing drafted", o.Mode, st)
+		}
+		// The counts stream with the tokens, as the status line shows them.
+		if live := got.live; o.Mode == spec.Draft && (live.Drafted == 0 || live.Drafted > st.Drafted || live.Accepted > st.Accepted) {
+			t.Errorf("%s: the last Stats during the reply %+v, at its end %+v", o.Mode, live, st)
 		}
 		if st.Accepted > st.Drafted || st.AcceptRate() < 0 || st.AcceptRate() > 1 {
 			t.Errorf("%s: stats %+v", o.Mode, st)

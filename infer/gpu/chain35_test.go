@@ -8,8 +8,6 @@ import (
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/gpu"
-	"github.com/bonsai-chat/bonsai/infer/sample"
-	"github.com/bonsai-chat/bonsai/infer/spec"
 )
 
 // qwen35Prompt is a prompt for the tiny qwen35 model: long enough that
@@ -122,79 +120,4 @@ func gpuArgmax(row []float32) int32 {
 		}
 	}
 	return int32(best)
-}
-
-// spec.Decoder's chained steps on qwen35, greedy and sampled, give plain
-// decoding's tokens with the chain always on, turned off midway (a stop
-// and a one-token rewind) and toggled every few steps, and leave the cache
-// and the state as plain decoding does: a second turn that extends the
-// first reuses all of it (no token run again) and gets plain decoding's
-// tokens, and the same first prompt again gets the first reply.
-func TestQwen35DecoderChainsSteps(t *testing.T) {
-	m := loadQwen35(t, "gpu", gguf.Q1_0)
-	prompt := qwen35Prompt()
-	reply := func(seq *infer.Sequence, prompt []int32, p sample.Params, chain func(i int) bool, n int) ([]int32, int) {
-		t.Helper()
-		if _, err := seq.Prefill(prompt, nil); err != nil {
-			t.Fatal(err)
-		}
-		smp, err := sample.New(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d := spec.NewDecoder(seq, smp, nil, 0)
-		out, chained := decodeSteps(t, d, n, chain)
-		if seq.Len() != len(prompt)+n-1 || m.StatePos() != seq.Len() {
-			t.Fatalf("after Finish the cache holds %d tokens and the state %d, plain decoding %d", seq.Len(), m.StatePos(), len(prompt)+n-1)
-		}
-		return out, chained
-	}
-	off := func(int) bool { return false }
-	for _, c := range []struct {
-		name string
-		p    sample.Params
-	}{
-		{"greedy", sample.Params{}},
-		{"bonsai", sample.Bonsai(7)},
-		{"hot", sample.Params{Temperature: 1.5, TopK: 64, Seed: 3}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			// plain decoding's two turns, the second on the first's cache
-			plain := infer.NewSequence(m)
-			want, n := reply(plain, prompt, c.p, off, 20)
-			if n != 0 {
-				t.Fatalf("%d steps chained with the chain off", n)
-			}
-			turn2 := slices.Concat(prompt, want[:19], []int32{7, 8})
-			want2, _ := reply(plain, turn2, c.p, off, 8)
-			for _, mode := range []struct {
-				name  string
-				chain func(int) bool
-			}{
-				{"always", func(int) bool { return true }},
-				{"off midway", func(i int) bool { return i < 6 || i > 11 }},
-				{"toggled", func(i int) bool { return i%5 < 3 }},
-			} {
-				seq := infer.NewSequence(m)
-				got, n := reply(seq, prompt, c.p, mode.chain, 20)
-				if !slices.Equal(got, want) {
-					t.Fatalf("%s: chained tokens\n%v\nwant\n%v", mode.name, got, want)
-				}
-				if n < 8 {
-					t.Fatalf("%s: %d of 20 steps chained", mode.name, n)
-				}
-				if r := seq.Plan(turn2); r.Kept != len(prompt)+19 {
-					t.Fatalf("%s: the second turn keeps %d tokens, want %d", mode.name, r.Kept, len(prompt)+19)
-				}
-				got2, _ := reply(seq, turn2, c.p, mode.chain, 8)
-				if !slices.Equal(got2, want2) {
-					t.Fatalf("%s: second turn %v, want %v", mode.name, got2, want2)
-				}
-				again, _ := reply(seq, prompt, c.p, func(int) bool { return true }, 8)
-				if !slices.Equal(again, want[:8]) {
-					t.Fatalf("%s: the first prompt again %v, want %v", mode.name, again, want[:8])
-				}
-			}
-		})
-	}
 }

@@ -189,6 +189,10 @@ type Token struct {
 	// Sampling is the time the host took to sample it (0 when the device
 	// drew it: a chained step).
 	Sampling time.Duration
+	// Drafted, Accepted and Verifies are the request's speculation counts
+	// (Result's) when the token was sampled, for a front end that shows
+	// them live.
+	Drafted, Accepted, Verifies int
 }
 
 // Result ends a Stream.
@@ -206,10 +210,14 @@ type Result struct {
 	// guessed a token at a time.
 	Resumed          int
 	CompletionTokens int
-	Queued           time.Duration // waiting for a slot
-	TTFT             time.Duration // from Submit to the first token
-	Decode           time.Duration // from the first token to the last
-	Slot             int
+	// Held is how many tokens the slot's cache holds at the end: the
+	// prompt's that were read and every generated token but the last,
+	// which was not run.
+	Held   int
+	Queued time.Duration // waiting for a slot
+	TTFT   time.Duration // from Submit to the first token
+	Decode time.Duration // from the first token to the last
+	Slot   int
 	// Drafted and Accepted count the speculative drafts verified for this
 	// generation and those that the sampled tokens confirmed; Verifies
 	// the passes that verified them.
@@ -1066,6 +1074,7 @@ func (s *Scheduler) emit(sl *slot, tok Token) {
 	if sl.generated == 1 {
 		sl.first = time.Now()
 	}
+	tok.Drafted, tok.Accepted, tok.Verifies = sl.job.drafted, sl.job.accepted, sl.job.verifies
 	sl.job.st.push(tok)
 	switch {
 	case r.End != nil && r.End(id):
@@ -1092,7 +1101,7 @@ func (s *Scheduler) end(sl *slot, reason string, err error) {
 	}
 	res := Result{
 		Reason: reason, Err: err, PromptTokens: len(sl.prompt), CachedTokens: sl.cached, Resumed: sl.resumed,
-		CompletionTokens: sl.generated, Queued: sl.started.Sub(j.submitted), Slot: sl.index,
+		CompletionTokens: sl.generated, Held: len(sl.tokens), Queued: sl.started.Sub(j.submitted), Slot: sl.index,
 		Drafted: j.drafted, Accepted: j.accepted, Verifies: j.verifies, Sampling: sl.sampling,
 	}
 	if !sl.first.IsZero() {

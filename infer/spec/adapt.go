@@ -1,19 +1,16 @@
 package spec
 
 // Control adapts the draft length and decides when drafting pays. It is
-// the one controller of speculation, whoever verifies the drafts: the
-// one-sequence decoder (Decoder) and the scheduler's batched passes
-// (infer/slots) both ask it how much to draft and tell it how each verify
-// went.
+// the one controller of speculation: the scheduler (infer/slots) asks it
+// how much each sequence drafts and tells it how each verify went.
 //
 // The length doubles while whole drafts are accepted (up to the longest),
 // and after a partial acceptance becomes one more than what was accepted
 // (at least two). Whether drafting pays is the verify pass's gain, which
 // the caller measures: the tokens the pass produced against what plain
-// passes would have produced in its time (Decoder times both; a batched
-// pass's is PassCost.Gain). A verify costs more than a plain pass (on the
-// CPU the output head's product grows with its rows), so a draft pays only
-// when enough of it is accepted. While the gain stays below one, drafting
+// passes would have produced in its time (PassCost.Gain). A verify costs
+// more than a plain pass (on the CPU the output head's product grows with
+// its rows), so a draft pays only when enough of it is accepted. While the gain stays below one, drafting
 // stops for a while (8 plain passes, doubling to 256 while drafts keep not
 // paying), then tries again: what a reply quotes changes as it goes.
 type Control struct {

@@ -8,6 +8,27 @@ import (
 	"github.com/bonsai-chat/bonsai/infer/tokenizer"
 )
 
+// Drafter proposes tokens to follow a context; the scheduler (infer/slots)
+// verifies them beside the token it runs.
+type Drafter interface {
+	// Draft proposes up to k tokens to follow ctx (the whole sequence:
+	// conversation and reply so far). dists is nil when each token is
+	// proposed for sure (a point mass); else dists[i] is the distribution
+	// token i was drawn from, for rejection sampling. The slices stay
+	// valid until the next call.
+	Draft(ctx []int32, k int) (tokens []int32, dists [][]sample.Prob, err error)
+}
+
+// lookup adapts Ngram to Drafter.
+type lookup struct{ g *Ngram }
+
+func (l lookup) Draft(ctx []int32, k int) ([]int32, [][]sample.Prob, error) {
+	return l.g.Draft(ctx, k), nil, nil
+}
+
+// LookupDrafter is prompt lookup as a Drafter.
+func LookupDrafter(g *Ngram) Drafter { return lookup{g} }
+
 // SameVocab reports whether a draft model's tokens are the target's: the
 // same number of tokens, and token by token the same string and type (two
 // vocabularies of one size can still number their tokens differently),

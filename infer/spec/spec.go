@@ -1,6 +1,7 @@
-// Package spec is speculative decoding: a drafter proposes the next few
-// tokens, the target model verifies them in one batched pass
-// (infer.Sequence.Verify) and keeps those it accepts, rewinding the rest.
+// Package spec is speculative decoding's parts: a drafter proposes the
+// next few tokens, the scheduler (infer/slots, the one decode loop)
+// verifies them in the pass that runs the next token and keeps those the
+// sampled tokens confirm, taking back the rest.
 // Decoding a 1-bit model is bound by reading the weights once per pass, so
 // verifying k tokens costs little more than decoding one.
 //
