@@ -107,6 +107,15 @@ type Backend struct {
 	kvBase, nextBase int
 	// nextSeq is the recurrent state slot BeginRows gives its Begin
 	nextSeq int
+	// rows: the pass is over rows of several sequences (rows.go), whose
+	// positions and cache bases rowsBuf holds; nextRows is BeginRows's
+	// for its Begin, nextSeqLen the longest sequence among them, and
+	// rowToks and rowWords BeginRows's arrays, reused pass to pass
+	rows, nextRows bool
+	nextSeqLen     int
+	rowsBuf        *wgpu.Buffer
+	rowToks        []int32
+	rowWords       []byte
 	// runs: between BeginRuns and EndRuns, whose wait the passes' reads
 	// (heldReads) leave for
 	runs      bool
@@ -231,6 +240,7 @@ const (
 	keyW1                           // q1_w1
 	keyXQ                           // q1_xq
 	keyXQGLU                        // q1_xq with the SwiGLU epilogue
+	keyRows                         // a pass over rows of several sequences (ROWS)
 )
 
 // New opens a device and returns an empty backend (opts.GPU's
@@ -254,6 +264,10 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 		return nil, err
 	}
 	if b.tokensBuf, err = d.newBuffer("tokens", 4*maxBatchTokens, storageUsage); err != nil {
+		d.Close()
+		return nil, err
+	}
+	if b.rowsBuf, err = d.newBuffer("rows", 8*maxBatchTokens, storageUsage); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -334,6 +348,11 @@ func (b *Backend) Begin(batch infer.Batch) {
 	b.batch = batch
 	b.n = len(batch.Tokens)
 	b.kvBase, b.nextBase = b.nextBase, 0
+	b.rows, b.nextRows = b.nextRows, false
+	seqLen := batch.Pos + len(batch.Tokens)
+	if b.rows {
+		seqLen = b.nextSeqLen
+	}
 	b.useSeq(b.nextSeq)
 	b.nextSeq = 0
 	b.phase = profile.Embed
@@ -362,12 +381,21 @@ func (b *Backend) Begin(batch infer.Batch) {
 	// Decode spreads the cache over about splitGroups workgroups (at least
 	// 32 positions each, at most maxSplits per kv head); prefill has
 	// parallelism in its rows.
-	seq := batch.Pos + b.n
+	// A pass over rows of several sequences splits the longest of them
+	// as decode does, its (row, split) partials within maxSplits per head.
+	seq := seqLen
 	chunk := seq
-	if b.n == 1 {
+	switch {
+	case b.n == 1:
 		splits := maxSplits
 		if b.kv != nil {
 			splits = min(maxSplits, max(1, splitGroups/b.kv.spec.KVHeads))
+		}
+		chunk = max(32, ceilDiv(seq, splits))
+	case b.rows && b.n <= maxSplits:
+		splits := maxSplits / b.n
+		if b.kv != nil {
+			splits = min(splits, max(1, splitGroups/(b.kv.spec.KVHeads*b.n)))
 		}
 		chunk = max(32, ceilDiv(seq, splits))
 	}

@@ -1,28 +1,71 @@
 package gpu
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/shaders"
 	"github.com/cogentcore/webgpu/wgpu"
 )
 
 // Passes over rows of several sequences (infer.RowBackend, infer.RowPasses).
-// The kernels take one sequence's consecutive rows per pass, so ForwardRows
-// runs each run of rows as a pass of its own, the one a pass of that
-// sequence alone would be: the same kernels, so the same bits, with the K
-// and V cache bound at the sequence's region (kvBind). A sequence's region
-// then looks to every kernel as the cache from position 0 does, and its
-// positions, RoPE angles and sliding window are the sequence's own.
+//
+// Rows of several sequences on a network without recurrent state run as
+// one pass (OnePass): the matmuls read each weight once for all rows, and
+// the kernels that place a row (RoPE, the K/V store, attention) read its
+// position and its sequence's cache base from rowsBuf (flag ROWS,
+// shaders/rows.wgsli), the cache bound whole.
+//
+// Otherwise ForwardRows runs each run of rows as a pass of its own, the
+// one a pass of that sequence alone would be: the same kernels, so the
+// same bits, with the K and V cache bound at the sequence's region
+// (kvBind). A sequence's region then looks to every kernel as the cache
+// from position 0 does, and its positions, RoPE angles and sliding window
+// are the sequence's own. A lone decode step keeps the fused decode
+// kernels this way.
 
-// BeginRows starts a pass over rows of one sequence at consecutive
-// positions in its region of the cache (infer.RowPasses): the kernels see
-// the cache from rows[0].Base.
-func (b *Backend) BeginRows(rows []infer.Row) {
-	toks := make([]int32, len(rows))
-	for i, r := range rows {
-		toks[i] = r.Token
+// OnePass says rows of several sequences run as one pass: on a network
+// without recurrent state (whose kernels step one slot's state per pass)
+// and for rows of more than one sequence (one sequence's run keeps the
+// pass Forward gives it), or any rows on a Q8_0 cache, whose regions
+// cannot be bound apart (RowPassesOK).
+func (b *Backend) OnePass(rows []infer.Row) bool {
+	if b.rec != nil || b.kv == nil || len(rows) == 0 {
+		return false
 	}
+	if b.kv.spec.Quantized() {
+		return true
+	}
+	for _, r := range rows[1:] {
+		if r.Base != rows[0].Base {
+			return true
+		}
+	}
+	return false
+}
+
+// rowTokens is rows' tokens in an array reused pass to pass (Begin
+// copies them to the device, Embed reads them while the pass is encoded).
+func (b *Backend) rowTokens(rows []infer.Row) []int32 {
+	toks := b.rowToks[:0]
+	for _, r := range rows {
+		toks = append(toks, r.Token)
+	}
+	b.rowToks = toks
+	return toks
+}
+
+// BeginRows starts a pass over rows: of several sequences where OnePass
+// takes them, else of one sequence at consecutive positions in its region
+// of the cache (infer.RowPasses), the kernels seeing the cache from
+// rows[0].Base.
+func (b *Backend) BeginRows(rows []infer.Row) {
+	if b.OnePass(rows) {
+		b.beginOnePass(rows)
+		return
+	}
+	toks := b.rowTokens(rows)
 	var base int
 	if len(rows) > 0 {
 		base = rows[0].Base
@@ -63,6 +106,56 @@ func (b *Backend) BeginRows(rows []infer.Row) {
 	}
 }
 
+// beginOnePass starts a pass over rows of several sequences: each row's
+// position and base go to rowsBuf for the kernels that place it.
+func (b *Backend) beginOnePass(rows []infer.Row) {
+	var rowErr error
+	words := b.rowWords[:0]
+	longest := 0
+	for i, r := range rows {
+		if r.Pos < 0 || r.Base < 0 || r.Base+r.Pos >= b.kv.spec.Context {
+			rowErr = fmt.Errorf("gpu: row %d at cache position %d past the %d-token cache: %w", i, r.Base+r.Pos, b.kv.spec.Context, infer.ErrContextFull)
+			break
+		}
+		words = binary.LittleEndian.AppendUint32(words, uint32(r.Pos))
+		words = binary.LittleEndian.AppendUint32(words, uint32(r.Base))
+		longest = max(longest, r.Pos+1)
+	}
+	b.rowWords = words
+	b.chain.fromDevice = false
+	b.nextRows, b.nextSeqLen = true, longest
+	b.Begin(infer.Batch{Tokens: b.rowTokens(rows)})
+	if b.err != nil {
+		return
+	}
+	if rowErr != nil {
+		b.fail(rowErr)
+		return
+	}
+	if err := b.d.queue.WriteBuffer(b.rowsBuf, 0, words); err != nil {
+		b.fail(fmt.Errorf("gpu: writing the rows' positions: %w", err))
+	}
+}
+
+// rowsKey marks key as a pass over rows of several sequences' (its
+// kernel reads rowsBuf) where the pass is one.
+func (b *Backend) rowsKey(key opKey) opKey {
+	if b.rows {
+		key.v |= keyRows
+	}
+	return key
+}
+
+// withRows adds, in a pass over rows of several sequences, the ROWS flag
+// to a placing kernel's defs and rowsBuf to its bindings.
+func (b *Backend) withRows(defs map[string]shaders.Const, bufs []binding) []binding {
+	if !b.rows {
+		return bufs
+	}
+	defs["ROWS"] = shaders.Flag(true)
+	return append(bufs, at(15, whole(b.rowsBuf)))
+}
+
 // BeginRuns starts the passes of one ForwardRows: each submits without
 // waiting, so the GPU runs one while the host encodes the next, and their
 // reads complete at EndRuns.
@@ -95,11 +188,13 @@ func rowPos(rows []infer.Row) int {
 	return rows[0].Pos
 }
 
-// RowPassesOK says a sequence's region of the cache can be bound as a
-// cache of its own: where each position's K and V are contiguous (f16,
-// not Q8_0, whose block scales lie after every position's values).
+// RowPassesOK says passes over rows can run: a sequence's region of the
+// cache can be bound as a cache of its own where each position's K and V
+// are contiguous (f16, not Q8_0, whose block scales lie after every
+// position's values); on a Q8_0 cache every pass over rows is one pass
+// (OnePass), which a network with recurrent state cannot take.
 func (b *Backend) RowPassesOK() bool {
-	return b.kv != nil && !b.kv.spec.Quantized()
+	return b.kv != nil && (!b.kv.spec.Quantized() || b.rec == nil)
 }
 
 // kvShift is the bytes before position base in a layer's f16 K or V.

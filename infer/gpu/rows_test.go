@@ -185,15 +185,29 @@ func TestForwardRowsOutputsMatchCPU(t *testing.T) {
 
 // TestRowsUnsupportedQ8KV: a Q8_0 cache keeps its block scales apart from
 // each position's values, so a sequence's region cannot be bound as a
-// cache: the model says so and ForwardRows runs nothing.
+// cache; every pass over rows is then one pass over the whole cache
+// (TestOnePassMatchesAlone), which qwen35's recurrent layers cannot take:
+// the model says so and ForwardRows runs nothing.
 func TestRowsUnsupportedQ8KV(t *testing.T) {
-	m := loadCtx(t, tinymodel.Small(gguf.Q1_0), 256, infer.KVTypes{K: infer.KVQ8_0, V: infer.KVQ8_0})
-	if m.RowsSupported() {
-		t.Fatal("passes over rows supported on a Q8_0 cache")
+	m, err := infer.Load(gpu.OpenQwen35Tiny(t, gguf.Q1_0), infer.Options{Backend: "gpu", Batch: 64, Context: 256,
+		KV: infer.KVTypes{K: infer.KVQ8_0, V: infer.KVQ8_0}, GPU: softwareOK})
+	if err != nil {
+		if errors.Is(err, gpu.ErrNoAdapter) && os.Getenv("CI") != "true" {
+			t.Skipf("no GPU adapter: %v", err)
+		}
+		t.Fatal(err)
 	}
-	err := m.ForwardRows([]infer.Row{{Token: 1, Base: 128}}, []int{0}, make([]float32, m.Hparams.Vocab))
+	t.Cleanup(func() { m.Close() })
+	if m.RowsSupported() {
+		t.Fatal("passes over rows of qwen35 supported on a Q8_0 cache")
+	}
+	err = m.ForwardRows([]infer.Row{{Token: 1, Base: 128}}, []int{0}, make([]float32, m.Hparams.Vocab))
 	if !errors.Is(err, infer.ErrUnsupportedOp) {
 		t.Fatalf("ForwardRows on a Q8_0 cache: %v, want ErrUnsupportedOp", err)
+	}
+	q3 := loadCtx(t, tinymodel.Small(gguf.Q1_0), 256, infer.KVTypes{K: infer.KVQ8_0, V: infer.KVQ8_0})
+	if !q3.RowsSupported() {
+		t.Fatal("passes over rows of qwen3 unsupported on a Q8_0 cache")
 	}
 }
 
@@ -205,4 +219,111 @@ func firstDiff(a, b []float32) int {
 		}
 	}
 	return -1
+}
+
+// TestOnePassMatchesAlone runs four sequences of different prompt lengths
+// in their own regions of the cache, then steps all of them in passes over
+// one row of each (the GPU's one pass over several sequences): every
+// step's logits must be those of the sequence alone (Forward from position
+// 0) within float rounding, for Q1_0 and a K-quant, on an f16 and a Q8_0
+// cache. A batched step of four rows must also cost about the dispatches
+// of one row, not four times them.
+func TestOnePassMatchesAlone(t *testing.T) {
+	const region = 64
+	q8 := infer.KVTypes{K: infer.KVQ8_0, V: infer.KVQ8_0}
+	for _, c := range []struct {
+		name string
+		typ  gguf.Type
+		kv   infer.KVTypes
+	}{
+		{"Q1_0", gguf.Q1_0, infer.KVTypes{}},
+		{"Q4_K", gguf.Q4_K, infer.KVTypes{}},
+		{"Q1_0/q8_0-cache", gguf.Q1_0, q8},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// an f16 cache passes on the products' float rounding; a
+			// Q8_0 one may round a K or V value a step (1/127 of its
+			// block's largest) the other way on it
+			tol := 1e-3
+			if c.kv.K == infer.KVQ8_0 {
+				tol = 1e-2
+			}
+			onePassMatchesAlone(t, loadCtx(t, tinymodel.Small(c.typ), 4*region, c.kv), region, tol)
+		})
+	}
+}
+
+func onePassMatchesAlone(t *testing.T, m *infer.Model, region int, tol float64) {
+	t.Helper()
+	b := m.Backend().(*gpu.Backend)
+	V := m.Hparams.Vocab
+	prompts := [][]int32{{1, 5, 9, 13, 17}, {2, 4, 6}, {3, 7, 11, 19, 23, 29, 31, 37, 41}, {8}}
+	fed := make([][]int32, len(prompts))
+	got := make([][][]float32, len(prompts)) // the logits after each step
+	last := make([][]float32, len(prompts))
+	// the prompts: a pass of each sequence alone (Forward's on its region)
+	for s, p := range prompts {
+		var rows []infer.Row
+		for i, id := range p {
+			rows = append(rows, infer.Row{Token: id, Pos: i, Base: s * region})
+		}
+		last[s] = make([]float32, V)
+		if err := m.ForwardRows(rows, []int{len(rows) - 1}, last[s]); err != nil {
+			t.Fatal(err)
+		}
+		fed[s] = slices.Clone(p)
+	}
+	var oneRow int
+	for step := range 4 {
+		var rows []infer.Row
+		var outs []int
+		for s := range prompts {
+			id := gpuArgmax(last[s])
+			rows = append(rows, infer.Row{Token: id, Pos: len(fed[s]), Base: s * region, Step: true})
+			fed[s] = append(fed[s], id)
+			outs = append(outs, s)
+		}
+		if step == 0 {
+			// one sequence's step alone, for the dispatch count
+			one := make([]float32, V)
+			if err := m.ForwardRows(rows[:1], []int{0}, one); err != nil {
+				t.Fatal(err)
+			}
+			oneRow = b.LastDispatches()
+		}
+		logits := make([]float32, len(outs)*V)
+		if err := m.ForwardRows(rows, outs, logits); err != nil {
+			t.Fatal(err)
+		}
+		if step == 0 {
+			if d := b.LastDispatches(); d > 2*oneRow {
+				t.Errorf("a step of %d rows took %d dispatches, one row %d", len(rows), d, oneRow)
+			} else {
+				t.Logf("dispatches: one row %d, a step of %d rows %d (%v)", oneRow, len(rows), d, b.LastCensus())
+			}
+		}
+		for s := range prompts {
+			last[s] = slices.Clone(logits[s*V : (s+1)*V])
+			got[s] = append(got[s], last[s])
+		}
+	}
+	for s, p := range prompts {
+		if err := m.Forward(p, 0); err != nil {
+			t.Fatal(err)
+		}
+		for i, id := range fed[s][len(p):] {
+			if err := m.Forward([]int32{id}, len(p)+i); err != nil {
+				t.Fatal(err)
+			}
+			want := m.Logits()
+			var maxAbs, maxDiff float64
+			for k := range want {
+				maxAbs = math.Max(maxAbs, math.Abs(float64(want[k])))
+				maxDiff = math.Max(maxDiff, math.Abs(float64(got[s][i][k]-want[k])))
+			}
+			if maxDiff > tol*maxAbs || maxAbs == 0 {
+				t.Errorf("sequence %d, step %d: logits differ from the sequence alone by %.3g (largest %.3g)", s, i, maxDiff, maxAbs)
+			}
+		}
+	}
 }
