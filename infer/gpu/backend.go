@@ -116,6 +116,11 @@ type Backend struct {
 	rowsBuf        *wgpu.Buffer
 	rowToks        []int32
 	rowWords       []byte
+	// seqRuns are the runs of rows of each recurrent state slot in a pass
+	// over rows of several sequences, and slotBatch each slot's uniform
+	// for its run (conv.wgsl's and deltanet.wgsl's RUN)
+	seqRuns   []seqRun
+	slotBatch []*wgpu.Buffer
 	// runs: between BeginRuns and EndRuns, whose wait the passes' reads
 	// (heldReads) leave for
 	runs      bool

@@ -493,6 +493,23 @@ func (b *Backend) CausalConv(dstT, xT infer.Tensor, wI infer.Weight, layer int) 
 	}
 	rows := min(dst.rows, x.rows)
 	alias := dst == x
+	if b.rows {
+		for _, run := range b.seqRuns {
+			state, sb := b.slotConv(run.slot)[layer], b.slotBatch[run.slot]
+			o := b.prepared(opKey{kind: "convrun", a: dst, b: x, c: w, d: state, e: sb, i: layer}, func() (*kernel, []binding, error) {
+				k, err := b.d.kernel("conv", map[string]shaders.Const{
+					"CH": shaders.U32(s.Channels), "W": shaders.U32(s.ConvWidth), "XROWS": shaders.U32(rows), "ALIAS": shaders.Flag(alias),
+					"RUN": shaders.Flag(true)})
+				bufs := []binding{whole(sb)}
+				if !alias {
+					bufs = append(bufs, at(1, whole(x.buf)))
+				}
+				return k, append(bufs, at(2, whole(w.chunks[0].buf)), at(3, whole(state)), at(4, whole(dst.buf))), err
+			})
+			b.dispatch(o, ceilDiv(s.Channels, 64), 1, 1)
+		}
+		return
+	}
 	prev, state := b.step(b.rec.conv, b.rec.convPrev, b.rec.convBack, layer)
 	o := b.prepared(opKey{kind: "conv", a: dst, b: x, c: w, d: prev, e: state, i: layer}, func() (*kernel, []binding, error) {
 		pp := prev != state
@@ -646,6 +663,10 @@ func (b *Backend) DeltaNet(dstT, qT, kT, vT, gT, betaT infer.Tensor, layer int, 
 		}
 	}
 	rows := min(dst.rows, q.rows, k.rows, v.rows, g.rows, beta.rows)
+	if b.rows {
+		b.deltaNetRuns(dst, q, k, v, g, beta, rows, layer, d)
+		return
+	}
 	if min(rows, b.n) >= b.deltaChunkMin {
 		state, _ := b.step(b.rec.delta, nil, b.rec.deltaBack, layer)
 		b.deltaNetChunked(dst, q, k, v, g, beta, state, rows, layer, d)
@@ -680,6 +701,28 @@ func (b *Backend) DeltaNet(dstT, qT, kT, vT, gT, betaT infer.Tensor, layer int, 
 			whole(state), whole(dst.buf)}, prev, state), err
 	})
 	b.dispatch(o, ceilDiv(d.HeadDim, wg), d.VHeads, 1)
+}
+
+// deltaNetRuns encodes a DeltaNet over rows of several sequences: a
+// dispatch of deltanet.wgsl per sequence's run, on its slot's state.
+func (b *Backend) deltaNetRuns(dst, q, k, v, g, beta *tensor, rows, layer int, d infer.DeltaNetSpec) {
+	wg := deltaNetThreads(d.HeadDim)
+	for _, run := range b.seqRuns {
+		state, sb := b.slotDelta(run.slot)[layer], b.slotBatch[run.slot]
+		bs := struct {
+			beta        *tensor
+			state, slot *wgpu.Buffer
+		}{beta, state, sb}
+		o := b.prepared(opKey{kind: "deltanetrun", a: dst, b: q, c: k, d: v, e: g, g: bs, i: layer}, func() (*kernel, []binding, error) {
+			kern, err := b.d.kernel("deltanet", map[string]shaders.Const{
+				"D": shaders.U32(d.HeadDim), "KHEADS": shaders.U32(d.KHeads), "VHEADS": shaders.U32(d.VHeads),
+				"XROWS": shaders.U32(rows), "SCALE": shaders.F32(float32(1 / math.Sqrt(float64(d.HeadDim)))), "WG": shaders.U32(wg),
+				"RUN": shaders.Flag(true)})
+			return kern, []binding{whole(sb), whole(q.buf), whole(k.buf), whole(v.buf), whole(g.buf), whole(beta.buf),
+				whole(state), whole(dst.buf)}, err
+		})
+		b.dispatch(o, ceilDiv(d.HeadDim, wg), d.VHeads, 1)
+	}
 }
 
 // stateBindings adds the state read (binding 8) to a DeltaNet step's

@@ -25,24 +25,87 @@ import (
 // are the sequence's own. A lone decode step keeps the fused decode
 // kernels this way.
 
-// OnePass says rows of several sequences run as one pass: on a network
-// without recurrent state (whose kernels step one slot's state per pass)
-// and for rows of more than one sequence (one sequence's run keeps the
-// pass Forward gives it), or any rows on a Q8_0 cache, whose regions
-// cannot be bound apart (RowPassesOK).
+// OnePass says rows of several sequences run as one pass: rows of more
+// than one sequence (one sequence's run keeps the pass Forward gives it),
+// or, on a network without recurrent state, any rows on a Q8_0 cache,
+// whose regions cannot be bound apart (RowPassesOK). The recurrent ops
+// step each sequence's run on its slot's state (a dispatch per run).
 func (b *Backend) OnePass(rows []infer.Row) bool {
-	if b.rec != nil || b.kv == nil || len(rows) == 0 {
+	if b.kv == nil || len(rows) == 0 {
 		return false
 	}
-	if b.kv.spec.Quantized() {
+	if b.kv.spec.Quantized() && b.rec == nil {
 		return true
 	}
 	for _, r := range rows[1:] {
-		if r.Base != rows[0].Base {
+		if r.Base != rows[0].Base || r.Seq != rows[0].Seq {
 			return true
 		}
 	}
 	return false
+}
+
+// seqRun is one recurrent state slot's rows in a pass over rows of
+// several sequences: n rows from row0, the first at position pos.
+type seqRun struct{ slot, row0, n, pos int }
+
+// beginSeqRuns finds the runs of rows of each slot and writes each
+// slot's uniform (conv.wgsl's and deltanet.wgsl's RUN); a pass over
+// rows leaves no chained step to take back.
+func (b *Backend) beginSeqRuns(rows []infer.Row) error {
+	r := b.rec
+	kept := max(1, len(r.seqConv))
+	b.seqRuns = b.seqRuns[:0]
+	for i, row := range rows {
+		if row.Seq < 0 || row.Seq >= kept {
+			return fmt.Errorf("gpu: row of sequence state %d, %d kept: %w", row.Seq, kept, infer.ErrBadShape)
+		}
+		if n := len(b.seqRuns); n > 0 && b.seqRuns[n-1].slot == row.Seq {
+			b.seqRuns[n-1].n++
+			continue
+		}
+		for _, run := range b.seqRuns {
+			if run.slot == row.Seq {
+				return fmt.Errorf("gpu: the rows of sequence state %d are not consecutive: %w", row.Seq, infer.ErrBadShape)
+			}
+		}
+		b.seqRuns = append(b.seqRuns, seqRun{slot: row.Seq, row0: i, n: 1, pos: row.Pos})
+	}
+	for len(b.slotBatch) < kept {
+		buf, err := b.d.newBuffer(fmt.Sprintf("batch of sequence %d", len(b.slotBatch)), 16, wgpu.BufferUsageUniform|wgpu.BufferUsageCopyDst)
+		if err != nil {
+			return err
+		}
+		b.slotBatch = append(b.slotBatch, buf)
+	}
+	for _, run := range b.seqRuns {
+		var u [16]byte
+		binary.LittleEndian.PutUint32(u[0:], uint32(run.n))
+		binary.LittleEndian.PutUint32(u[4:], uint32(run.pos))
+		binary.LittleEndian.PutUint32(u[8:], uint32(run.row0))
+		if err := b.d.queue.WriteBuffer(b.slotBatch[run.slot], 0, u[:]); err != nil {
+			return fmt.Errorf("gpu: writing a sequence's rows: %w", err)
+		}
+	}
+	for l := range r.convBack {
+		r.convBack[l], r.deltaBack[l] = false, false
+	}
+	return nil
+}
+
+// slotConv and slotDelta are slot s's layers' state buffers.
+func (b *Backend) slotConv(s int) []*wgpu.Buffer {
+	if r := b.rec; s != r.cur {
+		return r.seqConv[s]
+	}
+	return b.rec.conv
+}
+
+func (b *Backend) slotDelta(s int) []*wgpu.Buffer {
+	if r := b.rec; s != r.cur {
+		return r.seqDelta[s]
+	}
+	return b.rec.delta
 }
 
 // rowTokens is rows' tokens in an array reused pass to pass (Begin
@@ -134,6 +197,12 @@ func (b *Backend) beginOnePass(rows []infer.Row) {
 	}
 	if err := b.d.queue.WriteBuffer(b.rowsBuf, 0, words); err != nil {
 		b.fail(fmt.Errorf("gpu: writing the rows' positions: %w", err))
+		return
+	}
+	if b.rec != nil {
+		if err := b.beginSeqRuns(rows); err != nil {
+			b.fail(err)
+		}
 	}
 }
 
