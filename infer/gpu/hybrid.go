@@ -533,9 +533,11 @@ func (b *Backend) CausalConv(dstT, xT infer.Tensor, wI infer.Weight, layer int) 
 // layer as one dispatch (deltanet_in.wgsl) instead of eight: on the H200 a
 // 27B token spent most of its time in such small dependent dispatches.
 // Longer passes, and the unfused passes tests compare against, take the
-// op sequence.
+// op sequence. A pass over one row of each of several sequences takes a
+// dispatch per row, on its sequence's state (RUN).
 func (b *Backend) FuseDeltaNetInputs(in infer.DeltaNetInputs) bool {
-	if b.noFuse || b.n != 1 {
+	runs := b.rows && b.oneRowRuns()
+	if b.noFuse || b.n != 1 && !runs || b.rows && !runs {
 		return false
 	}
 	var proj gateProjections
@@ -581,28 +583,41 @@ func (b *Backend) FuseDeltaNetInputs(in infer.DeltaNetInputs) bool {
 		}
 		groups = 2*d.KHeads + 3*d.VHeads
 	}
-	gates.prev, gates.state = b.step(b.rec.conv, b.rec.convPrev, b.rec.convBack, in.Layer)
-	state := gates.state
-	o := b.prepared(opKey{kind: "deltanet_in", a: q, b: k, c: v, d: x, e: w, g: gates, i: in.Layer, f: in.Eps}, func() (*kernel, []binding, error) {
-		defs := map[string]shaders.Const{
-			"S": shaders.U32(d.HeadDim), "KHEADS": shaders.U32(d.KHeads), "VHEADS": shaders.U32(d.VHeads), "CH": shaders.U32(s.Channels),
-			"W": shaders.U32(s.ConvWidth), "WG": shaders.U32(wg),
-			"EPS": shaders.F32(in.Eps / float32(d.HeadDim)), "INVSQRTG": shaders.F32(float32(1 / math.Sqrt(float64(d.HeadDim))))}
-		bufs := []binding{whole(b.batchBuf), whole(x.buf), whole(w.chunks[0].buf), whole(state), whole(q.buf), whole(k.buf),
-			whole(v.buf), whole(beta.buf), whole(alpha.buf), whole(bias.chunks[0].buf), whole(a.chunks[0].buf)}
-		if gates.x != nil {
-			defs["PROJ"], defs["XK4"] = shaders.Flag(true), shaders.U32(gates.x.cols/4)
-			defs["XBF16"], defs["XF16"] = shaders.Flag(proj.mode == "BF16"), shaders.Flag(proj.mode == "F16")
-			bufs = append(bufs, whole(gates.x.buf), whole(proj.wb.chunks[0].buf), whole(proj.wa.chunks[0].buf))
-		}
-		if gates.prev != state {
-			defs["PINGPONG"] = shaders.Flag(true)
-			bufs = append(bufs, at(14, whole(gates.prev)))
-		}
-		kern, err := b.d.kernel("deltanet_in", defs)
-		return kern, bufs, err
-	})
-	b.dispatch(o, groups, 1, 1)
+	// one dispatch on the state of the pass, or one per sequence's row
+	// on its slot's (its uniform in batch's place)
+	encode := func(batch *wgpu.Buffer) {
+		state := gates.state
+		o := b.prepared(opKey{kind: "deltanet_in", a: q, b: k, c: v, d: x, e: w, g: gates, i: in.Layer, f: in.Eps, v: keyVariant(boolInt(runs)) * keyRows}, func() (*kernel, []binding, error) {
+			defs := map[string]shaders.Const{
+				"S": shaders.U32(d.HeadDim), "KHEADS": shaders.U32(d.KHeads), "VHEADS": shaders.U32(d.VHeads), "CH": shaders.U32(s.Channels),
+				"W": shaders.U32(s.ConvWidth), "WG": shaders.U32(wg), "RUN": shaders.Flag(runs),
+				"EPS": shaders.F32(in.Eps / float32(d.HeadDim)), "INVSQRTG": shaders.F32(float32(1 / math.Sqrt(float64(d.HeadDim))))}
+			bufs := []binding{whole(batch), whole(x.buf), whole(w.chunks[0].buf), whole(state), whole(q.buf), whole(k.buf),
+				whole(v.buf), whole(beta.buf), whole(alpha.buf), whole(bias.chunks[0].buf), whole(a.chunks[0].buf)}
+			if gates.x != nil {
+				defs["PROJ"], defs["XK4"] = shaders.Flag(true), shaders.U32(gates.x.cols/4)
+				defs["XBF16"], defs["XF16"] = shaders.Flag(proj.mode == "BF16"), shaders.Flag(proj.mode == "F16")
+				bufs = append(bufs, whole(gates.x.buf), whole(proj.wb.chunks[0].buf), whole(proj.wa.chunks[0].buf))
+			}
+			if gates.prev != state {
+				defs["PINGPONG"] = shaders.Flag(true)
+				bufs = append(bufs, at(14, whole(gates.prev)))
+			}
+			kern, err := b.d.kernel("deltanet_in", defs)
+			return kern, bufs, err
+		})
+		b.dispatch(o, groups, 1, 1)
+	}
+	if !runs {
+		gates.prev, gates.state = b.step(b.rec.conv, b.rec.convPrev, b.rec.convBack, in.Layer)
+		encode(b.batchBuf)
+		return true
+	}
+	for _, run := range b.seqRuns {
+		st := b.slotConv(run.slot)[in.Layer]
+		gates.prev, gates.state = st, st
+		encode(b.slotBatch[run.slot])
+	}
 	return true
 }
 
@@ -707,6 +722,27 @@ func (b *Backend) DeltaNet(dstT, qT, kT, vT, gT, betaT infer.Tensor, layer int, 
 // dispatch of deltanet.wgsl per sequence's run, on its slot's state.
 func (b *Backend) deltaNetRuns(dst, q, k, v, g, beta *tensor, rows, layer int, d infer.DeltaNetSpec) {
 	wg := deltaNetThreads(d.HeadDim)
+	if lp := deltaStepLanes(d.HeadDim); b.oneRowRuns() && lp > 0 {
+		// a row per sequence: a decoding step's kernel, a dispatch each
+		cpw := 256 / lp
+		for _, run := range b.seqRuns {
+			state, sb := b.slotDelta(run.slot)[layer], b.slotBatch[run.slot]
+			bs := struct {
+				beta        *tensor
+				state, slot *wgpu.Buffer
+			}{beta, state, sb}
+			o := b.prepared(opKey{kind: "deltanet_steprun", a: dst, b: q, c: k, d: v, e: g, g: bs, i: layer}, func() (*kernel, []binding, error) {
+				kern, err := b.d.kernel("deltanet_step", map[string]shaders.Const{
+					"D": shaders.U32(d.HeadDim), "KHEADS": shaders.U32(d.KHeads), "VHEADS": shaders.U32(d.VHeads),
+					"SCALE": shaders.F32(float32(1 / math.Sqrt(float64(d.HeadDim)))), "L": shaders.U32(d.HeadDim / 4),
+					"LP": shaders.U32(lp), "CPW": shaders.U32(cpw), "RUN": shaders.Flag(true)})
+				return kern, []binding{whole(sb), whole(q.buf), whole(k.buf), whole(v.buf), whole(g.buf), whole(beta.buf),
+					whole(state), whole(dst.buf)}, err
+			})
+			b.dispatch(o, ceilDiv(d.HeadDim, cpw), d.VHeads, 1)
+		}
+		return
+	}
 	for _, run := range b.seqRuns {
 		state, sb := b.slotDelta(run.slot)[layer], b.slotBatch[run.slot]
 		bs := struct {

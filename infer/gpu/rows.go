@@ -93,6 +93,17 @@ func (b *Backend) beginSeqRuns(rows []infer.Row) error {
 	return nil
 }
 
+// oneRowRuns says each sequence of the pass over rows has one row (a
+// decoding step of each).
+func (b *Backend) oneRowRuns() bool {
+	for _, run := range b.seqRuns {
+		if run.n != 1 {
+			return false
+		}
+	}
+	return len(b.seqRuns) > 0
+}
+
 // slotConv and slotDelta are slot s's layers' state buffers.
 func (b *Backend) slotConv(s int) []*wgpu.Buffer {
 	if r := b.rec; s != r.cur {
