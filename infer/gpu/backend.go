@@ -96,6 +96,8 @@ type Backend struct {
 	// unrounded and the split-attention references they compare against
 	noFuse, noRounded bool
 	latMax            int
+	// runByRun, set only by tests, keeps OnePass from taking rows
+	runByRun bool
 	// forceMatVec, set only by tests, names the decode matvec kernel
 	// (matvecKernels) to try first, whatever the measurements prefer
 	forceMatVec string

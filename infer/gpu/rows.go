@@ -31,7 +31,7 @@ import (
 // whose regions cannot be bound apart (RowPassesOK). The recurrent ops
 // step each sequence's run on its slot's state (a dispatch per run).
 func (b *Backend) OnePass(rows []infer.Row) bool {
-	if b.kv == nil || len(rows) == 0 {
+	if b.kv == nil || len(rows) == 0 || b.runByRun {
 		return false
 	}
 	if b.kv.spec.Quantized() && b.rec == nil {

@@ -36,7 +36,10 @@ func loadCtx(t *testing.T, cfg tinymodel.Config, ctx int, kv infer.KVTypes) *inf
 // of the cache through passes over rows that mix them (prompts with steps
 // of the others, steps in changing order), then each alone from position 0
 // through Forward: every logit after a prompt and after every step must be
-// the bits the sequence alone gives.
+// the bits the sequence alone gives. It holds the backend's passes run by
+// run (RunByRun), each the pass of one sequence; by default several
+// sequences share one pass, whose kernels round otherwise
+// (TestOnePassMatchesAlone).
 func TestForwardRowsMatchesForward(t *testing.T) {
 	const region = 128
 	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q4_K} {
@@ -80,6 +83,7 @@ func rowsMatchForward(t *testing.T, m *infer.Model, region int) {
 	if !m.RowsSupported() {
 		t.Fatal("passes over rows unsupported on the GPU")
 	}
+	gpu.RunByRun(m.Backend().(*gpu.Backend))
 	V := m.Hparams.Vocab
 	prompts := [][]int32{{1, 5, 9, 13, 17}, {2, 4, 6}, {3, 7, 11, 19, 23, 29, 31}}
 	fed := make([][]int32, len(prompts))     // the tokens each sequence has run
