@@ -35,7 +35,8 @@ const rowsMaxTokens = 8
 
 // layouts is the kernel table. A decode Q1_0 matvec goes through the op
 // list, where fuse joins it with its neighbours and encodeMatVec picks
-// q1_xq, q1_w1, q1_popc or q1_matvec (matvec.go).
+// q1_xq, q1_w1, q1_popc or q1_matvec (matvec.go); so does one over a few
+// rows, which encodeMatVec gives q1_matmul (rowsMatVec).
 var layouts = []*layout{
 	{
 		name:   "Q1_0 sign words",
@@ -43,7 +44,7 @@ var layouts = []*layout{
 		load:   (*weight).repackQ1,
 		row:    quant.DequantizeRow,
 		decode: []matmulKernel{{"matvec", recordMatVec}, {"q1_matmul", q1MatMul}},
-		rows:   []matmulKernel{{"q1_matmul", q1MatMul}},
+		rows:   []matmulKernel{{"matvec", recordMatVec}, {"q1_matmul", q1MatMul}},
 		prompt: []matmulKernel{{"q1_lutgemm", lutGemm}, {"q1_gemm2", q1Gemm2}, {"q1_matmul", q1MatMul}},
 	},
 	{
