@@ -118,6 +118,7 @@ type Backend struct {
 	rowsBuf        *wgpu.Buffer
 	rowToks        []int32
 	rowWords       []byte
+	tokBytes       []byte // Begin's tokens for the device, reused pass to pass
 	// seqRuns are the runs of rows of each recurrent state slot in a pass
 	// over rows of several sequences, and slotBatch each slot's uniform
 	// for its run (conv.wgsl's and deltanet.wgsl's RUN)
@@ -425,10 +426,13 @@ func (b *Backend) Begin(batch infer.Batch) {
 		b.beginEncoder()
 		return
 	}
-	toks := make([]byte, 4*b.n)
-	for i, t := range batch.Tokens {
-		binary.LittleEndian.PutUint32(toks[4*i:], uint32(t))
+	// WriteBuffer copies the bytes before it returns: the array serves
+	// every pass
+	toks := b.tokBytes[:0]
+	for _, t := range batch.Tokens {
+		toks = binary.LittleEndian.AppendUint32(toks, uint32(t))
 	}
+	b.tokBytes = toks
 	if err := b.d.queue.WriteBuffer(b.tokensBuf, 0, toks); err != nil {
 		b.fail(fmt.Errorf("gpu: writing tokens: %w", err))
 		return
