@@ -17,7 +17,9 @@ type Row struct {
 	Base  int
 	// Step says the row is its sequence's next decoding step (see
 	// Batch.Steps): its attention rounds as a pass of that one token would,
-	// and so do the products when every row of the pass is a step.
+	// and so do the products when every row of the pass is a step (on a
+	// RowPasses backend, rows its OnePass takes round within float
+	// rounding of that).
 	Step bool
 	// Seq is the recurrent-state slot of the row's sequence (SeqStates),
 	// on a network with recurrent layers: the rows of one slot are
