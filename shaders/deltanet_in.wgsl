@@ -26,8 +26,11 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 fn row0() -> u32 { return 0u; }
 //#endif
 
-// R0 is the row of the pass this step reads and writes (row0).
+// R0 is the row of the pass this step reads and writes (row0), S0 the
+// first value of its conv state, START whether it continues one.
 var<private> R0: u32;
+var<private> S0: u32;
+var<private> START: bool;
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> x: array<f32>; // the q|k|v projection, CH
 @group(0) @binding(2) var<storage, read> w: array<f32>; // conv weights [c][t]
@@ -39,6 +42,12 @@ var<private> R0: u32;
 @group(0) @binding(8) var<storage, read_write> alpha: array<f32>; // in place: the decay
 @group(0) @binding(9) var<storage, read> bias: array<f32>;
 @group(0) @binding(10) var<storage, read> a: array<f32>;
+// SLAB: a pass over one row of each of several sequences, workgroup y a
+// row; the conv states of every slot lie in state, slot s's from
+// s·CSTRIDE, and a row at position 0 starts from zero.
+//#if SLAB
+//#include rows
+//#endif
 //#if PINGPONG
 // the conv state before the step, which stays (conv.wgsl's PINGPONG)
 @group(0) @binding(14) var<storage, read> prev: array<f32>;
@@ -113,9 +122,9 @@ fn conv(c: u32) -> f32 {
 		wt[t] = w[c * W + t];
 		win[t] = 0.0;
 	}
-	if (batch.pos != 0u) {
+	if (START) {
 		for (var t = 0u; t + 1u < W; t++) {
-			win[t] = old(t * CH + c);
+			win[t] = old(S0 + t * CH + c);
 		}
 	}
 	win[W - 1u] = x[R0 * CH + c];
@@ -124,7 +133,7 @@ fn conv(c: u32) -> f32 {
 		acc += wt[t] * win[t];
 	}
 	for (var t = 0u; t + 1u < W; t++) {
-		state[t * CH + c] = win[t + 1u];
+		state[S0 + t * CH + c] = win[t + 1u];
 	}
 	return acc;
 }
@@ -173,7 +182,18 @@ fn knorm(h: u32, lid: u32) {
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
 	let g = wid.x;
+//#if SLAB
+	R0 = wid.y;
+	if (R0 >= batch.n) {
+		return;
+	}
+	S0 = row_seq(R0) * CSTRIDE;
+	START = row_pos(R0) != 0u;
+//#else
 	R0 = row0();
+	S0 = 0u;
+	START = batch.pos != 0u;
+//#endif
 //#if PROJ
 	if (g >= 2u * KHEADS + VHEADS) {
 		let r = g - (2u * KHEADS + VHEADS);

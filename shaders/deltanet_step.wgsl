@@ -31,6 +31,12 @@ fn row0() -> u32 { return 0u; }
 @group(0) @binding(5) var<storage, read> beta: array<f32>;
 @group(0) @binding(6) var<storage, read_write> state: array<vec4<f32>>;
 @group(0) @binding(7) var<storage, read_write> dst: array<f32>;
+// SLAB: a pass over one row of each of several sequences, workgroup z a
+// row; the states of every slot lie in state, slot s's from s·SSTRIDE
+// (vec4s), and a row at position 0 starts from zero.
+//#if SLAB
+//#include rows
+//#endif
 //#if PINGPONG
 @group(0) @binding(8) var<storage, read> prev: array<vec4<f32>>;
 fn old(i: u32) -> vec4<f32> { return prev[i]; }
@@ -64,11 +70,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	let h = wid.y;
 	let live = j < D && lane < L;
 	let kh = h % KHEADS;
-	let si = (h * D + min(j, D - 1u)) * L + min(lane, L - 1u);
+//#if SLAB
+	let r = wid.z;
+	if (r >= batch.n) {
+		return;
+	}
+	let si = row_seq(r) * SSTRIDE + (h * D + min(j, D - 1u)) * L + min(lane, L - 1u);
+	let start = row_pos(r) != 0u;
+//#else
 	let r = row0();
+	let si = (h * D + min(j, D - 1u)) * L + min(lane, L - 1u);
+	let start = batch.pos != 0u;
+//#endif
 	let ki = (r * KHEADS + kh) * L + min(lane, L - 1u);
 	var s = vec4<f32>(0.0);
-	if (live && batch.pos != 0u) {
+	if (live && start) {
 		s = old(si);
 	}
 	let kv = k[ki];

@@ -275,7 +275,7 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 		d.Close()
 		return nil, err
 	}
-	if b.rowsBuf, err = d.newBuffer("rows", 8*maxBatchTokens, storageUsage); err != nil {
+	if b.rowsBuf, err = d.newBuffer("rows", 16*maxBatchTokens, storageUsage); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -424,6 +424,7 @@ func (b *Backend) Begin(batch infer.Batch) {
 	if b.chain.tokens || b.chain.picking {
 		// the last chained pass's Argmax copied the token in
 		b.beginEncoder()
+		b.ownState()
 		return
 	}
 	// WriteBuffer copies the bytes before it returns: the array serves
@@ -438,6 +439,7 @@ func (b *Backend) Begin(batch infer.Batch) {
 		return
 	}
 	b.beginEncoder()
+	b.ownState()
 }
 
 // beginEncoder opens the pass's command encoder and first compute pass.

@@ -78,6 +78,17 @@ func (b *Backend) beginSeqRuns(rows []infer.Row) error {
 		}
 		b.slotBatch = append(b.slotBatch, buf)
 	}
+	if err := b.ensureSlabs(kept); err != nil {
+		return err
+	}
+	b.endPass()
+	for _, run := range b.seqRuns {
+		if !r.inSlab[run.slot] {
+			b.copyState(run.slot, true)
+			r.inSlab[run.slot] = true
+		}
+	}
+	b.beginPass()
 	for _, run := range b.seqRuns {
 		var u [16]byte
 		binary.LittleEndian.PutUint32(u[0:], uint32(run.n))
@@ -90,6 +101,125 @@ func (b *Backend) beginSeqRuns(rows []infer.Row) error {
 	for l := range r.convBack {
 		r.convBack[l], r.deltaBack[l] = false, false
 	}
+	return nil
+}
+
+// The slabs: a pass over rows of several sequences steps every slot's
+// state in one buffer per layer (slot s's from s·stride), so that a step
+// of one row per sequence is one dispatch of deltanet_in and one of
+// deltanet_step (SLAB) however many sequences it holds; a pass of one
+// sequence steps the slot's own buffers (useSeq). A slot's state is
+// current in one of the two (inSlab) and is copied across when a pass of
+// the other kind comes for it.
+
+// slotStride is a slot's bytes in a slab for floats values: a storage
+// binding's offset alignment.
+func (b *Backend) slotStride(floats int) uint64 {
+	a := b.kvAlign()
+	return (uint64(4*floats) + a - 1) / a * a
+}
+
+// ensureSlabs makes the slabs of kept slots, once per NewSeqStates.
+func (b *Backend) ensureSlabs(kept int) error {
+	r := b.rec
+	if r.slabConv != nil {
+		return nil
+	}
+	r.convStride, r.deltaStride = b.slotStride(r.convFloats()), b.slotStride(r.deltaFloats())
+	var conv, delta []*wgpu.Buffer
+	for l := range r.conv {
+		c, err := b.d.newBuffer(fmt.Sprintf("conv states %d", l), uint64(kept)*r.convStride, storageUsage)
+		if err == nil {
+			conv = append(conv, c)
+			var d *wgpu.Buffer
+			if d, err = b.d.newBuffer(fmt.Sprintf("delta states %d", l), uint64(kept)*r.deltaStride, storageUsage); err == nil {
+				delta = append(delta, d)
+			}
+		}
+		if err != nil {
+			for _, buf := range append(conv, delta...) {
+				buf.Release()
+			}
+			return err
+		}
+	}
+	r.slabConv, r.slabDelta, r.inSlab = conv, delta, make([]bool, kept)
+	return nil
+}
+
+// slabBinding is slot s's state of layer in slab.
+func (b *Backend) slabBinding(slab []*wgpu.Buffer, stride uint64, layer, s int) binding {
+	return binding{buf: slab[layer], offset: uint64(s) * stride, size: stride}
+}
+
+// copyState encodes the copy of slot s's state, every layer's, into the
+// slabs (toSlab) or back to its own buffers, outside a compute pass.
+func (b *Backend) copyState(s int, toSlab bool) {
+	r := b.rec
+	conv, delta := b.slotConv(s), b.slotDelta(s)
+	cb, db := uint64(4*r.convFloats()), uint64(4*r.deltaFloats())
+	for l := range conv {
+		for _, c := range []struct {
+			own, slab    *wgpu.Buffer
+			stride, size uint64
+		}{{conv[l], r.slabConv[l], r.convStride, cb}, {delta[l], r.slabDelta[l], r.deltaStride, db}} {
+			if c.size == 0 {
+				continue
+			}
+			var err error
+			if toSlab {
+				err = b.enc.CopyBufferToBuffer(c.own, 0, c.slab, uint64(s)*c.stride, c.size)
+			} else {
+				err = b.enc.CopyBufferToBuffer(c.slab, uint64(s)*c.stride, c.own, 0, c.size)
+			}
+			if err != nil {
+				b.fail(fmt.Errorf("gpu: copying a sequence's recurrent state: %w", err))
+				return
+			}
+		}
+	}
+}
+
+// ownState brings the state of the pass's slot back from the slabs at
+// the start of a pass of one sequence (its encoder open).
+func (b *Backend) ownState() {
+	r := b.rec
+	if r == nil || b.rows || r.inSlab == nil || !r.inSlab[r.cur] || b.err != nil {
+		return
+	}
+	b.endPass()
+	b.copyState(r.cur, false)
+	b.beginPass()
+	r.inSlab[r.cur] = false
+}
+
+// ownStateNow is ownState between passes (ReadRecurrentState): the copy
+// is submitted alone, ahead of what reads the state.
+func (b *Backend) ownStateNow() error {
+	r := b.rec
+	if r == nil || r.inSlab == nil || !r.inSlab[r.cur] {
+		return nil
+	}
+	enc, err := b.d.dev.CreateCommandEncoder(nil)
+	if err != nil {
+		return fmt.Errorf("gpu: %w: %w", ErrDeviceLost, err)
+	}
+	b.enc = enc
+	b.copyState(r.cur, false)
+	b.enc = nil
+	if err := b.err; err != nil {
+		b.err = nil
+		enc.Release()
+		return err
+	}
+	cmd, err := enc.Finish(nil)
+	enc.Release()
+	if err != nil {
+		return fmt.Errorf("gpu: copying a sequence's recurrent state: %w", err)
+	}
+	b.d.queue.Submit(cmd)
+	cmd.Release()
+	r.inSlab[r.cur] = false
 	return nil
 }
 
@@ -181,7 +311,8 @@ func (b *Backend) BeginRows(rows []infer.Row) {
 }
 
 // beginOnePass starts a pass over rows of several sequences: each row's
-// position and base go to rowsBuf for the kernels that place it.
+// position, base and state slot go to rowsBuf for the kernels that place
+// it.
 func (b *Backend) beginOnePass(rows []infer.Row) {
 	var rowErr error
 	words := b.rowWords[:0]
@@ -191,8 +322,9 @@ func (b *Backend) beginOnePass(rows []infer.Row) {
 			rowErr = fmt.Errorf("gpu: row %d at cache position %d past the %d-token cache: %w", i, r.Base+r.Pos, b.kv.spec.Context, infer.ErrContextFull)
 			break
 		}
-		words = binary.LittleEndian.AppendUint32(words, uint32(r.Pos))
-		words = binary.LittleEndian.AppendUint32(words, uint32(r.Base))
+		for _, w := range []int{r.Pos, r.Base, r.Seq, 0} {
+			words = binary.LittleEndian.AppendUint32(words, uint32(w))
+		}
 		longest = max(longest, r.Pos+1)
 	}
 	b.rowWords = words
@@ -337,7 +469,11 @@ func (b *Backend) NewSeqStates(n int) error {
 		return nil
 	}
 	b.useSeq(0)
-	var old []*wgpu.Buffer
+	if err := b.ownStateNow(); err != nil {
+		return err
+	}
+	old := append(append([]*wgpu.Buffer(nil), r.slabConv...), r.slabDelta...)
+	r.slabConv, r.slabDelta, r.inSlab = nil, nil, nil
 	for s := range r.seqConv {
 		old = append(append(old, r.seqConv[s]...), r.seqDelta[s]...)
 	}

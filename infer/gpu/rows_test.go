@@ -320,6 +320,14 @@ func onePassMatchesAlone(t *testing.T, m *infer.Model, region int, tol float64) 
 			got[s] = append(got[s], last[s])
 		}
 	}
+	// sequence 1 goes on alone: a pass of its own, on the state (or the
+	// cache region) the passes over rows left
+	id := gpuArgmax(last[1])
+	one := make([]float32, V)
+	if err := m.ForwardRows([]infer.Row{{Token: id, Pos: len(fed[1]), Base: region, Step: true, Seq: 1}}, []int{0}, one); err != nil {
+		t.Fatal(err)
+	}
+	fed[1], got[1] = append(fed[1], id), append(got[1], one)
 	agree := func(s, i int, got, want []float32) {
 		t.Helper()
 		var maxAbs, maxDiff float64
