@@ -41,7 +41,7 @@ type recurrent struct {
 	// the slabs (rows.go): per layer every slot's state in one buffer,
 	// slot s's from s·stride bytes, which passes over rows of several
 	// sequences step; inSlab says where a slot's state is current
-	slabConv, slabDelta      []*wgpu.Buffer
+	slabConv, slabDelta     []*wgpu.Buffer
 	convStride, deltaStride uint64
 	inSlab                  []bool
 }
