@@ -29,7 +29,9 @@ import (
 // than one sequence (one sequence's run keeps the pass Forward gives it),
 // or, on a network without recurrent state, any rows on a Q8_0 cache,
 // whose regions cannot be bound apart (RowPassesOK). The recurrent ops
-// step each sequence's run on its slot's state (a dispatch per run).
+// step each sequence's run on its slot's state; a run of deltaChunkMin
+// rows or more (a prompt's chunk) keeps the passes run by run, where it
+// takes the chunked delta rule instead of a token at a time.
 func (b *Backend) OnePass(rows []infer.Row) bool {
 	if b.kv == nil || len(rows) == 0 || b.runByRun {
 		return false
@@ -37,12 +39,16 @@ func (b *Backend) OnePass(rows []infer.Row) bool {
 	if b.kv.spec.Quantized() && b.rec == nil {
 		return true
 	}
-	for _, r := range rows[1:] {
-		if r.Base != rows[0].Base || r.Seq != rows[0].Seq {
-			return true
+	several, run := false, 1
+	for i, r := range rows[1:] {
+		if p := rows[i]; r.Base != p.Base || r.Seq != p.Seq {
+			several, run = true, 0
+		}
+		if run++; b.rec != nil && run >= b.deltaChunkMin {
+			return false
 		}
 	}
-	return false
+	return several
 }
 
 // seqRun is one recurrent state slot's rows in a pass over rows of

@@ -270,6 +270,15 @@ func TestOnePassMatchesAlone(t *testing.T) {
 			if err := m.UseSequences(4); err != nil {
 				t.Fatal(err)
 			}
+			// a prompt's chunk long enough for the chunked delta rule
+			// keeps the passes run by run
+			chunk := []infer.Row{{Token: 1, Base: 3 * region, Seq: 3}}
+			for i := range gpu.DefaultDeltaChunkMin {
+				chunk = append(chunk, infer.Row{Token: 2, Pos: i, Seq: 0})
+			}
+			if b := m.Backend().(*gpu.Backend); b.OnePass(chunk) || !b.OnePass(chunk[:3]) {
+				t.Errorf("one pass over a step and a %d-row chunk %v, over a step and 2 rows %v", len(chunk)-1, b.OnePass(chunk), b.OnePass(chunk[:3]))
+			}
 			onePassMatchesAlone(t, m, region, tolFor(typ))
 		})
 	}
