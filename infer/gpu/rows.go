@@ -31,9 +31,13 @@ import (
 // whose regions cannot be bound apart (RowPassesOK). The recurrent ops
 // step each sequence's run on its slot's state; a run of deltaChunkMin
 // rows or more (a prompt's chunk) keeps the passes run by run, where it
-// takes the chunked delta rule instead of a token at a time.
+// takes the chunked delta rule instead of a token at a time, and so do
+// slots whose states a slab binding cannot hold (ensureSlabs).
 func (b *Backend) OnePass(rows []infer.Row) bool {
 	if b.kv == nil || len(rows) == 0 || b.runByRun {
+		return false
+	}
+	if r := b.rec; r != nil && uint64(max(1, len(r.seqConv)))*b.slotStride(r.deltaFloats()) > b.d.Limits.MaxStorageBufferBindingSize {
 		return false
 	}
 	if b.kv.spec.Quantized() && b.rec == nil {
