@@ -17,7 +17,9 @@ type Row struct {
 	Base  int
 	// Step says the row is its sequence's next decoding step (see
 	// Batch.Steps): its attention rounds as a pass of that one token would,
-	// and so do the products when every row of the pass is a step.
+	// and so do the products when every row of the pass is a step (on a
+	// RowPasses backend, rows its OnePass takes round within float
+	// rounding of that).
 	Step bool
 	// Seq is the recurrent-state slot of the row's sequence (SeqStates),
 	// on a network with recurrent layers: the rows of one slot are
@@ -108,21 +110,27 @@ func (m *Model) ForwardRows(rows []Row, outs []int, logits []float32) error {
 			return fmt.Errorf("%w: output row %d of %d", ErrBadShape, o, len(rows))
 		}
 	}
-	if _, ok := rb.(RowPasses); ok {
+	if rp, ok := rb.(RowPasses); ok && !rp.OnePass(rows) {
 		return m.forwardRuns(rb, rn, rows, outs, logits)
 	}
 	return rn.forwardRows(rb, rows, outs, logits)
 }
 
 // RowPasses is implemented by a RowBackend whose kernels take, in one
-// pass, the rows of one sequence at consecutive positions (the GPU's):
-// ForwardRows then runs each run of rows (rowRuns) as a pass of its own, a
+// pass, the rows of one sequence at consecutive positions (the GPU's), or
+// some sets of rows only: where OnePass does not take the rows,
+// ForwardRows runs each run of rows (rowRuns) as a pass of its own, a
 // step row alone, through the graph Forward gives a pass of that sequence,
 // so that each row rounds as a pass of its sequence alone rounds it.
 type RowPasses interface {
 	// RowPassesOK says passes over rows can run on the backend's cache as
 	// it is now.
 	RowPassesOK() bool
+	// OnePass says the backend takes rows in one pass after all: the
+	// rows of several sequences, each row's products then rounded as the
+	// backend's kernels for that many rows round them (within float
+	// rounding of a pass of its sequence alone).
+	OnePass(rows []Row) bool
 	// BeginRuns and EndRuns bracket the passes of one ForwardRows: the
 	// backend may complete their reads (Read) only at EndRuns, which
 	// waits for them.

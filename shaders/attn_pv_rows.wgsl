@@ -25,6 +25,7 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 //#include kv_q8
 //#endif
 //#include attn_tile
+//#include rows
 //#include attn_pv_tile
 
 @compute @workgroup_size(WG)
@@ -35,7 +36,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	if (row >= min(batch.n, QROWS) || c >= batch.splits) {
 		return;
 	}
-	let seq = batch.pos + row + 1u;
+	let seq = row_pos(row) + 1u;
+	kv0 = row_base(row);
 	let span = split_span(seq, c);
 	let t0 = span.x;
 	let t1 = span.y;

@@ -20,6 +20,7 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 //#include kv_q8
 //#endif
 //#include attn_tile
+//#include rows
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -29,7 +30,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	if (row >= min(batch.n, QROWS) || c >= batch.splits) {
 		return;
 	}
-	let seq = batch.pos + row + 1u;
+	let seq = row_pos(row) + 1u;
+	kv0 = row_base(row);
 	let span = split_span(seq, c);
 	let t0 = span.x;
 	let t1 = span.y;

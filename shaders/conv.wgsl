@@ -7,7 +7,16 @@
 // written to state, so prev keeps the state one step back (a chained
 // decoding pass, which may be taken back).
 // Constants: CH, W, XROWS; flags ALIAS, PINGPONG.
+// With RUN the op steps one sequence's run of rows in a pass over rows of
+// several sequences: batch is that run's (its row count, its first row's
+// position, that row in the pass), and the state its sequence's.
+//#if RUN
+struct Batch { n: u32, pos: u32, row0: u32, chunk: u32 }
+fn row0() -> u32 { return batch.row0; }
+//#else
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
+fn row0() -> u32 { return 0u; }
+//#endif
 @group(0) @binding(0) var<uniform> batch: Batch;
 //#if ALIAS
 fn getx(i: u32) -> f32 { return dst[i]; }
@@ -31,7 +40,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 	if (c >= CH) {
 		return;
 	}
-	let n = min(batch.n, XROWS);
+	let n = min(batch.n, XROWS - row0());
 	var win: array<f32, W>;
 	var wt: array<f32, W>;
 	for (var t = 0u; t < W; t++) {
@@ -43,7 +52,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 			win[t] = old(t * CH + c);
 		}
 	}
-	for (var i = 0u; i < n; i++) {
+	for (var i = row0(); i < row0() + n; i++) {
 		win[W - 1u] = getx(i * CH + c);
 		var acc = 0.0;
 		for (var t = 0u; t < W; t++) {

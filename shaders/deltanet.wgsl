@@ -7,7 +7,16 @@
 //	out_j = Σ_i S[i][j] q_i · SCALE
 // A pass at position 0 starts from a zero state.
 // Constants: D, KHEADS, VHEADS, XROWS, SCALE (1/√D), WG.
+// With RUN the op steps one sequence's run of rows in a pass over rows of
+// several sequences: batch is that run's (its row count, its first row's
+// position, that row in the pass), and the state its sequence's.
+//#if RUN
+struct Batch { n: u32, pos: u32, row0: u32, chunk: u32 }
+fn row0() -> u32 { return batch.row0; }
+//#else
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
+fn row0() -> u32 { return 0u; }
+//#endif
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k: array<f32>;
@@ -33,7 +42,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		return;
 	}
 	let kh = h % KHEADS;
-	let n = min(batch.n, XROWS);
+	let n = min(batch.n, XROWS - row0());
 	let sbase = (h * D + j) * D;
 	var s: array<f32, D>;
 	for (var i = 0u; i < D; i++) {
@@ -44,7 +53,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 			s[i] = old(sbase + i);
 		}
 	}
-	for (var t = 0u; t < n; t++) {
+	for (var t = row0(); t < row0() + n; t++) {
 		let decay = exp(g[t * VHEADS + h]);
 		let bt = beta[t * VHEADS + h];
 		let kb = (t * KHEADS + kh) * D;

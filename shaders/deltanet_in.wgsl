@@ -15,7 +15,22 @@
 // load as quantize.wgsl rounds it: flag XBF16 or XF16), then gates it.
 // Constants: S, KHEADS, VHEADS, CH (=(2·KHEADS+VHEADS)·S), W, WG, EPS
 // (already divided by S), INVSQRTG (1/√S); with PROJ, XK4 (x's vec4s).
+// With RUN the op steps one sequence's row in a pass over rows of several
+// sequences: batch is that sequence's (1 row, its position, the row in
+// the pass), and the state its sequence's.
+//#if RUN
+struct Batch { n: u32, pos: u32, row0: u32, chunk: u32 }
+fn row0() -> u32 { return batch.row0; }
+//#else
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
+fn row0() -> u32 { return 0u; }
+//#endif
+
+// R0 is the row of the pass this step reads and writes (row0), S0 the
+// first value of its conv state, START whether it continues one.
+var<private> R0: u32;
+var<private> S0: u32;
+var<private> START: bool;
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> x: array<f32>; // the q|k|v projection, CH
 @group(0) @binding(2) var<storage, read> w: array<f32>; // conv weights [c][t]
@@ -27,6 +42,12 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(8) var<storage, read_write> alpha: array<f32>; // in place: the decay
 @group(0) @binding(9) var<storage, read> bias: array<f32>;
 @group(0) @binding(10) var<storage, read> a: array<f32>;
+// SLAB: a pass over one row of each of several sequences, workgroup y a
+// row; the conv states of every slot lie in state, slot s's from
+// s·CSTRIDE, and a row at position 0 starts from zero.
+//#if SLAB
+//#include rows
+//#endif
 //#if PINGPONG
 // the conv state before the step, which stays (conv.wgsl's PINGPONG)
 @group(0) @binding(14) var<storage, read> prev: array<f32>;
@@ -43,7 +64,7 @@ fn old(i: u32) -> f32 { return state[i]; }
 
 // xin is x's vec4 c rounded to the gate weights' activation type.
 fn xin(c: u32) -> vec4<f32> {
-	let v = xg[c];
+	let v = xg[R0 * XK4 + c];
 //#if XBF16
 	let u = bitcast<vec4<u32>>(v);
 	return bitcast<vec4<f32>>((u + vec4<u32>(0x7fffu) + ((u >> vec4<u32>(16u)) & vec4<u32>(1u))) & vec4<u32>(0xffff0000u));
@@ -101,18 +122,18 @@ fn conv(c: u32) -> f32 {
 		wt[t] = w[c * W + t];
 		win[t] = 0.0;
 	}
-	if (batch.pos != 0u) {
+	if (START) {
 		for (var t = 0u; t + 1u < W; t++) {
-			win[t] = old(t * CH + c);
+			win[t] = old(S0 + t * CH + c);
 		}
 	}
-	win[W - 1u] = x[c];
+	win[W - 1u] = x[R0 * CH + c];
 	var acc = 0.0;
 	for (var t = 0u; t < W; t++) {
 		acc += wt[t] * win[t];
 	}
 	for (var t = 0u; t + 1u < W; t++) {
-		state[t * CH + c] = win[t + 1u];
+		state[S0 + t * CH + c] = win[t + 1u];
 	}
 	return acc;
 }
@@ -137,39 +158,51 @@ fn headScale(lid: u32, ss: f32) -> f32 {
 fn qnorm(h: u32, lid: u32) {
 	var ss = 0.0;
 	for (var j = lid; j < S; j += WG) {
-		let v = qo[h * S + j];
+		let v = qo[(R0 * KHEADS + h) * S + j];
 		ss += v * v;
 	}
 	let scale = headScale(lid, ss);
 	for (var j = lid; j < S; j += WG) {
-		qo[h * S + j] = qo[h * S + j] * scale * INVSQRTG;
+		qo[(R0 * KHEADS + h) * S + j] = qo[(R0 * KHEADS + h) * S + j] * scale * INVSQRTG;
 	}
 }
 
 fn knorm(h: u32, lid: u32) {
 	var ss = 0.0;
 	for (var j = lid; j < S; j += WG) {
-		let v = ko[h * S + j];
+		let v = ko[(R0 * KHEADS + h) * S + j];
 		ss += v * v;
 	}
 	let scale = headScale(lid, ss);
 	for (var j = lid; j < S; j += WG) {
-		ko[h * S + j] = ko[h * S + j] * scale * INVSQRTG;
+		ko[(R0 * KHEADS + h) * S + j] = ko[(R0 * KHEADS + h) * S + j] * scale * INVSQRTG;
 	}
 }
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
 	let g = wid.x;
+//#if SLAB
+	R0 = wid.y;
+	if (R0 >= batch.n) {
+		return;
+	}
+	S0 = row_seq(R0) * CSTRIDE;
+	START = row_pos(R0) != 0u;
+//#else
+	R0 = row0();
+	S0 = 0u;
+	START = batch.pos != 0u;
+//#endif
 //#if PROJ
 	if (g >= 2u * KHEADS + VHEADS) {
 		let r = g - (2u * KHEADS + VHEADS);
 		let v = project(r, lid);
 		if (lid == 0u) {
 			if (r < VHEADS) {
-				beta[r] = 1.0 / (1.0 + exp(-v));
+				beta[R0 * VHEADS + r] = 1.0 / (1.0 + exp(-v));
 			} else {
-				alpha[r - VHEADS] = softplus(v + bias[r - VHEADS]) * a[r - VHEADS];
+				alpha[R0 * VHEADS + r - VHEADS] = softplus(v + bias[r - VHEADS]) * a[r - VHEADS];
 			}
 		}
 		return;
@@ -177,8 +210,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#else
 	if (g == 2u * KHEADS + VHEADS) {
 		for (var j = lid; j < VHEADS; j += WG) {
-			beta[j] = 1.0 / (1.0 + exp(-beta[j]));
-			alpha[j] = softplus(alpha[j] + bias[j]) * a[j];
+			let o = R0 * VHEADS + j;
+			beta[o] = 1.0 / (1.0 + exp(-beta[o]));
+			alpha[o] = softplus(alpha[o] + bias[j]) * a[j];
 		}
 		return;
 	}
@@ -187,11 +221,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		let c = conv(g * S + j);
 		let v = c / (1.0 + exp(-c));
 		if (g < KHEADS) {
-			qo[g * S + j] = v;
+			qo[(R0 * KHEADS + g) * S + j] = v;
 		} else if (g < 2u * KHEADS) {
-			ko[(g - KHEADS) * S + j] = v;
+			ko[(R0 * KHEADS + g - KHEADS) * S + j] = v;
 		} else {
-			vo[(g - 2u * KHEADS) * S + j] = v;
+			vo[(R0 * VHEADS + g - 2u * KHEADS) * S + j] = v;
 		}
 	}
 	// each thread reads back only what it wrote before the first barrier

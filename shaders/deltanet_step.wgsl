@@ -13,7 +13,16 @@
 // (L rounded up to a power of two), CPW (=256/LP). Flag PINGPONG: the
 // state is read from prev, which keeps it (a chained pass may be taken
 // back), and written to state.
+// With RUN the op steps one sequence's row in a pass over rows of several
+// sequences: batch is that sequence's (1 row, its position, the row in
+// the pass), and the state its sequence's.
+//#if RUN
+struct Batch { n: u32, pos: u32, row0: u32, chunk: u32 }
+fn row0() -> u32 { return batch.row0; }
+//#else
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
+fn row0() -> u32 { return 0u; }
+//#endif
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> k: array<vec4<f32>>;
@@ -22,6 +31,12 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(5) var<storage, read> beta: array<f32>;
 @group(0) @binding(6) var<storage, read_write> state: array<vec4<f32>>;
 @group(0) @binding(7) var<storage, read_write> dst: array<f32>;
+// SLAB: a pass over one row of each of several sequences, workgroup z a
+// row; the states of every slot lie in state, slot s's from s·SSTRIDE
+// (vec4s), and a row at position 0 starts from zero.
+//#if SLAB
+//#include rows
+//#endif
 //#if PINGPONG
 @group(0) @binding(8) var<storage, read> prev: array<vec4<f32>>;
 fn old(i: u32) -> vec4<f32> { return prev[i]; }
@@ -55,22 +70,33 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	let h = wid.y;
 	let live = j < D && lane < L;
 	let kh = h % KHEADS;
+//#if SLAB
+	let r = wid.z;
+	if (r >= batch.n) {
+		return;
+	}
+	let si = row_seq(r) * SSTRIDE + (h * D + min(j, D - 1u)) * L + min(lane, L - 1u);
+	let start = row_pos(r) != 0u;
+//#else
+	let r = row0();
 	let si = (h * D + min(j, D - 1u)) * L + min(lane, L - 1u);
-	let ki = kh * L + min(lane, L - 1u);
+	let start = batch.pos != 0u;
+//#endif
+	let ki = (r * KHEADS + kh) * L + min(lane, L - 1u);
 	var s = vec4<f32>(0.0);
-	if (live && batch.pos != 0u) {
+	if (live && start) {
 		s = old(si);
 	}
 	let kv = k[ki];
 	let qv = q[ki];
-	s *= exp(g[h]);
+	s *= exp(g[r * VHEADS + h]);
 	var part = 0.0;
 	if (live) {
 		part = s.x * kv.x + s.y * kv.y + s.z * kv.z + s.w * kv.w;
 	}
 	let sk = colsum(lid, lane, part);
-	let vj = v[h * D + min(j, D - 1u)];
-	let delta = (vj - sk) * beta[h];
+	let vj = v[(r * VHEADS + h) * D + min(j, D - 1u)];
+	let delta = (vj - sk) * beta[r * VHEADS + h];
 	s += kv * delta;
 	part = 0.0;
 	if (live) {
@@ -80,7 +106,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 	if (live) {
 		state[si] = s;
 		if (lane == 0u) {
-			dst[h * D + j] = o * SCALE;
+			dst[(r * VHEADS + h) * D + j] = o * SCALE;
 		}
 	}
 }

@@ -7,6 +7,7 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(1) var<storage, read> w: array<f32>;
 @group(0) @binding(2) var<storage, read> table: array<vec2<f32>>;
 @group(0) @binding(3) var<storage, read_write> x: array<f32>;
+//#include rows
 
 var<workgroup> red: array<f32, WG>;
 
@@ -31,7 +32,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		workgroupBarrier();
 	}
 	let scale = 1.0 / sqrt(red[0] / f32(HEAD_DIM) + EPS);
-	let pos = batch.pos + row;
+	let pos = row_pos(row);
 	let half = DIMS / 2u;
 	for (var j = lid; j < half; j += WG) {
 		let a = x[base + j] * scale * w[j];

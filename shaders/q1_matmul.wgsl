@@ -6,14 +6,52 @@
 // With q integers, Σ sᵢqᵢ = 2·Σ_{bit=1} qᵢ − Σ qᵢ is exact in f32.
 // A workgroup computes RPW rows for TT tokens, so every x block it
 // quantizes is reused RPW times and every weight word TT times.
-// Constants: K, M, WORDS (=K/32), RPW, TT, WG, XROWS (rows of x), ACC
-// (=RPW·TT) and RED (=WG·ACC); naga 0.19 wants array sizes as plain names.
+// Up to three matrices stored back to back (q/k/v, gate/up: a group of
+// the decode matvecs, fuse.go) run as one dispatch with flag GROUP: rows
+// below M0 go to dst0, below M1 to dst1, the rest to dst2; with ADD (one
+// output) the result is also added to resid, as the decode matvecs do.
+// Constants: K, M (all the rows), WORDS (=K/32), RPW, TT, WG, XROWS (rows
+// of x), ACC (=RPW·TT) and RED (=WG·ACC); with GROUP, M0 and M1; naga 0.19
+// wants array sizes as plain names.
 struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> bits: array<u32>;
 @group(0) @binding(2) var<storage, read> scales: array<f32>;
 @group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> dst: array<f32>;
+//#if OUT2
+@group(0) @binding(5) var<storage, read_write> dst1: array<f32>;
+//#endif
+//#if OUT3
+@group(0) @binding(6) var<storage, read_write> dst2: array<f32>;
+//#endif
+//#if ADD
+@group(0) @binding(7) var<storage, read_write> resid: array<f32>;
+//#endif
+
+// store writes row of token tok's output.
+fn store(tok: u32, row: u32, v: f32) {
+//#if GROUP
+	if (row < M0) {
+		dst[tok * M0 + row] = v;
+//#if ADD
+		resid[tok * M0 + row] = resid[tok * M0 + row] + v;
+//#endif
+		return;
+	}
+//#if OUT2
+	if (row < M1) {
+		dst1[tok * (M1 - M0) + row - M0] = v;
+		return;
+	}
+//#endif
+//#if OUT3
+	dst2[tok * (M - M1) + row - M1] = v;
+//#endif
+//#else
+	dst[tok * M + row] = v;
+//#endif
+}
 
 //#include q1_layout
 //#include cpu_math
@@ -101,7 +139,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		let r = lid / TT;
 		let t = lid % TT;
 		if (tok0 + t < n) {
-			dst[(tok0 + t) * M + row0 + r] = red[lid * WG];
+			store(tok0 + t, row0 + r, red[lid * WG]);
 		}
 	}
 }

@@ -24,6 +24,7 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(6) var<storage, read> v: array<vec2<f32>>;
 @group(0) @binding(7) var<storage, read_write> kc: array<u32>;
 @group(0) @binding(8) var<storage, read_write> vc: array<u32>;
+//#include rows
 
 var<workgroup> red: array<f32, WG>;
 var<workgroup> head: array<f32, HEAD_DIM>;
@@ -78,7 +79,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		workgroupBarrier();
 	}
 	let scale = 1.0 / sqrt(red[0] / f32(HEAD_DIM) + eps);
-	let pos = batch.pos + row;
+	let pos = row_pos(row);
+	let at = row_base(row) + pos; // its cache position
 	let half = DIMS / 2u;
 	for (var j = lid; j < half; j += WG) {
 		let a = load(isq, base + j) * scale * weight(isq, j);
@@ -96,7 +98,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		put(isq, base + j, load(isq, base + j) * scale * weight(isq, j));
 	}
 	workgroupBarrier();
-	if (isq || pos >= CTX) {
+	if (isq || at >= CTX) {
 		return;
 	}
 //#if KVQ
@@ -105,11 +107,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 		kh[j] = head[j] * KRS;
 		vh[j] = v[(row * KVD + g * D + j) / 2u][j % 2u] * VRS;
 	}
-	store_heads(lid, pos, g);
+	store_heads(lid, at, g);
 //#else
 	let kh = wid.x - QHEADS;
 	for (var p = lid; p < HEAD_DIM / 2u; p += WG) {
-		let o = LAYER_OFF + pos * (KVD / 2u) + kh * (HEAD_DIM / 2u) + p;
+		let o = LAYER_OFF + at * (KVD / 2u) + kh * (HEAD_DIM / 2u) + p;
 		kc[o] = f16_pack(vec2<f32>(head[2u * p], head[2u * p + 1u]));
 		vc[o] = f16_pack(v[row * (KVD / 2u) + kh * (HEAD_DIM / 2u) + p]);
 	}

@@ -7,6 +7,7 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(0) var<uniform> batch: Batch;
 @group(0) @binding(1) var<storage, read> table: array<vec2<f32>>;
 @group(0) @binding(2) var<storage, read_write> x: array<f32>;
+//#include rows
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -16,7 +17,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 	if (gid.x >= heads * half || row >= min(batch.n, XROWS)) {
 		return;
 	}
-	let pos = batch.pos + row;
+	let pos = row_pos(row);
 	if (pos >= CTX) {
 		return;
 	}

@@ -9,6 +9,7 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(2) var<storage, read> v: array<vec2<f32>>;
 @group(0) @binding(3) var<storage, read_write> kc: array<u32>;
 @group(0) @binding(4) var<storage, read_write> vc: array<u32>;
+//#include rows
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -17,7 +18,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 	if (p >= KVD / 2u || row >= min(batch.n, XROWS)) {
 		return;
 	}
-	let pos = batch.pos + row;
+	let pos = row_base(row) + row_pos(row);
 	if (pos >= CTX) {
 		return;
 	}

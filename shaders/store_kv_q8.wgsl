@@ -14,13 +14,17 @@ struct Batch { n: u32, pos: u32, splits: u32, chunk: u32 }
 @group(0) @binding(2) var<storage, read> v: array<f32>;
 @group(0) @binding(3) var<storage, read_write> kc: array<u32>;
 @group(0) @binding(4) var<storage, read_write> vc: array<u32>;
+//#include rows
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
 	let g = wid.x;
 	let row = wid.y;
-	let pos = batch.pos + row;
-	if (row >= min(batch.n, XROWS) || pos >= CTX) {
+	if (row >= min(batch.n, XROWS)) {
+		return;
+	}
+	let pos = row_base(row) + row_pos(row);
+	if (pos >= CTX) {
 		return;
 	}
 	let src = row * KVD + g * D;

@@ -35,7 +35,7 @@ func (b *Backend) Attention(dstT, qT infer.Tensor, layer int, a infer.Attn) {
 // rounding: attn_lat or (over several splits) attn_qk, where the device,
 // the pass and the shapes allow (0: none).
 func (b *Backend) attnFused(dst, q *tensor, layer int, a infer.Attn) (attnKind, bool) {
-	if b.kv == nil || b.n != 1 || b.noFuse {
+	if b.kv == nil || b.n != 1 || b.noFuse || b.rows {
 		return 0, false
 	}
 	s := b.kv.spec
@@ -89,12 +89,13 @@ func (b *Backend) encodeAttention(at *node, store value) {
 		return
 	}
 	qpg := a.Heads / a.KVHeads
-	// a prompt pass takes the 16-position tiles of attn_tile.wgsli, one
-	// token the split passes of attn_blk.wgsli
+	// a prompt pass, and a pass over rows of several sequences, takes the
+	// 16-position tiles of attn_tile.wgsli, one token the split passes of
+	// attn_blk.wgsli
 	stats, pv := "attn_stats", "attn_pv"
 	wg, ok := b.attnParams(a)
 	tile := 0
-	if b.n > 1 {
+	if b.n > 1 || b.rows {
 		stats, pv = "attn_stats_rows", "attn_pv_rows"
 		wg, tile, ok = b.attnTileParams(a)
 	}
@@ -126,7 +127,7 @@ func (b *Backend) encodeAttention(at *node, store value) {
 	// the two launches between them and attn_sum. It is not used for
 	// longer sequences: at 200 positions one workgroup per kv head took
 	// 42 µs on the H200 against 26 µs for the split passes at 600.
-	if b.n == 1 && b.splits == 1 && !b.noFuse {
+	if b.n == 1 && b.splits == 1 && !b.noFuse && !b.rows {
 		one := b.prepared(opKey{kind: "attnone", a: q, b: a, c: dst, i: layer}, func() (*kernel, []binding, error) {
 			k, err := b.d.kernel("attn_one", defs())
 			return k, []binding{whole(b.batchBuf), whole(q.buf), kc, vc, whole(dst.buf)}, err
@@ -134,14 +135,18 @@ func (b *Backend) encodeAttention(at *node, store value) {
 		b.dispatch(one, a.KVHeads, n, 1)
 		return
 	}
-	st := b.prepared(opKey{kind: stats, a: q, b: a, i: layer}, func() (*kernel, []binding, error) {
-		k, err := b.d.kernel(stats, defs())
-		return k, []binding{whole(b.batchBuf), whole(q.buf), kc, whole(q.stats)}, err
+	st := b.prepared(b.rowsKey(opKey{kind: stats, a: q, b: a, i: layer}), func() (*kernel, []binding, error) {
+		d := defs()
+		bufs := b.withRows(d, []binding{whole(b.batchBuf), whole(q.buf), kc, whole(q.stats)})
+		k, err := b.d.kernel(stats, d)
+		return k, bufs, err
 	})
 	b.dispatch(st, a.KVHeads, n, b.splits)
-	pvOp := b.prepared(opKey{kind: pv, a: q, b: a, i: layer}, func() (*kernel, []binding, error) {
-		k, err := b.d.kernel(pv, defs())
-		return k, []binding{whole(b.batchBuf), whole(q.buf), kc, vc, whole(q.stats), whole(q.part)}, err
+	pvOp := b.prepared(b.rowsKey(opKey{kind: pv, a: q, b: a, i: layer}), func() (*kernel, []binding, error) {
+		d := defs()
+		bufs := b.withRows(d, []binding{whole(b.batchBuf), whole(q.buf), kc, vc, whole(q.stats), whole(q.part)})
+		k, err := b.d.kernel(pv, d)
+		return k, bufs, err
 	})
 	b.dispatch(pvOp, a.KVHeads, n, b.splits)
 	b.attnSum(dst, q, a, rows)

@@ -57,12 +57,13 @@ func (b *Backend) WarmPositions() []int {
 }
 
 // WarmBatches are the prompt batches at which the prompt kernels change:
-// a recurrent network's DeltaNet runs per token below deltaChunkMin and
-// chunked from it; the other prompt kernels are specialised on the
-// largest batch, not on the batch's size.
+// the kernel table's rows column takes up to rowsMaxTokens, its prompt
+// column more; a recurrent network's DeltaNet runs per token below
+// deltaChunkMin and chunked from it; the other prompt kernels are
+// specialised on the largest batch, not on the batch's size.
 func (b *Backend) WarmBatches() []int {
 	if b.rec == nil {
-		return []int{2}
+		return []int{2, rowsMaxTokens + 1}
 	}
-	return []int{2, b.deltaChunkMin}
+	return []int{2, rowsMaxTokens + 1, b.deltaChunkMin}
 }

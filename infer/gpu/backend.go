@@ -96,6 +96,8 @@ type Backend struct {
 	// unrounded and the split-attention references they compare against
 	noFuse, noRounded bool
 	latMax            int
+	// runByRun, set only by tests, keeps OnePass from taking rows
+	runByRun bool
 	// forceMatVec, set only by tests, names the decode matvec kernel
 	// (matvecKernels) to try first, whatever the measurements prefer
 	forceMatVec string
@@ -107,6 +109,21 @@ type Backend struct {
 	kvBase, nextBase int
 	// nextSeq is the recurrent state slot BeginRows gives its Begin
 	nextSeq int
+	// rows: the pass is over rows of several sequences (rows.go), whose
+	// positions and cache bases rowsBuf holds; nextRows is BeginRows's
+	// for its Begin, nextSeqLen the longest sequence among them, and
+	// rowToks and rowWords BeginRows's arrays, reused pass to pass
+	rows, nextRows bool
+	nextSeqLen     int
+	rowsBuf        *wgpu.Buffer
+	rowToks        []int32
+	rowWords       []byte
+	tokBytes       []byte // Begin's tokens for the device, reused pass to pass
+	// seqRuns are the runs of rows of each recurrent state slot in a pass
+	// over rows of several sequences, and slotBatch each slot's uniform
+	// for its run (conv.wgsl's and deltanet.wgsl's RUN)
+	seqRuns   []seqRun
+	slotBatch []*wgpu.Buffer
 	// runs: between BeginRuns and EndRuns, whose wait the passes' reads
 	// (heldReads) leave for
 	runs      bool
@@ -231,6 +248,7 @@ const (
 	keyW1                           // q1_w1
 	keyXQ                           // q1_xq
 	keyXQGLU                        // q1_xq with the SwiGLU epilogue
+	keyRows                         // a pass over rows of several sequences (ROWS)
 )
 
 // New opens a device and returns an empty backend (opts.GPU's
@@ -254,6 +272,10 @@ func New(dopts DeviceOptions, opts infer.BackendOptions) (*Backend, error) {
 		return nil, err
 	}
 	if b.tokensBuf, err = d.newBuffer("tokens", 4*maxBatchTokens, storageUsage); err != nil {
+		d.Close()
+		return nil, err
+	}
+	if b.rowsBuf, err = d.newBuffer("rows", 16*maxBatchTokens, storageUsage); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -334,6 +356,11 @@ func (b *Backend) Begin(batch infer.Batch) {
 	b.batch = batch
 	b.n = len(batch.Tokens)
 	b.kvBase, b.nextBase = b.nextBase, 0
+	b.rows, b.nextRows = b.nextRows, false
+	seqLen := batch.Pos + len(batch.Tokens)
+	if b.rows {
+		seqLen = b.nextSeqLen
+	}
 	b.useSeq(b.nextSeq)
 	b.nextSeq = 0
 	b.phase = profile.Embed
@@ -362,12 +389,21 @@ func (b *Backend) Begin(batch infer.Batch) {
 	// Decode spreads the cache over about splitGroups workgroups (at least
 	// 32 positions each, at most maxSplits per kv head); prefill has
 	// parallelism in its rows.
-	seq := batch.Pos + b.n
+	// A pass over rows of several sequences splits the longest of them
+	// as decode does, its (row, split) partials within maxSplits per head.
+	seq := seqLen
 	chunk := seq
-	if b.n == 1 {
+	switch {
+	case b.n == 1:
 		splits := maxSplits
 		if b.kv != nil {
 			splits = min(maxSplits, max(1, splitGroups/b.kv.spec.KVHeads))
+		}
+		chunk = max(32, ceilDiv(seq, splits))
+	case b.rows && b.n <= maxSplits:
+		splits := maxSplits / b.n
+		if b.kv != nil {
+			splits = min(splits, max(1, splitGroups/(b.kv.spec.KVHeads*b.n)))
 		}
 		chunk = max(32, ceilDiv(seq, splits))
 	}
@@ -388,17 +424,22 @@ func (b *Backend) Begin(batch infer.Batch) {
 	if b.chain.tokens || b.chain.picking {
 		// the last chained pass's Argmax copied the token in
 		b.beginEncoder()
+		b.ownState()
 		return
 	}
-	toks := make([]byte, 4*b.n)
-	for i, t := range batch.Tokens {
-		binary.LittleEndian.PutUint32(toks[4*i:], uint32(t))
+	// WriteBuffer copies the bytes before it returns: the array serves
+	// every pass
+	toks := b.tokBytes[:0]
+	for _, t := range batch.Tokens {
+		toks = binary.LittleEndian.AppendUint32(toks, uint32(t))
 	}
+	b.tokBytes = toks
 	if err := b.d.queue.WriteBuffer(b.tokensBuf, 0, toks); err != nil {
 		b.fail(fmt.Errorf("gpu: writing tokens: %w", err))
 		return
 	}
 	b.beginEncoder()
+	b.ownState()
 }
 
 // beginEncoder opens the pass's command encoder and first compute pass.

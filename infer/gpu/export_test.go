@@ -26,6 +26,11 @@ func Unround(b *Backend) { b.noRounded = true }
 // ForceMatVec makes b try the decode matvec kernel name first.
 func ForceMatVec(b *Backend, name string) { b.forceMatVec = name }
 
+// RunByRun turns b to running the rows of several sequences run by run
+// (infer.RowPasses), the passes TestForwardRowsMatchesForward holds to
+// the bits of each sequence alone, instead of in one pass (OnePass).
+func RunByRun(b *Backend) { b.runByRun = true }
+
 // TraceCreated makes b's Created collect the labels of what its device
 // makes from now on.
 func TraceCreated(b *Backend) { b.d.created.Labels = []string{} }

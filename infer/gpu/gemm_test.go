@@ -90,9 +90,9 @@ func TestPromptGemmFitsWorkgroupMemory(t *testing.T) {
 
 // Two prompt matmuls of one x (gate and up) pack it for q1_lutgemm once,
 // with the products of separate passes; a write to x between them packs
-// it again.
+// it again. (A pass of rowsMaxTokens or fewer takes the rows column.)
 func TestLutGemmSharesPacking(t *testing.T) {
-	const k, m, n = 256, 96, 5
+	const k, m, n = 256, 96, rowsMaxTokens + 4
 	b := newTestBackend(t)
 	r := rand.New(rand.NewPCG(61, 62))
 	wg, wu := b.matrixWeight(t, "blk.0.ffn_gate", gguf.Q1_0, k, m, randFloats(r, m*k, 1)), b.matrixWeight(t, "blk.0.ffn_up", gguf.Q1_0, k, m, randFloats(r, m*k, 1))
@@ -113,5 +113,42 @@ func TestLutGemmSharesPacking(t *testing.T) {
 	b.run(t, n, 0, func() { b.MatMul(yg, wg, x); b.Unary(x, x, infer.ActSiLU); b.MatMul(yu, wu, x) })
 	if c := b.LastCensus(); c["quantize_q8p"] != 2 {
 		t.Errorf("x rewritten between two matmuls: %v", c)
+	}
+}
+
+// A pass of a few rows (rowsMaxTokens or fewer: several sequences' steps,
+// a short verify) joins matmuls of one x into one q1_matmul dispatch, as
+// decoding joins its matvecs, with each product the bits of the matmul
+// alone; a residual add after one is folded into its dispatch.
+func TestRowsMatVecGroups(t *testing.T) {
+	const k, m, n = 256, 96, 5
+	b := newTestBackend(t)
+	r := rand.New(rand.NewPCG(63, 64))
+	wg, wu := b.matrixWeight(t, "blk.0.ffn_gate", gguf.Q1_0, k, m, randFloats(r, m*k, 1)), b.matrixWeight(t, "blk.0.ffn_up", gguf.Q1_0, k, m, randFloats(r, m*k, 1))
+	x, yg, yu := b.mustTensor(t, "x", n, k), b.mustTensor(t, "yg", n, m), b.mustTensor(t, "yu", n, m)
+	z := b.mustTensor(t, "z", n, m)
+	b.write(t, x, randFloats(r, n*k, 1))
+	zv := randFloats(r, n*m, 1)
+	alone := [][]float32{b.run(t, n, 0, func() { b.MatMul(yg, wg, x) }, yg)[0], b.run(t, n, 0, func() { b.MatMul(yu, wu, x) }, yu)[0]}
+	both := b.run(t, n, 0, func() { b.MatMul(yg, wg, x); b.MatMul(yu, wu, x) }, yg, yu)
+	if c := b.LastCensus(); c["q1_matmul"] != 1 || len(c) != 1 {
+		t.Errorf("two matmuls of one x over %d rows: %v, want one q1_matmul", n, c)
+	}
+	for i := range alone {
+		for j := range alone[i] {
+			if both[i][j] != alone[i][j] {
+				t.Fatalf("product %d, value %d: %v together, %v alone", i, j, both[i][j], alone[i][j])
+			}
+		}
+	}
+	b.write(t, z, zv)
+	sum := b.run(t, n, 0, func() { b.MatMul(yg, wg, x); b.Add(z, z, yg) }, z)[0]
+	if c := b.LastCensus(); c["q1_matmul"] != 1 || len(c) != 1 {
+		t.Errorf("a matmul and its residual add over %d rows: %v, want one q1_matmul", n, c)
+	}
+	for j := range sum {
+		if want := zv[j] + alone[0][j]; sum[j] != want {
+			t.Fatalf("value %d: %v with the add folded in, want %v", j, sum[j], want)
+		}
 	}
 }

@@ -38,6 +38,12 @@ type recurrent struct {
 	// layers' buffers, nil for the slot cur, whose are conv and delta
 	seqConv, seqDelta [][]*wgpu.Buffer
 	cur               int
+	// the slabs (rows.go): per layer every slot's state in one buffer,
+	// slot s's from s·stride bytes, which passes over rows of several
+	// sequences step; inSlab says where a slot's state is current
+	slabConv, slabDelta     []*wgpu.Buffer
+	convStride, deltaStride uint64
+	inSlab                  []bool
 }
 
 func (r *recurrent) buffers() []*wgpu.Buffer {
@@ -45,7 +51,7 @@ func (r *recurrent) buffers() []*wgpu.Buffer {
 	for s := range r.seqConv {
 		bufs = append(append(bufs, r.seqConv[s]...), r.seqDelta[s]...)
 	}
-	return bufs
+	return append(append(bufs, r.slabConv...), r.slabDelta...)
 }
 
 func (r *recurrent) release() {
@@ -179,6 +185,9 @@ func (b *Backend) ReadRecurrentState(dst []float32) error {
 		return errInPass
 	}
 	b.useSeq(0) // Forward's
+	if err := b.ownStateNow(); err != nil {
+		return err
+	}
 	if b.rec == nil {
 		if len(dst) == 0 {
 			return nil
@@ -237,6 +246,9 @@ func (b *Backend) WriteRecurrentState(src []float32) error {
 		return errInPass
 	}
 	b.useSeq(0) // Forward's
+	if r := b.rec; r != nil && r.inSlab != nil {
+		r.inSlab[r.cur] = false // written whole below
+	}
 	if b.rec == nil {
 		if len(src) == 0 {
 			return nil
@@ -493,6 +505,23 @@ func (b *Backend) CausalConv(dstT, xT infer.Tensor, wI infer.Weight, layer int) 
 	}
 	rows := min(dst.rows, x.rows)
 	alias := dst == x
+	if b.rows {
+		for _, run := range b.seqRuns {
+			state, sb := b.slabBinding(b.rec.slabConv, b.rec.convStride, layer, run.slot), b.slotBatch[run.slot]
+			o := b.prepared(opKey{kind: "convrun", a: dst, b: x, c: w, d: state, e: sb, i: layer}, func() (*kernel, []binding, error) {
+				k, err := b.d.kernel("conv", map[string]shaders.Const{
+					"CH": shaders.U32(s.Channels), "W": shaders.U32(s.ConvWidth), "XROWS": shaders.U32(rows), "ALIAS": shaders.Flag(alias),
+					"RUN": shaders.Flag(true)})
+				bufs := []binding{whole(sb)}
+				if !alias {
+					bufs = append(bufs, at(1, whole(x.buf)))
+				}
+				return k, append(bufs, at(2, whole(w.chunks[0].buf)), at(3, state), at(4, whole(dst.buf))), err
+			})
+			b.dispatch(o, ceilDiv(s.Channels, 64), 1, 1)
+		}
+		return
+	}
 	prev, state := b.step(b.rec.conv, b.rec.convPrev, b.rec.convBack, layer)
 	o := b.prepared(opKey{kind: "conv", a: dst, b: x, c: w, d: prev, e: state, i: layer}, func() (*kernel, []binding, error) {
 		pp := prev != state
@@ -516,9 +545,11 @@ func (b *Backend) CausalConv(dstT, xT infer.Tensor, wI infer.Weight, layer int) 
 // layer as one dispatch (deltanet_in.wgsl) instead of eight: on the H200 a
 // 27B token spent most of its time in such small dependent dispatches.
 // Longer passes, and the unfused passes tests compare against, take the
-// op sequence.
+// op sequence. A pass over one row of each of several sequences takes a
+// dispatch per row, on its sequence's state (RUN).
 func (b *Backend) FuseDeltaNetInputs(in infer.DeltaNetInputs) bool {
-	if b.noFuse || b.n != 1 {
+	runs := b.rows && b.oneRowRuns()
+	if b.noFuse || b.n != 1 && !runs || b.rows && !runs {
 		return false
 	}
 	var proj gateProjections
@@ -564,28 +595,40 @@ func (b *Backend) FuseDeltaNetInputs(in infer.DeltaNetInputs) bool {
 		}
 		groups = 2*d.KHeads + 3*d.VHeads
 	}
-	gates.prev, gates.state = b.step(b.rec.conv, b.rec.convPrev, b.rec.convBack, in.Layer)
-	state := gates.state
-	o := b.prepared(opKey{kind: "deltanet_in", a: q, b: k, c: v, d: x, e: w, g: gates, i: in.Layer, f: in.Eps}, func() (*kernel, []binding, error) {
-		defs := map[string]shaders.Const{
-			"S": shaders.U32(d.HeadDim), "KHEADS": shaders.U32(d.KHeads), "VHEADS": shaders.U32(d.VHeads), "CH": shaders.U32(s.Channels),
-			"W": shaders.U32(s.ConvWidth), "WG": shaders.U32(wg),
-			"EPS": shaders.F32(in.Eps / float32(d.HeadDim)), "INVSQRTG": shaders.F32(float32(1 / math.Sqrt(float64(d.HeadDim))))}
-		bufs := []binding{whole(b.batchBuf), whole(x.buf), whole(w.chunks[0].buf), whole(state), whole(q.buf), whole(k.buf),
-			whole(v.buf), whole(beta.buf), whole(alpha.buf), whole(bias.chunks[0].buf), whole(a.chunks[0].buf)}
-		if gates.x != nil {
-			defs["PROJ"], defs["XK4"] = shaders.Flag(true), shaders.U32(gates.x.cols/4)
-			defs["XBF16"], defs["XF16"] = shaders.Flag(proj.mode == "BF16"), shaders.Flag(proj.mode == "F16")
-			bufs = append(bufs, whole(gates.x.buf), whole(proj.wb.chunks[0].buf), whole(proj.wa.chunks[0].buf))
-		}
-		if gates.prev != state {
-			defs["PINGPONG"] = shaders.Flag(true)
-			bufs = append(bufs, at(14, whole(gates.prev)))
-		}
-		kern, err := b.d.kernel("deltanet_in", defs)
-		return kern, bufs, err
-	})
-	b.dispatch(o, groups, 1, 1)
+	// one dispatch on the state of the pass, or (runs) on every slot's in
+	// the slab, a row per workgroup row
+	if runs {
+		gates.prev, gates.state = b.rec.slabConv[in.Layer], b.rec.slabConv[in.Layer]
+	} else {
+		gates.prev, gates.state = b.step(b.rec.conv, b.rec.convPrev, b.rec.convBack, in.Layer)
+	}
+	{
+		state := gates.state
+		o := b.prepared(opKey{kind: "deltanet_in", a: q, b: k, c: v, d: x, e: w, g: gates, i: in.Layer, f: in.Eps, v: keyVariant(boolInt(runs)) * keyRows}, func() (*kernel, []binding, error) {
+			defs := map[string]shaders.Const{
+				"S": shaders.U32(d.HeadDim), "KHEADS": shaders.U32(d.KHeads), "VHEADS": shaders.U32(d.VHeads), "CH": shaders.U32(s.Channels),
+				"W": shaders.U32(s.ConvWidth), "WG": shaders.U32(wg), "SLAB": shaders.Flag(runs), "ROWS": shaders.Flag(runs),
+				"EPS": shaders.F32(in.Eps / float32(d.HeadDim)), "INVSQRTG": shaders.F32(float32(1 / math.Sqrt(float64(d.HeadDim))))}
+			bufs := []binding{whole(b.batchBuf), whole(x.buf), whole(w.chunks[0].buf), whole(state), whole(q.buf), whole(k.buf),
+				whole(v.buf), whole(beta.buf), whole(alpha.buf), whole(bias.chunks[0].buf), whole(a.chunks[0].buf)}
+			if gates.x != nil {
+				defs["PROJ"], defs["XK4"] = shaders.Flag(true), shaders.U32(gates.x.cols/4)
+				defs["XBF16"], defs["XF16"] = shaders.Flag(proj.mode == "BF16"), shaders.Flag(proj.mode == "F16")
+				bufs = append(bufs, whole(gates.x.buf), whole(proj.wb.chunks[0].buf), whole(proj.wa.chunks[0].buf))
+			}
+			if gates.prev != state {
+				defs["PINGPONG"] = shaders.Flag(true)
+				bufs = append(bufs, at(14, whole(gates.prev)))
+			}
+			if runs {
+				defs["CSTRIDE"] = shaders.U32(int(b.rec.convStride / 4))
+				bufs = append(bufs, at(15, whole(b.rowsBuf)))
+			}
+			kern, err := b.d.kernel("deltanet_in", defs)
+			return kern, bufs, err
+		})
+		b.dispatch(o, groups, max(1, boolInt(runs)*len(b.seqRuns)), 1)
+	}
 	return true
 }
 
@@ -646,6 +689,10 @@ func (b *Backend) DeltaNet(dstT, qT, kT, vT, gT, betaT infer.Tensor, layer int, 
 		}
 	}
 	rows := min(dst.rows, q.rows, k.rows, v.rows, g.rows, beta.rows)
+	if b.rows {
+		b.deltaNetRuns(dst, q, k, v, g, beta, rows, layer, d)
+		return
+	}
 	if min(rows, b.n) >= b.deltaChunkMin {
 		state, _ := b.step(b.rec.delta, nil, b.rec.deltaBack, layer)
 		b.deltaNetChunked(dst, q, k, v, g, beta, state, rows, layer, d)
@@ -680,6 +727,46 @@ func (b *Backend) DeltaNet(dstT, qT, kT, vT, gT, betaT infer.Tensor, layer int, 
 			whole(state), whole(dst.buf)}, prev, state), err
 	})
 	b.dispatch(o, ceilDiv(d.HeadDim, wg), d.VHeads, 1)
+}
+
+// deltaNetRuns encodes a DeltaNet over rows of several sequences: a
+// dispatch of deltanet.wgsl per sequence's run, on its slot's state.
+func (b *Backend) deltaNetRuns(dst, q, k, v, g, beta *tensor, rows, layer int, d infer.DeltaNetSpec) {
+	wg := deltaNetThreads(d.HeadDim)
+	if lp := deltaStepLanes(d.HeadDim); b.oneRowRuns() && lp > 0 {
+		// a row per sequence: a decoding step's kernel over all of them,
+		// each on its slot's state in the slab
+		cpw := 256 / lp
+		slab := b.rec.slabDelta[layer]
+		o := b.prepared(opKey{kind: "deltanet_stepslab", a: dst, b: q, c: k, d: v, e: g, g: chunkKey{d, slab}, f: 0, i: layer, v: keyRows}, func() (*kernel, []binding, error) {
+			kern, err := b.d.kernel("deltanet_step", map[string]shaders.Const{
+				"D": shaders.U32(d.HeadDim), "KHEADS": shaders.U32(d.KHeads), "VHEADS": shaders.U32(d.VHeads),
+				"SCALE": shaders.F32(float32(1 / math.Sqrt(float64(d.HeadDim)))), "L": shaders.U32(d.HeadDim / 4),
+				"LP": shaders.U32(lp), "CPW": shaders.U32(cpw), "SLAB": shaders.Flag(true), "ROWS": shaders.Flag(true),
+				"SSTRIDE": shaders.U32(int(b.rec.deltaStride / 16))})
+			return kern, []binding{whole(b.batchBuf), whole(q.buf), whole(k.buf), whole(v.buf), whole(g.buf), whole(beta.buf),
+				whole(slab), whole(dst.buf), at(15, whole(b.rowsBuf))}, err
+		})
+		b.dispatch(o, ceilDiv(d.HeadDim, cpw), d.VHeads, len(b.seqRuns))
+		return
+	}
+	for _, run := range b.seqRuns {
+		state, sb := b.slabBinding(b.rec.slabDelta, b.rec.deltaStride, layer, run.slot), b.slotBatch[run.slot]
+		bs := struct {
+			beta  *tensor
+			state binding
+			slot  *wgpu.Buffer
+		}{beta, state, sb}
+		o := b.prepared(opKey{kind: "deltanetrun", a: dst, b: q, c: k, d: v, e: g, g: bs, i: layer}, func() (*kernel, []binding, error) {
+			kern, err := b.d.kernel("deltanet", map[string]shaders.Const{
+				"D": shaders.U32(d.HeadDim), "KHEADS": shaders.U32(d.KHeads), "VHEADS": shaders.U32(d.VHeads),
+				"XROWS": shaders.U32(rows), "SCALE": shaders.F32(float32(1 / math.Sqrt(float64(d.HeadDim)))), "WG": shaders.U32(wg),
+				"RUN": shaders.Flag(true)})
+			return kern, []binding{whole(sb), whole(q.buf), whole(k.buf), whole(v.buf), whole(g.buf), whole(beta.buf),
+				state, whole(dst.buf)}, err
+		})
+		b.dispatch(o, ceilDiv(d.HeadDim, wg), d.VHeads, 1)
+	}
 }
 
 // stateBindings adds the state read (binding 8) to a DeltaNet step's

@@ -145,11 +145,13 @@ func normRopeThreads(headDim int) int {
 // normRope encodes a per-head RMSNorm and Rope in place (a vNormRope).
 func (b *Backend) normRope(v value) {
 	x, r, w, eps, ctx := v.dst, v.rope, v.w, v.eps, b.kv.spec.Context
-	o := b.prepared(opKey{kind: "normrope", a: x, b: r, c: w, f: eps}, func() (*kernel, []binding, error) {
-		k, err := b.d.kernel("norm_rope", map[string]shaders.Const{
+	o := b.prepared(b.rowsKey(opKey{kind: "normrope", a: x, b: r, c: w, f: eps}), func() (*kernel, []binding, error) {
+		defs := map[string]shaders.Const{
 			"COLS": shaders.U32(x.cols), "HEAD_DIM": shaders.U32(r.HeadDim), "DIMS": shaders.U32(r.Dims),
-			"EPS": shaders.F32(eps), "WG": shaders.U32(normRopeThreads(r.HeadDim)), "XROWS": shaders.U32(x.rows), "CTX": shaders.U32(ctx)})
-		return k, []binding{whole(b.batchBuf), whole(w.chunks[0].buf), whole(v.table), whole(x.buf)}, err
+			"EPS": shaders.F32(eps), "WG": shaders.U32(normRopeThreads(r.HeadDim)), "XROWS": shaders.U32(x.rows), "CTX": shaders.U32(ctx)}
+		bufs := b.withRows(defs, []binding{whole(b.batchBuf), whole(w.chunks[0].buf), whole(v.table), whole(x.buf)})
+		k, err := b.d.kernel("norm_rope", defs)
+		return k, bufs, err
 	})
 	b.dispatch(o, x.cols/r.HeadDim, b.active(x), 1)
 }
@@ -161,14 +163,16 @@ func (b *Backend) qkRopeStore(p value) {
 	s := b.kv.spec
 	kvd := s.KVHeads * s.HeadDim
 	kc, vc, off := b.kvBind(layer)
-	o := b.prepared(opKey{kind: "qkropestore", a: q, b: k, c: v, d: p.w, e: p.kw, g: r, i: layer, f: p.eps}, func() (*kernel, []binding, error) {
-		kern, err := b.d.kernel("qk_rope_store", b.kvDefs(map[string]shaders.Const{
+	o := b.prepared(b.rowsKey(opKey{kind: "qkropestore", a: q, b: k, c: v, d: p.w, e: p.kw, g: r, i: layer, f: p.eps}), func() (*kernel, []binding, error) {
+		defs := b.kvDefs(map[string]shaders.Const{
 			"QCOLS": shaders.U32(q.cols), "KVD": shaders.U32(kvd), "HEAD_DIM": shaders.U32(r.HeadDim), "DIMS": shaders.U32(r.Dims),
 			"QEPS": shaders.F32(p.eps), "KEPS": shaders.F32(p.keps), "WG": shaders.U32(normRopeThreads(r.HeadDim)),
 			"XROWS": shaders.U32(q.rows), "CTX": shaders.U32(s.Context), "QHEADS": shaders.U32(q.cols / r.HeadDim),
-			"LAYER_OFF": shaders.U32(off), "D": shaders.U32(s.HeadDim)}, layer))
-		return kern, []binding{whole(b.batchBuf), whole(p.w.chunks[0].buf), whole(p.kw.chunks[0].buf), whole(p.table),
-			whole(q.buf), whole(k.buf), whole(v.buf), kc, vc}, err
+			"LAYER_OFF": shaders.U32(off), "D": shaders.U32(s.HeadDim)}, layer)
+		bufs := b.withRows(defs, []binding{whole(b.batchBuf), whole(p.w.chunks[0].buf), whole(p.kw.chunks[0].buf), whole(p.table),
+			whole(q.buf), whole(k.buf), whole(v.buf), kc, vc})
+		kern, err := b.d.kernel("qk_rope_store", defs)
+		return kern, bufs, err
 	})
 	b.dispatch(o, q.cols/r.HeadDim+s.KVHeads, b.active(q), 1)
 }
@@ -220,11 +224,13 @@ func (b *Backend) Rope(xT infer.Tensor, r infer.Rope) {
 // rope encodes a Rope of its own, in place.
 func (b *Backend) rope(x *tensor, r infer.Rope, table *wgpu.Buffer) {
 	ctx := b.kv.spec.Context
-	o := b.prepared(opKey{kind: "rope", a: x, b: r}, func() (*kernel, []binding, error) {
-		k, err := b.d.kernel("rope", map[string]shaders.Const{
+	o := b.prepared(b.rowsKey(opKey{kind: "rope", a: x, b: r}), func() (*kernel, []binding, error) {
+		defs := map[string]shaders.Const{
 			"COLS": shaders.U32(x.cols), "HEAD_DIM": shaders.U32(r.HeadDim), "DIMS": shaders.U32(r.Dims),
-			"XROWS": shaders.U32(x.rows), "CTX": shaders.U32(ctx), "NORMAL": shaders.Flag(r.Mode == infer.RopeNormal)})
-		return k, []binding{whole(b.batchBuf), whole(table), whole(x.buf)}, err
+			"XROWS": shaders.U32(x.rows), "CTX": shaders.U32(ctx), "NORMAL": shaders.Flag(r.Mode == infer.RopeNormal)}
+		bufs := b.withRows(defs, []binding{whole(b.batchBuf), whole(table), whole(x.buf)})
+		k, err := b.d.kernel("rope", defs)
+		return k, bufs, err
 	})
 	b.dispatch(o, ceilDiv(x.cols/r.HeadDim*r.Dims/2, 64), b.active(x), 1)
 }
@@ -249,7 +255,7 @@ func (b *Backend) StoreKV(layer int, kT, vT infer.Tensor) {
 		}
 		// In decode over several splits, or where attn_lat may take it,
 		// the Attention after it takes it into attn_qk or attn_lat.
-		n.lazy = b.n == 1 && (b.splits > 1 || b.batch.Pos < b.latMax) && !b.noFuse
+		n.lazy = b.n == 1 && (b.splits > 1 || b.batch.Pos < b.latMax) && !b.noFuse && !b.rows
 	}
 	b.record(n)
 }
@@ -270,20 +276,24 @@ func (b *Backend) storeKV(layer int, k, v *tensor) {
 	n := min(rows, b.n)
 	kc, vc, off := b.kvBind(layer)
 	if s.Quantized() {
-		o := b.prepared(opKey{kind: "storekvq8", a: k, b: v, i: layer}, func() (*kernel, []binding, error) {
-			kern, err := b.d.kernel("store_kv_q8", b.kvDefs(map[string]shaders.Const{
+		o := b.prepared(b.rowsKey(opKey{kind: "storekvq8", a: k, b: v, i: layer}), func() (*kernel, []binding, error) {
+			defs := b.kvDefs(map[string]shaders.Const{
 				"D": shaders.U32(s.HeadDim), "KVD": shaders.U32(kvd), "XROWS": shaders.U32(rows), "CTX": shaders.U32(s.Context),
-				"LAYER_OFF": shaders.U32(off), "WG": shaders.U32(64)}, layer))
-			return kern, []binding{whole(b.batchBuf), whole(k.buf), whole(v.buf), kc, vc}, err
+				"LAYER_OFF": shaders.U32(off), "WG": shaders.U32(64)}, layer)
+			bufs := b.withRows(defs, []binding{whole(b.batchBuf), whole(k.buf), whole(v.buf), kc, vc})
+			kern, err := b.d.kernel("store_kv_q8", defs)
+			return kern, bufs, err
 		})
 		b.dispatch(o, s.KVHeads, n, 1)
 		return
 	}
-	o := b.prepared(opKey{kind: "storekv", a: k, b: v, i: layer}, func() (*kernel, []binding, error) {
-		kern, err := b.d.kernel("store_kv", map[string]shaders.Const{
+	o := b.prepared(b.rowsKey(opKey{kind: "storekv", a: k, b: v, i: layer}), func() (*kernel, []binding, error) {
+		defs := map[string]shaders.Const{
 			"KVD": shaders.U32(kvd), "XROWS": shaders.U32(rows), "CTX": shaders.U32(s.Context),
-			"LAYER_OFF": shaders.U32(off)})
-		return kern, []binding{whole(b.batchBuf), whole(k.buf), whole(v.buf), kc, vc}, err
+			"LAYER_OFF": shaders.U32(off)}
+		bufs := b.withRows(defs, []binding{whole(b.batchBuf), whole(k.buf), whole(v.buf), kc, vc})
+		kern, err := b.d.kernel("store_kv", defs)
+		return kern, bufs, err
 	})
 	b.dispatch(o, ceilDiv(kvd/2, 64), n, 1)
 }

@@ -34,8 +34,11 @@ func (b *Backend) MatMul(dstT infer.Tensor, wI infer.Weight, xT infer.Tensor) {
 	rows := min(x.rows, dst.rows)
 	mm := matmul{dst: dst, w: w, x: x, rows: rows, n: min(rows, b.n)}
 	kernels := w.layout.prompt
-	if mm.n == 1 {
+	switch {
+	case mm.n == 1:
 		kernels = w.layout.decode
+	case mm.n <= rowsMaxTokens:
+		kernels = w.layout.rows
 	}
 	for _, k := range kernels {
 		if k.run(b, mm) {

@@ -38,6 +38,10 @@ func (b *Backend) encodeMatVec(g *matvecGroup) {
 		return
 	}
 	c := b.matvecCall(g)
+	if n := c.rows(b.n); n > 1 {
+		b.rowsMatVec(&c, n)
+		return
+	}
 	for _, k := range matvecKernels {
 		if k.name == b.forceMatVec && k.run(b, &c, true) {
 			return
@@ -133,6 +137,63 @@ func (b *Backend) matvecCall(g *matvecGroup) matvecCall {
 		key.e = ps[2].dst
 	}
 	return c
+}
+
+// rows is the rows the group computes in a pass of n: as many as its x
+// and every output hold.
+func (c *matvecCall) rows(n int) int {
+	n = min(n, c.x.rows)
+	for _, p := range c.ps {
+		n = min(n, p.dst.rows)
+	}
+	if c.resid != nil {
+		n = min(n, c.resid.rows)
+	}
+	return n
+}
+
+// rowsMatVec encodes a group over n > 1 rows (a pass over rows of
+// several sequences, a short verify) as one q1_matmul dispatch, which
+// reads each weight once for up to 8 rows and routes the matrices'
+// outputs (and the residual add) as the decode matvecs do. fuse computes
+// a group's input before it outside a one-token pass, so x is as it is.
+func (b *Backend) rowsMatVec(c *matvecCall, n int) {
+	if c.glu || c.in.kind != 0 {
+		b.fail(errors.New("gpu: a fused input or epilogue was left to a matvec over rows"))
+		return
+	}
+	w0 := c.ps[0].w
+	rpw, tt, wg := matmulShape(false)
+	words := w0.k / 32
+	if words < wg {
+		wg = 32
+		for wg*2 <= words && wg < 128 {
+			wg *= 2
+		}
+	}
+	for !rowsIn(c.ends, rpw) {
+		rpw /= 2
+	}
+	key := c.key
+	key.kind = "q1mmrows"
+	o := b.prepared(key, func() (*kernel, []binding, error) {
+		defs := c.withDefs(map[string]shaders.Const{
+			"K": shaders.U32(w0.k), "M": shaders.U32(c.total), "WORDS": shaders.U32(words), "RPW": shaders.U32(rpw),
+			"TT": shaders.U32(tt), "WG": shaders.U32(wg), "XROWS": shaders.U32(c.x.rows),
+			"ACC": shaders.U32(rpw * tt), "RED": shaders.U32(wg * rpw * tt), "GROUP": shaders.Flag(true),
+			"M0": shaders.U32(c.ends[0]), "M1": shaders.U32(c.ends[min(1, len(c.ends)-1)]),
+			"OUT2": shaders.Flag(len(c.ps) > 1), "OUT3": shaders.Flag(len(c.ps) > 2), "ADD": shaders.Flag(c.resid != nil)})
+		bufs := []binding{whole(b.batchBuf), c.bits.binding(), c.scales.binding(), whole(c.x.buf)}
+		for i, p := range c.ps {
+			bufs = append(bufs, at(uint32(4+i), whole(p.dst.buf)))
+		}
+		if c.resid != nil {
+			bufs = append(bufs, at(7, whole(c.resid.buf)))
+		}
+		k, err := b.d.kernel("q1_matmul", defs)
+		return k, bufs, err
+	})
+	b.dispatch(o, c.total/rpw, ceilDiv(n, tt), 1)
 }
 
 // withDefs adds the fused input's constants and the Q1_0 layout to m.

@@ -1,28 +1,285 @@
 package gpu
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/bonsai-chat/bonsai/infer"
+	"github.com/bonsai-chat/bonsai/shaders"
 	"github.com/cogentcore/webgpu/wgpu"
 )
 
 // Passes over rows of several sequences (infer.RowBackend, infer.RowPasses).
-// The kernels take one sequence's consecutive rows per pass, so ForwardRows
-// runs each run of rows as a pass of its own, the one a pass of that
-// sequence alone would be: the same kernels, so the same bits, with the K
-// and V cache bound at the sequence's region (kvBind). A sequence's region
-// then looks to every kernel as the cache from position 0 does, and its
-// positions, RoPE angles and sliding window are the sequence's own.
+//
+// Rows of several sequences on a network without recurrent state run as
+// one pass (OnePass): the matmuls read each weight once for all rows, and
+// the kernels that place a row (RoPE, the K/V store, attention) read its
+// position and its sequence's cache base from rowsBuf (flag ROWS,
+// shaders/rows.wgsli), the cache bound whole.
+//
+// Otherwise ForwardRows runs each run of rows as a pass of its own, the
+// one a pass of that sequence alone would be: the same kernels, so the
+// same bits, with the K and V cache bound at the sequence's region
+// (kvBind). A sequence's region then looks to every kernel as the cache
+// from position 0 does, and its positions, RoPE angles and sliding window
+// are the sequence's own. A lone decode step keeps the fused decode
+// kernels this way.
 
-// BeginRows starts a pass over rows of one sequence at consecutive
-// positions in its region of the cache (infer.RowPasses): the kernels see
-// the cache from rows[0].Base.
-func (b *Backend) BeginRows(rows []infer.Row) {
-	toks := make([]int32, len(rows))
-	for i, r := range rows {
-		toks[i] = r.Token
+// OnePass says rows of several sequences run as one pass: rows of more
+// than one sequence (one sequence's run keeps the pass Forward gives it),
+// or, on a network without recurrent state, any rows on a Q8_0 cache,
+// whose regions cannot be bound apart (RowPassesOK). The recurrent ops
+// step each sequence's run on its slot's state; a run of deltaChunkMin
+// rows or more (a prompt's chunk) keeps the passes run by run, where it
+// takes the chunked delta rule instead of a token at a time, and so do
+// slots whose states a slab binding cannot hold (ensureSlabs).
+func (b *Backend) OnePass(rows []infer.Row) bool {
+	if b.kv == nil || len(rows) == 0 || b.runByRun {
+		return false
 	}
+	if r := b.rec; r != nil && uint64(max(1, len(r.seqConv)))*b.slotStride(r.deltaFloats()) > b.d.Limits.MaxStorageBufferBindingSize {
+		return false
+	}
+	if b.kv.spec.Quantized() && b.rec == nil {
+		return true
+	}
+	several, run := false, 1
+	for i, r := range rows[1:] {
+		if p := rows[i]; r.Base != p.Base || r.Seq != p.Seq {
+			several, run = true, 0
+		}
+		if run++; b.rec != nil && run >= b.deltaChunkMin {
+			return false
+		}
+	}
+	return several
+}
+
+// seqRun is one recurrent state slot's rows in a pass over rows of
+// several sequences: n rows from row0, the first at position pos.
+type seqRun struct{ slot, row0, n, pos int }
+
+// beginSeqRuns finds the runs of rows of each slot and writes each
+// slot's uniform (conv.wgsl's and deltanet.wgsl's RUN); a pass over
+// rows leaves no chained step to take back.
+func (b *Backend) beginSeqRuns(rows []infer.Row) error {
+	r := b.rec
+	kept := max(1, len(r.seqConv))
+	b.seqRuns = b.seqRuns[:0]
+	for i, row := range rows {
+		if row.Seq < 0 || row.Seq >= kept {
+			return fmt.Errorf("gpu: row of sequence state %d, %d kept: %w", row.Seq, kept, infer.ErrBadShape)
+		}
+		if n := len(b.seqRuns); n > 0 && b.seqRuns[n-1].slot == row.Seq {
+			b.seqRuns[n-1].n++
+			continue
+		}
+		for _, run := range b.seqRuns {
+			if run.slot == row.Seq {
+				return fmt.Errorf("gpu: the rows of sequence state %d are not consecutive: %w", row.Seq, infer.ErrBadShape)
+			}
+		}
+		b.seqRuns = append(b.seqRuns, seqRun{slot: row.Seq, row0: i, n: 1, pos: row.Pos})
+	}
+	for len(b.slotBatch) < kept {
+		buf, err := b.d.newBuffer(fmt.Sprintf("batch of sequence %d", len(b.slotBatch)), 16, wgpu.BufferUsageUniform|wgpu.BufferUsageCopyDst)
+		if err != nil {
+			return err
+		}
+		b.slotBatch = append(b.slotBatch, buf)
+	}
+	if err := b.ensureSlabs(kept); err != nil {
+		return err
+	}
+	b.endPass()
+	for _, run := range b.seqRuns {
+		if !r.inSlab[run.slot] {
+			b.copyState(run.slot, true)
+			r.inSlab[run.slot] = true
+		}
+	}
+	b.beginPass()
+	for _, run := range b.seqRuns {
+		var u [16]byte
+		binary.LittleEndian.PutUint32(u[0:], uint32(run.n))
+		binary.LittleEndian.PutUint32(u[4:], uint32(run.pos))
+		binary.LittleEndian.PutUint32(u[8:], uint32(run.row0))
+		if err := b.d.queue.WriteBuffer(b.slotBatch[run.slot], 0, u[:]); err != nil {
+			return fmt.Errorf("gpu: writing a sequence's rows: %w", err)
+		}
+	}
+	for l := range r.convBack {
+		r.convBack[l], r.deltaBack[l] = false, false
+	}
+	return nil
+}
+
+// The slabs: a pass over rows of several sequences steps every slot's
+// state in one buffer per layer (slot s's from s·stride), so that a step
+// of one row per sequence is one dispatch of deltanet_in and one of
+// deltanet_step (SLAB) however many sequences it holds; a pass of one
+// sequence steps the slot's own buffers (useSeq). A slot's state is
+// current in one of the two (inSlab) and is copied across when a pass of
+// the other kind comes for it.
+
+// slotStride is a slot's bytes in a slab for floats values: a storage
+// binding's offset alignment.
+func (b *Backend) slotStride(floats int) uint64 {
+	a := b.kvAlign()
+	return (uint64(4*floats) + a - 1) / a * a
+}
+
+// ensureSlabs makes the slabs of kept slots, once per NewSeqStates.
+func (b *Backend) ensureSlabs(kept int) error {
+	r := b.rec
+	if r.slabConv != nil {
+		return nil
+	}
+	r.convStride, r.deltaStride = b.slotStride(r.convFloats()), b.slotStride(r.deltaFloats())
+	var conv, delta []*wgpu.Buffer
+	for l := range r.conv {
+		c, err := b.d.newBuffer(fmt.Sprintf("conv states %d", l), uint64(kept)*r.convStride, storageUsage)
+		if err == nil {
+			conv = append(conv, c)
+			var d *wgpu.Buffer
+			if d, err = b.d.newBuffer(fmt.Sprintf("delta states %d", l), uint64(kept)*r.deltaStride, storageUsage); err == nil {
+				delta = append(delta, d)
+			}
+		}
+		if err != nil {
+			for _, buf := range append(conv, delta...) {
+				buf.Release()
+			}
+			return err
+		}
+	}
+	r.slabConv, r.slabDelta, r.inSlab = conv, delta, make([]bool, kept)
+	return nil
+}
+
+// slabBinding is slot s's state of layer in slab.
+func (b *Backend) slabBinding(slab []*wgpu.Buffer, stride uint64, layer, s int) binding {
+	return binding{buf: slab[layer], offset: uint64(s) * stride, size: stride}
+}
+
+// copyState encodes the copy of slot s's state, every layer's, into the
+// slabs (toSlab) or back to its own buffers, outside a compute pass.
+func (b *Backend) copyState(s int, toSlab bool) {
+	r := b.rec
+	conv, delta := b.slotConv(s), b.slotDelta(s)
+	cb, db := uint64(4*r.convFloats()), uint64(4*r.deltaFloats())
+	for l := range conv {
+		for _, c := range []struct {
+			own, slab    *wgpu.Buffer
+			stride, size uint64
+		}{{conv[l], r.slabConv[l], r.convStride, cb}, {delta[l], r.slabDelta[l], r.deltaStride, db}} {
+			if c.size == 0 {
+				continue
+			}
+			var err error
+			if toSlab {
+				err = b.enc.CopyBufferToBuffer(c.own, 0, c.slab, uint64(s)*c.stride, c.size)
+			} else {
+				err = b.enc.CopyBufferToBuffer(c.slab, uint64(s)*c.stride, c.own, 0, c.size)
+			}
+			if err != nil {
+				b.fail(fmt.Errorf("gpu: copying a sequence's recurrent state: %w", err))
+				return
+			}
+		}
+	}
+}
+
+// ownState brings the state of the pass's slot back from the slabs at
+// the start of a pass of one sequence (its encoder open).
+func (b *Backend) ownState() {
+	r := b.rec
+	if r == nil || b.rows || r.inSlab == nil || !r.inSlab[r.cur] || b.err != nil {
+		return
+	}
+	b.endPass()
+	b.copyState(r.cur, false)
+	b.beginPass()
+	r.inSlab[r.cur] = false
+}
+
+// ownStateNow is ownState between passes (ReadRecurrentState): the copy
+// is submitted alone, ahead of what reads the state.
+func (b *Backend) ownStateNow() error {
+	r := b.rec
+	if r == nil || r.inSlab == nil || !r.inSlab[r.cur] {
+		return nil
+	}
+	enc, err := b.d.dev.CreateCommandEncoder(nil)
+	if err != nil {
+		return fmt.Errorf("gpu: %w: %w", ErrDeviceLost, err)
+	}
+	b.enc = enc
+	b.copyState(r.cur, false)
+	b.enc = nil
+	if err := b.err; err != nil {
+		b.err = nil
+		enc.Release()
+		return err
+	}
+	cmd, err := enc.Finish(nil)
+	enc.Release()
+	if err != nil {
+		return fmt.Errorf("gpu: copying a sequence's recurrent state: %w", err)
+	}
+	b.d.queue.Submit(cmd)
+	cmd.Release()
+	r.inSlab[r.cur] = false
+	return nil
+}
+
+// oneRowRuns says each sequence of the pass over rows has one row (a
+// decoding step of each).
+func (b *Backend) oneRowRuns() bool {
+	for _, run := range b.seqRuns {
+		if run.n != 1 {
+			return false
+		}
+	}
+	return len(b.seqRuns) > 0
+}
+
+// slotConv and slotDelta are slot s's layers' state buffers.
+func (b *Backend) slotConv(s int) []*wgpu.Buffer {
+	if r := b.rec; s != r.cur {
+		return r.seqConv[s]
+	}
+	return b.rec.conv
+}
+
+func (b *Backend) slotDelta(s int) []*wgpu.Buffer {
+	if r := b.rec; s != r.cur {
+		return r.seqDelta[s]
+	}
+	return b.rec.delta
+}
+
+// rowTokens is rows' tokens in an array reused pass to pass (Begin
+// copies them to the device, Embed reads them while the pass is encoded).
+func (b *Backend) rowTokens(rows []infer.Row) []int32 {
+	toks := b.rowToks[:0]
+	for _, r := range rows {
+		toks = append(toks, r.Token)
+	}
+	b.rowToks = toks
+	return toks
+}
+
+// BeginRows starts a pass over rows: of several sequences where OnePass
+// takes them, else of one sequence at consecutive positions in its region
+// of the cache (infer.RowPasses), the kernels seeing the cache from
+// rows[0].Base.
+func (b *Backend) BeginRows(rows []infer.Row) {
+	if b.OnePass(rows) {
+		b.beginOnePass(rows)
+		return
+	}
+	toks := b.rowTokens(rows)
 	var base int
 	if len(rows) > 0 {
 		base = rows[0].Base
@@ -63,6 +320,64 @@ func (b *Backend) BeginRows(rows []infer.Row) {
 	}
 }
 
+// beginOnePass starts a pass over rows of several sequences: each row's
+// position, base and state slot go to rowsBuf for the kernels that place
+// it.
+func (b *Backend) beginOnePass(rows []infer.Row) {
+	var rowErr error
+	words := b.rowWords[:0]
+	longest := 0
+	for i, r := range rows {
+		if r.Pos < 0 || r.Base < 0 || r.Base+r.Pos >= b.kv.spec.Context {
+			rowErr = fmt.Errorf("gpu: row %d at cache position %d past the %d-token cache: %w", i, r.Base+r.Pos, b.kv.spec.Context, infer.ErrContextFull)
+			break
+		}
+		for _, w := range []int{r.Pos, r.Base, r.Seq, 0} {
+			words = binary.LittleEndian.AppendUint32(words, uint32(w))
+		}
+		longest = max(longest, r.Pos+1)
+	}
+	b.rowWords = words
+	b.chain.fromDevice = false
+	b.nextRows, b.nextSeqLen = true, longest
+	b.Begin(infer.Batch{Tokens: b.rowTokens(rows)})
+	if b.err != nil {
+		return
+	}
+	if rowErr != nil {
+		b.fail(rowErr)
+		return
+	}
+	if err := b.d.queue.WriteBuffer(b.rowsBuf, 0, words); err != nil {
+		b.fail(fmt.Errorf("gpu: writing the rows' positions: %w", err))
+		return
+	}
+	if b.rec != nil {
+		if err := b.beginSeqRuns(rows); err != nil {
+			b.fail(err)
+		}
+	}
+}
+
+// rowsKey marks key as a pass over rows of several sequences' (its
+// kernel reads rowsBuf) where the pass is one.
+func (b *Backend) rowsKey(key opKey) opKey {
+	if b.rows {
+		key.v |= keyRows
+	}
+	return key
+}
+
+// withRows adds, in a pass over rows of several sequences, the ROWS flag
+// to a placing kernel's defs and rowsBuf to its bindings.
+func (b *Backend) withRows(defs map[string]shaders.Const, bufs []binding) []binding {
+	if !b.rows {
+		return bufs
+	}
+	defs["ROWS"] = shaders.Flag(true)
+	return append(bufs, at(15, whole(b.rowsBuf)))
+}
+
 // BeginRuns starts the passes of one ForwardRows: each submits without
 // waiting, so the GPU runs one while the host encodes the next, and their
 // reads complete at EndRuns.
@@ -95,11 +410,13 @@ func rowPos(rows []infer.Row) int {
 	return rows[0].Pos
 }
 
-// RowPassesOK says a sequence's region of the cache can be bound as a
-// cache of its own: where each position's K and V are contiguous (f16,
-// not Q8_0, whose block scales lie after every position's values).
+// RowPassesOK says passes over rows can run: a sequence's region of the
+// cache can be bound as a cache of its own where each position's K and V
+// are contiguous (f16, not Q8_0, whose block scales lie after every
+// position's values); on a Q8_0 cache every pass over rows is one pass
+// (OnePass), which a network with recurrent state cannot take.
 func (b *Backend) RowPassesOK() bool {
-	return b.kv != nil && !b.kv.spec.Quantized()
+	return b.kv != nil && (!b.kv.spec.Quantized() || b.rec == nil)
 }
 
 // kvShift is the bytes before position base in a layer's f16 K or V.
@@ -162,7 +479,11 @@ func (b *Backend) NewSeqStates(n int) error {
 		return nil
 	}
 	b.useSeq(0)
-	var old []*wgpu.Buffer
+	if err := b.ownStateNow(); err != nil {
+		return err
+	}
+	old := append(append([]*wgpu.Buffer(nil), r.slabConv...), r.slabDelta...)
+	r.slabConv, r.slabDelta, r.inSlab = nil, nil, nil
 	for s := range r.seqConv {
 		old = append(append(old, r.seqConv[s]...), r.seqDelta[s]...)
 	}

@@ -36,7 +36,10 @@ func loadCtx(t *testing.T, cfg tinymodel.Config, ctx int, kv infer.KVTypes) *inf
 // of the cache through passes over rows that mix them (prompts with steps
 // of the others, steps in changing order), then each alone from position 0
 // through Forward: every logit after a prompt and after every step must be
-// the bits the sequence alone gives.
+// the bits the sequence alone gives. It holds the backend's passes run by
+// run (RunByRun), each the pass of one sequence; by default several
+// sequences share one pass, whose kernels round otherwise
+// (TestOnePassMatchesAlone).
 func TestForwardRowsMatchesForward(t *testing.T) {
 	const region = 128
 	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q4_K} {
@@ -80,6 +83,7 @@ func rowsMatchForward(t *testing.T, m *infer.Model, region int) {
 	if !m.RowsSupported() {
 		t.Fatal("passes over rows unsupported on the GPU")
 	}
+	gpu.RunByRun(m.Backend().(*gpu.Backend))
 	V := m.Hparams.Vocab
 	prompts := [][]int32{{1, 5, 9, 13, 17}, {2, 4, 6}, {3, 7, 11, 19, 23, 29, 31}}
 	fed := make([][]int32, len(prompts))     // the tokens each sequence has run
@@ -185,15 +189,29 @@ func TestForwardRowsOutputsMatchCPU(t *testing.T) {
 
 // TestRowsUnsupportedQ8KV: a Q8_0 cache keeps its block scales apart from
 // each position's values, so a sequence's region cannot be bound as a
-// cache: the model says so and ForwardRows runs nothing.
+// cache; every pass over rows is then one pass over the whole cache
+// (TestOnePassMatchesAlone), which qwen35's recurrent layers cannot take:
+// the model says so and ForwardRows runs nothing.
 func TestRowsUnsupportedQ8KV(t *testing.T) {
-	m := loadCtx(t, tinymodel.Small(gguf.Q1_0), 256, infer.KVTypes{K: infer.KVQ8_0, V: infer.KVQ8_0})
-	if m.RowsSupported() {
-		t.Fatal("passes over rows supported on a Q8_0 cache")
+	m, err := infer.Load(gpu.OpenQwen35Tiny(t, gguf.Q1_0), infer.Options{Backend: "gpu", Batch: 64, Context: 256,
+		KV: infer.KVTypes{K: infer.KVQ8_0, V: infer.KVQ8_0}, GPU: softwareOK})
+	if err != nil {
+		if errors.Is(err, gpu.ErrNoAdapter) && os.Getenv("CI") != "true" {
+			t.Skipf("no GPU adapter: %v", err)
+		}
+		t.Fatal(err)
 	}
-	err := m.ForwardRows([]infer.Row{{Token: 1, Base: 128}}, []int{0}, make([]float32, m.Hparams.Vocab))
+	t.Cleanup(func() { m.Close() })
+	if m.RowsSupported() {
+		t.Fatal("passes over rows of qwen35 supported on a Q8_0 cache")
+	}
+	err = m.ForwardRows([]infer.Row{{Token: 1, Base: 128}}, []int{0}, make([]float32, m.Hparams.Vocab))
 	if !errors.Is(err, infer.ErrUnsupportedOp) {
 		t.Fatalf("ForwardRows on a Q8_0 cache: %v, want ErrUnsupportedOp", err)
+	}
+	q3 := loadCtx(t, tinymodel.Small(gguf.Q1_0), 256, infer.KVTypes{K: infer.KVQ8_0, V: infer.KVQ8_0})
+	if !q3.RowsSupported() {
+		t.Fatal("passes over rows of qwen3 unsupported on a Q8_0 cache")
 	}
 }
 
@@ -205,4 +223,150 @@ func firstDiff(a, b []float32) int {
 		}
 	}
 	return -1
+}
+
+// TestOnePassMatchesAlone runs four sequences of different prompt lengths
+// in their own regions of the cache, then steps all of them in passes over
+// one row of each (the GPU's one pass over several sequences): every
+// step's logits must be those of the sequence alone (Forward from position
+// 0). In F32 nothing is rounded between the ops, so they must agree to
+// 1e-4 of the largest logit, which pins every op of the batched pass; with
+// activations rounded to a vec-dot type, or K and V to Q8_0, the batch's
+// kernels sum in another order than a one-row pass's, which now and then
+// moves a value across a rounding boundary (TestGreedyMatchesCPU,
+// TestQwen35GreedyMatchesCPU: the same tolerances). A batched step of four
+// rows must also cost about the dispatches of one row, not four times
+// them.
+func TestOnePassMatchesAlone(t *testing.T) {
+	const region = 64
+	q8 := infer.KVTypes{K: infer.KVQ8_0, V: infer.KVQ8_0}
+	for _, c := range []struct {
+		name string
+		typ  gguf.Type
+		kv   infer.KVTypes
+		tol  float64
+	}{
+		{"F32", gguf.F32, infer.KVTypes{}, 1e-4},
+		{"Q1_0", gguf.Q1_0, infer.KVTypes{}, 3e-2},
+		{"Q4_K", gguf.Q4_K, infer.KVTypes{}, 3e-2},
+		{"Q1_0/q8_0-cache", gguf.Q1_0, q8, 3e-2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			onePassMatchesAlone(t, loadCtx(t, tinymodel.Small(c.typ), 4*region, c.kv), region, c.tol)
+		})
+	}
+	// the hybrid qwen35: each sequence's rows step its own recurrent
+	// state, which carries a rounding's shift into every later token
+	for _, typ := range []gguf.Type{gguf.F32, gguf.Q1_0} {
+		t.Run("qwen35/"+typ.String(), func(t *testing.T) {
+			m, err := infer.Load(gpu.OpenQwen35Tiny(t, typ), infer.Options{Backend: "gpu", Batch: 64, Context: 4 * region, GPU: softwareOK})
+			if err != nil {
+				if errors.Is(err, gpu.ErrNoAdapter) && os.Getenv("CI") != "true" {
+					t.Skipf("no GPU adapter: %v", err)
+				}
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { m.Close() })
+			if err := m.UseSequences(4); err != nil {
+				t.Fatal(err)
+			}
+			// a prompt's chunk long enough for the chunked delta rule
+			// keeps the passes run by run
+			chunk := []infer.Row{{Token: 1, Base: 3 * region, Seq: 3}}
+			for i := range gpu.DefaultDeltaChunkMin {
+				chunk = append(chunk, infer.Row{Token: 2, Pos: i, Seq: 0})
+			}
+			if b := m.Backend().(*gpu.Backend); b.OnePass(chunk) || !b.OnePass(chunk[:3]) {
+				t.Errorf("one pass over a step and a %d-row chunk %v, over a step and 2 rows %v", len(chunk)-1, b.OnePass(chunk), b.OnePass(chunk[:3]))
+			}
+			onePassMatchesAlone(t, m, region, tolFor(typ))
+		})
+	}
+}
+
+func onePassMatchesAlone(t *testing.T, m *infer.Model, region int, tol float64) {
+	t.Helper()
+	b := m.Backend().(*gpu.Backend)
+	V := m.Hparams.Vocab
+	prompts := [][]int32{{1, 5, 9, 13, 17}, {2, 4, 6}, {3, 7, 11, 19, 23, 29, 31, 37, 41}, {8}}
+	fed := make([][]int32, len(prompts))
+	got := make([][][]float32, len(prompts)) // the logits after the prompt and each step
+	last := make([][]float32, len(prompts))
+	// the prompts: a pass of each sequence alone (Forward's on its region;
+	// on a Q8_0 cache one pass over rows, the one token of sequence 3 too)
+	for s, p := range prompts {
+		var rows []infer.Row
+		for i, id := range p {
+			rows = append(rows, infer.Row{Token: id, Pos: i, Base: s * region, Seq: s})
+		}
+		last[s] = make([]float32, V)
+		if err := m.ForwardRows(rows, []int{len(rows) - 1}, last[s]); err != nil {
+			t.Fatal(err)
+		}
+		got[s] = append(got[s], last[s])
+		fed[s] = slices.Clone(p)
+	}
+	var batched int
+	var batchedCensus map[string]int
+	for step := range 6 {
+		var rows []infer.Row
+		var outs []int
+		for s := range prompts {
+			id := gpuArgmax(last[s])
+			rows = append(rows, infer.Row{Token: id, Pos: len(fed[s]), Base: s * region, Step: true, Seq: s})
+			fed[s] = append(fed[s], id)
+			outs = append(outs, s)
+		}
+		logits := make([]float32, len(outs)*V)
+		if err := m.ForwardRows(rows, outs, logits); err != nil {
+			t.Fatal(err)
+		}
+		if step == 0 {
+			batched, batchedCensus = b.LastDispatches(), b.LastCensus()
+		}
+		for s := range prompts {
+			last[s] = slices.Clone(logits[s*V : (s+1)*V])
+			got[s] = append(got[s], last[s])
+		}
+	}
+	// sequence 1 goes on alone: a pass of its own, on the state (or the
+	// cache region) the passes over rows left
+	id := gpuArgmax(last[1])
+	one := make([]float32, V)
+	if err := m.ForwardRows([]infer.Row{{Token: id, Pos: len(fed[1]), Base: region, Step: true, Seq: 1}}, []int{0}, one); err != nil {
+		t.Fatal(err)
+	}
+	fed[1], got[1] = append(fed[1], id), append(got[1], one)
+	agree := func(s, i int, got, want []float32) {
+		t.Helper()
+		var maxAbs, maxDiff float64
+		for k := range want {
+			maxAbs = math.Max(maxAbs, math.Abs(float64(want[k])))
+			maxDiff = math.Max(maxDiff, math.Abs(float64(got[k]-want[k])))
+		}
+		if maxDiff > tol*maxAbs || maxAbs == 0 {
+			t.Errorf("sequence %d after %d tokens: logits differ from the sequence alone by %.3g (largest %.3g)", s, i, maxDiff, maxAbs)
+		}
+	}
+	for s, p := range prompts {
+		if err := m.Forward(p, 0); err != nil {
+			t.Fatal(err)
+		}
+		agree(s, len(p), got[s][0], m.Logits())
+		for i, id := range fed[s][len(p):] {
+			if err := m.Forward([]int32{id}, len(p)+i); err != nil {
+				t.Fatal(err)
+			}
+			if s == 0 && i == 0 {
+				// a decoding step alone, its dispatches against the batch's
+				oneRow := b.LastDispatches()
+				t.Logf("dispatches: a step of one row %d %v", oneRow, b.LastCensus())
+				t.Logf("dispatches: a step of %d rows %d %v", len(prompts), batched, batchedCensus)
+				if batched > 2*oneRow {
+					t.Errorf("a step of %d rows took %d dispatches, one row %d", len(prompts), batched, oneRow)
+				}
+			}
+			agree(s, len(p)+i+1, got[s][i+1], m.Logits())
+		}
+	}
 }
