@@ -89,14 +89,16 @@ func runGPU(args []string, stdout, stderr io.Writer) error {
 	}
 	// Each run decodes through the product's one decode loop (a one-slot
 	// scheduler, as the chat's engine builds it), greedily, gen tokens
-	// after the one the prompt's pass gives; timed from the prompt's
-	// reading (its last pass) to the last token.
+	// after the one the prompt's pass gives; pp is timed over the
+	// prompt's reading, tg from its end to the last token.
 	decode := func(chained bool, profiled bool) (pp, tg time.Duration, ppProf profile.Sample, err error) {
 		b.SetProfiling(profiled)
-		start := time.Now()
-		var read time.Time
+		var start, read time.Time
 		_, err = decodeOnce(m, toks, *gen+1, chained, func(p slots.Prefill) {
-			if p.Done == p.Total {
+			switch p.Done {
+			case 0: // the request has its slot: the reading starts
+				start = time.Now()
+			case p.Total:
 				read = time.Now()
 				ppProf = b.TakeProfile()
 			}
@@ -149,7 +151,7 @@ func runGPU(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "chained: tg%d %.1f tok/s (greedy, %v; the prefill and first token %v)\n", *gen, float64(*gen)/tg.Seconds(), tg.Round(time.Millisecond), pp.Round(time.Millisecond))
+		fmt.Fprintf(stdout, "chained: tg%d %.1f tok/s (greedy, %v; the prefill %v)\n", *gen, float64(*gen)/tg.Seconds(), tg.Round(time.Millisecond), pp.Round(time.Millisecond))
 	}
 	if *micro {
 		return microBench(m, stdout)
