@@ -81,7 +81,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.format, "format", "text", "output: text (a llama-bench table) or json")
 	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a Go CPU profile of the measured runs to this file")
 	fs.BoolVar(&o.chained, "chained", true, "tg: decode greedily with the host off the critical path where the backend can (the GPU; as `bonsai run --temp 0` decodes), else one plain step per token")
-	fs.BoolVar(&o.sampled, "sampled", false, "tg: also decode sampled (sample.Bonsai's settings), as `bonsai run` decodes at a temperature (through the chained sampler where the backend has one): a \"tg128 sampled\" line beside the greedy one")
+	fs.BoolVar(&o.sampled, "sampled", false, "tg: also decode sampled (sample.Bonsai's settings) through the chained sampler where the backend has one, as `bonsai run` decodes at a temperature: a \"tg128 sampled\" line beside the greedy one")
 	fs.BoolVar(&o.first, "first", false, "tg: also time the process's first and second tg runs at the first depth, before the warm-up (\"tg128 1st\", \"tg128 2nd\": a first reply that waits on compiles shows here)")
 	fs.Func("d", "comma-separated depths: each test runs after this many tokens already in the cache, as llama-bench's -d (default 0)", func(v string) error {
 		d, err := parseDepths(v)
@@ -218,7 +218,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		}
 		results = append(results, res...)
 		if o.sampled && o.gen > 2 {
-			res, err := sampledAtDepth(dec, d, o)
+			res, err := sampledAtDepth(m, dec, d, o)
 			if err != nil {
 				return err
 			}
@@ -313,13 +313,22 @@ func benchAtDepth(m *infer.Model, dec benchDecoder, d int, o benchFlags, tg func
 	return results, nil
 }
 
-// sampledAtDepth is the tg test at depth d decoded with sample.Bonsai's
-// settings ("tg128 sampled"), as `bonsai run` decodes at a temperature:
-// through the chained sampler where the backend has one. At depth, greedy
-// decoding should be no slower than sampled. The greedy test at d ran
-// first: the slot's cache holds the depth.
-func sampledAtDepth(dec benchDecoder, d int, o benchFlags) ([]benchResult, error) {
-	run := func() error { return dec.tg(d, o.gen, sample.Bonsai(1)) }
+// sampledAtDepth is the tg test at depth d decoded through the chained
+// sampler ("tg128 sampled"), as `bonsai run` decodes at a temperature, or
+// nothing where the backend has none: at depth, greedy decoding should be
+// no slower than sampled. The greedy test at d ran first: the slot's cache
+// holds the depth.
+func sampledAtDepth(m *infer.Model, dec benchDecoder, d int, o benchFlags) ([]benchResult, error) {
+	p := sample.Bonsai(1)
+	smp, err := sample.New(p)
+	if err != nil {
+		return nil, err
+	}
+	if infer.NewSequence(m).NewSampledChain(smp) == nil {
+		return nil, nil
+	}
+	dec.chained = true // the chained sampler is the test, whatever --chained says of greedy
+	run := func() error { return dec.tg(d, o.gen, p) }
 	if err := run(); err != nil {
 		return nil, err
 	}
