@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -18,6 +19,7 @@ import (
 	"github.com/bonsai-chat/bonsai/config"
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/sample"
+	"github.com/bonsai-chat/bonsai/infer/slots"
 )
 
 func init() {
@@ -138,7 +140,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	depth := slices.Max(o.depths)
 	m, err := infer.Load(f, infer.Options{
 		Backend: cfg.Backend, Adapter: cfg.Adapter, GPU: gpuOptions(), Threads: cfg.Threads,
-		Context: depth + max(o.prompt, o.gen, 1),
+		// tg's last step leaves room for the chained pass in flight
+		// (infer/slots: a chain stops short of the slot's end)
+		Context: depth + max(o.prompt, o.gen+2, 1),
 		KV:      kvTypes,
 		// the depth's tokens go in batches of llama-bench's default 512
 		Batch: max(o.prompt, min(depth, 512), 1),
@@ -162,22 +166,18 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	for i := range ids {
 		ids[i] = int32(r.IntN(m.Hparams.Vocab))
 	}
-	tg := func(d int, s *infer.Sequence) error {
-		if o.chained && o.gen > 2 {
-			if ok, err := chainedTG(s, ids[:d], ids[d], o.gen, nil); ok || err != nil {
-				return err
-			}
-		}
-		for i := range o.gen {
-			if err := m.Forward(ids[d+i:d+i+1], d+i); err != nil {
-				return err
-			}
-		}
-		return nil
+	// tg decodes through the product's one decode loop: a one-slot
+	// scheduler run through Forward, as the chat's engine builds it.
+	sched, err := slots.New(slots.Options{Model: m, Slots: 1, Context: m.Context(), Forward: true})
+	if err != nil {
+		return err
 	}
+	defer sched.Close()
+	dec := benchDecoder{sched: sched, ids: ids, chained: o.chained}
+	tg := func(d int) error { return dec.tg(d, o.gen, sample.Params{}) }
 	var results []benchResult
 	if o.first && o.gen > 0 {
-		res, err := firstRuns(m, ids, o.depths[0], o, tg)
+		res, err := firstRuns(dec, o.depths[0], o, tg)
 		if err != nil {
 			return err
 		}
@@ -212,13 +212,13 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		// A GPU compiles a decode kernel per length class (attention
 		// rounds) and the chain's own on first use: one untimed tg run
 		// at each depth warms them.
-		res, err := benchAtDepth(m, ids, d, o, tg, info.Name == "gpu")
+		res, err := benchAtDepth(m, dec, d, o, tg, info.Name == "gpu")
 		if err != nil {
 			return err
 		}
 		results = append(results, res...)
 		if o.sampled && o.gen > 2 {
-			res, err := sampledAtDepth(m, ids, d, o)
+			res, err := sampledAtDepth(m, dec, d, o)
 			if err != nil {
 				return err
 			}
@@ -275,40 +275,38 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 // benchAtDepth runs the pp and tg tests after d tokens (ids[:d]) in the
 // cache. The d tokens run once, untimed; each repetition then starts from
 // them again (a recurrent network from its snapshot at d).
-func benchAtDepth(m *infer.Model, ids []int32, d int, o benchFlags, tg func(int, *infer.Sequence) error, warm bool) ([]benchResult, error) {
-	s := infer.NewSequence(m)
+func benchAtDepth(m *infer.Model, dec benchDecoder, d int, o benchFlags, tg func(int) error, warm bool) ([]benchResult, error) {
+	if err := dec.fill(d); err != nil {
+		return nil, err
+	}
 	rewind := func() error { return nil }
 	if d > 0 {
-		if _, err := s.PrefillMarked(ids[:d], []int{d}, nil); err != nil {
-			return nil, fmt.Errorf("filling the cache to depth %d: %w", d, err)
-		}
 		rewind = func() error { return m.Restore(d) }
-	}
-	suffix := ""
-	if d > 0 {
-		suffix = fmt.Sprintf(" @ d%d", d)
 	}
 	var results []benchResult
 	if o.prompt > 0 {
-		res, err := measure(o.reps, o.prompt, rewind, func() error { return m.Forward(ids[d:d+o.prompt], d) })
+		// One pass over the prompt, as llama-bench's pp: no decode loop.
+		res, err := measure(o.reps, o.prompt, rewind, func() error { return m.Forward(dec.ids[d:d+o.prompt], d) })
 		if err != nil {
 			return nil, err
 		}
-		res.Test = fmt.Sprintf("pp%d%s", o.prompt, suffix)
+		res.Test = fmt.Sprintf("pp%d%s", o.prompt, depthSuffix(d))
 		res.Depth = d
 		results = append(results, res)
 	}
 	if o.gen > 0 {
+		// The scheduler takes the slot back to d itself (its cache
+		// holds ids[:d], a recurrent state its snapshot there).
 		if warm {
-			if err := errors.Join(rewind(), tg(d, s)); err != nil {
+			if err := tg(d); err != nil {
 				return nil, err
 			}
 		}
-		res, err := measure(o.reps, o.gen, rewind, func() error { return tg(d, s) })
+		res, err := measure(o.reps, o.gen, func() error { return nil }, func() error { return tg(d) })
 		if err != nil {
 			return nil, err
 		}
-		res.Test = fmt.Sprintf("tg%d%s", o.gen, suffix)
+		res.Test = fmt.Sprintf("tg%d%s", o.gen, depthSuffix(d))
 		res.Depth = d
 		results = append(results, res)
 	}
@@ -316,32 +314,25 @@ func benchAtDepth(m *infer.Model, ids []int32, d int, o benchFlags, tg func(int,
 }
 
 // sampledAtDepth is the tg test at depth d decoded through the chained
-// sampler ("tg128 sampled"), or nothing where the backend has none: at
-// depth, greedy decoding should be no slower than sampled.
-func sampledAtDepth(m *infer.Model, ids []int32, d int, o benchFlags) ([]benchResult, error) {
-	smp, err := sample.New(sample.Bonsai(1))
+// sampler ("tg128 sampled"), as `bonsai run` decodes at a temperature, or
+// nothing where the backend has none: at depth, greedy decoding should be
+// no slower than sampled. The greedy test at d ran first: the slot's cache
+// holds the depth.
+func sampledAtDepth(m *infer.Model, dec benchDecoder, d int, o benchFlags) ([]benchResult, error) {
+	p := sample.Bonsai(1)
+	smp, err := sample.New(p)
 	if err != nil {
 		return nil, err
 	}
-	s := infer.NewSequence(m)
-	if s.NewSampledChain(smp) == nil {
+	if infer.NewSequence(m).NewSampledChain(smp) == nil {
 		return nil, nil
 	}
-	rewind := func() error { return nil }
-	if d > 0 {
-		if _, err := s.PrefillMarked(ids[:d], []int{d}, nil); err != nil {
-			return nil, fmt.Errorf("filling the cache to depth %d: %w", d, err)
-		}
-		rewind = func() error { return m.Restore(d) }
-	}
-	run := func() error {
-		_, err := chainedTG(s, ids[:d], ids[d], o.gen, smp)
-		return err
-	}
-	if err := errors.Join(rewind(), run()); err != nil {
+	dec.chained = true // the chained sampler is the test, whatever --chained says of greedy
+	run := func() error { return dec.tg(d, o.gen, p) }
+	if err := run(); err != nil {
 		return nil, err
 	}
-	res, err := measure(o.reps, o.gen, rewind, run)
+	res, err := measure(o.reps, o.gen, func() error { return nil }, run)
 	if err != nil {
 		return nil, err
 	}
@@ -353,16 +344,13 @@ func sampledAtDepth(m *infer.Model, ids []int32, d int, o benchFlags) ([]benchRe
 // firstRuns times the process's first two tg runs at depth d, before any
 // warm-up ("tg128 1st", "tg128 2nd"): the first reply of a fresh process
 // should be within 10 % of the second.
-func firstRuns(m *infer.Model, ids []int32, d int, o benchFlags, tg func(int, *infer.Sequence) error) ([]benchResult, error) {
-	s := infer.NewSequence(m)
-	if d > 0 {
-		if _, err := s.PrefillMarked(ids[:d], []int{d}, nil); err != nil {
-			return nil, fmt.Errorf("filling the cache to depth %d: %w", d, err)
-		}
+func firstRuns(dec benchDecoder, d int, o benchFlags, tg func(int) error) ([]benchResult, error) {
+	if err := dec.fill(d); err != nil {
+		return nil, err
 	}
 	var results []benchResult
 	for _, name := range []string{"1st", "2nd"} {
-		res, err := measure(1, o.gen, func() error { return m.Restore(d) }, func() error { return tg(d, s) })
+		res, err := measure(1, o.gen, func() error { return nil }, func() error { return tg(d) })
 		if err != nil {
 			return nil, err
 		}
@@ -435,36 +423,66 @@ func dashes(n int) string {
 	return string(b)
 }
 
-// chainedTG decodes n tokens greedily from first after prefix (which s's
-// cache holds already) as a chain (infer.Chain: each pass's argmax stays on
-// the device as the next pass's token, pass t+1 encoded while pass t runs),
-// reporting false where the backend or network cannot chain. Speed does
-// not depend on the token ids, so the model's own greedy tokens stand in
-// for llama-bench's random ones.
-//
-// With smp it samples through the chained sampler (Sequence.NewSampledChain)
-// instead.
-func chainedTG(s *infer.Sequence, prefix []int32, first int32, n int, smp *sample.Sampler) (bool, error) {
-	c := s.NewChain()
-	if smp != nil {
-		c = s.NewSampledChain(smp)
+// benchDecoder runs bench's decoding through the product's one decode
+// loop (infer/slots), whose slot keeps its cache between requests: a tg
+// test after d tokens re-reads none of them.
+type benchDecoder struct {
+	sched   *slots.Scheduler
+	ids     []int32 // the random token ids: speed does not depend on them
+	chained bool    // greedy steps may run chained (--chained)
+}
+
+// fill puts ids[:d] in the slot's cache, untimed; a recurrent state is
+// snapshotted at d, where each repetition starts again.
+func (b benchDecoder) fill(d int) error {
+	if d == 0 {
+		return nil
 	}
-	if c == nil {
-		return false, nil
+	if _, err := b.decode(b.ids[:d], 1, sample.Params{}, []int{d}); err != nil {
+		return fmt.Errorf("filling the cache to depth %d: %w", d, err)
 	}
-	if _, err := s.Prefill(append(slices.Clip(prefix), first), nil); err != nil {
-		return true, err
+	return nil
+}
+
+// tg decodes n tokens after the d in the cache: ids[d] is read (the first
+// of n one-token passes, as llama-bench's tg), then the model's own tokens,
+// sampled with p, stand in for llama-bench's random ones, each a pass of
+// its own until the nth is sampled.
+func (b benchDecoder) tg(d, n int, p sample.Params) error {
+	var marks []int
+	if d > 0 {
+		marks = []int{d}
 	}
-	// n forward passes of one token, as the plain loop runs: the prefill,
-	// n−2 chained passes from Next and the one Stop waits for
-	tok := first
-	for i := 1; i < n-1; i++ {
-		next, err := c.Next(tok)
-		if err != nil {
-			return true, err
-		}
-		tok = next
+	res, err := b.decode(b.ids[:d+1], n, p, marks)
+	if err == nil && res.CachedTokens != d {
+		// else the test would time the depth's reading too
+		err = fmt.Errorf("tg at depth %d: the slot kept %d of its tokens", d, res.CachedTokens)
 	}
-	_, _, err := c.Stop()
-	return true, err
+	return err
+}
+
+// decode runs one request to n tokens.
+func (b benchDecoder) decode(prompt []int32, n int, p sample.Params, marks []int) (slots.Result, error) {
+	return decodeAll(b.sched, slots.Request{
+		Prompt: prompt, Params: p, MaxTokens: n, Marks: marks,
+		Chain: func() bool { return b.chained },
+	})
+}
+
+// decodeAll runs r to its end; fewer tokens than r.MaxTokens is an error.
+func decodeAll(sched *slots.Scheduler, r slots.Request) (slots.Result, error) {
+	st, err := sched.Submit(context.Background(), r)
+	if err != nil {
+		return slots.Result{}, err
+	}
+	for _, done := st.Next(); !done; _, done = st.Next() {
+	}
+	res := st.Result()
+	switch {
+	case res.Err != nil:
+		return res, res.Err
+	case res.CompletionTokens != r.MaxTokens:
+		return res, fmt.Errorf("decoded %d tokens of %d (%s)", res.CompletionTokens, r.MaxTokens, res.Reason)
+	}
+	return res, nil
 }

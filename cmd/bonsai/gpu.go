@@ -18,6 +18,7 @@ import (
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/gpu" // registers the "gpu" backend
 	"github.com/bonsai-chat/bonsai/infer/profile"
+	"github.com/bonsai-chat/bonsai/infer/slots"
 )
 
 func init() {
@@ -70,7 +71,7 @@ func runGPU(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer f.Close()
-	m, err := infer.Load(f, infer.Options{Backend: "gpu", Adapter: *adapter, GPU: o, Context: max(*prompt+*gen+1, 1024)})
+	m, err := infer.Load(f, infer.Options{Backend: "gpu", Adapter: *adapter, GPU: o, Context: max(*prompt+*gen+3, 1024)})
 	if err != nil {
 		return err
 	}
@@ -80,31 +81,37 @@ func runGPU(args []string, stdout, stderr io.Writer) error {
 	for _, d := range b.Info().Details {
 		fmt.Fprintf(stdout, "  %s\n", d)
 	}
-	toks := make([]int32, *prompt)
+	// The prompt: at least one token, which the first decoding step
+	// follows.
+	toks := make([]int32, max(*prompt, 1))
 	for i := range toks {
 		toks[i] = int32(1000 + i)
 	}
-	run := func(label string, profiled bool) error {
+	// Each run decodes through the product's one decode loop (a one-slot
+	// scheduler, as the chat's engine builds it), greedily, gen tokens
+	// after the one the prompt's pass gives; pp is timed over the
+	// prompt's reading, tg from its end to the last token.
+	decode := func(chained bool, profiled bool) (pp, tg time.Duration, ppProf profile.Sample, err error) {
 		b.SetProfiling(profiled)
-		start := time.Now()
-		if *prompt > 0 {
-			if err := m.Forward(toks, 0); err != nil {
-				return err
+		var start, read time.Time
+		_, err = decodeOnce(m, toks, *gen+1, chained, func(p slots.Prefill) {
+			switch p.Done {
+			case 0: // the request has its slot: the reading starts
+				start = time.Now()
+			case p.Total:
+				read = time.Now()
+				ppProf = b.TakeProfile()
 			}
+		})
+		return read.Sub(start), time.Since(read), ppProf, err
+	}
+	run := func(label string, profiled bool) error {
+		pp, tg, ppProf, err := decode(false, profiled)
+		if err != nil {
+			return err
 		}
-		pp := time.Since(start)
-		ppProf := b.TakeProfile()
-		start = time.Now()
-		tok := []int32{toks[len(toks)-1]}
-		for i := 0; i < *gen; i++ {
-			if err := m.Forward(tok, *prompt+i); err != nil {
-				return err
-			}
-			tok[0] = argmaxOf(m.Logits())
-		}
-		tg := time.Since(start)
 		tgProf := b.TakeProfile()
-		fmt.Fprintf(stdout, "%s: pp%d %.1f tok/s, tg%d %.1f tok/s, RSS %d MiB\n", label, *prompt, float64(*prompt)/pp.Seconds(), *gen, float64(*gen)/tg.Seconds(), rssMiB())
+		fmt.Fprintf(stdout, "%s: pp%d %.1f tok/s, tg%d %.1f tok/s, RSS %d MiB\n", label, len(toks), float64(len(toks))/pp.Seconds(), *gen, float64(*gen)/tg.Seconds(), rssMiB())
 		if gb, ok := b.(*gpu.Backend); ok {
 			fmt.Fprintf(stdout, "  dispatches per decode token: %d (%d layers): %s\n", gb.LastDispatches(), m.KVSpec().Layers, census(gb.LastCensus()))
 		}
@@ -134,29 +141,17 @@ func runGPU(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *chained && *gen > 0 && *prompt > 0 {
-		// GreedyChained prefills too: its decode time is a run of gen+1
-		// tokens less one of 1 (the prefill and the first token), each
-		// a whole chained run, so a prefill that runs slower or faster
-		// once does not land in the difference alone.
-		b.SetProfiling(false)
-		timed := func(n int) (time.Duration, error) {
-			start := time.Now()
-			_, err := m.GreedyChained(toks, n)
-			return time.Since(start), err
+		// Greedy with the host off the critical path, as `bonsai run
+		// --temp 0` decodes (infer/slots chain.go); the chain's own
+		// kernels compile on the first run, untimed.
+		if _, _, _, err := decode(true, false); err != nil {
+			return err
 		}
-		first, err := timed(1)
+		pp, tg, _, err := decode(true, false)
 		if err != nil {
 			return err
 		}
-		all, err := timed(*gen + 1)
-		if err != nil {
-			return err
-		}
-		if tg := all - first; tg > 0 {
-			fmt.Fprintf(stdout, "chained: tg%d %.1f tok/s (greedy, %v; the prefill and first token alone %v)\n", *gen, float64(*gen)/tg.Seconds(), all.Round(time.Millisecond), first.Round(time.Millisecond))
-		} else {
-			fmt.Fprintf(stdout, "chained: tg%d not measured: the run of %d tokens (%v) took no longer than the prefill and first token alone (%v); the machine is too busy or -n too small\n", *gen, *gen+1, all.Round(time.Millisecond), first.Round(time.Millisecond))
-		}
+		fmt.Fprintf(stdout, "chained: tg%d %.1f tok/s (greedy, %v; the prefill %v)\n", *gen, float64(*gen)/tg.Seconds(), tg.Round(time.Millisecond), pp.Round(time.Millisecond))
 	}
 	if *micro {
 		return microBench(m, stdout)
@@ -243,14 +238,19 @@ func microBench(m *infer.Model, stdout io.Writer) error {
 	return nil
 }
 
-func argmaxOf(v []float32) int32 {
-	best := 0
-	for i, x := range v {
-		if x > v[best] {
-			best = i
-		}
+// decodeOnce generates n tokens greedily after prompt through a fresh
+// one-slot scheduler (its cache empty: the whole prompt is read), chained
+// where allowed and the model can; fewer than n is an error.
+func decodeOnce(m *infer.Model, prompt []int32, n int, chained bool, prefill func(slots.Prefill)) (slots.Result, error) {
+	sched, err := slots.New(slots.Options{Model: m, Slots: 1, Context: m.Context(), Forward: true})
+	if err != nil {
+		return slots.Result{}, err
 	}
-	return int32(best)
+	defer sched.Close()
+	return decodeAll(sched, slots.Request{
+		Prompt: prompt, MaxTokens: n, Prefill: prefill,
+		Chain: func() bool { return chained },
+	})
 }
 
 // rssMiB is the resident set size (0 where /proc is missing).

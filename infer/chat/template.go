@@ -113,12 +113,27 @@ func defaultSystemPrompt(src string) string {
 	return ""
 }
 
-// Thinks says the model may reason in <think> blocks: Qwen3's template
-// (built in or recognised), or a template of the file's own that writes
-// them. Other families' replies are all answer: a "<think>" in them is
-// text.
+// Thinks says the model may reason in blocks between its ThinkTags:
+// Qwen3's template (built in or recognised), or a template of the file's
+// own that writes them. Other families' replies are all answer: a
+// "<think>" in them is text.
 func (t *Template) Thinks() bool {
-	return t.Kind == KindQwen3 || strings.Contains(t.Source, ThinkOpen)
+	return t.Kind == KindQwen3 || strings.Contains(t.Source, ThinkOpen) || t.mistralThinks()
+}
+
+// ThinkTags are the markers of the model's reasoning: Mistral's [THINK]
+// and [/THINK] where the template writes those and no <think>
+// (Magistral, Ministral 3 Reasoning), else <think> and </think>.
+func (t *Template) ThinkTags() ThinkTags {
+	if t.Kind != KindQwen3 && !strings.Contains(t.Source, ThinkOpen) && t.mistralThinks() {
+		return MistralThinkTags
+	}
+	return DefaultThinkTags
+}
+
+// mistralThinks says the template writes Mistral's reasoning blocks.
+func (t *Template) mistralThinks() bool {
+	return strings.Contains(t.Source, MistralThinkTags.Open) && strings.Contains(t.Source, MistralThinkTags.Close)
 }
 
 // StopStrings are the texts that end an assistant turn.

@@ -175,3 +175,36 @@ func TestThinks(t *testing.T) {
 		}
 	}
 }
+
+// TestThinkTags: each family's own template names its reasoning markers.
+func TestThinkTags(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		thinks bool
+		want   ThinkTags
+	}{
+		{"Qwen-Qwen3-0.6B", true, DefaultThinkTags},
+		{"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", true, DefaultThinkTags},
+		{"mistralai-Ministral-3-14B-Reasoning-2512", true, MistralThinkTags},
+		{"Mistral-Small-3.2-24B-Instruct-2506", false, DefaultThinkTags},
+		{"meta-llama-Llama-3.1-8B-Instruct", false, DefaultThinkTags},
+	} {
+		src := readTemplate(t, c.name)
+		tmpl := FromSource(src)
+		if !tmpl.Recognized { // not ChatML: rendered as Jinja, as FromGGUF does
+			var err error
+			if tmpl, err = FromJinja(src, Specials{}); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+		}
+		if got := tmpl.Thinks(); got != c.thinks {
+			t.Errorf("%s: Thinks %v, want %v", c.name, got, c.thinks)
+		}
+		if got := tmpl.ThinkTags(); got != c.want {
+			t.Errorf("%s: ThinkTags %q, want %q", c.name, got, c.want)
+		}
+	}
+	if got := Qwen3().ThinkTags(); got != DefaultThinkTags {
+		t.Errorf("built-in Qwen3: ThinkTags %q", got)
+	}
+}

@@ -8,22 +8,42 @@ type Segment struct {
 	Thinking bool
 }
 
-// ThinkParser splits streamed model output into reasoning (inside
-// <think>…</think>) and answer text. Tags may arrive split across chunks:
+// ThinkTags are the markers a family's reasoning sits between.
+type ThinkTags struct {
+	Open, Close string
+}
+
+// Reasoning markers: Qwen3's, DeepSeek R1's and most others', and
+// Mistral's reasoning models' (Magistral, Ministral 3 Reasoning).
+var (
+	DefaultThinkTags = ThinkTags{Open: ThinkOpen, Close: ThinkClose}
+	MistralThinkTags = ThinkTags{Open: "[THINK]", Close: "[/THINK]"}
+)
+
+// ThinkParser splits streamed model output into reasoning (inside its
+// tags, <think>…</think> by default) and answer text. Tags may arrive split across chunks:
 // text that could be the start of a tag is held back until it is decided.
 // Newlines right after a tag and right before </think> are layout, not text,
 // and are dropped.
 type ThinkParser struct {
+	tags      ThinkTags
 	inThink   bool
 	seenThink bool   // a think block was opened or closed: no second one
 	atStart   bool   // at the start of a section: drop leading newlines
 	held      string // undecided text: a possible tag prefix, or newlines before </think>
 }
 
-// NewThinkParser starts a parser. inThink is true when the prompt already
-// opened the think block (the model's first tokens are reasoning).
+// NewThinkParser starts a parser of <think>…</think>. inThink is true when
+// the prompt already opened the think block (the model's first tokens are
+// reasoning).
 func NewThinkParser(inThink bool) *ThinkParser {
-	return &ThinkParser{inThink: inThink, seenThink: inThink, atStart: true}
+	return NewThinkParserTags(DefaultThinkTags, inThink)
+}
+
+// NewThinkParserTags starts a parser of reasoning between tags
+// (Template.ThinkTags); inThink as NewThinkParser's.
+func NewThinkParserTags(tags ThinkTags, inThink bool) *ThinkParser {
+	return &ThinkParser{tags: tags, inThink: inThink, seenThink: inThink, atStart: true}
 }
 
 // Thinking reports whether the parser is inside a think block.
@@ -35,21 +55,21 @@ func (p *ThinkParser) Feed(chunk string) []Segment {
 	text := p.held + chunk
 	p.held = ""
 	for text != "" {
-		tag := ThinkClose
+		tag := p.tags.Close
 		if !p.inThink {
 			if p.seenThink {
 				out = p.emit(out, text)
 				return out
 			}
-			tag = ThinkOpen
+			tag = p.tags.Open
 		}
 		if i := strings.Index(text, tag); i >= 0 {
 			before := text[:i]
 			if p.inThink {
 				before = strings.TrimRight(before, "\n")
 			} else if strings.TrimSpace(before) != "" {
-				// Answer text before any <think>: the model skipped
-				// reasoning; a later <think> is just text.
+				// Answer text before any opening tag: the model
+				// skipped reasoning; a later one is just text.
 				p.seenThink = true
 				out = p.emit(out, text)
 				return out
@@ -120,10 +140,17 @@ func partialSuffix(text, tag string) int {
 	return 0
 }
 
-// SplitThinking splits a complete reply into its reasoning and its answer.
+// SplitThinking splits a complete reply into its reasoning (in <think>
+// blocks) and its answer.
 func SplitThinking(text string) (thinking, content string) {
-	inThink := !strings.Contains(text, ThinkOpen) && strings.Contains(text, ThinkClose)
-	p := NewThinkParser(inThink)
+	return SplitThinkingTags(DefaultThinkTags, text)
+}
+
+// SplitThinkingTags splits a complete reply into its reasoning, between
+// tags, and its answer.
+func SplitThinkingTags(tags ThinkTags, text string) (thinking, content string) {
+	inThink := !strings.Contains(text, tags.Open) && strings.Contains(text, tags.Close)
+	p := NewThinkParserTags(tags, inThink)
 	var tb, cb strings.Builder
 	for _, s := range append(p.Feed(text), p.Flush()...) {
 		if s.Thinking {

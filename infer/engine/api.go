@@ -55,7 +55,7 @@ type Sampling struct {
 // GenerateRequest asks for the next assistant turn.
 type GenerateRequest struct {
 	Messages  []chat.Message
-	Think     bool // thinking on: the model may reason in <think> before answering
+	Think     bool // thinking on: the model may reason (between its template's ThinkTags) before answering
 	MaxTokens int  // 0: until end of turn or context
 	Sampling  *Sampling
 	// Raw, when set, is the prompt itself, without the chat template
@@ -87,7 +87,8 @@ type Loaded struct{ Info ModelInfo }
 // PrefillProgress reports prompt processing of long inputs (resumed chats).
 type PrefillProgress struct{ Done, Total int }
 
-// Token is one piece of streamed text. Thinking marks text inside <think>.
+// Token is one piece of streamed text. Thinking marks reasoning (inside
+// the template's ThinkTags: <think>, or Mistral's [THINK]).
 type Token struct {
 	ID       int32
 	Text     string

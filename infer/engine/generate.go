@@ -183,7 +183,8 @@ func (e *Engine) generate(r generateRequest) {
 	// Reasoning is parsed out only where the template has it.
 	var think *chat.ThinkParser
 	if cur.tmpl.Thinks() {
-		think = chat.NewThinkParser(strings.HasSuffix(strings.TrimRight(prompt, "\n"), chat.ThinkOpen))
+		tags := cur.tmpl.ThinkTags()
+		think = chat.NewThinkParserTags(tags, strings.HasSuffix(strings.TrimRight(prompt, "\n"), tags.Open))
 	}
 	var top []sample.Logit
 	// out streams one sampled token's text: its Step if asked for, then

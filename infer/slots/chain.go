@@ -63,6 +63,9 @@ func (s *Scheduler) chainStep(sl *slot) bool {
 			return false
 		}
 	}
+	if r := &sl.job.req; r.MaxTokens > 0 && sl.generated == r.MaxTokens-1 && sl.chain.InFlight() && r.Params.Argmax() {
+		return s.chainLast(sl)
+	}
 	if s.drafterFor(sl) != nil {
 		drafts, err := s.draftFor(sl, s.m.MaxBatch()-1)
 		if err != nil {
@@ -82,6 +85,34 @@ func (s *Scheduler) chainStep(sl *slot) bool {
 	if err != nil {
 		sl.chain = nil // its failure emptied the slot's tokens
 		s.end(sl, "error", err)
+		return true
+	}
+	s.emit(sl, Token{ID: id})
+	s.mu.Lock()
+	s.stats.Passes++
+	s.stats.DecodeTokens++
+	s.stats.Generated++
+	s.stats.Chained++
+	s.stats.DecodeSeconds += took
+	s.mu.Unlock()
+	return true
+}
+
+// chainLast takes a greedy request's last token from the pass in flight
+// and ends the chain, rather than have Next start the pass after it, which
+// nothing would read: a request of n tokens then costs n passes, as plain
+// decoding's. The cache holds the token that pass ran, as plain decoding's
+// would.
+func (s *Scheduler) chainLast(sl *slot) bool {
+	c := sl.chain
+	sl.chain = nil
+	s.stepping = true
+	defer s.stepDone()
+	t0 := time.Now()
+	id, _, err := c.Stop()
+	took := time.Since(t0).Seconds()
+	if err != nil {
+		s.end(sl, "error", err) // Stop emptied the tokens: the device's cache is unknown
 		return true
 	}
 	s.emit(sl, Token{ID: id})

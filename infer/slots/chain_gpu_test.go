@@ -58,7 +58,7 @@ var chainModels = []struct {
 // A lone generation on a model that chains runs its steps chained (the
 // scheduler's fast path, the chat's every step) and gets what plain steps
 // give, on both architectures:
-//   - greedy, the tokens Model.Greedy gives, and the cache the chain
+//   - greedy, the tokens slots.Greedy gives plainly, and the cache the chain
 //     leaves serves a follow-up as plain decoding's would, after a finished
 //     and after a cancelled generation; a request that runs into the end
 //     of its slot stops there, as plainly;
@@ -97,18 +97,18 @@ func checkChains(t *testing.T, m *infer.Model, ctx int) {
 	// The references first: they run on the cache the scheduler's slot
 	// then takes over.
 	prompt := []int32{1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41}
-	full, err := m.Greedy(prompt, ctx-len(prompt)+1) // to the end of the slot
+	full, err := slots.Greedy(m, prompt, ctx-len(prompt)+1, false) // to the end of the slot
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := full[:20]
 	next := slices.Concat(prompt, want[:19], []int32{7, 8})
-	wantNext, err := m.Greedy(next, 6)
+	wantNext, err := slots.Greedy(m, next, 6, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	quote := slices.Concat(prompt, full[:30], prompt, full[:4])
-	wantQuote, err := m.Greedy(quote, 30)
+	wantQuote, err := slots.Greedy(m, quote, 30, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func checkChains(t *testing.T, m *infer.Model, ctx int) {
 	// the slot's tokens and the chain starts again after it: still plain
 	// decoding's tokens.
 	s.Close()
-	wantCancelled, err := m.Greedy(again, 4)
+	wantCancelled, err := slots.Greedy(m, again, 4, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func TestEmbed(t *testing.T) {
 	for i := range tokens {
 		tokens[i] = int32(i*13%90 + 1)
 	}
-	alone, err := m.Greedy([]int32{5, 6, 7}, 20)
+	alone, err := slots.Greedy(m, []int32{5, 6, 7}, 20, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ func TestSchedulerPrefillChunks(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := loadModel(t, false, 256)
-			want, err := m.Greedy(prompt, 5)
+			want, err := slots.Greedy(m, prompt, 5, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -138,7 +138,7 @@ func TestSchedulerPrefillChunks(t *testing.T) {
 func TestSchedulerPrefillCancel(t *testing.T) {
 	m := loadModel(t, false, 256)
 	prompt := seqIDs(120, 2)
-	want, err := m.Greedy(prompt, 4)
+	want, err := slots.Greedy(m, prompt, 4, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestSchedulerMarks(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := loadModel(t, true, 256)
-			want, err := m.Greedy(second, 6)
+			want, err := slots.Greedy(m, second, 6, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -215,12 +215,12 @@ func TestSchedulerMarks(t *testing.T) {
 func TestSchedulerState(t *testing.T) {
 	m := loadModel(t, false, 256)
 	prompt := seqIDs(40, 5)
-	reply, err := m.Greedy(prompt, 4)
+	reply, err := slots.Greedy(m, prompt, 4, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	next := slices.Concat(prompt, reply[:3], []int32{9, 10})
-	want, err := m.Greedy(next, 4)
+	want, err := slots.Greedy(m, next, 4, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func TestSchedulerState(t *testing.T) {
 func TestSchedulerTokenDetails(t *testing.T) {
 	m := loadModel(t, false, 256)
 	prompt := seqIDs(30, 6)
-	want, err := m.Greedy(prompt, 6)
+	want, err := slots.Greedy(m, prompt, 6, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,11 +345,11 @@ func TestSchedulerLockstep(t *testing.T) {
 	}{{"alone, through Forward", 0}, {"beside another, over rows", 2}} {
 		t.Run(c.name, func(t *testing.T) {
 			m := loadModel(t, false, 256)
-			want, err := m.Greedy(prompt, 12)
+			want, err := slots.Greedy(m, prompt, 12, false)
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantOther, err := m.Greedy(other, 30)
+			wantOther, err := slots.Greedy(m, other, 30, false)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -47,14 +47,14 @@ func drain(st *slots.Stream) ([]int32, slots.Result) {
 }
 
 // More requests than slots: all are answered, each with the tokens
-// Model.Greedy gives it alone, and a follow-up that extends one goes to
+// slots.Greedy gives it alone, and a follow-up that extends one goes to
 // the slot that holds it.
 func TestSchedulerGreedyAndPrefix(t *testing.T) {
 	s, m := start(t, 2, 64)
 	prompts := [][]int32{{1, 2, 3}, {4, 5, 6, 7}, {8, 9}, {10, 11, 12, 13, 14}, {15}}
 	var want [][]int32
 	for _, p := range prompts {
-		g, err := m.Greedy(p, 6)
+		g, err := slots.Greedy(m, p, 6, false)
 		if err != nil {
 			t.Fatal(err)
 		}

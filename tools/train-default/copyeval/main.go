@@ -10,6 +10,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"github.com/bonsai-chat/bonsai/infer"
 	_ "github.com/bonsai-chat/bonsai/infer/cpu"
 	"github.com/bonsai-chat/bonsai/infer/defaultmodel"
+	"github.com/bonsai-chat/bonsai/infer/slots"
 )
 
 type task struct {
@@ -126,33 +128,31 @@ func evaluate(m *infer.Model, tasks []task) (map[string]*tally, error) {
 	return byKind, nil
 }
 
-// greedy decodes up to n tokens after prompt, stopping after an end of turn.
+// greedy decodes up to n tokens after prompt, stopping after an end of
+// turn, through bonsai's decode loop: a one-slot scheduler run through
+// Forward, as the chat's engine builds it.
 func greedy(m *infer.Model, prompt []int32, n int) ([]int32, error) {
-	if err := m.Forward(prompt, 0); err != nil {
+	s, err := slots.New(slots.Options{Model: m, Slots: 1, Context: m.Context(), Forward: true})
+	if err != nil {
 		return nil, err
 	}
-	pos := len(prompt)
+	defer s.Close()
+	st, err := s.Submit(context.Background(), slots.Request{
+		Prompt: prompt, MaxTokens: n,
+		End: func(id int32) bool { return id == 151645 || id == 151643 }, // <|im_end|>, <|endoftext|>
+	})
+	if err != nil {
+		return nil, err
+	}
 	var out []int32
-	for len(out) < n {
-		id := argmax(m.Logits())
-		out = append(out, id)
-		if id == 151645 || id == 151643 { // <|im_end|>, <|endoftext|>
+	for {
+		toks, done := st.Next()
+		for _, t := range toks {
+			out = append(out, t.ID)
+		}
+		if done {
 			break
 		}
-		if err := m.Forward([]int32{id}, pos); err != nil {
-			return nil, err
-		}
-		pos++
 	}
-	return out, nil
-}
-
-func argmax(xs []float32) int32 {
-	best := 0
-	for i, x := range xs {
-		if x > xs[best] {
-			best = i
-		}
-	}
-	return int32(best)
+	return out, st.Result().Err
 }
