@@ -339,3 +339,65 @@ func (n *qwen35) forwardRows(rb RowBackend, rows []Row, outs []int, logits []flo
 	n.rowOuts.b, n.rowOuts.rot, n.rowOuts.embed, n.rowOuts.vocab = n.b, n.rot, n.p.Embed, n.p.Vocab
 	return n.rowOuts.pass(rb, rows, outs, logits, n.blocks, n.x, n.outNorm, n.output, n.p.RMSEps)
 }
+
+// WarmRows runs, on a backend that creates its kernels on first use
+// (Warming), the kinds of passes over rows a scheduler of seqs slots of
+// slotCtx tokens runs: a decoding step of 2 … seqs sequences, a recurrent
+// slot's prompt, and each of the backend's warm-up batch sizes spread over
+// two sequences (prompts read beside decoding). A batched pass takes kernels a one-sequence pass does
+// not (each row's own position and cache region, a recurrent state per
+// slot), and without this the first replies that run together wait on
+// their creation. The passes leave junk in the slots' cache regions, which
+// a request writes from its first position, and in the recurrent states,
+// which a row at position 0 starts over.
+func (m *Model) WarmRows(seqs, slotCtx int) error {
+	w, ok := m.backend.(Warming)
+	if !ok || seqs < 2 || slotCtx < 2 || !m.RowsSupported() {
+		return nil
+	}
+	// One decoding step for 2 … seqs sequences: the output head is
+	// specialised on its row count.
+	var passes [][]Row
+	for k := 2; k <= min(seqs, m.maxBatch); k++ {
+		var steps []Row
+		for i := range k {
+			steps = append(steps, Row{Pos: 0, Base: i * slotCtx, Step: true, Seq: i})
+		}
+		passes = append(passes, steps)
+	}
+	// A recurrent slot's own prompt pass binds its own state.
+	if m.Recurrent() {
+		for i := range seqs {
+			passes = append(passes, []Row{{Pos: 0, Base: i * slotCtx, Seq: i}, {Pos: 1, Base: i * slotCtx, Seq: i}})
+		}
+	}
+	// Prompts read beside another sequence: each warm-up batch size over
+	// two sequences.
+	for _, n := range w.WarmBatches() {
+		half := n / 2
+		if n > m.maxBatch || n-half > slotCtx || half < 1 {
+			continue
+		}
+		var rows []Row
+		for i := range n {
+			seq, pos := 0, i
+			if i >= half {
+				seq, pos = 1, i-half
+			}
+			rows = append(rows, Row{Pos: pos, Base: seq * slotCtx, Seq: seq})
+		}
+		passes = append(passes, rows)
+	}
+	for _, rows := range passes {
+		var outs []int
+		for i, r := range rows {
+			if i+1 == len(rows) || rows[i+1].Seq != r.Seq {
+				outs = append(outs, i)
+			}
+		}
+		if err := m.ForwardRows(rows, outs, make([]float32, len(outs)*m.Hparams.Vocab)); err != nil {
+			return fmt.Errorf("warming passes over rows: %w", err)
+		}
+	}
+	return nil
+}

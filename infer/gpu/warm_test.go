@@ -1,7 +1,9 @@
 package gpu_test
 
 import (
+	"context"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/bonsai-chat/bonsai/gguf"
@@ -9,6 +11,7 @@ import (
 	"github.com/bonsai-chat/bonsai/infer/gpu"
 	"github.com/bonsai-chat/bonsai/infer/internal/tinymodel"
 	"github.com/bonsai-chat/bonsai/infer/sample"
+	"github.com/bonsai-chat/bonsai/infer/slots"
 )
 
 // reply runs a reply as the engine does: prompt, then n tokens, greedy or
@@ -130,6 +133,62 @@ func TestFirstReplyCreatesNothing(t *testing.T) {
 			if after.Pipelines != before.Pipelines || after.BindGroups != before.BindGroups || after.Buffers != before.Buffers {
 				t.Errorf("the first reply created %d pipelines, %d bind groups and %d buffers (%d bytes):\n%s",
 					after.Pipelines-before.Pipelines, after.BindGroups-before.BindGroups, after.Buffers-before.Buffers,
+					after.BufferBytes-before.BufferBytes, strings.Join(after.Labels, "\n"))
+			}
+		})
+	}
+}
+
+// TestBatchedRepliesCreateNothing: a scheduler whose slots share one pass
+// (infer/slots, as bonsai serve runs them) warms those passes when it
+// starts (Model.WarmRows), so the first replies that run together, their
+// prompts read beside each other's decoding, create no pipeline or buffer
+// either. Bind groups are not counted: making one compiles nothing, and a
+// slot's state gets its own on its first passes.
+func TestBatchedRepliesCreateNothing(t *testing.T) {
+	for _, model := range []string{"qwen3", "qwen35"} {
+		t.Run(model, func(t *testing.T) {
+			var m *infer.Model
+			if model == "qwen3" {
+				cfg := tinymodel.Small(gguf.Q1_0)
+				cfg.Context = 256
+				m = loadBatch(t, "gpu", cfg, 64)
+			} else {
+				m = loadQwen35(t, "gpu", gguf.Q1_0)
+			}
+			s, err := slots.New(slots.Options{Model: m, Slots: 4, Context: 64})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if !s.Batched() {
+				t.Fatal("the scheduler does not batch on the GPU")
+			}
+			b := m.Backend().(*gpu.Backend)
+			before := b.Created()
+			gpu.TraceCreated(b)
+			var wg sync.WaitGroup
+			for i := range 4 {
+				prompt := make([]int32, 3+9*i) // one to four rows' kernels' worth
+				for j := range prompt {
+					prompt[j] = int32(1 + (7*j+i)%90)
+				}
+				st, err := s.Submit(context.Background(), slots.Request{Prompt: prompt, MaxTokens: 12})
+				if err != nil {
+					t.Fatal(err)
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for _, done := st.Next(); !done; _, done = st.Next() {
+					}
+				}()
+			}
+			wg.Wait()
+			after := b.Created()
+			if after.Pipelines != before.Pipelines || after.Buffers != before.Buffers {
+				t.Errorf("the first batched replies created %d pipelines and %d buffers (%d bytes):\n%s",
+					after.Pipelines-before.Pipelines, after.Buffers-before.Buffers,
 					after.BufferBytes-before.BufferBytes, strings.Join(after.Labels, "\n"))
 			}
 		})

@@ -452,6 +452,9 @@ func New(opts Options) (*Scheduler, error) {
 		if err := m.UseSequences(n); err != nil {
 			return nil, err
 		}
+		if err := m.WarmRows(n, opts.Context); err != nil {
+			return nil, err
+		}
 	} else {
 		n = 1
 	}
