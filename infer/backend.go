@@ -350,7 +350,7 @@ type Warming interface {
 }
 
 // ChainedArgmax is implemented by a backend that can decode greedily with
-// the host off the critical path (Model.GreedyChained): in chained mode a
+// the host off the critical path (a Chain, infer/slots's chained steps): in chained mode a
 // one-token pass's Argmax also becomes, on the device, the token of a next
 // pass begun after ChainToken, and Commit returns once the pass is
 // submitted, with the previous chained pass's Argmax destination filled;

@@ -105,39 +105,3 @@ func TestUnknownBackend(t *testing.T) {
 		t.Fatalf("Load on tpu = %v, want ErrUnknownBackend", err)
 	}
 }
-
-// Greedy is the argmax continuation, one token at a time.
-func TestGreedy(t *testing.T) {
-	m, err := infer.Load(open(t, tinymodel.Small(gguf.Q4_0)), infer.Options{Backend: "cpu", Context: 32})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	prompt := []int32{4, 8, 15, 16, 23, 42}
-	got, err := m.Greedy(prompt, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 5 {
-		t.Fatalf("Greedy returned %d tokens, want 5", len(got))
-	}
-	seq := append([]int32(nil), prompt...)
-	for i, tok := range got {
-		if err := m.Forward(seq, 0); err != nil {
-			t.Fatal(err)
-		}
-		best := 0
-		for j, l := range m.Logits() {
-			if l > m.Logits()[best] {
-				best = j
-			}
-		}
-		if int32(best) != tok {
-			t.Fatalf("step %d: Greedy gave %d, a full forward's argmax is %d", i, tok, best)
-		}
-		seq = append(seq, tok)
-	}
-	if _, err := m.Greedy(prompt, 40); !errors.Is(err, infer.ErrContextFull) {
-		t.Errorf("Greedy past the context: %v, want ErrContextFull", err)
-	}
-}

@@ -156,28 +156,6 @@ func (s *Sequence) Append(tok int32) error {
 	return nil
 }
 
-// Greedy runs prompt from position 0 and then n greedy steps (argmax, the
-// first on ties, as llama.cpp's greedy sampler), returning the n tokens:
-// the reference continuation parity tests compare.
-func (m *Model) Greedy(prompt []int32, n int) ([]int32, error) {
-	s := NewSequence(m)
-	if _, err := s.Prefill(prompt, nil); err != nil {
-		return nil, err
-	}
-	out := make([]int32, 0, n)
-	for len(out) < n {
-		best := argmax(m.logits)
-		out = append(out, best)
-		if len(out) == n {
-			break
-		}
-		if err := s.Append(best); err != nil {
-			return out, err
-		}
-	}
-	return out, nil
-}
-
 // argmax is the index of the largest logit, the first on ties (llama.cpp's
 // greedy sampler, and the GPU's Argmax).
 func argmax(logits []float32) int32 {

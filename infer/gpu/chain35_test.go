@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/bonsai-chat/bonsai/infer/slots"
+
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/gpu"
@@ -23,7 +25,7 @@ func qwen35Prompt() []int32 {
 // The hybrid qwen35 network chains on the GPU: its DeltaNet and conv
 // states ping-pong between buffer pairs in chained passes, so the pass in
 // flight when a chain stops is taken back by swapping them. Greedy tokens
-// through Model.GreedyChained are Greedy's, with the DeltaNet input stage
+// through slots.Greedy chained are Greedy's, with the DeltaNet input stage
 // fused (deltanet_in.wgsl) and as its ops (conv.wgsl).
 func TestQwen35GreedyChainedMatchesGreedy(t *testing.T) {
 	for _, unfused := range []bool{false, true} {
@@ -37,11 +39,11 @@ func TestQwen35GreedyChainedMatchesGreedy(t *testing.T) {
 				t.Fatal("no chain on a Q1_0 qwen35 model on the GPU")
 			}
 			prompt := qwen35Prompt()
-			want, err := plain.Greedy(prompt, 24)
+			want, err := slots.Greedy(plain, prompt, 24, false)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := chained.GreedyChained(prompt, 24)
+			got, err := slots.Greedy(chained, prompt, 24, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -67,7 +69,7 @@ func TestQwen35ChainStopsAndRewinds(t *testing.T) {
 				gpu.Unfuse(m.Backend().(*gpu.Backend))
 			}
 			prompt := qwen35Prompt()
-			want, err := m.Greedy(prompt, 16)
+			want, err := slots.Greedy(m, prompt, 16, false)
 			if err != nil {
 				t.Fatal(err)
 			}

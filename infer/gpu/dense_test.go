@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/bonsai-chat/bonsai/infer/slots"
+
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
 	"github.com/bonsai-chat/bonsai/infer/gpu"
@@ -84,11 +86,11 @@ func TestDenseArchsChainedGreedy(t *testing.T) {
 		t.Run(arch, func(t *testing.T) {
 			plain, chained := loadSynth(t, arch, "gpu", gguf.Q8_0), loadSynth(t, arch, "gpu", gguf.Q8_0)
 			prompt := []int32{1, 5, 9, 13, 17, 21, 25, 29}
-			want, err := plain.Greedy(prompt, 12)
+			want, err := slots.Greedy(plain, prompt, 12, false)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := chained.GreedyChained(prompt, 12)
+			got, err := slots.Greedy(chained, prompt, 12, true)
 			if err != nil {
 				t.Fatal(err)
 			}

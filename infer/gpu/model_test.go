@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bonsai-chat/bonsai/infer/slots"
+
 	"github.com/bonsai-chat/bonsai/gguf"
 	"github.com/bonsai-chat/bonsai/infer"
 	_ "github.com/bonsai-chat/bonsai/infer/cpu"
@@ -97,7 +99,7 @@ func TestAttnPathsMatchCPU(t *testing.T) {
 }
 
 // TestGreedyChainedMatchesGreedy decodes greedily with the host off the
-// critical path (Model.GreedyChained: argmax and the next token's
+// critical path (slots.Greedy chained: argmax and the next token's
 // embedding on the GPU, the token read back one pass late) and as Greedy
 // does (logits read back, argmax on the host), on each decode attention
 // path: the tokens must be the same, and the chained path must have run
@@ -111,11 +113,11 @@ func TestGreedyChainedMatchesGreedy(t *testing.T) {
 			gpu.UseAttnPath(plain.Backend().(*gpu.Backend), path)
 			gpu.UseAttnPath(chained.Backend().(*gpu.Backend), path)
 			prompt := []int32{1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41}
-			want, err := plain.Greedy(prompt, 40)
+			want, err := slots.Greedy(plain, prompt, 40, false)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := chained.GreedyChained(prompt, 40)
+			got, err := slots.Greedy(chained, prompt, 40, true)
 			if err != nil {
 				t.Fatal(err)
 			}
