@@ -117,3 +117,45 @@ func BenchmarkKernelFeatures(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeMemory is one token through matrices far larger than the
+// last-level cache, on two threads as `bonsai bench --threads 2` runs them:
+// wall-clock weight bytes per second, to set beside `bench --membw`'s read
+// bandwidth (the bound of a decode step). 128256×2048 is Llama-3.2-1B's
+// tied output head.
+//
+//	go test ./infer/quant/ -run X -bench DecodeMemory -benchtime 20x
+func BenchmarkDecodeMemory(b *testing.B) {
+	// F32 has next to no arithmetic per byte: its figure is the stream's.
+	for _, typ := range []gguf.Type{gguf.F32, gguf.Q4_K, gguf.Q6_K} {
+		for _, shape := range []struct{ rows, cols int }{{128256, 2048}, {2048, 8192}} {
+			b.Run(fmt.Sprintf("%s/%dx%d", typ, shape.rows, shape.cols), func(b *testing.B) {
+				r := rand.New(rand.NewPCG(1, 1))
+				// Enough copies of a small matrix that together they
+				// leave the cache: each step reads the next one.
+				rb, _ := typ.RowBytes(int64(shape.cols))
+				copies := max(1, (256<<20)/(shape.rows*int(rb)))
+				ms := make([]*Matrix, copies)
+				for i := range ms {
+					ms[i] = randMatrixFast(b, r, typ, shape.rows, shape.cols)
+				}
+				x := randVec(r, shape.cols)
+				p := NewPool(2)
+				defer p.Close()
+				var a Activations
+				if err := p.Quantize(&a, typ, x, shape.cols, 1); err != nil {
+					b.Fatal(err)
+				}
+				y := make([]float32, shape.rows)
+				b.SetBytes(int64(len(ms[0].Data)))
+				i := 0
+				for b.Loop() {
+					if err := p.MatMul(ms[i%copies], &a, y); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+			})
+		}
+	}
+}
