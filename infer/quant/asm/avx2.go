@@ -110,11 +110,13 @@ func avx2Tail(blockBytes int, w, sc, blocks, qs, negq, dk reg.Register, H, T int
 	RET()
 }
 
-// avx2Prefetch prefetches the weights prefetchBlocks ahead, as the AVX-512
-// kernels do (the hardware streamers stop at page boundaries).
+// avx2Prefetch prefetches the weights prefetchBlocks ahead into L2, as the
+// AVX-512 kernels do (the hardware streamers stop at page boundaries; on
+// Zen 4 with AVX-512 off, one thread read Q8_0 from memory at 11.6–14.0
+// GB/s prefetching into L1, 14.6–17.3 into L2, three runs each).
 func avx2Prefetch(w reg.Register, blockBytes int) {
 	for off := 0; off < blockBytes; off += 64 {
-		PREFETCHT0(Mem{Base: w, Disp: prefetchBlocks*blockBytes + off})
+		PREFETCHT2(Mem{Base: w, Disp: prefetchBlocks*blockBytes + off})
 	}
 }
 
