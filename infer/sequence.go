@@ -155,15 +155,3 @@ func (s *Sequence) Append(tok int32) error {
 	s.tokens = append(s.tokens, tok)
 	return nil
 }
-
-// argmax is the index of the largest logit, the first on ties (llama.cpp's
-// greedy sampler, and the GPU's Argmax).
-func argmax(logits []float32) int32 {
-	best := 0
-	for i, l := range logits {
-		if l > logits[best] {
-			best = i
-		}
-	}
-	return int32(best)
-}
