@@ -98,6 +98,9 @@ type Backend struct {
 	latMax            int
 	// runByRun, set only by tests, keeps OnePass from taking rows
 	runByRun bool
+	// onePass, set only by tests, lets OnePass take the rows of several
+	// sequences on an f16 cache or a recurrent network (see OnePass)
+	onePass bool
 	// forceMatVec, set only by tests, names the decode matvec kernel
 	// (matvecKernels) to try first, whatever the measurements prefer
 	forceMatVec string

@@ -31,6 +31,10 @@ func ForceMatVec(b *Backend, name string) { b.forceMatVec = name }
 // the bits of each sequence alone, instead of in one pass (OnePass).
 func RunByRun(b *Backend) { b.runByRun = true }
 
+// OnePasses lets b run the rows of several sequences as one pass (OnePass),
+// which production leaves to a Q8_0 cache.
+func OnePasses(b *Backend) { b.onePass = true }
+
 // TraceCreated makes b's Created collect the labels of what its device
 // makes from now on.
 func TraceCreated(b *Backend) { b.d.created.Labels = []string{} }

@@ -25,10 +25,18 @@ import (
 // are the sequence's own. A lone decode step keeps the fused decode
 // kernels this way.
 
-// OnePass says rows of several sequences run as one pass: rows of more
-// than one sequence (one sequence's run keeps the pass Forward gives it),
-// or, on a network without recurrent state, any rows on a Q8_0 cache,
-// whose regions cannot be bound apart (RowPassesOK). The recurrent ops
+// OnePass says rows of several sequences run as one pass: on a network
+// without recurrent state, any rows on a Q8_0 cache, whose regions cannot
+// be bound apart (RowPassesOK); elsewhere only where onePass is set (by
+// tests), rows of more than one sequence (one sequence's run keeps the pass
+// Forward gives it). On an H100 one pass over rows decoded slower than a
+// pass per sequence (8B Q1_0, bench-serve: 2, 4 and 8 streams 0.51×,
+// 0.72×, 0.87× of one stream, against 1.10× for 4 streams in passes per
+// sequence; 27B qwen35: 4 and 8 streams 0.63×, 0.73×): the rows column's
+// matmuls (q1_matmul) are prompt kernels that quantize the input in every
+// workgroup, and read the weights slower at 2–8 rows than the decode
+// matvecs do at one. Until a kernel for a few rows reads them at the
+// matvecs' speed, several sequences' rows run a pass each. The recurrent ops
 // step each sequence's run on its slot's state; a run of deltaChunkMin
 // rows or more (a prompt's chunk) keeps the passes run by run, where it
 // takes the chunked delta rule instead of a token at a time, and so do
@@ -42,6 +50,9 @@ func (b *Backend) OnePass(rows []infer.Row) bool {
 	}
 	if b.kv.spec.Quantized() && b.rec == nil {
 		return true
+	}
+	if !b.onePass {
+		return false
 	}
 	several, run := false, 1
 	for i, r := range rows[1:] {

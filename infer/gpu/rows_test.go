@@ -37,9 +37,9 @@ func loadCtx(t *testing.T, cfg tinymodel.Config, ctx int, kv infer.KVTypes) *inf
 // of the others, steps in changing order), then each alone from position 0
 // through Forward: every logit after a prompt and after every step must be
 // the bits the sequence alone gives. It holds the backend's passes run by
-// run (RunByRun), each the pass of one sequence; by default several
-// sequences share one pass, whose kernels round otherwise
-// (TestOnePassMatchesAlone).
+// run, as production runs them on an f16 cache (RunByRun makes sure), each
+// the pass of one sequence; several sequences in one pass (OnePasses)
+// round otherwise (TestOnePassMatchesAlone).
 func TestForwardRowsMatchesForward(t *testing.T) {
 	const region = 128
 	for _, typ := range []gguf.Type{gguf.Q1_0, gguf.Q4_K} {
@@ -276,6 +276,7 @@ func TestOnePassMatchesAlone(t *testing.T) {
 			for i := range gpu.DefaultDeltaChunkMin {
 				chunk = append(chunk, infer.Row{Token: 2, Pos: i, Seq: 0})
 			}
+			gpu.OnePasses(m.Backend().(*gpu.Backend))
 			if b := m.Backend().(*gpu.Backend); b.OnePass(chunk) || !b.OnePass(chunk[:3]) {
 				t.Errorf("one pass over a step and a %d-row chunk %v, over a step and 2 rows %v", len(chunk)-1, b.OnePass(chunk), b.OnePass(chunk[:3]))
 			}
@@ -285,6 +286,7 @@ func TestOnePassMatchesAlone(t *testing.T) {
 }
 
 func onePassMatchesAlone(t *testing.T, m *infer.Model, region int, tol float64) {
+	gpu.OnePasses(m.Backend().(*gpu.Backend))
 	t.Helper()
 	b := m.Backend().(*gpu.Backend)
 	V := m.Hparams.Vocab
