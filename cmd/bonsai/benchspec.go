@@ -296,17 +296,7 @@ func replayBench(w io.Writer, f *gguf.File, backend string, threads, reps, n, ma
 		if err != nil {
 			return nil, 0, spec.Stats{}, err
 		}
-		var out []int32
-		for {
-			toks, done := st.Next()
-			for _, t := range toks {
-				out = append(out, t.ID)
-			}
-			if done {
-				break
-			}
-		}
-		res := st.Result()
+		out, res := st.Collect()
 		if res.Err != nil {
 			return nil, 0, spec.Stats{}, res.Err
 		}

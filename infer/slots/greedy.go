@@ -32,17 +32,8 @@ func Greedy(m *infer.Model, prompt []int32, n int, chained bool) ([]int32, error
 	if err != nil {
 		return nil, err
 	}
-	out := make([]int32, 0, n)
-	for {
-		toks, done := st.Next()
-		for _, t := range toks {
-			out = append(out, t.ID)
-		}
-		if done {
-			break
-		}
-	}
-	if res := st.Result(); res.Err != nil {
+	out, res := st.Collect()
+	if res.Err != nil {
 		return out, res.Err
 	}
 	if len(out) < n {

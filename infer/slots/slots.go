@@ -280,6 +280,20 @@ func (st *Stream) Next() (toks []Token, done bool) {
 	}
 }
 
+// Collect reads the stream to its end: the tokens' ids and the Result.
+func (st *Stream) Collect() ([]int32, Result) {
+	var ids []int32
+	for {
+		toks, done := st.Next()
+		for _, t := range toks {
+			ids = append(ids, t.ID)
+		}
+		if done {
+			return ids, st.Result()
+		}
+	}
+}
+
 // Cancel stops the generation (a stop string matched, the client left);
 // the slot is freed before the next step.
 func (st *Stream) Cancel() { st.cancel() }

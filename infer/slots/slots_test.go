@@ -33,18 +33,7 @@ func start(t *testing.T, n, ctx int) (*slots.Scheduler, *infer.Model) {
 	return s, m
 }
 
-func drain(st *slots.Stream) ([]int32, slots.Result) {
-	var ids []int32
-	for {
-		toks, done := st.Next()
-		for _, t := range toks {
-			ids = append(ids, t.ID)
-		}
-		if done {
-			return ids, st.Result()
-		}
-	}
-}
+func drain(st *slots.Stream) ([]int32, slots.Result) { return st.Collect() }
 
 // More requests than slots: all are answered, each with the tokens
 // slots.Greedy gives it alone, and a follow-up that extends one goes to

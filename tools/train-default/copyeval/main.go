@@ -144,15 +144,6 @@ func greedy(m *infer.Model, prompt []int32, n int) ([]int32, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []int32
-	for {
-		toks, done := st.Next()
-		for _, t := range toks {
-			out = append(out, t.ID)
-		}
-		if done {
-			break
-		}
-	}
-	return out, st.Result().Err
+	out, res := st.Collect()
+	return out, res.Err
 }
