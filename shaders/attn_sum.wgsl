@@ -43,19 +43,22 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 //#endif
 	let h = i / D;
 	let d = i % D;
-	// in split order, sixteen loads issued before their adds (a loop of
-	// one load per add waited on each of up to maxSplits in turn)
+	// in split order, four loads issued before their adds (a loop of one
+	// load per add waited on each of up to maxSplits in turn); sixteen
+	// through a private array (9fe01d4) is back out with attn_blk_pv's
+	// (see there)
 	let first = (row * HEADS + h) * batch.splits * D + d;
 	var a = 0.0;
 	var c = 0u;
-	for (; c + 16u <= batch.splits; c += 16u) {
-		var p: array<f32, 16>;
-		for (var j = 0u; j < 16u; j++) {
-			p[j] = part[first + (c + j) * D];
-		}
-		for (var j = 0u; j < 16u; j++) {
-			a += p[j];
-		}
+	for (; c + 4u <= batch.splits; c += 4u) {
+		let p0 = part[first + c * D];
+		let p1 = part[first + (c + 1u) * D];
+		let p2 = part[first + (c + 2u) * D];
+		let p3 = part[first + (c + 3u) * D];
+		a += p0;
+		a += p1;
+		a += p2;
+		a += p3;
 	}
 	for (; c < batch.splits; c++) {
 		a += part[first + c * D];
