@@ -87,14 +87,7 @@ func (s *Scheduler) chainStep(sl *slot) bool {
 		s.end(sl, "error", err)
 		return true
 	}
-	s.emit(sl, Token{ID: id})
-	s.mu.Lock()
-	s.stats.Passes++
-	s.stats.DecodeTokens++
-	s.stats.Generated++
-	s.stats.Chained++
-	s.stats.DecodeSeconds += took
-	s.mu.Unlock()
+	s.chained(sl, id, took)
 	return true
 }
 
@@ -115,14 +108,7 @@ func (s *Scheduler) chainLast(sl *slot) bool {
 		s.end(sl, "error", err) // Stop emptied the tokens: the device's cache is unknown
 		return true
 	}
-	s.emit(sl, Token{ID: id})
-	s.mu.Lock()
-	s.stats.Passes++
-	s.stats.DecodeTokens++
-	s.stats.Generated++
-	s.stats.Chained++
-	s.stats.DecodeSeconds += took
-	s.mu.Unlock()
+	s.chained(sl, id, took)
 	return true
 }
 
@@ -164,4 +150,17 @@ func (s *Scheduler) stopChains() {
 			s.end(sl, "error", err)
 		}
 	}
+}
+
+// chained emits id, a chained pass's token that took took seconds, and
+// counts the pass.
+func (s *Scheduler) chained(sl *slot, id int32, took float64) {
+	s.emit(sl, Token{ID: id})
+	s.mu.Lock()
+	s.stats.Passes++
+	s.stats.DecodeTokens++
+	s.stats.Generated++
+	s.stats.Chained++
+	s.stats.DecodeSeconds += took
+	s.mu.Unlock()
 }
